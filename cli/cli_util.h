@@ -1,0 +1,30 @@
+/* cli_util.h - small helpers shared by the CLI front ends. */
+#ifndef LIS_CLI_UTIL_H
+#define LIS_CLI_UTIL_H
+
+#include "lis.h"
+#include <stddef.h>
+
+/* Exit codes, as docker/podman: 125 lis itself failed, 126 the command could
+ * not be run, 127 it was not found; otherwise the command's own code. */
+#define CLI_EXIT_LIS 125
+
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "lis: <err->msg>" and returns CLI_EXIT_LIS. */
+int cli_fail(const lis_error *err);
+/* Parses "1.5", "200M", "2G", "unlimited"; returns -1 when malformed. */
+int cli_parse_size(const char *s, uint64_t *out);
+/* A growable NULL-terminated list of strings (argv/env style). */
+typedef struct cli_list {
+    const char **v;
+    size_t n, cap;
+} cli_list;
+int cli_list_add(cli_list *l, const char *s);
+void cli_list_free(cli_list *l);
+/* Runs `main_name` from a plugin (liblis-agent.so, liblis-rootfs.so) found
+ * next to the executable. */
+int cli_run_plugin(const char *lib, const char *main_name, int argc, char **argv);
+/* Resolves --image NAME:TAG through the rootfs store; writes the directory. */
+int cli_resolve_image(lis_ctx *ctx, const char *ref, char *dir, size_t len);
+
+#endif

@@ -1,0 +1,6 @@
+/* cmd.h - sub-command entry points of the lis binary. */
+#ifndef LIS_CMD_H
+#define LIS_CMD_H
+int cmd_sandbox(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+#endif

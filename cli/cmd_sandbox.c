@@ -1,0 +1,662 @@
+/* cmd_sandbox.c - `lis sandbox ...` and `lis doctor`: parse, call lis.h, print. */
+#include "cli_util.h"
+#include "cmd.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <termios.h>
+#include <unistd.h>
+
+typedef struct opts {
+    const char *rootfs, *image, *name, *hostname, *cwd;
+    cli_list env;
+    lis_bind binds[64];
+    size_t nbinds;
+    lis_limits limits;
+    lis_net_mode net;
+    lis_uidmap_mode uidmap;
+    double timeout;
+    int interactive, tty, json, all, disk;
+} opts;
+
+enum { O_ROOTFS = 256, O_IMAGE, O_NAME, O_HOSTNAME, O_NET, O_UIDMAP, O_MEMORY, O_PIDS, O_CPUS,
+       O_TIMEOUT, O_CWD, O_JSON, O_ALL, O_DISK, O_REQUIRE_LIMITS };
+
+static const struct option long_opts[] = {
+    {"rootfs", required_argument, 0, O_ROOTFS},   {"image", required_argument, 0, O_IMAGE},
+    {"name", required_argument, 0, O_NAME},       {"hostname", required_argument, 0, O_HOSTNAME},
+    {"volume", required_argument, 0, 'v'},        {"env", required_argument, 0, 'e'},
+    {"net", required_argument, 0, O_NET},         {"uidmap", required_argument, 0, O_UIDMAP},
+    {"memory", required_argument, 0, O_MEMORY},   {"pids", required_argument, 0, O_PIDS},
+    {"cpus", required_argument, 0, O_CPUS},       {"timeout", required_argument, 0, O_TIMEOUT},
+    {"cwd", required_argument, 0, O_CWD},         {"workdir", required_argument, 0, 'w'},
+    {"interactive", no_argument, 0, 'i'},         {"tty", no_argument, 0, 't'},
+    {"json", no_argument, 0, O_JSON},             {"all", no_argument, 0, O_ALL},
+    {"disk", no_argument, 0, O_DISK},             {"require-limits", no_argument, 0, O_REQUIRE_LIMITS},
+    {"help", no_argument, 0, 'h'},                {0, 0, 0, 0},
+};
+
+static int parse_bind(opts *o, char *arg)
+{
+    if (o->nbinds >= sizeof o->binds / sizeof o->binds[0]) {
+        cli_error("too many -v binds");
+        return -1;
+    }
+    char *c1 = strchr(arg, ':');
+    if (!c1 || c1 == arg || c1[1] != '/') {
+        cli_error("-v %s: expected HOST:/PATH[:ro]", arg);
+        return -1;
+    }
+    *c1 = 0;
+    char *c2 = strchr(c1 + 1, ':');
+    lis_bind *b = &o->binds[o->nbinds++];
+    b->host_path = arg;
+    b->path = c1 + 1;
+    b->read_only = 0;
+    if (c2) {
+        *c2 = 0;
+        if (!strcmp(c2 + 1, "ro"))
+            b->read_only = 1;
+        else if (strcmp(c2 + 1, "rw")) {
+            cli_error("-v: unknown mode '%s' (ro or rw)", c2 + 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Returns the index of the first non-option argument, or -1 on error. */
+static int parse(int argc, char **argv, opts *o, const char *usage)
+{
+    memset(o, 0, sizeof *o);
+    o->uidmap = LIS_UIDMAP_AUTO;
+    o->net = LIS_NET_NONE;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+v:e:w:ith", long_opts, NULL)) != -1) {
+        uint64_t v;
+        switch (c) {
+        case O_ROOTFS: o->rootfs = optarg; break;
+        case O_IMAGE: o->image = optarg; break;
+        case O_NAME: o->name = optarg; break;
+        case O_HOSTNAME: o->hostname = optarg; break;
+        case 'v': if (parse_bind(o, optarg) < 0) return -1; break;
+        case 'e':
+            if (!strchr(optarg, '=')) {
+                cli_error("-e %s: expected KEY=VALUE", optarg);
+                return -1;
+            }
+            cli_list_add(&o->env, optarg);
+            break;
+        case O_NET:
+            if (!strcmp(optarg, "none")) o->net = LIS_NET_NONE;
+            else if (!strcmp(optarg, "host")) o->net = LIS_NET_HOST;
+            else if (!strcmp(optarg, "proxy")) o->net = LIS_NET_PROXY;
+            else { cli_error("--net %s: expected none, host or proxy", optarg); return -1; }
+            break;
+        case O_UIDMAP:
+            if (!strcmp(optarg, "auto")) o->uidmap = LIS_UIDMAP_AUTO;
+            else if (!strcmp(optarg, "single")) o->uidmap = LIS_UIDMAP_SINGLE;
+            else if (!strcmp(optarg, "full")) o->uidmap = LIS_UIDMAP_FULL;
+            else { cli_error("--uidmap %s: expected auto, single or full", optarg); return -1; }
+            break;
+        case O_MEMORY:
+            if (cli_parse_size(optarg, &v) < 0) { cli_error("--memory %s: expected e.g. 200M", optarg); return -1; }
+            o->limits.memory_bytes = v ? v : LIS_UNLIMITED;
+            break;
+        case O_PIDS:
+            if (cli_parse_size(optarg, &v) < 0) { cli_error("--pids %s: expected a number", optarg); return -1; }
+            o->limits.pids = v ? v : LIS_UNLIMITED;
+            break;
+        case O_CPUS: {
+            char *end;
+            double d = strtod(optarg, &end);
+            if (!strcmp(optarg, "unlimited")) o->limits.cpu_millis = LIS_UNLIMITED;
+            else if (*end || d < 0) { cli_error("--cpus %s: expected e.g. 1.5", optarg); return -1; }
+            else o->limits.cpu_millis = d > 0 ? (uint64_t)(d * 1000) : LIS_UNLIMITED;
+            break;
+        }
+        case O_REQUIRE_LIMITS: o->limits.require = 1; break;
+        case O_TIMEOUT: {
+            char *end;
+            o->timeout = strtod(optarg, &end);
+            if (*end || o->timeout < 0) { cli_error("--timeout %s: expected seconds", optarg); return -1; }
+            break;
+        }
+        case O_CWD: case 'w': o->cwd = optarg; break;
+        case 'i': o->interactive = 1; break;
+        case 't': o->tty = 1; break;
+        case O_JSON: o->json = 1; break;
+        case O_ALL: o->all = 1; break;
+        case O_DISK: o->disk = 1; break;
+        case 'h': fputs(usage, stdout); exit(0);
+        default:
+            cli_error("%s: unknown or incomplete option '%s'\n%s", argv[0], argv[optind - 1], usage);
+            return -1;
+        }
+    }
+    return optind;
+}
+
+static lis_ctx *open_ctx(void)
+{
+    lis_error err = {0};
+    lis_ctx *ctx = lis_ctx_new(NULL, &err);
+    if (!ctx)
+        cli_fail(&err);
+    return ctx;
+}
+
+static int fill_spec(lis_ctx *ctx, opts *o, lis_sandbox_spec *spec, char *imgdir, size_t len)
+{
+    memset(spec, 0, sizeof *spec);
+    if (o->image && o->rootfs) {
+        cli_error("give either --rootfs or --image, not both");
+        return -1;
+    }
+    if (o->image) {
+        if (cli_resolve_image(ctx, o->image, imgdir, len))
+            return -1;
+        spec->rootfs = imgdir;
+    } else {
+        spec->rootfs = o->rootfs;
+    }
+    if (!spec->rootfs) {
+        cli_error("no root filesystem: give --rootfs DIR or --image NAME:TAG");
+        return -1;
+    }
+    spec->name = o->name;
+    spec->hostname = o->hostname;
+    spec->env = o->env.v;
+    spec->binds = o->binds;
+    spec->nbinds = o->nbinds;
+    spec->limits = o->limits;
+    spec->net = o->net;
+    spec->uidmap = o->uidmap;
+    if (o->net == LIS_NET_HOST)
+        cli_error("warning: --net host shares this host's network with the sandbox");
+    return 0;
+}
+
+/* ---- running a command with the terminal or our own stdio ---- */
+
+static struct termios saved_tio;
+static int tio_saved;
+
+static void restore_tty(void)
+{
+    if (tio_saved)
+        tcsetattr(0, TCSANOW, &saved_tio);
+}
+
+static int relay_pty(lis_proc *p, lis_result *res, lis_error *err)
+{
+    int master = lis_proc_pty_fd(p);
+    if (isatty(0) && tcgetattr(0, &saved_tio) == 0) {
+        struct termios raw = saved_tio;
+        cfmakeraw(&raw);
+        tio_saved = 1;
+        atexit(restore_tty);
+        tcsetattr(0, TCSANOW, &raw);
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGWINCH);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    int in_open = 1, done = 0;
+    char buf[16384];
+    while (!done) {
+        struct pollfd pf[4] = {{lis_proc_fd(p), POLLIN, 0}, {master, POLLIN, 0},
+                               {in_open ? 0 : -1, POLLIN, 0}, {sfd, POLLIN, 0}};
+        if (poll(pf, 4, -1) < 0 && errno != EINTR)
+            break;
+        if (pf[1].revents) {
+            ssize_t n = read(master, buf, sizeof buf);
+            if (n > 0 && write(1, buf, (size_t)n) < 0)
+                break;
+        }
+        if (pf[2].revents) {
+            ssize_t n = read(0, buf, sizeof buf);
+            if (n <= 0)
+                in_open = 0;
+            else if (write(master, buf, (size_t)n) < 0)
+                in_open = 0;
+        }
+        if (pf[3].revents) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) > 0)
+                ;
+            struct winsize ws;
+            if (ioctl(0, TIOCGWINSZ, &ws) == 0)
+                ioctl(master, TIOCSWINSZ, &ws);
+        }
+        int r = lis_proc_step(p, err);
+        if (r != 0)
+            done = 1;
+    }
+    /* what the command printed last */
+    fcntl(master, F_SETFL, O_NONBLOCK);
+    ssize_t n;
+    while ((n = read(master, buf, sizeof buf)) > 0)
+        if (write(1, buf, (size_t)n) < 0)
+            break;
+    restore_tty();
+    if (sfd >= 0)
+        close(sfd);
+    return lis_proc_wait(p, res, err);
+}
+
+static int exit_status(const lis_result *res)
+{
+    if (res->exec_failed) {
+        cli_error("%s", res->err_msg);
+        return res->exit_code ? res->exit_code : 127;
+    }
+    if (res->timed_out) {
+        cli_error("command timed out; it and every process it started were killed");
+        return 124;
+    }
+    return res->exit_code;
+}
+
+static int run_command(lis_sandbox *sb, opts *o, char **cmd)
+{
+    lis_exec_spec ex = {0};
+    ex.argv = (const char *const *)cmd;
+    ex.cwd = o->cwd;
+    ex.timeout = o->timeout;
+    ex.pty = o->tty;
+    struct winsize ws;
+    if (o->tty && ioctl(0, TIOCGWINSZ, &ws) == 0) {
+        ex.rows = ws.ws_row;
+        ex.cols = ws.ws_col;
+    }
+    /* a terminal session gets the owner's TERM */
+    static char term[128];
+    const char *t = getenv("TERM");
+    if (o->tty && t && strlen(t) < sizeof term - 6) {
+        snprintf(term, sizeof term, "TERM=%s", t);
+        cli_list_add(&o->env, term);
+    }
+    ex.env = o->env.v;
+    ex.in = o->interactive ? LIS_STDIO_FD : LIS_STDIO_NULL;
+    ex.in_fd = 0;
+    ex.out = ex.err = LIS_STDIO_FD;
+    ex.out_fd = 1;
+    ex.err_fd = 2;
+    lis_error err = {0};
+    lis_proc *p;
+    if (lis_exec_start(sb, &ex, &p, &err) < 0)
+        return cli_fail(&err);
+    lis_result res;
+    int rc = o->tty ? relay_pty(p, &res, &err) : lis_proc_wait(p, &res, &err);
+    if (rc < 0) {
+        lis_result_free(&res);
+        return cli_fail(&err);
+    }
+    int code = exit_status(&res);
+    lis_result_free(&res);
+    return code;
+}
+
+/* ---- sub-commands ---- */
+
+static const char run_usage[] =
+    "usage: lis sandbox run (--rootfs DIR | --image NAME[:TAG]) [options] -- CMD [ARG...]\n"
+    "  --name N  --hostname H  -v HOST:/PATH[:ro]  -e K=V  -w/--cwd DIR  --timeout SEC\n"
+    "  --net none|host|proxy  --uidmap auto|single|full  --memory 200M --pids N --cpus 1.5\n"
+    "  -i (pass stdin)  -t (pseudo-terminal)  --disk (upper layer on disk, not tmpfs)\n";
+
+static int sb_run(int argc, char **argv)
+{
+    opts o;
+    int first = parse(argc, argv, &o, run_usage);
+    if (first < 0)
+        return 2;
+    if (first >= argc) {
+        cli_error("sandbox run: no command given\n%s", run_usage);
+        return 2;
+    }
+    lis_ctx *ctx = open_ctx();
+    if (!ctx)
+        return CLI_EXIT_LIS;
+    char img[PATH_MAX];
+    lis_sandbox_spec spec;
+    if (fill_spec(ctx, &o, &spec, img, sizeof img) < 0) {
+        lis_ctx_free(ctx);
+        return 2;
+    }
+    spec.upper = o.disk ? LIS_UPPER_DISK : LIS_UPPER_TMPFS;
+    lis_error err = {0};
+    lis_sandbox *sb;
+    if (lis_sandbox_create(ctx, &spec, &sb, &err) < 0) {
+        lis_ctx_free(ctx);
+        return cli_fail(&err);
+    }
+    int code = run_command(sb, &o, argv + first);
+    if (lis_sandbox_destroy(sb, &err) < 0)
+        code = cli_fail(&err);
+    lis_ctx_free(ctx);
+    cli_list_free(&o.env);
+    return code;
+}
+
+static const char create_usage[] =
+    "usage: lis sandbox create (--rootfs DIR | --image NAME[:TAG]) [--name N] [-v HOST:/PATH[:ro]]\n"
+    "                          [-e K=V] [--net none|host|proxy] [--uidmap auto|single|full]\n"
+    "                          [--memory 200M] [--pids N] [--cpus 1.5]\n";
+
+static int sb_create(int argc, char **argv)
+{
+    opts o;
+    int first = parse(argc, argv, &o, create_usage);
+    if (first < 0)
+        return 2;
+    if (first < argc) {
+        cli_error("sandbox create: unexpected argument '%s'\n%s", argv[first], create_usage);
+        return 2;
+    }
+    lis_ctx *ctx = open_ctx();
+    if (!ctx)
+        return CLI_EXIT_LIS;
+    char img[PATH_MAX];
+    lis_sandbox_spec spec;
+    if (fill_spec(ctx, &o, &spec, img, sizeof img) < 0) {
+        lis_ctx_free(ctx);
+        return 2;
+    }
+    spec.persist = 1;
+    spec.upper = LIS_UPPER_DISK;
+    lis_error err = {0};
+    lis_sandbox *sb;
+    if (lis_sandbox_create(ctx, &spec, &sb, &err) < 0) {
+        lis_ctx_free(ctx);
+        return cli_fail(&err);
+    }
+    puts(lis_sandbox_name(sb));
+    lis_sandbox_release(sb);
+    lis_ctx_free(ctx);
+    cli_list_free(&o.env);
+    return 0;
+}
+
+static const char exec_usage[] =
+    "usage: lis sandbox exec NAME [--timeout SEC] [-w/--cwd DIR] [-e K=V] [-i] [-t] -- CMD [ARG...]\n";
+
+static int sb_exec(int argc, char **argv)
+{
+    if (argc < 2 || argv[1][0] == '-') {
+        if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+            fputs(exec_usage, stdout);
+            return 0;
+        }
+        cli_error("sandbox exec: no sandbox name given\n%s", exec_usage);
+        return 2;
+    }
+    const char *name = argv[1];
+    opts o;
+    int first = parse(argc - 1, argv + 1, &o, exec_usage);
+    if (first < 0)
+        return 2;
+    first += 1;
+    if (first >= argc) {
+        cli_error("sandbox exec: no command given\n%s", exec_usage);
+        return 2;
+    }
+    lis_ctx *ctx = open_ctx();
+    if (!ctx)
+        return CLI_EXIT_LIS;
+    lis_error err = {0};
+    lis_sandbox *sb;
+    if (lis_sandbox_open(ctx, name, &sb, &err) < 0) {
+        lis_ctx_free(ctx);
+        return cli_fail(&err);
+    }
+    int code = run_command(sb, &o, argv + first);
+    lis_sandbox_release(sb);
+    lis_ctx_free(ctx);
+    cli_list_free(&o.env);
+    return code;
+}
+
+/* NAME:/path -> name and path; else a host path. */
+static int split_ref(char *s, char **name, char **path)
+{
+    char *c = strchr(s, ':');
+    if (c && c != s && c[1] == '/' && !memchr(s, '/', (size_t)(c - s))) {
+        *c = 0;
+        *name = s;
+        *path = c + 1;
+        return 1;
+    }
+    *name = NULL;
+    *path = s;
+    return 0;
+}
+
+static int sb_cp(int argc, char **argv)
+{
+    if (argc != 3) {
+        cli_error("usage: lis sandbox cp SRC DST   (one of them NAME:/path)");
+        return 2;
+    }
+    char *sn, *sp, *dn, *dp;
+    int sin = split_ref(argv[1], &sn, &sp), din = split_ref(argv[2], &dn, &dp);
+    if (sin == din) {
+        cli_error("sandbox cp: exactly one side must be NAME:/path");
+        return 2;
+    }
+    lis_ctx *ctx = open_ctx();
+    if (!ctx)
+        return CLI_EXIT_LIS;
+    lis_error err = {0};
+    lis_sandbox *sb;
+    int rc = 0;
+    if (lis_sandbox_open(ctx, sin ? sn : dn, &sb, &err) < 0) {
+        rc = cli_fail(&err);
+    } else {
+        if ((sin ? lis_copy_out(sb, sp, dp, &err) : lis_copy_in(sb, sp, dp, &err)) < 0)
+            rc = cli_fail(&err);
+        lis_sandbox_release(sb);
+    }
+    lis_ctx_free(ctx);
+    return rc;
+}
+
+static void human(uint64_t b, char *out, size_t len)
+{
+    if (b >= 1u << 30)
+        snprintf(out, len, "%.1fG", b / 1073741824.0);
+    else if (b >= 1u << 20)
+        snprintf(out, len, "%.1fM", b / 1048576.0);
+    else
+        snprintf(out, len, "%.0fK", b / 1024.0);
+}
+
+static int sb_ls(int argc, char **argv)
+{
+    opts o;
+    if (parse(argc, argv, &o, "usage: lis sandbox ls [--json]\n") < 0)
+        return 2;
+    lis_ctx *ctx = open_ctx();
+    if (!ctx)
+        return CLI_EXIT_LIS;
+    lis_error err = {0};
+    lis_stats *st;
+    size_t n;
+    if (lis_sandbox_list(ctx, &st, &n, &err) < 0) {
+        lis_ctx_free(ctx);
+        return cli_fail(&err);
+    }
+    if (o.json) {
+        cJSON *arr = cJSON_CreateArray();
+        for (size_t i = 0; i < n; i++) {
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "name", st[i].name);
+            cJSON_AddStringToObject(j, "state", st[i].state);
+            cJSON_AddNumberToObject(j, "age_seconds", st[i].age_seconds);
+            cJSON_AddStringToObject(j, "rootfs", st[i].rootfs);
+            cJSON_AddNumberToObject(j, "memory_bytes", (double)st[i].memory_bytes);
+            cJSON_AddNumberToObject(j, "processes", (double)st[i].nprocs);
+            cJSON_AddNumberToObject(j, "pid", st[i].pid);
+            cJSON_AddBoolToObject(j, "persistent", st[i].persist);
+            cJSON_AddItemToArray(arr, j);
+        }
+        char *s = cJSON_Print(arr);
+        puts(s ? s : "[]");
+        free(s);
+        cJSON_Delete(arr);
+    } else {
+        printf("%-24s %-8s %8s %8s %6s  %s\n", "NAME", "STATE", "AGE", "MEMORY", "PROCS", "ROOTFS");
+        for (size_t i = 0; i < n; i++) {
+            char mem[32], age[32];
+            human(st[i].memory_bytes, mem, sizeof mem);
+            double a = st[i].age_seconds;
+            if (a < 120)
+                snprintf(age, sizeof age, "%.0fs", a);
+            else if (a < 7200)
+                snprintf(age, sizeof age, "%.0fm", a / 60);
+            else
+                snprintf(age, sizeof age, "%.0fh", a / 3600);
+            printf("%-24s %-8s %8s %8s %6llu  %s\n", st[i].name, st[i].state, age, mem,
+                   (unsigned long long)st[i].nprocs, st[i].rootfs);
+        }
+    }
+    free(st);
+    lis_ctx_free(ctx);
+    return 0;
+}
+
+static int sb_rm(int argc, char **argv)
+{
+    opts o;
+    int first = parse(argc, argv, &o, "usage: lis sandbox rm NAME... | --all\n");
+    if (first < 0)
+        return 2;
+    if (!o.all && first >= argc) {
+        cli_error("sandbox rm: name a sandbox, or --all");
+        return 2;
+    }
+    lis_ctx *ctx = open_ctx();
+    if (!ctx)
+        return CLI_EXIT_LIS;
+    lis_error err = {0};
+    int rc = 0, removed;
+    cli_list names = {0};
+    lis_stats *st = NULL;
+    size_t n = 0;
+    if (o.all) {
+        if (lis_sandbox_list(ctx, &st, &n, &err) < 0)
+            rc = cli_fail(&err);
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp(st[i].state, "running"))
+                cli_list_add(&names, st[i].name);
+    }
+    for (int i = first; i < argc; i++)
+        cli_list_add(&names, argv[i]);
+    int dead = 0;
+    for (size_t i = 0; i < names.n; i++) {
+        lis_sandbox *sb;
+        if (lis_sandbox_open(ctx, names.v[i], &sb, &err) < 0) {
+            if (err.code == ESRCH) {
+                dead = 1; /* its state is removed by the gc below */
+                continue;
+            }
+            rc = cli_fail(&err);
+            continue;
+        }
+        if (lis_sandbox_destroy(sb, &err) < 0)
+            rc = cli_fail(&err);
+    }
+    if ((o.all || dead) && lis_sandbox_gc(ctx, &removed, &err) < 0)
+        rc = cli_fail(&err);
+    cli_list_free(&names);
+    free(st);
+    lis_ctx_free(ctx);
+    return rc;
+}
+
+static int sb_gc(int argc, char **argv)
+{
+    lis_ctx *ctx = open_ctx();
+    if (!ctx)
+        return CLI_EXIT_LIS;
+    lis_error err = {0};
+    int removed = 0, rc = 0;
+    if (lis_sandbox_gc(ctx, &removed, &err) < 0)
+        rc = cli_fail(&err);
+    else
+        printf("removed %d dead sandbox%s\n", removed, removed == 1 ? "" : "es");
+    lis_ctx_free(ctx);
+    return rc;
+}
+
+int cmd_sandbox(int argc, char **argv)
+{
+    if (argc < 2) {
+        cli_error("usage: lis sandbox run|create|exec|cp|ls|rm|gc ... (lis --help)");
+        return 2;
+    }
+    const char *sub = argv[1];
+    argc--;
+    argv++;
+    if (!strcmp(sub, "run")) return sb_run(argc, argv);
+    if (!strcmp(sub, "create")) return sb_create(argc, argv);
+    if (!strcmp(sub, "exec")) return sb_exec(argc, argv);
+    if (!strcmp(sub, "cp")) return sb_cp(argc, argv);
+    if (!strcmp(sub, "ls") || !strcmp(sub, "list")) return sb_ls(argc, argv);
+    if (!strcmp(sub, "rm")) return sb_rm(argc, argv);
+    if (!strcmp(sub, "gc")) return sb_gc(argc, argv);
+    cli_error("unknown sandbox command '%s' (run, create, exec, cp, ls, rm, gc)", sub);
+    return 2;
+}
+
+int cmd_doctor(int argc, char **argv)
+{
+    int json = argc > 1 && !strcmp(argv[1], "--json");
+    lis_error err = {0};
+    lis_ctx *ctx = lis_ctx_new(NULL, &err);
+    if (!ctx)
+        cli_error("warning: %s", err.msg);
+    lis_check checks[64];
+    size_t n = lis_doctor(ctx, checks, 64);
+    static const char *const lv[] = {"OK", "WARN", "FAIL"};
+    int worst = 0;
+    cJSON *arr = json ? cJSON_CreateArray() : NULL;
+    for (size_t i = 0; i < n; i++) {
+        if ((int)checks[i].level > worst)
+            worst = (int)checks[i].level;
+        if (json) {
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "check", checks[i].name);
+            cJSON_AddStringToObject(j, "level", lv[checks[i].level]);
+            cJSON_AddStringToObject(j, "detail", checks[i].detail);
+            cJSON_AddStringToObject(j, "fix", checks[i].fix);
+            cJSON_AddItemToArray(arr, j);
+        } else {
+            printf("%-4s %-22s %s\n", lv[checks[i].level], checks[i].name, checks[i].detail);
+            if (checks[i].fix[0] && checks[i].level != LIS_CHECK_OK)
+                printf("     %-22s fix: %s\n", "", checks[i].fix);
+        }
+    }
+    if (json) {
+        char *s = cJSON_Print(arr);
+        puts(s);
+        free(s);
+        cJSON_Delete(arr);
+    }
+    lis_ctx_free(ctx);
+    return worst == LIS_CHECK_FAIL ? 1 : 0;
+}

@@ -1,0 +1,91 @@
+/* internal.h - declarations shared inside runtime/ only. */
+#ifndef LIS_INTERNAL_H
+#define LIS_INTERNAL_H
+
+#include "lis.h"
+#include <limits.h>
+#include <linux/filter.h>
+#include <stdarg.h>
+
+#define LIS_NAME_MAX 64
+
+/* error.c */
+int lis_fail(lis_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prefixes err->msg with context ("creating sandbox x: ..."). */
+int lis_wrap(lis_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A subordinate id range from /etc/subuid or /etc/subgid. */
+typedef struct lis_subid {
+    unsigned long start, count;
+} lis_subid;
+
+struct lis_ctx {
+    char run_dir[PATH_MAX];
+    char data_dir[PATH_MAX];
+    char init_path[PATH_MAX];
+    int init_fd;                 /* O_PATH fd of lis-init, exec'd in every sandbox */
+    struct sock_filter *bpf;     /* seccomp program, compiled once per context */
+    unsigned short bpf_len;
+    uid_t uid;
+    gid_t gid;
+    char newuidmap[64], newgidmap[64]; /* empty when not installed */
+    lis_subid subuid, subgid;          /* count 0 when none */
+};
+
+/* The sandbox handle. */
+struct lis_sandbox {
+    lis_ctx *ctx;
+    char name[LIS_NAME_MAX + 1];
+    char state_dir[PATH_MAX];    /* <run_dir>/<name>, "" when none (tmpfs, ephemeral) */
+    char layer_dir[PATH_MAX];    /* <data_dir>/sandboxes/<name>, "" when tmpfs upper */
+    char ctl_path[PATH_MAX];     /* listening socket of a persistent sandbox */
+    char rootfs[PATH_MAX];
+    pid_t pid;
+    int pidfd;
+    int life_fd;                 /* ephemeral: our end of the lifeline, -1 otherwise */
+    int root_fd;                 /* O_PATH of /proc/<pid>/root, opened lazily */
+    int persist;
+    int full_map;
+    char **env;                  /* default + spec env, NULL-terminated */
+    double created;              /* CLOCK_REALTIME seconds */
+};
+
+/* context.c */
+double lis_now(void);        /* CLOCK_MONOTONIC seconds */
+double lis_wallclock(void);  /* CLOCK_REALTIME seconds */
+int lis_mkdir_p(const char *path, unsigned mode, lis_error *err);
+int lis_valid_name(const char *name);
+
+/* seccomp.c */
+int lis_seccomp_compile(struct sock_filter **prog, unsigned short *len, lis_error *err);
+
+/* caps.c: child side, async-signal-safe. Returns -errno or 0. */
+int lis_caps_drop_to_default(void);
+
+/* userns.c */
+int lis_subid_lookup(const char *file, uid_t uid, const char *user, lis_subid *out);
+int lis_write_id_maps(lis_ctx *ctx, pid_t pid, int full, lis_error *err);
+/* Removes a directory tree; with full maps, inside a mapped user namespace. */
+int lis_rmtree(lis_ctx *ctx, const char *path, int full_map, lis_error *err);
+
+/* spawn.c: clone3 into new namespaces, set up the root, exec lis-init. */
+typedef struct lis_spawn_req {
+    const lis_sandbox_spec *spec;
+    const char *name;
+    const char *rootfs;
+    const char *upper_dir, *work_dir;   /* NULL with a tmpfs upper */
+    int listen_fd;                      /* persistent: ctl.sock, else -1 */
+    int full_map;
+} lis_spawn_req;
+int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid, int *pidfd,
+              int *life_fd, lis_error *err);
+
+/* sandbox.c */
+int lis_sandbox_root_fd(lis_sandbox *sb, lis_error *err);
+int lis_sandbox_connect(lis_sandbox *sb, lis_error *err);
+
+/* files.c */
+int lis_path_check(const char *path, lis_error *err);
+
+#endif

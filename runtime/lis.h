@@ -1,0 +1,224 @@
+/* lis.h - the public C API of the lis sandbox runtime.
+ *
+ * This is the only runtime header that agent/ and cli/ may include.
+ * Nothing here is global: every call works on a context (lis_ctx) or a
+ * sandbox handle, and every fallible call fills a caller-owned lis_error.
+ *
+ * Threading: a lis_ctx may be shared by threads; a lis_sandbox or lis_proc
+ * handle must be used by one thread at a time.
+ */
+#ifndef LIS_H
+#define LIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors ------------------------------------------------------------ */
+
+typedef struct lis_error {
+    int code;        /* errno-style cause, 0 when none */
+    char msg[512];   /* one line: what failed, why, and the fix when known */
+} lis_error;
+
+/* ---- context ----------------------------------------------------------- */
+
+typedef struct lis_ctx lis_ctx;
+
+typedef struct lis_ctx_opts {
+    const char *run_dir;   /* sockets + metadata; NULL: $XDG_RUNTIME_DIR/lis or /tmp/lis-$UID */
+    const char *data_dir;  /* sandbox layers; NULL: $XDG_DATA_HOME/lis or ~/.local/share/lis */
+    const char *init_path; /* the lis-init helper; NULL: next to the running executable */
+} lis_ctx_opts;
+
+/* Creates a context: finds the helper, compiles the seccomp filter once. */
+lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err);
+void lis_ctx_free(lis_ctx *ctx);
+const char *lis_ctx_run_dir(const lis_ctx *ctx);
+const char *lis_ctx_data_dir(const lis_ctx *ctx);
+
+/* ---- sandboxes --------------------------------------------------------- */
+
+typedef struct lis_sandbox lis_sandbox;
+
+typedef struct lis_bind {
+    const char *host_path;  /* existing host file or directory */
+    const char *path;       /* absolute path inside the sandbox */
+    int read_only;
+} lis_bind;
+
+typedef enum lis_net_mode {
+    LIS_NET_NONE = 0,  /* a private network namespace with loopback only */
+    LIS_NET_HOST,      /* share the owner's network (explicit opt-in) */
+    LIS_NET_PROXY,     /* loopback only + an HTTP proxy relayed to the owner */
+} lis_net_mode;
+
+typedef enum lis_uidmap_mode {
+    LIS_UIDMAP_AUTO = 0, /* full 65536 range via newuidmap when available, else single */
+    LIS_UIDMAP_SINGLE,   /* 0 inside = caller outside, nothing else mapped */
+    LIS_UIDMAP_FULL,     /* require newuidmap/newgidmap and a subordinate range */
+} lis_uidmap_mode;
+
+typedef enum lis_upper_mode {
+    LIS_UPPER_DISK = 0, /* writes go to <data_dir>/sandboxes/<name>/upper */
+    LIS_UPPER_TMPFS,    /* writes go to a tmpfs private to the sandbox (nothing on disk) */
+} lis_upper_mode;
+
+/* Resource envelope. 0 keeps the default, LIS_UNLIMITED disables a limit. */
+#define LIS_UNLIMITED UINT64_MAX
+typedef struct lis_limits {
+    uint64_t memory_bytes;  /* default 200 MiB */
+    uint64_t pids;          /* default 1024 */
+    uint64_t cpu_millis;    /* 1500 = 1.5 CPUs; default unlimited */
+    int require;            /* refuse to start when limits cannot be enforced */
+} lis_limits;
+
+typedef struct lis_sandbox_spec {
+    const char *rootfs;          /* directory used as the read-only lower layer */
+    const char *name;            /* NULL: generated; [A-Za-z0-9_.-], max 64 */
+    const char *hostname;        /* NULL: the name */
+    const char *const *env;      /* NULL-terminated K=V added to every command */
+    const lis_bind *binds;
+    size_t nbinds;
+    lis_limits limits;
+    lis_net_mode net;
+    lis_uidmap_mode uidmap;
+    lis_upper_mode upper;
+    int persist;                 /* keep running after the owner process exits */
+} lis_sandbox_spec;
+
+int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec,
+                       lis_sandbox **out, lis_error *err);
+/* Attaches to a running persistent sandbox by name. */
+int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_error *err);
+/* Kills every process of the sandbox, unmounts, deletes its state; frees sb. */
+int lis_sandbox_destroy(lis_sandbox *sb, lis_error *err);
+/* Frees the handle only. An ephemeral sandbox dies with its owner process
+ * anyway; a persistent one keeps running. */
+void lis_sandbox_release(lis_sandbox *sb);
+
+const char *lis_sandbox_name(const lis_sandbox *sb);
+pid_t lis_sandbox_pid(const lis_sandbox *sb);  /* PID 1 of the sandbox, as seen by the owner */
+
+typedef struct lis_stats {
+    char name[80];
+    char state[16];         /* "running" or "dead" */
+    char rootfs[512];
+    pid_t pid;
+    double age_seconds;
+    uint64_t memory_bytes;  /* current memory (cgroup), or summed RSS when no cgroup */
+    uint64_t memory_peak;   /* 0 when unknown */
+    uint64_t nprocs;
+    uint64_t oom_kills;
+    int persist;
+    int limits_enforced;
+} lis_stats;
+
+int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err);
+
+/* Lists sandboxes of this user (persistent ones and live ephemeral ones with
+ * state on disk). *out is malloc'ed; free() it. */
+int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err);
+/* Removes the state of sandboxes whose PID 1 is gone; returns how many. */
+int lis_sandbox_gc(lis_ctx *ctx, int *removed, lis_error *err);
+
+/* ---- commands ---------------------------------------------------------- */
+
+/* How a standard stream of a command is connected. */
+typedef enum lis_stdio {
+    LIS_STDIO_NULL = 0, /* /dev/null */
+    LIS_STDIO_CAPTURE,  /* stdout/stderr: captured into lis_result (head+tail cap) */
+    LIS_STDIO_FD,       /* the given file descriptor of the caller */
+    LIS_STDIO_DATA,     /* stdin only: the given bytes */
+} lis_stdio;
+
+typedef struct lis_exec_spec {
+    const char *const *argv;    /* argv[0] looked up in PATH; or NULL with shell */
+    const char *shell;          /* run as: /bin/sh -c SHELL */
+    const char *cwd;            /* NULL: / */
+    const char *const *env;     /* NULL-terminated K=V, added on top of the defaults */
+    lis_stdio in, out, err;
+    int in_fd, out_fd, err_fd;  /* for LIS_STDIO_FD */
+    const void *in_data;        /* for LIS_STDIO_DATA */
+    size_t in_len;
+    size_t out_cap;             /* capture cap per stream in bytes; 0: 1 MiB */
+    double timeout;             /* seconds; 0: none */
+    int pty;                    /* run on a new pseudo-terminal (see lis_proc_pty_fd) */
+    unsigned short rows, cols;  /* initial window size for pty */
+} lis_exec_spec;
+
+typedef struct lis_buf {
+    char *data;        /* NUL-terminated; may contain NUL bytes */
+    size_t len;
+    uint64_t dropped;  /* bytes dropped from the middle (head and tail kept) */
+} lis_buf;
+
+typedef struct lis_result {
+    int exit_code;      /* 0-255, 128+sig when killed, 127 when exec failed, -1 on timeout */
+    int signal;         /* terminating signal, 0 if it exited */
+    int timed_out;
+    int exec_failed;    /* the command could not be started (see err_msg) */
+    char err_msg[256];
+    double wall_seconds;
+    lis_buf out, err;
+    uint64_t memory_peak; /* sandbox memory peak during the command, when known */
+    int oom_killed;       /* the OOM killer fired during the command */
+} lis_result;
+
+void lis_result_free(lis_result *r);
+
+/* Runs a command to completion. */
+int lis_exec(lis_sandbox *sb, const lis_exec_spec *spec, lis_result *res, lis_error *err);
+
+/* Asynchronous commands: one pollable fd per running command, so one thread
+ * can drive many sandboxes with poll/epoll. */
+typedef struct lis_proc lis_proc;
+int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, lis_error *err);
+int lis_proc_fd(const lis_proc *p);      /* readable when lis_proc_step has work */
+int lis_proc_pty_fd(const lis_proc *p);  /* pty master (pty mode), else -1 */
+pid_t lis_proc_pid(const lis_proc *p);   /* pid inside the sandbox */
+/* Does the pending work without blocking; returns 1 when the command is done,
+ * 0 when still running, -1 on error. */
+int lis_proc_step(lis_proc *p, lis_error *err);
+int lis_proc_signal(lis_proc *p, int sig, lis_error *err);
+/* Blocks until done (if not already) and moves the result out; frees p. */
+int lis_proc_wait(lis_proc *p, lis_result *res, lis_error *err);
+
+/* ---- files (paths resolved inside the sandbox root, never outside) ------ */
+
+/* Reads a regular file. Fails if it is larger than max bytes. */
+int lis_file_read(lis_sandbox *sb, const char *path, size_t max,
+                  char **data, size_t *len, lis_error *err);
+/* Creates or replaces a regular file (parents created). Refuses to write
+ * through a symlink at the final component. */
+int lis_file_write(lis_sandbox *sb, const char *path, const void *data, size_t len,
+                   unsigned mode, lis_error *err);
+/* kind: 'f' file, 'd' dir, 'l' symlink, 'o' other; returns -1 with
+ * err->code ENOENT when missing. */
+int lis_file_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size,
+                  lis_error *err);
+/* Copies a host file/dir into the sandbox, or out of it, recursively.
+ * Symlinks are copied as symlinks, never followed. */
+int lis_copy_in(lis_sandbox *sb, const char *host_src, const char *path, lis_error *err);
+int lis_copy_out(lis_sandbox *sb, const char *path, const char *host_dst, lis_error *err);
+
+/* ---- host checks ------------------------------------------------------- */
+
+typedef enum { LIS_CHECK_OK, LIS_CHECK_WARN, LIS_CHECK_FAIL } lis_check_level;
+typedef struct lis_check {
+    char name[48];
+    lis_check_level level;
+    char detail[256];
+    char fix[512];
+} lis_check;
+/* Fills up to max checks, returns how many. */
+size_t lis_doctor(lis_ctx *ctx, lis_check *checks, size_t max);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,463 @@
+/* mounts.c - overlay root, /proc, a minimal /dev, /sys, /tmp, /etc/hosts,
+ * binds, hostname, loopback, pivot_root.
+ *
+ * Ordering constraints:
+ *  - /proc is mounted before the old root is detached: the kernel only lets a
+ *    user namespace mount procfs while a fully visible procfs exists in the
+ *    mount namespace.
+ *  - Targets inside the new root are opened with openat2(RESOLVE_IN_ROOT) and
+ *    mounted through /proc/self/fd/N, so a symlink in an untrusted image can
+ *    never redirect a mount outside the sandbox root. */
+#include "mounts.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+enum op_kind { OP_MOUNT, OP_BIND, OP_MKDIR, OP_OPENROOT, OP_SYMLINK, OP_WRITE, OP_HOSTNAME,
+               OP_LO_UP, OP_PIVOT };
+
+typedef struct mount_op {
+    enum op_kind kind;
+    const char *src, *dst, *fstype, *data;
+    unsigned long flags;
+    int in_root;   /* dst is relative to the new root */
+    int is_dir;    /* create dst as a directory (else a file) when missing */
+    int read_only; /* OP_BIND: make the bind read-only (recursively) */
+    int optional;  /* a failure is ignored */
+    const char *stage;
+} mount_op;
+
+#define MAX_OPS 96
+struct lis_mount_plan {
+    mount_op ops[MAX_OPS];
+    int n;
+    char *arena;
+    size_t used, cap;
+};
+
+static const char *keep(lis_mount_plan *p, const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    if (p->used + n > p->cap)
+        return NULL;
+    char *d = p->arena + p->used;
+    memcpy(d, s, n);
+    p->used += n;
+    return d;
+}
+
+static mount_op *add(lis_mount_plan *p, enum op_kind k, const char *stage)
+{
+    if (p->n >= MAX_OPS)
+        return NULL;
+    mount_op *o = &p->ops[p->n++];
+    memset(o, 0, sizeof *o);
+    o->kind = k;
+    o->stage = keep(p, stage);
+    return o;
+}
+
+static int bad_overlay_path(const char *s)
+{
+    return strpbrk(s, ",:\\") != NULL;
+}
+
+lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_error *err)
+{
+    const lis_sandbox_spec *spec = req->spec;
+    lis_mount_plan *p = calloc(1, sizeof *p);
+    if (!p || !(p->arena = malloc(p->cap = 64 * 1024))) {
+        free(p);
+        lis_fail(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    char buf[3 * PATH_MAX + 128], root[PATH_MAX + 16], stage[PATH_MAX + 64];
+    char base[PATH_MAX];
+    snprintf(base, sizeof base, "%s/.mnt", ctx->run_dir);
+    snprintf(root, sizeof root, "%s/root", base);
+    const char *upper = req->upper_dir, *work = req->work_dir;
+    char tup[PATH_MAX + 16], twk[PATH_MAX + 16];
+    if (!upper) {
+        snprintf(tup, sizeof tup, "%s/upper", base);
+        snprintf(twk, sizeof twk, "%s/work", base);
+        upper = tup;
+        work = twk;
+    }
+    if (bad_overlay_path(req->rootfs) || bad_overlay_path(upper) || bad_overlay_path(base)) {
+        lis_mount_plan_free(p);
+        lis_fail(err, EINVAL, "paths used by overlayfs may not contain ',', ':' or '\\' (%s)",
+                 bad_overlay_path(req->rootfs) ? req->rootfs : upper);
+        return NULL;
+    }
+    mount_op *o;
+#define ADD(kind, st) if (!(o = add(p, kind, st))) goto full
+    ADD(OP_MOUNT, "making the mount namespace private");
+    o->dst = keep(p, "/");
+    o->flags = MS_REC | MS_PRIVATE;
+    /* A scratch tmpfs over the run dir, only in this mount namespace. */
+    ADD(OP_MOUNT, "mounting the set-up tmpfs");
+    o->src = "tmpfs";
+    o->fstype = "tmpfs";
+    o->dst = keep(p, base);
+    o->flags = MS_NOSUID | MS_NODEV;
+    o->data = keep(p, "mode=0755");
+    ADD(OP_MKDIR, "creating the root mount point");
+    o->dst = keep(p, root);
+    if (!req->upper_dir) {
+        ADD(OP_MKDIR, "creating the tmpfs upper layer");
+        o->dst = keep(p, upper);
+        ADD(OP_MKDIR, "creating the tmpfs work dir");
+        o->dst = keep(p, work);
+    }
+    snprintf(buf, sizeof buf, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", req->rootfs, upper,
+             work);
+    snprintf(stage, sizeof stage, "mounting the overlay root (lower %s)", req->rootfs);
+    ADD(OP_MOUNT, stage);
+    o->src = "overlay";
+    o->fstype = "overlay";
+    o->dst = keep(p, root);
+    o->data = keep(p, buf);
+    ADD(OP_OPENROOT, "opening the new root");
+    o->dst = keep(p, root);
+
+    ADD(OP_MOUNT, "mounting /proc");
+    o->src = o->fstype = "proc";
+    o->dst = "proc";
+    o->in_root = o->is_dir = 1;
+    o->flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    ADD(OP_BIND, "making /proc/sys read-only");
+    o->dst = "proc/sys";
+    o->in_root = o->is_dir = o->read_only = 1;
+
+    ADD(OP_MOUNT, "mounting /dev");
+    o->src = o->fstype = "tmpfs";
+    o->dst = "dev";
+    o->in_root = o->is_dir = 1;
+    o->flags = MS_NOSUID | MS_NOEXEC;
+    o->data = "mode=0755,size=1m";
+    static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+    for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+        snprintf(buf, sizeof buf, "/dev/%s", nodes[i]);
+        snprintf(stage, sizeof stage, "binding /dev/%s", nodes[i]);
+        ADD(OP_BIND, stage);
+        o->src = keep(p, buf);
+        o->dst = o->src + 1;
+        o->in_root = 1;
+    }
+    ADD(OP_MOUNT, "mounting /dev/pts");
+    o->src = o->fstype = "devpts";
+    o->dst = "dev/pts";
+    o->in_root = o->is_dir = 1;
+    o->flags = MS_NOSUID | MS_NOEXEC;
+    o->data = req->full_map ? "newinstance,ptmxmode=0666,mode=0620,gid=5"
+                            : "newinstance,ptmxmode=0666,mode=0620";
+    static const char *const links[][2] = {{"pts/ptmx", "dev/ptmx"}, {"/proc/self/fd", "dev/fd"},
+                                           {"/proc/self/fd/0", "dev/stdin"},
+                                           {"/proc/self/fd/1", "dev/stdout"},
+                                           {"/proc/self/fd/2", "dev/stderr"}};
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+        ADD(OP_SYMLINK, "creating /dev links");
+        o->src = links[i][0];
+        o->dst = links[i][1];
+        o->in_root = 1;
+    }
+    ADD(OP_MOUNT, "mounting /dev/shm");
+    o->src = o->fstype = "tmpfs";
+    o->dst = "dev/shm";
+    o->in_root = o->is_dir = 1;
+    o->flags = MS_NOSUID | MS_NODEV;
+    o->data = "mode=1777";
+    if (spec->net != LIS_NET_HOST) {
+        /* sysfs needs a network namespace owned by our user namespace. */
+        ADD(OP_MOUNT, "mounting /sys");
+        o->src = o->fstype = "sysfs";
+        o->dst = "sys";
+        o->in_root = o->is_dir = 1;
+        o->flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+        o->optional = 1;
+    }
+    ADD(OP_MOUNT, "mounting /tmp");
+    o->src = o->fstype = "tmpfs";
+    o->dst = "tmp";
+    o->in_root = o->is_dir = 1;
+    o->flags = MS_NOSUID | MS_NODEV;
+    o->data = "mode=1777";
+
+    /* /etc/hosts and /etc/resolv.conf: small files in the scratch tmpfs. */
+    const char *hostname = spec->hostname ? spec->hostname : req->name;
+    char hosts[512];
+    snprintf(hosts, sizeof hosts,
+             "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s\n",
+             hostname);
+    char resolv[4096] = "# lis: this sandbox has no DNS of its own";
+    if (spec->net == LIS_NET_HOST) {
+        int fd = open("/etc/resolv.conf", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            ssize_t n = read(fd, resolv, sizeof resolv - 1);
+            resolv[n > 0 ? n : 0] = 0;
+            close(fd);
+        }
+    } else if (spec->net == LIS_NET_PROXY) {
+        snprintf(resolv, sizeof resolv, "# lis: names are resolved by the HTTP proxy "
+                 "(http_proxy); there is no DNS server here\n");
+    }
+    static const char *const etc[] = {"hosts", "resolv.conf"};
+    const char *content[] = {hosts, resolv};
+    for (int i = 0; i < 2; i++) {
+        snprintf(buf, sizeof buf, "%s/%s", base, etc[i]);
+        ADD(OP_WRITE, "writing /etc files");
+        o->dst = keep(p, buf);
+        o->data = keep(p, content[i]);
+        snprintf(stage, sizeof stage, "binding /etc/%s", etc[i]);
+        ADD(OP_BIND, stage);
+        o->src = keep(p, buf);
+        snprintf(buf, sizeof buf, "etc/%s", etc[i]);
+        o->dst = keep(p, buf);
+        o->in_root = 1;
+    }
+    for (size_t i = 0; i < spec->nbinds; i++) {
+        const lis_bind *b = &spec->binds[i];
+        struct stat st;
+        if (!b->host_path || !b->path || b->path[0] != '/') {
+            lis_mount_plan_free(p);
+            lis_fail(err, EINVAL, "bind %zu: needs a host path and an absolute sandbox path", i);
+            return NULL;
+        }
+        if (stat(b->host_path, &st) < 0) {
+            lis_fail(err, errno, "bind source %s: %s", b->host_path, strerror(errno));
+            lis_mount_plan_free(p);
+            return NULL;
+        }
+        if (lis_path_check(b->path, err) < 0) {
+            lis_wrap(err, "bind target");
+            lis_mount_plan_free(p);
+            return NULL;
+        }
+        snprintf(stage, sizeof stage, "binding %s at %s", b->host_path, b->path);
+        ADD(OP_BIND, stage);
+        o->src = keep(p, b->host_path);
+        const char *rel = b->path;
+        while (*rel == '/')
+            rel++;
+        o->dst = keep(p, *rel ? rel : ".");
+        o->in_root = 1;
+        o->is_dir = S_ISDIR(st.st_mode);
+        o->read_only = b->read_only;
+    }
+    ADD(OP_HOSTNAME, "setting the hostname");
+    o->data = keep(p, hostname);
+    if (spec->net != LIS_NET_HOST) {
+        ADD(OP_LO_UP, "bringing up loopback");
+    }
+    ADD(OP_PIVOT, "pivoting into the new root");
+#undef ADD
+    for (int i = 0; i < p->n; i++)
+        if (!p->ops[i].stage)
+            goto full;
+    return p;
+full:
+    lis_mount_plan_free(p);
+    lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
+    return NULL;
+}
+
+void lis_mount_plan_free(lis_mount_plan *p)
+{
+    if (p) {
+        free(p->arena);
+        free(p);
+    }
+}
+
+/* ---- child side: no allocation below this line ---- */
+
+static void fd_path(int fd, char *buf)
+{
+    static const char pre[] = "/proc/self/fd/";
+    memcpy(buf, pre, sizeof pre - 1);
+    char tmp[12];
+    int n = 0;
+    do
+        tmp[n++] = '0' + fd % 10;
+    while ((fd /= 10));
+    char *q = buf + sizeof pre - 1;
+    while (n)
+        *q++ = tmp[--n];
+    *q = 0;
+}
+
+static int open_in_root(int rootfd, const char *rel, int flags)
+{
+    struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+    return (int)syscall(SYS_openat2, rootfd, rel, &how, sizeof how);
+}
+
+/* Opens (creating when missing) a mount target inside the root; O_PATH fd or -errno. */
+static int target(int rootfd, const char *rel, int is_dir)
+{
+    int fd = open_in_root(rootfd, rel, O_PATH);
+    if (fd >= 0 || errno != ENOENT)
+        return fd >= 0 ? fd : -errno;
+    char parent[PATH_MAX];
+    size_t n = strlen(rel);
+    if (n >= sizeof parent)
+        return -ENAMETOOLONG;
+    memcpy(parent, rel, n + 1);
+    char *slash = strrchr(parent, '/');
+    const char *last = rel;
+    int pfd;
+    if (slash) {
+        *slash = 0;
+        last = rel + (slash - parent) + 1;
+        pfd = target(rootfd, parent, 1);
+        if (pfd < 0)
+            return pfd;
+    } else {
+        pfd = dup(rootfd);
+    }
+    int rc = 0;
+    if (is_dir) {
+        if (mkdirat(pfd, last, 0755) < 0 && errno != EEXIST)
+            rc = -errno;
+    } else {
+        int f = openat(pfd, last, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (f < 0)
+            rc = -errno;
+        else
+            close(f);
+    }
+    if (rc == 0) {
+        fd = openat(pfd, last, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        rc = fd < 0 ? -errno : fd;
+    }
+    close(pfd);
+    return rc;
+}
+
+static int make_read_only(int rootfd, const char *rel)
+{
+    int fd = open_in_root(rootfd, rel, O_PATH); /* now the new mount on top */
+    if (fd < 0)
+        return errno;
+    struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+    int rc = (int)syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
+                          sizeof attr);
+    int e = errno;
+    close(fd);
+    return rc < 0 ? e : 0;
+}
+
+static int lo_up(void)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return errno;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    memcpy(ifr.ifr_name, "lo", 3);
+    int rc = ioctl(s, SIOCGIFFLAGS, &ifr);
+    if (rc == 0) {
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        rc = ioctl(s, SIOCSIFFLAGS, &ifr);
+    }
+    int e = errno;
+    close(s);
+    return rc < 0 ? e : 0;
+}
+
+static int run_op(const mount_op *o, int *rootfd)
+{
+    char fdp[32];
+    int tfd = -1, rc = 0;
+    const char *dst = o->dst;
+    if (o->in_root && (o->kind == OP_MOUNT || o->kind == OP_BIND)) {
+        tfd = target(*rootfd, o->dst, o->is_dir);
+        if (tfd < 0)
+            return -tfd;
+        fd_path(tfd, fdp);
+        dst = fdp;
+    }
+    switch (o->kind) {
+    case OP_MOUNT:
+        rc = mount(o->src, dst, o->fstype, o->flags, o->data) < 0 ? errno : 0;
+        break;
+    case OP_BIND:
+        rc = mount(o->src ? o->src : dst, dst, NULL, MS_BIND | MS_REC, NULL) < 0 ? errno : 0;
+        if (!rc && o->read_only)
+            rc = make_read_only(*rootfd, o->dst);
+        break;
+    case OP_MKDIR:
+        rc = mkdir(dst, 0755) < 0 && errno != EEXIST ? errno : 0;
+        break;
+    case OP_OPENROOT:
+        *rootfd = open(dst, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        rc = *rootfd < 0 ? errno : 0;
+        break;
+    case OP_SYMLINK: {
+        const char *slash = strrchr(o->dst, '/');
+        char parent[PATH_MAX];
+        size_t n = slash ? (size_t)(slash - o->dst) : 0;
+        memcpy(parent, o->dst, n);
+        parent[n] = 0;
+        int pfd = n ? target(*rootfd, parent, 1) : dup(*rootfd);
+        if (pfd < 0)
+            return -pfd;
+        rc = symlinkat(o->src, pfd, slash ? slash + 1 : o->dst) < 0 && errno != EEXIST ? errno : 0;
+        close(pfd);
+        break;
+    }
+    case OP_WRITE: {
+        int fd = open(dst, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return errno;
+        size_t n = strlen(o->data);
+        rc = write(fd, o->data, n) == (ssize_t)n ? 0 : EIO;
+        close(fd);
+        break;
+    }
+    case OP_HOSTNAME:
+        rc = sethostname(o->data, strlen(o->data)) < 0 ? errno : 0;
+        break;
+    case OP_LO_UP:
+        rc = lo_up();
+        break;
+    case OP_PIVOT:
+        if (fchdir(*rootfd) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+            umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+            rc = errno;
+        break;
+    }
+    if (tfd >= 0)
+        close(tfd);
+    return rc;
+}
+
+int lis_mount_plan_run(const lis_mount_plan *plan, const char **stage)
+{
+    int rootfd = -1;
+    for (int i = 0; i < plan->n; i++) {
+        int rc = run_op(&plan->ops[i], &rootfd);
+        if (rc && !plan->ops[i].optional) {
+            *stage = plan->ops[i].stage;
+            return rc;
+        }
+    }
+    if (rootfd >= 0)
+        close(rootfd);
+    return 0;
+}

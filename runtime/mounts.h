@@ -1,0 +1,16 @@
+/* mounts.h - the root filesystem of a sandbox as a list of operations,
+ * prepared by the owner (allocation allowed) and run by the clone child
+ * (no allocation). */
+#ifndef LIS_MOUNTS_H
+#define LIS_MOUNTS_H
+
+#include "internal.h"
+
+typedef struct lis_mount_plan lis_mount_plan;
+
+lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_error *err);
+void lis_mount_plan_free(lis_mount_plan *plan);
+/* Runs in the child. Returns 0, or an errno with *stage naming the step. */
+int lis_mount_plan_run(const lis_mount_plan *plan, const char **stage);
+
+#endif

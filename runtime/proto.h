@@ -1,0 +1,63 @@
+/* proto.h - the wire protocol between the owner and a sandbox's lis-init.
+ *
+ * Lifeline (SOCK_SEQPACKET, owner <-> PID 1): set-up sync, READY, and one
+ * CONN message per command carrying a fresh stream socket (ephemeral
+ * sandboxes). EOF on it means the owner is gone: PID 1 kills the sandbox,
+ * unless the sandbox persists.
+ * Persistent sandboxes also listen on <run_dir>/<name>/ctl.sock; each
+ * accepted connection is one command.
+ *
+ * On a command connection (SOCK_STREAM) the client sends one lis_req_hdr with
+ * up to 3 fds (stdin, stdout, stderr) as SCM_RIGHTS, then payload_len bytes:
+ * cwd\0 argv[0]\0 ... env[0]\0 ...; the sandbox answers with lis_msg records.
+ */
+#ifndef LIS_PROTO_H
+#define LIS_PROTO_H
+
+#include <stdint.h>
+
+#define LIS_PROTO_MAGIC 0x3153494cu /* "LIS1" */
+#define LIS_PAYLOAD_MAX (8u << 20)
+#define LIS_ARGS_MAX 65536u
+
+enum {
+    LIS_REQ_PTY = 1u << 0,
+    LIS_REQ_HAVE_STDIN = 1u << 1,  /* fds present, in order, per flag */
+    LIS_REQ_HAVE_STDOUT = 1u << 2,
+    LIS_REQ_HAVE_STDERR = 1u << 3,
+};
+
+struct lis_req_hdr {
+    uint32_t magic;
+    uint32_t flags;
+    uint32_t argc, envc;
+    int64_t timeout_ms;  /* 0: none */
+    uint32_t payload_len;
+    uint16_t rows, cols;
+};
+
+enum {
+    /* owner -> init on the lifeline */
+    LIS_MSG_GO = 1,      /* id maps written, continue set-up */
+    LIS_MSG_CONN,        /* fd attached: a command connection */
+    LIS_MSG_PERSIST,     /* keep running when the lifeline closes */
+    /* init -> owner on the lifeline */
+    LIS_MSG_SETUP_ERR,   /* a = errno, text = what failed */
+    LIS_MSG_READY,       /* PID 1 is serving */
+    /* sandbox -> client on a command connection */
+    LIS_MSG_STARTED,     /* a = pid inside the sandbox */
+    LIS_MSG_PTY,         /* fd attached: the pty master */
+    LIS_MSG_EXEC_ERR,    /* a = errno, text = stage */
+    LIS_MSG_EXITED,      /* a = wait status, b = 1 when killed by the timeout */
+    /* client -> sandbox on a command connection */
+    LIS_MSG_SIGNAL,      /* a = signal for the command's process group */
+};
+
+struct lis_msg {
+    uint32_t type;
+    int32_t a;
+    int64_t b;
+    char text[240];
+};
+
+#endif

@@ -1,0 +1,652 @@
+/* sandbox.c - sandbox lifecycle: create, open, destroy, list, gc, stats.
+ *
+ * State of a sandbox that has any (persistent, or with a disk upper layer):
+ *   <run_dir>/<name>/meta.json   who it is (pid + start time guard pid reuse)
+ *   <run_dir>/<name>/ctl.sock    persistent only: command connections
+ *   <data_dir>/sandboxes/<name>/{upper,work}   the copy-on-write layer */
+#include "internal.h"
+#include "proto.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *const default_env[] = {
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME=/root",
+    "TERM=xterm",
+    "LANG=C.UTF-8",
+    NULL,
+};
+
+/* Field 22 of /proc/<pid>/stat: with the pid it names one process forever. */
+static unsigned long long start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    unsigned long long v = 0;
+    int field = 2;
+    for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " "))
+        if (++field == 22) {
+            v = strtoull(tok, NULL, 10);
+            break;
+        }
+    return v;
+}
+
+static char **env_merge(const char *const *base, const char *const *extra)
+{
+    size_t nb = 0, ne = 0;
+    while (base && base[nb])
+        nb++;
+    while (extra && extra[ne])
+        ne++;
+    char **out = calloc(nb + ne + 1, sizeof *out);
+    if (!out)
+        return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < nb + ne; i++) {
+        const char *kv = i < nb ? base[i] : extra[i - nb];
+        const char *eq = strchr(kv, '=');
+        if (!eq || eq == kv)
+            continue;
+        size_t klen = (size_t)(eq - kv) + 1;
+        size_t j = 0;
+        while (j < n && strncmp(out[j], kv, klen) != 0)
+            j++;
+        char *dup = strdup(kv);
+        if (!dup)
+            break;
+        if (j < n) {
+            free(out[j]);
+            out[j] = dup;
+        } else {
+            out[n++] = dup;
+        }
+    }
+    return out;
+}
+
+static void env_free(char **env)
+{
+    for (size_t i = 0; env && env[i]; i++)
+        free(env[i]);
+    free(env);
+}
+
+static void sandbox_free(lis_sandbox *sb)
+{
+    if (!sb)
+        return;
+    if (sb->pidfd >= 0)
+        close(sb->pidfd);
+    if (sb->life_fd >= 0)
+        close(sb->life_fd);
+    if (sb->root_fd >= 0)
+        close(sb->root_fd);
+    env_free(sb->env);
+    free(sb);
+}
+
+static lis_sandbox *sandbox_alloc(lis_ctx *ctx)
+{
+    lis_sandbox *sb = calloc(1, sizeof *sb);
+    if (!sb)
+        return NULL;
+    sb->ctx = ctx;
+    sb->pidfd = sb->life_fd = sb->root_fd = -1;
+    return sb;
+}
+
+static int write_meta(lis_sandbox *sb, lis_error *err)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "name", sb->name);
+    cJSON_AddNumberToObject(j, "pid", sb->pid);
+    char st[32];
+    snprintf(st, sizeof st, "%llu", start_time(sb->pid));
+    cJSON_AddStringToObject(j, "starttime", st);
+    cJSON_AddStringToObject(j, "rootfs", sb->rootfs);
+    cJSON_AddNumberToObject(j, "created", sb->created);
+    cJSON_AddBoolToObject(j, "persist", sb->persist);
+    cJSON_AddBoolToObject(j, "full_map", sb->full_map);
+    cJSON_AddStringToObject(j, "layer_dir", sb->layer_dir);
+    cJSON *env = cJSON_AddArrayToObject(j, "env");
+    for (size_t i = 0; sb->env && sb->env[i]; i++)
+        cJSON_AddItemToArray(env, cJSON_CreateString(sb->env[i]));
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!text)
+        return lis_fail(err, ENOMEM, "out of memory");
+    char tmp[PATH_MAX + 16], path[PATH_MAX + 16];
+    snprintf(tmp, sizeof tmp, "%s/meta.json.tmp", sb->state_dir);
+    snprintf(path, sizeof path, "%s/meta.json", sb->state_dir);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    size_t len = strlen(text);
+    int ok = fd >= 0 && write(fd, text, len) == (ssize_t)len;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    free(text);
+    if (!ok || rename(tmp, path) < 0)
+        return lis_fail(err, ok ? errno : e, "writing %s: %s", path, strerror(ok ? errno : e));
+    return 0;
+}
+
+static cJSON *read_meta(const char *state_dir)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/meta.json", state_dir);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return NULL;
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return cJSON_Parse(buf);
+}
+
+static int listen_socket(const char *path, lis_error *err)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof a.sun_path)
+        return lis_fail(err, ENAMETOOLONG, "socket path too long: %s (use a shorter "
+                        "XDG_RUNTIME_DIR)", path);
+    strcpy(a.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return lis_fail(err, errno, "socket: %s", strerror(errno));
+    unlink(path);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 256) < 0) {
+        int e = errno;
+        close(fd);
+        return lis_fail(err, e, "listening on %s: %s", path, strerror(e));
+    }
+    return fd;
+}
+
+static void random_name(char *out, size_t len)
+{
+    unsigned char r[5];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+        memset(r, 0, sizeof r);
+    snprintf(out, len, "lis-%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4]);
+}
+
+static int remove_state(lis_ctx *ctx, const char *state_dir, const char *layer_dir, int full_map,
+                        lis_error *err)
+{
+    int rc = 0;
+    if (layer_dir && *layer_dir && lis_rmtree(ctx, layer_dir, full_map, err) < 0)
+        rc = -1;
+    if (state_dir && *state_dir) {
+        lis_error e2;
+        if (lis_rmtree(ctx, state_dir, 0, rc ? &e2 : err) < 0)
+            rc = -1;
+    }
+    return rc;
+}
+
+int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox **out,
+                       lis_error *err)
+{
+    *out = NULL;
+    if (!spec->rootfs || !*spec->rootfs)
+        return lis_fail(err, EINVAL, "no root filesystem given (--rootfs DIR or --image NAME)");
+    lis_sandbox *sb = sandbox_alloc(ctx);
+    if (!sb)
+        return lis_fail(err, ENOMEM, "out of memory");
+    struct stat st;
+    if (!realpath(spec->rootfs, sb->rootfs) || stat(sb->rootfs, &st) < 0) {
+        int e = errno;
+        sandbox_free(sb);
+        return lis_fail(err, e, "rootfs %s: %s", spec->rootfs, strerror(e));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        sandbox_free(sb);
+        return lis_fail(err, ENOTDIR, "rootfs %s is not a directory", spec->rootfs);
+    }
+    if (spec->name) {
+        if (!lis_valid_name(spec->name)) {
+            sandbox_free(sb);
+            return lis_fail(err, EINVAL, "invalid sandbox name '%s': use 1-64 of [A-Za-z0-9_.-], "
+                            "not starting with '.' or '-'", spec->name);
+        }
+        snprintf(sb->name, sizeof sb->name, "%s", spec->name);
+    } else {
+        random_name(sb->name, sizeof sb->name);
+    }
+    int can_full = ctx->newuidmap[0] && ctx->subuid.count && ctx->subgid.count;
+    if (spec->uidmap == LIS_UIDMAP_FULL && !can_full) {
+        sandbox_free(sb);
+        return lis_fail(err, ENOENT, "a full uid map needs newuidmap/newgidmap (package uidmap) "
+                        "and ranges for uid %u in /etc/subuid and /etc/subgid",
+                        (unsigned)ctx->uid);
+    }
+    sb->full_map = spec->uidmap != LIS_UIDMAP_SINGLE && can_full;
+    sb->persist = spec->persist;
+    sb->created = lis_wallclock();
+    sb->env = env_merge(default_env, spec->env);
+    if (!sb->env) {
+        sandbox_free(sb);
+        return lis_fail(err, ENOMEM, "out of memory");
+    }
+    if (spec->persist && spec->upper == LIS_UPPER_TMPFS) {
+        sandbox_free(sb);
+        return lis_fail(err, EINVAL, "a persistent sandbox keeps its files on disk: do not ask "
+                        "for a tmpfs upper layer");
+    }
+    int has_state = spec->persist || spec->upper == LIS_UPPER_DISK;
+    int listen_fd = -1;
+    char upper[PATH_MAX + 16], work[PATH_MAX + 16];
+    if (has_state) {
+        snprintf(sb->state_dir, sizeof sb->state_dir, "%s/%s", ctx->run_dir, sb->name);
+        if (mkdir(sb->state_dir, 0700) < 0) {
+            int e = errno;
+            sb->state_dir[0] = 0;
+            sandbox_free(sb);
+            if (e == EEXIST)
+                return lis_fail(err, e, "a sandbox named '%s' already exists (lis sandbox rm %s)",
+                                spec->name ? spec->name : "", spec->name ? spec->name : "");
+            return lis_fail(err, e, "mkdir %s/%s: %s", ctx->run_dir, sb->name, strerror(e));
+        }
+    }
+    if (spec->upper == LIS_UPPER_DISK) {
+        snprintf(sb->layer_dir, sizeof sb->layer_dir, "%s/sandboxes/%s", ctx->data_dir, sb->name);
+        snprintf(upper, sizeof upper, "%s/upper", sb->layer_dir);
+        snprintf(work, sizeof work, "%s/work", sb->layer_dir);
+        lis_error ignore;
+        lis_rmtree(ctx, sb->layer_dir, 1, &ignore); /* a leftover of a crashed sandbox */
+        if (lis_mkdir_p(upper, 0755, err) < 0 || lis_mkdir_p(work, 0700, err) < 0)
+            goto fail;
+    }
+    if (spec->persist) {
+        snprintf(sb->ctl_path, sizeof sb->ctl_path, "%s/ctl.sock", sb->state_dir);
+        listen_fd = listen_socket(sb->ctl_path, err);
+        if (listen_fd < 0)
+            goto fail;
+    }
+    lis_spawn_req req = {
+        .spec = spec,
+        .name = sb->name,
+        .rootfs = sb->rootfs,
+        .upper_dir = spec->upper == LIS_UPPER_DISK ? upper : NULL,
+        .work_dir = spec->upper == LIS_UPPER_DISK ? work : NULL,
+        .listen_fd = listen_fd,
+        .full_map = sb->full_map,
+    };
+    if (lis_spawn(ctx, &req, &sb->pid, &sb->pidfd, &sb->life_fd, err) < 0)
+        goto fail;
+    if (listen_fd >= 0)
+        close(listen_fd);
+    listen_fd = -1;
+    if (has_state && write_meta(sb, err) < 0) {
+        lis_error ignore;
+        lis_sandbox_destroy(sb, &ignore);
+        return lis_wrap(err, "creating sandbox %s", spec->name ? spec->name : "");
+    }
+    if (spec->persist) {
+        /* PID 1 now lives on its own; the lifeline is not needed. */
+        close(sb->life_fd);
+        sb->life_fd = -1;
+    }
+    *out = sb;
+    return 0;
+fail:
+    if (listen_fd >= 0)
+        close(listen_fd);
+    {
+        lis_error ignore;
+        remove_state(ctx, sb->state_dir, sb->layer_dir, sb->full_map, &ignore);
+    }
+    sandbox_free(sb);
+    return -1;
+}
+
+/* Alive and the same process that the metadata names. */
+static int meta_alive(cJSON *m, pid_t *pid)
+{
+    cJSON *p = cJSON_GetObjectItem(m, "pid"), *s = cJSON_GetObjectItem(m, "starttime");
+    if (!cJSON_IsNumber(p) || !cJSON_IsString(s))
+        return 0;
+    *pid = (pid_t)p->valuedouble;
+    unsigned long long st = start_time(*pid);
+    return st && st == strtoull(s->valuestring, NULL, 10);
+}
+
+static const char *jstr(cJSON *m, const char *k)
+{
+    cJSON *v = cJSON_GetObjectItem(m, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_error *err)
+{
+    *out = NULL;
+    if (!lis_valid_name(name))
+        return lis_fail(err, EINVAL, "invalid sandbox name '%s'", name);
+    lis_sandbox *sb = sandbox_alloc(ctx);
+    if (!sb)
+        return lis_fail(err, ENOMEM, "out of memory");
+    snprintf(sb->name, sizeof sb->name, "%s", name);
+    snprintf(sb->state_dir, sizeof sb->state_dir, "%s/%s", ctx->run_dir, name);
+    cJSON *m = read_meta(sb->state_dir);
+    if (!m) {
+        sandbox_free(sb);
+        return lis_fail(err, ENOENT, "no sandbox named '%s' (lis sandbox ls)", name);
+    }
+    snprintf(sb->rootfs, sizeof sb->rootfs, "%s", jstr(m, "rootfs"));
+    snprintf(sb->layer_dir, sizeof sb->layer_dir, "%s", jstr(m, "layer_dir"));
+    sb->persist = cJSON_IsTrue(cJSON_GetObjectItem(m, "persist"));
+    sb->full_map = cJSON_IsTrue(cJSON_GetObjectItem(m, "full_map"));
+    cJSON *c = cJSON_GetObjectItem(m, "created");
+    sb->created = cJSON_IsNumber(c) ? c->valuedouble : 0;
+    cJSON *env = cJSON_GetObjectItem(m, "env");
+    size_t n = (size_t)cJSON_GetArraySize(env);
+    sb->env = calloc(n + 1, sizeof *sb->env);
+    for (size_t i = 0; sb->env && i < n; i++) {
+        cJSON *e = cJSON_GetArrayItem(env, (int)i);
+        sb->env[i] = strdup(cJSON_IsString(e) ? e->valuestring : "X=");
+    }
+    int alive = meta_alive(m, &sb->pid);
+    cJSON_Delete(m);
+    if (!alive) {
+        sandbox_free(sb);
+        return lis_fail(err, ESRCH, "sandbox '%s' is dead (lis sandbox gc cleans it up)", name);
+    }
+    sb->pidfd = (int)syscall(SYS_pidfd_open, sb->pid, 0);
+    if (sb->pidfd < 0) {
+        int e = errno;
+        sandbox_free(sb);
+        return lis_fail(err, e, "sandbox '%s': pidfd_open: %s", name, strerror(e));
+    }
+    snprintf(sb->ctl_path, sizeof sb->ctl_path, "%s/ctl.sock", sb->state_dir);
+    if (!sb->persist)
+        sb->ctl_path[0] = 0;
+    *out = sb;
+    return 0;
+}
+
+/* Waits until PID 1 is gone; reaps it when it is our child. */
+static void kill_and_wait(lis_sandbox *sb)
+{
+    if (sb->pidfd < 0)
+        return;
+    syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    siginfo_t si;
+    if (waitid(P_PIDFD, sb->pidfd, &si, WEXITED | __WALL) < 0) {
+        /* not our child: the pidfd turns readable when it exits */
+        struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+        while (poll(&p, 1, -1) < 0 && errno == EINTR)
+            ;
+    }
+}
+
+int lis_sandbox_destroy(lis_sandbox *sb, lis_error *err)
+{
+    if (!sb)
+        return 0;
+    kill_and_wait(sb);
+    int rc = remove_state(sb->ctx, sb->state_dir, sb->layer_dir, sb->full_map, err);
+    sandbox_free(sb);
+    return rc;
+}
+
+void lis_sandbox_release(lis_sandbox *sb)
+{
+    if (!sb)
+        return;
+    if (!sb->persist && sb->life_fd >= 0) {
+        lis_error ignore;
+        lis_sandbox_destroy(sb, &ignore);
+        return;
+    }
+    sandbox_free(sb);
+}
+
+const char *lis_sandbox_name(const lis_sandbox *sb) { return sb->name; }
+pid_t lis_sandbox_pid(const lis_sandbox *sb) { return sb->pid; }
+
+int lis_sandbox_connect(lis_sandbox *sb, lis_error *err)
+{
+    if (sb->life_fd >= 0) {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+            return lis_fail(err, errno, "socketpair: %s", strerror(errno));
+        struct lis_msg m = {.type = LIS_MSG_CONN};
+        struct iovec iov = {&m, sizeof m};
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } u;
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                            .msg_controllen = sizeof u.buf};
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &sv[1], sizeof(int));
+        ssize_t n = sendmsg(sb->life_fd, &mh, MSG_NOSIGNAL);
+        int e = errno;
+        close(sv[1]);
+        if (n != (ssize_t)sizeof m) {
+            close(sv[0]);
+            return lis_fail(err, e, "sandbox %s is gone: %s", sb->name, strerror(e));
+        }
+        return sv[0];
+    }
+    if (!sb->ctl_path[0])
+        return lis_fail(err, EPERM, "sandbox %s is not persistent and belongs to another process",
+                        sb->name);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", sb->ctl_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return lis_fail(err, errno, "socket: %s", strerror(errno));
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        int e = errno;
+        close(fd);
+        return lis_fail(err, e, "connecting to sandbox %s: %s", sb->name, strerror(e));
+    }
+    return fd;
+}
+
+int lis_sandbox_root_fd(lis_sandbox *sb, lis_error *err)
+{
+    if (sb->root_fd >= 0)
+        return sb->root_fd;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/root", (int)sb->pid);
+    int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return lis_fail(err, errno, "opening the root of sandbox %s: %s", sb->name,
+                        strerror(errno));
+    /* The pid could have been reused between our check and the open. */
+    struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+    if (sb->pidfd >= 0 && poll(&p, 1, 0) > 0) {
+        close(fd);
+        return lis_fail(err, ESRCH, "sandbox %s is gone", sb->name);
+    }
+    return sb->root_fd = fd;
+}
+
+/* Processes whose pid namespace is the sandbox's; RSS summed. */
+static void proc_usage(pid_t pid, uint64_t *nprocs, uint64_t *rss)
+{
+    char want[64], link[64], path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
+    ssize_t n = readlink(path, want, sizeof want - 1);
+    *nprocs = *rss = 0;
+    if (n <= 0)
+        return;
+    want[n] = 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/ns/pid", e->d_name);
+        n = readlink(path, link, sizeof link - 1);
+        if (n <= 0)
+            continue;
+        link[n] = 0;
+        if (strcmp(link, want))
+            continue;
+        (*nprocs)++;
+        snprintf(path, sizeof path, "/proc/%s/statm", e->d_name);
+        FILE *f = fopen(path, "re");
+        unsigned long size, res;
+        if (f && fscanf(f, "%lu %lu", &size, &res) == 2)
+            *rss += (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+}
+
+static void fill_stats(lis_stats *st, const char *name, pid_t pid, int alive, const char *rootfs,
+                       double created, int persist)
+{
+    memset(st, 0, sizeof *st);
+    snprintf(st->name, sizeof st->name, "%s", name);
+    snprintf(st->state, sizeof st->state, "%s", alive ? "running" : "dead");
+    snprintf(st->rootfs, sizeof st->rootfs, "%s", rootfs);
+    st->pid = pid;
+    st->persist = persist;
+    st->age_seconds = created > 0 ? lis_wallclock() - created : 0;
+    if (alive)
+        proc_usage(pid, &st->nprocs, &st->memory_bytes);
+}
+
+int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err)
+{
+    struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+    int alive = sb->pidfd >= 0 && poll(&p, 1, 0) == 0;
+    fill_stats(st, sb->name, sb->pid, alive, sb->rootfs, sb->created, sb->persist);
+    return 0;
+}
+
+int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(ctx->run_dir);
+    if (!d)
+        return lis_fail(err, errno, "opendir %s: %s", ctx->run_dir, strerror(errno));
+    size_t cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || !lis_valid_name(e->d_name))
+            continue;
+        char dir[PATH_MAX + 80];
+        snprintf(dir, sizeof dir, "%s/%s", ctx->run_dir, e->d_name);
+        cJSON *m = read_meta(dir);
+        if (!m)
+            continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            lis_stats *grown = realloc(*out, cap * sizeof **out);
+            if (!grown) {
+                cJSON_Delete(m);
+                closedir(d);
+                return lis_fail(err, ENOMEM, "out of memory");
+            }
+            *out = grown;
+        }
+        pid_t pid = 0;
+        int alive = meta_alive(m, &pid);
+        cJSON *c = cJSON_GetObjectItem(m, "created");
+        fill_stats(&(*out)[*n], e->d_name, pid, alive, jstr(m, "rootfs"),
+                   cJSON_IsNumber(c) ? c->valuedouble : 0,
+                   cJSON_IsTrue(cJSON_GetObjectItem(m, "persist")));
+        (*n)++;
+        cJSON_Delete(m);
+    }
+    closedir(d);
+    return 0;
+}
+
+int lis_sandbox_gc(lis_ctx *ctx, int *removed, lis_error *err)
+{
+    *removed = 0;
+    int rc = 0;
+    DIR *d = opendir(ctx->run_dir);
+    if (!d)
+        return lis_fail(err, errno, "opendir %s: %s", ctx->run_dir, strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || !lis_valid_name(e->d_name))
+            continue;
+        char dir[PATH_MAX + 80];
+        snprintf(dir, sizeof dir, "%s/%s", ctx->run_dir, e->d_name);
+        cJSON *m = read_meta(dir);
+        pid_t pid;
+        if (!m) {
+            /* being created right now, or a crash before the metadata was written */
+            struct stat st;
+            if (stat(dir, &st) == 0 && lis_wallclock() - st.st_mtime > 60) {
+                lis_error ignore;
+                lis_rmtree(ctx, dir, 0, &ignore);
+            }
+            continue;
+        }
+        if (!meta_alive(m, &pid)) {
+            if (remove_state(ctx, dir, jstr(m, "layer_dir"),
+                             cJSON_IsTrue(cJSON_GetObjectItem(m, "full_map")), err) < 0)
+                rc = -1;
+            else
+                (*removed)++;
+        }
+        cJSON_Delete(m);
+    }
+    closedir(d);
+    /* Layers whose state directory is gone. */
+    char layers[PATH_MAX + 16];
+    snprintf(layers, sizeof layers, "%s/sandboxes", ctx->data_dir);
+    d = opendir(layers);
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char st_dir[PATH_MAX + 80], l_dir[PATH_MAX + 80];
+        snprintf(st_dir, sizeof st_dir, "%s/%s", ctx->run_dir, e->d_name);
+        snprintf(l_dir, sizeof l_dir, "%s/%s", layers, e->d_name);
+        struct stat st;
+        if (stat(st_dir, &st) < 0 && errno == ENOENT && stat(l_dir, &st) == 0 &&
+            lis_wallclock() - st.st_mtime > 60) {
+            if (lis_rmtree(ctx, l_dir, 1, err) < 0)
+                rc = -1;
+            else
+                (*removed)++;
+        }
+    }
+    if (d)
+        closedir(d);
+    return rc;
+}

@@ -1,0 +1,222 @@
+/* spawn.c - one clone3 into new user, mount, pid, uts, ipc, net and cgroup
+ * namespaces; the child builds the root (mounts.c), hardens itself and execs
+ * lis-init as PID 1.
+ *
+ * The child is a fork of a possibly multi-threaded owner, so it must not
+ * allocate or take locks: everything it needs is prepared here, in the
+ * parent, before clone3. */
+#include "internal.h"
+#include "mounts.h"
+#include "proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+static int send_msg(int fd, uint32_t type, int32_t a, const char *text)
+{
+    struct lis_msg m = {.type = type, .a = a};
+    if (text) {
+        size_t n = strlen(text);
+        if (n >= sizeof m.text)
+            n = sizeof m.text - 1;
+        memcpy(m.text, text, n);
+    }
+    return send(fd, &m, sizeof m, MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : -1;
+}
+
+/* Closes every fd except those in keep[] (n entries, any order). */
+static void close_all_but(const int *keep, int n)
+{
+    int sorted[8], m = 0;
+    for (int i = 0; i < n; i++)
+        if (keep[i] >= 0)
+            sorted[m++] = keep[i];
+    for (int i = 1; i < m; i++)
+        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            int t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    unsigned lo = 0;
+    for (int i = 0; i < m; i++) {
+        if ((unsigned)sorted[i] > lo)
+            syscall(SYS_close_range, lo, (unsigned)sorted[i] - 1, 0);
+        lo = (unsigned)sorted[i] + 1;
+    }
+    syscall(SYS_close_range, lo, ~0u, 0);
+}
+
+static void itoa10(int v, char *buf)
+{
+    char tmp[16];
+    int n = 0, neg = v < 0;
+    unsigned u = neg ? -(unsigned)v : (unsigned)v;
+    do
+        tmp[n++] = '0' + u % 10;
+    while ((u /= 10));
+    if (neg)
+        *buf++ = '-';
+    while (n)
+        *buf++ = tmp[--n];
+    *buf = 0;
+}
+
+/* The child. Never returns. */
+static void child_main(const lis_mount_plan *plan, int life, int parent_end, int listen_fd,
+                       int init_fd, const struct sock_fprog *prog, int persist)
+{
+    close(parent_end);
+    int keep[] = {life, listen_fd, init_fd};
+    close_all_but(keep, 3);
+
+    /* Both survive the exec of lis-init. */
+    fcntl(life, F_SETFD, 0);
+    if (listen_fd >= 0)
+        fcntl(listen_fd, F_SETFD, 0);
+
+    struct lis_msg go;
+    ssize_t n = recv(life, &go, sizeof go, 0);
+    if (n != (ssize_t)sizeof go || go.type != LIS_MSG_GO)
+        _exit(1); /* the owner went away during set-up */
+
+    const char *stage = NULL;
+    int e = lis_mount_plan_run(plan, &stage);
+    if (e) {
+        send_msg(life, LIS_MSG_SETUP_ERR, e, stage);
+        _exit(1);
+    }
+    /* PID 1's stdio is /dev/null; fds 0-2 were closed above, so this is 0. */
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        for (int fd = 0; fd < 3; fd++)
+            if (fd != null)
+                dup2(null, fd);
+        if (null > 2)
+            close(null);
+    }
+    if ((e = -lis_caps_drop_to_default())) {
+        send_msg(life, LIS_MSG_SETUP_ERR, e, "dropping capabilities");
+        _exit(1);
+    }
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+        send_msg(life, LIS_MSG_SETUP_ERR, errno, "setting no_new_privs");
+        _exit(1);
+    }
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) < 0) {
+        send_msg(life, LIS_MSG_SETUP_ERR, errno, "loading the seccomp filter");
+        _exit(1);
+    }
+    char a1[16], a2[16];
+    itoa10(life, a1);
+    itoa10(listen_fd, a2);
+    char *argv[] = {"lis-init", a1, a2, persist ? "1" : "0", NULL};
+    char *envp[] = {NULL};
+    syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
+    send_msg(life, LIS_MSG_SETUP_ERR, errno, "executing lis-init");
+    _exit(1);
+}
+
+/* Turns a set-up failure into one line with the cause and the fix. */
+static int setup_error(int e, const char *stage, lis_error *err)
+{
+    const char *hint = "";
+    if (strstr(stage, "overlay")) {
+        if (e == EINVAL)
+            hint = " (the kernel refused overlayfs with userxattr in a user namespace: it needs "
+                   "Linux >= 5.11 and a lower/upper filesystem that supports it; run `lis doctor`)";
+        else if (e == EPERM)
+            hint = " (unprivileged overlayfs is disabled on this host; run `lis doctor`)";
+        else if (e == ENOENT || e == ENOTDIR)
+            hint = " (is --rootfs a directory?)";
+    } else if (e == EPERM && strstr(stage, "proc")) {
+        hint = " (/proc is masked on this host, e.g. inside a Docker container; run `lis doctor`)";
+    }
+    return lis_fail(err, e, "sandbox set-up failed while %s: %s%s", stage, strerror(e), hint);
+}
+
+int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd_out,
+              int *life_out, lis_error *err)
+{
+    lis_mount_plan *plan = lis_mount_plan_new(ctx, req, err);
+    if (!plan)
+        return -1;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        lis_mount_plan_free(plan);
+        return lis_fail(err, errno, "socketpair: %s", strerror(errno));
+    }
+    struct sock_fprog prog = {.len = ctx->bpf_len, .filter = ctx->bpf};
+    uint64_t flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+                     CLONE_NEWCGROUP | CLONE_PIDFD;
+    if (req->spec->net != LIS_NET_HOST)
+        flags |= CLONE_NEWNET;
+    int pidfd = -1;
+    struct clone_args ca = {
+        .flags = flags,
+        .pidfd = (uint64_t)(uintptr_t)&pidfd,
+        .exit_signal = 0, /* no SIGCHLD into the owner; reaped through the pidfd */
+    };
+    long pid = syscall(SYS_clone3, &ca, sizeof ca);
+    if (pid == 0)
+        child_main(plan, sv[1], sv[0], req->listen_fd, ctx->init_fd, &prog, req->spec->persist);
+    int clone_errno = errno;
+    close(sv[1]);
+    lis_mount_plan_free(plan);
+    if (pid < 0) {
+        close(sv[0]);
+        if (clone_errno == EPERM || clone_errno == ENOSPC || clone_errno == EUSERS)
+            return lis_fail(err, clone_errno,
+                            "cannot create a user namespace: %s (unprivileged user namespaces "
+                            "are disabled or exhausted here: check user.max_user_namespaces, "
+                            "kernel.unprivileged_userns_clone and AppArmor; run `lis doctor`)",
+                            strerror(clone_errno));
+        return lis_fail(err, clone_errno, "clone3: %s", strerror(clone_errno));
+    }
+
+    int rc = lis_write_id_maps(ctx, (pid_t)pid, req->full_map, err);
+    if (rc == 0 && send_msg(sv[0], LIS_MSG_GO, 0, NULL) < 0)
+        rc = lis_fail(err, errno, "sandbox set-up: %s", strerror(errno));
+    if (rc == 0) {
+        struct pollfd p = {.fd = sv[0], .events = POLLIN};
+        struct lis_msg m;
+        int pr = poll(&p, 1, 60000);
+        ssize_t n = pr > 0 ? recv(sv[0], &m, sizeof m, 0) : -1;
+        if (pr == 0)
+            rc = lis_fail(err, ETIMEDOUT, "sandbox set-up did not finish in 60 s");
+        else if (n != (ssize_t)sizeof m)
+            rc = lis_fail(err, EIO, "sandbox set-up died without a word");
+        else if (m.type == LIS_MSG_SETUP_ERR) {
+            m.text[sizeof m.text - 1] = 0;
+            rc = setup_error(m.a, m.text, err);
+        } else if (m.type != LIS_MSG_READY)
+            rc = lis_fail(err, EPROTO, "sandbox set-up: unexpected message %u", m.type);
+    }
+    if (rc < 0) {
+        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+        siginfo_t si;
+        waitid(P_PIDFD, pidfd, &si, WEXITED | __WALL);
+        close(pidfd);
+        close(sv[0]);
+        return -1;
+    }
+    *pid_out = (pid_t)pid;
+    *pidfd_out = pidfd;
+    *life_out = sv[0];
+    return 0;
+}

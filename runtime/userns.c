@@ -1,0 +1,218 @@
+/* userns.c - uid/gid maps of a sandbox's user namespace, and removing trees
+ * whose files may belong to subordinate ids. */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+int lis_subid_lookup(const char *file, uid_t uid, const char *user, lis_subid *out)
+{
+    FILE *f = fopen(file, "re");
+    if (!f)
+        return -1;
+    char line[512], idstr[32];
+    snprintf(idstr, sizeof idstr, "%u", (unsigned)uid);
+    int found = -1;
+    while (fgets(line, sizeof line, f)) {
+        char *c1 = strchr(line, ':');
+        if (!c1)
+            continue;
+        *c1 = 0;
+        if (strcmp(line, idstr) != 0 && !(user && strcmp(line, user) == 0))
+            continue;
+        unsigned long start, count;
+        if (sscanf(c1 + 1, "%lu:%lu", &start, &count) == 2 && count >= 65535) {
+            out->start = start;
+            out->count = count;
+            found = 0;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static int write_file(pid_t pid, const char *what, const char *text, lis_error *err)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, what);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return lis_fail(err, errno, "open %s: %s", path, strerror(errno));
+    ssize_t n = write(fd, text, strlen(text));
+    int e = errno;
+    close(fd);
+    if (n != (ssize_t)strlen(text))
+        return lis_fail(err, e, "write %s: %s", path, strerror(e));
+    return 0;
+}
+
+static int spawn_map_tool(const char *tool, pid_t pid, unsigned long id, const lis_subid *sub,
+                          pid_t *child)
+{
+    char spid[16], sid[16], sstart[24], scount[24];
+    snprintf(spid, sizeof spid, "%d", (int)pid);
+    snprintf(sid, sizeof sid, "%lu", id);
+    snprintf(sstart, sizeof sstart, "%lu", sub->start);
+    snprintf(scount, sizeof scount, "%lu", 65535ul);
+    char *argv[] = {(char *)tool, spid, "0", sid, "1", "1", sstart, scount, NULL};
+    return posix_spawn(child, tool, NULL, NULL, argv, environ);
+}
+
+int lis_write_id_maps(lis_ctx *ctx, pid_t pid, int full, lis_error *err)
+{
+    if (!full) {
+        char map[64];
+        if (write_file(pid, "setgroups", "deny", err) < 0)
+            return -1;
+        snprintf(map, sizeof map, "0 %u 1\n", (unsigned)ctx->uid);
+        if (write_file(pid, "uid_map", map, err) < 0)
+            return -1;
+        snprintf(map, sizeof map, "0 %u 1\n", (unsigned)ctx->gid);
+        return write_file(pid, "gid_map", map, err);
+    }
+    /* newuidmap and newgidmap are independent: run them side by side. */
+    pid_t u = -1, g = -1;
+    int rc = spawn_map_tool(ctx->newuidmap, pid, ctx->uid, &ctx->subuid, &u);
+    if (rc == 0)
+        rc = spawn_map_tool(ctx->newgidmap, pid, ctx->gid, &ctx->subgid, &g);
+    int su = 0, sg = 0;
+    if (u > 0)
+        waitpid(u, &su, 0);
+    if (g > 0)
+        waitpid(g, &sg, 0);
+    if (rc)
+        return lis_fail(err, rc, "running newuidmap/newgidmap: %s", strerror(rc));
+    if (!WIFEXITED(su) || WEXITSTATUS(su) || !WIFEXITED(sg) || WEXITSTATUS(sg))
+        return lis_fail(err, EPERM, "newuidmap/newgidmap refused the subordinate range of uid %u "
+                        "(check /etc/subuid and /etc/subgid, or use --uidmap single)",
+                        (unsigned)ctx->uid);
+    return 0;
+}
+
+/* Removes the contents of dirfd, then nothing else. Returns 0 or -errno. */
+static int rm_contents(int dirfd)
+{
+    DIR *d = fdopendir(dirfd);
+    if (!d) {
+        close(dirfd);
+        return -errno;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (unlinkat(dirfd, e->d_name, 0) == 0)
+            continue;
+        if (errno != EISDIR && errno != EPERM && errno != EACCES) {
+            if (errno != ENOENT)
+                rc = -errno;
+            continue;
+        }
+        /* A directory (maybe mode 000, like overlay's work/work). */
+        fchmodat(dirfd, e->d_name, 0700, AT_SYMLINK_NOFOLLOW);
+        int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+            rc = -errno;
+            continue;
+        }
+        int r = rm_contents(sub);
+        if (r)
+            rc = r;
+        if (unlinkat(dirfd, e->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+            rc = -errno;
+    }
+    closedir(d);
+    return rc;
+}
+
+static int rmtree_here(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        if (errno == ENOTDIR || errno == ELOOP)
+            return unlink(path) < 0 ? -errno : 0;
+        chmod(path, 0700);
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            return -errno;
+    }
+    int rc = rm_contents(fd);
+    if (rmdir(path) < 0 && errno != ENOENT && !rc)
+        rc = -errno;
+    return rc;
+}
+
+/* Files created inside a sandbox with a full map may belong to subordinate
+ * ids that the owner cannot touch; delete them as root of a user namespace
+ * with the same map. */
+static int rmtree_mapped(lis_ctx *ctx, const char *path, lis_error *err)
+{
+    int sync[2];
+    if (pipe2(sync, O_CLOEXEC) < 0)
+        return lis_fail(err, errno, "pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(sync[0]);
+        close(sync[1]);
+        return lis_fail(err, errno, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        close(sync[1]);
+        if (unshare(CLONE_NEWUSER) < 0)
+            _exit(2);
+        char c;
+        if (read(sync[0], &c, 1) != 1)
+            _exit(3);
+        _exit(rmtree_here(path) ? 1 : 0);
+    }
+    close(sync[0]);
+    /* The child must have unshared before the maps are written. */
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/ns/user", (int)pid);
+    char self[64] = "", child[64] = "";
+    for (int i = 0; i < 2000; i++) {
+        ssize_t a = readlink("/proc/self/ns/user", self, sizeof self - 1);
+        ssize_t b = readlink(p, child, sizeof child - 1);
+        if (a > 0 && b > 0) {
+            self[a] = child[b] = 0;
+            if (strcmp(self, child))
+                break;
+        }
+        usleep(500);
+    }
+    int rc = lis_write_id_maps(ctx, pid, 1, err);
+    if (write(sync[1], "g", 1) != 1 && rc == 0)
+        rc = lis_fail(err, errno, "sync: %s", strerror(errno));
+    close(sync[1]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (rc == 0 && (!WIFEXITED(st) || WEXITSTATUS(st)))
+        rc = lis_fail(err, EIO, "could not remove %s inside a mapped user namespace", path);
+    return rc;
+}
+
+int lis_rmtree(lis_ctx *ctx, const char *path, int full_map, lis_error *err)
+{
+    int rc = rmtree_here(path);
+    if (rc == 0)
+        return 0;
+    if (full_map && ctx->newuidmap[0] && ctx->subuid.count && (rc == -EACCES || rc == -EPERM))
+        return rmtree_mapped(ctx, path, err);
+    return lis_fail(err, -rc, "removing %s: %s", path, strerror(-rc));
+}
