@@ -10,7 +10,7 @@
 
 CC      ?= cc
 PKG     ?= pkg-config
-B       := build
+B       ?= build
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation
 OPT     ?= -O2 -g
@@ -82,7 +82,11 @@ $(B)/tests/%: tests/%.c tests/testlib.c tests/testlib.h $(B)/libruntime.a $(filt
 	  $(filter-out $(B)/pobj/cli/%,$(AGENT_OBJ) $(ROOTFS_OBJ)) $(B)/libruntime.a \
 	  $(TEST_LIBS) $(RT_LIBS) $(AGENT_LIBS) $(ROOTFS_LIBS) -lpthread
 
-tests: all $(TEST_BIN)
+$(B)/tests/sysprobe: tests/sysprobe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
+
+tests: all $(TEST_BIN) $(B)/tests/sysprobe
 
 # The README's test command. As root it prepares fixtures, then runs the
 # rootless suites as an unprivileged user (LIS_TEST_USER, default lis-test).

@@ -1,0 +1,87 @@
+#!/bin/bash
+# The README's test command (`make test` runs it after building).
+# As root: prepares the fixtures, then runs every suite as the unprivileged
+# user $LIS_TEST_USER (created if missing), because rootless is the point.
+# As a normal user: runs the suites as that user with whatever fixtures exist.
+set -u
+cd "$(dirname "$0")/.."
+top=$PWD
+user=${LIS_TEST_USER:-lis-test}
+work=${LIS_TEST_WORK:-/var/tmp/lis-test-$(id -u)}
+fail=0
+
+if [ "$(id -u)" -eq 0 ]; then
+    id "$user" >/dev/null 2>&1 || useradd -m -s /bin/bash "$user"
+    id "$user-b" >/dev/null 2>&1 || useradd -m -s /bin/bash "$user-b"
+fi
+rm -rf "$work"
+mkdir -p "$work"
+chmod 755 "$work"
+# The suites run from a copy readable by the test user (a checkout under /root is not).
+cp -a build "$work/build"
+cp -a tests "$work/src-tests"
+bash scripts/make-test-rootfs.sh busybox "$work/busybox" || fail=1
+export LIS_TEST_BUSYBOX="$work/busybox"
+if bash scripts/make-test-rootfs.sh debian "$work/debian" 2>"$work/debian.err"; then
+    export LIS_TEST_DEBIAN="$work/debian"
+else
+    echo "note: Debian fixture unavailable, its tests are skipped: $(cat "$work/debian.err")"
+fi
+export LIS_BIN="$work/build/lis" LIS_TEST_SRC="$work/src-tests"
+
+as_user() {
+    if [ "$(id -u)" -eq 0 ]; then
+        runuser -u "$user" -- env HOME="$(getent passwd "$user" | cut -d: -f6)" \
+            XDG_RUNTIME_DIR= TMPDIR=/tmp \
+            LIS_TEST_BUSYBOX="${LIS_TEST_BUSYBOX:-}" LIS_TEST_DEBIAN="${LIS_TEST_DEBIAN:-}" \
+            LIS_BIN="$LIS_BIN" LIS_TEST_SRC="$LIS_TEST_SRC" \
+            LIS_TEST_FOREIGN="${LIS_TEST_FOREIGN:-}" "$@"
+    else
+        "$@"
+    fi
+}
+
+if [ "$(id -u)" -eq 0 ]; then
+    chown -R "$user:$user" "$work"
+    chmod -R a+rX "$work/build" "$work/src-tests"
+    # A sandbox of another user, to prove the test user cannot reach it.
+    foreign=$(runuser -u "$user-b" -- env XDG_RUNTIME_DIR= "$LIS_BIN" sandbox create \
+              --rootfs "$work/busybox" --name foreign 2>&1) && \
+        export LIS_TEST_FOREIGN="/tmp/lis-$(id -u "$user-b")/foreign"
+fi
+
+passed=0 failed=0
+for t in "$work"/build/tests/test_*; do
+    [ -x "$t" ] || continue
+    out=$(as_user "$t" -j2 --verbose=0 2>&1)
+    rc=$?
+    echo "$out" | grep -vE '^\[----\] +(Warning|.*Unsupported)' | tail -n 60
+    syn=$(echo "$out" | grep -E 'Synthesis: Tested' | tail -n1)
+    p=$(echo "$syn" | sed -nE 's/.*Passing: ([0-9]+).*/\1/p')
+    f=$(echo "$syn" | sed -nE 's/.*Failing: ([0-9]+).*Crashing: ([0-9]+).*/\1+\2/p')
+    p=${p:-0}
+    f=$(( ${f:-1} ))
+    if [ -z "$syn" ] || [ $rc -ne 0 ]; then f=$(( f > 0 ? f : 1 )); fi
+    echo "$(basename "$t"): $p passed, $f failed"
+    passed=$((passed + p))
+    failed=$((failed + f))
+done
+
+if [ "$(id -u)" -eq 0 ]; then
+    runuser -u "$user-b" -- env XDG_RUNTIME_DIR= "$LIS_BIN" sandbox rm --all >/dev/null 2>&1
+    # root-only fallbacks (cgroup v1) run as root
+    for t in "$work"/build/tests/root_*; do
+        [ -x "$t" ] || continue
+        out=$("$t" -j1 --verbose=0 2>&1); rc=$?
+        echo "$out" | tail -n 30
+        syn=$(echo "$out" | grep -E 'Synthesis: Tested' | tail -n1)
+        p=$(echo "$syn" | sed -nE 's/.*Passing: ([0-9]+).*/\1/p'); p=${p:-0}
+        f=$(echo "$syn" | sed -nE 's/.*Failing: ([0-9]+).*Crashing: ([0-9]+).*/\1+\2/p'); f=$(( ${f:-1} ))
+        if [ -z "$syn" ] || [ $rc -ne 0 ]; then f=$(( f > 0 ? f : 1 )); fi
+        echo "$(basename "$t") (root): $p passed, $f failed"
+        passed=$((passed + p)); failed=$((failed + f))
+    done
+fi
+[ $fail -ne 0 ] && failed=$((failed + 1))
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,30 @@
+/* testlib.h - helpers shared by the criterion suites.
+ * The suites run as an unprivileged user (scripts/test.sh arranges it) against
+ * real namespaces, mounts and processes. */
+#ifndef LIS_TESTLIB_H
+#define LIS_TESTLIB_H
+
+#include "lis.h"
+#include <criterion/criterion.h>
+#include <stddef.h>
+
+/* Fixture root filesystems; the test is skipped when one is missing. */
+const char *t_busybox(void);
+const char *t_debian(void);
+/* The lis binary and the repository's tests/ directory. */
+const char *t_lis_bin(void);
+const char *t_src_dir(void);
+/* A context with private run/data dirs under a fresh temporary directory. */
+lis_ctx *t_ctx(void);
+/* The temporary directory of the last t_ctx(). */
+const char *t_tmpdir(void);
+/* An ephemeral sandbox on rootfs with a tmpfs upper layer. */
+lis_sandbox *t_sandbox(lis_ctx *ctx, const char *rootfs);
+/* Runs sh -c CMD in sb with captured output; asserts the call itself worked. */
+void t_sh(lis_sandbox *sb, const char *cmd, lis_result *r);
+/* Runs a host shell command, returns its stdout (malloc'ed) and exit code. */
+char *t_host(int *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Current resident set size of this process in KiB. */
+long t_rss_kib(void);
+
+#endif
