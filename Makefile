@@ -91,7 +91,7 @@ tests: all $(TEST_BIN) $(B)/tests/sysprobe
 # The README's test command. As root it prepares fixtures, then runs the
 # rootless suites as an unprivileged user (LIS_TEST_USER, default lis-test).
 test check: tests
-	bash scripts/test.sh
+	B=$(B) bash scripts/test.sh
 
 bench: all
 	bash scripts/bench-runtime.sh

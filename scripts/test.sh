@@ -18,7 +18,7 @@ rm -rf "$work"
 mkdir -p "$work"
 chmod 755 "$work"
 # The suites run from a copy readable by the test user (a checkout under /root is not).
-cp -a build "$work/build"
+cp -a "${B:-build}" "$work/build"
 cp -a tests "$work/src-tests"
 bash scripts/make-test-rootfs.sh busybox "$work/busybox" || fail=1
 export LIS_TEST_BUSYBOX="$work/busybox"
