@@ -46,8 +46,8 @@ if [ "$(id -u)" -eq 0 ]; then
     chmod -R a+rX "$work/build" "$work/src-tests"
     # A sandbox of another user, to prove the test user cannot reach it.
     foreign=$(runuser -u "$user-b" -- env XDG_RUNTIME_DIR= "$LIS_BIN" sandbox create \
-              --rootfs "$work/busybox" --name foreign 2>&1) && \
-        export LIS_TEST_FOREIGN="/tmp/lis-$(id -u "$user-b")/foreign"
+              --rootfs "$work/busybox" --name "foreign-$$" 2>&1) && \
+        export LIS_TEST_FOREIGN="/tmp/lis-$(id -u "$user-b")/foreign-$$"
 fi
 
 passed=0 failed=0
@@ -68,7 +68,7 @@ for t in "$work"/build/tests/test_*; do
 done
 
 if [ "$(id -u)" -eq 0 ]; then
-    runuser -u "$user-b" -- env XDG_RUNTIME_DIR= "$LIS_BIN" sandbox rm --all >/dev/null 2>&1
+    runuser -u "$user-b" -- env XDG_RUNTIME_DIR= "$LIS_BIN" sandbox rm "foreign-$$" >/dev/null 2>&1
     # root-only fallbacks (cgroup v1) run as root
     for t in "$work"/build/tests/root_*; do
         [ -x "$t" ] || continue
