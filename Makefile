@@ -18,7 +18,7 @@ CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Irootfs -Iagent
 
 RT_PKGS     := libseccomp libcap libcjson
 AGENT_PKGS  := libcurl libcjson yaml-0.1
-ROOTFS_PKGS := libarchive libcurl libcjson
+ROOTFS_PKGS := libarchive libcurl libcjson libcrypto
 TEST_PKGS   := criterion
 
 RT_CFLAGS     := $(shell $(PKG) --cflags $(RT_PKGS))

@@ -35,7 +35,9 @@ debian)
             echo "  sudo $0 debian $dir" >&2
             exit 1
         fi
-        mirror=$(grep -rhoE 'https?://[^ ]+/debian/?' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | grep -v security | head -n1)
+        mirror=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null |
+                 sed -nE 's/^URIs:[[:space:]]*([^ ]+).*/\1/p; s/^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^ ]+).*/\2/p' |
+                 grep -v security | head -n1)
         mirror=${mirror:-http://deb.debian.org/debian}
         rm -rf "$cache.tmp"
         mkdir -p "$(dirname "$cache")"

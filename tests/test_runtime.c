@@ -1,0 +1,456 @@
+/* test_runtime.c - the runtime core: isolation, hardening, commands. */
+#include "testlib.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The static probe, bound read-only into the sandbox at /probe. */
+static lis_sandbox *probe_sandbox(lis_ctx *ctx)
+{
+    static char probe[4096];
+    snprintf(probe, sizeof probe, "%s/../build/tests/sysprobe", t_src_dir());
+    if (access(probe, X_OK) != 0) {
+        const char *b = getenv("LIS_BIN");
+        snprintf(probe, sizeof probe, "%.4000s", b ? b : "");
+        char *s = strrchr(probe, '/');
+        if (s)
+            strcpy(s, "/tests/sysprobe");
+    }
+    cr_assert_eq(access(probe, X_OK), 0, "sysprobe missing at %s", probe);
+    lis_bind b = {.host_path = probe, .path = "/probe", .read_only = 1};
+    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS, .binds = &b,
+                             .nbinds = 1};
+    lis_sandbox *sb;
+    lis_error err = {0};
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "%s", err.msg);
+    return sb;
+}
+
+static char *sh_out(lis_sandbox *sb, const char *cmd, int *code)
+{
+    lis_result r;
+    t_sh(sb, cmd, &r);
+    if (code)
+        *code = r.exit_code;
+    free(r.err.data);
+    return r.out.data;
+}
+
+Test(runtime, uid0_inside_caller_outside)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    char *out = sh_out(sb, "id -u; id -g", NULL);
+    cr_assert_str_eq(out, "0\n0\n");
+    free(out);
+    /* outside, PID 1 of the sandbox belongs to us */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d", (int)lis_sandbox_pid(sb));
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert_eq(st.st_uid, getuid());
+    lis_error err;
+    cr_assert_eq(lis_sandbox_destroy(sb, &err), 0, "%s", err.msg);
+    lis_ctx_free(ctx);
+}
+
+Test(runtime, pid1_is_ours_and_host_pids_invisible)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    char *out = sh_out(sb, "tr '\\0' ' ' < /proc/1/cmdline; echo; ls /proc | grep -c '^[0-9]'", NULL);
+    cr_assert(strncmp(out, "lis-init ", 9) == 0, "PID 1 is '%s'", out);
+    /* PID 1, the command's session process, sh, ls, grep: nothing of the host */
+    int n = atoi(strchr(out, '\n') + 1);
+    cr_assert(n > 0 && n <= 6, "%d processes visible", n);
+    free(out);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "test -e /proc/%d/status && echo seen", (int)getpid());
+    out = sh_out(sb, cmd, NULL);
+    cr_assert(getpid() <= 6 || strcmp(out, "seen\n") != 0);
+    free(out);
+    lis_error err;
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+Test(runtime, hostname_is_set)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS,
+                             .hostname = "box-7"};
+    lis_sandbox *sb;
+    lis_error err = {0};
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "%s", err.msg);
+    char *out = sh_out(sb, "hostname; grep box-7 /etc/hosts | wc -l", NULL);
+    cr_assert_str_eq(out, "box-7\n1\n");
+    free(out);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+Test(runtime, writes_do_not_reach_the_lower_rootfs)
+{
+    lis_ctx *ctx = t_ctx();
+    const char *root = t_busybox();
+    for (int disk = 0; disk < 2; disk++) {
+        lis_sandbox_spec spec = {.rootfs = root, .upper = disk ? LIS_UPPER_DISK : LIS_UPPER_TMPFS};
+        lis_sandbox *sb;
+        lis_error err = {0};
+        cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "%s", err.msg);
+        int code;
+        char *out = sh_out(sb, "echo new > /etc/new.txt && echo changed > /etc/lower.txt && "
+                               "rm /bin/vi && cat /etc/lower.txt && ls /bin/vi 2>&1 | wc -l",
+                           &code);
+        cr_assert_eq(code, 0);
+        cr_assert_str_eq(out, "changed\n1\n");
+        free(out);
+        char p[4096];
+        snprintf(p, sizeof p, "%s/etc/new.txt", root);
+        cr_assert_neq(access(p, F_OK), 0, "a new file reached the lower layer");
+        snprintf(p, sizeof p, "%s/bin/vi", root);
+        struct stat st;
+        cr_assert_eq(lstat(p, &st), 0, "a deletion reached the lower layer");
+        int hc;
+        char *lower = t_host(&hc, "cat %s/etc/lower.txt", root);
+        cr_assert_str_eq(lower, "lower file\n");
+        free(lower);
+        cr_assert_eq(lis_sandbox_destroy(sb, &err), 0, "%s", err.msg);
+    }
+    lis_ctx_free(ctx);
+}
+
+Test(runtime, only_loopback_in_the_netns)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    char *out = sh_out(sb, "ls /sys/class/net; ip -o link | wc -l", NULL);
+    cr_assert_str_eq(out, "lo\n1\n");
+    free(out);
+    lis_error err;
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+Test(runtime, proc_sys_is_read_only)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    int code;
+    char *out = sh_out(sb, "echo x > /proc/sys/kernel/hostname 2>/dev/null && echo wrote; "
+                           "grep ' /proc/sys ' /proc/mounts | cut -d' ' -f4 | cut -d, -f1",
+                       &code);
+    cr_assert_str_eq(out, "ro\n");
+    free(out);
+    lis_error err;
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+Test(runtime, seccomp_denies_dangerous_syscalls)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = probe_sandbox(ctx);
+    static const char *const denied[] = {"keyctl", "add_key", "bpf", "mount", "umount",
+                                         "userns", "clone-userns", "pivot_root", "perf",
+                                         "personality"};
+    for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++) {
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "/probe %s", denied[i]);
+        char *out = sh_out(sb, cmd, NULL);
+        cr_expect_str_eq(out, "EPERM\n", "%s: %s", denied[i], out);
+        free(out);
+    }
+    char *out = sh_out(sb, "/probe getpid", NULL);
+    cr_assert_str_eq(out, "ok\n");
+    free(out);
+    lis_error err;
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+Test(runtime, capabilities_reduced_and_no_new_privs)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    char *out = sh_out(sb, "grep -E '^(CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status", NULL);
+    /* Docker's default set: chown dac_override fowner fsetid kill setgid setuid setpcap
+     * net_bind_service net_raw sys_chroot mknod audit_write setfcap */
+    cr_assert(strstr(out, "CapBnd:\t00000000a80425fb"), "%s", out);
+    cr_assert(strstr(out, "CapAmb:\t0000000000000000"), "%s", out);
+    cr_assert(strstr(out, "NoNewPrivs:\t1"), "%s", out);
+    cr_assert(strstr(out, "Seccomp:\t2"), "%s", out);
+    free(out);
+    lis_error err;
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+Test(runtime, no_owner_fd_visible_inside)
+{
+    lis_ctx *ctx = t_ctx();
+    /* an inheritable fd with a recognisable target */
+    int leak = open("/etc/hostname", O_RDONLY);
+    cr_assert(leak >= 0);
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    char *out = sh_out(sb, "ls -l /proc/[0-9]*/fd/ 2>/dev/null | grep -c hostname; "
+                           "ls /proc/1/fd | wc -l", NULL);
+    /* PID 1 keeps 0-2, its lifeline, and its signalfd */
+    cr_assert(strncmp(out, "0\n", 2) == 0, "owner fd visible: %s", out);
+    cr_assert(atoi(strchr(out, '\n') + 1) <= 6, "PID 1 has too many fds: %s", out);
+    free(out);
+    close(leak);
+    lis_error err;
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+Test(runtime, timeout_kills_backgrounded_grandchildren)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    lis_exec_spec ex = {.shell = "sleep 1001 & setsid sleep 1002 & "
+                                 "(sleep 1003 &) ; sleep 1004",
+                        .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE, .timeout = 1};
+    lis_result r;
+    lis_error err = {0};
+    cr_assert_eq(lis_exec(sb, &ex, &r, &err), 0, "%s", err.msg);
+    cr_assert(r.timed_out);
+    cr_assert_eq(r.exit_code, -1);
+    cr_assert(r.wall_seconds >= 0.9 && r.wall_seconds < 20, "wall %f", r.wall_seconds);
+    lis_result_free(&r);
+    char *out = sh_out(sb, "ps -o args | grep -c '^sleep 100'", NULL);
+    cr_assert_str_eq(out, "0\n", "survivors: %s", out);
+    free(out);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+Test(runtime, background_process_survives_a_finished_command)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    int code;
+    char *out = sh_out(sb, "sleep 300 > /dev/null 2>&1 & echo started", &code);
+    cr_assert_str_eq(out, "started\n");
+    free(out);
+    out = sh_out(sb, "ps -o args | grep -c '^sleep 300'", NULL);
+    cr_assert_str_eq(out, "1\n");
+    free(out);
+    lis_error err;
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+Test(runtime, exit_codes_signals_stdin_env_cwd)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    lis_result r;
+    t_sh(sb, "exit 42", &r);
+    cr_assert_eq(r.exit_code, 42);
+    lis_result_free(&r);
+    t_sh(sb, "kill -TERM $$", &r);
+    cr_assert_eq(r.signal, SIGTERM);
+    cr_assert_eq(r.exit_code, 128 + SIGTERM);
+    lis_result_free(&r);
+    t_sh(sb, "echo out; echo err >&2", &r);
+    cr_assert_str_eq(r.out.data, "out\n");
+    cr_assert_str_eq(r.err.data, "err\n");
+    lis_result_free(&r);
+
+    const char *env[] = {"FOO=bar baz", "HOME=/tmp", NULL};
+    const char *argv[] = {"sh", "-c", "echo \"$FOO|$HOME|$PATH|$(pwd)\"; cat", NULL};
+    lis_exec_spec ex = {.argv = argv, .env = env, .cwd = "/etc", .in = LIS_STDIO_DATA,
+                        .in_data = "from stdin", .in_len = 10, .out = LIS_STDIO_CAPTURE,
+                        .err = LIS_STDIO_CAPTURE};
+    lis_error err = {0};
+    cr_assert_eq(lis_exec(sb, &ex, &r, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(r.out.data, "bar baz|/tmp|/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+                                 "/usr/bin:/sbin:/bin|/etc\nfrom stdin");
+    lis_result_free(&r);
+
+    const char *missing[] = {"/no/such/binary", NULL};
+    lis_exec_spec ex2 = {.argv = missing, .out = LIS_STDIO_CAPTURE};
+    cr_assert_eq(lis_exec(sb, &ex2, &r, &err), 0, "%s", err.msg);
+    cr_assert(r.exec_failed);
+    cr_assert_eq(r.exit_code, 127);
+    cr_assert(strstr(r.err_msg, "/no/such/binary"), "%s", r.err_msg);
+    lis_result_free(&r);
+    lis_exec_spec ex3 = {.shell = "true", .cwd = "/nonexistent"};
+    cr_assert_eq(lis_exec(sb, &ex3, &r, &err), 0, "%s", err.msg);
+    cr_assert(r.exec_failed && strstr(r.err_msg, "chdir"), "%s", r.err_msg);
+    lis_result_free(&r);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+Test(runtime, output_cap_keeps_head_and_tail_without_growing)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    long before = t_rss_kib();
+    lis_exec_spec ex = {.shell = "echo HEAD; head -c 100000000 /dev/zero | tr '\\0' x; echo; "
+                                 "echo TAIL",
+                        .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
+                        .out_cap = 1 << 20, .timeout = 120};
+    lis_result r;
+    lis_error err = {0};
+    cr_assert_eq(lis_exec(sb, &ex, &r, &err), 0, "%s", err.msg);
+    long after = t_rss_kib();
+    cr_assert_eq(r.exit_code, 0);
+    cr_assert_eq(r.out.len, 1 << 20);
+    cr_assert_eq(r.out.dropped, 100000000ull + 11 - (1 << 20));
+    cr_assert(strncmp(r.out.data, "HEAD\nxxx", 8) == 0);
+    cr_assert(strcmp(r.out.data + r.out.len - 9, "xxx\nTAIL\n") == 0);
+    cr_assert(after - before < 16 * 1024, "owner RSS grew by %ld KiB", after - before);
+    lis_result_free(&r);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+Test(runtime, sixty_four_sandboxes_at_once, .timeout = 240)
+{
+    lis_ctx *ctx = t_ctx();
+    enum { N = 64 };
+    lis_sandbox *sb[N];
+    for (int i = 0; i < N; i++)
+        sb[i] = t_sandbox(ctx, t_busybox());
+    lis_proc *p[N];
+    lis_error err = {0};
+    for (int i = 0; i < N; i++) {
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "echo %d; hostname", i);
+        lis_exec_spec ex = {.shell = cmd, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE};
+        cr_assert_eq(lis_exec_start(sb[i], &ex, &p[i], &err), 0, "%s", err.msg);
+    }
+    for (int i = 0; i < N; i++) {
+        lis_result r;
+        cr_assert_eq(lis_proc_wait(p[i], &r, &err), 0, "%s", err.msg);
+        char want[128];
+        snprintf(want, sizeof want, "%d\n%s\n", i, lis_sandbox_name(sb[i]));
+        cr_assert_str_eq(r.out.data, want);
+        lis_result_free(&r);
+    }
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(lis_sandbox_destroy(sb[i], &err), 0, "%s", err.msg);
+    lis_ctx_free(ctx);
+}
+
+/* Counts host processes in the pid namespace whose inode is ns. */
+static int procs_in_ns(const char *ns)
+{
+    int code;
+    char *out = t_host(&code, "for p in /proc/[0-9]*; do [ \"$(readlink $p/ns/pid 2>/dev/null)\" = "
+                              "'%s' ] && echo $p; done | wc -l", ns);
+    int n = atoi(out);
+    free(out);
+    return n;
+}
+
+Test(runtime, owner_killed_takes_the_sandbox_along, .timeout = 60)
+{
+    const char *root = t_busybox();
+    int pp[2];
+    cr_assert_eq(pipe(pp), 0);
+    pid_t owner = fork();
+    if (owner == 0) {
+        lis_ctx *ctx = t_ctx();
+        lis_sandbox_spec spec = {.rootfs = root, .upper = LIS_UPPER_DISK};
+        lis_sandbox *sb;
+        lis_error err;
+        if (lis_sandbox_create(ctx, &spec, &sb, &err) < 0)
+            _exit(1);
+        lis_result r;
+        lis_exec_spec ex = {.shell = "sleep 1000 >/dev/null 2>&1 & echo ok"};
+        lis_exec(sb, &ex, &r, &err);
+        char msg[512];
+        snprintf(msg, sizeof msg, "%d %s", (int)lis_sandbox_pid(sb), t_tmpdir());
+        if (write(pp[1], msg, strlen(msg) + 1) < 0)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(pp[1]);
+    char buf[512] = "";
+    cr_assert(read(pp[0], buf, sizeof buf) > 0, "owner failed to create a sandbox");
+    pid_t pid1 = atoi(buf);
+    const char *owner_tmp = strchr(buf, ' ') + 1;
+    char path[64], ns[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid1);
+    ssize_t n = readlink(path, ns, sizeof ns - 1);
+    cr_assert(n > 0);
+    ns[n] = 0;
+    cr_assert(procs_in_ns(ns) >= 3, "PID 1, a session and sleep expected");
+    int pidfd = (int)syscall(SYS_pidfd_open, pid1, 0);
+    cr_assert(pidfd >= 0);
+    kill(owner, SIGKILL);
+    waitpid(owner, NULL, 0);
+    struct pollfd pf = {.fd = pidfd, .events = POLLIN};
+    cr_assert_eq(poll(&pf, 1, 10000), 1, "sandbox PID 1 outlived its owner");
+    for (int i = 0; i < 100 && procs_in_ns(ns) > 0; i++)
+        usleep(50000);
+    cr_assert_eq(procs_in_ns(ns), 0, "processes left behind");
+    /* no mount of it is visible anywhere on the host */
+    int code;
+    char *m = t_host(&code, "grep -c '%s' /proc/self/mountinfo", owner_tmp);
+    cr_assert_str_eq(m, "0\n");
+    free(m);
+}
+
+Test(runtime, bad_inputs_fail_cleanly)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = NULL;
+    lis_error err = {0};
+    lis_sandbox_spec spec = {.rootfs = "/nonexistent/rootfs"};
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), -1);
+    cr_assert(strstr(err.msg, "/nonexistent/rootfs"), "%s", err.msg);
+    spec.rootfs = "/etc/hostname";
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), -1);
+    cr_assert(strstr(err.msg, "not a directory"), "%s", err.msg);
+    spec.rootfs = t_busybox();
+    spec.name = "../evil";
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), -1);
+    cr_assert(strstr(err.msg, "invalid sandbox name"), "%s", err.msg);
+    spec.name = NULL;
+    lis_bind b = {.host_path = "/nonexistent", .path = "/x"};
+    spec.binds = &b;
+    spec.nbinds = 1;
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), -1);
+    cr_assert(strstr(err.msg, "/nonexistent"), "%s", err.msg);
+    /* nothing left behind in the run or data dir */
+    int code;
+    char *left = t_host(&code, "ls -A %s/run | grep -v '^\\.mnt$' | wc -l; "
+                               "ls -A %s/data/sandboxes 2>/dev/null | wc -l",
+                        t_tmpdir(), t_tmpdir());
+    cr_assert_str_eq(left, "0\n0\n");
+    free(left);
+    lis_ctx_free(ctx);
+}
+
+Test(runtime, debian_minbase_runs_bash_and_apt)
+{
+    const char *deb = t_debian();
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, deb);
+    int code;
+    char *out = sh_out(sb, "bash -c 'echo $BASH_VERSION' | cut -c1; dpkg -s dash | grep -c Status; "
+                           "touch /var/tmp/x && chown 100:100 /var/tmp/x && stat -c %u /var/tmp/x",
+                       &code);
+    cr_assert_eq(code, 0, "%s", out);
+    cr_assert_str_eq(out, "5\n1\n100\n");
+    free(out);
+    lis_error err;
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
