@@ -268,6 +268,8 @@ static int exit_status(const lis_result *res)
         cli_error("command timed out; it and every process it started were killed");
         return 124;
     }
+    if (res->oom_killed && res->err_msg[0])
+        cli_error("%s", res->err_msg); /* "killed: out of memory (limit 200 MiB)" */
     return res->exit_code;
 }
 

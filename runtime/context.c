@@ -210,6 +210,7 @@ void lis_ctx_free(lis_ctx *ctx)
     if (ctx->init_fd >= 0)
         close(ctx->init_fd);
     free(ctx->bpf);
+    lis_cg_ctx_free(ctx);
     free(ctx);
 }
 

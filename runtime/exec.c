@@ -98,6 +98,7 @@ struct lis_proc {
     double t0, wall;
     char msgbuf[sizeof(struct lis_msg)];
     size_t msglen;
+    lis_cg_mark cgm;  /* cgroups.c: counters at the start */
 };
 
 void lis_result_free(lis_result *r)
@@ -116,6 +117,8 @@ static void proc_free(lis_proc *p)
         if (fds[i] >= 0)
             close(fds[i]);
     free(p->in_data);
+    if (p->cgm.peak_fd >= 0)
+        close(p->cgm.peak_fd);
     if (p->capture_out) {
         free(p->out.head);
         free(p->out.ring);
@@ -286,6 +289,7 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
     p->sb = sb;
     p->conn = p->epfd = p->out_rd = p->err_rd = p->in_wr = p->pty_fd = -1;
     p->t0 = lis_now();
+    lis_cg_cmd_begin(sb->cg, &p->cgm);
     size_t cap = spec->out_cap ? spec->out_cap : 1u << 20;
     int send_fds[3], nfds = 0, child_ends[3] = {-1, -1, -1};
     struct lis_req_hdr h = {.magic = LIS_PROTO_MAGIC,
@@ -547,6 +551,7 @@ int lis_proc_wait(lis_proc *p, lis_result *res, lis_error *err)
     }
     if (p->timed_out)
         res->exit_code = -1;
+    lis_cg_cmd_end(p->sb->cg, &p->cgm, res);
     if (p->capture_out) {
         cap_finish(&p->out, &res->out);
         p->capture_out = 0;

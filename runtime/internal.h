@@ -31,6 +31,7 @@ struct lis_ctx {
     gid_t gid;
     char newuidmap[64], newgidmap[64]; /* empty when not installed */
     lis_subid subuid, subgid;          /* count 0 when none */
+    struct lis_cgroot *cgroot;         /* cgroups.c: discovered on first use */
 };
 
 /* The sandbox handle. */
@@ -49,6 +50,7 @@ struct lis_sandbox {
     int full_map;
     char **env;                  /* default + spec env, NULL-terminated */
     double created;              /* CLOCK_REALTIME seconds */
+    struct lis_cg *cg;           /* cgroups.c: its cgroup, NULL when no limits */
 };
 
 /* context.c */
@@ -77,6 +79,7 @@ typedef struct lis_spawn_req {
     const char *upper_dir, *work_dir;   /* NULL with a tmpfs upper */
     int listen_fd;                      /* persistent: ctl.sock, else -1 */
     int full_map;
+    const struct lis_cg *cg;            /* cgroup to clone PID 1 into, or NULL */
 } lis_spawn_req;
 int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid, int *pidfd,
               int *life_fd, lis_error *err);
@@ -84,6 +87,9 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid, int *pidfd,
 /* sandbox.c */
 int lis_sandbox_root_fd(lis_sandbox *sb, lis_error *err);
 int lis_sandbox_connect(lis_sandbox *sb, lis_error *err);
+
+/* cgroups.c */
+#include "cgroups.h"
 
 /* files.c */
 int lis_path_check(const char *path, lis_error *err);

@@ -108,6 +108,7 @@ static void sandbox_free(lis_sandbox *sb)
         close(sb->life_fd);
     if (sb->root_fd >= 0)
         close(sb->root_fd);
+    lis_cg_free(sb->cg);
     env_free(sb->env);
     free(sb);
 }
@@ -291,6 +292,8 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         if (listen_fd < 0)
             goto fail;
     }
+    if (lis_cg_create(ctx, sb->name, &spec->limits, &sb->cg, err) < 0)
+        goto fail;
     lis_spawn_req req = {
         .spec = spec,
         .name = sb->name,
@@ -299,6 +302,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         .work_dir = spec->upper == LIS_UPPER_DISK ? work : NULL,
         .listen_fd = listen_fd,
         .full_map = sb->full_map,
+        .cg = sb->cg,
     };
     if (lis_spawn(ctx, &req, &sb->pid, &sb->pidfd, &sb->life_fd, err) < 0)
         goto fail;
@@ -320,6 +324,8 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
 fail:
     if (listen_fd >= 0)
         close(listen_fd);
+    lis_cg_remove(sb->cg, NULL);
+    sb->cg = NULL;
     {
         lis_error ignore;
         remove_state(ctx, sb->state_dir, sb->layer_dir, sb->full_map, &ignore);
@@ -385,6 +391,7 @@ int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_erro
         sandbox_free(sb);
         return lis_fail(err, e, "sandbox '%s': pidfd_open: %s", name, strerror(e));
     }
+    sb->cg = lis_cg_of_pid(ctx, sb->pid);
     snprintf(sb->ctl_path, sizeof sb->ctl_path, "%s/ctl.sock", sb->state_dir);
     if (!sb->persist)
         sb->ctl_path[0] = 0;
@@ -411,7 +418,10 @@ int lis_sandbox_destroy(lis_sandbox *sb, lis_error *err)
 {
     if (!sb)
         return 0;
+    lis_cg_kill(sb->cg);
     kill_and_wait(sb);
+    lis_cg_remove(sb->cg, NULL);
+    sb->cg = NULL;
     int rc = remove_state(sb->ctx, sb->state_dir, sb->layer_dir, sb->full_map, err);
     sandbox_free(sb);
     return rc;
@@ -550,6 +560,8 @@ int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err)
     struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
     int alive = sb->pidfd >= 0 && poll(&p, 1, 0) == 0;
     fill_stats(st, sb->name, sb->pid, alive, sb->rootfs, sb->created, sb->persist);
+    if (alive)
+        lis_cg_stats(sb->cg, st);
     return 0;
 }
 
@@ -586,6 +598,8 @@ int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err)
         fill_stats(&(*out)[*n], e->d_name, pid, alive, jstr(m, "rootfs"),
                    cJSON_IsNumber(c) ? c->valuedouble : 0,
                    cJSON_IsTrue(cJSON_GetObjectItem(m, "persist")));
+        if (alive)
+            lis_cg_pid_stats(ctx, pid, &(*out)[*n]);
         (*n)++;
         cJSON_Delete(m);
     }
@@ -648,5 +662,7 @@ int lis_sandbox_gc(lis_ctx *ctx, int *removed, lis_error *err)
     }
     if (d)
         closedir(d);
+    int cgs; /* cgroups of sandboxes whose owner was killed */
+    lis_cg_gc(ctx, &cgs);
     return rc;
 }

@@ -172,6 +172,10 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         .pidfd = (uint64_t)(uintptr_t)&pidfd,
         .exit_signal = 0, /* no SIGCHLD into the owner; reaped through the pidfd */
     };
+    if (req->cg && req->cg->fd >= 0) { /* v2: accounted from its first instruction */
+        ca.flags |= CLONE_INTO_CGROUP;
+        ca.cgroup = (uint64_t)req->cg->fd;
+    }
     long pid = syscall(SYS_clone3, &ca, sizeof ca);
     if (pid == 0)
         child_main(plan, sv[1], sv[0], req->listen_fd, ctx->init_fd, &prog, req->spec->persist);
@@ -186,10 +190,15 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
                             "are disabled or exhausted here: check user.max_user_namespaces, "
                             "kernel.unprivileged_userns_clone and AppArmor; run `lis doctor`)",
                             strerror(clone_errno));
+        if (ca.flags & CLONE_INTO_CGROUP)
+            return lis_fail(err, clone_errno, "clone3 into cgroup %s: %s (run `lis doctor`)",
+                            req->cg->dir, strerror(clone_errno));
         return lis_fail(err, clone_errno, "clone3: %s", strerror(clone_errno));
     }
 
-    int rc = lis_write_id_maps(ctx, (pid_t)pid, req->full_map, err);
+    int rc = lis_cg_attach(req->cg, (pid_t)pid, err); /* v1 only; the child waits for GO */
+    if (rc == 0)
+        rc = lis_write_id_maps(ctx, (pid_t)pid, req->full_map, err);
     if (rc == 0 && send_msg(sv[0], LIS_MSG_GO, 0, NULL) < 0)
         rc = lis_fail(err, errno, "sandbox set-up: %s", strerror(errno));
     if (rc == 0) {
