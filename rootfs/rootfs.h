@@ -15,4 +15,69 @@
 int lis_store_resolve(const char *data_dir, const char *ref, char *dir, size_t len,
                       lis_error *err);
 
+/* ---- the liblis-rootfs plugin (all rootfs sources but store.c) ---------------- */
+
+#include <stdint.h>
+
+/* Progress of a long operation: phase ("import", "download", "extract"),
+ * bytes done of total (total 0 when unknown). Called often; keep it cheap. */
+typedef void (*lis_rootfs_progress)(void *arg, const char *phase, uint64_t done,
+                                    uint64_t total);
+
+typedef struct lis_rootfs_opts {
+    const char *name;              /* NAME[:TAG] to tag the image with; NULL: derived */
+    lis_rootfs_progress progress;  /* NULL: silent */
+    void *progress_arg;
+    /* pull only */
+    int insecure;                  /* allow plain HTTP / unverified TLS for any registry
+                                      (localhost and 127.0.0.0/8 always use HTTP) */
+    const char *platform;          /* "os/arch[/variant]"; NULL: the host's */
+    int retries;                   /* per request; 0: 3 */
+} lis_rootfs_opts;
+
+/* What an import or pull produced. */
+typedef struct lis_rootfs_result {
+    char digest[72];      /* "sha256:<hex>" - the store key */
+    char ref[512];        /* the NAME:TAG it was tagged as */
+    char format[24];      /* "tarball", "oci-layout", "oci-archive", "docker-archive", "registry" */
+    int existed;          /* it was already in the store: nothing was extracted */
+    uint64_t size;        /* bytes of regular files in the tree */
+    uint64_t files;       /* entries extracted */
+    uint64_t skipped;     /* device nodes and sockets skipped */
+} lis_rootfs_result;
+
+/* Imports a rootfs tarball (.tar, .tar.gz, .tar.xz, .tar.zst, ...), an OCI
+ * image layout directory or tar, or a docker-archive tar into the store. */
+int lis_rootfs_import(const char *data_dir, const char *path, const lis_rootfs_opts *opts,
+                      lis_rootfs_result *res, lis_error *err);
+
+/* Pulls REF ([HOST[:PORT]/]NAME[:TAG|@sha256:DIGEST]) from a registry over the
+ * OCI distribution API into the store. */
+int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts *opts,
+                    lis_rootfs_result *res, lis_error *err);
+
+typedef struct lis_rootfs_image {
+    char ref[512];        /* NAME:TAG, or "" for an untagged image */
+    char digest[72];
+    char source[512];     /* the file or registry reference it came from */
+    char format[24];
+    uint64_t size;
+    double created;       /* unix time of the import */
+} lis_rootfs_image;
+
+/* Lists tagged images (one row per tag) and untagged ones (ref ""). *out is
+ * malloc'ed; free() it. */
+int lis_rootfs_list(const char *data_dir, lis_rootfs_image **out, size_t *n, lis_error *err);
+/* The stored metadata of an image as a JSON document (malloc'ed). */
+int lis_rootfs_inspect(const char *data_dir, const char *ref, char **json, lis_error *err);
+/* Tags an image already in the store: lis_rootfs_tag(d, "sha256:..." or "a:b", "c:d"). */
+int lis_rootfs_tag(const char *data_dir, const char *ref, const char *new_ref, lis_error *err);
+/* Removes a tag, and the image when no tag is left; a digest removes the image
+ * and every tag pointing to it. *removed_image tells whether files were deleted. */
+int lis_rootfs_rm(const char *data_dir, const char *ref, int *removed_image, lis_error *err);
+/* Deletes untagged images (except those in keep, NULL-terminated directory
+ * paths still in use) and leftovers of interrupted imports. */
+int lis_rootfs_gc(const char *data_dir, const char *const *keep, int *removed,
+                  uint64_t *freed, lis_error *err);
+
 #endif

@@ -1,0 +1,423 @@
+/* admin.c - `lis rootfs ls | inspect | tag | rm | gc` on the store. */
+#include "rf.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct tagrow {
+    char ref[512];
+    char hex[65];
+} tagrow;
+
+typedef struct tagv {
+    tagrow *v;
+    size_t n, cap;
+} tagv;
+
+static int read_tag(const char *path, char hex[65])
+{
+    char line[128] = "";
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    if (!fgets(line, sizeof line, f))
+        line[0] = 0;
+    fclose(f);
+    line[strcspn(line, "\n")] = 0;
+    const char *h = rf_digest_hex(line);
+    if (!h)
+        return -1;
+    snprintf(hex, 65, "%s", h);
+    return 0;
+}
+
+static void walk_tags(const char *base, const char *rel, tagv *out)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s%s%s", base, *rel ? "/" : "", rel);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || strstr(e->d_name, ".tmp"))
+            continue;
+        char sub[PATH_MAX], full[PATH_MAX * 2];
+        snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
+        snprintf(full, sizeof full, "%s/%s", base, sub);
+        struct stat st;
+        if (lstat(full, &st) < 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            walk_tags(base, sub, out);
+        } else if (S_ISREG(st.st_mode) && *rel) {
+            char hex[65];
+            if (read_tag(full, hex) < 0)
+                continue;
+            if (out->n == out->cap) {
+                size_t nc = out->cap ? out->cap * 2 : 16;
+                tagrow *nv = realloc(out->v, nc * sizeof *nv);
+                if (!nv)
+                    continue;
+                out->v = nv;
+                out->cap = nc;
+            }
+            snprintf(out->v[out->n].ref, sizeof out->v[out->n].ref, "%s:%s", rel, e->d_name);
+            snprintf(out->v[out->n].hex, 65, "%s", hex);
+            out->n++;
+        }
+    }
+    closedir(d);
+}
+
+static void all_tags(const char *data_dir, tagv *out)
+{
+    char base[PATH_MAX];
+    snprintf(base, sizeof base, "%s/rootfs/tags", data_dir);
+    memset(out, 0, sizeof *out);
+    walk_tags(base, "", out);
+}
+
+static int cmp_row(const void *a, const void *b)
+{
+    const tagrow *x = a, *y = b;
+    return strcmp(x->ref, y->ref);
+}
+
+static cJSON *read_meta(const char *data_dir, const char *hex)
+{
+    char p[PATH_MAX];
+    rf_meta_path(data_dir, hex, p, sizeof p);
+    char *t = rf_read_file(p, 8u << 20, NULL);
+    cJSON *j = t ? cJSON_Parse(t) : NULL;
+    free(t);
+    return j;
+}
+
+static void fill_image(const char *data_dir, const char *ref, const char *hex,
+                       lis_rootfs_image *im)
+{
+    memset(im, 0, sizeof *im);
+    snprintf(im->ref, sizeof im->ref, "%s", ref);
+    snprintf(im->digest, sizeof im->digest, "sha256:%s", hex);
+    cJSON *m = read_meta(data_dir, hex);
+    if (!m)
+        return;
+    const cJSON *v;
+    if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(m, "source")))
+        snprintf(im->source, sizeof im->source, "%s", v->valuestring);
+    if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(m, "format")))
+        snprintf(im->format, sizeof im->format, "%s", v->valuestring);
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(m, "size")))
+        im->size = (uint64_t)v->valuedouble;
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(m, "created")))
+        im->created = v->valuedouble;
+    cJSON_Delete(m);
+}
+
+int lis_rootfs_list(const char *data_dir, lis_rootfs_image **out, size_t *n, lis_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    tagv tags;
+    all_tags(data_dir, &tags);
+    qsort(tags.v, tags.n, sizeof *tags.v, cmp_row);
+    char bdir[PATH_MAX];
+    snprintf(bdir, sizeof bdir, "%s/rootfs/blobs/sha256", data_dir);
+    /* untagged blobs */
+    char (*untagged)[65] = NULL;
+    size_t nu = 0, cu = 0;
+    DIR *d = opendir(bdir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!rf_valid_hex(e->d_name))
+            continue;
+        int used = 0;
+        for (size_t i = 0; i < tags.n && !used; i++)
+            used = !strcmp(tags.v[i].hex, e->d_name);
+        if (used)
+            continue;
+        if (nu == cu) {
+            cu = cu ? cu * 2 : 8;
+            void *nv = realloc(untagged, cu * sizeof *untagged);
+            if (!nv)
+                break;
+            untagged = nv;
+        }
+        snprintf(untagged[nu++], 65, "%s", e->d_name);
+    }
+    if (d)
+        closedir(d);
+    lis_rootfs_image *v = calloc(tags.n + nu + 1, sizeof *v);
+    if (!v) {
+        free(tags.v);
+        free(untagged);
+        return rf_fail(err, ENOMEM, "out of memory");
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < tags.n; i++) {
+        if (!rf_blob_exists(data_dir, tags.v[i].hex))
+            continue; /* dangling tag: shown by nothing, removed by gc */
+        fill_image(data_dir, tags.v[i].ref, tags.v[i].hex, &v[k++]);
+    }
+    for (size_t i = 0; i < nu; i++)
+        fill_image(data_dir, "", untagged[i], &v[k++]);
+    free(tags.v);
+    free(untagged);
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+/* NAME[:TAG] -> tag file; sha256:HEX or a unique hex prefix (>= 6) -> blob. */
+static int resolve_hex(const char *data_dir, const char *ref, char hex[65], char *tagpath,
+                       size_t tlen, lis_error *err)
+{
+    if (tagpath)
+        tagpath[0] = 0;
+    const char *pre = !strncmp(ref, "sha256:", 7) ? ref + 7 : NULL;
+    if (!pre) {
+        char name[512], tag[160];
+        lis_error e2 = {0};
+        if (rf_parse_ref(ref, name, sizeof name, tag, sizeof tag, &e2) == 0) {
+            char p[PATH_MAX * 2];
+            snprintf(p, sizeof p, "%s/rootfs/tags/%s/%s", data_dir, name, tag);
+            struct stat st;
+            if (lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+                if (read_tag(p, hex) < 0)
+                    return rf_fail(err, EINVAL, "the tag file of '%s' is corrupt (lis rootfs rm "
+                                   "it and import again)", ref);
+                if (tagpath)
+                    snprintf(tagpath, tlen, "%s", p);
+                return 0;
+            }
+        }
+        pre = ref;
+    }
+    size_t pl = strlen(pre);
+    int hexok = pl >= 6 && pl <= 64;
+    for (size_t i = 0; hexok && i < pl; i++)
+        hexok = (pre[i] >= '0' && pre[i] <= '9') || (pre[i] >= 'a' && pre[i] <= 'f');
+    int found = 0;
+    if (hexok) {
+        char bdir[PATH_MAX];
+        snprintf(bdir, sizeof bdir, "%s/rootfs/blobs/sha256", data_dir);
+        DIR *d = opendir(bdir);
+        struct dirent *e;
+        while (d && (e = readdir(d)))
+            if (rf_valid_hex(e->d_name) && !strncmp(e->d_name, pre, pl)) {
+                found++;
+                snprintf(hex, 65, "%s", e->d_name);
+            }
+        if (d)
+            closedir(d);
+    }
+    if (found == 1)
+        return 0;
+    if (found > 1)
+        return rf_fail(err, EINVAL, "'%s' matches several images; give more digits", ref);
+    return rf_fail(err, ENOENT, "no image '%s' in the store (lis rootfs ls)", ref);
+}
+
+int lis_rootfs_inspect(const char *data_dir, const char *ref, char **json, lis_error *err)
+{
+    char hex[65];
+    *json = NULL;
+    if (resolve_hex(data_dir, ref, hex, NULL, 0, err) < 0)
+        return -1;
+    if (!rf_blob_exists(data_dir, hex))
+        return rf_fail(err, ENOENT, "image '%s' is tagged but its files are missing (lis rootfs "
+                       "gc; import it again)", ref);
+    cJSON *m = read_meta(data_dir, hex);
+    if (!m)
+        m = cJSON_CreateObject();
+    char d[80], p[PATH_MAX];
+    snprintf(d, sizeof d, "sha256:%s", hex);
+    cJSON_DeleteItemFromObject(m, "digest");
+    cJSON_AddStringToObject(m, "digest", d);
+    rf_blob_path(data_dir, hex, p, sizeof p);
+    cJSON_AddStringToObject(m, "path", p);
+    cJSON *jt = cJSON_AddArrayToObject(m, "tags");
+    tagv tags;
+    all_tags(data_dir, &tags);
+    qsort(tags.v, tags.n, sizeof *tags.v, cmp_row);
+    for (size_t i = 0; i < tags.n; i++)
+        if (!strcmp(tags.v[i].hex, hex))
+            cJSON_AddItemToArray(jt, cJSON_CreateString(tags.v[i].ref));
+    free(tags.v);
+    *json = cJSON_Print(m);
+    cJSON_Delete(m);
+    return *json ? 0 : rf_fail(err, ENOMEM, "out of memory");
+}
+
+int lis_rootfs_tag(const char *data_dir, const char *ref, const char *new_ref, lis_error *err)
+{
+    char hex[65];
+    int lock = rf_store_open(data_dir, 0, err);
+    if (lock < 0)
+        return -1;
+    int rc = resolve_hex(data_dir, ref, hex, NULL, 0, err);
+    if (rc == 0 && !rf_blob_exists(data_dir, hex))
+        rc = rf_fail(err, ENOENT, "image '%s' has no files (import it again)", ref);
+    if (rc == 0)
+        rc = rf_tag_write(data_dir, new_ref, hex, NULL, 0, err);
+    close(lock);
+    return rc;
+}
+
+/* Removes the tag file and its now-empty parent directories below tags/. */
+static void unlink_tag(const char *data_dir, const char *path)
+{
+    char base[PATH_MAX], p[PATH_MAX];
+    snprintf(base, sizeof base, "%s/rootfs/tags", data_dir);
+    snprintf(p, sizeof p, "%s", path);
+    unlink(p);
+    char *s;
+    while ((s = strrchr(p, '/')) && (size_t)(s - p) > strlen(base)) {
+        *s = 0;
+        if (rmdir(p) < 0)
+            break;
+    }
+}
+
+static void remove_image(const char *data_dir, const char *hex)
+{
+    char p[PATH_MAX];
+    rf_blob_path(data_dir, hex, p, sizeof p);
+    /* rename first, so a half-deleted tree is never visible under its digest */
+    char trash[PATH_MAX + 64];
+    snprintf(trash, sizeof trash, "%s/rootfs/tmp/%d-rm-%s", data_dir, (int)getpid(), hex);
+    if (rename(p, trash) == 0)
+        rf_rm_tree(trash);
+    else
+        rf_rm_tree(p);
+    rf_meta_path(data_dir, hex, p, sizeof p);
+    unlink(p);
+}
+
+int lis_rootfs_rm(const char *data_dir, const char *ref, int *removed_image, lis_error *err)
+{
+    if (removed_image)
+        *removed_image = 0;
+    int lock = rf_store_open(data_dir, 1, err);
+    if (lock < 0)
+        return -1;
+    char hex[65], tagpath[PATH_MAX];
+    int rc = resolve_hex(data_dir, ref, hex, tagpath, sizeof tagpath, err);
+    if (rc == 0) {
+        tagv tags;
+        all_tags(data_dir, &tags);
+        int others = 0;
+        char base[PATH_MAX];
+        snprintf(base, sizeof base, "%s/rootfs/tags", data_dir);
+        for (size_t i = 0; i < tags.n; i++) {
+            if (strcmp(tags.v[i].hex, hex))
+                continue;
+            char p[PATH_MAX * 2];
+            char name[512], tag[160];
+            if (rf_parse_ref(tags.v[i].ref, name, sizeof name, tag, sizeof tag, NULL) < 0)
+                continue;
+            snprintf(p, sizeof p, "%s/%s/%s", base, name, tag);
+            if (!*tagpath)
+                unlink_tag(data_dir, p); /* by digest: every tag goes */
+            else if (strcmp(p, tagpath))
+                others++;
+        }
+        free(tags.v);
+        if (*tagpath)
+            unlink_tag(data_dir, tagpath);
+        if (!others && rf_blob_exists(data_dir, hex)) {
+            remove_image(data_dir, hex);
+            if (removed_image)
+                *removed_image = 1;
+        }
+    }
+    close(lock);
+    return rc;
+}
+
+int lis_rootfs_gc(const char *data_dir, const char *const *keep, int *removed,
+                  uint64_t *freed, lis_error *err)
+{
+    if (removed)
+        *removed = 0;
+    if (freed)
+        *freed = 0;
+    int lock = rf_store_open(data_dir, 1, err);
+    if (lock < 0)
+        return -1;
+    tagv tags;
+    all_tags(data_dir, &tags);
+    char dir[PATH_MAX];
+    /* leftovers of interrupted imports (nobody holds the store lock now) */
+    snprintf(dir, sizeof dir, "%s/rootfs/tmp", data_dir);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int dfd = d ? dirfd(d) : -1;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        rf_rm_tree_at(dfd, e->d_name);
+    }
+    if (d)
+        closedir(d);
+    /* dangling tags */
+    for (size_t i = 0; i < tags.n; i++) {
+        if (rf_blob_exists(data_dir, tags.v[i].hex))
+            continue;
+        char name[512], tag[160], p[PATH_MAX * 2];
+        if (rf_parse_ref(tags.v[i].ref, name, sizeof name, tag, sizeof tag, NULL) < 0)
+            continue;
+        snprintf(p, sizeof p, "%s/rootfs/tags/%s/%s", data_dir, name, tag);
+        unlink_tag(data_dir, p);
+    }
+    /* untagged images not in use */
+    snprintf(dir, sizeof dir, "%s/rootfs/blobs/sha256", data_dir);
+    d = opendir(dir);
+    while (d && (e = readdir(d))) {
+        if (!rf_valid_hex(e->d_name))
+            continue;
+        int used = 0;
+        for (size_t i = 0; i < tags.n && !used; i++)
+            used = !strcmp(tags.v[i].hex, e->d_name);
+        char p[PATH_MAX];
+        rf_blob_path(data_dir, e->d_name, p, sizeof p);
+        char rp[PATH_MAX];
+        if (!realpath(p, rp))
+            snprintf(rp, sizeof rp, "%s", p);
+        for (size_t i = 0; keep && keep[i] && !used; i++)
+            used = !strcmp(keep[i], p) || !strcmp(keep[i], rp);
+        if (used)
+            continue;
+        if (freed)
+            *freed += rf_tree_size(p);
+        remove_image(data_dir, e->d_name);
+        if (removed)
+            (*removed)++;
+    }
+    if (d)
+        closedir(d);
+    /* metadata without an image */
+    snprintf(dir, sizeof dir, "%s/rootfs/meta/sha256", data_dir);
+    d = opendir(dir);
+    while (d && (e = readdir(d))) {
+        char hex[65];
+        if (strlen(e->d_name) != 69 || strcmp(e->d_name + 64, ".json"))
+            continue;
+        snprintf(hex, sizeof hex, "%.64s", e->d_name);
+        if (!rf_blob_exists(data_dir, hex))
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    if (d)
+        closedir(d);
+    free(tags.v);
+    close(lock);
+    return 0;
+}
