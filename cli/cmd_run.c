@@ -1,11 +1,97 @@
-/* cmd_run.c - `lis run` / `lis batch` front end (liblis-agent.so). Placeholder
- * until the agent lands (issue: the agent). */
+/* cmd_run.c - `lis run` front end (liblis-agent.so): parse the flags, pick
+ * the root filesystem, run one episode, report. The work is in agent/. */
+#include "agent.h"
 #include "cli_util.h"
+#include "rootfs.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define DEFAULT_IMAGE "lis-agent:latest"
 
 int lis_cli_agent_main(int argc, char **argv);
+
+static int run(int argc, char **argv)
+{
+    agent_cli c;
+    lis_error err = {0};
+    if (agent_cli_parse(argc, argv, &c, &err) < 0) {
+        cli_error("%s", err.msg);
+        return 2;
+    }
+    if (c.help) {
+        agent_cli_usage(stdout);
+        return 0;
+    }
+    int rc = 2;
+    lis_ctx *ctx = NULL;
+    cJSON *extra = NULL;
+    agent_prompts prompts = {0};
+    llm_config llm;
+    lis_net_mode net;
+    uint64_t mem = 200ull << 20;
+    if (agent_cli_settings(&c, &err) < 0 || agent_cli_llm(&c, &llm, &extra, &err) < 0) {
+        cli_error("%s", err.msg);
+        goto out;
+    }
+    if (agent_parse_net(c.net, &net) < 0) {
+        cli_error("--net: '%s' is not one of none, host, proxy", c.net);
+        goto out;
+    }
+    if (c.memory && agent_parse_size(c.memory, &mem) < 0) {
+        cli_error("--memory: '%s' is not a size (e.g. 200M, 2G, unlimited)", c.memory);
+        goto out;
+    }
+    if (c.prompt_config ? agent_prompts_load(&prompts, c.prompt_config, &err) < 0
+                        : agent_prompts_default(&prompts) < 0) {
+        cli_error("%s", err.msg);
+        goto out;
+    }
+    rc = CLI_EXIT_LIS;
+    ctx = lis_ctx_new(NULL, &err);
+    if (!ctx) {
+        cli_fail(&err);
+        goto out;
+    }
+    char rootfs[4096];
+    if (c.rootfs) {
+        snprintf(rootfs, sizeof rootfs, "%s", c.rootfs);
+    } else if (lis_store_resolve(lis_ctx_data_dir(ctx), c.image ? c.image : DEFAULT_IMAGE,
+                                 rootfs, sizeof rootfs, &err) < 0) {
+        if (!c.image)
+            cli_error("the default image %s is not in the store: build it with "
+                      "scripts/make-rootfs.sh, or pass --rootfs DIR", DEFAULT_IMAGE);
+        else
+            cli_fail(&err);
+        goto out;
+    }
+    agent_run r = {
+        .opts = {.query = c.query, .prompts = &prompts, .max_steps = c.max_steps,
+                 .max_token_limit = c.max_token_limit, .llm = llm, .llm_name = c.llm_name,
+                 .progress = stderr},
+        .rootfs = rootfs, .input_dir = c.input_dir,
+        .output_dir = c.output_dir ? c.output_dir : "output", .net = net, .memory_bytes = mem,
+        .out = stdout};
+    agent_outcome res;
+    if (agent_episode(ctx, &r, &res, NULL, 0, &err) < 0) {
+        cli_fail(&err);
+        goto out;
+    }
+    /* 0 submitted, 1 ended without submit, 3 the LLM failed */
+    rc = res.submitted ? 0 : !strcmp(res.stop_reason, "llm_error") ? 3 : 1;
+out:
+    lis_ctx_free(ctx);
+    agent_prompts_free(&prompts);
+    cJSON_Delete(extra);
+    agent_cli_free(&c);
+    return rc;
+}
+
 int lis_cli_agent_main(int argc, char **argv)
 {
-    (void)argc;
-    cli_error("%s: the agent is not part of this build yet", argv[0]);
-    return 2;
+    if (!strcmp(argv[0], "batch")) {
+        cli_error("batch: not implemented yet; run episodes one by one with `lis run`");
+        return 2;
+    }
+    return run(argc, argv);
 }

@@ -1,0 +1,321 @@
+/* agent.h - the LLM-in-Sandbox agent, internal interface of liblis-agent.so.
+ *
+ * Layering: agent/ talks to sandboxes only through lis.h, to the LLM through
+ * libcurl, and reads JSON/YAML through cJSON/libyaml. No global mutable state:
+ * everything lives in the structures below and is passed explicitly. */
+#ifndef LIS_AGENT_H
+#define LIS_AGENT_H
+
+#include "lis.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- small helpers (util.c) -------------------------------------------- */
+
+typedef struct sbuf {
+    char *s;
+    size_t len, cap;
+    int oom;
+} sbuf;
+
+void sb_putn(sbuf *b, const char *p, size_t n);
+void sb_puts(sbuf *b, const char *s);
+void sb_putc(sbuf *b, char c);
+void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Returns the malloc'ed NUL-terminated string (never NULL unless out of memory). */
+char *sb_take(sbuf *b);
+void sb_free(sbuf *b);
+
+int agent_fail(lis_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+char *agent_strdup(const char *s);
+char *agent_strndup(const char *s, size_t n);
+double agent_now(void);
+void agent_sleep(double seconds);
+/* Reads a whole host file (settings, prompt configs); NULL on error. */
+char *agent_read_host_file(const char *path, size_t *len, lis_error *err);
+/* Prints JSON the way Python's json.dump(indent=2, ensure_ascii=False) does. */
+char *agent_json_pretty(const cJSON *j);
+/* Length in bytes of the longest prefix of s (len n) that holds at most
+ * max_chars UTF-8 code points. */
+size_t agent_utf8_prefix(const char *s, size_t n, size_t max_chars);
+
+/* ---- tools (tools.c): schemas, execution, observation text ------------- */
+
+/* The message sent as a user turn when a reply holds no usable tool call. */
+extern const char AGENT_CONTINUE_MSG[];
+#define AGENT_CMD_TIMEOUT 120
+#define AGENT_TRUNC_LINES 40
+#define AGENT_OBS_CAP 32768          /* bytes per stream in a bash observation */
+#define AGENT_CAPTURE_CAP (1u << 20) /* bytes per stream kept by the runtime */
+
+/* The three tools, in the original's order and wording. */
+cJSON *agent_tool_schemas(void);
+
+/* Strips ANSI CSI sequences, every \r and NUL, and replaces invalid UTF-8
+ * by U+FFFD, so the text is valid for a JSON string. */
+char *agent_clean_output(const char *p, size_t n);
+/* The original's 40+40 line cut (Python str.splitlines semantics). */
+char *agent_truncate_lines(const char *s, int num_lines);
+/* Keeps head and tail of s within cap bytes (UTF-8 safe); extra_dropped
+ * counts bytes already dropped by the runtime. Returns a copy. */
+char *agent_cap_bytes(const char *s, size_t cap, uint64_t extra_dropped);
+/* "Exit code: ...\nExecution output of \[execute_bash]:\n\[STDOUT]\n..." */
+char *agent_obs_bash(const char *exit_str, const char *out, const char *err);
+
+typedef struct agent_tool_env {
+    lis_sandbox *sb;
+    const char *workdir;  /* /testbed */
+    const char *shell;    /* "bash", or "sh" when the image has no bash */
+    double timeout;       /* AGENT_CMD_TIMEOUT */
+    size_t capture_cap;   /* per stream, kept by the runtime (head + tail) */
+    size_t obs_cap;       /* per stream, in the observation */
+} agent_tool_env;
+
+typedef struct agent_tool_out {
+    char *obs;            /* the observation text (malloc'ed) */
+    int done;             /* submit was called */
+    int exit_code;        /* execute_bash: the command's exit code, else 0 */
+    double exec_seconds;  /* time spent executing the tool */
+} agent_tool_out;
+
+/* Runs one tool call; params may be NULL or a non-object (then the continue
+ * message is the observation, as in the original). */
+void agent_tool_exec(const agent_tool_env *env, const char *name, const cJSON *params,
+                     agent_tool_out *out);
+
+/* ---- the editor (editor.c) --------------------------------------------- */
+
+/* The file system the editor works on: a sandbox, or a test double. */
+typedef struct ed_fs {
+    void *ctx;
+    int (*read)(void *ctx, const char *path, size_t max, char **data, size_t *len,
+                lis_error *err);
+    int (*write)(void *ctx, const char *path, const char *data, size_t len, lis_error *err);
+    int (*stat)(void *ctx, const char *path, char *kind, uint64_t *size, lis_error *err);
+    /* find PATH -maxdepth 2, non-hidden, one entry a line; malloc'ed */
+    char *(*list)(void *ctx, const char *path, lis_error *err);
+    /* readlink -f PATH; malloc'ed */
+    char *(*resolve)(void *ctx, const char *path, lis_error *err);
+} ed_fs;
+
+#define ED_MAX_FILE (64u << 20)
+#define ED_MAX_RESPONSE 10000
+#define ED_SNIPPET_LINES 4
+
+/* Runs a str_replace_editor call; returns the result text (without the
+ * "Execution output of" header), malloc'ed. */
+char *agent_editor_run(const ed_fs *fs, const char *workdir, const cJSON *params);
+/* The sandbox implementation of ed_fs (ctx is an agent_tool_env). */
+void agent_editor_sandbox_fs(ed_fs *fs, const agent_tool_env *env);
+
+/* Pure edit operations on buffers (exposed for tests). */
+/* Number of non-overlapping occurrences of needle in hay. */
+size_t ed_count(const char *hay, size_t hn, const char *needle, size_t nn, size_t *first);
+/* Replaces the unique occurrence of old_s (exact, or else with tabs expanded
+ * and \r ignored). Returns 0 and sets *out; -1 with *count 0 or >1. */
+int ed_replace(const char *data, size_t len, const char *old_s, const char *new_s,
+               char **out, size_t *out_len, size_t *count, size_t *line);
+/* Inserts text after line `line` (0 = top). Returns -1 when line is out of
+ * range and sets *nlines. */
+int ed_insert(const char *data, size_t len, long line, const char *text, char **out,
+              size_t *out_len, long *nlines);
+
+/* ---- tool calls written as text (textcalls.c) -------------------------- */
+
+typedef struct text_call {
+    char *name;
+    char *arguments;   /* JSON text of the arguments object */
+} text_call;
+
+/* Parses hermes <tool_call>{...}</tool_call> and qwen3_coder
+ * <function=N><parameter=P>V</parameter></function> blocks out of content.
+ * Returns how many calls were found (up to max); *rest gets the content with
+ * the blocks removed (malloc'ed). tools (the schemas) give parameter types. */
+size_t agent_parse_text_calls(const char *content, const cJSON *tools, text_call *calls,
+                              size_t max, char **rest);
+void agent_text_calls_free(text_call *calls, size_t n);
+
+/* ---- prompts (prompts.c) ---------------------------------------------- */
+
+typedef struct agent_prompts {
+    char *system_prompt;     /* templates, placeholders still in */
+    char *instance_prompt;
+    char *working_dir, *input_dir, *output_dir;
+} agent_prompts;
+
+/* The original's config/general.yaml. */
+int agent_prompts_default(agent_prompts *p);
+/* Loads a YAML prompt config (system_prompt, instance_prompt, working_dir,
+ * input_dir, output_dir); missing dirs default as the original's. */
+int agent_prompts_load(agent_prompts *p, const char *path, lis_error *err);
+void agent_prompts_free(agent_prompts *p);
+/* The final texts, filled in as the original does. */
+char *agent_prompt_system(const agent_prompts *p);
+char *agent_prompt_instance(const agent_prompts *p, const char *problem_statement);
+
+/* ---- the LLM client (llm.c) -------------------------------------------- */
+
+typedef enum llm_api { LLM_API_OPENAI = 0, LLM_API_ANTHROPIC } llm_api;
+
+typedef struct llm_config {
+    llm_api api;
+    const char *base_url;      /* e.g. http://host:8000/v1 (OpenAI) */
+    const char *api_key;       /* may be NULL or "dummy" */
+    const char *model;         /* sent as "model" (routing prefix removed) */
+    double temperature;
+    int send_temperature;
+    long max_tokens;
+    const cJSON *extra_body;   /* merged into the request body */
+    int stream;                /* SSE streaming (OpenAI API) */
+    double connect_timeout;    /* seconds */
+    double timeout;            /* seconds, whole request */
+    int max_retries;           /* attempts in all; 5 */
+    double backoff_base;       /* first backoff, seconds (doubles, plus jitter) */
+    double backoff_max;        /* cap on one sleep, Retry-After included */
+    FILE *log;                 /* retries are reported here (NULL: silent) */
+} llm_config;
+
+typedef struct llm_usage {
+    long prompt_tokens, completion_tokens, total_tokens;
+    int known;
+} llm_usage;
+
+typedef struct llm_reply {
+    cJSON *message;            /* OpenAI-style assistant message for the history */
+    const char *content;       /* borrowed from message ("" when none) */
+    const char *reasoning;     /* reasoning_content / thinking ("" when none) */
+    cJSON *tool_calls;         /* borrowed from message; NULL when none */
+    char finish_reason[32];
+    llm_usage usage;
+    double seconds;            /* wall time including retries */
+    int attempts;
+    long max_tokens_used;      /* after context-length shrinking */
+} llm_reply;
+
+typedef struct llm_client llm_client;
+
+llm_client *llm_new(const llm_config *cfg, lis_error *err);
+void llm_free(llm_client *c);
+/* One chat completion with tools; retries per the config. On failure err
+ * names the cause; err->code is an HTTP status or 0 for transport errors. */
+int llm_chat(llm_client *c, const cJSON *messages, const cJSON *tools, llm_reply *out,
+             lis_error *err);
+void llm_reply_free(llm_reply *r);
+
+/* Parses a text/event-stream body chunk by chunk (sse.c). */
+typedef struct sse_state {
+    sbuf line;       /* the current partial line */
+    sbuf data;       /* data: lines of the current event */
+    int done;        /* [DONE] seen */
+    int events;
+    /* the assembled reply */
+    sbuf content, reasoning;
+    cJSON *tool_calls;   /* array being assembled */
+    cJSON *error;        /* an error object sent in the stream */
+    char finish_reason[32];
+    llm_usage usage;
+    char *bad;           /* first unparsable event, for the error text */
+} sse_state;
+
+void sse_init(sse_state *s);
+void sse_feed(sse_state *s, const char *p, size_t n);
+void sse_finish(sse_state *s);
+void sse_free(sse_state *s);
+
+/* Helpers shared by llm.c and the tests. */
+/* Context-length error: fills *max_context / *input_tokens (0 when absent);
+ * returns 1 when the text is a token-limit error. */
+int llm_is_token_error(const char *text, long *max_context, long *input_tokens);
+/* New max_tokens after a token-limit error, or -1 to give up (original's rule). */
+long llm_shrink_max_tokens(long max_tokens, long max_context, long input_tokens);
+/* Anthropic request/response conversion. */
+cJSON *llm_anthropic_request(const cJSON *messages, const cJSON *tools, const llm_config *cfg,
+                             long max_tokens);
+cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, size_t flen);
+
+/* ---- the episode (loop.c, episode.c) ----------------------------------- */
+
+typedef struct agent_opts {
+    const char *query;
+    const agent_prompts *prompts;
+    int max_steps;               /* 100 */
+    long max_token_limit;        /* 65536: ceiling on the whole conversation */
+    llm_config llm;
+    const char *llm_name;        /* as given, for logs and the trajectory */
+    FILE *progress;              /* live progress (stderr); NULL: silent */
+} agent_opts;
+
+typedef struct agent_outcome {
+    int steps;
+    int submitted;
+    char stop_reason[32];        /* submit | max_steps | token_limit | llm_error | ... */
+    char error[512];
+    long prompt_tokens, completion_tokens;
+} agent_outcome;
+
+/* Prepares the sandbox as the original does (mkdir -p of the working, input
+ * and output dirs; git init when git exists) and fills env (bash or sh). */
+int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env,
+                          lis_error *err);
+/* Runs the ReAct loop. Returns the trajectory (the original's format plus
+ * per-step usage and tool time); NULL only when out of memory. */
+cJSON *agent_loop(const agent_tool_env *env, const agent_opts *o, agent_outcome *out);
+
+typedef struct agent_run {
+    agent_opts opts;
+    const char *rootfs;
+    const char *input_dir;       /* host directory copied into prompts->input_dir */
+    const char *output_dir;      /* host; the run goes to <output_dir>/<timestamp>/ */
+    lis_net_mode net;
+    uint64_t memory_bytes;
+    FILE *out;                   /* answer and paths (stdout) */
+} agent_run;
+
+/* A whole episode: sandbox, input copy, loop, export, trajectory.json,
+ * answer. run_dir (optional) receives the directory of this run. */
+int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *run_dir,
+                  size_t run_dir_len, lis_error *err);
+
+/* ---- flags and settings (settings.c) ---------------------------------- */
+
+/* Loads one YAML document (libyaml) as JSON: mappings, sequences, and
+ * scalars as strings (plain null/~ as null). */
+cJSON *agent_yaml_load(const char *text, size_t len, lis_error *err);
+
+typedef struct agent_cli {
+    const char *query;
+    const char *llm_name, *llm_base_url, *api_key;
+    const char *input_dir, *output_dir;
+    const char *image, *rootfs;
+    const char *prompt_config, *settings;
+    const char *extra_body;
+    const char *net;
+    const char *memory;
+    int max_steps;
+    long max_token_limit, max_tokens_per_call;
+    double temperature;
+    double timeout, connect_timeout;
+    int stream;
+    int help;
+    /* owned strings read from the settings file */
+    char *owned[8];
+    char settings_path[1024];
+} agent_cli;
+
+/* Parses `run` flags (both --llm-name and --llm_name spellings). */
+int agent_cli_parse(int argc, char **argv, agent_cli *c, lis_error *err);
+/* Fills unset values from the settings file and the environment. */
+int agent_cli_settings(agent_cli *c, lis_error *err);
+void agent_cli_free(agent_cli *c);
+void agent_cli_usage(FILE *f);
+/* Builds llm_config / prompts from the parsed flags. extra (owned by the
+ * caller, cJSON_Delete) receives the parsed --extra-body. */
+int agent_cli_llm(const agent_cli *c, llm_config *cfg, cJSON **extra, lis_error *err);
+int agent_parse_size(const char *s, uint64_t *out);
+int agent_parse_net(const char *s, lis_net_mode *out);
+
+#endif

@@ -1,0 +1,163 @@
+/* episode.c - one `lis run`: a fresh sandbox, the input copied in, the loop,
+ * /testbed/output exported to <output-dir>/<timestamp>/files/, and
+ * trajectory.json written next to it, whatever way the loop ended. */
+#include "agent.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env,
+                          lis_error *err)
+{
+    memset(env, 0, sizeof *env);
+    env->sb = sb;
+    env->workdir = p->working_dir;
+    env->timeout = AGENT_CMD_TIMEOUT;
+    env->capture_cap = AGENT_CAPTURE_CAP;
+    env->obs_cap = AGENT_OBS_CAP;
+    char kind = 0;
+    lis_error ignore;
+    env->shell = (lis_file_stat(sb, "/bin/bash", &kind, NULL, &ignore) == 0 ||
+                  lis_file_stat(sb, "/usr/bin/bash", &kind, NULL, &ignore) == 0)
+                     ? "bash" : "sh";
+    const char *mk[] = {"mkdir", "-p", p->working_dir, p->input_dir, p->output_dir, NULL};
+    lis_exec_spec spec = {.argv = mk, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
+                          .timeout = 60};
+    lis_result res = {0};
+    if (lis_exec(sb, &spec, &res, err) < 0)
+        return -1;
+    int bad = res.exit_code != 0;
+    if (bad)
+        agent_fail(err, EIO, "mkdir -p %s %s %s in the sandbox failed: %.200s", p->working_dir,
+                   p->input_dir, p->output_dir, res.err.data ? res.err.data : res.err_msg);
+    lis_result_free(&res);
+    if (bad)
+        return -1;
+    /* git init, as the original, when the image has git */
+    const char *gi[] = {"git", "init", "-q", NULL};
+    lis_exec_spec g = {.argv = gi, .cwd = p->working_dir, .out = LIS_STDIO_NULL,
+                       .err = LIS_STDIO_NULL, .timeout = 60};
+    if (lis_exec(sb, &g, &res, &ignore) == 0)
+        lis_result_free(&res);
+    return 0;
+}
+
+static int mkdir_p(const char *path, lis_error *err)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            return agent_fail(err, errno, "cannot create %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+        return agent_fail(err, errno, "cannot create %s: %s", buf, strerror(errno));
+    return 0;
+}
+
+static int write_text(const char *path, const char *text, lis_error *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return agent_fail(err, errno, "cannot write %s: %s", path, strerror(errno));
+    fputs(text, f);
+    fputc('\n', f);
+    if (fclose(f) != 0)
+        return agent_fail(err, errno, "cannot write %s: %s", path, strerror(errno));
+    return 0;
+}
+
+int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *run_dir,
+                  size_t run_dir_len, lis_error *err)
+{
+    memset(res, 0, sizeof *res);
+    const agent_opts *o = &r->opts;
+    const agent_prompts *p = o->prompts;
+    FILE *log = o->progress;
+
+    /* the run directory first: a failure here should cost no LLM tokens */
+    char dir[4096];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char ts[32];
+    strftime(ts, sizeof ts, "%Y%m%d_%H%M%S", &tm);
+    snprintf(dir, sizeof dir, "%s/%s", r->output_dir ? r->output_dir : "output", ts);
+    if (mkdir_p(dir, err) < 0)
+        return -1;
+    if (run_dir)
+        snprintf(run_dir, run_dir_len, "%s", dir);
+
+    lis_sandbox_spec spec = {.rootfs = r->rootfs, .upper = LIS_UPPER_DISK, .net = r->net};
+    spec.limits.memory_bytes = r->memory_bytes ? r->memory_bytes : 200ull << 20;
+    lis_sandbox *sb = NULL;
+    if (log)
+        fprintf(log, "lis: starting a sandbox on %s\n", r->rootfs);
+    if (lis_sandbox_create(ctx, &spec, &sb, err) < 0)
+        return -1;
+    agent_tool_env env;
+    lis_error e2 = {0};
+    if (r->input_dir && *r->input_dir) {
+        /* copied as the input dir itself (its contents land in /testbed/input) */
+        if (lis_copy_in(sb, r->input_dir, p->input_dir, err) < 0) {
+            lis_sandbox_destroy(sb, &e2);
+            return agent_fail(err, err->code, "copying --input-dir %s into the sandbox: %s",
+                              r->input_dir, err->msg);
+        }
+    }
+    if (agent_prepare_sandbox(sb, p, &env, err) < 0) {
+        lis_sandbox_destroy(sb, &e2);
+        return -1;
+    }
+
+    cJSON *traj = agent_loop(&env, o, res);
+
+    /* outputs and trajectory are saved however the loop ended */
+    char files[4200], tpath[4200];
+    snprintf(files, sizeof files, "%s/files", dir);
+    if (lis_copy_out(sb, p->output_dir, files, &e2) < 0) {
+        if (log)
+            fprintf(log, "lis: warning: could not copy %s out of the sandbox: %s\n",
+                    p->output_dir, e2.msg);
+        mkdir_p(files, &e2);
+    }
+    char answer_path[4200];
+    snprintf(answer_path, sizeof answer_path, "%s/answer.txt", p->output_dir);
+    char *answer = NULL;
+    size_t alen = 0;
+    lis_file_read(sb, answer_path, 1u << 20, &answer, &alen, &e2);
+    lis_sandbox_destroy(sb, &e2);
+
+    snprintf(tpath, sizeof tpath, "%s/trajectory.json", dir);
+    char *json = traj ? agent_json_pretty(traj) : NULL;
+    cJSON_Delete(traj);
+    int rc = 0;
+    if (!json)
+        rc = agent_fail(err, ENOMEM, "out of memory writing the trajectory");
+    else if (write_text(tpath, json, err) < 0)
+        rc = -1;
+    free(json);
+
+    if (log) {
+        fprintf(log, "lis: finished after %d steps (%s%s%s)\n", res->steps, res->stop_reason,
+                res->error[0] ? ": " : "", res->error);
+        fprintf(log, "lis: output files: %s\nlis: trajectory:   %s\n", files, tpath);
+    }
+    if (answer && r->out) {
+        fwrite(answer, 1, alen, r->out);
+        if (alen && answer[alen - 1] != '\n')
+            fputc('\n', r->out);
+        fflush(r->out);
+    } else if (log) {
+        fprintf(log, "lis: no %s was written\n", answer_path);
+    }
+    free(answer);
+    return rc;
+}

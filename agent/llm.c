@@ -1,0 +1,671 @@
+/* llm.c - the LLM client: OpenAI chat completions (plain or SSE streaming)
+ * and the Anthropic Messages API, over libcurl, with the original's
+ * context-length back-off plus retries with exponential backoff, jitter and
+ * Retry-After. */
+#include "agent.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define MAX_BODY (64u << 20)
+#define MIN_COMPLETION_TOKENS 8192
+
+struct llm_client {
+    llm_config cfg;
+    CURL *curl;
+    unsigned seed;
+    char url[4096];
+};
+
+llm_client *llm_new(const llm_config *cfg, lis_error *err)
+{
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        agent_fail(err, EIO, "cannot initialise libcurl");
+        return NULL;
+    }
+    llm_client *c = calloc(1, sizeof *c);
+    if (!c) {
+        agent_fail(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    c->cfg = *cfg;
+    if (c->cfg.max_retries <= 0)
+        c->cfg.max_retries = 5;
+    if (c->cfg.timeout <= 0)
+        c->cfg.timeout = 1200;
+    if (c->cfg.connect_timeout <= 0)
+        c->cfg.connect_timeout = 30;
+    if (c->cfg.backoff_max <= 0)
+        c->cfg.backoff_max = 120;
+    c->seed = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)c;
+    c->curl = curl_easy_init();
+    if (!c->curl) {
+        free(c);
+        agent_fail(err, EIO, "cannot create a libcurl handle");
+        return NULL;
+    }
+    const char *base = cfg->base_url ? cfg->base_url : "";
+    size_t n = strlen(base);
+    while (n && base[n - 1] == '/')
+        n--;
+    if (cfg->api == LLM_API_ANTHROPIC) {
+        int has_v1 = n >= 3 && !strncmp(base + n - 3, "/v1", 3);
+        snprintf(c->url, sizeof c->url, "%.*s%s", (int)n, base,
+                 has_v1 ? "/messages" : "/v1/messages");
+    } else {
+        snprintf(c->url, sizeof c->url, "%.*s/chat/completions", (int)n, base);
+    }
+    return c;
+}
+
+void llm_free(llm_client *c)
+{
+    if (!c)
+        return;
+    curl_easy_cleanup(c->curl);
+    free(c);
+}
+
+void llm_reply_free(llm_reply *r)
+{
+    cJSON_Delete(r->message);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- the original's context-length handling ---------------------------- */
+
+static long match_num(const char *text, const char *re, int group)
+{
+    regex_t rx;
+    regmatch_t m[8];
+    long v = 0;
+    if (regcomp(&rx, re, REG_EXTENDED | REG_ICASE) != 0)
+        return 0;
+    if (regexec(&rx, text, 8, m, 0) == 0 && m[group].rm_so >= 0)
+        v = strtol(text + m[group].rm_so, NULL, 10);
+    regfree(&rx);
+    return v;
+}
+
+int llm_is_token_error(const char *text, long *max_context, long *input_tokens)
+{
+    *max_context = *input_tokens = 0;
+    char *low = agent_strdup(text ? text : "");
+    if (!low)
+        return 0;
+    for (char *p = low; *p; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p - 'A' + 'a');
+    int is = strstr(low, "token") &&
+             (strstr(low, "exceed") || strstr(low, "limit") || strstr(low, "maximum"));
+    free(low);
+    if (!is)
+        return 0;
+    *max_context = match_num(text, "(maximum|context)[^0-9]*([0-9]+)[[:space:]]*tokens", 2);
+    *input_tokens = match_num(text, "([0-9]+)[[:space:]]*tokens?[[:space:]]*(from[[:space:]]*"
+                              "(the[[:space:]]*)?(input|messages?)|in[[:space:]]*"
+                              "(the[[:space:]]*)?(input|prompt|messages?))", 1);
+    return 1;
+}
+
+long llm_shrink_max_tokens(long max_tokens, long max_context, long input_tokens)
+{
+    if (max_context && input_tokens) {
+        long avail = max_context - input_tokens - 100;
+        if (avail >= MIN_COMPLETION_TOKENS) {
+            long nt = avail < max_tokens ? avail : max_tokens;
+            if (nt < max_tokens)
+                return nt;
+        }
+        return -1;
+    }
+    if (max_tokens > MIN_COMPLETION_TOKENS) {
+        long nt = max_tokens / 2;
+        return nt > MIN_COMPLETION_TOKENS ? nt : MIN_COMPLETION_TOKENS;
+    }
+    return -1;
+}
+
+/* ---- request bodies ---------------------------------------------------- */
+
+static void merge_extra(cJSON *body, const cJSON *extra)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, extra)
+    {
+        cJSON_DeleteItemFromObjectCaseSensitive(body, it->string);
+        cJSON_AddItemToObject(body, it->string, cJSON_Duplicate(it, 1));
+    }
+}
+
+static cJSON *openai_request(const llm_client *c, const cJSON *messages, const cJSON *tools,
+                             long max_tokens)
+{
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddStringToObject(b, "model", c->cfg.model ? c->cfg.model : "");
+    cJSON_AddItemReferenceToObject(b, "messages", (cJSON *)messages);
+    if (tools)
+        cJSON_AddItemReferenceToObject(b, "tools", (cJSON *)tools);
+    cJSON_AddNumberToObject(b, "max_tokens", (double)max_tokens);
+    if (c->cfg.send_temperature)
+        cJSON_AddNumberToObject(b, "temperature", c->cfg.temperature);
+    if (c->cfg.stream) {
+        cJSON_AddTrueToObject(b, "stream");
+        cJSON_AddObjectToObject(b, "stream_options");
+        cJSON_AddTrueToObject(cJSON_GetObjectItem(b, "stream_options"), "include_usage");
+    }
+    merge_extra(b, c->cfg.extra_body);
+    return b;
+}
+
+static cJSON *text_block(const char *text)
+{
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "type", "text");
+    cJSON_AddStringToObject(t, "text", text);
+    return t;
+}
+
+/* Appends blocks to the last message when it has the same role. */
+static void push(cJSON *msgs, const char *role, cJSON *blocks)
+{
+    cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+    const cJSON *lr = cJSON_GetObjectItem(last, "role");
+    if (cJSON_IsString(lr) && !strcmp(lr->valuestring, role)) {
+        cJSON *content = cJSON_GetObjectItem(last, "content");
+        while (cJSON_GetArraySize(blocks))
+            cJSON_AddItemToArray(content, cJSON_DetachItemFromArray(blocks, 0));
+        cJSON_Delete(blocks);
+        return;
+    }
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", role);
+    cJSON_AddItemToObject(m, "content", blocks);
+    cJSON_AddItemToArray(msgs, m);
+}
+
+cJSON *llm_anthropic_request(const cJSON *messages, const cJSON *tools, const llm_config *cfg,
+                             long max_tokens)
+{
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddStringToObject(b, "model", cfg->model ? cfg->model : "");
+    cJSON_AddNumberToObject(b, "max_tokens", (double)max_tokens);
+    sbuf system = {0};
+    cJSON *msgs = cJSON_CreateArray();
+    const cJSON *m;
+    cJSON_ArrayForEach(m, messages)
+    {
+        const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(m, "role"));
+        const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(m, "content"));
+        if (!role)
+            continue;
+        if (!strcmp(role, "system")) {
+            if (system.len)
+                sb_puts(&system, "\n\n");
+            sb_puts(&system, content ? content : "");
+        } else if (!strcmp(role, "user")) {
+            cJSON *blocks = cJSON_CreateArray();
+            cJSON_AddItemToArray(blocks, text_block(content ? content : ""));
+            push(msgs, "user", blocks);
+        } else if (!strcmp(role, "tool")) {
+            cJSON *blocks = cJSON_CreateArray(), *r = cJSON_CreateObject();
+            cJSON_AddStringToObject(r, "type", "tool_result");
+            const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(m, "tool_call_id"));
+            cJSON_AddStringToObject(r, "tool_use_id", id ? id : "");
+            cJSON_AddStringToObject(r, "content", content ? content : "");
+            cJSON_AddItemToArray(blocks, r);
+            push(msgs, "user", blocks);
+        } else if (!strcmp(role, "assistant")) {
+            cJSON *blocks = cJSON_CreateArray();
+            const cJSON *tb = cJSON_GetObjectItem(m, "thinking_blocks"), *x;
+            cJSON_ArrayForEach(x, tb)
+            cJSON_AddItemToArray(blocks, cJSON_Duplicate(x, 1));
+            if (content && *content)
+                cJSON_AddItemToArray(blocks, text_block(content));
+            const cJSON *tc;
+            cJSON_ArrayForEach(tc, cJSON_GetObjectItem(m, "tool_calls"))
+            {
+                const cJSON *f = cJSON_GetObjectItem(tc, "function");
+                const char *args = cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments"));
+                cJSON *input = args ? cJSON_Parse(args) : NULL;
+                if (!cJSON_IsObject(input)) {
+                    cJSON_Delete(input);
+                    input = cJSON_CreateObject();
+                }
+                cJSON *u = cJSON_CreateObject();
+                cJSON_AddStringToObject(u, "type", "tool_use");
+                const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(tc, "id"));
+                const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(f, "name"));
+                cJSON_AddStringToObject(u, "id", id ? id : "");
+                cJSON_AddStringToObject(u, "name", name ? name : "");
+                cJSON_AddItemToObject(u, "input", input);
+                cJSON_AddItemToArray(blocks, u);
+            }
+            if (!cJSON_GetArraySize(blocks))
+                cJSON_AddItemToArray(blocks, text_block("(no content)"));
+            push(msgs, "assistant", blocks);
+        }
+    }
+    if (system.len)
+        cJSON_AddStringToObject(b, "system", system.s);
+    sb_free(&system);
+    cJSON_AddItemToObject(b, "messages", msgs);
+    if (tools) {
+        cJSON *at = cJSON_AddArrayToObject(b, "tools");
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tools)
+        {
+            const cJSON *f = cJSON_GetObjectItem(t, "function");
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddItemToObject(o, "name", cJSON_Duplicate(cJSON_GetObjectItem(f, "name"), 1));
+            cJSON_AddItemToObject(o, "description",
+                                  cJSON_Duplicate(cJSON_GetObjectItem(f, "description"), 1));
+            cJSON_AddItemToObject(o, "input_schema",
+                                  cJSON_Duplicate(cJSON_GetObjectItem(f, "parameters"), 1));
+            cJSON_AddItemToArray(at, o);
+        }
+    }
+    if (cfg->send_temperature)
+        cJSON_AddNumberToObject(b, "temperature", cfg->temperature);
+    merge_extra(b, cfg->extra_body);
+    return b;
+}
+
+cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, size_t flen)
+{
+    cJSON *msg = cJSON_CreateObject();
+    cJSON_AddStringToObject(msg, "role", "assistant");
+    sbuf text = {0}, thinking = {0};
+    cJSON *calls = cJSON_CreateArray(), *blocks = cJSON_CreateArray();
+    const cJSON *b;
+    cJSON_ArrayForEach(b, cJSON_GetObjectItem(resp, "content"))
+    {
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
+        if (!type)
+            continue;
+        if (!strcmp(type, "text")) {
+            const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "text"));
+            sb_puts(&text, t ? t : "");
+        } else if (!strcmp(type, "thinking") || !strcmp(type, "redacted_thinking")) {
+            const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "thinking"));
+            if (t)
+                sb_puts(&thinking, t);
+            cJSON_AddItemToArray(blocks, cJSON_Duplicate(b, 1));
+        } else if (!strcmp(type, "tool_use")) {
+            cJSON *tc = cJSON_CreateObject();
+            const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(b, "id"));
+            const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(b, "name"));
+            cJSON_AddStringToObject(tc, "id", id ? id : "");
+            cJSON_AddStringToObject(tc, "type", "function");
+            cJSON *f = cJSON_AddObjectToObject(tc, "function");
+            cJSON_AddStringToObject(f, "name", name ? name : "");
+            char *args = cJSON_PrintUnformatted(cJSON_GetObjectItem(b, "input"));
+            cJSON_AddStringToObject(f, "arguments", args ? args : "{}");
+            free(args);
+            cJSON_AddItemToArray(calls, tc);
+        }
+    }
+    cJSON_AddStringToObject(msg, "content", text.s ? text.s : "");
+    if (cJSON_GetArraySize(calls))
+        cJSON_AddItemToObject(msg, "tool_calls", calls);
+    else
+        cJSON_Delete(calls);
+    if (thinking.len)
+        cJSON_AddStringToObject(msg, "reasoning_content", thinking.s);
+    if (cJSON_GetArraySize(blocks))
+        cJSON_AddItemToObject(msg, "thinking_blocks", blocks);
+    else
+        cJSON_Delete(blocks);
+    sb_free(&text);
+    sb_free(&thinking);
+    const cJSON *u = cJSON_GetObjectItem(resp, "usage");
+    if (cJSON_IsObject(u) && usage) {
+        usage->prompt_tokens = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(u, "input_tokens"));
+        usage->completion_tokens =
+            (long)cJSON_GetNumberValue(cJSON_GetObjectItem(u, "output_tokens"));
+        usage->total_tokens = usage->prompt_tokens + usage->completion_tokens;
+        usage->known = 1;
+    }
+    const char *sr = cJSON_GetStringValue(cJSON_GetObjectItem(resp, "stop_reason"));
+    if (finish && sr)
+        snprintf(finish, flen, "%s", sr);
+    return msg;
+}
+
+/* ---- HTTP -------------------------------------------------------------- */
+
+typedef struct xfer {
+    sbuf body;
+    int is_sse;
+    int too_big;
+    sse_state *sse;
+    double retry_after;   /* seconds, -1 when absent */
+    long status;
+} xfer;
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+    xfer *x = ud;
+    size_t len = size * n;
+    char line[1024];
+    size_t l = len < sizeof line - 1 ? len : sizeof line - 1;
+    memcpy(line, p, l);
+    line[l] = 0;
+    line[strcspn(line, "\r\n")] = 0;
+    if (!strncmp(line, "HTTP/", 5)) { /* a new response (redirect, 100-continue) */
+        x->is_sse = 0;
+        x->retry_after = -1;
+    } else if (!strncasecmp(line, "content-type:", 13)) {
+        x->is_sse = strstr(line, "event-stream") != NULL;
+    } else if (!strncasecmp(line, "retry-after:", 12)) {
+        const char *v = line + 12;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        char *end;
+        double s = strtod(v, &end);
+        if (end != v && *end == 0)
+            x->retry_after = s;
+        else {
+            time_t t = curl_getdate(v, NULL);
+            if (t > 0)
+                x->retry_after = difftime(t, time(NULL)) > 0 ? difftime(t, time(NULL)) : 0;
+        }
+    }
+    return len;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    xfer *x = ud;
+    size_t len = size * n;
+    if (x->is_sse && x->sse) {
+        sse_feed(x->sse, p, len);
+        if (x->body.len < 65536)
+            sb_putn(&x->body, p, len);
+        return len;
+    }
+    if (x->body.len + len > MAX_BODY) {
+        x->too_big = 1;
+        return 0;
+    }
+    sb_putn(&x->body, p, len);
+    return x->body.oom ? 0 : len;
+}
+
+/* The server's error text: error.message when JSON, else the body start. */
+static void error_text(const char *body, char *out, size_t len)
+{
+    cJSON *j = cJSON_Parse(body ? body : "");
+    const cJSON *e = cJSON_GetObjectItem(j, "error");
+    const char *m = cJSON_GetStringValue(cJSON_GetObjectItem(e, "message"));
+    if (!m)
+        m = cJSON_GetStringValue(e);
+    if (!m)
+        m = cJSON_GetStringValue(cJSON_GetObjectItem(j, "message"));
+    if (!m)
+        m = cJSON_GetStringValue(cJSON_GetObjectItem(j, "detail"));
+    snprintf(out, len, "%.400s", m ? m : body ? body : "");
+    out[strcspn(out, "\n")] = 0;
+    cJSON_Delete(j);
+}
+
+/* Removes nulls (Python's model_dump(exclude_none=True)). */
+static void drop_nulls(cJSON *o)
+{
+    cJSON *it = o ? o->child : NULL;
+    while (it) {
+        cJSON *next = it->next;
+        if (cJSON_IsNull(it))
+            cJSON_Delete(cJSON_DetachItemViaPointer(o, it));
+        else if (cJSON_IsObject(it))
+            drop_nulls(it);
+        it = next;
+    }
+}
+
+static void finish_reply(llm_reply *out)
+{
+    cJSON *m = out->message;
+    const char *c = cJSON_GetStringValue(cJSON_GetObjectItem(m, "content"));
+    out->content = c ? c : "";
+    const char *r = cJSON_GetStringValue(cJSON_GetObjectItem(m, "reasoning_content"));
+    if (!r)
+        r = cJSON_GetStringValue(cJSON_GetObjectItem(m, "reasoning"));
+    if (!r)
+        r = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(m,
+                                 "provider_specific_fields"), "reasoning_content"));
+    out->reasoning = r ? r : "";
+    cJSON *tc = cJSON_GetObjectItem(m, "tool_calls");
+    out->tool_calls = cJSON_IsArray(tc) && cJSON_GetArraySize(tc) ? tc : NULL;
+}
+
+/* Parses a successful response; returns 0, or -1 with why set. */
+static int parse_ok(const llm_client *c, xfer *x, llm_reply *out, char *why, size_t wl)
+{
+    if (x->is_sse && x->sse) {
+        sse_state *s = x->sse;
+        sse_finish(s);
+        if (s->error) {
+            char *e = cJSON_PrintUnformatted(s->error);
+            error_text(e, why, wl);
+            free(e);
+            return -2;
+        }
+        if (!s->done && !s->finish_reason[0]) {
+            snprintf(why, wl, "the stream ended before the reply was complete");
+            return -1;
+        }
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "assistant");
+        int ntc = cJSON_GetArraySize(s->tool_calls);
+        if (s->content.len || !ntc)
+            cJSON_AddStringToObject(m, "content", s->content.s ? s->content.s : "");
+        if (s->reasoning.len)
+            cJSON_AddStringToObject(m, "reasoning_content", s->reasoning.s);
+        if (ntc) {
+            cJSON_AddItemToObject(m, "tool_calls", s->tool_calls);
+            s->tool_calls = cJSON_CreateArray();
+        }
+        out->message = m;
+        out->usage = s->usage;
+        snprintf(out->finish_reason, sizeof out->finish_reason, "%s", s->finish_reason);
+        finish_reply(out);
+        return 0;
+    }
+    cJSON *j = cJSON_Parse(x->body.s ? x->body.s : "");
+    if (!j) {
+        snprintf(why, wl, "the reply is not JSON: %.200s", x->body.s ? x->body.s : "");
+        return -1;
+    }
+    if (c->cfg.api == LLM_API_ANTHROPIC) {
+        if (!cJSON_IsArray(cJSON_GetObjectItem(j, "content"))) {
+            error_text(x->body.s, why, wl);
+            cJSON_Delete(j);
+            return -1;
+        }
+        out->message = llm_anthropic_message(j, &out->usage, out->finish_reason,
+                                             sizeof out->finish_reason);
+    } else {
+        const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+        cJSON *m = cJSON_GetObjectItem(ch, "message");
+        if (!cJSON_IsObject(m)) {
+            if (cJSON_GetObjectItem(j, "error")) {
+                error_text(x->body.s, why, wl);
+                cJSON_Delete(j);
+                return -2;
+            }
+            snprintf(why, wl, "the reply has no choices[0].message");
+            cJSON_Delete(j);
+            return -1;
+        }
+        out->message = cJSON_Duplicate(m, 1);
+        drop_nulls(out->message);
+        if (!cJSON_GetObjectItem(out->message, "role"))
+            cJSON_AddStringToObject(out->message, "role", "assistant");
+        const char *fr = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
+        snprintf(out->finish_reason, sizeof out->finish_reason, "%s", fr ? fr : "");
+        const cJSON *u = cJSON_GetObjectItem(j, "usage");
+        if (cJSON_IsObject(u)) {
+            out->usage.prompt_tokens =
+                (long)cJSON_GetNumberValue(cJSON_GetObjectItem(u, "prompt_tokens"));
+            out->usage.completion_tokens =
+                (long)cJSON_GetNumberValue(cJSON_GetObjectItem(u, "completion_tokens"));
+            out->usage.total_tokens =
+                (long)cJSON_GetNumberValue(cJSON_GetObjectItem(u, "total_tokens"));
+            out->usage.known = 1;
+        }
+    }
+    cJSON_Delete(j);
+    finish_reply(out);
+    return 0;
+}
+
+static int request(llm_client *c, const char *body, xfer *x, lis_error *err, char *why,
+                   size_t wl)
+{
+    CURL *h = c->curl;
+    curl_easy_reset(h);
+    struct curl_slist *hd = NULL;
+    char auth[4200];
+    hd = curl_slist_append(hd, "Content-Type: application/json");
+    if (c->cfg.api == LLM_API_ANTHROPIC) {
+        snprintf(auth, sizeof auth, "x-api-key: %s", c->cfg.api_key ? c->cfg.api_key : "");
+        hd = curl_slist_append(hd, auth);
+        hd = curl_slist_append(hd, "anthropic-version: 2023-06-01");
+    } else if (c->cfg.api_key && *c->cfg.api_key) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->cfg.api_key);
+        hd = curl_slist_append(hd, auth);
+    }
+    if (c->cfg.stream)
+        hd = curl_slist_append(hd, "Accept: text/event-stream");
+    curl_easy_setopt(h, CURLOPT_URL, c->url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(c->cfg.connect_timeout * 1000));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(c->cfg.timeout * 1000));
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "lis-agent/0.1");
+    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+    CURLcode rc = curl_easy_perform(h);
+    curl_slist_free_all(hd);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &x->status);
+    if (rc != CURLE_OK) {
+        if (x->too_big)
+            snprintf(why, wl, "the reply is larger than %u MiB", MAX_BODY >> 20);
+        else
+            snprintf(why, wl, "%s", curl_easy_strerror(rc));
+        (void)err;
+        return -1;
+    }
+    return 0;
+}
+
+int llm_chat(llm_client *c, const cJSON *messages, const cJSON *tools, llm_reply *out,
+             lis_error *err)
+{
+    memset(out, 0, sizeof *out);
+    long max_tokens = c->cfg.max_tokens > 0 ? c->cfg.max_tokens : 65536;
+    double t0 = agent_now();
+    int attempt = 0;
+    char why[600] = "";
+    for (;;) {
+        cJSON *body = c->cfg.api == LLM_API_ANTHROPIC
+                          ? llm_anthropic_request(messages, tools, &c->cfg, max_tokens)
+                          : openai_request(c, messages, tools, max_tokens);
+        char *text = body ? cJSON_PrintUnformatted(body) : NULL;
+        cJSON_Delete(body);
+        if (!text)
+            return agent_fail(err, ENOMEM, "out of memory building the LLM request");
+        sse_state sse;
+        sse_init(&sse);
+        xfer x = {.retry_after = -1, .sse = c->cfg.api == LLM_API_OPENAI ? &sse : NULL};
+        why[0] = 0;
+        int rc = request(c, text, &x, err, why, sizeof why);
+        free(text);
+        out->attempts = ++attempt;
+        long status = x.status;
+        int retry = 1;
+        if (rc == 0 && status >= 200 && status < 300) {
+            int prc = parse_ok(c, &x, out, why, sizeof why);
+            if (prc == 0) {
+                sb_free(&x.body);
+                sse_free(&sse);
+                out->seconds = agent_now() - t0;
+                out->max_tokens_used = max_tokens;
+                return 0;
+            }
+            if (prc == -2)
+                status = 400; /* an error object inside a 200 reply */
+        } else if (rc == 0) {
+            if (x.is_sse)
+                sse_finish(&sse);
+            error_text(x.body.s, why, sizeof why);
+        }
+        sb_free(&x.body);
+        sse_free(&sse);
+        long mc, it;
+        if (status >= 400 && llm_is_token_error(why, &mc, &it)) {
+            long nt = llm_shrink_max_tokens(max_tokens, mc, it);
+            if (nt > 0) {
+                if (c->cfg.log)
+                    fprintf(c->cfg.log, "lis: context length exceeded; max_tokens %ld -> %ld\n",
+                            max_tokens, nt);
+                max_tokens = nt;
+                attempt--; /* as the original: not counted as a retry */
+                continue;
+            }
+            return agent_fail(err, (int)status, "the conversation no longer fits the model's "
+                              "context (HTTP %ld): %s", status, why);
+        }
+        const char *model = c->cfg.model ? c->cfg.model : "";
+        if (status == 401)
+            return agent_fail(err, 401, "the API key was rejected (HTTP 401) by %s: %s; check "
+                              "--api-key / OPENAI_API_KEY", c->url, why);
+        if (status == 403)
+            return agent_fail(err, 403, "access denied (HTTP 403) by %s: %s; the key may "
+                              "not have access to model '%s'", c->url, why, model);
+        if (status == 404)
+            return agent_fail(err, 404, "not found (HTTP 404) at %s: %s; check --llm-base-url "
+                              "(OpenAI-compatible servers usually end in /v1) and the model "
+                              "name '%s'", c->url, why, model);
+        if (status == 400 || status == 422)
+            retry = 0;
+        if (!retry)
+            return agent_fail(err, (int)status, "the LLM server rejected the request (HTTP "
+                              "%ld): %s", status, why);
+        if (attempt >= c->cfg.max_retries) {
+            if (status)
+                return agent_fail(err, (int)status, "LLM request failed after %d attempts "
+                                  "(HTTP %ld from %s): %s", attempt, status, c->url, why);
+            return agent_fail(err, 0, "LLM request failed after %d attempts (%s): %s", attempt,
+                              c->url, why);
+        }
+        double wait;
+        if ((status == 429 || status == 503) && x.retry_after >= 0)
+            wait = x.retry_after;
+        else
+            wait = c->cfg.backoff_base * (double)(1L << (attempt - 1 < 20 ? attempt - 1 : 20)) +
+                   c->cfg.backoff_base * ((double)rand_r(&c->seed) / RAND_MAX);
+        if (wait > c->cfg.backoff_max)
+            wait = c->cfg.backoff_max;
+        if (c->cfg.log) {
+            if (status)
+                fprintf(c->cfg.log, "lis: LLM request failed (HTTP %ld: %.200s); retry %d/%d "
+                        "in %.1fs\n", status, why, attempt, c->cfg.max_retries - 1, wait);
+            else
+                fprintf(c->cfg.log, "lis: LLM request failed (%.200s); retry %d/%d in %.1fs\n",
+                        why, attempt, c->cfg.max_retries - 1, wait);
+        }
+        agent_sleep(wait);
+    }
+}

@@ -1,0 +1,184 @@
+/* util.c - strings, errors, time and JSON printing for the agent. */
+#include "agent.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void sb_grow(sbuf *b, size_t extra)
+{
+    if (b->oom)
+        return;
+    if (b->len + extra + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *s = realloc(b->s, cap);
+    if (!s) {
+        b->oom = 1;
+        return;
+    }
+    b->s = s;
+    b->cap = cap;
+}
+
+void sb_putn(sbuf *b, const char *p, size_t n)
+{
+    sb_grow(b, n);
+    if (b->oom)
+        return;
+    if (n)
+        memcpy(b->s + b->len, p, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+
+void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+void sb_putc(sbuf *b, char c) { sb_putn(b, &c, 1); }
+
+void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    sb_grow(b, (size_t)n);
+    if (b->oom)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+char *sb_take(sbuf *b)
+{
+    if (b->oom) {
+        sb_free(b);
+        return NULL;
+    }
+    if (!b->s)
+        sb_grow(b, 0);
+    if (b->oom)
+        return NULL;
+    b->s[b->len] = 0;
+    char *s = b->s;
+    memset(b, 0, sizeof *b);
+    return s;
+}
+
+void sb_free(sbuf *b)
+{
+    free(b->s);
+    memset(b, 0, sizeof *b);
+}
+
+int agent_fail(lis_error *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        err->code = code;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+char *agent_strndup(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+char *agent_strdup(const char *s) { return agent_strndup(s, strlen(s)); }
+
+double agent_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void agent_sleep(double seconds)
+{
+    if (seconds <= 0)
+        return;
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+char *agent_read_host_file(const char *path, size_t *len, lis_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        agent_fail(err, errno, "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    sbuf b = {0};
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        sb_putn(&b, buf, n);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        sb_free(&b);
+        agent_fail(err, EIO, "error reading %s", path);
+        return NULL;
+    }
+    if (len)
+        *len = b.len;
+    char *s = sb_take(&b);
+    if (!s)
+        agent_fail(err, ENOMEM, "out of memory reading %s", path);
+    return s;
+}
+
+/* cJSON_Print indents with tabs and separates with ":\t"; raw tabs never
+ * occur inside its strings (they are escaped), so rewriting them gives the
+ * layout of Python's json.dump(indent=2). */
+char *agent_json_pretty(const cJSON *j)
+{
+    char *raw = cJSON_Print(j);
+    if (!raw)
+        return NULL;
+    sbuf b = {0};
+    int line_start = 1;
+    for (const char *p = raw; *p; p++) {
+        if (*p == '\t') {
+            if (line_start)
+                sb_puts(&b, "  ");
+            else
+                sb_putc(&b, ' ');
+            continue;
+        }
+        line_start = *p == '\n';
+        sb_putc(&b, *p);
+    }
+    free(raw);
+    return sb_take(&b);
+}
+
+size_t agent_utf8_prefix(const char *s, size_t n, size_t max_chars)
+{
+    size_t i = 0, chars = 0;
+    while (i < n && chars < max_chars) {
+        unsigned char c = (unsigned char)s[i++];
+        if (c >= 0xC0)
+            while (i < n && ((unsigned char)s[i] & 0xC0) == 0x80)
+                i++;
+        chars++;
+    }
+    return i;
+}

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""A fake OpenAI-compatible (or Anthropic) chat server for the agent tests.
+
+usage: fake_llm.py SCRIPT.json [REQUEST_LOG]
+
+Binds 127.0.0.1 on a free port and prints the port on the first line of
+stdout. Every POST consumes the next entry of the script's "replies" list;
+every request body is appended as one JSON line to REQUEST_LOG. When the
+replies run out, it answers with a submit call.
+
+Script: {"mode": "openai" | "anthropic", "replies": [ENTRY, ...]}
+ENTRY keys (all optional):
+  content      assistant text
+  reasoning    reasoning_content (OpenAI) / a thinking block (Anthropic)
+  calls        [[name, args], ...]  args: a dict (JSON-encoded) or a raw string
+  usage        [prompt_tokens, completion_tokens]
+  stream       true: send as SSE chunks (OpenAI mode), tool-call arguments split
+  reset_after  with stream: send N chunks, then drop the connection
+  status       HTTP status (default 200); with body: that JSON as the reply
+  body         a raw JSON reply body
+  headers      extra response headers
+  hang         never answer (sleep this many seconds)
+Only the standard library is used.
+"""
+import json
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+script = json.load(open(sys.argv[1]))
+log_path = sys.argv[2] if len(sys.argv) > 2 else None
+mode = script.get("mode", "openai")
+replies = script.get("replies", [])
+lock = threading.Lock()
+state = {"i": 0}
+
+
+def next_entry():
+    with lock:
+        i = state["i"]
+        state["i"] += 1
+    if i < len(replies):
+        return i, replies[i]
+    return i, {"calls": [["submit", {}]]}
+
+
+def arg_text(a):
+    return a if isinstance(a, str) else json.dumps(a)
+
+
+def openai_message(e, i):
+    msg = {"role": "assistant", "content": e.get("content")}
+    if e.get("reasoning"):
+        msg["reasoning_content"] = e["reasoning"]
+    calls = e.get("calls") or []
+    if calls:
+        msg["tool_calls"] = [
+            {"id": "call_%d_%d" % (i, k), "type": "function",
+             "function": {"name": c[0], "arguments": arg_text(c[1])}}
+            for k, c in enumerate(calls)]
+    return msg
+
+
+def usage_of(e):
+    u = e.get("usage", [100, 10])
+    return {"prompt_tokens": u[0], "completion_tokens": u[1], "total_tokens": u[0] + u[1]}
+
+
+def openai_body(e, i):
+    return {"id": "chatcmpl-%d" % i, "object": "chat.completion", "model": "fake",
+            "choices": [{"index": 0, "message": openai_message(e, i),
+                         "finish_reason": "tool_calls" if e.get("calls") else "stop"}],
+            "usage": usage_of(e)}
+
+
+def openai_chunks(e, i):
+    def chunk(delta, finish=None):
+        return {"id": "chatcmpl-%d" % i, "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    out = [chunk({"role": "assistant"})]
+    if e.get("reasoning"):
+        r = e["reasoning"]
+        out += [chunk({"reasoning_content": r[:len(r) // 2]}),
+                chunk({"reasoning_content": r[len(r) // 2:]})]
+    if e.get("content"):
+        c = e["content"]
+        out += [chunk({"content": c[:len(c) // 2]}), chunk({"content": c[len(c) // 2:]})]
+    for k, c in enumerate(e.get("calls") or []):
+        a = arg_text(c[1])
+        out.append(chunk({"tool_calls": [{"index": k, "id": "call_%d_%d" % (i, k),
+                                          "type": "function",
+                                          "function": {"name": c[0], "arguments": ""}}]}))
+        for j in range(0, len(a), 7):
+            out.append(chunk({"tool_calls": [{"index": k, "function": {"arguments": a[j:j + 7]}}]}))
+    out.append(chunk({}, "tool_calls" if e.get("calls") else "stop"))
+    last = {"id": "chatcmpl-%d" % i, "object": "chat.completion.chunk", "choices": [],
+            "usage": usage_of(e)}
+    out.append(last)
+    return out
+
+
+def anthropic_body(e, i):
+    content = []
+    if e.get("reasoning"):
+        content.append({"type": "thinking", "thinking": e["reasoning"], "signature": "sig"})
+    if e.get("content"):
+        content.append({"type": "text", "text": e["content"]})
+    for k, c in enumerate(e.get("calls") or []):
+        args = c[1] if isinstance(c[1], dict) else {}
+        content.append({"type": "tool_use", "id": "toolu_%d_%d" % (i, k), "name": c[0],
+                        "input": args})
+    u = e.get("usage", [100, 10])
+    return {"id": "msg_%d" % i, "type": "message", "role": "assistant", "content": content,
+            "stop_reason": "tool_use" if e.get("calls") else "end_turn",
+            "usage": {"input_tokens": u[0], "output_tokens": u[1]}}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(n)
+        i, e = next_entry()
+        if log_path:
+            with lock, open(log_path, "a") as f:
+                rec = {"path": self.path, "auth": self.headers.get("Authorization"),
+                       "x_api_key": self.headers.get("x-api-key"),
+                       "body": json.loads(body or b"{}")}
+                f.write(json.dumps(rec) + "\n")
+        if e.get("hang"):
+            time.sleep(e["hang"])
+            return
+        status = e.get("status", 200)
+        headers = e.get("headers", {})
+        if e.get("stream") and status == 200:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            chunks = openai_chunks(e, i)
+            limit = e.get("reset_after")
+            for k, c in enumerate(chunks):
+                if limit is not None and k >= limit:
+                    self.wfile.flush()
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                               b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                    self.connection.close()
+                    return
+                self.wfile.write(b"data: " + json.dumps(c).encode() + b"\n\n")
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if "body" in e:
+            out = e["body"]
+        elif mode == "anthropic":
+            out = anthropic_body(e, i)
+        else:
+            out = openai_body(e, i)
+        data = json.dumps(out).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server.daemon_threads = True
+print(server.server_address[1], flush=True)
+server.serve_forever()
