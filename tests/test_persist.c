@@ -1,0 +1,414 @@
+/* test_persist.c - persistent sandboxes, the CLI, warm exec, copies, cleanup. */
+#include "testlib.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Runs the lis CLI with private state dirs under the test's tmpdir. */
+static char *lis(int *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *lis(int *code, const char *fmt, ...)
+{
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    return t_host(code, "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data %s %s 2>&1", t_tmpdir(),
+                  t_tmpdir(), t_lis_bin(), args);
+}
+
+static void cli_setup(void)
+{
+    lis_ctx *ctx = t_ctx(); /* makes t_tmpdir() and its run/ and data/ */
+    lis_ctx_free(ctx);
+}
+
+static int count_lines(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
+Test(persist, cli_create_exec_cp_ls_rm_round_trip, .timeout = 60)
+{
+    cli_setup();
+    int code;
+    char *out = lis(&code, "sandbox create --rootfs %s --name box1 -e GREETING=hello", t_busybox());
+    cr_assert_eq(code, 0, "%s", out);
+    cr_assert(strstr(out, "box1\n"), "%s", out);
+    free(out);
+    out = lis(&code, "sandbox create --rootfs %s --name box1", t_busybox());
+    cr_assert_neq(code, 0);
+    cr_assert(strstr(out, "already exists"), "%s", out);
+    free(out);
+
+    out = lis(&code, "sandbox exec box1 -- sh -c 'echo $GREETING; echo state > /root/keep; exit 7'");
+    cr_assert_eq(code, 7, "%s", out);
+    cr_assert_str_eq(out, "hello\n");
+    free(out);
+    /* the file system persists between commands */
+    out = lis(&code, "sandbox exec box1 -e X=1 -w /root -- sh -c 'cat keep; echo $X; pwd'");
+    cr_assert_eq(code, 0, "%s", out);
+    cr_assert_str_eq(out, "state\n1\n/root\n");
+    free(out);
+
+    /* cp in and out */
+    char src[512], dst[512];
+    snprintf(src, sizeof src, "%s/hostfile", t_tmpdir());
+    FILE *f = fopen(src, "w");
+    fputs("from the host\n", f);
+    fclose(f);
+    out = lis(&code, "sandbox cp %s box1:/root/", src);
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    out = lis(&code, "sandbox exec box1 -- cat /root/hostfile");
+    cr_assert_str_eq(out, "from the host\n");
+    free(out);
+    out = lis(&code, "sandbox exec box1 -- sh -c 'mkdir -p /root/d/e && echo deep > /root/d/e/f'");
+    free(out);
+    snprintf(dst, sizeof dst, "%s/out", t_tmpdir());
+    out = lis(&code, "sandbox cp box1:/root/d %s", dst);
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    char *c = t_host(&code, "cat %s/e/f", dst);
+    cr_assert_str_eq(c, "deep\n");
+    free(c);
+
+    out = lis(&code, "sandbox ls");
+    cr_assert(strstr(out, "box1") && strstr(out, "running"), "%s", out);
+    free(out);
+    out = lis(&code, "sandbox ls --json");
+    cr_assert(strstr(out, "\"name\":\t\"box1\"") || strstr(out, "\"name\": \"box1\""), "%s", out);
+    free(out);
+
+    out = lis(&code, "sandbox rm box1");
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    out = lis(&code, "sandbox ls");
+    cr_assert(!strstr(out, "box1"), "%s", out);
+    free(out);
+    out = lis(&code, "sandbox exec box1 -- true");
+    cr_assert_neq(code, 0);
+    cr_assert(strstr(out, "no sandbox named 'box1'"), "%s", out);
+    free(out);
+    char *left = t_host(&code, "ls -A %s/run/lis | grep -v '^.mnt$' | wc -l; ls -A %s/data/lis/sandboxes | wc -l",
+                        t_tmpdir(), t_tmpdir());
+    cr_assert_str_eq(left, "0\n0\n");
+    free(left);
+}
+
+Test(persist, cli_bad_input_one_line_errors)
+{
+    cli_setup();
+    int code;
+    char *out = lis(&code, "sandbox exec");
+    cr_assert_eq(code, 2);
+    free(out);
+    out = lis(&code, "sandbox run --rootfs /nonexistent -- true");
+    cr_assert_eq(code, 125);
+    cr_assert(strstr(out, "/nonexistent"), "%s", out);
+    cr_assert_eq(count_lines(out, "\n"), 1, "%s", out);
+    free(out);
+    out = lis(&code, "sandbox run --rootfs %s --memory lots -- true", t_busybox());
+    cr_assert_eq(code, 2);
+    free(out);
+    out = lis(&code, "sandbox run --rootfs %s -- /no/such/thing", t_busybox());
+    cr_assert_eq(code, 127, "%s", out);
+    cr_assert(strstr(out, "/no/such/thing"), "%s", out);
+    free(out);
+    out = lis(&code, "sandbox run --rootfs %s --timeout 0.5 -- sleep 30", t_busybox());
+    cr_assert_eq(code, 124, "%s", out);
+    free(out);
+    out = lis(&code, "frobnicate");
+    cr_assert_eq(code, 2);
+    free(out);
+}
+
+Test(persist, thousand_commands_in_one_sandbox, .timeout = 120)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    lis_error err = {0};
+    for (int i = 0; i < 1000; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "%d", i);
+        const char *argv[] = {"echo", n, NULL};
+        lis_exec_spec ex = {.argv = argv, .out = LIS_STDIO_CAPTURE};
+        lis_result r;
+        cr_assert_eq(lis_exec(sb, &ex, &r, &err), 0, "exec %d: %s", i, err.msg);
+        cr_assert_eq(r.exit_code, 0);
+        cr_assert_eq(atoi(r.out.data), i);
+        lis_result_free(&r);
+    }
+    /* nothing piles up: PID 1 and the session of this very command */
+    lis_result r;
+    t_sh(sb, "ls /proc | grep -c '^[0-9]'", &r);
+    cr_assert(atoi(r.out.data) <= 5, "%s processes", r.out.data);
+    lis_result_free(&r);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+Test(persist, two_hundred_concurrent_execs_over_fifty_sandboxes_one_thread, .timeout = 180)
+{
+    lis_ctx *ctx = t_ctx();
+    enum { S = 50, P = 200 };
+    lis_sandbox *sb[S];
+    for (int i = 0; i < S; i++)
+        sb[i] = t_sandbox(ctx, t_busybox());
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    lis_proc *p[P];
+    int done[P] = {0}, left = P;
+    lis_error err = {0};
+    for (int i = 0; i < P; i++) {
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "sleep 0.$((%d %% 3)); echo %d", i, i);
+        lis_exec_spec ex = {.shell = cmd, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE};
+        cr_assert_eq(lis_exec_start(sb[i % S], &ex, &p[i], &err), 0, "%d: %s", i, err.msg);
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+        cr_assert_eq(epoll_ctl(ep, EPOLL_CTL_ADD, lis_proc_fd(p[i]), &ev), 0);
+    }
+    while (left) {
+        struct epoll_event evs[64];
+        int n = epoll_wait(ep, evs, 64, 30000);
+        cr_assert(n > 0, "stalled with %d commands left", left);
+        for (int k = 0; k < n; k++) {
+            int i = (int)evs[k].data.u32;
+            if (done[i])
+                continue;
+            int r = lis_proc_step(p[i], &err);
+            cr_assert(r >= 0, "%s", err.msg);
+            if (r == 1) {
+                epoll_ctl(ep, EPOLL_CTL_DEL, lis_proc_fd(p[i]), NULL);
+                lis_result res;
+                cr_assert_eq(lis_proc_wait(p[i], &res, &err), 0, "%s", err.msg);
+                cr_assert_eq(res.exit_code, 0);
+                cr_assert_eq(atoi(res.out.data), i);
+                lis_result_free(&res);
+                done[i] = 1;
+                left--;
+            }
+        }
+    }
+    close(ep);
+    for (int i = 0; i < S; i++)
+        lis_sandbox_destroy(sb[i], &err);
+    lis_ctx_free(ctx);
+}
+
+Test(persist, copies_never_follow_planted_symlinks)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    char target[512];
+    snprintf(target, sizeof target, "%s/host-target", t_tmpdir());
+    cr_assert_eq(mkdir(target, 0700), 0);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "ln -s /etc/passwd /tmp/pw && ln -s %s /tmp/d && ln -s / /tmp/up",
+             target);
+    lis_result r;
+    t_sh(sb, cmd, &r);
+    cr_assert_eq(r.exit_code, 0);
+    lis_result_free(&r);
+    lis_error err = {0};
+
+    /* out: the symlink itself arrives, never the host's /etc/passwd */
+    char dst[512];
+    snprintf(dst, sizeof dst, "%s/pw-copy", t_tmpdir());
+    cr_assert_eq(lis_copy_out(sb, "/tmp/pw", dst, &err), 0, "%s", err.msg);
+    struct stat st;
+    cr_assert_eq(lstat(dst, &st), 0);
+    cr_assert(S_ISLNK(st.st_mode), "a planted symlink was followed on copy out");
+
+    /* in: writing through a planted symlink is refused */
+    char src[512];
+    snprintf(src, sizeof src, "%s/evil", t_tmpdir());
+    FILE *f = fopen(src, "w");
+    fputs("evil\n", f);
+    fclose(f);
+    cr_assert_eq(lis_file_write(sb, "/tmp/pw", "x", 1, 0, &err), -1);
+    cr_assert(strstr(err.msg, "symlink"), "%s", err.msg);
+    /* a symlinked directory resolves inside the sandbox, never on the host */
+    lis_file_write(sb, "/tmp/d/x", "x", 1, 0, &err);
+    char hostx[600];
+    snprintf(hostx, sizeof hostx, "%s/x", target);
+    cr_assert_neq(access(hostx, F_OK), 0, "wrote through a symlink onto the host");
+    lis_copy_in(sb, src, "/tmp/d/", &err); /* refused or kept inside: never on the host */
+    snprintf(hostx, sizeof hostx, "%s/evil", target);
+    cr_assert_neq(access(hostx, F_OK), 0, "copied through a symlink onto the host");
+    /* ".." is refused outright */
+    cr_assert_eq(lis_copy_out(sb, "/../../etc/passwd", dst, &err), -1);
+    cr_assert(strstr(err.msg, ".."), "%s", err.msg);
+    cr_assert_eq(lis_copy_in(sb, src, "/tmp/../../x", &err), -1);
+    /* reading follows links only inside the sandbox root */
+    char *data;
+    size_t len;
+    cr_assert_eq(lis_file_read(sb, "/tmp/up/etc/passwd", 1 << 20, &data, &len, &err), 0, "%s",
+                 err.msg);
+    cr_assert(strstr(data, "root:x:0:0:root:/root:/bin/sh"), "%s", data);
+    cr_assert(!strstr(data, "lis-test"), "read the host's passwd");
+    free(data);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+Test(persist, file_write_read_keep_every_byte)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    lis_error err = {0};
+    size_t n = 3 << 20;
+    char *big = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        big[i] = (char)(i * 7 + (i >> 9));
+    cr_assert_eq(lis_file_write(sb, "/work/new/dir/blob.bin", big, n, 0600, &err), 0, "%s",
+                 err.msg);
+    char *back;
+    size_t len;
+    cr_assert_eq(lis_file_read(sb, "/work/new/dir/blob.bin", n, &back, &len, &err), 0, "%s",
+                 err.msg);
+    cr_assert_eq(len, n);
+    cr_assert_eq(memcmp(back, big, n), 0);
+    free(back);
+    cr_assert_eq(lis_file_read(sb, "/work/new/dir/blob.bin", n - 1, &back, &len, &err), -1);
+    lis_result r;
+    t_sh(sb, "stat -c '%a %s' /work/new/dir/blob.bin", &r);
+    cr_assert_str_eq(r.out.data, "600 3145728\n");
+    lis_result_free(&r);
+    char kind;
+    uint64_t size;
+    cr_assert_eq(lis_file_stat(sb, "/work/new/dir", &kind, &size, &err), 0);
+    cr_assert_eq(kind, 'd');
+    cr_assert_eq(lis_file_stat(sb, "/missing", &kind, &size, &err), -1);
+    cr_assert_eq(err.code, ENOENT);
+    free(big);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+/* The pid-namespace inode of a process, or "" when gone. */
+static void ns_of(pid_t pid, char *out, size_t len)
+{
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/ns/pid", (int)pid);
+    ssize_t n = readlink(p, out, len - 1);
+    out[n > 0 ? n : 0] = 0;
+}
+
+static int procs_in_ns(const char *ns)
+{
+    int code;
+    char *out = t_host(&code, "for p in /proc/[0-9]*; do [ \"$(readlink $p/ns/pid 2>/dev/null)\" = "
+                              "'%s' ] && echo $p; done | wc -l", ns);
+    int n = atoi(out);
+    free(out);
+    return n;
+}
+
+Test(persist, killed_client_and_killed_init_leave_nothing, .timeout = 90)
+{
+    cli_setup();
+    int code;
+    char *out = lis(&code, "sandbox create --rootfs %s --name k1", t_busybox());
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    /* a client killed mid-command takes its command tree along */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s sandbox exec k1 "
+             "-- sh -c 'sleep 1001 & sleep 1002'", t_tmpdir(), t_tmpdir(), t_lis_bin());
+    pid_t client = fork();
+    if (client == 0) {
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 1);
+        execl("/bin/sh", "sh", "-c", cmd, NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 100; i++) {
+        out = lis(&code, "sandbox exec k1 -- sh -c 'ps -o args | grep -c ^sleep.100'");
+        int n = atoi(out);
+        free(out);
+        if (n == 2)
+            break;
+        usleep(50000);
+    }
+    kill(client, SIGKILL);
+    waitpid(client, NULL, 0);
+    int n = -1;
+    for (int i = 0; i < 100 && n != 0; i++) {
+        out = lis(&code, "sandbox exec k1 -- sh -c 'ps -o args | grep -c ^sleep.100'");
+        n = atoi(out);
+        free(out);
+        usleep(50000);
+    }
+    cr_assert_eq(n, 0, "the killed client's command tree survived");
+
+    /* kill -9 of the sandbox's PID 1, then rm */
+    out = lis(&code, "sandbox ls --json");
+    char *pidp = strstr(out, "\"pid\":");
+    cr_assert(pidp, "%s", out);
+    pid_t pid1 = atoi(pidp + 6);
+    free(out);
+    char ns[64];
+    ns_of(pid1, ns, sizeof ns);
+    cr_assert(ns[0]);
+    out = lis(&code, "sandbox exec k1 -- sh -c 'sleep 1000 >/dev/null 2>&1 &'");
+    free(out);
+    cr_assert_eq(kill(pid1, SIGKILL), 0);
+    for (int i = 0; i < 100 && procs_in_ns(ns) > 0; i++)
+        usleep(50000);
+    cr_assert_eq(procs_in_ns(ns), 0);
+    out = lis(&code, "sandbox ls");
+    cr_assert(strstr(out, "dead"), "%s", out);
+    free(out);
+    out = lis(&code, "sandbox rm k1");
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    char *left = t_host(&code, "ls -A %s/run/lis | grep -v '^.mnt$' | wc -l; ls -A %s/data/lis/sandboxes | wc -l; "
+                               "grep -c '%s' /proc/self/mountinfo",
+                        t_tmpdir(), t_tmpdir(), t_tmpdir());
+    cr_assert_str_eq(left, "0\n0\n0\n");
+    free(left);
+}
+
+Test(persist, another_users_sandbox_is_out_of_reach)
+{
+    const char *foreign = getenv("LIS_TEST_FOREIGN");
+    if (!foreign || !*foreign)
+        cr_skip_test("needs a second user's sandbox (scripts/test.sh as root makes one)");
+    /* its state dir cannot be listed, its socket cannot be reached */
+    char parent[512];
+    snprintf(parent, sizeof parent, "%s", foreign);
+    *strrchr(parent, '/') = 0;
+    cr_assert_null(opendir(parent));
+    cr_assert_eq(errno, EACCES);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s/ctl.sock", foreign);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_eq(connect(s, (struct sockaddr *)&a, sizeof a), -1);
+    cr_assert_eq(errno, EACCES);
+    close(s);
+    /* and through lis it does not exist for us */
+    cli_setup();
+    int code;
+    const char *name = strrchr(foreign, '/') + 1;
+    char *out = lis(&code, "sandbox exec %s -- true", name);
+    cr_assert_neq(code, 0);
+    free(out);
+    out = lis(&code, "sandbox ls");
+    cr_assert(!strstr(out, name), "%s", out);
+    free(out);
+}
