@@ -109,7 +109,7 @@ static int peek_image_archive(const char *path, int *is_image, lis_error *err)
 }
 
 static int import_image_archive(const char *data_dir, const char *path, const char *source,
-                                const lis_rootfs_opts *o, lis_rootfs_result *res,
+                                const char *refsel, const lis_rootfs_opts *o, lis_rootfs_result *res,
                                 lis_error *err)
 {
     char tmp[4096];
@@ -134,7 +134,7 @@ static int import_image_archive(const char *data_dir, const char *path, const ch
         rf_sha_hex(sha, hex);
         snprintf(p, sizeof p, "%s/oci-layout", tmp);
         if (access(p, F_OK) == 0) {
-            rc = rf_import_oci_dir(data_dir, tmp, "oci-archive", source, o, res, err);
+            rc = rf_import_oci_dir(data_dir, tmp, "oci-archive", source, refsel, o, res, err);
         } else {
             snprintf(p, sizeof p, "%s/manifest.json", tmp);
             if (access(p, F_OK) == 0)
@@ -162,9 +162,19 @@ int lis_rootfs_import(const char *data_dir, const char *path, const lis_rootfs_o
     char name[512], tag[160];
     if (o && o->name && rf_parse_ref(o->name, name, sizeof name, tag, sizeof tag, err) < 0)
         return -1;
+    /* PATH:TAG selects one image of an OCI layout (as skopeo's oci:PATH:TAG) */
+    char pbuf[PATH_MAX];
+    const char *refsel = NULL;
     struct stat st;
-    if (stat(path, &st) < 0)
-        return rf_fail(err, errno, "cannot import %s: %s", path, strerror(errno));
+    if (stat(path, &st) < 0) {
+        int e = errno;
+        snprintf(pbuf, sizeof pbuf, "%s", path);
+        char *colon = strrchr(pbuf, ':');
+        if (!colon || strchr(colon, '/') || !colon[1] || stat((*colon = 0, pbuf), &st) < 0)
+            return rf_fail(err, e, "cannot import %s: %s", path, strerror(e));
+        refsel = colon + 1;
+        path = pbuf;
+    }
     char source[PATH_MAX];
     if (!realpath(path, source))
         snprintf(source, sizeof source, "%s", path);
@@ -180,14 +190,17 @@ int lis_rootfs_import(const char *data_dir, const char *path, const lis_rootfs_o
                          "oci-layout file); import a tarball of a root tree instead "
                          "(tar -C DIR -czf root.tar.gz .)", path);
         else
-            rc = rf_import_oci_dir(data_dir, path, "oci-layout", source, o, res, err);
+            rc = rf_import_oci_dir(data_dir, path, "oci-layout", source, refsel, o, res, err);
     } else if (!S_ISREG(st.st_mode)) {
         rc = rf_fail(err, EINVAL, "cannot import %s: not a regular file or directory", path);
     } else {
         int is_image = 0;
         rc = peek_image_archive(path, &is_image, err);
         if (rc == 0 && is_image) {
-            rc = import_image_archive(data_dir, path, source, o, res, err);
+            rc = import_image_archive(data_dir, path, source, refsel, o, res, err);
+        } else if (rc == 0 && refsel) {
+            rc = rf_fail(err, EINVAL, "%s is a plain rootfs tarball: ':%s' (an image tag) only "
+                         "applies to OCI layouts", path, refsel);
         } else if (rc == 0) {
             char hex[65];
             snprintf(res->format, sizeof res->format, "tarball");

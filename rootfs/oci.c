@@ -198,9 +198,49 @@ static void default_ref(const char *source, const char *refname, char *out, size
         snprintf(out, len, "%s:latest", name);
 }
 
+/* The descriptor of index.json to import: by ref name, else the only one / "latest". */
+static cJSON *pick_top(cJSON *index, const char *refsel, const char *source,
+                       const lis_rootfs_opts *o, lis_error *err)
+{
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(index, "manifests");
+    char names[256] = "";
+    int named = 0, with_platform = 0;
+    cJSON *d, *hit = NULL, *latest = NULL;
+    cJSON_ArrayForEach(d, ms) {
+        const char *rn = jstr(cJSON_GetObjectItemCaseSensitive(d, "annotations"),
+                              "org.opencontainers.image.ref.name");
+        if (cJSON_GetObjectItemCaseSensitive(d, "platform"))
+            with_platform = 1;
+        if (!rn)
+            continue;
+        named++;
+        if (strlen(names) < 200)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                     *names ? ", " : "", rn);
+        if (refsel && !strcmp(rn, refsel) && !hit)
+            hit = d;
+        if (!strcmp(rn, "latest") && !latest)
+            latest = d;
+    }
+    if (refsel) {
+        if (!hit)
+            rf_fail(err, ENOENT, "%s has no image tagged '%s' (it has: %s)", source, refsel,
+                    *names ? names : "no tags");
+        return hit;
+    }
+    if (named > 1 && !with_platform) {
+        if (latest)
+            return latest;
+        rf_fail(err, EINVAL, "%s holds several images (%s); choose one with PATH:TAG", source,
+                names);
+        return NULL;
+    }
+    return rf_pick_manifest(index, o ? o->platform : NULL, err);
+}
+
 int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
-                      const char *source, const lis_rootfs_opts *o, lis_rootfs_result *res,
-                      lis_error *err)
+                      const char *source, const char *refsel, const lis_rootfs_opts *o,
+                      lis_rootfs_result *res, lis_error *err)
 {
     snprintf(res->format, sizeof res->format, "%s", format);
     char p[PATH_MAX];
@@ -218,7 +258,7 @@ int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
     char *mtxt = NULL;
     const char **layers = NULL, **lhex = NULL;
     char (*lpath)[PATH_MAX] = NULL;
-    cJSON *desc = rf_pick_manifest(index, o ? o->platform : NULL, err);
+    cJSON *desc = pick_top(index, refsel, source, o, err);
     if (!desc)
         goto out;
     const char *refname = jstr(cJSON_GetObjectItemCaseSensitive(desc, "annotations"),

@@ -102,9 +102,10 @@ int rf_is_index_type(const char *media_type);
 /* Adds the interesting parts of an image config to meta. */
 void rf_meta_add_config(cJSON *meta, const char *config_json);
 /* Imports an OCI layout directory / docker-archive directory. */
+/* refsel: the org.opencontainers.image.ref.name to import (PATH:TAG), or NULL. */
 int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
-                      const char *source, const lis_rootfs_opts *o, lis_rootfs_result *res,
-                      lis_error *err);
+                      const char *source, const char *refsel, const lis_rootfs_opts *o,
+                      lis_rootfs_result *res, lis_error *err);
 int rf_import_docker_dir(const char *data_dir, const char *dir, const char *archive_hex,
                          const char *source, const lis_rootfs_opts *o,
                          lis_rootfs_result *res, lis_error *err);

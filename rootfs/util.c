@@ -423,6 +423,13 @@ int rf_parse_ref(const char *ref, char *name, size_t nlen, char *tag, size_t tle
         const char *slash = strchr(p, '/');
         size_t n = slash ? (size_t)(slash - p) : strlen(p);
         ok = valid_component(p, n, first && slash != NULL);
+        const char *pc = ok ? memchr(p, ':', n) : NULL;
+        if (pc) { /* host:port - the port is digits */
+            size_t pl = n - (size_t)(pc - p) - 1;
+            ok = pl > 0 && pl <= 5 && pc > p;
+            for (size_t i = 1; ok && i <= pl; i++)
+                ok = pc[i] >= '0' && pc[i] <= '9';
+        }
         first = 0;
         p += n;
         if (*p == '/') {
