@@ -44,6 +44,8 @@ ROOTFS_OBJ  := $(ROOTFS_SRC:%.c=$(B)/pobj/%.o)
 
 TEST_SRC    := $(wildcard tests/test_*.c)
 TEST_BIN    := $(TEST_SRC:tests/%.c=$(B)/tests/%)
+# root_*: run as root by scripts/test.sh; vm_*: run only inside the cgroup v2 VM (tests/vm/)
+EXTRA_TEST_BIN := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/root_*.c tests/vm_*.c))
 
 .PHONY: all clean test check tests bench
 all: $(B)/lis $(B)/lis-init $(B)/liblis-agent.so $(B)/liblis-rootfs.so
@@ -86,7 +88,7 @@ $(B)/tests/sysprobe: tests/sysprobe.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
 
-tests: all $(TEST_BIN) $(B)/tests/sysprobe
+tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe
 
 # The README's test command. As root it prepares fixtures, then runs the
 # rootless suites as an unprivileged user (LIS_TEST_USER, default lis-test).

@@ -153,7 +153,7 @@ static int own_cgroup(pid_t pid, const char *ctrl, char *out, size_t len)
         char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
         if (!c2)
             continue;
-        *c2 = 0;
+        *c1 = *c2 = 0;
         const char *list = c1 + 1;
         int match = 0;
         if (!*ctrl) {
