@@ -1,0 +1,796 @@
+/* test_agent.c - the LLM client against tests/fake_llm.py on 127.0.0.1, and
+ * the agent loop against it in real sandboxes (busybox where sh is enough,
+ * the Debian fixture where python or bash is needed). */
+#include "agent.h"
+#include "testlib.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct fake {
+    pid_t pid;
+    int port, out_fd;
+    char dir[256], script[300], log[300], url[128];
+} fake;
+
+static void fake_stop(fake *f)
+{
+    if (f->pid > 0) {
+        kill(f->pid, SIGKILL);
+        waitpid(f->pid, NULL, 0);
+        close(f->out_fd);
+        f->pid = 0;
+    }
+}
+
+static void fake_start(fake *f, const char *script)
+{
+    memset(f, 0, sizeof *f);
+    const char *base = getenv("TMPDIR");
+    snprintf(f->dir, sizeof f->dir, "%s/lis-fake-XXXXXX", base ? base : "/tmp");
+    cr_assert(mkdtemp(f->dir));
+    snprintf(f->script, sizeof f->script, "%s/script.json", f->dir);
+    snprintf(f->log, sizeof f->log, "%s/requests.jsonl", f->dir);
+    FILE *s = fopen(f->script, "w");
+    cr_assert(s);
+    fputs(script, s);
+    fclose(s);
+    char py[512];
+    snprintf(py, sizeof py, "%s/fake_llm.py", t_src_dir());
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    f->pid = fork();
+    cr_assert_geq(f->pid, 0);
+    if (f->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        /* the system python first: a pyenv shim would fork behind our back */
+        if (access("/usr/bin/python3", X_OK) == 0)
+            execl("/usr/bin/python3", "python3", py, f->script, f->log, (char *)NULL);
+        execlp("python3", "python3", py, f->script, f->log, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    char buf[32] = "";
+    size_t n = 0;
+    while (n < sizeof buf - 1 && !strchr(buf, '\n')) {
+        ssize_t r = read(fd[0], buf + n, sizeof buf - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        buf[n] = 0;
+    }
+    f->out_fd = fd[0]; /* kept open: the server must never see a broken pipe */
+    cr_assert_gt(n, 0, "the fake server did not start");
+    f->port = atoi(buf);
+    cr_assert_gt(f->port, 0);
+    snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d/v1", f->port);
+}
+
+/* The n-th logged request body (0-based); NULL when absent. */
+static cJSON *fake_request(const fake *f, int n)
+{
+    FILE *l = fopen(f->log, "r");
+    if (!l)
+        return NULL;
+    char *line = NULL;
+    size_t cap = 0;
+    cJSON *j = NULL;
+    for (int i = 0; getline(&line, &cap, l) > 0; i++)
+        if (i == n) {
+            j = cJSON_Parse(line);
+            break;
+        }
+    free(line);
+    fclose(l);
+    return j;
+}
+
+static int fake_count(const fake *f)
+{
+    FILE *l = fopen(f->log, "r");
+    int n = 0, c;
+    if (!l)
+        return 0;
+    while ((c = fgetc(l)) != EOF)
+        n += c == '\n';
+    fclose(l);
+    return n;
+}
+
+static llm_config cfg_for(const fake *f)
+{
+    llm_config c = {.api = LLM_API_OPENAI, .base_url = f->url, .api_key = "sk-test",
+                    .model = "fake-model", .temperature = 0.7, .send_temperature = 1,
+                    .max_tokens = 65536, .connect_timeout = 5, .timeout = 20,
+                    .max_retries = 5, .backoff_base = 0.01, .backoff_max = 10};
+    return c;
+}
+
+static cJSON *two_messages(void)
+{
+    return cJSON_Parse("[{\"role\":\"system\",\"content\":\"sys\"},"
+                       "{\"role\":\"user\",\"content\":\"do it\"}]");
+}
+
+static int chat(const llm_config *cfg, llm_reply *r, lis_error *err)
+{
+    llm_client *c = llm_new(cfg, err);
+    cr_assert(c, "%s", err->msg);
+    cJSON *m = two_messages(), *tools = agent_tool_schemas();
+    int rc = llm_chat(c, m, tools, r, err);
+    cJSON_Delete(m);
+    cJSON_Delete(tools);
+    llm_free(c);
+    return rc;
+}
+
+/* ---- the client -------------------------------------------------------- */
+
+Test(agent_llm, plain_request_and_reply)
+{
+    fake f;
+    fake_start(&f, "{\"replies\":[{\"content\":\"thinking\",\"reasoning\":\"deep\",\"calls\":"
+                   "[[\"execute_bash\",{\"command\":\"ls\"}]],\"usage\":[123,45]}]}");
+    llm_config cfg = cfg_for(&f);
+    cJSON *extra = cJSON_Parse("{\"chat_template_kwargs\":{\"thinking\":true},\"top_k\":20}");
+    cfg.extra_body = extra;
+    llm_reply r;
+    lis_error err = {0};
+    cr_assert_eq(chat(&cfg, &r, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(r.content, "thinking");
+    cr_assert_str_eq(r.reasoning, "deep");
+    cr_assert_eq(cJSON_GetArraySize(r.tool_calls), 1);
+    cr_assert_eq(r.usage.prompt_tokens, 123);
+    cr_assert_eq(r.usage.completion_tokens, 45);
+    cr_assert_eq(r.attempts, 1);
+    cJSON *req = fake_request(&f, 0);
+    cJSON *body = cJSON_GetObjectItem(req, "body");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(req, "path")),
+                     "/v1/chat/completions");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(req, "auth")), "Bearer sk-test");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(body, "model")), "fake-model");
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(body, "tools")), 3);
+    cr_assert_null(cJSON_GetObjectItem(body, "tool_choice"));
+    cr_assert_eq(cJSON_GetObjectItem(body, "max_tokens")->valueint, 65536);
+    cr_assert_float_eq(cJSON_GetObjectItem(body, "temperature")->valuedouble, 0.7, 1e-9);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(body, "chat_template_kwargs"),
+                                               "thinking")));
+    cr_assert_eq(cJSON_GetObjectItem(body, "top_k")->valueint, 20);
+    cr_assert_null(cJSON_GetObjectItem(body, "stream"));
+    cJSON_Delete(req);
+    cJSON_Delete(extra);
+    llm_reply_free(&r);
+    fake_stop(&f);
+}
+
+Test(agent_llm, streaming_assembles_tool_calls)
+{
+    fake f;
+    fake_start(&f, "{\"replies\":[{\"stream\":true,\"content\":\"ok then\",\"reasoning\":\"why\","
+                   "\"calls\":[[\"str_replace_editor\",{\"command\":\"create\",\"path\":"
+                   "\"/testbed/a.py\",\"file_text\":\"print('hi')\\n\"}],[\"submit\",{}]],"
+                   "\"usage\":[7,3]}]}");
+    llm_config cfg = cfg_for(&f);
+    cfg.stream = 1;
+    llm_reply r;
+    lis_error err = {0};
+    cr_assert_eq(chat(&cfg, &r, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(r.content, "ok then");
+    cr_assert_str_eq(r.reasoning, "why");
+    cr_assert_eq(cJSON_GetArraySize(r.tool_calls), 2);
+    cJSON *f0 = cJSON_GetObjectItem(cJSON_GetArrayItem(r.tool_calls, 0), "function");
+    cJSON *args = cJSON_Parse(cJSON_GetStringValue(cJSON_GetObjectItem(f0, "arguments")));
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(args, "file_text")),
+                     "print('hi')\n");
+    cJSON_Delete(args);
+    cr_assert_eq(r.usage.total_tokens, 10);
+    cJSON *req = fake_request(&f, 0);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(req, "body"), "stream")));
+    cJSON_Delete(req);
+    llm_reply_free(&r);
+    fake_stop(&f);
+}
+
+Test(agent_llm, retry_after_is_honoured_on_429)
+{
+    fake f;
+    fake_start(&f, "{\"replies\":[{\"status\":429,\"headers\":{\"Retry-After\":\"1\"},\"body\":"
+                   "{\"error\":{\"message\":\"slow down\"}}},{\"content\":\"ok\"}]}");
+    llm_config cfg = cfg_for(&f);
+    llm_reply r;
+    lis_error err = {0};
+    double t0 = agent_now();
+    cr_assert_eq(chat(&cfg, &r, &err), 0, "%s", err.msg);
+    double dt = agent_now() - t0;
+    cr_assert_eq(r.attempts, 2);
+    cr_assert_geq(dt, 0.95, "waited only %.2fs", dt);
+    cr_assert_lt(dt, 5);
+    llm_reply_free(&r);
+    fake_stop(&f);
+}
+
+Test(agent_llm, server_error_then_success)
+{
+    fake f;
+    fake_start(&f, "{\"replies\":[{\"status\":500,\"body\":{\"error\":{\"message\":\"boom\"}}},"
+                   "{\"status\":502,\"body\":{}},{\"content\":\"fine\"}]}");
+    llm_config cfg = cfg_for(&f);
+    llm_reply r;
+    lis_error err = {0};
+    cr_assert_eq(chat(&cfg, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.attempts, 3);
+    cr_assert_str_eq(r.content, "fine");
+    llm_reply_free(&r);
+    fake_stop(&f);
+}
+
+Test(agent_llm, connection_reset_mid_stream_is_retried)
+{
+    fake f;
+    fake_start(&f, "{\"replies\":[{\"stream\":true,\"reset_after\":3,\"content\":\"partial "
+                   "content here\",\"calls\":[[\"execute_bash\",{\"command\":\"echo 1\"}]]},"
+                   "{\"stream\":true,\"calls\":[[\"execute_bash\",{\"command\":\"echo 2\"}]]}]}");
+    llm_config cfg = cfg_for(&f);
+    cfg.stream = 1;
+    llm_reply r;
+    lis_error err = {0};
+    cr_assert_eq(chat(&cfg, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.attempts, 2);
+    cJSON *f0 = cJSON_GetObjectItem(cJSON_GetArrayItem(r.tool_calls, 0), "function");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(f0, "arguments")),
+                     "{\"command\": \"echo 2\"}");
+    llm_reply_free(&r);
+    fake_stop(&f);
+}
+
+Test(agent_llm, a_server_that_never_answers_times_out)
+{
+    fake f;
+    fake_start(&f, "{\"replies\":[{\"hang\":60},{\"hang\":60}]}");
+    llm_config cfg = cfg_for(&f);
+    cfg.timeout = 1;
+    cfg.max_retries = 2;
+    llm_reply r;
+    lis_error err = {0};
+    double t0 = agent_now();
+    cr_assert_eq(chat(&cfg, &r, &err), -1);
+    cr_assert_lt(agent_now() - t0, 10);
+    cr_assert(strstr(err.msg, "after 2 attempts"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "imeout") || strstr(err.msg, "timed out"), "%s", err.msg);
+    fake_stop(&f);
+}
+
+Test(agent_llm, auth_and_url_errors_are_not_retried)
+{
+    fake f;
+    fake_start(&f, "{\"replies\":[{\"status\":401,\"body\":{\"error\":{\"message\":\"bad key\"}}},"
+                   "{\"status\":404,\"body\":{\"error\":{\"message\":\"no such model\"}}},"
+                   "{\"status\":403,\"body\":{}}]}");
+    llm_config cfg = cfg_for(&f);
+    llm_reply r;
+    lis_error err = {0};
+    cr_assert_eq(chat(&cfg, &r, &err), -1);
+    cr_assert_eq(err.code, 401);
+    cr_assert(strstr(err.msg, "API key"), "%s", err.msg);
+    cr_assert_eq(chat(&cfg, &r, &err), -1);
+    cr_assert_eq(err.code, 404);
+    cr_assert(strstr(err.msg, "--llm-base-url") && strstr(err.msg, "fake-model"), "%s", err.msg);
+    cr_assert_eq(chat(&cfg, &r, &err), -1);
+    cr_assert_eq(err.code, 403);
+    cr_assert_eq(fake_count(&f), 3);
+    fake_stop(&f);
+}
+
+Test(agent_llm, context_length_error_shrinks_max_tokens)
+{
+    fake f;
+    fake_start(&f, "{\"replies\":[{\"status\":400,\"body\":{\"error\":{\"message\":\"This "
+                   "model's maximum context length is 100000 tokens. However, you requested "
+                   "145536 tokens (80000 tokens in the messages, 65536 in the completion).\"}}},"
+                   "{\"content\":\"ok\"}]}");
+    llm_config cfg = cfg_for(&f);
+    llm_reply r;
+    lis_error err = {0};
+    cr_assert_eq(chat(&cfg, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.max_tokens_used, 100000 - 80000 - 100);
+    cJSON *req = fake_request(&f, 1);
+    cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(req, "body"), "max_tokens")->valueint,
+                 19900);
+    cJSON_Delete(req);
+    llm_reply_free(&r);
+    fake_stop(&f);
+}
+
+Test(agent_llm, anthropic_messages_api)
+{
+    fake f;
+    fake_start(&f, "{\"mode\":\"anthropic\",\"replies\":[{\"content\":\"let me\",\"reasoning\":"
+                   "\"hmm\",\"calls\":[[\"execute_bash\",{\"command\":\"pwd\"}]],"
+                   "\"usage\":[50,5]}]}");
+    llm_config cfg = cfg_for(&f);
+    cfg.api = LLM_API_ANTHROPIC;
+    char base[160];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", f.port);
+    cfg.base_url = base;
+    llm_reply r;
+    lis_error err = {0};
+    cr_assert_eq(chat(&cfg, &r, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(r.content, "let me");
+    cr_assert_str_eq(r.reasoning, "hmm");
+    cJSON *f0 = cJSON_GetObjectItem(cJSON_GetArrayItem(r.tool_calls, 0), "function");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(f0, "name")), "execute_bash");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(f0, "arguments")),
+                     "{\"command\":\"pwd\"}");
+    cr_assert_eq(r.usage.total_tokens, 55);
+    cJSON *req = fake_request(&f, 0);
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(req, "path")), "/v1/messages");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(req, "x_api_key")), "sk-test");
+    cJSON *body = cJSON_GetObjectItem(req, "body");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(body, "system")), "sys");
+    cr_assert(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(body, "tools"), 0),
+                                  "input_schema"));
+    cJSON_Delete(req);
+    llm_reply_free(&r);
+    fake_stop(&f);
+}
+
+/* ---- the loop in a sandbox --------------------------------------------- */
+
+typedef struct world {
+    fake f;
+    lis_ctx *ctx;
+    lis_sandbox *sb;
+    agent_tool_env env;
+    agent_prompts prompts;
+    agent_opts o;
+    agent_outcome out;
+    cJSON *traj;
+} world;
+
+static void world_start(world *w, const char *rootfs, const char *script)
+{
+    memset(w, 0, sizeof *w);
+    fake_start(&w->f, script);
+    w->ctx = t_ctx();
+    w->sb = t_sandbox(w->ctx, rootfs);
+    cr_assert_eq(agent_prompts_default(&w->prompts), 0);
+    lis_error err = {0};
+    cr_assert_eq(agent_prepare_sandbox(w->sb, &w->prompts, &w->env, &err), 0, "%s", err.msg);
+    w->o.query = "test task";
+    w->o.prompts = &w->prompts;
+    w->o.max_steps = 10;
+    w->o.max_token_limit = 65536;
+    w->o.llm = cfg_for(&w->f);
+    w->o.llm_name = "fake-model";
+}
+
+static void world_run(world *w) { w->traj = agent_loop(&w->env, &w->o, &w->out); }
+
+static void world_stop(world *w)
+{
+    cJSON_Delete(w->traj);
+    lis_error err;
+    lis_sandbox_destroy(w->sb, &err);
+    lis_ctx_free(w->ctx);
+    agent_prompts_free(&w->prompts);
+    fake_stop(&w->f);
+}
+
+static const char *obs(const world *w, int step)
+{
+    cJSON *s = cJSON_GetArrayItem(cJSON_GetObjectItem(w->traj, "steps"), step);
+    return cJSON_GetStringValue(cJSON_GetObjectItem(s, "observation"));
+}
+
+/* Messages of the n-th request the server saw. */
+static cJSON *req_messages(const world *w, int n, cJSON **hold)
+{
+    *hold = fake_request(&w->f, n);
+    cr_assert(*hold, "no request %d", n);
+    return cJSON_GetObjectItem(cJSON_GetObjectItem(*hold, "body"), "messages");
+}
+
+static const char *field(const cJSON *msgs, int i, const char *key)
+{
+    if (i < 0)
+        i += cJSON_GetArraySize(msgs);
+    return cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, i), key));
+}
+
+Test(agent_loop, no_tool_call_malformed_unknown_and_steps_remaining)
+{
+    world w;
+    world_start(&w, t_busybox(), "{\"replies\":["
+                "{\"content\":\"I am just talking\"},"
+                "{\"calls\":[[\"execute_bash\",\"{not json\"]]},"
+                "{\"calls\":[[\"fly_away\",{}]]},"
+                "{\"calls\":[[\"execute_bash\",{}]]},"
+                "{\"calls\":[[\"submit\",{}]]}]}");
+    world_run(&w);
+    cr_assert_str_eq(w.out.stop_reason, "submit");
+    cr_assert_eq(w.out.steps, 5);
+    cr_assert_str_eq(obs(&w, 0), AGENT_CONTINUE_MSG);
+    cr_assert_str_eq(obs(&w, 1), AGENT_CONTINUE_MSG);
+    cr_assert_str_eq(obs(&w, 2), "Unknown action: fly_away");
+    cr_assert_str_eq(obs(&w, 3), "Error: No command provided.");
+    cr_assert_str_eq(obs(&w, 4), "<<< Finished >>>");
+    cJSON *hold;
+    cJSON *m = req_messages(&w, 0, &hold);
+    cr_assert_eq(cJSON_GetArraySize(m), 2);
+    cr_assert(strstr(field(m, 1, "content"), "</problem>"));
+    const char *u = field(m, 1, "content");
+    cr_assert_str_eq(u + strlen(u) - 20, "\nSteps Remaining: 10");
+    cJSON_Delete(hold);
+    /* no call: the continue message is a user turn */
+    m = req_messages(&w, 1, &hold);
+    cr_assert_str_eq(field(m, -1, "role"), "user");
+    cr_assert(!strncmp(field(m, -1, "content"), AGENT_CONTINUE_MSG, strlen(AGENT_CONTINUE_MSG)));
+    cr_assert(strstr(field(m, -1, "content"), "\nSteps Remaining: 9"));
+    cJSON_Delete(hold);
+    /* malformed arguments: the call is still answered, with the continue message */
+    m = req_messages(&w, 2, &hold);
+    cr_assert_str_eq(field(m, -1, "role"), "tool");
+    cr_assert_str_eq(field(m, -1, "tool_call_id"), "call_1_0");
+    cr_assert(!strncmp(field(m, -1, "content"), AGENT_CONTINUE_MSG, strlen(AGENT_CONTINUE_MSG)));
+    cJSON_Delete(hold);
+    cJSON *s1 = cJSON_GetArrayItem(cJSON_GetObjectItem(w.traj, "steps"), 1);
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(s1, "action"),
+                                                              "function")), "");
+    world_stop(&w);
+}
+
+Test(agent_loop, text_tool_calls_hermes_and_qwen3_coder)
+{
+    world w;
+    world_start(&w, t_busybox(), "{\"replies\":["
+                "{\"content\":\"Running.\\n<tool_call>\\n{\\\"name\\\": \\\"execute_bash\\\", "
+                "\\\"arguments\\\": {\\\"command\\\": \\\"echo hermes-ok\\\"}}\\n</tool_call>\"},"
+                "{\"content\":\"<tool_call>\\n<function=execute_bash>\\n<parameter=command>\\n"
+                "echo qwen-ok\\n</parameter>\\n</function>\\n</tool_call>\"},"
+                "{\"content\":\"<tool_call>{\\\"name\\\":\\\"submit\\\",\\\"arguments\\\":{}}"
+                "</tool_call>\"}]}");
+    world_run(&w);
+    cr_assert_str_eq(w.out.stop_reason, "submit");
+    cr_assert_str_eq(obs(&w, 0), "Exit code: 0\nExecution output of \\[execute_bash]:\n"
+                                 "\\[STDOUT]\nhermes-ok\n");
+    cr_assert_str_eq(obs(&w, 1), "Exit code: 0\nExecution output of \\[execute_bash]:\n"
+                                 "\\[STDOUT]\nqwen-ok\n");
+    cJSON *hold;
+    cJSON *m = req_messages(&w, 1, &hold);
+    cJSON *asst = cJSON_GetArrayItem(m, cJSON_GetArraySize(m) - 2);
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(asst, "content")), "Running.");
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(asst, "tool_calls")), 1);
+    cr_assert_str_eq(field(m, -1, "role"), "tool");
+    cJSON_Delete(hold);
+    world_stop(&w);
+}
+
+Test(agent_loop, parallel_calls_run_the_first_and_answer_all)
+{
+    world w;
+    world_start(&w, t_busybox(), "{\"replies\":["
+                "{\"calls\":[[\"execute_bash\",{\"command\":\"echo one > /testbed/mark\"}],"
+                "[\"execute_bash\",{\"command\":\"echo two > /testbed/mark2\"}]]}]}");
+    world_run(&w);
+    cJSON *hold;
+    cJSON *m = req_messages(&w, 1, &hold);
+    int n = cJSON_GetArraySize(m);
+    cr_assert_str_eq(field(m, n - 2, "role"), "tool");
+    cr_assert_str_eq(field(m, n - 2, "tool_call_id"), "call_0_0");
+    cr_assert_str_eq(field(m, n - 1, "tool_call_id"), "call_0_1");
+    cr_assert(strstr(field(m, n - 1, "content"), "only the first tool call"));
+    cJSON_Delete(hold);
+    char kind;
+    lis_error err;
+    cr_assert_eq(lis_file_stat(w.sb, "/testbed/mark", &kind, NULL, &err), 0);
+    cr_assert_eq(lis_file_stat(w.sb, "/testbed/mark2", &kind, NULL, &err), -1);
+    world_stop(&w);
+}
+
+Test(agent_loop, token_ceiling_and_max_steps)
+{
+    world w;
+    world_start(&w, t_busybox(), "{\"replies\":[{\"calls\":[[\"execute_bash\",{\"command\":"
+                "\"true\"}]],\"usage\":[70000,10]}]}");
+    world_run(&w);
+    cr_assert_str_eq(w.out.stop_reason, "token_limit");
+    cr_assert_eq(w.out.steps, 1);
+    cr_assert(strstr(w.out.error, "> 65536"));
+    cr_assert_eq(fake_count(&w.f), 1);
+    world_stop(&w);
+
+    world_start(&w, t_busybox(), "{\"replies\":["
+                "{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]},"
+                "{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]},"
+                "{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]}]}");
+    w.o.max_steps = 3;
+    world_run(&w);
+    cr_assert_str_eq(w.out.stop_reason, "max_steps");
+    cr_assert_eq(w.out.steps, 3);
+    cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(w.traj, "metadata"),
+                                     "total_steps")->valueint, 3);
+    cJSON *hold;
+    cJSON *m = req_messages(&w, 2, &hold);
+    cr_assert(strstr(field(m, -1, "content"), "\nSteps Remaining: 1"));
+    cr_assert(strstr(field(m, 1, "content"), "\nSteps Remaining: 3"));
+    cJSON_Delete(hold);
+    world_stop(&w);
+}
+
+Test(agent_loop, llm_failure_ends_the_episode)
+{
+    world w;
+    world_start(&w, t_busybox(), "{\"replies\":[{\"calls\":[[\"execute_bash\",{\"command\":"
+                "\"true\"}]]},{\"status\":401,\"body\":{\"error\":{\"message\":\"revoked\"}}}]}");
+    world_run(&w);
+    cr_assert_str_eq(w.out.stop_reason, "llm_error");
+    cr_assert_eq(w.out.steps, 1);
+    cr_assert(strstr(w.out.error, "revoked"));
+    world_stop(&w);
+}
+
+static void tool(world *w, const char *name, const char *json, agent_tool_out *o)
+{
+    cJSON *p = cJSON_Parse(json);
+    cr_assert(p);
+    agent_tool_exec(&w->env, name, p, o);
+    cJSON_Delete(p);
+}
+
+Test(agent_tools, output_floods_are_capped)
+{
+    world w;
+    world_start(&w, t_busybox(), "{\"replies\":[]}");
+    agent_tool_out o;
+    long rss0 = t_rss_kib();
+    /* one 50 MB line */
+    tool(&w, "execute_bash", "{\"command\":\"yes 0123456789 | tr -d '\\\\n' | head -c 50000000; "
+                             "echo; echo done >&2\"}", &o);
+    cr_assert_lt(strlen(o.obs), 2 * AGENT_OBS_CAP, "observation of %zu bytes", strlen(o.obs));
+    cr_assert(strstr(o.obs, "bytes omitted>"), "%.300s", o.obs);
+    cr_assert(strstr(o.obs, "\\[STDERR]\ndone\n"));
+    cr_assert_lt(t_rss_kib() - rss0, 40 * 1024, "owner memory grew too much");
+    free(o.obs);
+    /* many lines: the 40+40 cut */
+    tool(&w, "execute_bash", "{\"command\":\"seq 1 100000\"}", &o);
+    cr_assert(strstr(o.obs, "\\[STDOUT]\n1\n2\n"));
+    cr_assert(strstr(o.obs, "\n40\n--------------------------------------------------\n"
+                            "<Observation truncated in middle for saving context>\n"));
+    cr_assert(strstr(o.obs, "\n99961\n"));
+    cr_assert_str_eq(o.obs + strlen(o.obs) - 7, "\n100000");
+    free(o.obs);
+    /* exit codes and the timeout */
+    tool(&w, "execute_bash", "{\"command\":\"echo err >&2; exit 3\"}", &o);
+    cr_assert_str_eq(o.obs, "Exit code: Error: Exit code 3\nExecution output of "
+                            "\\[execute_bash]:\n\\[STDOUT]\n\n\\[STDERR]\nerr\n");
+    free(o.obs);
+    agent_tool_env fast = w.env;
+    fast.timeout = 1;
+    cJSON *p = cJSON_Parse("{\"command\":\"sleep 5\"}");
+    agent_tool_exec(&fast, "execute_bash", p, &o);
+    cJSON_Delete(p);
+    cr_assert_str_eq(o.obs, "Exit code: -1\nExecution output of \\[execute_bash]:\n\\[STDOUT]\n"
+                            "The command took too long to execute (>1s)");
+    free(o.obs);
+    /* a fresh shell per call, in /testbed */
+    tool(&w, "execute_bash", "{\"command\":\"cd /tmp; export X=1; pwd\"}", &o);
+    free(o.obs);
+    tool(&w, "execute_bash", "{\"command\":\"pwd; echo X=$X\"}", &o);
+    cr_assert(strstr(o.obs, "\\[STDOUT]\n/testbed\nX=\n"), "%s", o.obs);
+    free(o.obs);
+    world_stop(&w);
+}
+
+Test(agent_tools, editor_in_the_sandbox)
+{
+    world w;
+    world_start(&w, t_busybox(), "{\"replies\":[]}");
+    agent_tool_out o;
+    lis_result r;
+    t_sh(w.sb, "printf 'a\\r\\nb\\r\\n' > /testbed/crlf.txt; printf '\\000\\001\\002' > "
+               "/testbed/bin.dat; ln -s /etc/passwd /testbed/pw; mkdir -p /testbed/d; "
+               "ln -s /testbed/d /testbed/dl", &r);
+    lis_result_free(&r);
+    tool(&w, "str_replace_editor", "{\"command\":\"str_replace\",\"path\":\"/testbed/crlf.txt\","
+                                   "\"old_str\":\"b\",\"new_str\":\"c\\td\"}", &o);
+    cr_assert(strstr(o.obs, "Execution output of \\[str_replace_editor]:\nThe file "
+                            "/testbed/crlf.txt has been edited."), "%s", o.obs);
+    free(o.obs);
+    char *data;
+    size_t len;
+    lis_error err;
+    cr_assert_eq(lis_file_read(w.sb, "/testbed/crlf.txt", 1000, &data, &len, &err), 0);
+    cr_assert_eq(len, 8);
+    cr_assert(!memcmp(data, "a\r\nc\td\r\n", 8));
+    free(data);
+    tool(&w, "str_replace_editor", "{\"command\":\"view\",\"path\":\"/testbed/bin.dat\"}", &o);
+    cr_assert(strstr(o.obs, "is a binary file"), "%s", o.obs);
+    free(o.obs);
+    tool(&w, "str_replace_editor", "{\"command\":\"view\",\"path\":\"/testbed/pw\"}", &o);
+    cr_assert(strstr(o.obs, "outside /testbed; refusing"), "%s", o.obs);
+    free(o.obs);
+    tool(&w, "str_replace_editor", "{\"command\":\"create\",\"path\":\"/testbed/pw\","
+                                   "\"file_text\":\"pwned\"}", &o);
+    cr_assert(strstr(o.obs, "refusing"), "%s", o.obs);
+    free(o.obs);
+    t_sh(w.sb, "head -c 5 /etc/passwd", &r);
+    cr_assert_str_eq(r.out.data, "root:");
+    lis_result_free(&r);
+    /* through a symlinked dir inside /testbed */
+    tool(&w, "str_replace_editor", "{\"command\":\"create\",\"path\":\"/testbed/dl/x.txt\","
+                                   "\"file_text\":\"inside\"}", &o);
+    cr_assert(strstr(o.obs, "File created at /testbed/dl/x.txt."), "%s", o.obs);
+    free(o.obs);
+    cr_assert_eq(lis_file_read(w.sb, "/testbed/d/x.txt", 100, &data, &len, &err), 0);
+    free(data);
+    /* a 1 MB file through create, then an edit at its end */
+    sbuf big = {0};
+    sb_puts(&big, "{\"command\":\"create\",\"path\":\"/testbed/big.txt\",\"file_text\":\"");
+    for (int i = 0; i < 16384; i++)
+        sb_printf(&big, "line %07d ......................................................\\n", i);
+    sb_puts(&big, "THE END\"}");
+    char *json = sb_take(&big);
+    tool(&w, "str_replace_editor", json, &o);
+    free(json);
+    cr_assert(strstr(o.obs, "<response clipped>"));
+    free(o.obs);
+    tool(&w, "str_replace_editor", "{\"command\":\"str_replace\",\"path\":\"/testbed/big.txt\","
+                                   "\"old_str\":\"THE END\",\"new_str\":\"the end\"}", &o);
+    cr_assert(strstr(o.obs, "16385\tthe end"), "%s", o.obs);
+    free(o.obs);
+    t_sh(w.sb, "wc -c < /testbed/big.txt; tail -c 7 /testbed/big.txt", &r);
+    cr_assert(strstr(r.out.data, "the end"), "%s", r.out.data);
+    cr_assert_eq(atol(r.out.data), 16384L * 68 + 7);
+    lis_result_free(&r);
+    tool(&w, "str_replace_editor", "{\"command\":\"view\",\"path\":\"/testbed\"}", &o);
+    cr_assert(strstr(o.obs, "/testbed/big.txt\n"), "%s", o.obs);
+    free(o.obs);
+    world_stop(&w);
+}
+
+/* ---- whole episodes ---------------------------------------------------- */
+
+static char *slurp(const char *path)
+{
+    lis_error err;
+    return agent_read_host_file(path, NULL, &err);
+}
+
+Test(agent_episode, editor_python_answer_submit, .timeout = 120)
+{
+    const char *deb = t_debian();
+    fake f;
+    fake_start(&f, "{\"replies\":["
+               "{\"content\":\"I'll write code.\",\"calls\":[[\"str_replace_editor\",{\"command\":"
+               "\"create\",\"path\":\"/testbed/solve.py\",\"file_text\":\"data = open("
+               "'/testbed/input/n.txt').read().split()\\nprint(sum(int(x) for x in data))\\n\"}]]},"
+               "{\"calls\":[[\"execute_bash\",{\"command\":\"python3 solve.py\"}]]},"
+               "{\"calls\":[[\"execute_bash\",{\"command\":\"python3 solve.py > "
+               "/testbed/output/answer.txt\"}]]},"
+               "{\"calls\":[[\"submit\",{}]]}]}");
+    lis_ctx *ctx = t_ctx();
+    char in[512], outdir[512], cmd[1200];
+    snprintf(in, sizeof in, "%s/in", t_tmpdir());
+    snprintf(outdir, sizeof outdir, "%s/out", t_tmpdir());
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && printf '1 2 3 36\\n' > %s/n.txt", in, in);
+    int code;
+    free(t_host(&code, "%s", cmd));
+    cr_assert_eq(code, 0);
+    agent_prompts p;
+    agent_prompts_default(&p);
+    char ansfile[600];
+    snprintf(ansfile, sizeof ansfile, "%s/printed", t_tmpdir());
+    FILE *ans = fopen(ansfile, "w+");
+    agent_run r = {.opts = {.query = "Sum the numbers in the input file.", .prompts = &p,
+                            .max_steps = 10, .max_token_limit = 65536, .llm = cfg_for(&f),
+                            .llm_name = "fake-model", .progress = stderr},
+                   .rootfs = deb, .input_dir = in, .output_dir = outdir, .out = ans};
+    agent_outcome res;
+    char run_dir[1024];
+    lis_error err = {0};
+    cr_assert_eq(agent_episode(ctx, &r, &res, run_dir, sizeof run_dir, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(res.stop_reason, "submit");
+    cr_assert_eq(res.steps, 4);
+    rewind(ans);
+    char line[64] = "";
+    cr_assert(fgets(line, sizeof line, ans));
+    cr_assert_str_eq(line, "42\n");
+    fclose(ans);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/files/answer.txt", run_dir);
+    char *a = slurp(path);
+    cr_assert(a, "no %s", path);
+    cr_assert_str_eq(a, "42\n");
+    free(a);
+    snprintf(path, sizeof path, "%s/trajectory.json", run_dir);
+    char *t = slurp(path);
+    cr_assert(t);
+    cJSON *traj = cJSON_Parse(t);
+    free(t);
+    cr_assert(traj);
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(traj, "problem_statement")),
+                     "Sum the numbers in the input file.");
+    cJSON *steps = cJSON_GetObjectItem(traj, "steps");
+    cr_assert_eq(cJSON_GetArraySize(steps), 4);
+    cJSON *s0 = cJSON_GetArrayItem(steps, 0), *s1 = cJSON_GetArrayItem(steps, 1);
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(s0, "thought")),
+                     "I'll write code.");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(s0, "action"),
+                                                              "function")),
+                     "str_replace_editor");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(s1, "observation")),
+                     "Exit code: 0\nExecution output of \\[execute_bash]:\n\\[STDOUT]\n42\n");
+    cJSON *md = cJSON_GetObjectItem(s1, "metadata");
+    cr_assert_eq(cJSON_GetObjectItem(md, "step")->valueint, 2);
+    cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(md, "exec_time")));
+    cr_assert_gt(cJSON_GetObjectItem(md, "tool_exec_time")->valuedouble, 0);
+    cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(md, "usage"),
+                                     "prompt_tokens")->valueint, 100);
+    cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(traj, "metadata"),
+                                     "total_steps")->valueint, 4);
+    cJSON_Delete(traj);
+    agent_prompts_free(&p);
+    lis_ctx_free(ctx);
+    fake_stop(&f);
+}
+
+/* A recorded trajectory of the original (tests/agent-data/replay.json):
+ * the same calls replayed through lis give the same observations, except
+ * where docs/agent.md documents a fix (then "lis_observation" is expected). */
+Test(agent_episode, recorded_trajectory_replays, .timeout = 120)
+{
+    const char *deb = t_debian();
+    char path[512];
+    snprintf(path, sizeof path, "%s/agent-data/replay.json", t_src_dir());
+    char *text = slurp(path);
+    cr_assert(text, "no %s", path);
+    cJSON *rec = cJSON_Parse(text);
+    free(text);
+    cr_assert(rec);
+    cJSON *steps = cJSON_GetObjectItem(rec, "steps"), *s;
+    /* the script: the recorded calls, in order */
+    cJSON *script = cJSON_CreateObject(), *replies = cJSON_AddArrayToObject(script, "replies");
+    cJSON_ArrayForEach(s, steps)
+    {
+        cJSON *e = cJSON_CreateObject();
+        cJSON *act = cJSON_GetObjectItem(s, "action");
+        cJSON_AddItemToObject(e, "content", cJSON_Duplicate(cJSON_GetObjectItem(s, "thought"), 1));
+        cJSON *calls = cJSON_AddArrayToObject(e, "calls"), *c = cJSON_CreateArray();
+        cJSON_AddItemToArray(c, cJSON_Duplicate(cJSON_GetObjectItem(act, "function"), 1));
+        cJSON_AddItemToArray(c, cJSON_Duplicate(cJSON_GetObjectItem(act, "parameters"), 1));
+        cJSON_AddItemToArray(calls, c);
+        cJSON_AddItemToArray(replies, e);
+    }
+    char *sj = cJSON_PrintUnformatted(script);
+    cJSON_Delete(script);
+    world w;
+    world_start(&w, deb, sj);
+    free(sj);
+    w.o.query = cJSON_GetStringValue(cJSON_GetObjectItem(rec, "problem_statement"));
+    w.o.max_steps = 100;
+    world_run(&w);
+    int n = cJSON_GetArraySize(steps);
+    cr_assert_eq(w.out.steps, n);
+    for (int i = 0; i < n; i++) {
+        cJSON *st = cJSON_GetArrayItem(steps, i);
+        const char *want = cJSON_GetStringValue(cJSON_GetObjectItem(st, "lis_observation"));
+        if (!want)
+            want = cJSON_GetStringValue(cJSON_GetObjectItem(st, "observation"));
+        cr_expect_str_eq(obs(&w, i), want, "step %d differs", i + 1);
+    }
+    /* the first request carries the original's prompts */
+    cJSON *hold;
+    cJSON *m = req_messages(&w, 0, &hold);
+    cr_assert_str_eq(field(m, 1, "content"),
+                     cJSON_GetStringValue(cJSON_GetObjectItem(rec, "first_user_message")));
+    cJSON_Delete(hold);
+    cJSON_Delete(rec);
+    world_stop(&w);
+}
