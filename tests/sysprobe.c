@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
 #include <sys/syscall.h>
@@ -53,6 +54,10 @@ int main(int argc, char **argv)
         return report(personality(ADDR_NO_RANDOMIZE));
     if (!strcmp(w, "perf"))
         return report(syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0));
+    if (!strcmp(w, "tiocsti")) {
+        char c = 'x';
+        return report(ioctl(0, TIOCSTI, &c));
+    }
     if (!strcmp(w, "getpid"))
         return report(getpid());
     return 2;
