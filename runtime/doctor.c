@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -54,6 +56,112 @@ static int try_userns(void)
     if (p < 0 || waitpid(p, &st, 0) < 0)
         return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+#define DELEGATE_FIX                                                                               \
+    "sudo mkdir -p /etc/systemd/system/user@.service.d && printf '[Service]\\nDelegate=cpu cpuset " \
+    "io memory pids\\n' | sudo tee /etc/systemd/system/user@.service.d/delegate.conf && sudo "     \
+    "systemctl daemon-reload, log in again, then run lis in a delegated scope: systemd-run --user " \
+    "--scope -p Delegate=yes lis ... (or run lis inside a container/CI job with its own cgroup "  \
+    "namespace)"
+
+static void cgroup_checks(lis_ctx *ctx, lis_check *c, size_t *n, size_t max)
+{
+    lis_cg_info in;
+    if (ctx)
+        lis_cg_probe(ctx, &in);
+    else
+        memset(&in, 0, sizeof in);
+    int pure_v2 = in.unified && !in.hybrid;
+    add(c, n, max, "cgroups", pure_v2 ? LIS_CHECK_OK : LIS_CHECK_WARN,
+        "boot with systemd.unified_cgroup_hierarchy=1 (kernel command line) for rootless "
+        "per-sandbox memory/pids/cpu limits",
+        "%s", pure_v2 ? "cgroup v2 unified hierarchy"
+              : in.unified ? "cgroup v1/v2 hybrid: memory/pids/cpu are on v1, no rootless limits"
+                           : "cgroup v1: no rootless limits");
+    if (in.kind == LIS_CG_V2) {
+        int cpu = strstr(in.controllers, "cpu") != NULL;
+        add(c, n, max, "cgroup delegation", cpu ? LIS_CHECK_OK : LIS_CHECK_WARN, DELEGATE_FIX,
+            "%s is delegated (controllers: %s)%s", in.base, in.controllers,
+            cpu ? "" : "; no cpu controller: --cpus is not enforced");
+    } else if (in.kind == LIS_CG_V1) {
+        add(c, n, max, "cgroup delegation", LIS_CHECK_WARN,
+            "use a cgroup v2 host (systemd.unified_cgroup_hierarchy=1) for rootless limits",
+            "root on cgroup v1: limits enforced through the v1 fallback (%s)", in.base);
+    } else {
+        add(c, n, max, "cgroup delegation", LIS_CHECK_WARN, DELEGATE_FIX,
+            "sandboxes run without memory/pids/cpu limits: %s",
+            ctx ? in.reason : "no context");
+    }
+}
+
+/* Native overlayfs with userxattr inside a user namespace, for real: in the
+ * data directory, where upper layers live. Returns 0 or an errno. */
+static int try_overlay(const char *base)
+{
+    char l[PATH_MAX + 8], u[PATH_MAX + 8], w[PATH_MAX + 8], m[PATH_MAX + 8], ww[PATH_MAX + 16];
+    snprintf(l, sizeof l, "%s/l", base);
+    snprintf(u, sizeof u, "%s/u", base);
+    snprintf(w, sizeof w, "%s/w", base);
+    snprintf(m, sizeof m, "%s/m", base);
+    if (mkdir(l, 0755) || mkdir(u, 0755) || mkdir(w, 0755) || mkdir(m, 0755))
+        return errno;
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    pid_t p = fork();
+    if (p == 0) {
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+            _exit(errno);
+        char map[64];
+        int fd = open("/proc/self/setgroups", O_WRONLY);
+        if (fd >= 0) {
+            if (write(fd, "deny", 4) < 0) {
+            }
+            close(fd);
+        }
+        snprintf(map, sizeof map, "0 %u 1", (unsigned)uid);
+        fd = open("/proc/self/uid_map", O_WRONLY);
+        if (fd < 0 || write(fd, map, strlen(map)) < 0)
+            _exit(errno);
+        close(fd);
+        snprintf(map, sizeof map, "0 %u 1", (unsigned)gid);
+        fd = open("/proc/self/gid_map", O_WRONLY);
+        if (fd < 0 || write(fd, map, strlen(map)) < 0)
+            _exit(errno);
+        close(fd);
+        char opts[4 * PATH_MAX];
+        snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", l, u, w);
+        _exit(mount("overlay", m, "overlay", 0, opts) == 0 ? 0 : errno);
+    }
+    int st = 0;
+    int e = p < 0 || waitpid(p, &st, 0) < 0 ? errno : WIFEXITED(st) ? WEXITSTATUS(st) : EIO;
+    snprintf(ww, sizeof ww, "%s/work", w);
+    rmdir(ww);
+    rmdir(l), rmdir(u), rmdir(w), rmdir(m);
+    return e;
+}
+
+static void overlay_check(lis_ctx *ctx, lis_check *c, size_t *n, size_t max)
+{
+    char base[PATH_MAX];
+    snprintf(base, sizeof base, "%s/.doctor-XXXXXX", ctx ? ctx->data_dir : "/tmp");
+    if (!mkdtemp(base)) {
+        add(c, n, max, "overlay in userns", LIS_CHECK_WARN, "check that the data directory is "
+            "writable", "could not try: mkdtemp %s: %s", base, strerror(errno));
+        return;
+    }
+    int e = try_overlay(base);
+    rmdir(base);
+    if (!e)
+        add(c, n, max, "overlay in userns", LIS_CHECK_OK, NULL,
+            "native overlayfs (userxattr) mounts in a user namespace on %s",
+            ctx ? ctx->data_dir : "/tmp");
+    else
+        add(c, n, max, "overlay in userns", LIS_CHECK_FAIL,
+            "Linux >= 5.11 with overlayfs; keep the data directory (XDG_DATA_HOME) on ext4, xfs "
+            "or tmpfs, not on NFS or overlayfs (e.g. in Docker mount a volume there)",
+            "mounting overlayfs with userxattr in a user namespace on %s failed: %s",
+            ctx ? ctx->data_dir : "/tmp", strerror(e));
 }
 
 size_t lis_doctor(lis_ctx *ctx, lis_check *c, size_t max)
@@ -109,12 +217,8 @@ size_t lis_doctor(lis_ctx *ctx, lis_check *c, size_t max)
             "--add-subgids 100000-165535 $USER",
             "single uid map only: files owned by other users inside show as nobody, chown fails");
 
-    int v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
-    int hybrid = !v2 && access("/sys/fs/cgroup/unified/cgroup.controllers", F_OK) == 0;
-    add(c, &n, max, "cgroups", v2 ? LIS_CHECK_OK : LIS_CHECK_WARN,
-        "boot with systemd.unified_cgroup_hierarchy=1 for per-sandbox memory/pids/cpu limits",
-        v2 ? "cgroup v2 unified hierarchy" : hybrid ? "cgroup v1/v2 hybrid: no rootless limits"
-                                                   : "cgroup v1: no rootless limits");
+    cgroup_checks(ctx, c, &n, max);
+    overlay_check(ctx, c, &n, max);
 
     int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
     add(c, &n, max, "/dev/net/tun", tun >= 0 ? LIS_CHECK_OK : LIS_CHECK_WARN,
