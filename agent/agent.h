@@ -265,6 +265,10 @@ int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_en
  * per-step usage and tool time); NULL only when out of memory. */
 cJSON *agent_loop(const agent_tool_env *env, const agent_opts *o, agent_outcome *out);
 
+/* Copies a host directory so that its contents land in dst, also when the
+ * image already has dst. */
+int agent_copy_input(lis_sandbox *sb, const char *host, const char *dst, lis_error *err);
+
 typedef struct agent_run {
     agent_opts opts;
     const char *rootfs;

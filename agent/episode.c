@@ -74,6 +74,37 @@ static int write_text(const char *path, const char *text, lis_error *err)
     return 0;
 }
 
+/* Copies the host directory so that its contents land in dst (the
+ * original's copy_dir_to_container); when the image already has dst, through
+ * a staging copy merged with cp -a inside the sandbox. */
+int agent_copy_input(lis_sandbox *sb, const char *host, const char *dst, lis_error *err)
+{
+    char kind = 0, stage[4200], src[4300];
+    lis_error ign;
+    if (lis_file_stat(sb, dst, &kind, NULL, &ign) < 0 || kind != 'd')
+        return lis_copy_in(sb, host, dst, err);
+    snprintf(stage, sizeof stage, "%s.lis-input", dst);
+    if (lis_copy_in(sb, host, stage, err) < 0)
+        return -1;
+    snprintf(src, sizeof src, "%s/.", stage);
+    const char *cp[] = {"cp", "-a", src, dst, NULL};
+    const char *rm[] = {"rm", "-rf", stage, NULL};
+    lis_exec_spec s = {.argv = cp, .out = LIS_STDIO_NULL, .err = LIS_STDIO_CAPTURE,
+                       .timeout = 600};
+    lis_result r = {0};
+    if (lis_exec(sb, &s, &r, err) < 0)
+        return -1;
+    int rc = 0;
+    if (r.exit_code != 0)
+        rc = agent_fail(err, EIO, "cp -a in the sandbox failed: %.200s",
+                        r.err.data ? r.err.data : r.err_msg);
+    lis_result_free(&r);
+    s.argv = rm;
+    if (lis_exec(sb, &s, &r, &ign) == 0)
+        lis_result_free(&r);
+    return rc;
+}
+
 int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *run_dir,
                   size_t run_dir_len, lis_error *err)
 {
@@ -104,13 +135,10 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
         return -1;
     agent_tool_env env;
     lis_error e2 = {0};
-    if (r->input_dir && *r->input_dir) {
-        /* copied as the input dir itself (its contents land in /testbed/input) */
-        if (lis_copy_in(sb, r->input_dir, p->input_dir, err) < 0) {
-            lis_sandbox_destroy(sb, &e2);
-            return agent_fail(err, err->code, "copying --input-dir %s into the sandbox: %s",
-                              r->input_dir, err->msg);
-        }
+    if (r->input_dir && *r->input_dir && agent_copy_input(sb, r->input_dir, p->input_dir, err) < 0) {
+        lis_sandbox_destroy(sb, &e2);
+        return agent_fail(err, err->code, "copying --input-dir %s into the sandbox: %s",
+                          r->input_dir, err->msg);
     }
     if (agent_prepare_sandbox(sb, p, &env, err) < 0) {
         lis_sandbox_destroy(sb, &e2);

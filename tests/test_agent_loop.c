@@ -655,6 +655,26 @@ Test(agent_tools, editor_in_the_sandbox)
     world_stop(&w);
 }
 
+Test(agent_tools, input_dir_lands_in_an_existing_dir)
+{
+    world w;
+    world_start(&w, t_busybox(), "{\"replies\":[]}");
+    char in[600];
+    snprintf(in, sizeof in, "%s/inputs", t_tmpdir());
+    int code;
+    free(t_host(&code, "mkdir -p %s/sub && echo one > %s/a.txt && echo two > %s/sub/b.txt",
+                in, in, in));
+    cr_assert_eq(code, 0);
+    lis_error err = {0};
+    /* /testbed/input exists (agent_prepare_sandbox made it) */
+    cr_assert_eq(agent_copy_input(w.sb, in, "/testbed/input", &err), 0, "%s", err.msg);
+    lis_result r;
+    t_sh(w.sb, "cat /testbed/input/a.txt /testbed/input/sub/b.txt; ls -a /testbed", &r);
+    cr_assert_str_eq(r.out.data, "one\ntwo\n.\n..\ninput\noutput\n");
+    lis_result_free(&r);
+    world_stop(&w);
+}
+
 /* ---- whole episodes ---------------------------------------------------- */
 
 static char *slurp(const char *path)
