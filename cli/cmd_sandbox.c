@@ -27,10 +27,13 @@ typedef struct opts {
     lis_uidmap_mode uidmap;
     double timeout;
     int interactive, tty, json, all, disk;
+    cli_list allow_domains, deny_domains; /* --net proxy rules */
+    int allow_host_network;
 } opts;
 
 enum { O_ROOTFS = 256, O_IMAGE, O_NAME, O_HOSTNAME, O_NET, O_UIDMAP, O_MEMORY, O_PIDS, O_CPUS,
-       O_TIMEOUT, O_CWD, O_JSON, O_ALL, O_DISK, O_REQUIRE_LIMITS };
+       O_TIMEOUT, O_CWD, O_JSON, O_ALL, O_DISK, O_REQUIRE_LIMITS, O_ALLOW_DOMAIN,
+       O_DENY_DOMAIN, O_ALLOW_HOST_NET };
 
 static const struct option long_opts[] = {
     {"rootfs", required_argument, 0, O_ROOTFS},   {"image", required_argument, 0, O_IMAGE},
@@ -43,6 +46,9 @@ static const struct option long_opts[] = {
     {"interactive", no_argument, 0, 'i'},         {"tty", no_argument, 0, 't'},
     {"json", no_argument, 0, O_JSON},             {"all", no_argument, 0, O_ALL},
     {"disk", no_argument, 0, O_DISK},             {"require-limits", no_argument, 0, O_REQUIRE_LIMITS},
+    {"allow-domain", required_argument, 0, O_ALLOW_DOMAIN},
+    {"deny-domain", required_argument, 0, O_DENY_DOMAIN},
+    {"allow-host-network", no_argument, 0, O_ALLOW_HOST_NET},
     {"help", no_argument, 0, 'h'},                {0, 0, 0, 0},
 };
 
@@ -105,6 +111,9 @@ static int parse(int argc, char **argv, opts *o, const char *usage)
             else if (!strcmp(optarg, "proxy")) o->net = LIS_NET_PROXY;
             else { cli_error("--net %s: expected none, host or proxy", optarg); return -1; }
             break;
+        case O_ALLOW_DOMAIN: cli_list_add(&o->allow_domains, optarg); break;
+        case O_DENY_DOMAIN: cli_list_add(&o->deny_domains, optarg); break;
+        case O_ALLOW_HOST_NET: o->allow_host_network = 1; break;
         case O_UIDMAP:
             if (!strcmp(optarg, "auto")) o->uidmap = LIS_UIDMAP_AUTO;
             else if (!strcmp(optarg, "single")) o->uidmap = LIS_UIDMAP_SINGLE;
@@ -186,6 +195,14 @@ static int fill_spec(lis_ctx *ctx, opts *o, lis_sandbox_spec *spec, char *imgdir
     spec->uidmap = o->uidmap;
     if (o->net == LIS_NET_HOST)
         cli_error("warning: --net host shares this host's network with the sandbox");
+    spec->allow_domains = o->allow_domains.v;
+    spec->deny_domains = o->deny_domains.v;
+    spec->allow_host_network = o->allow_host_network;
+    if ((o->allow_domains.n || o->deny_domains.n || o->allow_host_network) &&
+        o->net != LIS_NET_PROXY) {
+        cli_error("--allow-domain, --deny-domain and --allow-host-network apply to --net proxy");
+        return -1;
+    }
     return 0;
 }
 
@@ -319,6 +336,7 @@ static const char run_usage[] =
     "usage: lis sandbox run (--rootfs DIR | --image NAME[:TAG]) [options] -- CMD [ARG...]\n"
     "  --name N  --hostname H  -v HOST:/PATH[:ro]  -e K=V  -w/--cwd DIR  --timeout SEC\n"
     "  --net none|host|proxy  --uidmap auto|single|full  --memory 200M --pids N --cpus 1.5\n"
+    "  --allow-domain GLOB  --deny-domain GLOB  --allow-host-network   (--net proxy rules)\n"
     "  -i (pass stdin)  -t (pseudo-terminal)  --disk (upper layer on disk, not tmpfs)\n";
 
 static int sb_run(int argc, char **argv)
@@ -358,7 +376,8 @@ static int sb_run(int argc, char **argv)
 static const char create_usage[] =
     "usage: lis sandbox create (--rootfs DIR | --image NAME[:TAG]) [--name N] [-v HOST:/PATH[:ro]]\n"
     "                          [-e K=V] [--net none|host|proxy] [--uidmap auto|single|full]\n"
-    "                          [--memory 200M] [--pids N] [--cpus 1.5]\n";
+    "                          [--memory 200M] [--pids N] [--cpus 1.5]\n"
+    "                          [--allow-domain GLOB] [--deny-domain GLOB] [--allow-host-network]\n";
 
 static int sb_create(int argc, char **argv)
 {
@@ -514,6 +533,14 @@ static int sb_ls(int argc, char **argv)
             cJSON_AddNumberToObject(j, "processes", (double)st[i].nprocs);
             cJSON_AddNumberToObject(j, "pid", st[i].pid);
             cJSON_AddBoolToObject(j, "persistent", st[i].persist);
+            static const char *const nets[] = {"none", "host", "proxy"};
+            cJSON_AddStringToObject(j, "net", (unsigned)st[i].net < 3 ? nets[st[i].net] : "?");
+            if (st[i].net == LIS_NET_PROXY) {
+                cJSON_AddNumberToObject(j, "net_requests", (double)st[i].net_requests);
+                cJSON_AddNumberToObject(j, "net_denied", (double)st[i].net_denied);
+                cJSON_AddNumberToObject(j, "net_bytes_in", (double)st[i].net_bytes_in);
+                cJSON_AddNumberToObject(j, "net_bytes_out", (double)st[i].net_bytes_out);
+            }
             cJSON_AddItemToArray(arr, j);
         }
         char *s = cJSON_Print(arr);

@@ -47,6 +47,14 @@ int main(int argc, char **argv)
         return cmd_doctor(argc - 1, argv + 1);
     if (!strcmp(cmd, "run") || !strcmp(cmd, "batch"))
         return cli_run_plugin("liblis-agent.so", "lis_cli_agent_main", argc - 1, argv + 1);
+    if (!strcmp(cmd, "proxyd")) { /* hidden: started on demand by --net proxy sandboxes */
+        if (argc != 3) {
+            cli_error("usage: lis proxyd RUN_DIR");
+            return 2;
+        }
+        lis_error err = {0};
+        return lis_proxyd_serve(argv[2], &err) < 0 ? cli_fail(&err) : 0;
+    }
     if (!strcmp(cmd, "rootfs"))
         return cli_run_plugin("liblis-rootfs.so", "lis_cli_rootfs_main", argc - 1, argv + 1);
     cli_error("unknown command '%s' (lis --help)", cmd);

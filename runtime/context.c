@@ -200,6 +200,7 @@ lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err)
         return NULL;
     }
     find_idmap_tools(ctx);
+    ctx->proxy_manual = opts->proxy_manual;
     return ctx;
 }
 
@@ -207,6 +208,7 @@ void lis_ctx_free(lis_ctx *ctx)
 {
     if (!ctx)
         return;
+    lis_proxy_ctx_free(ctx); /* stops its thread before anything else goes */
     if (ctx->init_fd >= 0)
         close(ctx->init_fd);
     free(ctx->bpf);

@@ -32,6 +32,8 @@ struct lis_ctx {
     char newuidmap[64], newgidmap[64]; /* empty when not installed */
     lis_subid subuid, subgid;          /* count 0 when none */
     struct lis_cgroot *cgroot;         /* cgroups.c: discovered on first use */
+    struct lis_proxy *proxy;           /* proxy.c: made with the first proxy sandbox */
+    int proxy_manual;                  /* the caller pumps lis_ctx_proxy_step */
 };
 
 /* The sandbox handle. */
@@ -51,6 +53,8 @@ struct lis_sandbox {
     char **env;                  /* default + spec env, NULL-terminated */
     double created;              /* CLOCK_REALTIME seconds */
     struct lis_cg *cg;           /* cgroups.c: its cgroup, NULL when no limits */
+    int net;                     /* lis_net_mode */
+    struct lis_net_port *net_port; /* proxy.c: served by this process, else NULL */
 };
 
 /* context.c */
@@ -80,6 +84,7 @@ typedef struct lis_spawn_req {
     int listen_fd;                      /* persistent: ctl.sock, else -1 */
     int full_map;
     const struct lis_cg *cg;            /* cgroup to clone PID 1 into, or NULL */
+    int *proxy_fd;                      /* --net proxy: set to the listener (init it to -1) */
 } lis_spawn_req;
 int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid, int *pidfd,
               int *life_fd, lis_error *err);
@@ -90,6 +95,25 @@ int lis_sandbox_connect(lis_sandbox *sb, lis_error *err);
 
 /* cgroups.c */
 #include "cgroups.h"
+
+/* proxy.c: the HTTP egress proxy of --net proxy (docs/network.md) */
+typedef struct lis_proxy lis_proxy;
+typedef struct lis_net_port lis_net_port;
+/* http_proxy & co. for the sandbox environment, NULL-terminated. */
+const char *const *lis_proxy_env(void);
+/* Ephemeral sandbox: this process serves its listener (dup'ed). */
+int lis_proxy_attach(lis_sandbox *sb, const lis_sandbox_spec *spec, int listen_fd,
+                     lis_error *err);
+/* Persistent sandbox: hands the listener and sb->pidfd to `lis proxyd`. */
+int lis_proxyd_register(lis_sandbox *sb, const lis_sandbox_spec *spec, int listen_fd,
+                        lis_error *err);
+void lis_proxy_detach(lis_sandbox *sb);
+void lis_proxy_ctx_free(lis_ctx *ctx);
+/* Fills the net fields of st (in-process counters, or asks the daemon). */
+void lis_net_stats(lis_sandbox *sb, lis_stats *st);
+void lis_net_stats_by_name(lis_ctx *ctx, const char *name, lis_stats *st);
+/* requests, bytes in, bytes out so far (in-process sandboxes; else zeros) */
+void lis_net_counters(lis_sandbox *sb, uint64_t c[3]);
 
 /* files.c */
 int lis_path_check(const char *path, lis_error *err);

@@ -33,6 +33,11 @@ typedef struct lis_ctx_opts {
     const char *run_dir;   /* sockets + metadata; NULL: $XDG_RUNTIME_DIR/lis or /tmp/lis-$UID */
     const char *data_dir;  /* sandbox layers; NULL: $XDG_DATA_HOME/lis or ~/.local/share/lis */
     const char *init_path; /* the lis-init helper; NULL: next to the running executable */
+    /* --net proxy sandboxes of this context are served by one proxy thread of
+     * the context (started with the first such sandbox). With proxy_manual
+     * set there is no thread: the caller polls lis_ctx_proxy_fd() and calls
+     * lis_ctx_proxy_step() whenever it is readable. */
+    int proxy_manual;
 } lis_ctx_opts;
 
 /* Creates a context: finds the helper, compiles the seccomp filter once. */
@@ -40,6 +45,15 @@ lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err);
 void lis_ctx_free(lis_ctx *ctx);
 const char *lis_ctx_run_dir(const lis_ctx *ctx);
 const char *lis_ctx_data_dir(const lis_ctx *ctx);
+/* proxy_manual only: the pollable fd of the context's proxy (-1 otherwise)
+ * and one non-blocking round of its event loop (0, or -1 with err). */
+int lis_ctx_proxy_fd(lis_ctx *ctx);
+int lis_ctx_proxy_step(lis_ctx *ctx, lis_error *err);
+/* The per-user proxy daemon that serves persistent --net proxy sandboxes
+ * (`lis proxyd RUN_DIR`, started on demand): returns 0 at once when one
+ * already serves run_dir, else forks the daemon (which exits when it has
+ * served no sandbox for a few seconds) and returns 0 in the caller. */
+int lis_proxyd_serve(const char *run_dir, lis_error *err);
 
 /* ---- sandboxes --------------------------------------------------------- */
 
@@ -54,7 +68,8 @@ typedef struct lis_bind {
 typedef enum lis_net_mode {
     LIS_NET_NONE = 0,  /* a private network namespace with loopback only */
     LIS_NET_HOST,      /* share the owner's network (explicit opt-in) */
-    LIS_NET_PROXY,     /* loopback only + an HTTP proxy relayed to the owner */
+    LIS_NET_PROXY,     /* loopback only + an HTTP proxy on 127.0.0.1:3128 served by the
+                        * owner (docs/network.md) */
 } lis_net_mode;
 
 typedef enum lis_uidmap_mode {
@@ -89,6 +104,11 @@ typedef struct lis_sandbox_spec {
     lis_uidmap_mode uidmap;
     lis_upper_mode upper;
     int persist;                 /* keep running after the owner process exits */
+    /* LIS_NET_PROXY rules (globs as in *.example.com, NULL-terminated; deny
+     * wins; with any allow pattern, hosts matching none are refused). */
+    const char *const *allow_domains;
+    const char *const *deny_domains;
+    int allow_host_network;      /* let the proxy reach loopback/private/link-local */
 } lis_sandbox_spec;
 
 int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec,
@@ -116,6 +136,10 @@ typedef struct lis_stats {
     uint64_t oom_kills;
     int persist;
     int limits_enforced;
+    lis_net_mode net;
+    /* --net proxy: requests (refused ones included), refused requests, and
+     * bytes the sandbox received from / sent to the proxy */
+    uint64_t net_requests, net_denied, net_bytes_in, net_bytes_out;
 } lis_stats;
 
 int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err);
@@ -167,6 +191,9 @@ typedef struct lis_result {
     lis_buf out, err;
     uint64_t memory_peak; /* sandbox memory peak during the command, when known */
     int oom_killed;       /* the OOM killer fired during the command */
+    /* --net proxy, sandboxes served in this process: proxy traffic of the
+     * whole sandbox while the command ran (other commands' included) */
+    uint64_t net_requests, net_bytes_in, net_bytes_out;
 } lis_result;
 
 void lis_result_free(lis_result *r);

@@ -9,12 +9,14 @@
  *    mounted through /proc/self/fd/N, so a symlink in an untrusted image can
  *    never redirect a mount outside the sandbox root. */
 #include "mounts.h"
+#include "proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +47,7 @@ struct lis_mount_plan {
     int n;
     char *arena;
     size_t used, cap;
+    int proxy;     /* --net proxy: open the proxy listener after the plan */
 };
 
 static const char *keep(lis_mount_plan *p, const char *s)
@@ -258,6 +261,7 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
         o->is_dir = S_ISDIR(st.st_mode);
         o->read_only = b->read_only;
     }
+    p->proxy = spec->net == LIS_NET_PROXY;
     ADD(OP_HOSTNAME, "setting the hostname");
     o->data = keep(p, hostname);
     if (spec->net != LIS_NET_HOST) {
@@ -444,6 +448,42 @@ static int run_op(const mount_op *o, int *rootfd)
     }
     if (tfd >= 0)
         close(tfd);
+    return rc;
+}
+
+int lis_mount_plan_proxy(const lis_mount_plan *plan, int life)
+{
+    if (!plan->proxy)
+        return 0;
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0)
+        return errno;
+    int one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(LIS_PROXY_PORT),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 1024) < 0) {
+        int e = errno;
+        close(s);
+        return e;
+    }
+    struct lis_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = LIS_MSG_PROXY_FD;
+    struct iovec iov = {&m, sizeof m};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                        .msg_controllen = sizeof u.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &s, sizeof s);
+    int rc = sendmsg(life, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : errno;
+    close(s); /* the owner holds it now; nothing in the sandbox does */
     return rc;
 }
 

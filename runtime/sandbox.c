@@ -108,6 +108,7 @@ static void sandbox_free(lis_sandbox *sb)
         close(sb->life_fd);
     if (sb->root_fd >= 0)
         close(sb->root_fd);
+    lis_proxy_detach(sb);
     lis_cg_free(sb->cg);
     env_free(sb->env);
     free(sb);
@@ -135,6 +136,7 @@ static int write_meta(lis_sandbox *sb, lis_error *err)
     cJSON_AddNumberToObject(j, "created", sb->created);
     cJSON_AddBoolToObject(j, "persist", sb->persist);
     cJSON_AddBoolToObject(j, "full_map", sb->full_map);
+    cJSON_AddNumberToObject(j, "net", sb->net);
     cJSON_AddStringToObject(j, "layer_dir", sb->layer_dir);
     cJSON *env = cJSON_AddArrayToObject(j, "env");
     for (size_t i = 0; sb->env && sb->env[i]; i++)
@@ -252,7 +254,16 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
     sb->full_map = spec->uidmap != LIS_UIDMAP_SINGLE && can_full;
     sb->persist = spec->persist;
     sb->created = lis_wallclock();
-    sb->env = env_merge(default_env, spec->env);
+    sb->net = spec->net;
+    const char *base[32];
+    size_t nb = 0;
+    for (size_t i = 0; default_env[i] && nb < 16; i++)
+        base[nb++] = default_env[i];
+    for (const char *const *pe = spec->net == LIS_NET_PROXY ? lis_proxy_env() : NULL;
+         pe && *pe && nb < 31; pe++)
+        base[nb++] = *pe; /* http_proxy & co.; spec->env may override them */
+    base[nb] = NULL;
+    sb->env = env_merge(base, spec->env);
     if (!sb->env) {
         sandbox_free(sb);
         return lis_fail(err, ENOMEM, "out of memory");
@@ -263,7 +274,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
                         "for a tmpfs upper layer");
     }
     int has_state = spec->persist || spec->upper == LIS_UPPER_DISK;
-    int listen_fd = -1;
+    int listen_fd = -1, proxy_fd = -1;
     char upper[PATH_MAX + 16], work[PATH_MAX + 16];
     if (has_state) {
         snprintf(sb->state_dir, sizeof sb->state_dir, "%s/%s", ctx->run_dir, sb->name);
@@ -303,12 +314,25 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         .listen_fd = listen_fd,
         .full_map = sb->full_map,
         .cg = sb->cg,
+        .proxy_fd = &proxy_fd,
     };
     if (lis_spawn(ctx, &req, &sb->pid, &sb->pidfd, &sb->life_fd, err) < 0)
         goto fail;
     if (listen_fd >= 0)
         close(listen_fd);
     listen_fd = -1;
+    if (proxy_fd >= 0) {
+        /* An ephemeral sandbox is served by this process, a persistent one
+         * by the per-user daemon (proxy.c). */
+        int prc = spec->persist ? lis_proxyd_register(sb, spec, proxy_fd, err)
+                                : lis_proxy_attach(sb, spec, proxy_fd, err);
+        close(proxy_fd);
+        if (prc < 0) {
+            lis_error ignore;
+            lis_sandbox_destroy(sb, &ignore);
+            return lis_wrap(err, "creating sandbox %s", spec->name ? spec->name : "");
+        }
+    }
     if (has_state && write_meta(sb, err) < 0) {
         lis_error ignore;
         lis_sandbox_destroy(sb, &ignore);
@@ -370,6 +394,8 @@ int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_erro
     snprintf(sb->layer_dir, sizeof sb->layer_dir, "%s", jstr(m, "layer_dir"));
     sb->persist = cJSON_IsTrue(cJSON_GetObjectItem(m, "persist"));
     sb->full_map = cJSON_IsTrue(cJSON_GetObjectItem(m, "full_map"));
+    cJSON *netv = cJSON_GetObjectItem(m, "net");
+    sb->net = cJSON_IsNumber(netv) ? (int)netv->valuedouble : LIS_NET_NONE;
     cJSON *c = cJSON_GetObjectItem(m, "created");
     sb->created = cJSON_IsNumber(c) ? c->valuedouble : 0;
     cJSON *env = cJSON_GetObjectItem(m, "env");
@@ -560,6 +586,7 @@ int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err)
     struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
     int alive = sb->pidfd >= 0 && poll(&p, 1, 0) == 0;
     fill_stats(st, sb->name, sb->pid, alive, sb->rootfs, sb->created, sb->persist);
+    lis_net_stats(sb, st);
     if (alive)
         lis_cg_stats(sb->cg, st);
     return 0;
@@ -600,6 +627,10 @@ int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err)
                    cJSON_IsTrue(cJSON_GetObjectItem(m, "persist")));
         if (alive)
             lis_cg_pid_stats(ctx, pid, &(*out)[*n]);
+        cJSON *netv = cJSON_GetObjectItem(m, "net");
+        (*out)[*n].net = cJSON_IsNumber(netv) ? (lis_net_mode)netv->valuedouble : LIS_NET_NONE;
+        if (alive && (*out)[*n].net == LIS_NET_PROXY && (*out)[*n].persist)
+            lis_net_stats_by_name(ctx, e->d_name, &(*out)[*n]);
         (*n)++;
         cJSON_Delete(m);
     }

@@ -101,6 +101,10 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
         send_msg(life, LIS_MSG_SETUP_ERR, e, stage);
         _exit(1);
     }
+    if ((e = lis_mount_plan_proxy(plan, life))) {
+        send_msg(life, LIS_MSG_SETUP_ERR, e, "opening the proxy listener on 127.0.0.1:3128");
+        _exit(1);
+    }
     /* PID 1's stdio is /dev/null; fds 0-2 were closed above, so this is 0. */
     int null = open("/dev/null", O_RDWR);
     if (null >= 0) {
@@ -130,6 +134,38 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
     syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
     send_msg(life, LIS_MSG_SETUP_ERR, errno, "executing lis-init");
     _exit(1);
+}
+
+/* The next set-up message; a proxy listener sent first (--net proxy) is kept
+ * in *proxy_fd (closed when proxy_fd is NULL). */
+static ssize_t recv_setup(int fd, struct lis_msg *m, int *proxy_fd)
+{
+    for (;;) {
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } u;
+        struct iovec iov = {m, sizeof *m};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                            .msg_controllen = sizeof u.buf};
+        ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+        int passed = -1;
+        for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+                memcpy(&passed, CMSG_DATA(c), sizeof passed);
+        if (n != (ssize_t)sizeof *m || m->type != LIS_MSG_PROXY_FD) {
+            if (passed >= 0)
+                close(passed);
+            return n;
+        }
+        if (proxy_fd && *proxy_fd < 0)
+            *proxy_fd = passed;
+        else if (passed >= 0)
+            close(passed);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 60000) <= 0)
+            return -1;
+    }
 }
 
 /* Turns a set-up failure into one line with the cause and the fix. */
@@ -205,7 +241,7 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         struct pollfd p = {.fd = sv[0], .events = POLLIN};
         struct lis_msg m;
         int pr = poll(&p, 1, 60000);
-        ssize_t n = pr > 0 ? recv(sv[0], &m, sizeof m, 0) : -1;
+        ssize_t n = pr > 0 ? recv_setup(sv[0], &m, req->proxy_fd) : -1;
         if (pr == 0)
             rc = lis_fail(err, ETIMEDOUT, "sandbox set-up did not finish in 60 s");
         else if (n != (ssize_t)sizeof m)
@@ -217,6 +253,10 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
             rc = lis_fail(err, EPROTO, "sandbox set-up: unexpected message %u", m.type);
     }
     if (rc < 0) {
+        if (req->proxy_fd && *req->proxy_fd >= 0) {
+            close(*req->proxy_fd);
+            *req->proxy_fd = -1;
+        }
         syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
         siginfo_t si;
         waitid(P_PIDFD, pidfd, &si, WEXITED | __WALL);
