@@ -29,7 +29,8 @@ busybox)
     ;;
 debian)
     cache=${LIS_TEST_CACHE:-/var/cache/lis-test}/debian-bookworm-minbase
-    if [ ! -x "$cache/bin/bash" ]; then
+    # curl and wget are for the --net proxy tests; an older cache without them is rebuilt (as root)
+    if [ ! -x "$cache/bin/bash" ] || { [ "$(id -u)" -eq 0 ] && [ ! -x "$cache/usr/bin/curl" ]; }; then
         if [ "$(id -u)" -ne 0 ]; then
             echo "make-test-rootfs: no cached Debian tree at $cache; run once as root:" >&2
             echo "  sudo $0 debian $dir" >&2
@@ -41,7 +42,7 @@ debian)
         mirror=${mirror:-http://deb.debian.org/debian}
         rm -rf "$cache.tmp"
         mkdir -p "$(dirname "$cache")"
-        debootstrap --variant=minbase --include=python3-minimal,procps bookworm "$cache.tmp" "$mirror" >"$cache.log" 2>&1 || {
+        debootstrap --variant=minbase --include=python3-minimal,procps,curl,wget bookworm "$cache.tmp" "$mirror" >"$cache.log" 2>&1 || {
             echo "make-test-rootfs: debootstrap failed, see $cache.log" >&2; exit 1; }
         rm -rf "$cache.tmp/var/cache/apt/archives/"*.deb "$cache"
         mv "$cache.tmp" "$cache"
