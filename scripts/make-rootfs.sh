@@ -1,0 +1,95 @@
+#!/bin/bash
+# make-rootfs.sh - builds the default agent image and imports it as lis-agent:latest.
+#
+# The image: python3 with pip, numpy, sympy, scipy, matplotlib, mpmath, ipython,
+# chardet; git, curl, wget, build-essential, ca-certificates; working dir /testbed.
+# Built with debootstrap: Ubuntu noble when an Ubuntu mirror is reachable (and
+# debootstrap knows noble), otherwise Debian bookworm from the mirror apt uses.
+#
+#   scripts/make-rootfs.sh [--out FILE] [--no-import]
+#
+# debootstrap needs root (it chroots and runs maintainer scripts). As root the
+# script builds FILE (default /var/cache/lis/lis-agent.tar.zst, world-readable)
+# and imports it for $SUDO_USER (or root). As a normal user it imports FILE when
+# it exists, else prints the one command to run as root and exits 1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=/var/cache/lis/lis-agent.tar.zst
+import=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --out) out=$2; shift 2 ;;
+    --no-import) import=0; shift ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "make-rootfs: unknown argument '$1' (--out FILE, --no-import)" >&2; exit 2 ;;
+    esac
+done
+LIS=${LIS:-$PWD/${B:-build}/lis}
+[ -x "$LIS" ] || LIS=$(command -v lis || echo "$LIS")
+
+do_import() { # as the given user (or the current one)
+    local who=${1:-}
+    echo "importing $out as lis-agent:latest${who:+ for $who}"
+    if [ -n "$who" ] && [ "$who" != root ]; then
+        runuser -u "$who" -- "$LIS" rootfs import "$out" --name lis-agent:latest
+    else
+        "$LIS" rootfs import "$out" --name lis-agent:latest
+    fi
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+    if [ -r "$out" ]; then
+        [ "$import" -eq 1 ] && do_import
+        exit 0
+    fi
+    echo "make-rootfs: building the image needs root once (debootstrap). Run:"
+    echo "  sudo $PWD/scripts/make-rootfs.sh${out:+ --out $out}"
+    echo "then, as yourself: $0${out:+ --out $out}   (or it is imported for you by sudo)"
+    exit 1
+fi
+
+command -v debootstrap >/dev/null || { echo "make-rootfs: debootstrap is missing (scripts/deps.sh)" >&2; exit 1; }
+command -v zstd >/dev/null || { echo "make-rootfs: zstd is missing (scripts/deps.sh)" >&2; exit 1; }
+
+# Ubuntu noble when reachable, otherwise Debian bookworm from apt's own mirror.
+suite=bookworm
+mirror=$(grep -rhE '^[[:space:]]*(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
+         grep -oE 'https?://[^ ]+' | grep -v security | grep -E '/debian/?$' | head -n1 || true)
+mirror=${mirror:-http://deb.debian.org/debian}
+components=main
+umirror=${UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}
+if [ -e /usr/share/debootstrap/scripts/noble ] && [ -e /usr/share/keyrings/ubuntu-archive-keyring.gpg ] &&
+   curl -sfI --max-time 5 "$umirror/dists/noble/Release" >/dev/null 2>&1; then
+    suite=noble mirror=$umirror components=main,universe
+fi
+pkgs="python3,python3-pip,python3-numpy,python3-sympy,python3-scipy,python3-matplotlib,python3-mpmath,ipython3,python3-chardet,git,curl,wget,build-essential,ca-certificates"
+
+work=$(mktemp -d /var/tmp/lis-make-rootfs.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+root=$work/root
+echo "make-rootfs: debootstrap $suite from $mirror (a few minutes; log: $work/debootstrap.log)"
+if ! debootstrap --variant=minbase --components="$components" --include="$pkgs" \
+        "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
+    tail -n 20 "$work/debootstrap.log" >&2
+    echo "make-rootfs: debootstrap failed (see above)" >&2
+    exit 1
+fi
+# slim it: package caches and lists, docs, man pages, non-English locales
+rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* \
+       "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
+       "$root"/var/log/*.log "$root"/var/cache/debconf/*-old
+find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name 'en*' ! -name locale.alias \
+     -exec rm -rf {} + 2>/dev/null || true
+mkdir -p "$root/testbed"
+# the agent's defaults inside: python/pip without warnings about the system install
+printf '[global]\nbreak-system-packages = true\nroot-user-action = ignore\n' > "$root/etc/pip.conf"
+echo "lis-agent ($suite)" > "$root/etc/lis-image"
+
+mkdir -p "$(dirname "$out")"
+tar -C "$root" --numeric-owner -cf - . | zstd -q -T0 -10 -o "$out.tmp" -f
+mv "$out.tmp" "$out"
+chmod 644 "$out"
+echo "make-rootfs: $out: $(du -h "$out" | cut -f1) compressed, $(du -sh "$root" | cut -f1) unpacked ($suite)"
+if [ "$import" -eq 1 ]; then
+    do_import "${SUDO_USER:-}"
+fi
