@@ -77,18 +77,34 @@ $(B)/liblis-agent.so: $(AGENT_OBJ)
 $(B)/liblis-rootfs.so: $(ROOTFS_OBJ)
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(ROOTFS_LIBS)
 
-# Test binaries link the runtime and both plugins' objects directly.
-$(B)/tests/%: tests/%.c tests/testlib.c tests/testlib.h $(B)/libruntime.a $(filter-out $(B)/pobj/cli/cli_util.o,$(AGENT_OBJ) $(ROOTFS_OBJ)) $(B)/pobj/cli/cli_util.o
+# Test binaries link the runtime; test_agent* also the agent's objects and
+# test_rootfs* the rootfs plugin's (the most specific pattern wins).
+AGENT_LIBOBJ  := $(filter-out $(B)/pobj/cli/%,$(AGENT_OBJ))
+ROOTFS_LIBOBJ := $(filter-out $(B)/pobj/cli/%,$(ROOTFS_OBJ))
+TESTLIB       := tests/testlib.c tests/testlib.h
+TEST_CC        = $(CC) $(CFLAGS) $(TEST_CFLAGS) $(RT_CFLAGS) -Itests -o $@ $< tests/testlib.c
+
+$(B)/tests/test_agent%: tests/test_agent%.c $(TESTLIB) $(B)/libruntime.a $(AGENT_LIBOBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(TEST_CFLAGS) $(RT_CFLAGS) $(AGENT_CFLAGS) $(ROOTFS_CFLAGS) -Itests -o $@ $< tests/testlib.c \
-	  $(filter-out $(B)/pobj/cli/%,$(AGENT_OBJ) $(ROOTFS_OBJ)) $(B)/libruntime.a \
-	  $(TEST_LIBS) $(RT_LIBS) $(AGENT_LIBS) $(ROOTFS_LIBS) -lpthread
+	$(TEST_CC) $(AGENT_CFLAGS) $(AGENT_LIBOBJ) $(B)/libruntime.a $(TEST_LIBS) $(RT_LIBS) $(AGENT_LIBS) -lpthread
+
+$(B)/tests/test_rootfs%: tests/test_rootfs%.c $(TESTLIB) $(B)/libruntime.a $(ROOTFS_LIBOBJ)
+	@mkdir -p $(dir $@)
+	$(TEST_CC) $(ROOTFS_CFLAGS) $(ROOTFS_LIBOBJ) $(B)/libruntime.a $(TEST_LIBS) $(RT_LIBS) $(ROOTFS_LIBS) -lpthread
+
+$(B)/tests/%: tests/%.c $(TESTLIB) $(B)/libruntime.a
+	@mkdir -p $(dir $@)
+	$(TEST_CC) $(B)/libruntime.a $(TEST_LIBS) $(RT_LIBS) -lpthread
+
+$(B)/tests/bench_api: tests/bench_api.c $(B)/libruntime.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(RT_CFLAGS) -o $@ $< $(B)/libruntime.a $(RT_LIBS) -lpthread
 
 $(B)/tests/sysprobe: tests/sysprobe.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
 
-tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe
+tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/bench_api
 
 # The README's test command. As root it prepares fixtures, then runs the
 # rootless suites as an unprivileged user (LIS_TEST_USER, default lis-test).

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
+#include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -27,12 +28,13 @@ typedef struct opts {
     lis_uidmap_mode uidmap;
     double timeout;
     int interactive, tty, json, all, disk;
+    unsigned pool;
     cli_list allow_domains, deny_domains; /* --net proxy rules */
     int allow_host_network;
 } opts;
 
 enum { O_ROOTFS = 256, O_IMAGE, O_NAME, O_HOSTNAME, O_NET, O_UIDMAP, O_MEMORY, O_PIDS, O_CPUS,
-       O_TIMEOUT, O_CWD, O_JSON, O_ALL, O_DISK, O_REQUIRE_LIMITS, O_ALLOW_DOMAIN,
+       O_TIMEOUT, O_CWD, O_JSON, O_ALL, O_DISK, O_REQUIRE_LIMITS, O_POOL, O_ALLOW_DOMAIN,
        O_DENY_DOMAIN, O_ALLOW_HOST_NET };
 
 static const struct option long_opts[] = {
@@ -46,6 +48,7 @@ static const struct option long_opts[] = {
     {"interactive", no_argument, 0, 'i'},         {"tty", no_argument, 0, 't'},
     {"json", no_argument, 0, O_JSON},             {"all", no_argument, 0, O_ALL},
     {"disk", no_argument, 0, O_DISK},             {"require-limits", no_argument, 0, O_REQUIRE_LIMITS},
+    {"pool", required_argument, 0, O_POOL},
     {"allow-domain", required_argument, 0, O_ALLOW_DOMAIN},
     {"deny-domain", required_argument, 0, O_DENY_DOMAIN},
     {"allow-host-network", no_argument, 0, O_ALLOW_HOST_NET},
@@ -137,6 +140,13 @@ static int parse(int argc, char **argv, opts *o, const char *usage)
             break;
         }
         case O_REQUIRE_LIMITS: o->limits.require = 1; break;
+        case O_POOL: {
+            char *end;
+            unsigned long k = strtoul(optarg, &end, 10);
+            if (*end || k < 1 || k > 256) { cli_error("--pool %s: expected 1 to 256", optarg); return -1; }
+            o->pool = (unsigned)k;
+            break;
+        }
         case O_TIMEOUT: {
             char *end;
             o->timeout = strtod(optarg, &end);
@@ -379,6 +389,102 @@ static const char create_usage[] =
     "                          [--memory 200M] [--pids N] [--cpus 1.5]\n"
     "                          [--allow-domain GLOB] [--deny-domain GLOB] [--allow-host-network]\n";
 
+/* The pool of a spec: spare persistent sandboxes named lispool-<hash>-<rand>. */
+static void pool_prefix(const lis_sandbox_spec *spec, char *out, size_t len)
+{
+    uint64_t h = 1469598103934665603ull;
+    char buf[PATH_MAX * 2];
+    int n = snprintf(buf, sizeof buf, "%s|%d|%d", spec->rootfs, spec->uidmap, spec->net);
+    for (size_t i = 0; spec->env && spec->env[i]; i++)
+        n += snprintf(buf + n, sizeof buf - (size_t)n > 1 ? sizeof buf - (size_t)n : 1, "|%s",
+                      spec->env[i]);
+    for (size_t i = 0; i < spec->nbinds; i++)
+        n += snprintf(buf + n, sizeof buf - (size_t)n > 1 ? sizeof buf - (size_t)n : 1, "|%s:%s:%d",
+                      spec->binds[i].host_path, spec->binds[i].path, spec->binds[i].read_only);
+    for (const char *p = buf; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    snprintf(out, len, "lispool-%08x-", (unsigned)(h ^ (h >> 32)));
+}
+
+static void random_suffix(char *out, size_t len, const char *prefix)
+{
+    unsigned r = 0;
+    FILE *f = fopen("/dev/urandom", "re");
+    if (f) {
+        if (fread(&r, sizeof r, 1, f) != 1)
+            r = (unsigned)getpid();
+        fclose(f);
+    }
+    snprintf(out, len, "%s%08x", prefix, r);
+}
+
+/* Tops the pool up to k spares in a detached process, so the caller returns now. */
+static void pool_top_up(lis_ctx *ctx, lis_sandbox_spec spec, const char *prefix, unsigned spares,
+                        unsigned k)
+{
+    if (spares >= k)
+        return;
+    pid_t p = fork();
+    if (p != 0) {
+        if (p > 0)
+            waitpid(p, NULL, 0);
+        return;
+    }
+    setsid();
+    if (fork() != 0)
+        _exit(0);
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    spec.hostname = "sandbox";
+    for (unsigned i = spares; i < k; i++) {
+        char name[80];
+        random_suffix(name, sizeof name, prefix);
+        spec.name = name;
+        lis_error err;
+        lis_sandbox *sb;
+        if (lis_sandbox_create(ctx, &spec, &sb, &err) < 0)
+            _exit(1);
+        lis_sandbox_release(sb);
+    }
+    _exit(0);
+}
+
+/* Claims a spare of the pool under `want` (or a fresh name); 1 when claimed. */
+static int pool_claim(lis_ctx *ctx, const char *prefix, const char *want, char *got, size_t len,
+                      unsigned *spares)
+{
+    lis_error err = {0};
+    lis_stats *st;
+    size_t n;
+    *spares = 0;
+    if (lis_sandbox_list(ctx, &st, &n, &err) < 0)
+        return 0;
+    int claimed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(st[i].name, prefix, strlen(prefix)) || strcmp(st[i].state, "running"))
+            continue;
+        if (claimed) {
+            (*spares)++;
+            continue;
+        }
+        if (want)
+            snprintf(got, len, "%s", want);
+        else
+            random_suffix(got, len, "lis-");
+        if (lis_sandbox_rename(ctx, st[i].name, got, &err) == 0)
+            claimed = 1;
+        else if (err.code == EEXIST) {
+            cli_fail(&err);
+            claimed = -1;
+            break;
+        }
+    }
+    free(st);
+    return claimed;
+}
+
 static int sb_create(int argc, char **argv)
 {
     opts o;
@@ -401,16 +507,39 @@ static int sb_create(int argc, char **argv)
     spec.persist = 1;
     spec.upper = LIS_UPPER_DISK;
     lis_error err = {0};
-    lis_sandbox *sb;
-    if (lis_sandbox_create(ctx, &spec, &sb, &err) < 0) {
-        lis_ctx_free(ctx);
-        return cli_fail(&err);
+    int rc = 0;
+    char prefix[64], got[80];
+    unsigned spares = 0;
+    int claimed = 0;
+    char real[PATH_MAX];
+    if (o.pool) {
+        if (realpath(spec.rootfs, real))
+            spec.rootfs = real;
+        pool_prefix(&spec, prefix, sizeof prefix);
+        claimed = pool_claim(ctx, prefix, o.name, got, sizeof got, &spares);
+        if (claimed < 0)
+            rc = CLI_EXIT_LIS;
+        else if (claimed)
+            puts(got);
+        fflush(stdout);
     }
-    puts(lis_sandbox_name(sb));
-    lis_sandbox_release(sb);
+    if (!claimed) {
+        lis_sandbox *sb;
+        if (lis_sandbox_create(ctx, &spec, &sb, &err) < 0) {
+            rc = cli_fail(&err);
+        } else {
+            puts(lis_sandbox_name(sb));
+            fflush(stdout);
+            lis_sandbox_release(sb);
+        }
+    }
+    if (o.pool && rc == 0) {
+        spec.name = NULL;
+        pool_top_up(ctx, spec, prefix, spares, o.pool);
+    }
     lis_ctx_free(ctx);
     cli_list_free(&o.env);
-    return 0;
+    return rc;
 }
 
 static const char exec_usage[] =

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -149,6 +150,28 @@ static void find_idmap_tools(lis_ctx *ctx)
     }
 }
 
+int lis_ctx_prepare_spawn(lis_ctx *ctx, lis_error *err)
+{
+    pthread_mutex_lock(&ctx->prep_lock);
+    int rc = 0;
+    if (!ctx->prepared) {
+        rc = lis_seccomp_compile(&ctx->bpf, &ctx->bpf_len, err);
+        if (rc == 0) {
+            find_idmap_tools(ctx);
+            /* An owner holds two fds per sandbox: 512 sandboxes need more
+             * than the usual soft limit of 1024, so use the hard limit. */
+            struct rlimit rl;
+            if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max > (1u << 20) ? (1u << 20) : rl.rlim_max;
+                setrlimit(RLIMIT_NOFILE, &rl);
+            }
+            ctx->prepared = 1;
+        }
+    }
+    pthread_mutex_unlock(&ctx->prep_lock);
+    return rc;
+}
+
 lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err)
 {
     lis_ctx_opts none = {0};
@@ -160,6 +183,9 @@ lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err)
         return NULL;
     }
     ctx->init_fd = -1;
+    ctx->holder_fd = -1;
+    pthread_mutex_init(&ctx->holder_lock, NULL);
+    pthread_mutex_init(&ctx->prep_lock, NULL);
     ctx->uid = getuid();
     ctx->gid = getgid();
 
@@ -186,8 +212,7 @@ lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err)
         snprintf(ctx->data_dir, sizeof ctx->data_dir, "/var/tmp/lis-%u", (unsigned)ctx->uid);
 
     if (private_dir(ctx->run_dir, ctx->uid, err) < 0 || lis_mkdir_p(ctx->data_dir, 0700, err) < 0 ||
-        find_init(ctx, opts->init_path, err) < 0 ||
-        lis_seccomp_compile(&ctx->bpf, &ctx->bpf_len, err) < 0) {
+        find_init(ctx, opts->init_path, err) < 0) {
         lis_ctx_free(ctx);
         return NULL;
     }
@@ -199,7 +224,6 @@ lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err)
         lis_ctx_free(ctx);
         return NULL;
     }
-    find_idmap_tools(ctx);
     ctx->proxy_manual = opts->proxy_manual;
     return ctx;
 }
@@ -211,6 +235,10 @@ void lis_ctx_free(lis_ctx *ctx)
     lis_proxy_ctx_free(ctx); /* stops its thread before anything else goes */
     if (ctx->init_fd >= 0)
         close(ctx->init_fd);
+    if (ctx->holder_fd >= 0)
+        close(ctx->holder_fd);
+    pthread_mutex_destroy(&ctx->holder_lock);
+    pthread_mutex_destroy(&ctx->prep_lock);
     free(ctx->bpf);
     lis_cg_ctx_free(ctx);
     free(ctx);

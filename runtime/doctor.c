@@ -167,6 +167,9 @@ static void overlay_check(lis_ctx *ctx, lis_check *c, size_t *n, size_t max)
 size_t lis_doctor(lis_ctx *ctx, lis_check *c, size_t max)
 {
     size_t n = 0;
+    lis_error perr;
+    if (ctx)
+        lis_ctx_prepare_spawn(ctx, &perr);
     struct utsname u;
     uname(&u);
     int major = 0, minor = 0;

@@ -4,6 +4,7 @@
 
 #include "lis.h"
 #include <limits.h>
+#include <pthread.h>
 #include <linux/filter.h>
 #include <stdarg.h>
 
@@ -31,6 +32,14 @@ struct lis_ctx {
     gid_t gid;
     char newuidmap[64], newgidmap[64]; /* empty when not installed */
     lis_subid subuid, subgid;          /* count 0 when none */
+    /* A user namespace with the full subordinate map, made once (newuidmap
+     * runs twice per context, not per sandbox); sandboxes nest under it. */
+    pthread_mutex_t holder_lock;
+    int holder_fd;
+    /* What only sandbox creation needs (seccomp program, uid map tools),
+     * made on first use so that `lis sandbox exec/ls` pay nothing for it. */
+    pthread_mutex_t prep_lock;
+    int prepared;
     struct lis_cgroot *cgroot;         /* cgroups.c: discovered on first use */
     struct lis_proxy *proxy;           /* proxy.c: made with the first proxy sandbox */
     int proxy_manual;                  /* the caller pumps lis_ctx_proxy_step */
@@ -63,6 +72,9 @@ double lis_wallclock(void);  /* CLOCK_REALTIME seconds */
 int lis_mkdir_p(const char *path, unsigned mode, lis_error *err);
 int lis_valid_name(const char *name);
 
+/* Compiles the seccomp program and finds newuidmap once; thread-safe. */
+int lis_ctx_prepare_spawn(lis_ctx *ctx, lis_error *err);
+
 /* seccomp.c */
 int lis_seccomp_compile(struct sock_filter **prog, unsigned short *len, lis_error *err);
 
@@ -72,6 +84,8 @@ int lis_caps_drop_to_default(void);
 /* userns.c */
 int lis_subid_lookup(const char *file, uid_t uid, const char *user, lis_subid *out);
 int lis_write_id_maps(lis_ctx *ctx, pid_t pid, int full, lis_error *err);
+/* The fd of the context's fully mapped holder user namespace (lazily made). */
+int lis_holder_userns(lis_ctx *ctx, lis_error *err);
 /* Removes a directory tree; with full maps, inside a mapped user namespace. */
 int lis_rmtree(lis_ctx *ctx, const char *path, int full_map, lis_error *err);
 

@@ -147,8 +147,26 @@ int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err);
 /* Lists sandboxes of this user (persistent ones and live ephemeral ones with
  * state on disk). *out is malloc'ed; free() it. */
 int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err);
+/* Renames a persistent sandbox (atomically; fails if new_name exists). Its
+ * hostname stays what it was at creation. */
+int lis_sandbox_rename(lis_ctx *ctx, const char *old_name, const char *new_name, lis_error *err);
 /* Removes the state of sandboxes whose PID 1 is gone; returns how many. */
 int lis_sandbox_gc(lis_ctx *ctx, int *removed, lis_error *err);
+
+/* ---- pre-warmed pools -------------------------------------------------- */
+
+/* Keeps `size` ephemeral sandboxes of one spec ready: a background thread
+ * creates them and tops the pool up after every take, so taking one costs a
+ * mutex and a pointer. spec is copied (its name must be NULL). */
+typedef struct lis_pool lis_pool;
+lis_pool *lis_pool_new(lis_ctx *ctx, const lis_sandbox_spec *spec, unsigned size,
+                       lis_error *err);
+/* Takes a ready sandbox, waiting for one when the pool is empty; it is the
+ * caller's to destroy. Fails when the pool cannot create sandboxes. */
+int lis_pool_take(lis_pool *pool, lis_sandbox **out, lis_error *err);
+unsigned lis_pool_ready(lis_pool *pool);
+/* Stops the thread and destroys the sandboxes nobody took. */
+void lis_pool_free(lis_pool *pool);
 
 /* ---- commands ---------------------------------------------------------- */
 

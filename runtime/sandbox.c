@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -244,7 +245,11 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
     } else {
         random_name(sb->name, sizeof sb->name);
     }
-    int can_full = ctx->newuidmap[0] && ctx->subuid.count && ctx->subgid.count;
+    if (lis_ctx_prepare_spawn(ctx, err) < 0) {
+        sandbox_free(sb);
+        return -1;
+    }
+    int can_full = ctx->uid == 0 || (ctx->newuidmap[0] && ctx->subuid.count && ctx->subgid.count);
     if (spec->uidmap == LIS_UIDMAP_FULL && !can_full) {
         sandbox_free(sb);
         return lis_fail(err, ENOENT, "a full uid map needs newuidmap/newgidmap (package uidmap) "
@@ -695,5 +700,38 @@ int lis_sandbox_gc(lis_ctx *ctx, int *removed, lis_error *err)
         closedir(d);
     int cgs; /* cgroups of sandboxes whose owner was killed */
     lis_cg_gc(ctx, &cgs);
+    return rc;
+}
+
+int lis_sandbox_rename(lis_ctx *ctx, const char *old_name, const char *new_name, lis_error *err)
+{
+    if (!lis_valid_name(old_name) || !lis_valid_name(new_name))
+        return lis_fail(err, EINVAL, "invalid sandbox name '%s'",
+                        lis_valid_name(old_name) ? new_name : old_name);
+    char from[PATH_MAX + 80], to[PATH_MAX + 80];
+    snprintf(from, sizeof from, "%s/%s", ctx->run_dir, old_name);
+    snprintf(to, sizeof to, "%s/%s", ctx->run_dir, new_name);
+    cJSON *m = read_meta(from);
+    if (!m)
+        return lis_fail(err, ENOENT, "no sandbox named '%s'", old_name);
+    int persist = cJSON_IsTrue(cJSON_GetObjectItem(m, "persist"));
+    cJSON_Delete(m);
+    if (!persist)
+        return lis_fail(err, EPERM, "sandbox '%s' is not persistent", old_name);
+    /* The state dir is the claim: exactly one renamer wins. */
+    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) < 0)
+        return lis_fail(err, errno, errno == EEXIST ? "a sandbox named '%s' already exists"
+                                                    : "renaming sandbox '%s': %s",
+                        errno == EEXIST ? new_name : old_name, strerror(errno));
+    lis_sandbox *sb;
+    if (lis_sandbox_open(ctx, new_name, &sb, err) < 0)
+        return -1;
+    char layers[PATH_MAX + 80];
+    snprintf(layers, sizeof layers, "%s/sandboxes/%s", ctx->data_dir, new_name);
+    if (sb->layer_dir[0] && strcmp(sb->layer_dir, layers) && rename(sb->layer_dir, layers) == 0)
+        snprintf(sb->layer_dir, sizeof sb->layer_dir, "%s", layers);
+    snprintf(sb->ctl_path, sizeof sb->ctl_path, "%s/ctl.sock", sb->state_dir);
+    int rc = write_meta(sb, err);
+    sandbox_free(sb);
     return rc;
 }

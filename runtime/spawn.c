@@ -14,6 +14,7 @@
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,6 +137,99 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
     _exit(1);
 }
 
+/* Writes the identity map of the holder's ids to /proc/<pid>/<file>. One
+ * extent per extent of the holder's map: the kernel maps each extent down
+ * through exactly one extent of the parent. No allocation. */
+static int write_identity_map(long pid, const char *file)
+{
+    char path[64] = "/proc/";
+    itoa10((int)pid, path + 6);
+    size_t n = strlen(path);
+    path[n++] = '/';
+    strcpy(path + n, file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    static const char map[] = "0 0 1\n1 1 65535\n";
+    int ok = write(fd, map, sizeof map - 1) == (ssize_t)(sizeof map - 1);
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+struct nested_report {
+    long pid;
+    int err;
+};
+
+/* The full-map path: a transient child enters the context's holder user
+ * namespace (mapped once with newuidmap), clones the sandbox as a sibling
+ * (CLONE_PARENT: the owner stays its parent) and writes an identity map,
+ * which the holder turns into the caller's uid plus its subordinate range.
+ * This saves two setuid execs of newuidmap/newgidmap per sandbox. */
+static long clone_nested(int holder, const struct clone_args *ca, const lis_mount_plan *plan,
+                         int sv[2], const lis_spawn_req *req, int init_fd,
+                         const struct sock_fprog *prog, int *pidfd, int *clone_errno)
+{
+    int pp[2];
+    if (pipe2(pp, O_CLOEXEC) < 0) {
+        *clone_errno = errno;
+        return -1;
+    }
+    struct clone_args mid_args = {.exit_signal = 0};
+    long mid = syscall(SYS_clone3, &mid_args, sizeof mid_args);
+    if (mid == 0) {
+        close(pp[0]);
+        struct nested_report rep = {0, 0};
+        if (setns(holder, CLONE_NEWUSER) < 0) {
+            rep.err = errno;
+        } else {
+            struct clone_args c = *ca;
+            c.flags = (c.flags & ~(uint64_t)CLONE_PIDFD) | CLONE_PARENT;
+            c.pidfd = 0;
+            long child = syscall(SYS_clone3, &c, sizeof c);
+            if (child == 0) {
+                close(pp[1]);
+                child_main(plan, sv[1], sv[0], req->listen_fd, init_fd, prog, req->spec->persist);
+            }
+            if (child < 0)
+                rep.err = errno;
+            rep.pid = child;
+            if (child > 0 && (write_identity_map(child, "uid_map") < 0 ||
+                              write_identity_map(child, "gid_map") < 0)) {
+                rep.err = errno;
+                kill((pid_t)child, SIGKILL);
+            }
+        }
+        _exit(write(pp[1], &rep, sizeof rep) == (ssize_t)sizeof rep ? 0 : 1);
+    }
+    close(pp[1]);
+    if (mid < 0) {
+        *clone_errno = errno;
+        close(pp[0]);
+        return -1;
+    }
+    struct nested_report rep = {0, EIO};
+    if (read(pp[0], &rep, sizeof rep) != (ssize_t)sizeof rep)
+        rep.err = EIO;
+    close(pp[0]);
+    while (waitpid((pid_t)mid, NULL, __WALL) < 0 && errno == EINTR)
+        ;
+    if (rep.err) {
+        if (rep.pid > 0)
+            waitpid((pid_t)rep.pid, NULL, __WALL);
+        *clone_errno = rep.err;
+        return -1;
+    }
+    *pidfd = (int)syscall(SYS_pidfd_open, (pid_t)rep.pid, 0);
+    if (*pidfd < 0) {
+        *clone_errno = errno;
+        kill((pid_t)rep.pid, SIGKILL);
+        waitpid((pid_t)rep.pid, NULL, __WALL);
+        return -1;
+    }
+    return rep.pid;
+}
+
 /* The next set-up message; a proxy listener sent first (--net proxy) is kept
  * in *proxy_fd (closed when proxy_fd is NULL). */
 static ssize_t recv_setup(int fd, struct lis_msg *m, int *proxy_fd)
@@ -189,13 +283,19 @@ static int setup_error(int e, const char *stage, lis_error *err)
 int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd_out,
               int *life_out, lis_error *err)
 {
+    if (lis_ctx_prepare_spawn(ctx, err) < 0)
+        return -1;
     lis_mount_plan *plan = lis_mount_plan_new(ctx, req, err);
     if (!plan)
         return -1;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        int e = errno;
         lis_mount_plan_free(plan);
-        return lis_fail(err, errno, "socketpair: %s", strerror(errno));
+        if (e == EMFILE || e == ENFILE)
+            return lis_fail(err, e, "out of file descriptors (each sandbox holds 2 in its owner): "
+                            "raise the limit with ulimit -n (run `lis doctor`)");
+        return lis_fail(err, e, "socketpair: %s", strerror(e));
     }
     struct sock_fprog prog = {.len = ctx->bpf_len, .filter = ctx->bpf};
     uint64_t flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
@@ -212,15 +312,40 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         ca.flags |= CLONE_INTO_CGROUP;
         ca.cgroup = (uint64_t)req->cg->fd;
     }
-    long pid = syscall(SYS_clone3, &ca, sizeof ca);
-    if (pid == 0)
-        child_main(plan, sv[1], sv[0], req->listen_fd, ctx->init_fd, &prog, req->spec->persist);
-    int clone_errno = errno;
+    long pid;
+    int clone_errno = 0;
+    if (req->full_map) {
+        int holder = lis_holder_userns(ctx, err);
+        if (holder < 0) {
+            close(sv[0]);
+            close(sv[1]);
+            lis_mount_plan_free(plan);
+            return -1;
+        }
+        pid = clone_nested(holder, &ca, plan, sv, req, ctx->init_fd, &prog, &pidfd, &clone_errno);
+    } else {
+        pid = syscall(SYS_clone3, &ca, sizeof ca);
+        if (pid == 0)
+            child_main(plan, sv[1], sv[0], req->listen_fd, ctx->init_fd, &prog,
+                       req->spec->persist);
+        clone_errno = errno;
+    }
     close(sv[1]);
     lis_mount_plan_free(plan);
     if (pid < 0) {
         close(sv[0]);
-        if (clone_errno == EPERM || clone_errno == ENOSPC || clone_errno == EUSERS)
+        if (clone_errno == ENOSYS)
+            return lis_fail(err, clone_errno, "this kernel has no clone3: lis needs Linux >= 5.12 "
+                            "(run `lis doctor`)");
+        if (clone_errno == EAGAIN)
+            return lis_fail(err, clone_errno, "cannot start another process: the per-user "
+                            "process limit (ulimit -u), kernel.pid_max or kernel.threads-max is "
+                            "reached (run `lis doctor`)");
+        if (clone_errno == ENOSPC || clone_errno == EUSERS)
+            return lis_fail(err, clone_errno, "too many namespaces: user.max_user_namespaces "
+                            "(or another user.max_*_namespaces limit) is reached for this user; "
+                            "raise it with sysctl (run `lis doctor`)");
+        if (clone_errno == EPERM)
             return lis_fail(err, clone_errno,
                             "cannot create a user namespace: %s (unprivileged user namespaces "
                             "are disabled or exhausted here: check user.max_user_namespaces, "
@@ -233,8 +358,8 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
     }
 
     int rc = lis_cg_attach(req->cg, (pid_t)pid, err); /* v1 only; the child waits for GO */
-    if (rc == 0)
-        rc = lis_write_id_maps(ctx, (pid_t)pid, req->full_map, err);
+    if (rc == 0 && !req->full_map) /* the full map was written by clone_nested */
+        rc = lis_write_id_maps(ctx, (pid_t)pid, 0, err);
     if (rc == 0 && send_msg(sv[0], LIS_MSG_GO, 0, NULL) < 0)
         rc = lis_fail(err, errno, "sandbox set-up: %s", strerror(errno));
     if (rc == 0) {

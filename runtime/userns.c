@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <linux/sched.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,6 +75,13 @@ static int spawn_map_tool(const char *tool, pid_t pid, unsigned long id, const l
 
 int lis_write_id_maps(lis_ctx *ctx, pid_t pid, int full, lis_error *err)
 {
+    if (full && ctx->uid == 0) {
+        /* root needs no helper: ids 0-65535 map to themselves, so a rootfs
+         * owned by any ordinary user stays usable (the rootful fallback) */
+        if (write_file(pid, "uid_map", "0 0 65536\n", err) < 0)
+            return -1;
+        return write_file(pid, "gid_map", "0 0 65536\n", err);
+    }
     if (!full) {
         char map[64];
         if (write_file(pid, "setgroups", "deny", err) < 0)
@@ -158,53 +167,97 @@ static int rmtree_here(const char *path)
     return rc;
 }
 
+/* fork() without SIGCHLD to the owner (which may have its own handler). */
+static pid_t quiet_fork(void)
+{
+    struct clone_args ca = {.exit_signal = 0};
+    return (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+}
+
+static void reap(pid_t pid, int *status)
+{
+    int st = 0;
+    while (waitpid(pid, &st, __WALL) < 0 && errno == EINTR)
+        ;
+    if (status)
+        *status = st;
+}
+
+int lis_holder_userns(lis_ctx *ctx, lis_error *err)
+{
+    if (lis_ctx_prepare_spawn(ctx, err) < 0)
+        return -1;
+    pthread_mutex_lock(&ctx->holder_lock);
+    if (ctx->holder_fd >= 0) {
+        pthread_mutex_unlock(&ctx->holder_lock);
+        return ctx->holder_fd;
+    }
+    int rc = -1, ready[2], hold[2];
+    if (pipe2(ready, O_CLOEXEC) < 0) {
+        pthread_mutex_unlock(&ctx->holder_lock);
+        return lis_fail(err, errno, "pipe: %s", strerror(errno));
+    }
+    if (pipe2(hold, O_CLOEXEC) < 0) {
+        close(ready[0]);
+        close(ready[1]);
+        pthread_mutex_unlock(&ctx->holder_lock);
+        return lis_fail(err, errno, "pipe: %s", strerror(errno));
+    }
+    pid_t pid = quiet_fork();
+    if (pid == 0) {
+        /* No allocation here: the owner may be multi-threaded. */
+        close(ready[0]);
+        close(hold[1]);
+        char ok = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1)
+            _exit(1);
+        char c;
+        while (read(hold[0], &c, 1) > 0)
+            ;
+        _exit(0);
+    }
+    close(ready[1]);
+    close(hold[0]);
+    char ok = 'n';
+    if (pid < 0)
+        lis_fail(err, errno, "fork: %s", strerror(errno));
+    else if (read(ready[0], &ok, 1) != 1 || ok != 'y')
+        lis_fail(err, EPERM, "cannot create a user namespace (run `lis doctor`)");
+    else if (lis_write_id_maps(ctx, pid, 1, err) == 0) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+        ctx->holder_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (ctx->holder_fd < 0)
+            lis_fail(err, errno, "open %s: %s", path, strerror(errno));
+        else
+            rc = ctx->holder_fd;
+    }
+    close(hold[1]);
+    close(ready[0]);
+    if (pid > 0)
+        reap(pid, NULL);
+    pthread_mutex_unlock(&ctx->holder_lock);
+    return rc;
+}
+
 /* Files created inside a sandbox with a full map may belong to subordinate
- * ids that the owner cannot touch; delete them as root of a user namespace
- * with the same map. */
+ * ids that the owner cannot touch; delete them as root of the holder user
+ * namespace, which has the same map. */
 static int rmtree_mapped(lis_ctx *ctx, const char *path, lis_error *err)
 {
-    int sync[2];
-    if (pipe2(sync, O_CLOEXEC) < 0)
-        return lis_fail(err, errno, "pipe: %s", strerror(errno));
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(sync[0]);
-        close(sync[1]);
+    int holder = lis_holder_userns(ctx, err);
+    if (holder < 0)
+        return -1;
+    pid_t pid = quiet_fork();
+    if (pid < 0)
         return lis_fail(err, errno, "fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        close(sync[1]);
-        if (unshare(CLONE_NEWUSER) < 0)
-            _exit(2);
-        char c;
-        if (read(sync[0], &c, 1) != 1)
-            _exit(3);
-        _exit(rmtree_here(path) ? 1 : 0);
-    }
-    close(sync[0]);
-    /* The child must have unshared before the maps are written. */
-    char p[64];
-    snprintf(p, sizeof p, "/proc/%d/ns/user", (int)pid);
-    char self[64] = "", child[64] = "";
-    for (int i = 0; i < 2000; i++) {
-        ssize_t a = readlink("/proc/self/ns/user", self, sizeof self - 1);
-        ssize_t b = readlink(p, child, sizeof child - 1);
-        if (a > 0 && b > 0) {
-            self[a] = child[b] = 0;
-            if (strcmp(self, child))
-                break;
-        }
-        usleep(500);
-    }
-    int rc = lis_write_id_maps(ctx, pid, 1, err);
-    if (write(sync[1], "g", 1) != 1 && rc == 0)
-        rc = lis_fail(err, errno, "sync: %s", strerror(errno));
-    close(sync[1]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    if (rc == 0 && (!WIFEXITED(st) || WEXITSTATUS(st)))
-        rc = lis_fail(err, EIO, "could not remove %s inside a mapped user namespace", path);
-    return rc;
+    if (pid == 0)
+        _exit(setns(holder, CLONE_NEWUSER) == 0 && rmtree_here(path) == 0 ? 0 : 1);
+    int st;
+    reap(pid, &st);
+    if (!WIFEXITED(st) || WEXITSTATUS(st))
+        return lis_fail(err, EIO, "could not remove %s inside a mapped user namespace", path);
+    return 0;
 }
 
 int lis_rmtree(lis_ctx *ctx, const char *path, int full_map, lis_error *err)
@@ -212,7 +265,9 @@ int lis_rmtree(lis_ctx *ctx, const char *path, int full_map, lis_error *err)
     int rc = rmtree_here(path);
     if (rc == 0)
         return 0;
-    if (full_map && ctx->newuidmap[0] && ctx->subuid.count && (rc == -EACCES || rc == -EPERM))
+    lis_error ignore;
+    if (full_map && lis_ctx_prepare_spawn(ctx, &ignore) == 0 && ctx->newuidmap[0] &&
+        ctx->subuid.count && (rc == -EACCES || rc == -EPERM))
         return rmtree_mapped(ctx, path, err);
     return lis_fail(err, -rc, "removing %s: %s", path, strerror(-rc));
 }

@@ -150,7 +150,12 @@ int main(int argc, char **argv)
         lis_sandbox **sb = calloc((size_t)n, sizeof *sb);
         sync();
         sleep(1);
-        long avail0 = meminfo("MemAvailable");
+        static const char *const keys[] = {"MemAvailable", "Slab", "PageTables", "KernelStack",
+                                           "Shmem", "AnonPages", "Percpu"};
+        long before[7];
+        for (int k = 0; k < 7; k++)
+            before[k] = meminfo(keys[k]);
+        long avail0 = before[0];
         double t0 = now();
         int made = 0;
         for (; made < n; made++)
@@ -161,15 +166,37 @@ int main(int argc, char **argv)
         double dt = now() - t0;
         sleep(2);
         long avail1 = meminfo("MemAvailable");
+        for (int k = 1; k < 7 && made; k++)
+            printf("density_%s_kb_per_sandbox %.1f\n", keys[k],
+                   (double)(meminfo(keys[k]) - before[k]) / made);
         long pss = pss_of(sb, made);
         printf("density_started %d\ndensity_wanted %d\ndensity_create_s %.3f\n"
                "density_memavailable_drop_mb_per_sandbox %.3f\ndensity_pss_mb_per_sandbox %.3f\n",
                made, n, dt, made ? (avail0 - avail1) / 1024.0 / made : 0,
                made ? pss / 1024.0 / made : 0);
+        if (getenv("LIS_BENCH_HOLD"))
+            sleep((unsigned)atoi(getenv("LIS_BENCH_HOLD")));
         double d0 = now();
         for (int i = 0; i < made; i++)
             lis_sandbox_destroy(sb[i], &err);
         printf("density_destroy_s %.3f\n", now() - d0);
+    } else if (!strcmp(mode, "pool")) {
+        lis_pool *pool = lis_pool_new(ctx, &spec, 4, &err);
+        if (!pool)
+            die("pool", &err);
+        for (int i = 0; i < n; i++) {
+            while (lis_pool_ready(pool) < 4)
+                usleep(1000); /* measure a take from a warm pool */
+            lis_sandbox *sb;
+            double t0 = now();
+            if (lis_pool_take(pool, &sb, &err) < 0)
+                die("take", &err);
+            t[i] = now() - t0;
+            lis_sandbox_destroy(sb, &err);
+        }
+        printf("pool_take_median_ms %.4f\npool_take_p90_ms %.4f\n", pct(t, n, .5) * 1e3,
+               pct(t, n, .9) * 1e3);
+        lis_pool_free(pool);
     } else {
         fprintf(stderr, "bench_api: unknown mode %s\n", mode);
         return 2;

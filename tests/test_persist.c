@@ -412,3 +412,70 @@ Test(persist, another_users_sandbox_is_out_of_reach)
     cr_assert(!strstr(out, name), "%s", out);
     free(out);
 }
+
+Test(persist, pool_hands_out_ready_sandboxes, .timeout = 60)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_error err = {0};
+    const char *env[] = {"POOLED=yes", NULL};
+    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS, .env = env};
+    lis_pool *pool = lis_pool_new(ctx, &spec, 3, &err);
+    cr_assert(pool, "%s", err.msg);
+    lis_sandbox *sb[5];
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(lis_pool_take(pool, &sb[i], &err), 0, "%s", err.msg);
+        lis_result r;
+        t_sh(sb[i], "echo $POOLED", &r);
+        cr_assert_str_eq(r.out.data, "yes\n");
+        lis_result_free(&r);
+    }
+    for (int i = 0; i < 50 && lis_pool_ready(pool) < 3; i++)
+        usleep(100000);
+    cr_assert_eq(lis_pool_ready(pool), 3, "the pool did not refill");
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(lis_sandbox_destroy(sb[i], &err), 0, "%s", err.msg);
+    lis_pool_free(pool);
+    /* a pool that cannot create sandboxes says why */
+    lis_sandbox_spec bad = {.rootfs = "/nonexistent"};
+    pool = lis_pool_new(ctx, &bad, 2, &err);
+    cr_assert(pool);
+    lis_sandbox *x;
+    cr_assert_eq(lis_pool_take(pool, &x, &err), -1);
+    cr_assert(strstr(err.msg, "/nonexistent"), "%s", err.msg);
+    lis_pool_free(pool);
+    lis_ctx_free(ctx);
+}
+
+Test(persist, cli_pool_claims_a_warm_spare, .timeout = 60)
+{
+    cli_setup();
+    int code;
+    char *out = lis(&code, "sandbox create --rootfs %s --pool 2 --name first", t_busybox());
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    int spares = 0;
+    for (int i = 0; i < 100 && spares < 2; i++) {
+        usleep(100000);
+        out = lis(&code, "sandbox ls");
+        spares = count_lines(out, "lispool-");
+        free(out);
+    }
+    cr_assert_eq(spares, 2, "the pool was not filled");
+    out = lis(&code, "sandbox create --rootfs %s --pool 2 --name second", t_busybox());
+    cr_assert_eq(code, 0, "%s", out);
+    cr_assert(strstr(out, "second"), "%s", out);
+    free(out);
+    out = lis(&code, "sandbox exec second -- hostname");
+    cr_assert_str_eq(out, "sandbox\n", "not taken from the pool: %s", out);
+    free(out);
+    out = lis(&code, "sandbox create --rootfs %s --pool 2 --name second", t_busybox());
+    cr_assert_neq(code, 0, "%s", out);
+    free(out);
+    usleep(500000);
+    out = lis(&code, "sandbox rm --all");
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    out = lis(&code, "sandbox ls");
+    cr_assert(!strstr(out, "running"), "%s", out);
+    free(out);
+}
