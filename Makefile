@@ -78,23 +78,19 @@ $(B)/liblis-rootfs.so: $(ROOTFS_OBJ)
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(ROOTFS_LIBS)
 
 # Test binaries link the runtime; test_agent* also the agent's objects and
-# test_rootfs* the rootfs plugin's (the most specific pattern wins).
+# test_rootfs* the rootfs plugin's, so one area's work in progress cannot
+# break another area's suites.
 AGENT_LIBOBJ  := $(filter-out $(B)/pobj/cli/%,$(AGENT_OBJ))
 ROOTFS_LIBOBJ := $(filter-out $(B)/pobj/cli/%,$(ROOTFS_OBJ))
 TESTLIB       := tests/testlib.c tests/testlib.h
-TEST_CC        = $(CC) $(CFLAGS) $(TEST_CFLAGS) $(RT_CFLAGS) -Itests -o $@ $< tests/testlib.c
+test_objs = $(if $(filter test_agent%,$(1)),$(AGENT_LIBOBJ)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBOBJ))
+test_libs = $(if $(filter test_agent%,$(1)),$(AGENT_LIBS)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBS))
 
-$(B)/tests/test_agent%: tests/test_agent%.c $(TESTLIB) $(B)/libruntime.a $(AGENT_LIBOBJ)
+.SECONDEXPANSION:
+$(B)/tests/%: tests/%.c $(TESTLIB) $(B)/libruntime.a $$(call test_objs,$$*)
 	@mkdir -p $(dir $@)
-	$(TEST_CC) $(AGENT_CFLAGS) $(AGENT_LIBOBJ) $(B)/libruntime.a $(TEST_LIBS) $(RT_LIBS) $(AGENT_LIBS) -lpthread
-
-$(B)/tests/test_rootfs%: tests/test_rootfs%.c $(TESTLIB) $(B)/libruntime.a $(ROOTFS_LIBOBJ)
-	@mkdir -p $(dir $@)
-	$(TEST_CC) $(ROOTFS_CFLAGS) $(ROOTFS_LIBOBJ) $(B)/libruntime.a $(TEST_LIBS) $(RT_LIBS) $(ROOTFS_LIBS) -lpthread
-
-$(B)/tests/%: tests/%.c $(TESTLIB) $(B)/libruntime.a
-	@mkdir -p $(dir $@)
-	$(TEST_CC) $(B)/libruntime.a $(TEST_LIBS) $(RT_LIBS) -lpthread
+	$(CC) $(CFLAGS) $(TEST_CFLAGS) $(RT_CFLAGS) $(AGENT_CFLAGS) $(ROOTFS_CFLAGS) -Itests -o $@ $< tests/testlib.c \
+	  $(call test_objs,$*) $(B)/libruntime.a $(TEST_LIBS) $(RT_LIBS) $(call test_libs,$*) -lpthread
 
 $(B)/tests/bench_api: tests/bench_api.c $(B)/libruntime.a
 	@mkdir -p $(dir $@)
