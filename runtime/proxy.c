@@ -113,6 +113,8 @@ struct conn {
     char portstr[8];
     char *up, *down;              /* client->upstream (also the head), upstream->client */
     size_t up_len, up_off, down_len, down_off;
+    int dpipe[2];                 /* upstream->client by splice(2), once past the head */
+    size_t dpipe_n, dpipe_cap;
     struct sockaddr_storage addrs[MAX_ADDRS];
     socklen_t addrlens[MAX_ADDRS];
     int naddrs, next_addr;
@@ -309,6 +311,11 @@ static void conn_close(lis_proxy *px, conn *c)
     free(c->up);
     free(c->down);
     c->up = c->down = NULL;
+    for (int i = 0; i < 2; i++)
+        if (c->dpipe[i] >= 0) {
+            close(c->dpipe[i]);
+            c->dpipe[i] = -1;
+        }
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -421,6 +428,16 @@ static void connected(lis_proxy *px, conn *c)
         c->down_len = sizeof ok - 1;
     } else {
         c->resp_head = 1;
+    }
+    /* Downloads move by splice(2): pages go from the upstream socket to the
+     * client socket without a copy through this process. Without a pipe (fd
+     * limit), the buffer does it. */
+    if (pipe2(c->dpipe, O_NONBLOCK | O_CLOEXEC) == 0) {
+        fcntl(c->dpipe[1], F_SETPIPE_SZ, 256 * 1024);
+        int cap = fcntl(c->dpipe[1], F_GETPIPE_SZ);
+        c->dpipe_cap = cap > 0 ? (size_t)cap : 65536;
+    } else {
+        c->dpipe[0] = c->dpipe[1] = -1;
     }
     c->state = S_RELAY;
     c->deadline = 0;
@@ -902,7 +919,35 @@ static void relay(lis_proxy *px, conn *c)
             c->u_shut = 1;
         }
         /* upstream -> client */
-        if (!c->u_eof && c->down_len < BUF_SIZE) {
+        int spliced = c->dpipe[0] >= 0 && !c->resp_head && c->down_off == c->down_len;
+        if (spliced) {
+            if (!c->u_eof && c->dpipe_n < c->dpipe_cap) {
+                ssize_t n = splice(c->ufd, NULL, c->dpipe[1], NULL, c->dpipe_cap - c->dpipe_n,
+                                   SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+                if (n > 0) {
+                    c->dpipe_n += (size_t)n;
+                    progress = 1;
+                } else if (n == 0) {
+                    c->u_eof = progress = 1;
+                } else if (errno != EAGAIN && errno != EINTR) {
+                    conn_close(px, c);
+                    return;
+                }
+            }
+            if (c->dpipe_n) {
+                ssize_t n = splice(c->dpipe[0], NULL, c->cfd, NULL, c->dpipe_n,
+                                   SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+                if (n > 0) {
+                    c->dpipe_n -= (size_t)n;
+                    count(&c->port->bytes_in, (uint64_t)n);
+                    progress = 1;
+                } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+                    conn_close(px, c);
+                    return;
+                }
+            }
+        }
+        if (!spliced && !c->u_eof && c->down_len < BUF_SIZE) {
             ssize_t n = recv(c->ufd, c->down + c->down_len, BUF_SIZE - c->down_len, 0);
             if (n > 0) {
                 c->down_len += (size_t)n;
@@ -930,7 +975,7 @@ static void relay(lis_proxy *px, conn *c)
                 return;
             }
         }
-        if (c->u_eof && c->down_off == c->down_len && !c->c_shut) {
+        if (c->u_eof && c->down_off == c->down_len && !c->dpipe_n && !c->c_shut) {
             if (!c->is_connect) { /* the response is complete: one request per connection */
                 conn_close(px, c);
                 return;
@@ -946,11 +991,12 @@ static void relay(lis_proxy *px, conn *c)
             break;
     }
     uint32_t cw = 0, uw = 0;
+    int spliced = c->dpipe[0] >= 0 && !c->resp_head && c->down_off == c->down_len;
     if (!c->c_eof && c->up_len < BUF_SIZE)
         cw |= EPOLLIN;
-    if (!c->resp_head && c->down_off < c->down_len)
+    if ((!c->resp_head && c->down_off < c->down_len) || c->dpipe_n)
         cw |= EPOLLOUT;
-    if (!c->u_eof && c->down_len < BUF_SIZE)
+    if (!c->u_eof && (spliced ? c->dpipe_n < c->dpipe_cap : c->down_len < BUF_SIZE))
         uw |= EPOLLIN;
     if (c->up_off < c->up_len)
         uw |= EPOLLOUT;
@@ -1002,6 +1048,7 @@ static void on_listen(lis_proxy *px, lis_net_port *p)
             pause_listen(px, p, 1);
             return;
         }
+        c->dpipe[0] = c->dpipe[1] = -1;
         c->cref = (ep_ref){R_CLIENT, c};
         c->uref = (ep_ref){R_UPSTREAM, c};
         c->port = p;
