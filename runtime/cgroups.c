@@ -368,21 +368,15 @@ static void human_limit(uint64_t b, char *out, size_t len)
         snprintf(out, len, "%.1f MiB", b / 1048576.0);
 }
 
-static int no_limits(const char *name, const lis_limits *lim, const char *why, lis_error *err)
+static int no_limits(const lis_ctx *ctx, const char *name, const lis_limits *lim,
+                     const char *why, lis_error *err)
 {
     if (lim->require)
         return lis_fail(err, EPERM,
                         "cannot enforce resource limits for sandbox %s: %s (--require-limits "
                         "was given; run `lis doctor` for the fix)", name, why);
-    char line[768];
-    int n = snprintf(line, sizeof line,
-                     "lis: warning: sandbox %s runs without memory/pids/cpu limits: %s "
-                     "(run `lis doctor`)\n", name, why);
-    if (n > (int)sizeof line - 1)
-        n = (int)sizeof line - 1;
-    if (write(2, line, (size_t)n) < 0) {
-        /* nothing better to do */
-    }
+    lis_warn(ctx, "sandbox %s runs without memory/pids/cpu limits: %s (run `lis doctor`)", name,
+             why);
     return 0;
 }
 
@@ -408,14 +402,14 @@ int lis_cg_create(lis_ctx *ctx, const char *name, const lis_limits *lim, lis_cg 
     uint64_t pids = pick(lim->pids, DEFAULT_PIDS);
     uint64_t cpu = pick(lim->cpu_millis, LIS_UNLIMITED);
     if (r->info.kind == LIS_CG_NONE)
-        return no_limits(name, lim, r->info.reason, err);
+        return no_limits(ctx, name, lim, r->info.reason, err);
     char why[512] = "";
     if (r->info.kind == LIS_CG_V2) {
         pthread_mutex_lock(&r->lock);
         int rc = v2_ready(r, why, sizeof why);
         pthread_mutex_unlock(&r->lock);
         if (rc < 0)
-            return no_limits(name, lim, why, err);
+            return no_limits(ctx, name, lim, why, err);
     }
     lis_cg *cg = calloc(1, sizeof *cg);
     if (!cg)
@@ -444,7 +438,7 @@ int lis_cg_create(lis_ctx *ctx, const char *name, const lis_limits *lim, lis_cg 
             int e = errno;
             rmdir(cg->dir);
             free(cg);
-            return no_limits(name, lim, strerror(e), err);
+            return no_limits(ctx, name, lim, strerror(e), err);
         }
         int e = 0;
         if (mem != LIS_UNLIMITED) {
@@ -472,7 +466,7 @@ int lis_cg_create(lis_ctx *ctx, const char *name, const lis_limits *lim, lis_cg 
         if (e) {
             snprintf(why, sizeof why, "writing the limits of %s: %s", cg->dir, strerror(-e));
             lis_cg_remove(cg, NULL);
-            return no_limits(name, lim, why, err);
+            return no_limits(ctx, name, lim, why, err);
         }
     } else {
         const char *parents[3] = {r->v1_mem, r->v1_pids, r->v1_cpu};
@@ -485,7 +479,7 @@ int lis_cg_create(lis_ctx *ctx, const char *name, const lis_limits *lim, lis_cg 
                 snprintf(why, sizeof why, "mkdir %s: %s", dirs[i], strerror(errno));
                 dirs[i][0] = 0;
                 lis_cg_remove(cg, NULL);
-                return no_limits(name, lim, why, err);
+                return no_limits(ctx, name, lim, why, err);
             }
         }
         int e = 0;
@@ -519,7 +513,7 @@ int lis_cg_create(lis_ctx *ctx, const char *name, const lis_limits *lim, lis_cg 
             snprintf(why, sizeof why, "writing the cgroup v1 limits of %s: %s", leaf,
                      strerror(-e));
             lis_cg_remove(cg, NULL);
-            return no_limits(name, lim, why, err);
+            return no_limits(ctx, name, lim, why, err);
         }
     }
     if (missing) {
@@ -527,13 +521,9 @@ int lis_cg_create(lis_ctx *ctx, const char *name, const lis_limits *lim, lis_cg 
                  "%s limit is not enforced", missing, missing);
         if (lim->require) {
             lis_cg_remove(cg, NULL);
-            return no_limits(name, lim, why, err);
+            return no_limits(ctx, name, lim, why, err);
         }
-        char line[700];
-        int n = snprintf(line, sizeof line, "lis: warning: sandbox %s: %s (run `lis doctor`)\n",
-                         name, why);
-        if (write(2, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1)) < 0) {
-        }
+        lis_warn(ctx, "sandbox %s: %s (run `lis doctor`)", name, why);
     }
     *out = cg;
     return 0;

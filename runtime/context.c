@@ -225,6 +225,8 @@ lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err)
         return NULL;
     }
     ctx->proxy_manual = opts->proxy_manual;
+    ctx->warn = opts->warn;
+    ctx->warn_arg = opts->warn_arg;
     return ctx;
 }
 

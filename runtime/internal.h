@@ -13,6 +13,8 @@
 /* error.c */
 int lis_fail(lis_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Reports a warning through the context's sink (stderr by default). */
+void lis_warn(const lis_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prefixes err->msg with context ("creating sandbox x: ..."). */
 int lis_wrap(lis_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -43,6 +45,8 @@ struct lis_ctx {
     struct lis_cgroot *cgroot;         /* cgroups.c: discovered on first use */
     struct lis_proxy *proxy;           /* proxy.c: made with the first proxy sandbox */
     int proxy_manual;                  /* the caller pumps lis_ctx_proxy_step */
+    void (*warn)(void *arg, const char *line);
+    void *warn_arg;
 };
 
 /* The sandbox handle. */

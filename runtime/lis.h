@@ -38,6 +38,10 @@ typedef struct lis_ctx_opts {
      * set there is no thread: the caller polls lis_ctx_proxy_fd() and calls
      * lis_ctx_proxy_step() whenever it is readable. */
     int proxy_manual;
+    /* Where warnings go (one line, no newline), e.g. "sandbox X runs without
+     * limits". NULL: standard error, prefixed with "lis: warning: ". */
+    void (*warn)(void *arg, const char *line);
+    void *warn_arg;
 } lis_ctx_opts;
 
 /* Creates a context: finds the helper, compiles the seccomp filter once. */
