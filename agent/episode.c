@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env,
@@ -45,21 +44,10 @@ int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_en
     return 0;
 }
 
+/* Host directories are made by the runtime: agent/ makes no syscalls. */
 static int mkdir_p(const char *path, lis_error *err)
 {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-            return agent_fail(err, errno, "cannot create %s: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-        return agent_fail(err, errno, "cannot create %s: %s", buf, strerror(errno));
-    return 0;
+    return lis_host_mkdir_p(path, 0755, err);
 }
 
 static int write_text(const char *path, const char *text, lis_error *err)

@@ -57,6 +57,11 @@ int lis_mkdir_p(const char *path, unsigned mode, lis_error *err)
     return 0;
 }
 
+int lis_host_mkdir_p(const char *path, unsigned mode, lis_error *err)
+{
+    return lis_mkdir_p(path, mode, err);
+}
+
 /* A private directory: ours, a real directory, mode 0700. Refuses a
  * directory planted by someone else (e.g. /tmp/lis-UID made by another user). */
 static int private_dir(const char *path, uid_t uid, lis_error *err)

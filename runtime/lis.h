@@ -255,6 +255,9 @@ int lis_file_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size,
 int lis_copy_in(lis_sandbox *sb, const char *host_src, const char *path, lis_error *err);
 int lis_copy_out(lis_sandbox *sb, const char *path, const char *host_dst, lis_error *err);
 
+/* mkdir -p on the host (for exporting results next to the caller). */
+int lis_host_mkdir_p(const char *path, unsigned mode, lis_error *err);
+
 /* ---- host checks ------------------------------------------------------- */
 
 typedef enum { LIS_CHECK_OK, LIS_CHECK_WARN, LIS_CHECK_FAIL } lis_check_level;
