@@ -29,6 +29,12 @@ busybox)
     ;;
 debian)
     cache=${LIS_TEST_CACHE:-/var/cache/lis-test}/debian-bookworm-minbase
+    # one builder/copier at a time: parallel test runs share the cache
+    mkdir -p "$(dirname "$cache")" 2>/dev/null || true
+    if [ -w "$(dirname "$cache")" ]; then
+        exec 9>"$(dirname "$cache")/.lock"
+        flock 9
+    fi
     # curl and wget are for the --net proxy tests; an older cache without them is rebuilt (as root)
     if [ ! -x "$cache/bin/bash" ] || { [ "$(id -u)" -eq 0 ] && [ ! -x "$cache/usr/bin/curl" ]; }; then
         if [ "$(id -u)" -ne 0 ]; then
@@ -41,7 +47,6 @@ debian)
                  grep -v security | head -n1)
         mirror=${mirror:-http://deb.debian.org/debian}
         rm -rf "$cache.tmp"
-        mkdir -p "$(dirname "$cache")"
         debootstrap --variant=minbase --include=python3-minimal,procps,curl,wget bookworm "$cache.tmp" "$mirror" >"$cache.log" 2>&1 || {
             echo "make-test-rootfs: debootstrap failed, see $cache.log" >&2; exit 1; }
         rm -rf "$cache.tmp/var/cache/apt/archives/"*.deb "$cache"

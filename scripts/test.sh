@@ -55,7 +55,8 @@ for t in "$work"/build/tests/test_*; do
     [ -x "$t" ] || continue
     out=$(as_user "$t" -j2 --verbose=0 2>&1)
     rc=$?
-    echo "$out" | grep -vE '^\[----\] +(Warning|.*Unsupported)' | tail -n 60
+    # failures in full (criterion puts their details on [----] lines), then the summary
+    echo "$out" | grep -E '^\[(FAIL|----|====)\]|^\[ERR' | grep -vE 'Criterion v|Running [0-9]+ test' | tail -n 200
     syn=$(echo "$out" | grep -E 'Synthesis: Tested' | tail -n1)
     p=$(echo "$syn" | sed -nE 's/.*Passing: ([0-9]+).*/\1/p')
     f=$(echo "$syn" | sed -nE 's/.*Failing: ([0-9]+).*Crashing: ([0-9]+).*/\1+\2/p')
@@ -73,7 +74,7 @@ if [ "$(id -u)" -eq 0 ]; then
     for t in "$work"/build/tests/root_*; do
         [ -x "$t" ] || continue
         out=$("$t" -j1 --verbose=0 2>&1); rc=$?
-        echo "$out" | tail -n 30
+        echo "$out" | grep -E '^\[(FAIL|----|====)\]|^\[ERR' | grep -vE 'Criterion v|Running [0-9]+ test' | tail -n 100
         syn=$(echo "$out" | grep -E 'Synthesis: Tested' | tail -n1)
         p=$(echo "$syn" | sed -nE 's/.*Passing: ([0-9]+).*/\1/p'); p=${p:-0}
         f=$(echo "$syn" | sed -nE 's/.*Failing: ([0-9]+).*Crashing: ([0-9]+).*/\1+\2/p'); f=$(( ${f:-1} ))
