@@ -111,8 +111,9 @@ void agent_cli_usage(FILE *f)
           "                            ./llm-in-sandbox.yaml, ./llm_in_sandbox.yaml,\n"
           "                            ~/.llm-in-sandbox/config.yaml, ~/.llm-in-sandbox.yaml\n"
           "  --memory SIZE             sandbox memory limit, default 200M\n"
-          "  --net none|host|proxy     sandbox network, default none (the LLM is reached\n"
-          "                            by lis itself, not from the sandbox)\n"
+          "  --net proxy|none|host     sandbox network, default proxy: HTTP(S) through lis's\n"
+          "                            egress proxy, so pip/apt/curl work (the LLM is\n"
+          "                            reached by lis itself, not from the sandbox)\n"
           "  --stream                  use SSE streaming for OpenAI-compatible endpoints\n"
           "  --timeout SECONDS         per LLM request, default 1200\n"
           "  --connect-timeout SECONDS default 30\n"
@@ -419,12 +420,12 @@ int agent_parse_size(const char *s, uint64_t *out)
 
 int agent_parse_net(const char *s, lis_net_mode *out)
 {
-    if (!s || !strcmp(s, "none"))
+    if (!s || !strcmp(s, "proxy"))
+        *out = LIS_NET_PROXY; /* the original's sandboxes had the internet */
+    else if (!strcmp(s, "none"))
         *out = LIS_NET_NONE;
     else if (!strcmp(s, "host"))
         *out = LIS_NET_HOST;
-    else if (!strcmp(s, "proxy"))
-        *out = LIS_NET_PROXY;
     else
         return -1;
     return 0;

@@ -389,20 +389,38 @@ static const char create_usage[] =
     "                          [--memory 200M] [--pids N] [--cpus 1.5]\n"
     "                          [--allow-domain GLOB] [--deny-domain GLOB] [--allow-host-network]\n";
 
-/* The pool of a spec: spare persistent sandboxes named lispool-<hash>-<rand>. */
+static uint64_t fnv(uint64_t h, const char *s)
+{
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (h ^ '|') * 1099511628211ull;
+}
+
+static uint64_t fnv_num(uint64_t h, unsigned long long v)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%llu", v);
+    return fnv(h, b);
+}
+
+/* The pool of a spec: spare persistent sandboxes named lispool-<hash>-<rand>;
+ * everything that makes two sandboxes differ goes into the hash. */
 static void pool_prefix(const lis_sandbox_spec *spec, char *out, size_t len)
 {
     uint64_t h = 1469598103934665603ull;
-    char buf[PATH_MAX * 2];
-    int n = snprintf(buf, sizeof buf, "%s|%d|%d", spec->rootfs, spec->uidmap, spec->net);
-    for (size_t i = 0; spec->env && spec->env[i]; i++)
-        n += snprintf(buf + n, sizeof buf - (size_t)n > 1 ? sizeof buf - (size_t)n : 1, "|%s",
-                      spec->env[i]);
+    h = fnv(h, spec->rootfs);
+    h = fnv_num(fnv_num(fnv_num(h, spec->uidmap), spec->net), spec->allow_host_network);
+    h = fnv_num(fnv_num(fnv_num(h, spec->limits.memory_bytes), spec->limits.pids),
+                spec->limits.cpu_millis);
+    for (const char *const *e = spec->env; e && *e; e++)
+        h = fnv(h, *e);
     for (size_t i = 0; i < spec->nbinds; i++)
-        n += snprintf(buf + n, sizeof buf - (size_t)n > 1 ? sizeof buf - (size_t)n : 1, "|%s:%s:%d",
-                      spec->binds[i].host_path, spec->binds[i].path, spec->binds[i].read_only);
-    for (const char *p = buf; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        h = fnv_num(fnv(fnv(h, spec->binds[i].host_path), spec->binds[i].path),
+                    spec->binds[i].read_only);
+    for (const char *const *d = spec->allow_domains; d && *d; d++)
+        h = fnv(fnv(h, "+"), *d);
+    for (const char *const *d = spec->deny_domains; d && *d; d++)
+        h = fnv(fnv(h, "-"), *d);
     snprintf(out, len, "lispool-%08x-", (unsigned)(h ^ (h >> 32)));
 }
 
