@@ -6,6 +6,8 @@
 #                         test fixture, scripts/make-test-rootfs.sh debian)
 #   ROUNDS=5              rounds (alternating tar / import)
 #   LIS=build/lis         the lis binary
+#   TMPDIR=/var/tmp       where both extract (same filesystem for both; /dev/shm
+#                         takes the disk out and measures CPU + syscalls)
 set -eu
 cd "$(dirname "$0")/.."
 LIS=${LIS:-${B:-build}/lis}
@@ -33,13 +35,14 @@ now() { date +%s.%N; }
 tt=() lt=()
 for i in $(seq "$ROUNDS"); do
     mkdir "$work/x"
+    sync
     s=$(now); tar -C "$work/x" $owner -xzf "$tarball"; e=$(now)
     tt+=("$(awk "BEGIN {print $e - $s}")")
     chmod -R u+rwX "$work/x"; rm -rf "$work/x"
+    sync
     s=$(now); "$LIS" rootfs import -q "$tarball" --name bench:1 >/dev/null; e=$(now)
     lt+=("$(awk "BEGIN {print $e - $s}")")
     "$LIS" rootfs rm bench:1 >/dev/null
-    sync
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 tm=$(median "${tt[@]}") lm=$(median "${lt[@]}")
