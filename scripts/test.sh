@@ -53,8 +53,10 @@ fi
 passed=0 failed=0
 for t in "$work"/build/tests/test_*; do
     [ -x "$t" ] || continue
-    out=$(as_user "$t" -j2 --verbose=0 2>&1)
+    # through a file, not $(...): a process a test leaked cannot hold the runner
+    as_user "$t" -j2 --verbose=0 >"$work/suite.log" 2>&1 </dev/null
     rc=$?
+    out=$(cat "$work/suite.log")
     # failures in full (criterion puts their details on [----] lines), then the summary
     echo "$out" | grep -E '^\[(FAIL|----|====)\]|^\[ERR' | grep -vE 'Criterion v|Running [0-9]+ test' | tail -n 200
     syn=$(echo "$out" | grep -E 'Synthesis: Tested' | tail -n1)
@@ -73,7 +75,8 @@ if [ "$(id -u)" -eq 0 ]; then
     # root-only fallbacks (cgroup v1) run as root
     for t in "$work"/build/tests/root_*; do
         [ -x "$t" ] || continue
-        out=$("$t" -j1 --verbose=0 2>&1); rc=$?
+        "$t" -j1 --verbose=0 >"$work/suite.log" 2>&1 </dev/null; rc=$?
+        out=$(cat "$work/suite.log")
         echo "$out" | grep -E '^\[(FAIL|----|====)\]|^\[ERR' | grep -vE 'Criterion v|Running [0-9]+ test' | tail -n 100
         syn=$(echo "$out" | grep -E 'Synthesis: Tested' | tail -n1)
         p=$(echo "$syn" | sed -nE 's/.*Passing: ([0-9]+).*/\1/p'); p=${p:-0}

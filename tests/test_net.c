@@ -4,6 +4,7 @@
 #include "testlib.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +34,11 @@ static void start_server(void)
     server_pid = fork();
     cr_assert(server_pid >= 0);
     if (server_pid == 0) {
+        /* dies with this test's process, whatever ends it, and holds no
+         * pipe of the runner's: a leaked server must not hang `make test` */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 2);
         dup2(pp[1], 1);
         close(pp[0]);
         close(pp[1]);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -31,6 +32,9 @@ static void term_start(term *t, const char *const *args)
     lis_ctx_free(ctx);
     t->pid = fork();
     if (t->pid == 0) {
+        /* lis must not outlive the test, nor keep the master open itself */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(t->master);
         setsid();
         ioctl(slave, TIOCSCTTY, 0);
         dup2(slave, 0);
