@@ -35,8 +35,11 @@ debian)
         exec 9>"$(dirname "$cache")/.lock"
         flock 9
     fi
-    # curl and wget are for the --net proxy tests; an older cache without them is rebuilt (as root)
-    if [ ! -x "$cache/bin/bash" ] || { [ "$(id -u)" -eq 0 ] && [ ! -x "$cache/usr/bin/curl" ]; }; then
+    # python3 (full, for http/urllib), pip, curl and wget serve the agent and --net proxy
+    # tests; a cache made with another package list is rebuilt (as root)
+    pkgs=python3,python3-pip,procps,curl,wget
+    if [ ! -x "$cache/bin/bash" ] ||
+       { [ "$(id -u)" -eq 0 ] && [ "$(cat "$cache/.lis-fixture" 2>/dev/null)" != "$pkgs" ]; }; then
         if [ "$(id -u)" -ne 0 ]; then
             echo "make-test-rootfs: no cached Debian tree at $cache; run once as root:" >&2
             echo "  sudo $0 debian $dir" >&2
@@ -47,9 +50,10 @@ debian)
                  grep -v security | head -n1)
         mirror=${mirror:-http://deb.debian.org/debian}
         rm -rf "$cache.tmp"
-        debootstrap --variant=minbase --include=python3-minimal,procps,curl,wget bookworm "$cache.tmp" "$mirror" >"$cache.log" 2>&1 || {
+        debootstrap --variant=minbase --include="$pkgs" bookworm "$cache.tmp" "$mirror" >"$cache.log" 2>&1 || {
             echo "make-test-rootfs: debootstrap failed, see $cache.log" >&2; exit 1; }
         rm -rf "$cache.tmp/var/cache/apt/archives/"*.deb "$cache"
+        echo "$pkgs" > "$cache.tmp/.lis-fixture"
         mv "$cache.tmp" "$cache"
     fi
     rm -rf "$dir"
