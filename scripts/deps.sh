@@ -3,7 +3,7 @@
 # As root: installs them with apt-get. Otherwise: prints the exact command to run.
 set -eu
 PKGS="build-essential pkg-config libc6-dev \
- libseccomp-dev libcap-dev libcurl4-openssl-dev libcjson-dev libarchive-dev libyaml-dev \
+ libseccomp-dev libcap-dev libcurl4-openssl-dev libssl-dev libcjson-dev libarchive-dev libyaml-dev \
  libcriterion-dev \
  busybox-static debootstrap uidmap bubblewrap hyperfine util-linux iproute2 procps \
  zstd xz-utils tar curl wget python3 ca-certificates"
