@@ -5,7 +5,7 @@ set -eu
 PKGS="build-essential pkg-config libc6-dev \
  libseccomp-dev libcap-dev libcurl4-openssl-dev libssl-dev libcjson-dev libarchive-dev libyaml-dev \
  libcriterion-dev \
- busybox-static debootstrap uidmap bubblewrap hyperfine util-linux iproute2 procps \
+ busybox-static debootstrap mmdebstrap uidmap bubblewrap hyperfine util-linux iproute2 procps \
  zstd xz-utils tar curl wget python3 ca-certificates"
 # Test-only extras: a real registry and OCI tools, and the cgroup v2 VM.
 EXTRA="docker-registry umoci skopeo qemu-system-x86 cpio kmod"

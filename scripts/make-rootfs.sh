@@ -8,10 +8,12 @@
 #
 #   scripts/make-rootfs.sh [--out FILE] [--no-import]
 #
-# debootstrap needs root (it chroots and runs maintainer scripts). As root the
-# script builds FILE (default /var/cache/lis/lis-agent.tar.zst, world-readable)
-# and imports it for $SUDO_USER (or root). As a normal user it imports FILE when
-# it exists, else prints the one command to run as root and exits 1.
+# As root: debootstrap builds FILE (default /var/cache/lis/lis-agent.tar.zst,
+# world-readable) and imports it for $SUDO_USER (or root).
+# As a normal user: imports FILE when it exists; otherwise builds the image
+# rootless with `mmdebstrap --mode=unshare` (mapped root in a user namespace with
+# the user's /etc/subuid range) into ~/.cache/lis/lis-agent.tar.zst and imports
+# it; only when that is impossible it prints the one command to run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=/var/cache/lis/lis-agent.tar.zst
@@ -20,7 +22,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
     --out) out=$2; shift 2 ;;
     --no-import) import=0; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "make-rootfs: unknown argument '$1' (--out FILE, --no-import)" >&2; exit 2 ;;
     esac
 done
@@ -37,12 +39,53 @@ do_import() { # as the given user (or the current one)
     fi
 }
 
+pkgs="python3,python3-pip,python3-numpy,python3-sympy,python3-scipy,python3-matplotlib,python3-mpmath,ipython3,python3-chardet,git,curl,wget,build-essential,ca-certificates"
+apt_mirror() {
+    grep -rhE '^[[:space:]]*(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
+        grep -oE 'https?://[^ ]+' | grep -v security | grep -E '/debian/?$' | head -n1 || true
+}
+
+# Rootless: mmdebstrap builds the tree as mapped root of a user namespace.
+build_rootless() {
+    local dest=$1 mirror
+    mirror=$(apt_mirror)
+    mirror=${mirror:-http://deb.debian.org/debian}
+    mkdir -p "$(dirname "$dest")"
+    local tmp
+    tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/lis-make-rootfs.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+    echo "make-rootfs: mmdebstrap --mode=unshare bookworm from $mirror, rootless (a few minutes)"
+    if ! mmdebstrap --mode=unshare --variant=minbase --include="$pkgs" \
+            --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+            --dpkgopt='path-exclude=/usr/share/info/*' \
+            --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin; mkdir -p "$1/testbed"' \
+            --customize-hook='find "$1/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name "en*" ! -name locale.alias -exec rm -rf {} +' \
+            --customize-hook='printf "[global]\nbreak-system-packages = true\nroot-user-action = ignore\n" > "$1/etc/pip.conf"; echo "lis-agent (bookworm)" > "$1/etc/lis-image"' \
+            bookworm "$tmp/root.tar" "$mirror" 2>&1 | tee "$tmp/mmdebstrap.log" | sed -u 's/^/  /' >&2; then
+        echo "make-rootfs: mmdebstrap failed (see above)" >&2
+        exit 1
+    fi
+    zstd -q -T0 -10 "$tmp/root.tar" -o "$dest.tmp" -f
+    mv "$dest.tmp" "$dest"
+    echo "make-rootfs: $dest: $(du -h "$dest" | cut -f1) compressed"
+}
+
 if [ "$(id -u)" -ne 0 ]; then
+    if [ ! -r "$out" ] && [ "$out" = /var/cache/lis/lis-agent.tar.zst ]; then
+        out=${XDG_CACHE_HOME:-$HOME/.cache}/lis/lis-agent.tar.zst
+    fi
     if [ -r "$out" ]; then
         [ "$import" -eq 1 ] && do_import
         exit 0
     fi
-    echo "make-rootfs: building the image needs root once (debootstrap). Run:"
+    if command -v mmdebstrap >/dev/null && command -v newuidmap >/dev/null &&
+       command -v zstd >/dev/null && grep -qE "^($(id -un)|$(id -u)):" /etc/subuid 2>/dev/null; then
+        build_rootless "$out"
+        [ "$import" -eq 1 ] && do_import
+        exit 0
+    fi
+    echo "make-rootfs: building the image rootless needs mmdebstrap, uidmap and a /etc/subuid"
+    echo "range for $(id -un); without them it needs root once (debootstrap). Run:"
     echo "  sudo $PWD/scripts/make-rootfs.sh${out:+ --out $out}"
     echo "then, as yourself: $0${out:+ --out $out}   (or it is imported for you by sudo)"
     exit 1
@@ -62,8 +105,6 @@ if [ -e /usr/share/debootstrap/scripts/noble ] && [ -e /usr/share/keyrings/ubunt
    curl -sfI --max-time 5 "$umirror/dists/noble/Release" >/dev/null 2>&1; then
     suite=noble mirror=$umirror components=main,universe
 fi
-pkgs="python3,python3-pip,python3-numpy,python3-sympy,python3-scipy,python3-matplotlib,python3-mpmath,ipython3,python3-chardet,git,curl,wget,build-essential,ca-certificates"
-
 work=$(mktemp -d /var/tmp/lis-make-rootfs.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 root=$work/root
