@@ -364,7 +364,10 @@ int lis_rootfs_gc(const char *data_dir, const char *const *keep, int *removed,
     while (d && (e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
-        rf_rm_tree_at(dfd, e->d_name);
+        char leftover[PATH_MAX + 256];
+        snprintf(leftover, sizeof leftover, "%s/%s", dir, e->d_name);
+        if (rf_rm_tree_at(dfd, e->d_name) < 0)
+            rf_rm_tree(leftover); /* retries inside the mapped namespace */
     }
     if (d)
         closedir(d);

@@ -125,6 +125,7 @@ struct rf_extract {
     int track;
     uint64_t files, bytes, skipped;
     char *buf;
+    int keep_owner; /* chown entries to the archive's ids (in a mapped namespace) */
 };
 
 static mode_t read_umask(void)
@@ -326,10 +327,37 @@ static const char *split(const char *path, char *dir, size_t len)
 
 static int remove_existing(rf_extract *x, int pfd, const char *leaf)
 {
+    /* pfd may be the cached parent that uncache() closes: keep a copy */
+    int fd = dup(pfd);
     uncache(x);
-    if (rf_rm_tree_at(pfd, leaf) < 0 && errno != ENOENT)
+    int rc = fd < 0 ? -1 : rf_rm_tree_at(fd, leaf);
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    errno = e;
+    if (rc < 0 && errno != ENOENT)
         return -1;
     return 0;
+}
+
+void rf_extract_keep_owner(rf_extract *x, int on)
+{
+    x->keep_owner = on;
+}
+
+/* The archive's owner, where the namespace maps it (ids 0-65535). Before any
+ * chmod: chown clears set-id bits. */
+static void own(const rf_extract *x, int dfd, const char *leaf, struct archive_entry *e, int fd)
+{
+    if (!x->keep_owner)
+        return;
+    la_int64_t uid = archive_entry_uid(e), gid = archive_entry_gid(e);
+    if (uid < 0 || uid > 65535 || gid < 0 || gid > 65535)
+        return;
+    if (fd >= 0)
+        (void)!fchown(fd, (uid_t)uid, (gid_t)gid);
+    else
+        (void)!fchownat(dfd, leaf, (uid_t)uid, (gid_t)gid, AT_SYMLINK_NOFOLLOW);
 }
 
 static void set_times(int dfd, const char *leaf, struct archive_entry *e, int nofollow, int fd)
@@ -581,6 +609,7 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
                 fchmodat(pfd, leaf, 0700, 0);
             }
         }
+        own(x, pfd, leaf, e, -1);
         if (record_dir(x, path, e) < 0)
             return rf_fail(err, ENOMEM, "out of memory");
         return 0;
@@ -606,6 +635,8 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
         if (fd < 0)
             return rf_fail(err, errno, "cannot create '%s': %s", path, strerror(errno));
         int rc = write_data(x, a, fd, path, archive_entry_size(e), err);
+        if (rc == 0)
+            own(x, pfd, leaf, e, fd);
         if (rc == 0 && ((mode & 07000) || (mode & x->umask)))
             fchmod(fd, mode);
         if (rc == 0)
@@ -630,6 +661,7 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
                 return rf_fail(err, errno, "cannot create symlink '%s': %s", path,
                                strerror(errno));
         }
+        own(x, pfd, leaf, e, -1);
         set_times(pfd, leaf, e, 1, -1);
         return 0;
     }
@@ -641,6 +673,7 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
                 return rf_fail(err, errno, "cannot create fifo '%s': %s", path,
                                strerror(errno));
         }
+        own(x, pfd, leaf, e, -1);
         set_times(pfd, leaf, e, 1, -1);
         return 0;
     }

@@ -71,6 +71,8 @@ int rf_extract_layer(rf_extract *x, struct archive *a, int whiteouts, const char
 int rf_extract_finish(rf_extract *x, lis_error *err);
 void rf_extract_stats(const rf_extract *x, uint64_t *files, uint64_t *bytes, uint64_t *skipped);
 void rf_extract_free(rf_extract *x);
+/* Keep the archive's owners (only meaningful as root of a mapped namespace). */
+void rf_extract_keep_owner(rf_extract *x, int on);
 
 /* ---- reading archives with hashing and progress (extract.c) --------------- */
 

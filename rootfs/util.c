@@ -160,7 +160,15 @@ int rf_rm_tree_at(int pdfd, const char *name)
 
 int rf_rm_tree(const char *path)
 {
-    return rf_rm_tree_at(AT_FDCWD, path);
+    if (rf_rm_tree_at(AT_FDCWD, path) == 0)
+        return 0;
+    struct stat st;
+    if (lstat(path, &st) < 0 && errno == ENOENT)
+        return 0;
+    /* an image extracted with its ownership holds files of subordinate ids
+     * that only root of the mapped namespace may remove */
+    lis_error err;
+    return lis_host_rmtree(path, &err);
 }
 
 static uint64_t tree_size_at(int dfd)

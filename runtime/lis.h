@@ -255,6 +255,16 @@ int lis_file_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size,
 int lis_copy_in(lis_sandbox *sb, const char *host_src, const char *path, lis_error *err);
 int lis_copy_out(lis_sandbox *sb, const char *path, const char *host_dst, lis_error *err);
 
+/* Runs fn in a child process that is root of a user namespace mapping the
+ * caller's uid and its 65535 subordinate ids (as root: ids 0-65535), so it can
+ * chown files to those ids (e.g. extracting an image with its ownership).
+ * result (result_len bytes) is shared with the child. Returns fn's result;
+ * -1 with err->code ENOTSUP when the caller has no subordinate range. */
+int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *err), void *arg,
+                   void *result, size_t result_len, lis_error *err);
+/* rm -rf on the host; trees holding files of subordinate ids are removed
+ * inside the mapped user namespace. */
+int lis_host_rmtree(const char *path, lis_error *err);
 /* mkdir -p on the host (for exporting results next to the caller). */
 int lis_host_mkdir_p(const char *path, unsigned mode, lis_error *err);
 

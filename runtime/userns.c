@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <linux/sched.h>
 #include <sys/syscall.h>
@@ -265,9 +266,72 @@ int lis_rmtree(lis_ctx *ctx, const char *path, int full_map, lis_error *err)
     int rc = rmtree_here(path);
     if (rc == 0)
         return 0;
+    /* EACCES/EPERM deep inside come back as ENOTEMPTY of a parent: any failure
+     * is worth one try as root of the mapped namespace */
     lis_error ignore;
-    if (full_map && lis_ctx_prepare_spawn(ctx, &ignore) == 0 && ctx->newuidmap[0] &&
-        ctx->subuid.count && (rc == -EACCES || rc == -EPERM))
+    if (full_map && lis_ctx_prepare_spawn(ctx, &ignore) == 0 &&
+        (ctx->uid == 0 || (ctx->newuidmap[0] && ctx->subuid.count)))
         return rmtree_mapped(ctx, path, err);
     return lis_fail(err, -rc, "removing %s: %s", path, strerror(-rc));
+}
+
+int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *err), void *arg,
+                   void *result, size_t result_len, lis_error *err)
+{
+    if (lis_ctx_prepare_spawn(ctx, err) < 0)
+        return -1;
+    if (ctx->uid != 0 && !(ctx->newuidmap[0] && ctx->subuid.count && ctx->subgid.count))
+        return lis_fail(err, ENOTSUP, "uid %u has no subordinate id range (newuidmap and "
+                        "/etc/subuid, /etc/subgid)", (unsigned)ctx->uid);
+    int holder = lis_holder_userns(ctx, err);
+    if (holder < 0)
+        return -1;
+    struct shared {
+        int rc;
+        lis_error err;
+    } *sh;
+    size_t len = sizeof *sh + result_len;
+    sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED)
+        return lis_fail(err, errno, "mmap: %s", strerror(errno));
+    sh->rc = -1;
+    lis_fail(&sh->err, EIO, "the mapped child died");
+    if (result_len)
+        memcpy(sh + 1, result, result_len);
+    pid_t pid = quiet_fork();
+    if (pid < 0) {
+        munmap(sh, len);
+        return lis_fail(err, errno, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        if (setns(holder, CLONE_NEWUSER) < 0) {
+            lis_fail(&sh->err, errno, "entering the mapped user namespace: %s", strerror(errno));
+            _exit(1);
+        }
+        memset(&sh->err, 0, sizeof sh->err);
+        sh->rc = fn(arg, result_len ? (void *)(sh + 1) : NULL, &sh->err);
+        _exit(0);
+    }
+    reap(pid, NULL);
+    int rc = sh->rc;
+    if (rc < 0 && err)
+        *err = sh->err;
+    if (result_len)
+        memcpy(result, sh + 1, result_len);
+    munmap(sh, len);
+    return rc;
+}
+
+int lis_host_rmtree(const char *path, lis_error *err)
+{
+    int rc = rmtree_here(path);
+    if (rc == 0)
+        return 0;
+    /* files of subordinate ids: remove them as root of the mapped namespace */
+    lis_ctx *ctx = lis_ctx_new(NULL, err);
+    if (!ctx)
+        return -1;
+    int r = lis_rmtree(ctx, path, 1, err);
+    lis_ctx_free(ctx);
+    return r;
 }

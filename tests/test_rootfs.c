@@ -281,6 +281,62 @@ Test(rootfs, import_keeps_modes_links_fifos_skips_devices)
     lis_ctx_free(ctx);
 }
 
+/* With a subordinate id range the image keeps its owners: inside a sandbox
+ * with the full map they are the archive's ids again. */
+Test(rootfs, import_keeps_ownership_with_a_subuid_range)
+{
+    lis_ctx *ctx = t_ctx();
+    const char *dd = lis_ctx_data_dir(ctx);
+    char tgz[1024];
+    snprintf(tgz, sizeof tgz, "%s/owned.tar.gz", t_tmpdir());
+    int code;
+    /* bin owned by 0, srv and home by 100:200, and srv/f a second time (the
+     * later entry replaces the earlier one, as tar does) */
+    char *o = t_host(&code, "cd %s && mkdir -p own/srv own/home/u && echo x > own/srv/f && "
+                            "echo y > own/home/u/g && cp -a %s/bin own/ && "
+                            "tar --numeric-owner --owner=0 --group=0 -cf base.tar -C own bin && "
+                            "tar --numeric-owner --owner=100 --group=200 -rf base.tar -C own srv home && "
+                            "echo z > own/srv/f && "
+                            "tar --numeric-owner --owner=100 --group=200 -rf base.tar -C own srv/f && "
+                            "gzip -c base.tar > %s",
+                     t_tmpdir(), t_busybox(), tgz);
+    cr_assert_eq(code, 0, "%s", o);
+    free(o);
+    lis_rootfs_result r;
+    import_ok(ctx, tgz, "owned:1", &r);
+    char dir[1024];
+    lis_error err = {0};
+    cr_assert_eq(lis_store_resolve(dd, "owned:1", dir, sizeof dir, &err), 0, "%s", err.msg);
+    char f[1200];
+    snprintf(f, sizeof f, "%s/srv/f", dir);
+    struct stat st;
+    cr_assert_eq(lstat(f, &st), 0);
+    char *sub = t_host(&code, "grep -E \"^($(id -un)|$(id -u)):\" /etc/subuid | head -n1 | cut -d: -f2");
+    long start = atol(sub);
+    free(sub);
+    if (start > 0 && getuid() != 0) {
+        /* inside id 100 is the 100th subordinate id */
+        cr_assert_eq((long)st.st_uid, start + 99, "owner %u", (unsigned)st.st_uid);
+        lis_sandbox_spec spec = {.rootfs = dir, .upper = LIS_UPPER_TMPFS};
+        lis_sandbox *sb;
+        cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "%s", err.msg);
+        lis_result res;
+        t_sh(sb, "stat -c %u:%g /srv/f /home/u/g /bin; cat /srv/f", &res);
+        cr_assert_str_eq(res.out.data, "100:200\n100:200\n0:0\nz\n");
+        lis_result_free(&res);
+        lis_sandbox_destroy(sb, &err);
+    } else if (getuid() != 0) {
+        cr_assert_eq(st.st_uid, getuid(), "without a range every file is the caller's");
+    }
+    /* and the whole image goes away again, subordinate-owned files included */
+    int gone = 0;
+    cr_assert_eq(lis_rootfs_rm(dd, "owned:1", &gone, &err), 0, "%s", err.msg);
+    cr_assert_eq(gone, 1);
+    cr_assert_eq(nblobs(ctx), 0);
+    cr_assert_eq(ntmp(ctx), 0);
+    lis_ctx_free(ctx);
+}
+
 Test(rootfs, import_keeps_mtimes)
 {
     t_busybox();
