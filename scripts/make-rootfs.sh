@@ -51,9 +51,9 @@ build_rootless() {
     mirror=$(apt_mirror)
     mirror=${mirror:-http://deb.debian.org/debian}
     mkdir -p "$(dirname "$dest")"
-    local tmp
+    # global, not local: the EXIT trap runs after the function has returned
     tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/lis-make-rootfs.XXXXXX")
-    trap 'rm -rf "$tmp"' EXIT
+    trap 'rm -rf "${tmp:-}"' EXIT
     echo "make-rootfs: mmdebstrap --mode=unshare bookworm from $mirror, rootless (a few minutes)"
     if ! mmdebstrap --mode=unshare --variant=minbase --include="$pkgs" \
             --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
