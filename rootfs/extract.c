@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 /* ---- a small string -> int hash map ---------------------------------------- */
@@ -360,6 +361,21 @@ static void own(const rf_extract *x, int dfd, const char *leaf, struct archive_e
         (void)!fchownat(dfd, leaf, (uid_t)uid, (gid_t)gid, AT_SYMLINK_NOFOLLOW);
 }
 
+/* Extended attributes where the kernel lets us set them: user.* always;
+ * security.capability and trusted.* only as root of the mapped namespace.
+ * The rest is silently left out, as tar does without privileges. */
+static void set_xattrs(int fd, struct archive_entry *e)
+{
+    const char *name;
+    const void *value;
+    size_t size;
+    if (archive_entry_xattr_reset(e) == 0)
+        return;
+    while (archive_entry_xattr_next(e, &name, &value, &size) == ARCHIVE_OK)
+        if (name && strncmp(name, "system.", 7) != 0)
+            (void)!fsetxattr(fd, name, value, size, 0);
+}
+
 static void set_times(int dfd, const char *leaf, struct archive_entry *e, int nofollow, int fd)
 {
     struct timespec ts[2];
@@ -610,6 +626,13 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
             }
         }
         own(x, pfd, leaf, e, -1);
+        if (archive_entry_xattr_count(e) > 0) {
+            int dfd = openat(pfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (dfd >= 0) {
+                set_xattrs(dfd, e);
+                close(dfd);
+            }
+        }
         if (record_dir(x, path, e) < 0)
             return rf_fail(err, ENOMEM, "out of memory");
         return 0;
@@ -639,6 +662,8 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
             own(x, pfd, leaf, e, fd);
         if (rc == 0 && ((mode & 07000) || (mode & x->umask)))
             fchmod(fd, mode);
+        if (rc == 0)
+            set_xattrs(fd, e); /* after chown, which drops security.capability */
         if (rc == 0)
             set_times(pfd, leaf, e, 0, fd);
         close(fd);

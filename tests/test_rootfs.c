@@ -15,6 +15,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -334,6 +335,33 @@ Test(rootfs, import_keeps_ownership_with_a_subuid_range)
     cr_assert_eq(gone, 1);
     cr_assert_eq(nblobs(ctx), 0);
     cr_assert_eq(ntmp(ctx), 0);
+    lis_ctx_free(ctx);
+}
+
+Test(rootfs, import_keeps_user_xattrs)
+{
+    lis_ctx *ctx = t_ctx();
+    char tarp[1024];
+    snprintf(tarp, sizeof tarp, "%s/x.tar", t_tmpdir());
+    int code;
+    char *o = t_host(&code, "cd %s && mkdir -p xa/d && echo data > xa/d/f && "
+                            "python3 -c 'import os; os.setxattr(\"xa/d/f\", \"user.lis.note\", b\"kept\"); "
+                            "os.setxattr(\"xa/d\", \"user.lis.dir\", b\"too\")' && "
+                            "tar --xattrs --xattrs-include='user.*' -cf %s -C xa . 2>&1",
+                     t_tmpdir(), tarp);
+    if (code != 0)
+        cr_skip_test("this file system keeps no user xattrs: %s", o);
+    free(o);
+    lis_rootfs_result r;
+    import_ok(ctx, tarp, "xattrs:1", &r);
+    char dir[1024], p[1200], v[64] = "";
+    lis_error err = {0};
+    cr_assert_eq(lis_store_resolve(lis_ctx_data_dir(ctx), "xattrs:1", dir, sizeof dir, &err), 0);
+    snprintf(p, sizeof p, "%s/d/f", dir);
+    cr_assert_eq(getxattr(p, "user.lis.note", v, sizeof v), 4, "xattr lost");
+    cr_assert_eq(memcmp(v, "kept", 4), 0);
+    snprintf(p, sizeof p, "%s/d", dir);
+    cr_assert_eq(getxattr(p, "user.lis.dir", v, sizeof v), 3, "directory xattr lost");
     lis_ctx_free(ctx);
 }
 
