@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -776,5 +777,58 @@ Test(rootfs_pull, pull_run_dedupe_multiplatform_and_bad_digest, .timeout = 240)
     registry_stop(&reg);
     free(oci);
     free(multi);
+    lis_ctx_free(ctx);
+}
+
+/* Anonymous bearer-token auth: the registry behind a front that challenges
+ * every request and hands out a token per repository scope. */
+Test(rootfs_pull, pull_with_anonymous_bearer_token, .timeout = 180)
+{
+    t_busybox();
+    lis_ctx *ctx = t_ctx();
+    registry reg = {0};
+    registry_start(&reg);
+    char *oci = fixture("oci");
+    char src[700], ref[200], script[700];
+    snprintf(src, sizeof src, "%s:latest", oci);
+    push(&reg, src, "lis/private:1", 0);
+    int pp[2];
+    cr_assert_eq(pipe(pp), 0);
+    snprintf(script, sizeof script, "%s/rootfs-authproxy.py", t_src_dir());
+    pid_t front = fork();
+    if (front == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        char logp[700];
+        snprintf(logp, sizeof logp, "%s/authproxy.log", t_tmpdir());
+        int log = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(log, 2);
+        dup2(pp[1], 1);
+        close(pp[0]);
+        char up[16];
+        snprintf(up, sizeof up, "%d", reg.port);
+        execlp("python3", "python3", script, up, (char *)NULL);
+        _exit(127);
+    }
+    close(pp[1]);
+    char buf[32] = "";
+    ssize_t n = read(pp[0], buf, sizeof buf - 1);
+    close(pp[0]);
+    cr_assert(n > 0, "the auth front did not start");
+    int port = atoi(buf);
+    snprintf(ref, sizeof ref, "127.0.0.1:%d/lis/private:1", port);
+    lis_rootfs_result r;
+    lis_error err = {0};
+    cr_assert_eq(lis_rootfs_pull(lis_ctx_data_dir(ctx), ref, NULL, &r, &err), 0, "pull %s: %s",
+                 ref, err.msg);
+    check_layered(ctx, ref);
+    int code;
+    char *stats = t_host(&code, "curl -sf --noproxy '*' http://127.0.0.1:%d/stats", port);
+    cr_assert(strstr(stats, "\"tokens\": 1") || strstr(stats, "\"tokens\": 2"), "%s", stats);
+    cr_assert(!strstr(stats, "\"forwarded\": 0"), "%s", stats);
+    free(stats);
+    kill(front, SIGKILL);
+    waitpid(front, NULL, 0);
+    registry_stop(&reg);
+    free(oci);
     lis_ctx_free(ctx);
 }
