@@ -60,6 +60,7 @@ build_rootless() {
             --dpkgopt='path-exclude=/usr/share/info/*' \
             --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin; mkdir -p "$1/testbed"' \
             --customize-hook='find "$1/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name "en*" ! -name locale.alias -exec rm -rf {} +' \
+            --customize-hook='find "$1/usr/lib/python3/dist-packages" -depth -type d -name tests -exec rm -rf {} +' \
             --customize-hook='printf "[global]\nbreak-system-packages = true\nroot-user-action = ignore\n" > "$1/etc/pip.conf"; echo "lis-agent (bookworm)" > "$1/etc/lis-image"' \
             bookworm "$tmp/root.tar" "$mirror" 2>&1 | tee "$tmp/mmdebstrap.log" | sed -u 's/^/  /' >&2; then
         echo "make-rootfs: mmdebstrap failed (see above)" >&2
@@ -121,6 +122,8 @@ rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* \
        "$root"/var/log/*.log "$root"/var/cache/debconf/*-old
 find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name 'en*' ! -name locale.alias \
      -exec rm -rf {} + 2>/dev/null || true
+# the Python packages' own test suites (sympy's alone is ~100 MB): nothing imports them
+find "$root/usr/lib/python3/dist-packages" -depth -type d -name tests -exec rm -rf {} + 2>/dev/null || true
 mkdir -p "$root/testbed"
 # the agent's defaults inside: python/pip without warnings about the system install
 printf '[global]\nbreak-system-packages = true\nroot-user-action = ignore\n' > "$root/etc/pip.conf"
