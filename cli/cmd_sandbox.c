@@ -216,6 +216,19 @@ static int fill_spec(lis_ctx *ctx, opts *o, lis_sandbox_spec *spec, char *imgdir
     return 0;
 }
 
+/* A context and the spec of the options; NULL with the exit code in *rc. */
+static lis_ctx *ctx_and_spec(opts *o, lis_sandbox_spec *spec, char *img, size_t len, int *rc)
+{
+    lis_ctx *ctx = open_ctx();
+    *rc = CLI_EXIT_LIS;
+    if (ctx && fill_spec(ctx, o, spec, img, len) < 0) {
+        lis_ctx_free(ctx);
+        *rc = 2;
+        return NULL;
+    }
+    return ctx;
+}
+
 /* ---- running a command with the terminal or our own stdio ---- */
 
 static struct termios saved_tio;
@@ -359,15 +372,12 @@ static int sb_run(int argc, char **argv)
         cli_error("sandbox run: no command given\n%s", run_usage);
         return 2;
     }
-    lis_ctx *ctx = open_ctx();
-    if (!ctx)
-        return CLI_EXIT_LIS;
     char img[PATH_MAX];
     lis_sandbox_spec spec;
-    if (fill_spec(ctx, &o, &spec, img, sizeof img) < 0) {
-        lis_ctx_free(ctx);
-        return 2;
-    }
+    int rc;
+    lis_ctx *ctx = ctx_and_spec(&o, &spec, img, sizeof img, &rc);
+    if (!ctx)
+        return rc;
     spec.upper = o.disk ? LIS_UPPER_DISK : LIS_UPPER_TMPFS;
     lis_error err = {0};
     lis_sandbox *sb;
@@ -513,19 +523,16 @@ static int sb_create(int argc, char **argv)
         cli_error("sandbox create: unexpected argument '%s'\n%s", argv[first], create_usage);
         return 2;
     }
-    lis_ctx *ctx = open_ctx();
-    if (!ctx)
-        return CLI_EXIT_LIS;
     char img[PATH_MAX];
     lis_sandbox_spec spec;
-    if (fill_spec(ctx, &o, &spec, img, sizeof img) < 0) {
-        lis_ctx_free(ctx);
-        return 2;
-    }
+    int rc;
+    lis_ctx *ctx = ctx_and_spec(&o, &spec, img, sizeof img, &rc);
+    if (!ctx)
+        return rc;
     spec.persist = 1;
     spec.upper = LIS_UPPER_DISK;
     lis_error err = {0};
-    int rc = 0;
+    rc = 0;
     char prefix[64], got[80];
     unsigned spares = 0;
     int claimed = 0;

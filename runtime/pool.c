@@ -50,6 +50,18 @@ static void free_list(char **v)
     free(v);
 }
 
+/* Frees the pool and its copies of the spec. */
+static void free_copies(lis_pool *p)
+{
+    free(p->ready);
+    free(p->binds);
+    free_strs(p->strs, 2 * p->spec.nbinds);
+    free_list(p->env);
+    free(p->rootfs);
+    free(p->hostname);
+    free(p);
+}
+
 static void *refill(void *arg)
 {
     lis_pool *p = arg;
@@ -121,13 +133,7 @@ lis_pool *lis_pool_new(lis_ctx *ctx, const lis_sandbox_spec *spec, unsigned size
     if (!p->ready || !p->strs || (spec->rootfs && !p->rootfs) ||
         pthread_create(&p->thread, NULL, refill, p) != 0) {
         lis_fail(err, ENOMEM, "starting the pool failed");
-        free(p->ready);
-        free(p->binds);
-        free_strs(p->strs, 2 * p->spec.nbinds);
-        free_list(p->env);
-        free(p->rootfs);
-        free(p->hostname);
-        free(p);
+        free_copies(p);
         return NULL;
     }
     return p;
@@ -177,11 +183,5 @@ void lis_pool_free(lis_pool *p)
     pthread_cond_destroy(&p->need);
     pthread_cond_destroy(&p->have);
     pthread_mutex_destroy(&p->mu);
-    free(p->ready);
-    free(p->binds);
-    free_strs(p->strs, 2 * p->spec.nbinds);
-    free_list(p->env);
-    free(p->rootfs);
-    free(p->hostname);
-    free(p);
+    free_copies(p);
 }

@@ -309,15 +309,6 @@ static void ns_of(pid_t pid, char *out, size_t len)
     out[n > 0 ? n : 0] = 0;
 }
 
-static int procs_in_ns(const char *ns)
-{
-    int code;
-    char *out = t_host(&code, "for p in /proc/[0-9]*; do [ \"$(readlink $p/ns/pid 2>/dev/null)\" = "
-                              "'%s' ] && echo $p; done | wc -l", ns);
-    int n = atoi(out);
-    free(out);
-    return n;
-}
 
 Test(persist, killed_client_and_killed_init_leave_nothing, .timeout = 90)
 {
@@ -368,9 +359,9 @@ Test(persist, killed_client_and_killed_init_leave_nothing, .timeout = 90)
     out = lis(&code, "sandbox exec k1 -- sh -c 'sleep 1000 >/dev/null 2>&1 &'");
     free(out);
     cr_assert_eq(kill(pid1, SIGKILL), 0);
-    for (int i = 0; i < 100 && procs_in_ns(ns) > 0; i++)
+    for (int i = 0; i < 100 && t_procs_in_ns(ns) > 0; i++)
         usleep(50000);
-    cr_assert_eq(procs_in_ns(ns), 0);
+    cr_assert_eq(t_procs_in_ns(ns), 0);
     out = lis(&code, "sandbox ls");
     cr_assert(strstr(out, "dead"), "%s", out);
     free(out);

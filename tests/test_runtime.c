@@ -346,16 +346,6 @@ Test(runtime, sixty_four_sandboxes_at_once, .timeout = 240)
     lis_ctx_free(ctx);
 }
 
-/* Counts host processes in the pid namespace whose inode is ns. */
-static int procs_in_ns(const char *ns)
-{
-    int code;
-    char *out = t_host(&code, "for p in /proc/[0-9]*; do [ \"$(readlink $p/ns/pid 2>/dev/null)\" = "
-                              "'%s' ] && echo $p; done | wc -l", ns);
-    int n = atoi(out);
-    free(out);
-    return n;
-}
 
 Test(runtime, owner_killed_takes_the_sandbox_along, .timeout = 60)
 {
@@ -390,16 +380,16 @@ Test(runtime, owner_killed_takes_the_sandbox_along, .timeout = 60)
     ssize_t n = readlink(path, ns, sizeof ns - 1);
     cr_assert(n > 0);
     ns[n] = 0;
-    cr_assert(procs_in_ns(ns) >= 3, "PID 1, a session and sleep expected");
+    cr_assert(t_procs_in_ns(ns) >= 3, "PID 1, a session and sleep expected");
     int pidfd = (int)syscall(SYS_pidfd_open, pid1, 0);
     cr_assert(pidfd >= 0);
     kill(owner, SIGKILL);
     waitpid(owner, NULL, 0);
     struct pollfd pf = {.fd = pidfd, .events = POLLIN};
     cr_assert_eq(poll(&pf, 1, 10000), 1, "sandbox PID 1 outlived its owner");
-    for (int i = 0; i < 100 && procs_in_ns(ns) > 0; i++)
+    for (int i = 0; i < 100 && t_procs_in_ns(ns) > 0; i++)
         usleep(50000);
-    cr_assert_eq(procs_in_ns(ns), 0, "processes left behind");
+    cr_assert_eq(t_procs_in_ns(ns), 0, "processes left behind");
     /* no mount of it is visible anywhere on the host */
     int code;
     char *m = t_host(&code, "grep -c '%s' /proc/self/mountinfo", owner_tmp);

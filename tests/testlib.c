@@ -120,3 +120,13 @@ long t_rss_kib(void)
         fclose(f);
     return v;
 }
+
+int t_procs_in_ns(const char *ns)
+{
+    int code;
+    char *out = t_host(&code, "for p in /proc/[0-9]*; do [ \"$(readlink $p/ns/pid 2>/dev/null)\" = "
+                              "'%s' ] && echo $p; done | wc -l", ns);
+    int n = atoi(out);
+    free(out);
+    return n;
+}

@@ -24,6 +24,8 @@ lis_sandbox *t_sandbox(lis_ctx *ctx, const char *rootfs);
 void t_sh(lis_sandbox *sb, const char *cmd, lis_result *r);
 /* Runs a host shell command, returns its stdout (malloc'ed) and exit code. */
 char *t_host(int *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* How many host processes live in the pid namespace whose link text is ns. */
+int t_procs_in_ns(const char *ns);
 /* Current resident set size of this process in KiB. */
 long t_rss_kib(void);
 
