@@ -184,33 +184,6 @@ static char *build_payload(const char *cwd, const char *const *argv, char **env,
     return buf;
 }
 
-/* Merges the sandbox env with the command's (command wins). */
-static char **merged_env(char **base, const char *const *extra)
-{
-    size_t nb = 0, ne = 0;
-    while (base && base[nb])
-        nb++;
-    while (extra && extra[ne])
-        ne++;
-    char **out = calloc(nb + ne + 1, sizeof *out);
-    if (!out)
-        return NULL;
-    size_t n = 0;
-    for (size_t i = 0; i < nb; i++) {
-        const char *eq = strchr(base[i], '=');
-        size_t k = eq ? (size_t)(eq - base[i]) + 1 : strlen(base[i]);
-        int overridden = 0;
-        for (size_t j = 0; j < ne && !overridden; j++)
-            overridden = strncmp(extra[j], base[i], k) == 0;
-        if (!overridden)
-            out[n++] = base[i];
-    }
-    for (size_t j = 0; j < ne; j++)
-        if (strchr(extra[j], '='))
-            out[n++] = (char *)extra[j];
-    return out;
-}
-
 static int watch(int epfd, int fd, uint32_t ev)
 {
     struct epoll_event e = {.events = ev, .data.fd = fd};
@@ -360,7 +333,7 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
             h.flags |= i ? LIS_REQ_HAVE_STDERR : LIS_REQ_HAVE_STDOUT;
         }
     }
-    env = merged_env(sb->env, spec->env);
+    env = lis_env_merge((const char *const *)sb->env, spec->env); /* command wins */
     size_t len;
     uint32_t argc, envc;
     payload = env ? build_payload(spec->cwd ? spec->cwd : "/", argv, env, &len, &argc, &envc)
@@ -415,7 +388,7 @@ out:
     for (int i = 0; i < 3; i++)
         if (child_ends[i] >= 0)
             close(child_ends[i]);
-    free(env);
+    lis_env_free(env);
     free(payload);
     if (rc < 0) {
         proc_free(p);

@@ -108,6 +108,8 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid, int *pidfd,
               int *life_fd, lis_error *err);
 
 /* sandbox.c */
+char **lis_env_merge(const char *const *base, const char *const *extra);
+void lis_env_free(char **env);
 int lis_sandbox_root_fd(lis_sandbox *sb, lis_error *err);
 int lis_sandbox_connect(lis_sandbox *sb, lis_error *err);
 

@@ -59,7 +59,8 @@ static unsigned long long start_time(pid_t pid)
     return v;
 }
 
-static char **env_merge(const char *const *base, const char *const *extra)
+/* K=V lists: extra replaces base key by key; everything copied. */
+char **lis_env_merge(const char *const *base, const char *const *extra)
 {
     size_t nb = 0, ne = 0;
     while (base && base[nb])
@@ -92,7 +93,7 @@ static char **env_merge(const char *const *base, const char *const *extra)
     return out;
 }
 
-static void env_free(char **env)
+void lis_env_free(char **env)
 {
     for (size_t i = 0; env && env[i]; i++)
         free(env[i]);
@@ -111,7 +112,7 @@ static void sandbox_free(lis_sandbox *sb)
         close(sb->root_fd);
     lis_proxy_detach(sb);
     lis_cg_free(sb->cg);
-    env_free(sb->env);
+    lis_env_free(sb->env);
     free(sb);
 }
 
@@ -268,7 +269,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
          pe && *pe && nb < 31; pe++)
         base[nb++] = *pe; /* http_proxy & co.; spec->env may override them */
     base[nb] = NULL;
-    sb->env = env_merge(base, spec->env);
+    sb->env = lis_env_merge(base, spec->env);
     if (!sb->env) {
         sandbox_free(sb);
         return lis_fail(err, ENOMEM, "out of memory");
