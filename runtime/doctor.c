@@ -225,8 +225,8 @@ size_t lis_doctor(lis_ctx *ctx, lis_check *c, size_t max)
 
     int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
     add(c, &n, max, "/dev/net/tun", tun >= 0 ? LIS_CHECK_OK : LIS_CHECK_WARN,
-        "only needed for --net pasta; the default proxy mode does not need it",
-        tun >= 0 ? "usable (pasta possible)" : "not usable by this user (pasta/slirp impossible)");
+        "lis does not need it: --net proxy gives sandboxes HTTP(S) without a tun device",
+        tun >= 0 ? "usable by this user" : "not usable by this user (pasta/slirp4netns could not run)");
     if (tun >= 0)
         close(tun);
 
