@@ -9,6 +9,7 @@ hands out an anonymous token per scope on /token, and forwards authorised GET
 and HEAD requests to the registry on 127.0.0.1:UPSTREAM_PORT. /stats says how
 many tokens were issued and how many requests were refused."""
 import http.client
+import os
 import http.server
 import json
 import sys
@@ -74,5 +75,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-print(server.server_address[1], flush=True)
+# one write, then stdout is done: the test closes its end after reading the line
+os.write(1, b"%d\n" % server.server_address[1])
+os.close(1)
 server.serve_forever()
