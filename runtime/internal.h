@@ -109,6 +109,8 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid, int *pidfd,
 
 /* sandbox.c */
 char **lis_env_merge(const char *const *base, const char *const *extra);
+/* The holder namespace of a live full-map sandbox of ours, or -1. */
+int lis_find_holder(lis_ctx *ctx);
 void lis_env_free(char **env);
 int lis_sandbox_root_fd(lis_sandbox *sb, lis_error *err);
 int lis_sandbox_connect(lis_sandbox *sb, lis_error *err);

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <stdio.h>
@@ -735,4 +737,46 @@ int lis_sandbox_rename(lis_ctx *ctx, const char *old_name, const char *new_name,
     int rc = write_meta(sb, err);
     sandbox_free(sb);
     return rc;
+}
+
+/* The holder user namespace another lis process made lives on as the parent
+ * of the user namespace of each full-map sandbox it created: a new process
+ * can reuse it (NS_GET_PARENT) instead of running newuidmap/newgidmap again. */
+int lis_find_holder(lis_ctx *ctx)
+{
+    struct stat self;
+    if (stat("/proc/self/ns/user", &self) < 0)
+        return -1;
+    DIR *d = opendir(ctx->run_dir);
+    struct dirent *e;
+    int found = -1;
+    while (d && found < 0 && (e = readdir(d))) {
+        if (e->d_name[0] == '.' || !lis_valid_name(e->d_name))
+            continue;
+        char dir[PATH_MAX + 80];
+        snprintf(dir, sizeof dir, "%s/%s", ctx->run_dir, e->d_name);
+        cJSON *m = read_meta(dir);
+        pid_t pid;
+        if (m && cJSON_IsTrue(cJSON_GetObjectItem(m, "full_map")) && meta_alive(m, &pid)) {
+            char p[64];
+            snprintf(p, sizeof p, "/proc/%d/ns/user", (int)pid);
+            int fd = open(p, O_RDONLY | O_CLOEXEC);
+            int parent = fd >= 0 ? ioctl(fd, NS_GET_PARENT) : -1;
+            struct stat st;
+            uid_t owner = (uid_t)-1;
+            /* ours, and not our own namespace (a sandbox made without a holder) */
+            if (parent >= 0 && fstat(parent, &st) == 0 &&
+                (st.st_ino != self.st_ino || st.st_dev != self.st_dev) &&
+                ioctl(parent, NS_GET_OWNER_UID, &owner) == 0 && owner == ctx->uid)
+                found = parent;
+            else if (parent >= 0)
+                close(parent);
+            if (fd >= 0)
+                close(fd);
+        }
+        cJSON_Delete(m);
+    }
+    if (d)
+        closedir(d);
+    return found;
 }

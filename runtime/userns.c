@@ -189,6 +189,8 @@ int lis_holder_userns(lis_ctx *ctx, lis_error *err)
     if (lis_ctx_prepare_spawn(ctx, err) < 0)
         return -1;
     pthread_mutex_lock(&ctx->holder_lock);
+    if (ctx->holder_fd < 0 && ctx->uid != 0)
+        ctx->holder_fd = lis_find_holder(ctx);
     if (ctx->holder_fd >= 0) {
         pthread_mutex_unlock(&ctx->holder_lock);
         return ctx->holder_fd;

@@ -470,3 +470,52 @@ Test(persist, cli_pool_claims_a_warm_spare, .timeout = 60)
     cr_assert(!strstr(out, "running"), "%s", out);
     free(out);
 }
+
+/* A second process (here: a second context on the same run dir) reuses the
+ * holder user namespace of a live full-map sandbox instead of making its own
+ * with newuidmap/newgidmap. */
+#include "internal.h"
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
+
+Test(persist, holder_namespace_is_reused_from_a_live_sandbox)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_error err = {0};
+    lis_sandbox_spec spec = {.rootfs = t_busybox(), .persist = 1, .uidmap = LIS_UIDMAP_FULL};
+    lis_sandbox *sb;
+    if (lis_sandbox_create(ctx, &spec, &sb, &err) < 0) {
+        lis_ctx_free(ctx);
+        cr_skip_test("no full uid map here: %s", err.msg);
+    }
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/ns/user", (int)lis_sandbox_pid(sb));
+    int ns = open(p, O_RDONLY | O_CLOEXEC);
+    int parent = ioctl(ns, NS_GET_PARENT);
+    cr_assert(parent >= 0);
+    struct stat want, got;
+    cr_assert_eq(fstat(parent, &want), 0);
+
+    lis_ctx_opts o = {.run_dir = lis_ctx_run_dir(ctx), .data_dir = lis_ctx_data_dir(ctx)};
+    lis_ctx *second = lis_ctx_new(&o, &err);
+    cr_assert(second, "%s", err.msg);
+    int h = lis_holder_userns(second, &err);
+    cr_assert(h >= 0, "%s", err.msg);
+    cr_assert_eq(fstat(h, &got), 0);
+    cr_assert_eq(got.st_ino, want.st_ino, "a new holder was made instead of reusing the live one");
+    /* and sandboxes made through it work, with the full map */
+    lis_sandbox_spec eph = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS,
+                            .uidmap = LIS_UIDMAP_FULL};
+    lis_sandbox *sb2;
+    cr_assert_eq(lis_sandbox_create(second, &eph, &sb2, &err), 0, "%s", err.msg);
+    lis_result r;
+    t_sh(sb2, "touch /tmp/x && chown 123:456 /tmp/x && stat -c %u:%g /tmp/x", &r);
+    cr_assert_str_eq(r.out.data, "123:456\n");
+    lis_result_free(&r);
+    lis_sandbox_destroy(sb2, &err);
+    close(parent);
+    close(ns);
+    lis_ctx_free(second);
+    cr_assert_eq(lis_sandbox_destroy(sb, &err), 0, "%s", err.msg);
+    lis_ctx_free(ctx);
+}
