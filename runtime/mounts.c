@@ -467,22 +467,7 @@ int lis_mount_plan_proxy(const lis_mount_plan *plan, int life)
         close(s);
         return e;
     }
-    struct lis_msg m;
-    memset(&m, 0, sizeof m);
-    m.type = LIS_MSG_PROXY_FD;
-    struct iovec iov = {&m, sizeof m};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = sizeof u.buf};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &s, sizeof s);
-    int rc = sendmsg(life, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : errno;
+    int rc = lis_msg_send(life, LIS_MSG_PROXY_FD, 0, 0, NULL, s) == 0 ? 0 : errno;
     close(s); /* the owner holds it now; nothing in the sandbox does */
     return rc;
 }

@@ -14,7 +14,11 @@
 #ifndef LIS_PROTO_H
 #define LIS_PROTO_H
 
+#include <errno.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #define LIS_PROTO_MAGIC 0x3153494cu /* "LIS1" */
 #define LIS_PAYLOAD_MAX (8u << 20)
@@ -63,5 +67,39 @@ struct lis_msg {
     int64_t b;
     char text[240];
 };
+
+/* Sends one lis_msg (text truncated to fit), with fd attached when fd >= 0.
+ * Allocates nothing, so the clone child and lis-init use it too.
+ * Returns 0, or -1 with errno. */
+static inline int lis_msg_send(int sock, uint32_t type, int32_t a, int64_t b, const char *text,
+                               int fd)
+{
+    struct lis_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = type;
+    m.a = a;
+    m.b = b;
+    if (text)
+        strncpy(m.text, text, sizeof m.text - 1);
+    struct iovec iov = {&m, sizeof m};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (fd >= 0) {
+        mh.msg_control = u.buf;
+        mh.msg_controllen = sizeof u.buf;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+    if (n >= 0 && n != (ssize_t)sizeof m)
+        errno = EIO;
+    return n == (ssize_t)sizeof m ? 0 : -1;
+}
 
 #endif

@@ -482,23 +482,10 @@ int lis_sandbox_connect(lis_sandbox *sb, lis_error *err)
         int sv[2];
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
             return lis_fail(err, errno, "socketpair: %s", strerror(errno));
-        struct lis_msg m = {.type = LIS_MSG_CONN};
-        struct iovec iov = {&m, sizeof m};
-        union {
-            char buf[CMSG_SPACE(sizeof(int))];
-            struct cmsghdr align;
-        } u;
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                            .msg_controllen = sizeof u.buf};
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &sv[1], sizeof(int));
-        ssize_t n = sendmsg(sb->life_fd, &mh, MSG_NOSIGNAL);
+        int sent = lis_msg_send(sb->life_fd, LIS_MSG_CONN, 0, 0, NULL, sv[1]);
         int e = errno;
         close(sv[1]);
-        if (n != (ssize_t)sizeof m) {
+        if (sent < 0) {
             close(sv[0]);
             return lis_fail(err, e, "sandbox %s is gone: %s", sb->name, strerror(e));
         }

@@ -31,14 +31,7 @@
 
 static int send_msg(int fd, uint32_t type, int32_t a, const char *text)
 {
-    struct lis_msg m = {.type = type, .a = a};
-    if (text) {
-        size_t n = strlen(text);
-        if (n >= sizeof m.text)
-            n = sizeof m.text - 1;
-        memcpy(m.text, text, n);
-    }
-    return send(fd, &m, sizeof m, MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : -1;
+    return lis_msg_send(fd, type, a, 0, text, -1);
 }
 
 /* Closes every fd except those in keep[] (n entries, any order). */

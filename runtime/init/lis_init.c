@@ -38,29 +38,7 @@ extern char **environ;
 
 static int send_msg(int fd, uint32_t type, int32_t a, int64_t b, const char *text, int passfd)
 {
-    struct lis_msg m;
-    memset(&m, 0, sizeof m);
-    m.type = type;
-    m.a = a;
-    m.b = b;
-    if (text)
-        strncpy(m.text, text, sizeof m.text - 1);
-    struct iovec iov = {&m, sizeof m};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (passfd >= 0) {
-        mh.msg_control = u.buf;
-        mh.msg_controllen = sizeof u.buf;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &passfd, sizeof(int));
-    }
-    return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : -1;
+    return lis_msg_send(fd, type, a, b, text, passfd);
 }
 
 static int read_full(int fd, void *buf, size_t n)
