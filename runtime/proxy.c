@@ -289,6 +289,20 @@ static void dns_cancel(lis_proxy *px, dns_job *j)
 
 /* ---- connections ---- */
 
+/* Closes the upstream side of a connection and cancels its name lookup. */
+static void drop_upstream(lis_proxy *px, conn *c)
+{
+    if (c->ufd >= 0) {
+        set_mask(px, c->ufd, &c->uref, &c->umask, 0);
+        close(c->ufd);
+        c->ufd = -1;
+    }
+    if (c->job) {
+        dns_cancel(px, c->job);
+        c->job = NULL;
+    }
+}
+
 static void conn_close(lis_proxy *px, conn *c)
 {
     if (c->dead)
@@ -299,15 +313,7 @@ static void conn_close(lis_proxy *px, conn *c)
         close(c->cfd);
         c->cfd = -1;
     }
-    if (c->ufd >= 0) {
-        set_mask(px, c->ufd, &c->uref, &c->umask, 0);
-        close(c->ufd);
-        c->ufd = -1;
-    }
-    if (c->job) {
-        dns_cancel(px, c->job);
-        c->job = NULL;
-    }
+    drop_upstream(px, c);
     free(c->up);
     free(c->down);
     c->up = c->down = NULL;
@@ -345,15 +351,7 @@ static void reply(lis_proxy *px, conn *c, int code, const char *reason, const ch
     vsnprintf(body + n, sizeof body - (size_t)n - 1, fmt, ap);
     va_end(ap);
     strcat(body, "\n");
-    if (c->ufd >= 0) {
-        set_mask(px, c->ufd, &c->uref, &c->umask, 0);
-        close(c->ufd);
-        c->ufd = -1;
-    }
-    if (c->job) {
-        dns_cancel(px, c->job);
-        c->job = NULL;
-    }
+    drop_upstream(px, c);
     if (!c->down && !(c->down = malloc(BUF_SIZE + BUF_SLACK))) {
         conn_close(px, c);
         return;
