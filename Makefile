@@ -16,7 +16,7 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-trun
 OPT     ?= -O2 -g
 CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Irootfs -Iagent
 
-RT_PKGS     := libseccomp libcap libcjson
+RT_PKGS     := libseccomp libcjson
 AGENT_PKGS  := libcurl libcjson yaml-0.1
 ROOTFS_PKGS := libarchive libcurl libcjson libcrypto
 TEST_PKGS   := criterion
@@ -67,7 +67,7 @@ $(B)/lis: $(CLI_OBJ) $(B)/libruntime.a
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $(CLI_OBJ) -Wl,--whole-archive $(B)/libruntime.a -Wl,--no-whole-archive $(RT_LIBS)
 
 # Static and small: one copy of its pages is shared by every sandbox.
-$(B)/lis-init: $(INIT_SRC) runtime/proto.h
+$(B)/lis-init: $(INIT_SRC) runtime/proto.h runtime/init/init.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -Os -static -Iruntime -o $@ $(INIT_SRC)
 

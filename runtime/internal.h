@@ -28,8 +28,7 @@ struct lis_ctx {
     char data_dir[PATH_MAX];
     char init_path[PATH_MAX];
     int init_fd;                 /* O_PATH fd of lis-init, exec'd in every sandbox */
-    struct sock_filter *bpf;     /* seccomp program, compiled once per context */
-    unsigned short bpf_len;
+    int bpf_fd;                  /* sealed memfd: the seccomp program, compiled once */
     uid_t uid;
     gid_t gid;
     char newuidmap[64], newgidmap[64]; /* empty when not installed */
@@ -80,10 +79,9 @@ int lis_valid_name(const char *name);
 int lis_ctx_prepare_spawn(lis_ctx *ctx, lis_error *err);
 
 /* seccomp.c */
-int lis_seccomp_compile(struct sock_filter **prog, unsigned short *len, lis_error *err);
+/* Compiles the filter for commands into a sealed memfd (*fd_out). */
+int lis_seccomp_compile(int *fd_out, lis_error *err);
 
-/* caps.c: child side, async-signal-safe. Returns -errno or 0. */
-int lis_caps_drop_to_default(void);
 
 /* userns.c */
 int lis_subid_lookup(const char *file, uid_t uid, const char *user, lis_subid *out);

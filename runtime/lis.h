@@ -89,10 +89,15 @@ typedef enum lis_upper_mode {
 
 /* Resource envelope. 0 keeps the default, LIS_UNLIMITED disables a limit. */
 #define LIS_UNLIMITED UINT64_MAX
+#define LIS_DEFAULT_DISK (1ull << 30)
 typedef struct lis_limits {
     uint64_t memory_bytes;  /* default 200 MiB */
     uint64_t pids;          /* default 1024 */
     uint64_t cpu_millis;    /* 1500 = 1.5 CPUs; default unlimited */
+    /* writable space: the tmpfs upper layer, /tmp and /dev/shm share it (a
+     * writer gets ENOSPC); a disk upper layer is bounded per file and
+     * measured (docs/runtime.md). Default 1 GiB. */
+    uint64_t disk_bytes;
     int require;            /* refuse to start when limits cannot be enforced */
 } lis_limits;
 

@@ -53,11 +53,16 @@ static unsigned long long start_time(pid_t pid)
         return 0;
     unsigned long long v = 0;
     int field = 2;
-    for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " "))
-        if (++field == 22) {
+    char *save = NULL;
+    for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        /* a zombie PID 1 is a dead sandbox whose parent has not reaped it yet */
+        if (++field == 3 && (tok[0] == 'Z' || tok[0] == 'X'))
+            return 0;
+        if (field == 22) {
             v = strtoull(tok, NULL, 10);
             break;
         }
+    }
     return v;
 }
 
