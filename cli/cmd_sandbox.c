@@ -27,14 +27,14 @@ typedef struct opts {
     lis_net_mode net;
     lis_uidmap_mode uidmap;
     double timeout;
-    int interactive, tty, json, all, disk;
+    int interactive, tty, json, all, upper; /* upper: 0 default, 1 disk, 2 tmpfs */
     unsigned pool;
     cli_list allow_domains, deny_domains; /* --net proxy rules */
     int allow_host_network;
 } opts;
 
 enum { O_ROOTFS = 256, O_IMAGE, O_NAME, O_HOSTNAME, O_NET, O_UIDMAP, O_MEMORY, O_PIDS, O_CPUS,
-       O_TIMEOUT, O_CWD, O_JSON, O_ALL, O_DISK, O_REQUIRE_LIMITS, O_POOL, O_ALLOW_DOMAIN,
+       O_TIMEOUT, O_CWD, O_JSON, O_ALL, O_DISK, O_UPPER, O_REQUIRE_LIMITS, O_POOL, O_ALLOW_DOMAIN,
        O_DENY_DOMAIN, O_ALLOW_HOST_NET };
 
 static const struct option long_opts[] = {
@@ -47,7 +47,8 @@ static const struct option long_opts[] = {
     {"cwd", required_argument, 0, O_CWD},         {"workdir", required_argument, 0, 'w'},
     {"interactive", no_argument, 0, 'i'},         {"tty", no_argument, 0, 't'},
     {"json", no_argument, 0, O_JSON},             {"all", no_argument, 0, O_ALL},
-    {"disk", no_argument, 0, O_DISK},             {"require-limits", no_argument, 0, O_REQUIRE_LIMITS},
+    {"disk", required_argument, 0, O_DISK},       {"require-limits", no_argument, 0, O_REQUIRE_LIMITS},
+    {"upper", required_argument, 0, O_UPPER},
     {"pool", required_argument, 0, O_POOL},
     {"allow-domain", required_argument, 0, O_ALLOW_DOMAIN},
     {"deny-domain", required_argument, 0, O_DENY_DOMAIN},
@@ -158,7 +159,19 @@ static int parse(int argc, char **argv, opts *o, const char *usage)
         case 't': o->tty = 1; break;
         case O_JSON: o->json = 1; break;
         case O_ALL: o->all = 1; break;
-        case O_DISK: o->disk = 1; break;
+        case O_DISK:
+            if (cli_parse_size(optarg, &v) < 0) {
+                cli_error("--disk %s: expected a size such as 1G or unlimited (the upper layer "
+                          "on disk is --upper disk)", optarg);
+                return -1;
+            }
+            o->limits.disk_bytes = v ? v : LIS_UNLIMITED;
+            break;
+        case O_UPPER:
+            if (!strcmp(optarg, "disk")) o->upper = 1;
+            else if (!strcmp(optarg, "tmpfs")) o->upper = 2;
+            else { cli_error("--upper %s: expected disk or tmpfs", optarg); return -1; }
+            break;
         case 'h': fputs(usage, stdout); exit(0);
         default:
             cli_error("%s: unknown or incomplete option '%s'\n%s", argv[0], argv[optind - 1], usage);
@@ -360,7 +373,8 @@ static const char run_usage[] =
     "  --name N  --hostname H  -v HOST:/PATH[:ro]  -e K=V  -w/--cwd DIR  --timeout SEC\n"
     "  --net none|host|proxy  --uidmap auto|single|full  --memory 200M --pids N --cpus 1.5\n"
     "  --allow-domain GLOB  --deny-domain GLOB  --allow-host-network   (--net proxy rules)\n"
-    "  -i (pass stdin)  -t (pseudo-terminal)  --disk (upper layer on disk, not tmpfs)\n";
+    "  -i (pass stdin)  -t (pseudo-terminal)  --disk 1G (writable space)\n"
+    "  --upper tmpfs|disk (where writes go; run: tmpfs, create: disk)\n";
 
 static int sb_run(int argc, char **argv)
 {
@@ -378,7 +392,7 @@ static int sb_run(int argc, char **argv)
     lis_ctx *ctx = ctx_and_spec(&o, &spec, img, sizeof img, &rc);
     if (!ctx)
         return rc;
-    spec.upper = o.disk ? LIS_UPPER_DISK : LIS_UPPER_TMPFS;
+    spec.upper = o.upper == 1 ? LIS_UPPER_DISK : LIS_UPPER_TMPFS;
     lis_error err = {0};
     lis_sandbox *sb;
     if (lis_sandbox_create(ctx, &spec, &sb, &err) < 0) {
@@ -422,6 +436,7 @@ static void pool_prefix(const lis_sandbox_spec *spec, char *out, size_t len)
     h = fnv_num(fnv_num(fnv_num(h, spec->uidmap), spec->net), spec->allow_host_network);
     h = fnv_num(fnv_num(fnv_num(h, spec->limits.memory_bytes), spec->limits.pids),
                 spec->limits.cpu_millis);
+    h = fnv_num(fnv_num(h, spec->limits.disk_bytes), (uint64_t)spec->upper);
     for (const char *const *e = spec->env; e && *e; e++)
         h = fnv(h, *e);
     for (size_t i = 0; i < spec->nbinds; i++)
@@ -530,7 +545,7 @@ static int sb_create(int argc, char **argv)
     if (!ctx)
         return rc;
     spec.persist = 1;
-    spec.upper = LIS_UPPER_DISK;
+    spec.upper = o.upper == 2 ? LIS_UPPER_TMPFS : LIS_UPPER_DISK;
     lis_error err = {0};
     rc = 0;
     char prefix[64], got[80];

@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -93,7 +94,7 @@ struct lis_proc {
     capbuf out, err;
     int capture_out, capture_err;
     pid_t pid;
-    int exited, status, timed_out, exec_failed, lost;
+    int exited, status, timed_out, exec_failed, lost, fallback_oom;
     char err_msg[256];
     double t0, wall;
     char msgbuf[sizeof(struct lis_msg)];
@@ -238,7 +239,8 @@ static int handle_msg(lis_proc *p, const struct lis_msg *m, int fd)
     case LIS_MSG_EXITED:
         p->exited = 1;
         p->status = m->a;
-        p->timed_out = m->b != 0;
+        p->timed_out = m->b == 1;
+        p->fallback_oom = m->b == 2; /* lis-init's memory watchdog killed part of it */
         p->wall = lis_now() - p->t0;
         break;
     }
@@ -527,6 +529,11 @@ int lis_proc_wait(lis_proc *p, lis_result *res, lis_error *err)
     if (p->timed_out)
         res->exit_code = -1;
     lis_cg_cmd_end(p->sb->cg, &p->cgm, res);
+    if (p->fallback_oom) {
+        res->oom_killed = 1;
+        snprintf(res->err_msg, sizeof res->err_msg, "killed: out of memory (the sandbox went "
+                 "over its memory limit; fallback watchdog, no cgroup here)");
+    }
     uint64_t net1[3];
     lis_net_counters(p->sb, net1);
     res->net_requests = net1[0] - p->net0[0];

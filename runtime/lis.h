@@ -90,6 +90,8 @@ typedef enum lis_upper_mode {
 /* Resource envelope. 0 keeps the default, LIS_UNLIMITED disables a limit. */
 #define LIS_UNLIMITED UINT64_MAX
 #define LIS_DEFAULT_DISK (1ull << 30)
+#define LIS_DEFAULT_MEMORY (200ull << 20)
+#define LIS_DEFAULT_PIDS 1024
 typedef struct lis_limits {
     uint64_t memory_bytes;  /* default 200 MiB */
     uint64_t pids;          /* default 1024 */
@@ -145,6 +147,11 @@ typedef struct lis_stats {
     uint64_t oom_kills;
     int persist;
     int limits_enforced;
+    /* "cgroup" (enforced by the kernel), "fallback" (no cgroup: rlimits and
+     * lis-init's memory watchdog, docs/cgroups.md) or "" when unknown */
+    char limits[16];
+    uint64_t disk_bytes;    /* writable budget in use (tmpfs + disk upper layer) */
+    uint64_t disk_limit;    /* the budget (--disk), LIS_UNLIMITED for none */
     lis_net_mode net;
     /* --net proxy: requests (refused ones included), refused requests, and
      * bytes the sandbox received from / sent to the proxy */

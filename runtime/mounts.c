@@ -119,7 +119,7 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
      * /dev/shm all live in it, so a writer gets ENOSPC at --disk and the
      * host never notices. Inodes are bounded too (each costs kernel memory
      * that size= does not count): one per 4 KiB of budget. */
-    uint64_t disk = spec->limits.disk_bytes ? spec->limits.disk_bytes : LIS_DEFAULT_DISK;
+    uint64_t disk = lis_disk_budget(&spec->limits);
     char tmpfs_opts[96] = "mode=0755";
     if (disk != LIS_UNLIMITED) {
         uint64_t inodes = disk / 4096 < 16384 ? 16384 : disk / 4096;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -71,10 +72,42 @@ static void itoa10(int v, char *buf)
     *buf = 0;
 }
 
-/* The child. Never returns. */
-static void child_main(const lis_mount_plan *plan, int life, int parent_end, int listen_fd,
-                       int init_fd, int bpf_fd, int persist)
+static void utoa10(uint64_t v, char *buf)
 {
+    char tmp[24];
+    int n = 0;
+    do
+        tmp[n++] = '0' + v % 10;
+    while ((v /= 10));
+    while (n)
+        *buf++ = tmp[--n];
+    *buf = 0;
+}
+
+/* The child. Never returns. */
+/* Fallback limits and the per-file size cap, before lis-init. Hard limits
+ * too: raising them back needs CAP_SYS_RESOURCE in the initial namespace. */
+static int apply_rlimits(const lis_spawn_req *req)
+{
+    if (req->fb_pids) {
+        struct rlimit rl = {req->fb_pids, req->fb_pids};
+        if (setrlimit(RLIMIT_NPROC, &rl) < 0)
+            return errno;
+    }
+    if (req->fsize) {
+        struct rlimit rl = {req->fsize, req->fsize};
+        if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
+            return errno;
+    }
+    if (req->fb_nice && setpriority(PRIO_PROCESS, 0, req->fb_nice) < 0)
+        return errno;
+    return 0;
+}
+
+static void child_main(const lis_mount_plan *plan, int life, int parent_end, int listen_fd,
+                       int init_fd, int bpf_fd, const lis_spawn_req *req)
+{
+    int persist = req->spec->persist;
     close(parent_end);
     int keep[] = {life, listen_fd, init_fd, bpf_fd};
     close_all_but(keep, 4);
@@ -117,11 +150,16 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
         send_msg(life, LIS_MSG_SETUP_ERR, errno, "setting no_new_privs");
         _exit(1);
     }
-    char a1[16], a2[16], a3[16];
+    if ((e = apply_rlimits(req))) {
+        send_msg(life, LIS_MSG_SETUP_ERR, e, "setting the fallback limits");
+        _exit(1);
+    }
+    char a1[16], a2[16], a3[16], a4[24];
     itoa10(life, a1);
     itoa10(listen_fd, a2);
     itoa10(bpf_fd, a3);
-    char *argv[] = {"lis-init", a1, a2, persist ? "1" : "0", a3, NULL};
+    utoa10(req->fb_memory, a4);
+    char *argv[] = {"lis-init", a1, a2, persist ? "1" : "0", a3, a4, NULL};
     char *envp[] = {NULL};
     syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
     send_msg(life, LIS_MSG_SETUP_ERR, errno, "executing lis-init");
@@ -180,7 +218,7 @@ static long clone_nested(int holder, const struct clone_args *ca, const lis_moun
             long child = syscall(SYS_clone3, &c, sizeof c);
             if (child == 0) {
                 close(pp[1]);
-                child_main(plan, sv[1], sv[0], req->listen_fd, init_fd, bpf_fd, req->spec->persist);
+                child_main(plan, sv[1], sv[0], req->listen_fd, init_fd, bpf_fd, req);
             }
             if (child < 0)
                 rep.err = errno;
@@ -317,8 +355,7 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
     } else {
         pid = syscall(SYS_clone3, &ca, sizeof ca);
         if (pid == 0)
-            child_main(plan, sv[1], sv[0], req->listen_fd, ctx->init_fd, ctx->bpf_fd,
-                       req->spec->persist);
+            child_main(plan, sv[1], sv[0], req->listen_fd, ctx->init_fd, ctx->bpf_fd, req);
         clone_errno = errno;
     }
     close(sv[1]);

@@ -44,6 +44,11 @@ uint64_t init_ns_tag(const char *pid);
  * (bounded); returns how many signals were sent. */
 int init_kill_tag(uint64_t tag);
 
+/* memwatch.c: one check of the fallback memory limit (bytes); kills the
+ * largest process when the sandbox is over it and gives its tag. Returns the
+ * ms until the next check. */
+int init_memwatch(uint64_t limit, uint64_t *killed_tag);
+
 /* harden.c: in a command's child right before exec: the capability bounding
  * set cut to Docker's default set, no ambient or inheritable capabilities,
  * the seccomp filter loaded. 0 or an errno. */

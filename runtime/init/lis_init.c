@@ -1,6 +1,9 @@
 /* lis-init - PID 1 of every sandbox. Static, small, no libraries.
  *
- *   lis-init LIFELINE_FD LISTEN_FD PERSIST SECCOMP_FD
+ *   lis-init LIFELINE_FD LISTEN_FD PERSIST SECCOMP_FD MEMORY_LIMIT
+ *
+ * MEMORY_LIMIT is 0, or the fallback limit in bytes that PID 1 enforces
+ * itself when the sandbox has no cgroup (memwatch.c).
  *
  * PID 1 reaps orphans and forks one session process per command request
  * (from the lifeline or the listening socket); session.c runs the command.
@@ -55,10 +58,13 @@ struct sess {
     uint64_t tag;
     int nsfd;         /* the command's UTS namespace, held so the tag stays unique */
     int64_t deadline; /* CLOCK_MONOTONIC ms, 0 = none */
+    int oom;          /* the fallback memory limit killed one of its processes */
 };
 
 struct init_state {
     int life, listen_fd, sfd, persist;
+    uint64_t mem_limit;  /* fallback memory limit, 0 = none */
+    int64_t mem_next;    /* CLOCK_MONOTONIC ms of the next memwatch check */
     struct sock_fprog prog;
     struct sess *s;
     int n, cap;
@@ -116,7 +122,7 @@ static int read_ctl(struct init_state *st, int i)
             s->tag = m.tag;
             s->deadline = m.timeout_ms > 0 ? now_ms() + m.timeout_ms : 0;
         } else if (m.type == SESS_EXIT) {
-            init_send(s->conn, LIS_MSG_EXITED, m.status, 0, NULL);
+            init_send(s->conn, LIS_MSG_EXITED, m.status, s->oom ? 2 : 0, NULL);
             drop(st, i);
             return -1;
         }
@@ -236,10 +242,11 @@ int main(int argc, char **argv)
     /* Before anything else: out of reach of ptrace, /proc/<pid>/mem and fd,
      * process_vm_writev and pidfd_getfd of every process in the sandbox. */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    if (argc != 5)
+    if (argc != 6)
         return 2;
     struct init_state st = {.life = atoi(argv[1]), .listen_fd = atoi(argv[2]),
-                            .persist = argv[3][0] == '1'};
+                            .persist = argv[3][0] == '1',
+                            .mem_limit = strtoull(argv[5], NULL, 10)};
     if (load_prog(&st, atoi(argv[4])) < 0)
         return 1;
     sigset_t chld;
@@ -274,12 +281,24 @@ int main(int argc, char **argv)
                 wait = wait < 0 || left < wait ? left : wait;
             }
         }
+        if (st.mem_limit) {
+            int64_t left = st.mem_next - now;
+            left = left < 0 ? 0 : left;
+            wait = wait < 0 || left < wait ? left : wait;
+        }
         int npf = 3 + 2 * st.n;
         if (poll(pf, npf, wait > 1000000 ? 1000000 : (int)wait) < 0 && errno != EINTR)
             return 1;
+        now = now_ms();
+        if (st.mem_limit && now >= st.mem_next) {
+            uint64_t tag;
+            st.mem_next = now + init_memwatch(st.mem_limit, &tag);
+            for (int i = 0; tag && i < st.n; i++)
+                if (st.s[i].reg && st.s[i].tag == tag)
+                    st.s[i].oom = 1;
+        }
         /* Sessions first (what they said before dying counts), last to first
          * so that dropping an entry (moved from the end) skips nothing. */
-        now = now_ms();
         for (int i = st.n - 1; i >= 0; i--) {
             if (pf[3 + 2 * i].revents && read_ctl(&st, i) < 0)
                 continue;
