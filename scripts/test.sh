@@ -28,6 +28,12 @@ else
     echo "note: Debian fixture unavailable, its tests are skipped: $(cat "$work/debian.err")"
 fi
 export LIS_BIN="$work/build/lis" LIS_TEST_SRC="$work/src-tests"
+# A rootfs owned by someone else (root) with no /etc/hosts, as `sudo debootstrap` leaves it.
+if [ "$(id -u)" -eq 0 ]; then
+    rm -rf "$work/rootowned" && cp -a "$work/busybox" "$work/rootowned" &&
+        rm -f "$work/rootowned/etc/hosts" "$work/rootowned/etc/resolv.conf" &&
+        export LIS_TEST_ROOTOWNED="$work/rootowned"
+fi
 
 as_user() {
     if [ "$(id -u)" -eq 0 ]; then
@@ -35,7 +41,7 @@ as_user() {
             XDG_RUNTIME_DIR= TMPDIR=/tmp \
             LIS_TEST_BUSYBOX="${LIS_TEST_BUSYBOX:-}" LIS_TEST_DEBIAN="${LIS_TEST_DEBIAN:-}" \
             LIS_BIN="$LIS_BIN" LIS_TEST_SRC="$LIS_TEST_SRC" \
-            LIS_TEST_FOREIGN="${LIS_TEST_FOREIGN:-}" "$@"
+            LIS_TEST_FOREIGN="${LIS_TEST_FOREIGN:-}" LIS_TEST_ROOTOWNED="${LIS_TEST_ROOTOWNED:-}" "$@"
     else
         "$@"
     fi
@@ -43,6 +49,7 @@ as_user() {
 
 if [ "$(id -u)" -eq 0 ]; then
     chown -R "$user:$user" "$work"
+    [ -n "${LIS_TEST_ROOTOWNED:-}" ] && chown -R root:root "$LIS_TEST_ROOTOWNED"
     chmod -R a+rX "$work/build" "$work/src-tests"
     # A sandbox of another user, to prove the test user cannot reach it.
     foreign=$(runuser -u "$user-b" -- env XDG_RUNTIME_DIR= "$LIS_BIN" sandbox create \
