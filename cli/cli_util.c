@@ -385,8 +385,10 @@ int cli_run_command(lis_sandbox *sb, lis_exec_spec *ex, int interactive, lis_res
         sigaddset(&set, SIGCONT);
     }
     sigprocmask(SIG_BLOCK, &set, &old);
-    void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN); /* a gone reader is EPIPE */
     int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) /* never blocked without being read: lis stays killable */
+        sigprocmask(SIG_SETMASK, &old, NULL);
+    void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN); /* a gone reader is EPIPE */
     tty_raw(r);
 
     int rc = 0;

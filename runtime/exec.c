@@ -2,9 +2,11 @@
  *
  * A command is one connection to the sandbox's PID 1, which forks a session
  * process for it (see init/lis_init.c). Output is captured through pipes
- * into head+tail buffers with a byte cap, so a flood never grows the owner.
+ * into head+tail buffers with a byte cap, so a flood never grows the owner;
+ * or (LIS_STDIO_PIPE) the caller gets its ends of fresh pipes to relay, so
+ * none of its own fds (a terminal) has to go into the sandbox.
  * Each running command has one pollable fd (an epoll set of its connection
- * and pipes). */
+ * and capture pipes). */
 #include "internal.h"
 #include "proto.h"
 

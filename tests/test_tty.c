@@ -114,6 +114,9 @@ static int term_wait(term *t)
     return -1;
 }
 
+static void remove_boxes(void);
+TestSuite(tty, .fini = remove_boxes);
+
 Test(tty, interactive_shell_window_size_ctrl_c_job_control, .timeout = 60)
 {
     const char *args[] = {"sandbox", "run", "-t", "--rootfs", t_busybox(), "--", "/bin/sh", NULL};
@@ -191,10 +194,13 @@ static void make_box(const char *name)
     free(out);
 }
 
-static void remove_box(const char *name)
+/* After each test, failed ones included: no persistent sandbox outlives it. */
+static void remove_boxes(void)
 {
-    int code;
-    free(lis_cli(&code, "sandbox rm %s", name));
+    if (t_tmpdir()[0]) {
+        int code;
+        free(lis_cli(&code, "sandbox rm --all"));
+    }
 }
 
 /* argv of `lis sandbox run --rootfs BUSYBOX [FLAGS] -- sh -c CMD`, or of
@@ -261,7 +267,6 @@ Test(tty, no_host_terminal_inside_run_or_exec, .timeout = 90)
             cr_assert(strstr(b, "fd2=pipe:["), "stderr is no pipe: %s", b);
             term_close(&t);
         }
-    remove_box("fdbox");
 }
 
 Test(tty, command_cannot_change_the_terminal_modes, .timeout = 90)
@@ -282,7 +287,6 @@ Test(tty, command_cannot_change_the_terminal_modes, .timeout = 90)
             assert_modes_kept(&t, what);
             term_close(&t);
         }
-    remove_box("sttybox");
 }
 
 /* `sandbox exec` leaves a process behind that tries to read the terminal
@@ -323,7 +327,6 @@ Test(tty, process_left_behind_by_exec_cannot_read_the_terminal, .timeout = 120)
         cr_assert_eq(queued, (int)strlen(typed), "-i=%d: typed input was consumed", in);
         term_close(&t);
     }
-    remove_box("bgbox");
 }
 
 Test(tty, raw_mode_restored_on_every_exit, .timeout = 120)
@@ -342,6 +345,29 @@ Test(tty, raw_mode_restored_on_every_exit, .timeout = 120)
     cr_assert_eq(term_wait(&t), 127, "%s", t.buf);
     assert_modes_kept(&t, "command not found");
     term_close(&t);
+    /* stopped: the modes of before while stopped, raw again when continued */
+    const char *sh[] = {"sandbox", "run", "-t", "--rootfs", t_busybox(), "--", "sh", NULL};
+    term_start(&t, sh);
+    term_send(&t, "echo ready-$((2+2))\n");
+    cr_assert(term_expect(&t, "ready-4", 20000), "%s", t.buf);
+    cr_assert_eq(kill(t.pid, SIGTSTP), 0);
+    int st;
+    cr_assert_eq(waitpid(t.pid, &st, WUNTRACED), t.pid);
+    cr_assert(WIFSTOPPED(st));
+    assert_modes_kept(&t, "stopped");
+    cr_assert_eq(kill(t.pid, SIGCONT), 0);
+    struct termios now;
+    for (int i = 0; i < 200; i++) {
+        cr_assert_eq(tcgetattr(t.slave, &now), 0);
+        if (!(now.c_lflag & ECHO))
+            break;
+        usleep(50000);
+    }
+    cr_assert_eq(now.c_lflag & (ECHO | ICANON), 0, "not raw again after SIGCONT");
+    term_send(&t, "exit 6\n");
+    cr_assert_eq(term_wait(&t), 6, "%s", t.buf);
+    assert_modes_kept(&t, "exit after a stop");
+    term_close(&t);
     /* a window change reaches the command; then lis is killed mid-command */
     make_box("rawbox");
     const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
@@ -352,7 +378,6 @@ Test(tty, raw_mode_restored_on_every_exit, .timeout = 120)
         term_start(&t, args);
         term_send(&t, "echo ready-$((1+1))\n");
         cr_assert(term_expect(&t, "ready-2", 20000), "%s", t.buf);
-        struct termios now;
         cr_assert_eq(tcgetattr(t.slave, &now), 0);
         cr_assert_eq(now.c_lflag & (ECHO | ICANON), 0, "-t did not make the terminal raw");
         struct winsize ws = {.ws_row = 41, .ws_col = 117};
@@ -366,7 +391,6 @@ Test(tty, raw_mode_restored_on_every_exit, .timeout = 120)
         assert_modes_kept(&t, strsignal(sigs[i]));
         term_close(&t);
     }
-    remove_box("rawbox");
 }
 
 /* ---- -i and output through pipes: nothing lost, nothing shared ---- */
@@ -578,7 +602,6 @@ Test(tty, stdin_passed_and_output_relayed_intact, .timeout = 120)
     cr_assert_str_eq(r.out, "eof-seen\n");
     assert_not_our_pipes(&r);
     piped_free(&r);
-    remove_box("pipebox");
     free(want);
     free(payload);
 }
