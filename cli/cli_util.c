@@ -132,8 +132,8 @@ int cli_resolve_image(lis_ctx *ctx, const char *ref, char *dir, size_t len)
  * its modes changed. Plain stdio is relayed through pipes the runtime makes
  * for the command (LIS_STDIO_PIPE); with -t the command gets a pty of the
  * sandbox's own and this terminal is put in raw mode only for as long as the
- * relay runs. Signals are read through a signalfd, so the saved modes live
- * on the stack and are restored on every way out. */
+ * relay runs. Signals are read through a signalfd, not a handler, so the
+ * saved modes need no global and are restored on every way out. */
 
 /* src -> buffer -> dst; src_stream/dst_stream name the command's pipe (0-2)
  * an end is, so ending it closes that pipe (EOF or EPIPE for the command). */

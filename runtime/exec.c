@@ -425,6 +425,8 @@ out:
 }
 
 int lis_proc_fd(const lis_proc *p) { return p->epfd; }
+int lis_proc_pty_fd(const lis_proc *p) { return p->pty_fd; }
+pid_t lis_proc_pid(const lis_proc *p) { return p->pid; }
 int lis_proc_stdio_fd(const lis_proc *p, int n) { return n >= 0 && n < 3 ? p->pipe_fd[n] : -1; }
 
 void lis_proc_close_stdio(lis_proc *p, int n)
@@ -434,8 +436,6 @@ void lis_proc_close_stdio(lis_proc *p, int n)
         p->pipe_fd[n] = -1;
     }
 }
-int lis_proc_pty_fd(const lis_proc *p) { return p->pty_fd; }
-pid_t lis_proc_pid(const lis_proc *p) { return p->pid; }
 
 static void drain(lis_proc *p, int *fd, capbuf *c)
 {
