@@ -7,15 +7,12 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
-#include <termios.h>
 #include <unistd.h>
 
 typedef struct opts {
@@ -242,74 +239,7 @@ static lis_ctx *ctx_and_spec(opts *o, lis_sandbox_spec *spec, char *img, size_t 
     return ctx;
 }
 
-/* ---- running a command with the terminal or our own stdio ---- */
-
-static struct termios saved_tio;
-static int tio_saved;
-
-static void restore_tty(void)
-{
-    if (tio_saved)
-        tcsetattr(0, TCSANOW, &saved_tio);
-}
-
-static int relay_pty(lis_proc *p, lis_result *res, lis_error *err)
-{
-    int master = lis_proc_pty_fd(p);
-    if (isatty(0) && tcgetattr(0, &saved_tio) == 0) {
-        struct termios raw = saved_tio;
-        cfmakeraw(&raw);
-        tio_saved = 1;
-        atexit(restore_tty);
-        tcsetattr(0, TCSANOW, &raw);
-    }
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGWINCH);
-    sigprocmask(SIG_BLOCK, &set, NULL);
-    int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    int in_open = 1, done = 0;
-    char buf[16384];
-    while (!done) {
-        struct pollfd pf[4] = {{lis_proc_fd(p), POLLIN, 0}, {master, POLLIN, 0},
-                               {in_open ? 0 : -1, POLLIN, 0}, {sfd, POLLIN, 0}};
-        if (poll(pf, 4, -1) < 0 && errno != EINTR)
-            break;
-        if (pf[1].revents) {
-            ssize_t n = read(master, buf, sizeof buf);
-            if (n > 0 && write(1, buf, (size_t)n) < 0)
-                break;
-        }
-        if (pf[2].revents) {
-            ssize_t n = read(0, buf, sizeof buf);
-            if (n <= 0)
-                in_open = 0;
-            else if (write(master, buf, (size_t)n) < 0)
-                in_open = 0;
-        }
-        if (pf[3].revents) {
-            struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof si) > 0)
-                ;
-            struct winsize ws;
-            if (ioctl(0, TIOCGWINSZ, &ws) == 0)
-                ioctl(master, TIOCSWINSZ, &ws);
-        }
-        int r = lis_proc_step(p, err);
-        if (r != 0)
-            done = 1;
-    }
-    /* what the command printed last */
-    fcntl(master, F_SETFL, O_NONBLOCK);
-    ssize_t n;
-    while ((n = read(master, buf, sizeof buf)) > 0)
-        if (write(1, buf, (size_t)n) < 0)
-            break;
-    restore_tty();
-    if (sfd >= 0)
-        close(sfd);
-    return lis_proc_wait(p, res, err);
-}
+/* ---- running a command ---- */
 
 static int exit_status(const lis_result *res)
 {
@@ -346,18 +276,10 @@ static int run_command(lis_sandbox *sb, opts *o, char **cmd)
         cli_list_add(&o->env, term);
     }
     ex.env = o->env.v;
-    ex.in = o->interactive ? LIS_STDIO_FD : LIS_STDIO_NULL;
-    ex.in_fd = 0;
-    ex.out = ex.err = LIS_STDIO_FD;
-    ex.out_fd = 1;
-    ex.err_fd = 2;
+    /* never our own fds: pipes (or the sandbox's pty) relayed by the CLI */
     lis_error err = {0};
-    lis_proc *p;
-    if (lis_exec_start(sb, &ex, &p, &err) < 0)
-        return cli_fail(&err);
     lis_result res;
-    int rc = o->tty ? relay_pty(p, &res, &err) : lis_proc_wait(p, &res, &err);
-    if (rc < 0) {
+    if (cli_run_command(sb, &ex, o->interactive, &res, &err) < 0) {
         lis_result_free(&res);
         return cli_fail(&err);
     }
@@ -803,6 +725,7 @@ static int sb_gc(int argc, char **argv)
 
 int cmd_sandbox(int argc, char **argv)
 {
+    cli_stdio_guard();
     if (argc < 2) {
         cli_error("usage: lis sandbox run|create|exec|cp|ls|rm|gc ... (lis --help)");
         return 2;
