@@ -33,7 +33,7 @@ TEST_LIBS     := $(shell $(PKG) --libs $(TEST_PKGS) 2>/dev/null)
 # runtime/ (minus the init helper) and the light part of rootfs/ (the store index)
 RT_SRC      := $(wildcard runtime/*.c) rootfs/store.c
 INIT_SRC    := $(wildcard runtime/init/*.c)
-CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cli_util.c
+CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cli_util.c cli/relay.c
 AGENT_SRC   := $(wildcard agent/*.c) cli/cmd_run.c cli/cli_util.c
 ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cli_util.c
 
