@@ -110,7 +110,7 @@ static void count_unmapped(void *arg, const char *line)
 
 Test(hardening, rootfs_owned_by_someone_else_starts)
 {
-    const char *r = getenv("LIS_TEST_ROOTOWNED");
+    const char *r = getenv("LIS_TEST_ROOTFS_ROOT");
     if (!r || !*r)
         cr_skip_test("no root-owned fixture (make test as root prepares it)");
     int warned = 0;
