@@ -94,6 +94,13 @@ static int apply_rlimits(const lis_spawn_req *req)
         if (setrlimit(RLIMIT_NPROC, &rl) < 0)
             return errno;
     }
+    /* Each process's private writable memory is bounded synchronously (ENOMEM
+     * at the limit, before it is touched); PID 1's watchdog bounds the sum. */
+    if (req->fb_memory) {
+        struct rlimit rl = {req->fb_memory, req->fb_memory};
+        if (setrlimit(RLIMIT_DATA, &rl) < 0)
+            return errno;
+    }
     if (req->fsize) {
         struct rlimit rl = {req->fsize, req->fsize};
         if (setrlimit(RLIMIT_FSIZE, &rl) < 0)

@@ -64,7 +64,7 @@ for t in "$work"/build/tests/test_* "$work"/build/tests/security/test_*; do
     [ -x "$t" ] || continue
     want "$t" || continue
     # through a file, not $(...): a process a test leaked cannot hold the runner
-    as_user "$t" -j2 --verbose=0 >"$work/suite.log" 2>&1 </dev/null
+    as_user "$t" -j"${LIS_TEST_JOBS:-2}" --verbose=0 >"$work/suite.log" 2>&1 </dev/null
     rc=$?
     out=$(cat "$work/suite.log")
     # failures in full (criterion puts their details on [----] lines), then the summary

@@ -5,6 +5,7 @@
 #include "testlib.h"
 
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,21 @@ Test(supervisor, background_processes_outlive_a_normal_exit)
     cr_assert_str_eq(host, khost);
     cr_assert_str_eq(host, lis_sandbox_name(sb));
     cr_assert_str_neq(mine, its, "two commands share a tag: %s", r.out.data);
+    lis_result_free(&r);
+    done(ctx, sb);
+}
+
+Test(supervisor, commands_start_with_default_signal_dispositions)
+{
+    /* an owner that ignores SIGPIPE and SIGCHLD must not hand that down */
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGCHLD, SIG_IGN);
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    lis_result r;
+    run(sb, "grep -E '^Sig(Ign|Blk)' /proc/self/status; yes | head -1", 10, &r);
+    cr_assert_str_eq(r.out.data, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\ny\n",
+                     "%s", r.out.data);
     lis_result_free(&r);
     done(ctx, sb);
 }

@@ -237,6 +237,18 @@ static int load_prog(struct init_state *st, int fd)
     return 0;
 }
 
+/* Every disposition back to SIG_DFL, with the raw syscall: libc refuses to
+ * touch the two real-time signals it reserves for itself (32, 33), which an
+ * owner may still have ignored. */
+static void reset_signals(void)
+{
+    struct { void *handler; unsigned long flags; void *restorer; uint64_t mask; } sa;
+    memset(&sa, 0, sizeof sa); /* SIG_DFL is NULL */
+    for (int sig = 1; sig <= 64; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            syscall(SYS_rt_sigaction, sig, &sa, NULL, sizeof sa.mask);
+}
+
 int main(int argc, char **argv)
 {
     /* Before anything else: out of reach of ptrace, /proc/<pid>/mem and fd,
@@ -249,10 +261,13 @@ int main(int argc, char **argv)
                             .mem_limit = strtoull(argv[5], NULL, 10)};
     if (load_prog(&st, atoi(argv[4])) < 0)
         return 1;
+    /* Whatever the owner ignored (SIGPIPE, even SIGCHLD) came through the
+     * exec: every disposition back to default, for us and every command. */
+    reset_signals();
     sigset_t chld;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &chld, NULL);
+    sigprocmask(SIG_SETMASK, &chld, NULL);
     st.sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
     if (st.sfd < 0)
         return 1;

@@ -137,10 +137,12 @@ static void child(const struct request *rq, int slave, int status_w, int go_r,
     if (read(go_r, &go, 1) != 1)
         _exit(126); /* the session died before it registered us */
     close(go_r);
+    /* Dispositions are inherited across exec; the command starts clean
+     * (PID 1 already reset them; its SIGCHLD mask is undone here). */
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    setsid();
+    setsid(); /* also its own autogroup: CPU is shared fairly per command */
     int in = rq->in, out = rq->out, errfd = rq->err;
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (slave >= 0) {

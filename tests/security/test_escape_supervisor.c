@@ -182,7 +182,9 @@ static void timeout_holds(const char *attack)
     cr_expect(done != 0, "'%s': still running 40 s after its 2 s timeout", attack);
     cr_expect(done >= 0, "'%s': lis lost the command instead of timing it out", attack);
     if (done == 1) {
-        cr_expect(r.timed_out, "'%s': the timeout did not fire (exit %d, signal %d, out '%s')",
+        /* timed out, or killed at once because it killed its supervisor */
+        cr_expect(r.timed_out || (r.signal == 9 && strstr(r.err_msg, "supervising")),
+                  "'%s': neither timed out nor killed (exit %d, signal %d, out '%s')",
                   attack, r.exit_code, r.signal, r.out.data);
         cr_expect(!strstr(r.out.data, "finished"), "'%s' ran to its end: %s", attack, r.out.data);
         lis_result_free(&r);
