@@ -624,6 +624,10 @@ static int sb_ls(int argc, char **argv)
             cJSON_AddNumberToObject(j, "processes", (double)st[i].nprocs);
             cJSON_AddNumberToObject(j, "pid", st[i].pid);
             cJSON_AddBoolToObject(j, "persistent", st[i].persist);
+            cJSON_AddStringToObject(j, "limits", st[i].limits);
+            cJSON_AddNumberToObject(j, "disk_bytes", (double)st[i].disk_bytes);
+            if (st[i].disk_limit && st[i].disk_limit != LIS_UNLIMITED)
+                cJSON_AddNumberToObject(j, "disk_limit", (double)st[i].disk_limit);
             static const char *const nets[] = {"none", "host", "proxy"};
             cJSON_AddStringToObject(j, "net", (unsigned)st[i].net < 3 ? nets[st[i].net] : "?");
             if (st[i].net == LIS_NET_PROXY) {
@@ -639,10 +643,15 @@ static int sb_ls(int argc, char **argv)
         free(s);
         cJSON_Delete(arr);
     } else {
-        printf("%-24s %-8s %8s %8s %6s  %s\n", "NAME", "STATE", "AGE", "MEMORY", "PROCS", "ROOTFS");
+        printf("%-24s %-8s %6s %8s %6s %13s %-8s  %s\n", "NAME", "STATE", "AGE", "MEMORY",
+               "PROCS", "DISK", "LIMITS", "ROOTFS");
         for (size_t i = 0; i < n; i++) {
-            char mem[32], age[32];
+            char mem[32], age[32], used[32], lim[32] = "-", disk[72];
             human(st[i].memory_bytes, mem, sizeof mem);
+            human(st[i].disk_bytes, used, sizeof used);
+            if (st[i].disk_limit && st[i].disk_limit != LIS_UNLIMITED)
+                human(st[i].disk_limit, lim, sizeof lim);
+            snprintf(disk, sizeof disk, "%s/%s", used, lim);
             double a = st[i].age_seconds;
             if (a < 120)
                 snprintf(age, sizeof age, "%.0fs", a);
@@ -650,8 +659,9 @@ static int sb_ls(int argc, char **argv)
                 snprintf(age, sizeof age, "%.0fm", a / 60);
             else
                 snprintf(age, sizeof age, "%.0fh", a / 3600);
-            printf("%-24s %-8s %8s %8s %6llu  %s\n", st[i].name, st[i].state, age, mem,
-                   (unsigned long long)st[i].nprocs, st[i].rootfs);
+            printf("%-24s %-8s %6s %8s %6llu %13s %-8s  %s\n", st[i].name, st[i].state, age, mem,
+                   (unsigned long long)st[i].nprocs, disk, st[i].limits[0] ? st[i].limits : "-",
+                   st[i].rootfs);
         }
     }
     free(st);

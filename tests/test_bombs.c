@@ -120,7 +120,7 @@ Test(bombs, memory, .timeout = 120)
      * under it each but not together */
     contain("memory", (lis_limits){.memory_bytes = 64u << 20},
             "(x=$(head -c 400000000 /dev/zero | tr '\\0' a) && echo one=${#x}); "
-            "for i in 1 2 3 4 5 6; do (y=$(head -c 25000000 /dev/zero | tr '\\0' b); sleep 5) & "
+            "for i in 1 2 3 4 5 6 7 8 9 10; do (y=$(head -c 12000000 /dev/zero | tr '\\0' b); sleep 5) & "
             "done; wait; echo done", 60, &r);
     cr_assert_null(strstr(r.out.data, "one="), "400 MB in a 64 MiB sandbox: %s", r.out.data);
     cr_assert(r.oom_killed, "not OOM-killed: exit %d %s", r.exit_code, r.err_msg);

@@ -206,9 +206,9 @@ Test(hardening, fallback_limits_bound_a_fork_bomb_memory_and_priority, .timeout 
     cr_assert_neq(r.exit_code, 0, "200 MB in a 64 MiB sandbox: %s", out);
     free(out);
     lis_result_free(&r);
-    /* ...and six that stay under it each but not together are cut by PID 1's
+    /* ...and ten that stay under it each but not together are cut by PID 1's
      * watchdog, reported as an OOM kill */
-    out = sh(sb, "for i in 1 2 3 4 5 6; do (y=$(head -c 25000000 /dev/zero | tr '\\0' b); "
+    out = sh(sb, "for i in 1 2 3 4 5 6 7 8 9 10; do (y=$(head -c 12000000 /dev/zero | tr '\\0' b); "
                  "sleep 5) & done; wait; echo done", &r);
     cr_assert(r.oom_killed, "exit %d: %s", r.exit_code, r.err_msg);
     cr_assert(strstr(r.err_msg, "out of memory"), "%s", r.err_msg);
@@ -219,4 +219,33 @@ Test(hardening, fallback_limits_bound_a_fork_bomb_memory_and_priority, .timeout 
     cr_assert_str_eq(out, "10\n");
     free(out);
     finish(ctx, sb);
+}
+
+Test(hardening, sandbox_ls_shows_disk_use_and_the_kind_of_limits)
+{
+    lis_ctx *ctx = t_ctx(); /* for t_tmpdir() */
+    int code;
+    char *out = t_lis(&code, "sandbox create --rootfs %s --name dl --disk 8M", t_busybox());
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox exec dl -- sh -c 'dd if=/dev/zero of=/tmp/x bs=1M count=3 "
+                       "2>/dev/null; dd if=/dev/zero of=/y bs=1M count=2 2>/dev/null'");
+    free(out);
+    out = t_lis(&code, "sandbox ls --json");
+    cr_assert_eq(code, 0, "%s", out);
+    char *d = strstr(out, "\"disk_bytes\":");
+    cr_assert(d, "%s", out);
+    double used = atof(d + 13);
+    cr_assert(used >= 5 * 1048576.0, "%s", out);
+    cr_assert(strstr(out, "\"disk_limit\":\t8388608"), "%s", out);
+    cr_assert(strstr(out, "\"limits\":\t\"fallback\"") || strstr(out, "\"limits\":\t\"cgroup\""),
+              "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox ls");
+    cr_assert(strstr(out, "/8.0M"), "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox rm dl");
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    lis_ctx_free(ctx);
 }
