@@ -110,12 +110,14 @@ test check: tests
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own
 # build dir. lis-init and the static test helpers keep their own flags (ASan
 # cannot be linked statically), so they stay plain. Any finding fails the run:
-# UBSan halts on the first error, ASan (and LeakSanitizer at exit) make the
-# process exit non-zero, which fails the test that ran it.
+# UBSan halts on the first error, ASan and LeakSanitizer (at exit) make the
+# process exit non-zero, and scripts/test.sh counts every report file of any
+# process (tests, the CLI, detached owners) as a failure (LIS_TEST_SANITIZE).
 ASAN_B    ?= build-asan
 ASAN_OPT  := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-ASAN_ENV  := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86:strict_string_checks=1:detect_stack_use_after_return=1 \
-             UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=87
+ASAN_ENV  := LIS_TEST_SANITIZE=1 \
+             ASAN_OPTIONS=detect_leaks=1:exitcode=86:strict_string_checks=1:detect_stack_use_after_return=1 \
+             UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LSAN_OPTIONS=print_suppressions=0
 test-asan:
 	$(MAKE) B=$(ASAN_B) OPT='$(ASAN_OPT)' LDFLAGS='-fsanitize=address,undefined' tests
 	$(ASAN_ENV) B=$(ASAN_B) bash scripts/test.sh
