@@ -259,7 +259,9 @@ static ssize_t recv_setup(int fd, struct lis_msg *m, int *proxy_fd)
 static int setup_error(int e, const char *stage, lis_error *err)
 {
     const char *hint = "";
-    if (strstr(stage, "overlay")) {
+    if (e == EPERM && lis_apparmor_restricts_userns(NULL)) /* a userns without capabilities */
+        hint = LIS_APPARMOR_HINT;
+    else if (strstr(stage, "overlay")) {
         if (e == EINVAL)
             hint = " (the kernel refused overlayfs with userxattr in a user namespace: it needs "
                    "Linux >= 5.11 and a lower/upper filesystem that supports it; run `lis doctor`)";

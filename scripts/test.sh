@@ -20,6 +20,7 @@ chmod 755 "$work"
 # The suites run from a copy readable by the test user (a checkout under /root is not).
 cp -a "${B:-build}" "$work/build"
 cp -a tests "$work/src-tests"
+cp -a scripts/apparmor "$work/src-tests/apparmor" # test_doctor checks the profile
 bash scripts/make-test-rootfs.sh busybox "$work/busybox" || fail=1
 export LIS_TEST_BUSYBOX="$work/busybox"
 if bash scripts/make-test-rootfs.sh debian "$work/debian" 2>"$work/debian.err"; then
