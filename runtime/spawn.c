@@ -330,8 +330,9 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
     if (pid < 0) {
         close(sv[0]);
         if (clone_errno == ENOSYS)
-            return lis_fail(err, clone_errno, "this kernel has no clone3: lis needs Linux >= 5.12 "
-                            "(run `lis doctor`)");
+            return lis_fail(err, clone_errno, "clone3 is not available: lis needs Linux >= 5.12, "
+                            "and inside a container its seccomp profile may hide clone3, as "
+                            "Docker's default does (run `lis doctor`; docs/ci.md)");
         if (clone_errno == EAGAIN)
             return lis_fail(err, clone_errno, "cannot start another process: the per-user "
                             "process limit (ulimit -u), kernel.pid_max or kernel.threads-max is "

@@ -243,7 +243,13 @@ Test(runtime, background_process_survives_a_finished_command)
     char *out = sh_out(sb, "sleep 300 > /dev/null 2>&1 & echo started", &code);
     cr_assert_str_eq(out, "started\n");
     free(out);
-    out = sh_out(sb, "ps -o args | grep -c '^sleep 300'", NULL);
+    /* the backgrounded shell may not have exec'd sleep yet (seen under ASan) */
+    for (int i = 0; i < 100; i++, usleep(50000)) {
+        out = sh_out(sb, "ps -o args | grep -c '^sleep 300'", NULL);
+        if (!strcmp(out, "1\n") || i == 99)
+            break;
+        free(out);
+    }
     cr_assert_str_eq(out, "1\n");
     free(out);
     lis_error err;
