@@ -16,7 +16,7 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-trun
 OPT     ?= -O2 -g
 CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Irootfs -Iagent
 
-RT_PKGS     := libseccomp libcap libcjson
+RT_PKGS     := libseccomp libcjson
 AGENT_PKGS  := libcurl libcjson yaml-0.1
 ROOTFS_PKGS := libarchive libcurl libcjson libcrypto
 TEST_PKGS   := criterion
@@ -33,7 +33,7 @@ TEST_LIBS     := $(shell $(PKG) --libs $(TEST_PKGS) 2>/dev/null)
 # runtime/ (minus the init helper) and the light part of rootfs/ (the store index)
 RT_SRC      := $(wildcard runtime/*.c) rootfs/store.c
 INIT_SRC    := $(wildcard runtime/init/*.c)
-CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cli_util.c
+CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cli_util.c cli/relay.c
 AGENT_SRC   := $(wildcard agent/*.c) cli/cmd_run.c cli/cli_util.c
 ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cli_util.c
 
@@ -42,7 +42,7 @@ CLI_OBJ     := $(CLI_SRC:%.c=$(B)/obj/%.o)
 AGENT_OBJ   := $(AGENT_SRC:%.c=$(B)/pobj/%.o)
 ROOTFS_OBJ  := $(ROOTFS_SRC:%.c=$(B)/pobj/%.o)
 
-TEST_SRC    := $(wildcard tests/test_*.c)
+TEST_SRC    := $(wildcard tests/test_*.c tests/security/test_*.c)
 TEST_BIN    := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 # root_*: run as root by scripts/test.sh; vm_*: run only inside the cgroup v2 VM (tests/vm/)
 EXTRA_TEST_BIN := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/root_*.c tests/vm_*.c))
@@ -67,7 +67,7 @@ $(B)/lis: $(CLI_OBJ) $(B)/libruntime.a
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $(CLI_OBJ) -Wl,--whole-archive $(B)/libruntime.a -Wl,--no-whole-archive $(RT_LIBS)
 
 # Static and small: one copy of its pages is shared by every sandbox.
-$(B)/lis-init: $(INIT_SRC) runtime/proto.h
+$(B)/lis-init: $(INIT_SRC) runtime/proto.h runtime/init/init.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -Os -static -Iruntime -o $@ $(INIT_SRC)
 
@@ -85,11 +85,14 @@ ROOTFS_LIBOBJ := $(filter-out $(B)/pobj/cli/%,$(ROOTFS_OBJ))
 TESTLIB       := tests/testlib.c tests/testlib.h
 test_objs = $(if $(filter test_agent%,$(1)),$(AGENT_LIBOBJ)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBOBJ))
 test_libs = $(if $(filter test_agent%,$(1)),$(AGENT_LIBS)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBS))
+# tests/security/test_* (the escape suites) also link their shared helpers
+test_srcs = $(if $(filter security/%,$(1)),tests/security/seclib.c tests/security/seclib.h)
 
 .SECONDEXPANSION:
-$(B)/tests/%: tests/%.c $(TESTLIB) $(B)/libruntime.a $$(call test_objs,$$*)
+$(B)/tests/%: tests/%.c $(TESTLIB) $(B)/libruntime.a $$(call test_objs,$$*) $$(call test_srcs,$$*)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(TEST_CFLAGS) $(RT_CFLAGS) $(AGENT_CFLAGS) $(ROOTFS_CFLAGS) -Itests -o $@ $< tests/testlib.c \
+	  $(filter %.c,$(call test_srcs,$*)) \
 	  $(call test_objs,$*) $(B)/libruntime.a $(TEST_LIBS) $(RT_LIBS) $(call test_libs,$*) -lpthread
 
 $(B)/tests/bench_api: tests/bench_api.c $(B)/libruntime.a
@@ -100,7 +103,13 @@ $(B)/tests/sysprobe: tests/sysprobe.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
 
-tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/bench_api
+# the static helper the escape suites run inside sandboxes (tests/security/)
+$(B)/tests/security/escape_probe: tests/security/escape_probe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
+
+tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/security/escape_probe \
+       $(B)/tests/bench_api
 
 # The README's test command. As root it prepares fixtures, then runs the
 # rootless suites as an unprivileged user (LIS_TEST_USER, default lis-test).

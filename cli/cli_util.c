@@ -4,11 +4,17 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <termios.h>
 #include <unistd.h>
 
 void cli_error(const char *fmt, ...)
@@ -117,4 +123,26 @@ int cli_resolve_image(lis_ctx *ctx, const char *ref, char *dir, size_t len)
     if (lis_store_resolve(lis_ctx_data_dir(ctx), ref, dir, len, &err) < 0)
         return cli_fail(&err);
     return 0;
+}
+
+/* ---- running a command on the CLI's own stdio ----
+ *
+ * No fd of the CLI ever goes into the sandbox: a terminal there could be read
+ * after lis returned (by a background process a command left behind) and have
+ * its modes changed. Plain stdio is relayed through pipes the runtime makes
+ * for the command (LIS_STDIO_PIPE); with -t the command gets a pty of the
+ * sandbox's own and this terminal is put in raw mode only for as long as the
+ * relay runs. Signals are read through a signalfd, not a handler, so the
+ * saved modes need no global and are restored on every way out. */
+
+void cli_stdio_guard(void)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int null = open("/dev/null", O_RDWR);
+            if (null >= 0 && null != fd) {
+                dup2(null, fd);
+                close(null);
+            }
+        }
 }

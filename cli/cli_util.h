@@ -27,4 +27,16 @@ int cli_run_plugin(const char *lib, const char *main_name, int argc, char **argv
 /* Resolves --image NAME:TAG through the rootfs store; writes the directory. */
 int cli_resolve_image(lis_ctx *ctx, const char *ref, char *dir, size_t len);
 
+/* Runs a command on the CLI's stdio without handing any fd of ours into the
+ * sandbox: stdout/stderr (and stdin with `interactive`, else /dev/null) are
+ * relayed through fresh pipes; with ex->pty the command has a pty of the
+ * sandbox's own and our terminal is raw meanwhile, its exact modes restored
+ * on every way out (SIGINT/SIGTERM/SIGHUP/SIGQUIT: restored, then lis dies
+ * of the signal as before). Sets ex's stdio modes. 0 with res, or -1. */
+int cli_run_command(lis_sandbox *sb, lis_exec_spec *ex, int interactive, lis_result *res,
+                    lis_error *err);
+/* Opens /dev/null on whichever of fds 0-2 is closed, so no fd made later
+ * takes the place of a standard stream. Call first. */
+void cli_stdio_guard(void);
+
 #endif

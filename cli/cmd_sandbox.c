@@ -7,15 +7,12 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
-#include <termios.h>
 #include <unistd.h>
 
 typedef struct opts {
@@ -27,14 +24,14 @@ typedef struct opts {
     lis_net_mode net;
     lis_uidmap_mode uidmap;
     double timeout;
-    int interactive, tty, json, all, disk;
+    int interactive, tty, json, all, upper; /* upper: 0 default, 1 disk, 2 tmpfs */
     unsigned pool;
     cli_list allow_domains, deny_domains; /* --net proxy rules */
     int allow_host_network;
 } opts;
 
 enum { O_ROOTFS = 256, O_IMAGE, O_NAME, O_HOSTNAME, O_NET, O_UIDMAP, O_MEMORY, O_PIDS, O_CPUS,
-       O_TIMEOUT, O_CWD, O_JSON, O_ALL, O_DISK, O_REQUIRE_LIMITS, O_POOL, O_ALLOW_DOMAIN,
+       O_TIMEOUT, O_CWD, O_JSON, O_ALL, O_DISK, O_UPPER, O_REQUIRE_LIMITS, O_POOL, O_ALLOW_DOMAIN,
        O_DENY_DOMAIN, O_ALLOW_HOST_NET };
 
 static const struct option long_opts[] = {
@@ -47,7 +44,8 @@ static const struct option long_opts[] = {
     {"cwd", required_argument, 0, O_CWD},         {"workdir", required_argument, 0, 'w'},
     {"interactive", no_argument, 0, 'i'},         {"tty", no_argument, 0, 't'},
     {"json", no_argument, 0, O_JSON},             {"all", no_argument, 0, O_ALL},
-    {"disk", no_argument, 0, O_DISK},             {"require-limits", no_argument, 0, O_REQUIRE_LIMITS},
+    {"disk", required_argument, 0, O_DISK},       {"require-limits", no_argument, 0, O_REQUIRE_LIMITS},
+    {"upper", required_argument, 0, O_UPPER},
     {"pool", required_argument, 0, O_POOL},
     {"allow-domain", required_argument, 0, O_ALLOW_DOMAIN},
     {"deny-domain", required_argument, 0, O_DENY_DOMAIN},
@@ -158,7 +156,19 @@ static int parse(int argc, char **argv, opts *o, const char *usage)
         case 't': o->tty = 1; break;
         case O_JSON: o->json = 1; break;
         case O_ALL: o->all = 1; break;
-        case O_DISK: o->disk = 1; break;
+        case O_DISK:
+            if (cli_parse_size(optarg, &v) < 0) {
+                cli_error("--disk %s: expected a size such as 1G or unlimited (the upper layer "
+                          "on disk is --upper disk)", optarg);
+                return -1;
+            }
+            o->limits.disk_bytes = v ? v : LIS_UNLIMITED;
+            break;
+        case O_UPPER:
+            if (!strcmp(optarg, "disk")) o->upper = 1;
+            else if (!strcmp(optarg, "tmpfs")) o->upper = 2;
+            else { cli_error("--upper %s: expected disk or tmpfs", optarg); return -1; }
+            break;
         case 'h': fputs(usage, stdout); exit(0);
         default:
             cli_error("%s: unknown or incomplete option '%s'\n%s", argv[0], argv[optind - 1], usage);
@@ -229,74 +239,7 @@ static lis_ctx *ctx_and_spec(opts *o, lis_sandbox_spec *spec, char *img, size_t 
     return ctx;
 }
 
-/* ---- running a command with the terminal or our own stdio ---- */
-
-static struct termios saved_tio;
-static int tio_saved;
-
-static void restore_tty(void)
-{
-    if (tio_saved)
-        tcsetattr(0, TCSANOW, &saved_tio);
-}
-
-static int relay_pty(lis_proc *p, lis_result *res, lis_error *err)
-{
-    int master = lis_proc_pty_fd(p);
-    if (isatty(0) && tcgetattr(0, &saved_tio) == 0) {
-        struct termios raw = saved_tio;
-        cfmakeraw(&raw);
-        tio_saved = 1;
-        atexit(restore_tty);
-        tcsetattr(0, TCSANOW, &raw);
-    }
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGWINCH);
-    sigprocmask(SIG_BLOCK, &set, NULL);
-    int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    int in_open = 1, done = 0;
-    char buf[16384];
-    while (!done) {
-        struct pollfd pf[4] = {{lis_proc_fd(p), POLLIN, 0}, {master, POLLIN, 0},
-                               {in_open ? 0 : -1, POLLIN, 0}, {sfd, POLLIN, 0}};
-        if (poll(pf, 4, -1) < 0 && errno != EINTR)
-            break;
-        if (pf[1].revents) {
-            ssize_t n = read(master, buf, sizeof buf);
-            if (n > 0 && write(1, buf, (size_t)n) < 0)
-                break;
-        }
-        if (pf[2].revents) {
-            ssize_t n = read(0, buf, sizeof buf);
-            if (n <= 0)
-                in_open = 0;
-            else if (write(master, buf, (size_t)n) < 0)
-                in_open = 0;
-        }
-        if (pf[3].revents) {
-            struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof si) > 0)
-                ;
-            struct winsize ws;
-            if (ioctl(0, TIOCGWINSZ, &ws) == 0)
-                ioctl(master, TIOCSWINSZ, &ws);
-        }
-        int r = lis_proc_step(p, err);
-        if (r != 0)
-            done = 1;
-    }
-    /* what the command printed last */
-    fcntl(master, F_SETFL, O_NONBLOCK);
-    ssize_t n;
-    while ((n = read(master, buf, sizeof buf)) > 0)
-        if (write(1, buf, (size_t)n) < 0)
-            break;
-    restore_tty();
-    if (sfd >= 0)
-        close(sfd);
-    return lis_proc_wait(p, res, err);
-}
+/* ---- running a command ---- */
 
 static int exit_status(const lis_result *res)
 {
@@ -333,18 +276,10 @@ static int run_command(lis_sandbox *sb, opts *o, char **cmd)
         cli_list_add(&o->env, term);
     }
     ex.env = o->env.v;
-    ex.in = o->interactive ? LIS_STDIO_FD : LIS_STDIO_NULL;
-    ex.in_fd = 0;
-    ex.out = ex.err = LIS_STDIO_FD;
-    ex.out_fd = 1;
-    ex.err_fd = 2;
+    /* never our own fds: pipes (or the sandbox's pty) relayed by the CLI */
     lis_error err = {0};
-    lis_proc *p;
-    if (lis_exec_start(sb, &ex, &p, &err) < 0)
-        return cli_fail(&err);
     lis_result res;
-    int rc = o->tty ? relay_pty(p, &res, &err) : lis_proc_wait(p, &res, &err);
-    if (rc < 0) {
+    if (cli_run_command(sb, &ex, o->interactive, &res, &err) < 0) {
         lis_result_free(&res);
         return cli_fail(&err);
     }
@@ -360,7 +295,8 @@ static const char run_usage[] =
     "  --name N  --hostname H  -v HOST:/PATH[:ro]  -e K=V  -w/--cwd DIR  --timeout SEC\n"
     "  --net none|host|proxy  --uidmap auto|single|full  --memory 200M --pids N --cpus 1.5\n"
     "  --allow-domain GLOB  --deny-domain GLOB  --allow-host-network   (--net proxy rules)\n"
-    "  -i (pass stdin)  -t (pseudo-terminal)  --disk (upper layer on disk, not tmpfs)\n";
+    "  -i (pass stdin)  -t (pseudo-terminal)  --disk 1G (writable space)\n"
+    "  --upper tmpfs|disk (where writes go; run: tmpfs, create: disk)\n";
 
 static int sb_run(int argc, char **argv)
 {
@@ -378,7 +314,7 @@ static int sb_run(int argc, char **argv)
     lis_ctx *ctx = ctx_and_spec(&o, &spec, img, sizeof img, &rc);
     if (!ctx)
         return rc;
-    spec.upper = o.disk ? LIS_UPPER_DISK : LIS_UPPER_TMPFS;
+    spec.upper = o.upper == 1 ? LIS_UPPER_DISK : LIS_UPPER_TMPFS;
     lis_error err = {0};
     lis_sandbox *sb;
     if (lis_sandbox_create(ctx, &spec, &sb, &err) < 0) {
@@ -422,6 +358,7 @@ static void pool_prefix(const lis_sandbox_spec *spec, char *out, size_t len)
     h = fnv_num(fnv_num(fnv_num(h, spec->uidmap), spec->net), spec->allow_host_network);
     h = fnv_num(fnv_num(fnv_num(h, spec->limits.memory_bytes), spec->limits.pids),
                 spec->limits.cpu_millis);
+    h = fnv_num(fnv_num(h, spec->limits.disk_bytes), (uint64_t)spec->upper);
     for (const char *const *e = spec->env; e && *e; e++)
         h = fnv(h, *e);
     for (size_t i = 0; i < spec->nbinds; i++)
@@ -530,7 +467,7 @@ static int sb_create(int argc, char **argv)
     if (!ctx)
         return rc;
     spec.persist = 1;
-    spec.upper = LIS_UPPER_DISK;
+    spec.upper = o.upper == 2 ? LIS_UPPER_TMPFS : LIS_UPPER_DISK;
     lis_error err = {0};
     rc = 0;
     char prefix[64], got[80];
@@ -788,6 +725,7 @@ static int sb_gc(int argc, char **argv)
 
 int cmd_sandbox(int argc, char **argv)
 {
+    cli_stdio_guard();
     if (argc < 2) {
         cli_error("usage: lis sandbox run|create|exec|cp|ls|rm|gc ... (lis --help)");
         return 2;

@@ -25,8 +25,8 @@
 
 #define OWNER_LEAF "lis.owner"
 #define PREFIX "lis-"
-#define DEFAULT_MEMORY (200ull << 20)
-#define DEFAULT_PIDS 1024ull
+#define DEFAULT_MEMORY LIS_DEFAULT_MEMORY
+#define DEFAULT_PIDS ((uint64_t)LIS_DEFAULT_PIDS)
 #define CPU_PERIOD 100000ull
 
 struct lis_cgroot {
@@ -375,7 +375,8 @@ static int no_limits(const lis_ctx *ctx, const char *name, const lis_limits *lim
         return lis_fail(err, EPERM,
                         "cannot enforce resource limits for sandbox %s: %s (--require-limits "
                         "was given; run `lis doctor` for the fix)", name, why);
-    lis_warn(ctx, "sandbox %s runs without memory/pids/cpu limits: %s (run `lis doctor`)", name,
+    lis_warn(ctx, "sandbox %s runs with fallback limits, not cgroups (%s): processes and memory "
+             "are bounded by lis itself, CPU only by a low priority (run `lis doctor`)", name,
              why);
     return 0;
 }

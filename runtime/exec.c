@@ -2,9 +2,11 @@
  *
  * A command is one connection to the sandbox's PID 1, which forks a session
  * process for it (see init/lis_init.c). Output is captured through pipes
- * into head+tail buffers with a byte cap, so a flood never grows the owner.
+ * into head+tail buffers with a byte cap, so a flood never grows the owner;
+ * or (LIS_STDIO_PIPE) the caller gets its ends of fresh pipes to relay, so
+ * none of its own fds (a terminal) has to go into the sandbox.
  * Each running command has one pollable fd (an epoll set of its connection
- * and pipes). */
+ * and capture pipes). */
 #include "internal.h"
 #include "proto.h"
 
@@ -13,6 +15,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -88,12 +91,13 @@ static void cap_finish(capbuf *c, lis_buf *out)
 struct lis_proc {
     lis_sandbox *sb;
     int conn, epfd, out_rd, err_rd, in_wr, pty_fd;
+    int pipe_fd[3];   /* LIS_STDIO_PIPE: the caller's ends */
     char *in_data;
     size_t in_len, in_off;
     capbuf out, err;
     int capture_out, capture_err;
     pid_t pid;
-    int exited, status, timed_out, exec_failed, lost;
+    int exited, status, timed_out, exec_failed, lost, fallback_oom;
     char err_msg[256];
     double t0, wall;
     char msgbuf[sizeof(struct lis_msg)];
@@ -113,7 +117,8 @@ void lis_result_free(lis_result *r)
 
 static void proc_free(lis_proc *p)
 {
-    int fds[] = {p->conn, p->epfd, p->out_rd, p->err_rd, p->in_wr, p->pty_fd};
+    int fds[] = {p->conn, p->epfd, p->out_rd, p->err_rd, p->in_wr, p->pty_fd,
+                 p->pipe_fd[0], p->pipe_fd[1], p->pipe_fd[2]};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (fds[i] >= 0)
             close(fds[i]);
@@ -238,7 +243,8 @@ static int handle_msg(lis_proc *p, const struct lis_msg *m, int fd)
     case LIS_MSG_EXITED:
         p->exited = 1;
         p->status = m->a;
-        p->timed_out = m->b != 0;
+        p->timed_out = m->b == 1;
+        p->fallback_oom = m->b == 2; /* lis-init's memory watchdog killed part of it */
         p->wall = lis_now() - p->t0;
         break;
     }
@@ -262,6 +268,7 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
         return lis_fail(err, ENOMEM, "out of memory");
     p->sb = sb;
     p->conn = p->epfd = p->out_rd = p->err_rd = p->in_wr = p->pty_fd = -1;
+    p->pipe_fd[0] = p->pipe_fd[1] = p->pipe_fd[2] = -1;
     p->t0 = lis_now();
     lis_cg_cmd_begin(sb->cg, &p->cgm);
     lis_net_counters(sb, p->net0);
@@ -279,6 +286,17 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
         /* stdin */
         if (spec->in == LIS_STDIO_FD) {
             send_fds[nfds++] = spec->in_fd;
+            h.flags |= LIS_REQ_HAVE_STDIN;
+        } else if (spec->in == LIS_STDIO_PIPE) {
+            int pp[2];
+            if (pipe2(pp, O_CLOEXEC) < 0) {
+                lis_fail(err, errno, "pipe: %s", strerror(errno));
+                goto out;
+            }
+            child_ends[0] = pp[0];
+            p->pipe_fd[0] = pp[1];
+            fcntl(pp[1], F_SETFL, O_NONBLOCK);
+            send_fds[nfds++] = pp[0];
             h.flags |= LIS_REQ_HAVE_STDIN;
         } else if (spec->in == LIS_STDIO_DATA) {
             int pp[2];
@@ -305,6 +323,16 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
         for (int i = 0; i < 2; i++) {
             if (modes[i] == LIS_STDIO_FD) {
                 send_fds[nfds++] = given[i];
+            } else if (modes[i] == LIS_STDIO_PIPE) {
+                int pp[2];
+                if (pipe2(pp, O_CLOEXEC) < 0) {
+                    lis_fail(err, errno, "pipe: %s", strerror(errno));
+                    goto out;
+                }
+                fcntl(pp[0], F_SETFL, O_NONBLOCK);
+                child_ends[1 + i] = pp[1];
+                p->pipe_fd[1 + i] = pp[0];
+                send_fds[nfds++] = pp[1];
             } else if (modes[i] == LIS_STDIO_CAPTURE) {
                 int pp[2];
                 if (pipe2(pp, O_CLOEXEC) < 0) {
@@ -401,6 +429,15 @@ out:
 int lis_proc_fd(const lis_proc *p) { return p->epfd; }
 int lis_proc_pty_fd(const lis_proc *p) { return p->pty_fd; }
 pid_t lis_proc_pid(const lis_proc *p) { return p->pid; }
+int lis_proc_stdio_fd(const lis_proc *p, int n) { return n >= 0 && n < 3 ? p->pipe_fd[n] : -1; }
+
+void lis_proc_close_stdio(lis_proc *p, int n)
+{
+    if (n >= 0 && n < 3 && p->pipe_fd[n] >= 0) {
+        close(p->pipe_fd[n]);
+        p->pipe_fd[n] = -1;
+    }
+}
 
 static void drain(lis_proc *p, int *fd, capbuf *c)
 {
@@ -527,6 +564,11 @@ int lis_proc_wait(lis_proc *p, lis_result *res, lis_error *err)
     if (p->timed_out)
         res->exit_code = -1;
     lis_cg_cmd_end(p->sb->cg, &p->cgm, res);
+    if (p->fallback_oom) {
+        res->oom_killed = 1;
+        snprintf(res->err_msg, sizeof res->err_msg, "killed: out of memory (the sandbox went "
+                 "over its memory limit; fallback watchdog, no cgroup here)");
+    }
     uint64_t net1[3];
     lis_net_counters(p->sb, net1);
     res->net_requests = net1[0] - p->net0[0];
@@ -548,6 +590,10 @@ int lis_exec(lis_sandbox *sb, const lis_exec_spec *spec, lis_result *res, lis_er
 {
     lis_proc *p;
     memset(res, 0, sizeof *res);
+    /* nobody would read or write the caller's ends */
+    if (!spec->pty &&
+        (spec->in == LIS_STDIO_PIPE || spec->out == LIS_STDIO_PIPE || spec->err == LIS_STDIO_PIPE))
+        return lis_fail(err, EINVAL, "LIS_STDIO_PIPE needs lis_exec_start");
     if (lis_exec_start(sb, spec, &p, err) < 0)
         return -1;
     return lis_proc_wait(p, res, err);

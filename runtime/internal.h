@@ -28,8 +28,7 @@ struct lis_ctx {
     char data_dir[PATH_MAX];
     char init_path[PATH_MAX];
     int init_fd;                 /* O_PATH fd of lis-init, exec'd in every sandbox */
-    struct sock_filter *bpf;     /* seccomp program, compiled once per context */
-    unsigned short bpf_len;
+    int bpf_fd;                  /* sealed memfd: the seccomp program, compiled once */
     uid_t uid;
     gid_t gid;
     char newuidmap[64], newgidmap[64]; /* empty when not installed */
@@ -41,6 +40,7 @@ struct lis_ctx {
     /* What only sandbox creation needs (seccomp program, uid map tools),
      * made on first use so that `lis sandbox exec/ls` pay nothing for it. */
     pthread_mutex_t prep_lock;
+    int warned_unmapped;               /* sandbox.c: the unmapped-rootfs warning was given */
     int prepared;
     struct lis_cgroot *cgroot;         /* cgroups.c: discovered on first use */
     struct lis_proxy *proxy;           /* proxy.c: made with the first proxy sandbox */
@@ -66,9 +66,21 @@ struct lis_sandbox {
     char **env;                  /* default + spec env, NULL-terminated */
     double created;              /* CLOCK_REALTIME seconds */
     struct lis_cg *cg;           /* cgroups.c: its cgroup, NULL when no limits */
+    int fallback_limits;         /* no cgroup: rlimits and PID 1's memory watchdog */
+    uint64_t disk_limit;         /* the writable budget (LIS_UNLIMITED: none) */
     int net;                     /* lis_net_mode */
     struct lis_net_port *net_port; /* proxy.c: served by this process, else NULL */
 };
+
+/* The writable budget of a sandbox in bytes, LIS_UNLIMITED for none. */
+static inline uint64_t lis_disk_budget(const lis_limits *l)
+{
+    return l->disk_bytes ? l->disk_bytes : LIS_DEFAULT_DISK;
+}
+
+/* usage.c: bytes of the writable budget in use (the sandbox's tmpfs seen
+ * through PID 1, plus a disk upper layer under layer_dir when not ""). */
+uint64_t lis_disk_usage(pid_t pid1, const char *layer_dir);
 
 /* context.c */
 double lis_now(void);        /* CLOCK_MONOTONIC seconds */
@@ -80,10 +92,9 @@ int lis_valid_name(const char *name);
 int lis_ctx_prepare_spawn(lis_ctx *ctx, lis_error *err);
 
 /* seccomp.c */
-int lis_seccomp_compile(struct sock_filter **prog, unsigned short *len, lis_error *err);
+/* Compiles the filter for commands into a sealed memfd (*fd_out). */
+int lis_seccomp_compile(int *fd_out, lis_error *err);
 
-/* caps.c: child side, async-signal-safe. Returns -errno or 0. */
-int lis_caps_drop_to_default(void);
 
 /* userns.c */
 int lis_subid_lookup(const char *file, uid_t uid, const char *user, lis_subid *out);
@@ -103,6 +114,12 @@ typedef struct lis_spawn_req {
     int full_map;
     const struct lis_cg *cg;            /* cgroup to clone PID 1 into, or NULL */
     int *proxy_fd;                      /* --net proxy: set to the listener (init it to -1) */
+    /* Fallback limits, when cg is NULL (0 = none): processes per sandbox
+     * (RLIMIT_NPROC counts per user namespace), memory (PID 1's watchdog),
+     * and nice 10 for everything in it. */
+    uint64_t fb_pids, fb_memory;
+    int fb_nice;
+    uint64_t fsize;                     /* RLIMIT_FSIZE (disk upper layer), 0 = none */
 } lis_spawn_req;
 int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid, int *pidfd,
               int *life_fd, lis_error *err);

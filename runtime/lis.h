@@ -89,10 +89,17 @@ typedef enum lis_upper_mode {
 
 /* Resource envelope. 0 keeps the default, LIS_UNLIMITED disables a limit. */
 #define LIS_UNLIMITED UINT64_MAX
+#define LIS_DEFAULT_DISK (1ull << 30)
+#define LIS_DEFAULT_MEMORY (200ull << 20)
+#define LIS_DEFAULT_PIDS 1024
 typedef struct lis_limits {
     uint64_t memory_bytes;  /* default 200 MiB */
     uint64_t pids;          /* default 1024 */
     uint64_t cpu_millis;    /* 1500 = 1.5 CPUs; default unlimited */
+    /* writable space: the tmpfs upper layer, /tmp and /dev/shm share it (a
+     * writer gets ENOSPC); a disk upper layer is bounded per file and
+     * measured (docs/runtime.md). Default 1 GiB. */
+    uint64_t disk_bytes;
     int require;            /* refuse to start when limits cannot be enforced */
 } lis_limits;
 
@@ -140,6 +147,11 @@ typedef struct lis_stats {
     uint64_t oom_kills;
     int persist;
     int limits_enforced;
+    /* "cgroup" (enforced by the kernel), "fallback" (no cgroup: rlimits and
+     * lis-init's memory watchdog, docs/cgroups.md) or "" when unknown */
+    char limits[16];
+    uint64_t disk_bytes;    /* writable budget in use (tmpfs + disk upper layer) */
+    uint64_t disk_limit;    /* the budget (--disk), LIS_UNLIMITED for none */
     lis_net_mode net;
     /* --net proxy: requests (refused ones included), refused requests, and
      * bytes the sandbox received from / sent to the proxy */
@@ -178,8 +190,12 @@ void lis_pool_free(lis_pool *pool);
 typedef enum lis_stdio {
     LIS_STDIO_NULL = 0, /* /dev/null */
     LIS_STDIO_CAPTURE,  /* stdout/stderr: captured into lis_result (head+tail cap) */
-    LIS_STDIO_FD,       /* the given file descriptor of the caller */
+    LIS_STDIO_FD,       /* the given file descriptor of the caller, itself: a terminal
+                         * passed this way can be read and reconfigured from inside
+                         * (use LIS_STDIO_PIPE and relay instead) */
     LIS_STDIO_DATA,     /* stdin only: the given bytes */
+    LIS_STDIO_PIPE,     /* a fresh pipe; the caller's end is lis_proc_stdio_fd() (only
+                         * with lis_exec_start) */
 } lis_stdio;
 
 typedef struct lis_exec_spec {
@@ -234,6 +250,16 @@ pid_t lis_proc_pid(const lis_proc *p);   /* pid inside the sandbox */
  * 0 when still running, -1 on error. */
 int lis_proc_step(lis_proc *p, lis_error *err);
 int lis_proc_signal(lis_proc *p, int sig, lis_error *err);
+/* LIS_STDIO_PIPE: the caller's end of stream n (0 stdin: the write end; 1
+ * stdout, 2 stderr: read ends), non-blocking and close-on-exec; -1 for other
+ * modes or once closed. The fd stays p's (lis_proc_wait closes it). Once
+ * lis_proc_step has returned 1, everything the command itself wrote is in the
+ * pipes: read what is there (FIONREAD) rather than waiting for EOF, which a
+ * background process holding the pipe can delay forever. */
+int lis_proc_stdio_fd(const lis_proc *p, int n);
+/* Closes the caller's end of stream n early: on stdin the command reads EOF;
+ * on stdout/stderr its next write fails with EPIPE. */
+void lis_proc_close_stdio(lis_proc *p, int n);
 /* Blocks until done (if not already) and moves the result out; frees p. */
 int lis_proc_wait(lis_proc *p, lis_result *res, lis_error *err);
 

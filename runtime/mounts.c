@@ -27,21 +27,24 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-enum op_kind { OP_MOUNT, OP_BIND, OP_MKDIR, OP_OPENROOT, OP_SYMLINK, OP_WRITE, OP_HOSTNAME,
-               OP_LO_UP, OP_PIVOT };
+enum op_kind { OP_MOUNT, OP_OVERLAY, OP_BIND, OP_MKDIR, OP_OPENROOT, OP_SYMLINK, OP_WRITE,
+               OP_HOSTNAME, OP_LO_UP, OP_PIVOT };
 
 typedef struct mount_op {
     enum op_kind kind;
     const char *src, *dst, *fstype, *data;
+    const char *upper, *work; /* OP_OVERLAY: src is the lower layer */
     unsigned long flags;
+    unsigned mode;  /* OP_MKDIR: chmod to this after mkdir (0: 0755, umask applies) */
     int in_root;   /* dst is relative to the new root */
+    int in_upper;  /* OP_MKDIR/OP_WRITE: dst is relative to the upper dir, no symlinks */
     int is_dir;    /* create dst as a directory (else a file) when missing */
     int read_only; /* OP_BIND: make the bind read-only (recursively) */
     int optional;  /* a failure is ignored */
     const char *stage;
 } mount_op;
 
-#define MAX_OPS 96
+#define MAX_OPS 128
 struct lis_mount_plan {
     mount_op ops[MAX_OPS];
     int n;
@@ -111,29 +114,85 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
     ADD(OP_MOUNT, "making the mount namespace private");
     o->dst = keep(p, "/");
     o->flags = MS_REC | MS_PRIVATE;
-    /* A scratch tmpfs over the run dir, only in this mount namespace. */
+    /* A scratch tmpfs over the run dir, only in this mount namespace. It is
+     * the sandbox's writable budget: the tmpfs upper layer, /tmp and
+     * /dev/shm all live in it, so a writer gets ENOSPC at --disk and the
+     * host never notices. Inodes are bounded too (each costs kernel memory
+     * that size= does not count): one per 4 KiB of budget. */
+    uint64_t disk = lis_disk_budget(&spec->limits);
+    char tmpfs_opts[96] = "mode=0755";
+    if (disk != LIS_UNLIMITED) {
+        uint64_t inodes = disk / 4096 < 16384 ? 16384 : disk / 4096;
+        snprintf(tmpfs_opts, sizeof tmpfs_opts, "mode=0755,size=%llu,nr_inodes=%llu",
+                 (unsigned long long)disk, (unsigned long long)inodes);
+    }
     ADD(OP_MOUNT, "mounting the set-up tmpfs");
     o->src = "tmpfs";
     o->fstype = "tmpfs";
     o->dst = keep(p, base);
     o->flags = MS_NOSUID | MS_NODEV;
-    o->data = keep(p, "mode=0755");
+    o->data = keep(p, tmpfs_opts);
     ADD(OP_MKDIR, "creating the root mount point");
     o->dst = keep(p, root);
+    static const char *const scratch_dirs[] = {"tmp", "shm"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(buf, sizeof buf, "%s/%s", base, scratch_dirs[i]);
+        ADD(OP_MKDIR, "creating /tmp and /dev/shm");
+        o->dst = keep(p, buf);
+        o->mode = 01777;
+    }
     if (!req->upper_dir) {
         ADD(OP_MKDIR, "creating the tmpfs upper layer");
         o->dst = keep(p, upper);
         ADD(OP_MKDIR, "creating the tmpfs work dir");
         o->dst = keep(p, work);
     }
-    snprintf(buf, sizeof buf, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", req->rootfs, upper,
-             work);
+    /* lis's own mount points and /etc files go into the upper layer before
+     * the overlay is mounted, so a lower layer we cannot write (a root-owned
+     * debootstrap, ids not mapped here) still starts; the merged /, /etc
+     * and these dirs are then the sandbox's own. */
+    static const char *const upper_dirs[] = {"etc", "proc", "dev", "sys", "tmp"};
+    for (size_t i = 0; i < sizeof upper_dirs / sizeof upper_dirs[0]; i++) {
+        ADD(OP_MKDIR, "creating mount points in the upper layer");
+        o->dst = upper_dirs[i];
+        o->upper = keep(p, upper);
+        o->in_upper = 1;
+    }
+    const char *hostname = spec->hostname ? spec->hostname : req->name;
+    char hosts[512];
+    snprintf(hosts, sizeof hosts,
+             "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s\n",
+             hostname);
+    char resolv[4096] = "# lis: this sandbox has no DNS of its own\n";
+    if (spec->net == LIS_NET_HOST) {
+        int fd = open("/etc/resolv.conf", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            ssize_t n = read(fd, resolv, sizeof resolv - 1);
+            resolv[n > 0 ? n : 0] = 0;
+            close(fd);
+        }
+    } else if (spec->net == LIS_NET_PROXY) {
+        snprintf(resolv, sizeof resolv, "# lis: names are resolved by the HTTP proxy "
+                 "(http_proxy); there is no DNS server here\n");
+    }
+    static const char *const etc[] = {"hosts", "resolv.conf"};
+    const char *content[] = {hosts, resolv};
+    for (int i = 0; i < 2; i++) {
+        snprintf(buf, sizeof buf, "etc/%s", etc[i]);
+        ADD(OP_WRITE, "writing /etc/hosts and /etc/resolv.conf into the upper layer");
+        o->dst = keep(p, buf);
+        o->data = keep(p, content[i]);
+        o->upper = keep(p, upper);
+        o->in_upper = 1;
+    }
     snprintf(stage, sizeof stage, "mounting the overlay root (lower %s)", req->rootfs);
-    ADD(OP_MOUNT, stage);
-    o->src = "overlay";
-    o->fstype = "overlay";
+    ADD(OP_OVERLAY, stage);
+    o->src = keep(p, req->rootfs);
+    o->upper = keep(p, upper);
+    o->work = keep(p, work);
     o->dst = keep(p, root);
-    o->data = keep(p, buf);
+    if (!o->src || !o->upper || !o->work)
+        goto full;
     ADD(OP_OPENROOT, "opening the new root");
     o->dst = keep(p, root);
 
@@ -142,9 +201,38 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
     o->dst = "proc";
     o->in_root = o->is_dir = 1;
     o->flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
-    ADD(OP_BIND, "making /proc/sys read-only");
-    o->dst = "proc/sys";
-    o->in_root = o->is_dir = o->read_only = 1;
+    /* What Docker and podman mask or make read-only in /proc (SECURITY.md):
+     * /proc/keys and key-users list the host user's keyrings (keyrings are
+     * per uid, not per namespace); the rest shows host kernel state. Paths
+     * this kernel lacks are skipped. */
+    static const char *const masked_files[] = {
+        "proc/kcore", "proc/keys", "proc/key-users", "proc/timer_list", "proc/timer_stats",
+        "proc/sched_debug", "proc/latency_stats"};
+    for (size_t i = 0; i < sizeof masked_files / sizeof masked_files[0]; i++) {
+        ADD(OP_BIND, "masking /proc files");
+        o->src = "/dev/null";
+        o->dst = masked_files[i];
+        o->in_root = o->optional = 1;
+        o->read_only = 1;
+    }
+    static const char *const masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/asound"};
+    for (size_t i = 0; i < sizeof masked_dirs / sizeof masked_dirs[0]; i++) {
+        ADD(OP_MOUNT, "masking /proc directories");
+        o->src = o->fstype = "tmpfs";
+        o->dst = masked_dirs[i];
+        o->in_root = o->is_dir = o->optional = 1;
+        o->flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+        o->data = "mode=0555,size=4k";
+    }
+    static const char *const ro_proc[] = {"proc/sys", "proc/bus", "proc/fs", "proc/irq",
+                                          "proc/sysrq-trigger"};
+    for (size_t i = 0; i < sizeof ro_proc / sizeof ro_proc[0]; i++) {
+        ADD(OP_BIND, "making /proc/sys, bus, fs, irq and sysrq-trigger read-only");
+        o->dst = ro_proc[i];
+        o->in_root = o->read_only = 1;
+        o->is_dir = i < 4;
+        o->optional = i > 0; /* /proc/sys always exists */
+    }
 
     ADD(OP_MOUNT, "mounting /dev");
     o->src = o->fstype = "tmpfs";
@@ -178,12 +266,11 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
         o->dst = links[i][1];
         o->in_root = 1;
     }
-    ADD(OP_MOUNT, "mounting /dev/shm");
-    o->src = o->fstype = "tmpfs";
+    snprintf(buf, sizeof buf, "%s/shm", base);
+    ADD(OP_BIND, "mounting /dev/shm");
+    o->src = keep(p, buf);
     o->dst = "dev/shm";
     o->in_root = o->is_dir = 1;
-    o->flags = MS_NOSUID | MS_NODEV;
-    o->data = "mode=1777";
     if (spec->net != LIS_NET_HOST) {
         /* sysfs needs a network namespace owned by our user namespace. */
         ADD(OP_MOUNT, "mounting /sys");
@@ -192,46 +279,22 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
         o->in_root = o->is_dir = 1;
         o->flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
         o->optional = 1;
+        static const char *const masked_sys[] = {"sys/firmware", "sys/devices/virtual/powercap"};
+        for (size_t i = 0; i < sizeof masked_sys / sizeof masked_sys[0]; i++) {
+            ADD(OP_MOUNT, "masking /sys/firmware");
+            o->src = o->fstype = "tmpfs";
+            o->dst = masked_sys[i];
+            o->in_root = o->is_dir = o->optional = 1;
+            o->flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+            o->data = "mode=0555,size=4k";
+        }
     }
-    ADD(OP_MOUNT, "mounting /tmp");
-    o->src = o->fstype = "tmpfs";
+    snprintf(buf, sizeof buf, "%s/tmp", base);
+    ADD(OP_BIND, "mounting /tmp");
+    o->src = keep(p, buf);
     o->dst = "tmp";
     o->in_root = o->is_dir = 1;
-    o->flags = MS_NOSUID | MS_NODEV;
-    o->data = "mode=1777";
 
-    /* /etc/hosts and /etc/resolv.conf: small files in the scratch tmpfs. */
-    const char *hostname = spec->hostname ? spec->hostname : req->name;
-    char hosts[512];
-    snprintf(hosts, sizeof hosts,
-             "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s\n",
-             hostname);
-    char resolv[4096] = "# lis: this sandbox has no DNS of its own";
-    if (spec->net == LIS_NET_HOST) {
-        int fd = open("/etc/resolv.conf", O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            ssize_t n = read(fd, resolv, sizeof resolv - 1);
-            resolv[n > 0 ? n : 0] = 0;
-            close(fd);
-        }
-    } else if (spec->net == LIS_NET_PROXY) {
-        snprintf(resolv, sizeof resolv, "# lis: names are resolved by the HTTP proxy "
-                 "(http_proxy); there is no DNS server here\n");
-    }
-    static const char *const etc[] = {"hosts", "resolv.conf"};
-    const char *content[] = {hosts, resolv};
-    for (int i = 0; i < 2; i++) {
-        snprintf(buf, sizeof buf, "%s/%s", base, etc[i]);
-        ADD(OP_WRITE, "writing /etc files");
-        o->dst = keep(p, buf);
-        o->data = keep(p, content[i]);
-        snprintf(stage, sizeof stage, "binding /etc/%s", etc[i]);
-        ADD(OP_BIND, stage);
-        o->src = keep(p, buf);
-        snprintf(buf, sizeof buf, "etc/%s", etc[i]);
-        o->dst = keep(p, buf);
-        o->in_root = 1;
-    }
     for (size_t i = 0; i < spec->nbinds; i++) {
         const lis_bind *b = &spec->binds[i];
         struct stat st;
@@ -384,6 +447,79 @@ static int lo_up(void)
     return rc < 0 ? e : 0;
 }
 
+/* The upper dir may hold what a persistent sandbox wrote last time: a
+ * symlink planted at etc/ or etc/hosts must never send our writes to the
+ * host, so paths below the upper dir are resolved without symlinks. */
+static int open_upper(const mount_op *o, const char *rel, int flags, unsigned mode)
+{
+    int ufd = open(o->upper, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (ufd < 0)
+        return -errno;
+    struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC), .mode = mode,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                      RESOLVE_NO_MAGICLINKS};
+    int fd = (int)syscall(SYS_openat2, ufd, rel, &how, sizeof how);
+    int e = errno;
+    close(ufd);
+    return fd >= 0 ? fd : -e;
+}
+
+static int make_dir(const mount_op *o)
+{
+    if (o->in_upper) {
+        int ufd = open_upper(o, ".", O_PATH | O_DIRECTORY, 0);
+        if (ufd < 0)
+            return -ufd;
+        int rc = mkdirat(ufd, o->dst, 0755) < 0 && errno != EEXIST ? errno : 0;
+        close(ufd);
+        return rc;
+    }
+    if (mkdir(o->dst, 0755) < 0 && errno != EEXIST)
+        return errno;
+    return o->mode && chmod(o->dst, o->mode) < 0 ? errno : 0;
+}
+
+static int write_upper_file(const mount_op *o)
+{
+    int fd = open_upper(o, o->dst, O_CREAT | O_WRONLY | O_TRUNC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return -fd;
+    size_t n = strlen(o->data);
+    int rc = write(fd, o->data, n) == (ssize_t)n ? 0 : EIO;
+    close(fd);
+    return rc;
+}
+
+/* The layers are given as /proc/self/fd/N: mountinfo inside the sandbox then
+ * shows those, not the host paths of the image and the upper dir. */
+static int mount_overlay(const mount_op *o)
+{
+    int fds[3] = {open(o->src, O_PATH | O_DIRECTORY | O_CLOEXEC),
+                  open(o->upper, O_PATH | O_DIRECTORY | O_CLOEXEC),
+                  open(o->work, O_PATH | O_DIRECTORY | O_CLOEXEC)};
+    int rc = 0;
+    for (int i = 0; i < 3 && !rc; i++)
+        if (fds[i] < 0)
+            rc = errno;
+    if (!rc) {
+        static const char *const keys[] = {"lowerdir=", ",upperdir=", ",workdir="};
+        char data[256], *q = data;
+        for (int i = 0; i < 3; i++) {
+            size_t k = strlen(keys[i]);
+            memcpy(q, keys[i], k);
+            q += k;
+            fd_path(fds[i], q);
+            q += strlen(q);
+        }
+        memcpy(q, ",userxattr", sizeof ",userxattr");
+        rc = mount("overlay", o->dst, "overlay", 0, data) < 0 ? errno : 0;
+    }
+    for (int i = 0; i < 3; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    return rc;
+}
+
 static int run_op(const mount_op *o, int *rootfd)
 {
     char fdp[32];
@@ -406,7 +542,7 @@ static int run_op(const mount_op *o, int *rootfd)
             rc = make_read_only(*rootfd, o->dst);
         break;
     case OP_MKDIR:
-        rc = mkdir(dst, 0755) < 0 && errno != EEXIST ? errno : 0;
+        rc = make_dir(o);
         break;
     case OP_OPENROOT:
         *rootfd = open(dst, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -425,15 +561,12 @@ static int run_op(const mount_op *o, int *rootfd)
         close(pfd);
         break;
     }
-    case OP_WRITE: {
-        int fd = open(dst, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0)
-            return errno;
-        size_t n = strlen(o->data);
-        rc = write(fd, o->data, n) == (ssize_t)n ? 0 : EIO;
-        close(fd);
+    case OP_WRITE:
+        rc = write_upper_file(o);
         break;
-    }
+    case OP_OVERLAY:
+        rc = mount_overlay(o);
+        break;
     case OP_HOSTNAME:
         rc = sethostname(o->data, strlen(o->data)) < 0 ? errno : 0;
         break;

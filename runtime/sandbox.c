@@ -53,11 +53,16 @@ static unsigned long long start_time(pid_t pid)
         return 0;
     unsigned long long v = 0;
     int field = 2;
-    for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " "))
-        if (++field == 22) {
+    char *save = NULL;
+    for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        /* a zombie PID 1 is a dead sandbox whose parent has not reaped it yet */
+        if (++field == 3 && (tok[0] == 'Z' || tok[0] == 'X'))
+            return 0;
+        if (field == 22) {
             v = strtoull(tok, NULL, 10);
             break;
         }
+    }
     return v;
 }
 
@@ -142,6 +147,8 @@ static int write_meta(lis_sandbox *sb, lis_error *err)
     cJSON_AddBoolToObject(j, "full_map", sb->full_map);
     cJSON_AddNumberToObject(j, "net", sb->net);
     cJSON_AddStringToObject(j, "layer_dir", sb->layer_dir);
+    cJSON_AddStringToObject(j, "limits", sb->cg ? "cgroup" : "fallback");
+    cJSON_AddNumberToObject(j, "disk_limit", (double)sb->disk_limit);
     cJSON *env = cJSON_AddArrayToObject(j, "env");
     for (size_t i = 0; sb->env && sb->env[i]; i++)
         cJSON_AddItemToArray(env, cJSON_CreateString(sb->env[i]));
@@ -219,6 +226,26 @@ static int remove_state(lis_ctx *ctx, const char *state_dir, const char *layer_d
     return rc;
 }
 
+/* A lower layer owned by ids this sandbox does not map (a root-owned
+ * debootstrap run by an ordinary user) starts, but writes into its
+ * directories fail inside: say so once per context, with the fix. */
+static void warn_unmapped_owner(lis_ctx *ctx, const char *rootfs, int full_map)
+{
+    struct stat st;
+    if (ctx->uid == 0 || stat(rootfs, &st) < 0)
+        return;
+    int mapped = st.st_uid == ctx->uid ||
+                 (full_map && st.st_uid >= ctx->subuid.start &&
+                  st.st_uid - ctx->subuid.start < ctx->subuid.count);
+    if (mapped || __atomic_exchange_n(&ctx->warned_unmapped, 1, __ATOMIC_RELAXED))
+        return;
+    lis_warn(ctx, "rootfs %s is owned by uid %u, which is not mapped in the sandbox: lis starts "
+             "it, but writes into its directories (apt, pip into /usr) fail inside; make it yours "
+             "with `lis rootfs import` of a tarball of it (sudo tar -C DIR -czf img.tgz .) or "
+             "give your user a subordinate id range in /etc/subuid and /etc/subgid",
+             rootfs, (unsigned)st.st_uid);
+}
+
 int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox **out,
                        lis_error *err)
 {
@@ -260,6 +287,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
                         (unsigned)ctx->uid);
     }
     sb->full_map = spec->uidmap != LIS_UIDMAP_SINGLE && can_full;
+    warn_unmapped_owner(ctx, sb->rootfs, sb->full_map);
     sb->persist = spec->persist;
     sb->created = lis_wallclock();
     sb->net = spec->net;
@@ -323,7 +351,18 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         .full_map = sb->full_map,
         .cg = sb->cg,
         .proxy_fd = &proxy_fd,
+        .fsize = spec->upper == LIS_UPPER_DISK ? lis_disk_budget(&spec->limits) : 0,
     };
+    if (!sb->cg) { /* no cgroup: the fallback limits (docs/cgroups.md) */
+        uint64_t pids = spec->limits.pids ? spec->limits.pids : LIS_DEFAULT_PIDS;
+        uint64_t mem = spec->limits.memory_bytes ? spec->limits.memory_bytes
+                                                 : LIS_DEFAULT_MEMORY;
+        req.fb_pids = pids == LIS_UNLIMITED ? 0 : pids;
+        req.fb_memory = mem == LIS_UNLIMITED ? 0 : mem;
+        req.fb_nice = 10;
+        sb->fallback_limits = 1;
+    }
+    sb->disk_limit = lis_disk_budget(&spec->limits);
     if (lis_spawn(ctx, &req, &sb->pid, &sb->pidfd, &sb->life_fd, err) < 0)
         goto fail;
     if (listen_fd >= 0)
@@ -581,6 +620,9 @@ int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err)
     struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
     int alive = sb->pidfd >= 0 && poll(&p, 1, 0) == 0;
     fill_stats(st, sb->name, sb->pid, alive, sb->rootfs, sb->created, sb->persist);
+    snprintf(st->limits, sizeof st->limits, "%s", sb->cg ? "cgroup" : "fallback");
+    st->disk_limit = sb->disk_limit;
+    st->disk_bytes = lis_disk_usage(alive ? sb->pid : 0, sb->layer_dir);
     lis_net_stats(sb, st);
     if (alive)
         lis_cg_stats(sb->cg, st);
@@ -622,6 +664,10 @@ int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err)
                    cJSON_IsTrue(cJSON_GetObjectItem(m, "persist")));
         if (alive)
             lis_cg_pid_stats(ctx, pid, &(*out)[*n]);
+        snprintf((*out)[*n].limits, sizeof (*out)[*n].limits, "%s", jstr(m, "limits"));
+        cJSON *dl = cJSON_GetObjectItem(m, "disk_limit");
+        (*out)[*n].disk_limit = cJSON_IsNumber(dl) ? (uint64_t)dl->valuedouble : 0;
+        (*out)[*n].disk_bytes = lis_disk_usage(alive ? pid : 0, jstr(m, "layer_dir"));
         cJSON *netv = cJSON_GetObjectItem(m, "net");
         (*out)[*n].net = cJSON_IsNumber(netv) ? (lis_net_mode)netv->valuedouble : LIS_NET_NONE;
         if (alive && (*out)[*n].net == LIS_NET_PROXY && (*out)[*n].persist)

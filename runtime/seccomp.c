@@ -10,6 +10,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <seccomp.h>
 #include <stdlib.h>
@@ -33,7 +34,7 @@ static const char *const denied[] = {
     "kcmp", "name_to_handle_at", "process_madvise", "landlock_restrict_self",
 };
 
-int lis_seccomp_compile(struct sock_filter **prog, unsigned short *len, lis_error *err)
+int lis_seccomp_compile(int *fd_out, lis_error *err)
 {
     scmp_filter_ctx sc = seccomp_init(SCMP_ACT_ALLOW);
     if (!sc)
@@ -103,7 +104,9 @@ int lis_seccomp_compile(struct sock_filter **prog, unsigned short *len, lis_erro
         return lis_fail(err, -rc, "seccomp rule for %s: %s", what, strerror(-rc));
     }
 
-    int fd = memfd_create("lis-seccomp", MFD_CLOEXEC);
+    /* Handed to each sandbox's lis-init as a sealed memfd: it loads the
+     * program into every command right before its exec. */
+    int fd = memfd_create("lis-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) {
         seccomp_release(sc);
         return lis_fail(err, errno, "memfd_create: %s", strerror(errno));
@@ -113,18 +116,11 @@ int lis_seccomp_compile(struct sock_filter **prog, unsigned short *len, lis_erro
     struct stat st;
     if (rc < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 ||
         st.st_size % sizeof(struct sock_filter) != 0 ||
-        st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+        st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0) {
         close(fd);
         return lis_fail(err, rc < 0 ? -rc : EINVAL, "exporting the seccomp filter failed");
     }
-    struct sock_filter *p = malloc(st.st_size);
-    if (!p || pread(fd, p, st.st_size, 0) != st.st_size) {
-        free(p);
-        close(fd);
-        return lis_fail(err, EIO, "reading the seccomp filter back failed");
-    }
-    close(fd);
-    *prog = p;
-    *len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+    *fd_out = fd;
     return 0;
 }

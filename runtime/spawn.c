@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -71,16 +72,49 @@ static void itoa10(int v, char *buf)
     *buf = 0;
 }
 
-/* The child. Never returns. */
-static void child_main(const lis_mount_plan *plan, int life, int parent_end, int listen_fd,
-                       int init_fd, const struct sock_fprog *prog, int persist)
+static void utoa10(uint64_t v, char *buf)
 {
-    close(parent_end);
-    int keep[] = {life, listen_fd, init_fd};
-    close_all_but(keep, 3);
+    char tmp[24];
+    int n = 0;
+    do
+        tmp[n++] = '0' + v % 10;
+    while ((v /= 10));
+    while (n)
+        *buf++ = tmp[--n];
+    *buf = 0;
+}
 
-    /* Both survive the exec of lis-init. */
+/* The child. Never returns. */
+/* Fallback limits and the per-file size cap, before lis-init. Hard limits
+ * too: raising them back needs CAP_SYS_RESOURCE in the initial namespace. */
+static int apply_rlimits(const lis_spawn_req *req)
+{
+    if (req->fb_pids) {
+        struct rlimit rl = {req->fb_pids, req->fb_pids};
+        if (setrlimit(RLIMIT_NPROC, &rl) < 0)
+            return errno;
+    }
+    if (req->fsize) {
+        struct rlimit rl = {req->fsize, req->fsize};
+        if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
+            return errno;
+    }
+    if (req->fb_nice && setpriority(PRIO_PROCESS, 0, req->fb_nice) < 0)
+        return errno;
+    return 0;
+}
+
+static void child_main(const lis_mount_plan *plan, int life, int parent_end, int listen_fd,
+                       int init_fd, int bpf_fd, const lis_spawn_req *req)
+{
+    int persist = req->spec->persist;
+    close(parent_end);
+    int keep[] = {life, listen_fd, init_fd, bpf_fd};
+    close_all_but(keep, 4);
+
+    /* These survive the exec of lis-init. */
     fcntl(life, F_SETFD, 0);
+    fcntl(bpf_fd, F_SETFD, 0);
     if (listen_fd >= 0)
         fcntl(listen_fd, F_SETFD, 0);
 
@@ -108,22 +142,24 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
         if (null > 2)
             close(null);
     }
-    if ((e = -lis_caps_drop_to_default())) {
-        send_msg(life, LIS_MSG_SETUP_ERR, e, "dropping capabilities");
-        _exit(1);
-    }
+    /* lis-init keeps the capabilities of the sandbox's user namespace and
+     * runs unfiltered: it cuts the bounding set and loads the seccomp filter
+     * in each command right before its exec (runtime/init/harden.c), after
+     * giving the command a UTS namespace of its own (its kill tag). */
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
         send_msg(life, LIS_MSG_SETUP_ERR, errno, "setting no_new_privs");
         _exit(1);
     }
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) < 0) {
-        send_msg(life, LIS_MSG_SETUP_ERR, errno, "loading the seccomp filter");
+    if ((e = apply_rlimits(req))) {
+        send_msg(life, LIS_MSG_SETUP_ERR, e, "setting the fallback limits");
         _exit(1);
     }
-    char a1[16], a2[16];
+    char a1[16], a2[16], a3[16], a4[24];
     itoa10(life, a1);
     itoa10(listen_fd, a2);
-    char *argv[] = {"lis-init", a1, a2, persist ? "1" : "0", NULL};
+    itoa10(bpf_fd, a3);
+    utoa10(req->fb_memory, a4);
+    char *argv[] = {"lis-init", a1, a2, persist ? "1" : "0", a3, a4, NULL};
     char *envp[] = {NULL};
     syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
     send_msg(life, LIS_MSG_SETUP_ERR, errno, "executing lis-init");
@@ -160,8 +196,8 @@ struct nested_report {
  * which the holder turns into the caller's uid plus its subordinate range.
  * This saves two setuid execs of newuidmap/newgidmap per sandbox. */
 static long clone_nested(int holder, const struct clone_args *ca, const lis_mount_plan *plan,
-                         int sv[2], const lis_spawn_req *req, int init_fd,
-                         const struct sock_fprog *prog, int *pidfd, int *clone_errno)
+                         int sv[2], const lis_spawn_req *req, int init_fd, int bpf_fd,
+                         int *pidfd, int *clone_errno)
 {
     int pp[2];
     if (pipe2(pp, O_CLOEXEC) < 0) {
@@ -182,7 +218,7 @@ static long clone_nested(int holder, const struct clone_args *ca, const lis_moun
             long child = syscall(SYS_clone3, &c, sizeof c);
             if (child == 0) {
                 close(pp[1]);
-                child_main(plan, sv[1], sv[0], req->listen_fd, init_fd, prog, req->spec->persist);
+                child_main(plan, sv[1], sv[0], req->listen_fd, init_fd, bpf_fd, req);
             }
             if (child < 0)
                 rep.err = errno;
@@ -292,7 +328,6 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
                             "raise the limit with ulimit -n (run `lis doctor`)");
         return lis_fail(err, e, "socketpair: %s", strerror(e));
     }
-    struct sock_fprog prog = {.len = ctx->bpf_len, .filter = ctx->bpf};
     uint64_t flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
                      CLONE_NEWCGROUP | CLONE_PIDFD;
     if (req->spec->net != LIS_NET_HOST)
@@ -317,12 +352,12 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
             lis_mount_plan_free(plan);
             return -1;
         }
-        pid = clone_nested(holder, &ca, plan, sv, req, ctx->init_fd, &prog, &pidfd, &clone_errno);
+        pid = clone_nested(holder, &ca, plan, sv, req, ctx->init_fd, ctx->bpf_fd, &pidfd,
+                           &clone_errno);
     } else {
         pid = syscall(SYS_clone3, &ca, sizeof ca);
         if (pid == 0)
-            child_main(plan, sv[1], sv[0], req->listen_fd, ctx->init_fd, &prog,
-                       req->spec->persist);
+            child_main(plan, sv[1], sv[0], req->listen_fd, ctx->init_fd, ctx->bpf_fd, req);
         clone_errno = errno;
     }
     close(sv[1]);

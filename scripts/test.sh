@@ -61,7 +61,8 @@ as_user() {
             XDG_RUNTIME_DIR= TMPDIR=/tmp \
             LIS_TEST_BUSYBOX="${LIS_TEST_BUSYBOX:-}" LIS_TEST_DEBIAN="${LIS_TEST_DEBIAN:-}" \
             LIS_BIN="$LIS_BIN" LIS_TEST_SRC="$LIS_TEST_SRC" \
-            LIS_TEST_FOREIGN="${LIS_TEST_FOREIGN:-}" "$@"
+            LIS_TEST_FOREIGN="${LIS_TEST_FOREIGN:-}" \
+            LIS_TEST_ROOTFS_ROOT="${LIS_TEST_ROOTFS_ROOT:-}" "$@"
     else
         "$@"
     fi
@@ -70,6 +71,11 @@ as_user() {
 if [ "$(id -u)" -eq 0 ]; then
     chown -R "$user:$user" "$work"
     chmod -R a+rX "$work/build" "$work/src-tests"
+    # A rootfs owned by root without /etc/hosts, as `sudo debootstrap` leaves one
+    # (tests/security: it must start for the test user and stay untouched).
+    cp -a "$work/busybox" "$work/rootfs-root" &&
+        rm -f "$work/rootfs-root/etc/hosts" "$work/rootfs-root/etc/resolv.conf" &&
+        chown -R root:root "$work/rootfs-root" && export LIS_TEST_ROOTFS_ROOT="$work/rootfs-root"
     # A sandbox of another user, to prove the test user cannot reach it.
     foreign=$(runuser -u "$user-b" -- env XDG_RUNTIME_DIR= "$LIS_BIN" sandbox create \
               --rootfs "$work/busybox" --name "foreign-$$" 2>&1) && \
@@ -80,7 +86,7 @@ passed=0 failed=0
 # LIS_TEST_SUITES="test_tty test_net" runs only those suites (default: all)
 only=${LIS_TEST_SUITES:-}
 want() { [ -z "$only" ] || [[ " $only " == *" $(basename "$1") "* ]]; }
-for t in "$work"/build/tests/test_*; do
+for t in "$work"/build/tests/test_* "$work"/build/tests/security/test_*; do
     [ -x "$t" ] || continue
     want "$t" || continue
     # through a file, not $(...): a process a test leaked cannot hold the runner

@@ -7,7 +7,12 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,5 +65,47 @@ int main(int argc, char **argv)
     }
     if (!strcmp(w, "getpid"))
         return report(getpid());
+    /* a process that hides from ptrace-based inspection and leaves its
+     * parent's session (a double fork), then sleeps */
+    if (!strcmp(w, "hide-and-sleep")) {
+        pid_t c = fork();
+        if (c == 0) {
+            setsid();
+            if (fork() == 0) {
+                prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+                sleep(300);
+            }
+            _exit(0);
+        }
+        waitpid(c, NULL, 0);
+        return report(c);
+    }
+    /* the supervisor's processes, by pid: ptrace, memory, fds */
+    if (argc >= 3 && !strcmp(w, "ptrace")) {
+        long rc = ptrace(PTRACE_ATTACH, atoi(argv[2]), 0, 0);
+        if (rc == 0)
+            ptrace(PTRACE_DETACH, atoi(argv[2]), 0, 0);
+        return report(rc);
+    }
+    if (argc >= 3 && !strcmp(w, "seize"))
+        return report(ptrace(PTRACE_SEIZE, atoi(argv[2]), 0, 0));
+    if (argc >= 3 && !strcmp(w, "memopen")) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%s/mem", argv[2]);
+        return report(open(path, O_RDWR));
+    }
+    if (argc >= 3 && !strcmp(w, "vmwrite")) {
+        /* writes one byte at an address of ours into the target (it fails
+         * before the address matters when access is refused) */
+        static char byte = 0;
+        struct iovec l = {&byte, 1}, r = {&byte, 1};
+        return report(syscall(SYS_process_vm_writev, atoi(argv[2]), &l, 1, &r, 1, 0));
+    }
+    if (argc >= 4 && !strcmp(w, "getfd")) {
+        long pfd = syscall(SYS_pidfd_open, atoi(argv[2]), 0);
+        if (pfd < 0)
+            return report(pfd);
+        return report(syscall(SYS_pidfd_getfd, (int)pfd, atoi(argv[3]), 0));
+    }
     return 2;
 }

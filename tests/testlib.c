@@ -118,6 +118,27 @@ char *t_host(int *code, const char *fmt, ...)
     return buf;
 }
 
+char *t_lis(int *code, const char *fmt, ...)
+{
+    char args[6144];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    return t_host(code, "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data %s %s 2>&1", t_tmpdir(),
+                  t_tmpdir(), t_lis_bin(), args);
+}
+
+const char *t_build_file(const char *rel)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s", t_lis_bin());
+    char *s = strrchr(path, '/');
+    snprintf(s ? s + 1 : path, sizeof path - (size_t)(s ? s + 1 - path : 0), "%s", rel);
+    cr_assert_eq(access(path, F_OK), 0, "%s missing (make tests)", path);
+    return path;
+}
+
 long t_rss_kib(void)
 {
     FILE *f = fopen("/proc/self/status", "r");

@@ -26,6 +26,12 @@ void t_sh(lis_sandbox *sb, const char *cmd, lis_result *r);
 char *t_host(int *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* How many host processes live in the pid namespace whose link text is ns. */
 int t_procs_in_ns(const char *ns);
+/* Runs the lis CLI (stdout and stderr together) with XDG dirs under the last
+ * t_ctx()'s tmpdir; returns its output (malloc'ed) and exit code. */
+char *t_lis(int *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A file of the build tree next to the lis binary (e.g. "tests/sysprobe");
+ * fails the test when it is missing. Returns a static buffer. */
+const char *t_build_file(const char *rel);
 /* Current resident set size of this process in KiB. */
 long t_rss_kib(void);
 

@@ -11,4 +11,8 @@ cg=$(sed -n 's/^0:://p' /proc/self/cgroup)
 echo "guest: uid=$(id -u) kernel=$(uname -r) cgroup=$cg delegated controllers: $(cat "/sys/fs/cgroup$(dirname "$cg")/cgroup.controllers")"
 "$W/build/lis" doctor
 echo "--- vm_cgroup"
-exec "$W/build/tests/vm_cgroup" -j1 --verbose=1 "$@"
+"$W/build/tests/vm_cgroup" -j1 --verbose=1 "$@"; rc=$?
+# the bombs of the host suite, here under real cgroup v2 limits
+echo "--- test_bombs"
+LIS_TEST_FILES=${LIS_TEST_FILES:-20000} "$W/build/tests/test_bombs" -j1 --verbose=1 "$@" || rc=1
+exit $rc

@@ -1,0 +1,47 @@
+/* harden.c - what a command gives up right before its exec. lis-init itself
+ * keeps the full capability set of the sandbox's user namespace and runs
+ * without the filter (it must unshare a UTS namespace per command and see
+ * non-dumpable processes in /proc); commands never have either. */
+#include "init.h"
+
+#include <errno.h>
+#include <linux/capability.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Docker's default capabilities. Everything else leaves the bounding set, so
+ * no process of the command can ever regain it (uid 0 inside included). */
+static const int keep[] = {
+    CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FSETID, CAP_FOWNER, CAP_MKNOD, CAP_NET_RAW,
+    CAP_SETGID, CAP_SETUID, CAP_SETFCAP, CAP_SETPCAP, CAP_NET_BIND_SERVICE,
+    CAP_SYS_CHROOT, CAP_KILL, CAP_AUDIT_WRITE,
+};
+
+int init_harden(const struct sock_fprog *prog)
+{
+    for (int c = 0; c < 64; c++) {
+        int kept = 0;
+        for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+            kept |= keep[i] == c;
+        if (!kept && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+            return errno;
+    }
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        return errno;
+    /* No inheritable capabilities; permitted and effective shrink to the
+     * bounding set at exec (no_new_privs caps them at the old permitted). */
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) < 0)
+        return errno;
+    d[0].inheritable = d[1].inheritable = 0;
+    if (syscall(SYS_capset, &h, d) < 0)
+        return errno;
+    if (!prog->len)
+        return EINVAL; /* never a command without the filter */
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) < 0)
+        return errno;
+    return 0;
+}
