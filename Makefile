@@ -47,7 +47,7 @@ TEST_BIN    := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 # root_*: run as root by scripts/test.sh; vm_*: run only inside the cgroup v2 VM (tests/vm/)
 EXTRA_TEST_BIN := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/root_*.c tests/vm_*.c))
 
-.PHONY: all clean test check tests bench
+.PHONY: all clean test check tests bench test-asan
 all: $(B)/lis $(B)/lis-init $(B)/liblis-agent.so $(B)/liblis-rootfs.so
 
 $(B)/obj/%.o: %.c
@@ -115,6 +115,21 @@ tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/security
 # rootless suites as an unprivileged user (LIS_TEST_USER, default lis-test).
 test check: tests
 	B=$(B) bash scripts/test.sh
+
+# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own
+# build dir. lis-init and the static test helpers keep their own flags (ASan
+# cannot be linked statically), so they stay plain. Any finding fails the run:
+# UBSan halts on the first error, ASan and LeakSanitizer (at exit) make the
+# process exit non-zero, and scripts/test.sh counts every report file of any
+# process (tests, the CLI, detached owners) as a failure (LIS_TEST_SANITIZE).
+ASAN_B    ?= build-asan
+ASAN_OPT  := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+ASAN_ENV  := LIS_TEST_SANITIZE=1 \
+             ASAN_OPTIONS=detect_leaks=1:exitcode=86:strict_string_checks=1:detect_stack_use_after_return=1 \
+             UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LSAN_OPTIONS=print_suppressions=0
+test-asan:
+	$(MAKE) B=$(ASAN_B) OPT='$(ASAN_OPT)' LDFLAGS='-fsanitize=address,undefined' tests
+	$(ASAN_ENV) B=$(ASAN_B) bash scripts/test.sh
 
 bench: all
 	bash scripts/bench-runtime.sh

@@ -93,6 +93,29 @@ int agent_copy_input(lis_sandbox *sb, const char *host, const char *dst, lis_err
     return rc;
 }
 
+/* What the export filter left out: one line in the run log, one entry in
+ * the trajectory's metadata.export_skipped. */
+typedef struct export_log {
+    FILE *log;
+    const char *root;
+    cJSON *skipped;
+} export_log;
+
+static void export_skipped(void *arg, const char *path, const char *why)
+{
+    export_log *x = arg;
+    char full[4200];
+    snprintf(full, sizeof full, "%s%s%s", x->root, strcmp(path, ".") ? "/" : "",
+             strcmp(path, ".") ? path : "");
+    if (x->log)
+        fprintf(x->log, "lis: warning: not exported: %s: %s\n", full, why);
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "path", full);
+    cJSON_AddStringToObject(e, "reason", why);
+    if (!cJSON_AddItemToArray(x->skipped, e))
+        cJSON_Delete(e);
+}
+
 int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *run_dir,
                   size_t run_dir_len, lis_error *err)
 {
@@ -135,15 +158,17 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
 
     cJSON *traj = agent_loop(&env, o, res);
 
-    /* outputs and trajectory are saved however the loop ended */
+    /* outputs and trajectory are saved however the loop ended; nothing that
+     * points at the host (links out, devices, fifos, sockets) is exported */
     char files[4200], tpath[4200];
     snprintf(files, sizeof files, "%s/files", dir);
-    if (lis_copy_out(sb, p->output_dir, files, &e2) < 0) {
+    export_log x = {.log = log, .root = p->output_dir, .skipped = cJSON_CreateArray()};
+    if (lis_copy_out_data(sb, p->output_dir, files, export_skipped, &x, &e2) < 0) {
         if (log)
             fprintf(log, "lis: warning: could not copy %s out of the sandbox: %s\n",
                     p->output_dir, e2.msg);
-        mkdir_p(files, &e2);
     }
+    mkdir_p(files, &e2); /* also when the output dir itself was not exported */
     char answer_path[4200];
     snprintf(answer_path, sizeof answer_path, "%s/answer.txt", p->output_dir);
     char *answer = NULL;
@@ -152,6 +177,11 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
     lis_sandbox_destroy(sb, &e2);
 
     snprintf(tpath, sizeof tpath, "%s/trajectory.json", dir);
+    cJSON *md = cJSON_GetObjectItem(traj, "metadata");
+    if (md && x.skipped)
+        cJSON_AddItemToObject(md, "export_skipped", x.skipped);
+    else
+        cJSON_Delete(x.skipped);
     char *json = traj ? agent_json_pretty(traj) : NULL;
     cJSON_Delete(traj);
     int rc = 0;

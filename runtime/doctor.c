@@ -46,16 +46,134 @@ static long read_long(const char *path, long dflt)
     return v;
 }
 
-/* Can this user create a user namespace right now? */
-static int try_userns(void)
+static long read_sysctl(const char *proc_sys, const char *name, long dflt)
 {
-    pid_t p = fork();
-    if (p == 0)
-        _exit(unshare(CLONE_NEWUSER) == 0 ? 0 : errno);
-    int st = 0;
-    if (p < 0 || waitpid(p, &st, 0) < 0)
-        return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", proc_sys ? proc_sys : "/proc/sys", name);
+    return read_long(path, dflt);
+}
+
+int lis_apparmor_restricts_userns(const char *proc_sys)
+{
+    return read_sysctl(proc_sys, "kernel/apparmor_restrict_unprivileged_userns", 0) == 1;
+}
+
+static int write_str(const char *path, const char *s)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    int e = write(fd, s, strlen(s)) == (ssize_t)strlen(s) ? 0 : errno ? errno : EIO;
+    close(fd);
+    return e;
+}
+
+/* Can this user create a user namespace right now, and does it come with
+ * capabilities (AppArmor's restriction hands out namespaces without)? */
+void lis_userns_probe_run(lis_userns_probe *p)
+{
+    memset(p, 0, sizeof *p);
+    int fd[2];
+    if (pipe2(fd, O_CLOEXEC) < 0) {
+        p->unshare_err = errno;
+        return;
+    }
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        lis_userns_probe r = {0};
+        char map[64];
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0) {
+            r.unshare_err = errno;
+        } else {
+            write_str("/proc/self/setgroups", "deny");
+            snprintf(map, sizeof map, "0 %u 1", (unsigned)uid);
+            r.map_err = write_str("/proc/self/uid_map", map);
+            snprintf(map, sizeof map, "0 %u 1", (unsigned)gid);
+            if (!r.map_err)
+                r.map_err = write_str("/proc/self/gid_map", map);
+            if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                r.mount_err = errno;
+        }
+        _exit(write(fd[1], &r, sizeof r) == (ssize_t)sizeof r ? 0 : 1);
+    }
+    close(fd[1]);
+    if (pid < 0) {
+        p->unshare_err = errno;
+        close(fd[0]);
+        return;
+    }
+    ssize_t n = read(fd[0], p, sizeof *p);
+    close(fd[0]);
+    waitpid(pid, NULL, 0);
+    if (n != (ssize_t)sizeof *p) {
+        memset(p, 0, sizeof *p);
+        p->unshare_err = EIO;
+    }
+}
+
+#define APPARMOR_FIX                                                                               \
+    "install lis's AppArmor profile (like Ubuntu's for bwrap): sudo scripts/apparmor/install.sh %s " \
+    "(from the lis sources; docs/ci.md); or, on a throw-away CI machine only: sudo sysctl -w "     \
+    "kernel.apparmor_restrict_unprivileged_userns=0"
+
+void lis_doctor_userns(const char *proc_sys, const lis_userns_probe *p, const char *self,
+                       lis_check *k)
+{
+    long maxns = read_sysctl(proc_sys, "user/max_user_namespaces", -1);
+    long clone_ok = read_sysctl(proc_sys, "kernel/unprivileged_userns_clone", 1); /* Debian */
+    int apparmor = lis_apparmor_restricts_userns(proc_sys);
+    memset(k, 0, sizeof *k);
+    snprintf(k->name, sizeof k->name, "user namespaces");
+    k->level = LIS_CHECK_FAIL;
+    const char *what = p->map_err ? "writing uid_map" : "mounting";
+    int e = p->map_err ? p->map_err : p->mount_err;
+    if (!p->unshare_err && !e) {
+        k->level = LIS_CHECK_OK;
+        snprintf(k->detail, sizeof k->detail,
+                 "unprivileged user namespaces work (max_user_namespaces=%ld)%s", maxns,
+                 apparmor ? "; AppArmor restricts them on this host and lets lis through" : "");
+    } else if (!p->unshare_err) { /* a namespace, but no capabilities in it */
+        if (apparmor) {
+            snprintf(k->detail, sizeof k->detail,
+                     "AppArmor restricts unprivileged user namespaces "
+                     "(kernel.apparmor_restrict_unprivileged_userns=1, Ubuntu 23.10+): lis gets "
+                     "one without capabilities (%s: %s)", what, strerror(e));
+            snprintf(k->fix, sizeof k->fix, APPARMOR_FIX, self && *self ? self : "/path/to/lis");
+        } else {
+            snprintf(k->detail, sizeof k->detail,
+                     "a user namespace is created but %s in it fails: %s", what, strerror(e));
+            snprintf(k->fix, sizeof k->fix, "a security module (AppArmor, SELinux) or a seccomp "
+                     "policy of the container denies capabilities in user namespaces: allow "
+                     "them for lis (aa-status, ausearch -m avc), or run lis outside that "
+                     "container");
+        }
+    } else if (clone_ok == 0) {
+        snprintf(k->detail, sizeof k->detail, "kernel.unprivileged_userns_clone=0: unprivileged "
+                 "user namespaces are disabled (%s)", strerror(p->unshare_err));
+        snprintf(k->fix, sizeof k->fix, "sudo sysctl -w kernel.unprivileged_userns_clone=1, and "
+                 "to keep it: echo kernel.unprivileged_userns_clone=1 | sudo tee "
+                 "/etc/sysctl.d/90-lis-userns.conf");
+    } else if (maxns == 0 || p->unshare_err == ENOSPC || p->unshare_err == EUSERS) {
+        snprintf(k->detail, sizeof k->detail, "user.max_user_namespaces=%ld: %s", maxns,
+                 maxns == 0 ? "user namespaces are disabled" : "the limit is reached");
+        snprintf(k->fix, sizeof k->fix, "sudo sysctl -w user.max_user_namespaces=65536, and to "
+                 "keep it: echo user.max_user_namespaces=65536 | sudo tee "
+                 "/etc/sysctl.d/90-lis-userns.conf");
+    } else if (apparmor) {
+        snprintf(k->detail, sizeof k->detail,
+                 "AppArmor denies unprivileged user namespaces "
+                 "(kernel.apparmor_restrict_unprivileged_userns=1): %s",
+                 strerror(p->unshare_err));
+        snprintf(k->fix, sizeof k->fix, APPARMOR_FIX, self && *self ? self : "/path/to/lis");
+    } else {
+        snprintf(k->detail, sizeof k->detail, "cannot create a user namespace: %s "
+                 "(max_user_namespaces=%ld)", strerror(p->unshare_err), maxns);
+        snprintf(k->fix, sizeof k->fix, "inside a container, unshare is forbidden by its seccomp "
+                 "profile: run lis on the host or in a VM (docs/ci.md); Docker: --security-opt "
+                 "seccomp=unconfined --security-opt apparmor=unconfined");
+    }
 }
 
 #define DELEGATE_FIX                                                                               \
@@ -179,29 +297,14 @@ size_t lis_doctor(lis_ctx *ctx, lis_check *c, size_t max)
         "upgrade to Linux 5.12 or newer (clone3, openat2, mount_setattr, rootless overlayfs)",
         "Linux %s%s", u.release, kv >= 5012 ? "" : " (lis needs >= 5.12)");
 
-    long maxns = read_long("/proc/sys/user/max_user_namespaces", -1);
-    long clone_ok = read_long("/proc/sys/kernel/unprivileged_userns_clone", 1);
-    long apparmor = read_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", 0);
-    int e = try_userns();
-    if (e == 0)
-        add(c, &n, max, "user namespaces", LIS_CHECK_OK, NULL,
-            "unprivileged user namespaces work (max_user_namespaces=%ld)", maxns);
-    else if (apparmor == 1)
-        add(c, &n, max, "user namespaces", LIS_CHECK_FAIL,
-            "install an AppArmor profile for lis: printf 'abi <abi/4.0>,\\ninclude <tunables/global>\\n"
-            "profile lis /usr/local/bin/lis flags=(unconfined) {\\n  userns,\\n}\\n' | sudo tee "
-            "/etc/apparmor.d/lis && sudo systemctl reload apparmor",
-            "AppArmor restricts unprivileged user namespaces (Ubuntu 24.04+)");
-    else if (clone_ok == 0)
-        add(c, &n, max, "user namespaces", LIS_CHECK_FAIL,
-            "sudo sysctl -w kernel.unprivileged_userns_clone=1 (persist in /etc/sysctl.d/)",
-            "kernel.unprivileged_userns_clone=0");
-    else
-        add(c, &n, max, "user namespaces", LIS_CHECK_FAIL,
-            "sudo sysctl -w user.max_user_namespaces=65536 (or run lis outside a container that "
-            "forbids unshare)",
-            "cannot create a user namespace: %s (max_user_namespaces=%ld)",
-            e > 0 ? strerror(e) : "unknown", maxns);
+    if (n < max) {
+        lis_userns_probe up;
+        lis_userns_probe_run(&up);
+        char self[PATH_MAX];
+        ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[sl > 0 ? sl : 0] = 0;
+        lis_doctor_userns(NULL, &up, self, &c[n++]);
+    }
 
     int sec = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
     add(c, &n, max, "seccomp", sec >= 0 ? LIS_CHECK_OK : LIS_CHECK_FAIL,

@@ -237,8 +237,8 @@ static int handle_msg(lis_proc *p, const struct lis_msg *m, int fd)
         break;
     case LIS_MSG_EXEC_ERR:
         p->exec_failed = 1;
-        memcpy(p->err_msg, m->text, sizeof p->err_msg - 1);
-        p->err_msg[sizeof p->err_msg - 1] = 0;
+        memcpy(p->err_msg, m->text, sizeof m->text); /* text (240) < err_msg (256) */
+        p->err_msg[sizeof m->text - 1] = 0;
         break;
     case LIS_MSG_EXITED:
         p->exited = 1;

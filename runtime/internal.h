@@ -157,4 +157,24 @@ void lis_net_counters(lis_sandbox *sb, uint64_t c[3]);
 /* files.c */
 int lis_path_check(const char *path, lis_error *err);
 
+/* doctor.c: the user namespace check, split so that tests can feed it fake
+ * sysctls (a directory laid out like /proc/sys) and fake probe results. */
+typedef struct lis_userns_probe {
+    int unshare_err; /* errno of unshare(CLONE_NEWUSER | CLONE_NEWNS), 0: it worked */
+    int map_err;     /* then errno of writing uid_map/gid_map from inside, 0: it worked */
+    int mount_err;   /* then errno of making / private in the new mount ns, 0: it worked */
+} lis_userns_probe;
+/* Tries the three steps in a child process, as this user, right now. */
+void lis_userns_probe_run(lis_userns_probe *p);
+/* The verdict and its fix; self is the lis binary a fix should name. */
+void lis_doctor_userns(const char *proc_sys, const lis_userns_probe *p, const char *self,
+                       lis_check *out);
+/* 1 when kernel.apparmor_restrict_unprivileged_userns=1 under proc_sys (NULL:
+ * /proc/sys): a user namespace comes without capabilities unless a profile
+ * allows it. For the set-up errors that a missing profile causes. */
+int lis_apparmor_restricts_userns(const char *proc_sys);
+#define LIS_APPARMOR_HINT                                                                         \
+    " (AppArmor restricts unprivileged user namespaces on this host: install lis's profile with " \
+    "sudo scripts/apparmor/install.sh /path/to/lis; run `lis doctor`)"
+
 #endif

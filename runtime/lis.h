@@ -280,6 +280,16 @@ int lis_file_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size,
  * Symlinks are copied as symlinks, never followed. */
 int lis_copy_in(lis_sandbox *sb, const char *host_src, const char *path, lis_error *err);
 int lis_copy_out(lis_sandbox *sb, const char *path, const char *host_dst, lis_error *err);
+/* Called once per entry lis_copy_out_data leaves out: its path inside the
+ * exported tree ("." for the tree itself) and why. */
+typedef void (*lis_skip_fn)(void *arg, const char *path, const char *why);
+/* lis_copy_out with Python tarfile's "data" filter (PEP 706): symlinks that
+ * are absolute or lead outside the exported tree (also through other links
+ * of the tree), device nodes, fifos and sockets are not exported, each one
+ * reported to skipped (may be NULL); setuid/setgid/sticky bits and
+ * group/other write bits are cleared. Hard links come out as plain copies. */
+int lis_copy_out_data(lis_sandbox *sb, const char *path, const char *host_dst,
+                      lis_skip_fn skipped, void *arg, lis_error *err);
 
 /* Runs fn in a child process that is root of a user namespace mapping the
  * caller's uid and its 65535 subordinate ids (as root: ids 0-65535), so it can

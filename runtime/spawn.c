@@ -302,7 +302,9 @@ static ssize_t recv_setup(int fd, struct lis_msg *m, int *proxy_fd)
 static int setup_error(int e, const char *stage, lis_error *err)
 {
     const char *hint = "";
-    if (strstr(stage, "overlay")) {
+    if (e == EPERM && lis_apparmor_restricts_userns(NULL)) /* a userns without capabilities */
+        hint = LIS_APPARMOR_HINT;
+    else if (strstr(stage, "overlay")) {
         if (e == EINVAL)
             hint = " (the kernel refused overlayfs with userxattr in a user namespace: it needs "
                    "Linux >= 5.11 and a lower/upper filesystem that supports it; run `lis doctor`)";
@@ -370,8 +372,9 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
     if (pid < 0) {
         close(sv[0]);
         if (clone_errno == ENOSYS)
-            return lis_fail(err, clone_errno, "this kernel has no clone3: lis needs Linux >= 5.12 "
-                            "(run `lis doctor`)");
+            return lis_fail(err, clone_errno, "clone3 is not available: lis needs Linux >= 5.12, "
+                            "and inside a container its seccomp profile may hide clone3, as "
+                            "Docker's default does (run `lis doctor`; docs/ci.md)");
         if (clone_errno == EAGAIN)
             return lis_fail(err, clone_errno, "cannot start another process: the per-user "
                             "process limit (ulimit -u), kernel.pid_max or kernel.threads-max is "

@@ -58,7 +58,8 @@ static int write_file(pid_t pid, const char *what, const char *text, lis_error *
     int e = errno;
     close(fd);
     if (n != (ssize_t)strlen(text))
-        return lis_fail(err, e, "write %s: %s", path, strerror(e));
+        return lis_fail(err, e, "write %s: %s%s", path, strerror(e),
+                        e == EPERM && lis_apparmor_restricts_userns(NULL) ? LIS_APPARMOR_HINT : "");
     return 0;
 }
 

@@ -1,20 +1,32 @@
 #!/bin/sh
-# Install the Debian/Ubuntu packages lis needs to build, test and benchmark.
-# As root: installs them with apt-get. Otherwise: prints the exact command to run.
+# Installs the Debian/Ubuntu packages lis needs to build, test and benchmark.
+#   scripts/deps.sh [--minimal]     (--minimal: without the test-only extras)
+# As root it runs apt-get; as another user it runs itself again through sudo;
+# where there is no sudo it prints the command to run as root and fails.
 set -eu
 PKGS="build-essential pkg-config libc6-dev \
  libseccomp-dev libcap-dev libcurl4-openssl-dev libssl-dev libcjson-dev libarchive-dev libyaml-dev \
  libcriterion-dev \
  busybox-static debootstrap mmdebstrap uidmap bubblewrap hyperfine util-linux iproute2 procps \
  zstd xz-utils tar curl wget python3 ca-certificates"
-# Test-only extras: a real registry and OCI tools, and the cgroup v2 VM.
-EXTRA="docker-registry umoci skopeo qemu-system-x86 cpio kmod"
+# Test-only extras: a real registry and OCI tools, the cgroup v2 VM, and
+# apparmor_parser to check scripts/apparmor/lis.
+EXTRA="docker-registry umoci skopeo qemu-system-x86 cpio kmod apparmor"
 case "${1:-}" in
   --minimal) EXTRA="" ;;
+  "") ;;
+  *) echo "deps.sh: unknown option '$1' (usage: scripts/deps.sh [--minimal])" >&2; exit 2 ;;
 esac
 if [ "$(id -u)" -ne 0 ]; then
-  echo "run as root: apt-get update && apt-get install -y --no-install-recommends $PKGS $EXTRA"
-  exit 0
+  if command -v sudo >/dev/null 2>&1; then
+    echo "deps.sh: installing the packages as root through sudo" >&2
+    exec sudo sh "$0" "$@"
+  fi
+  # shellcheck disable=SC2086,SC2116
+  all=$(echo $PKGS $EXTRA) # one space between names
+  echo "deps.sh: installing packages needs root, and sudo is not installed; as root run:" >&2
+  echo "  apt-get update && apt-get install -y --no-install-recommends $all" >&2
+  exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q -o DPkg::Lock::Timeout=300

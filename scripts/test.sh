@@ -20,6 +20,7 @@ chmod 755 "$work"
 # The suites run from a copy readable by the test user (a checkout under /root is not).
 cp -a "${B:-build}" "$work/build"
 cp -a tests "$work/src-tests"
+cp -a scripts/apparmor "$work/src-tests/apparmor" # test_doctor checks the profile
 bash scripts/make-test-rootfs.sh busybox "$work/busybox" || fail=1
 export LIS_TEST_BUSYBOX="$work/busybox"
 if bash scripts/make-test-rootfs.sh debian "$work/debian" 2>"$work/debian.err"; then
@@ -28,6 +29,31 @@ else
     echo "note: Debian fixture unavailable, its tests are skipped: $(cat "$work/debian.err")"
 fi
 export LIS_BIN="$work/build/lis" LIS_TEST_SRC="$work/src-tests"
+# make test-asan: each ASan/LeakSanitizer report of any process (a test, the lis
+# CLI, a detached sandbox owner) goes to a file here, and each report fails its
+# suite, as does each UBSan "runtime error:" in a suite's output.
+san=""
+if [ -n "${LIS_TEST_SANITIZE:-}" ]; then
+    san="$work/sanitizer"
+    mkdir -p "$san"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$san/asan"
+    export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$san/ubsan"
+fi
+san_reports() { # prints (to stderr) and counts the reports since the last call
+    local n=0 r
+    # UBSan beside ASan ignores log_path (GCC 12): its reports are in the output
+    if [ -n "$san" ] && grep -q 'runtime error:' "$work/suite.log"; then
+        grep -A3 'runtime error:' "$work/suite.log" | sed 's/^/[SAN ] /' | head -n 80 >&2
+        n=$(grep -c 'runtime error:' "$work/suite.log")
+    fi
+    for r in ${san:+"$san"/*}; do
+        [ -f "$r" ] || continue
+        grep -qE 'ERROR: |runtime error:' "$r" && n=$((n + 1))
+        sed 's/^/[SAN ] /' "$r" | head -n 80 >&2
+        rm -f "$r"
+    done
+    echo "$n"
+}
 
 as_user() {
     if [ "$(id -u)" -eq 0 ]; then
@@ -75,6 +101,7 @@ for t in "$work"/build/tests/test_* "$work"/build/tests/security/test_*; do
     p=${p:-0}
     f=$(( ${f:-1} ))
     if [ -z "$syn" ] || [ $rc -ne 0 ]; then f=$(( f > 0 ? f : 1 )); fi
+    f=$(( f + $(san_reports) ))
     echo "$(basename "$t"): $p passed, $f failed"
     passed=$((passed + p))
     failed=$((failed + f))
@@ -93,6 +120,7 @@ if [ "$(id -u)" -eq 0 ]; then
         p=$(echo "$syn" | sed -nE 's/.*Passing: ([0-9]+).*/\1/p'); p=${p:-0}
         f=$(echo "$syn" | sed -nE 's/.*Failing: ([0-9]+).*Crashing: ([0-9]+).*/\1+\2/p'); f=$(( ${f:-1} ))
         if [ -z "$syn" ] || [ $rc -ne 0 ]; then f=$(( f > 0 ? f : 1 )); fi
+        f=$(( f + $(san_reports) ))
         echo "$(basename "$t") (root): $p passed, $f failed"
         passed=$((passed + p)); failed=$((failed + f))
     done

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -755,6 +756,96 @@ Test(agent_episode, editor_python_answer_submit, .timeout = 120)
                                      "prompt_tokens")->valueint, 100);
     cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(traj, "metadata"),
                                      "total_steps")->valueint, 4);
+    cJSON_Delete(traj);
+    agent_prompts_free(&p);
+    lis_ctx_free(ctx);
+    fake_stop(&f);
+}
+
+/* What the model leaves in /testbed/output that points at the host is not
+ * exported (PEP 706's "data" filter); each is in the log and the trajectory. */
+Test(agent_episode, export_leaves_out_links_out_fifos_and_sockets, .timeout = 120)
+{
+    const char *deb = t_debian();
+    fake f;
+    fake_start(&f, "{\"replies\":["
+               "{\"calls\":[[\"execute_bash\",{\"command\":\"cd /testbed/output && "
+               "echo 42 > answer.txt && mkdir sub && echo s > sub/f && "
+               "ln -s /etc/shadow leak && ln -s ../../../etc/passwd up && mkfifo pipe && "
+               "ln -s answer.txt good && ln -s ../answer.txt sub/back && "
+               "python3 -c \\\"import socket; socket.socket(socket.AF_UNIX).bind('sock')\\\" && "
+               "ls -l\"}]]},"
+               "{\"calls\":[[\"submit\",{}]]}]}");
+    lis_ctx *ctx = t_ctx();
+    char outdir[512], logfile[600];
+    snprintf(outdir, sizeof outdir, "%s/out", t_tmpdir());
+    snprintf(logfile, sizeof logfile, "%s/progress", t_tmpdir());
+    FILE *log = fopen(logfile, "w+");
+    cr_assert(log);
+    agent_prompts p;
+    agent_prompts_default(&p);
+    agent_run r = {.opts = {.query = "Leave some links.", .prompts = &p, .max_steps = 5,
+                            .max_token_limit = 65536, .llm = cfg_for(&f),
+                            .llm_name = "fake-model", .progress = log},
+                   .rootfs = deb, .output_dir = outdir};
+    agent_outcome res;
+    char run_dir[1024];
+    lis_error err = {0};
+    cr_assert_eq(agent_episode(ctx, &r, &res, run_dir, sizeof run_dir, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(res.stop_reason, "submit", "%s", res.error);
+
+    char path[1200], t[64];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/files/answer.txt", run_dir);
+    cr_assert_eq(stat(path, &st), 0);
+    snprintf(path, sizeof path, "%s/files/good", run_dir);
+    ssize_t n = readlink(path, t, sizeof t - 1);
+    cr_assert_eq(n, 10, "the good relative link was not kept");
+    snprintf(path, sizeof path, "%s/files/sub/back", run_dir);
+    cr_assert_eq(lstat(path, &st), 0, "sub/back (../answer.txt, inside) was not kept");
+    cr_assert(S_ISLNK(st.st_mode));
+    const char *gone[] = {"leak", "up", "pipe", "sock"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/files/%s", run_dir, gone[i]);
+        cr_assert_neq(lstat(path, &st), 0, "%s was exported", gone[i]);
+    }
+
+    /* the run log names each one */
+    fflush(log);
+    char *text = slurp(logfile);
+    cr_assert(text);
+    cr_assert(strstr(text, "lis: warning: not exported: /testbed/output/leak: absolute symlink "
+                           "to /etc/shadow\n"), "%s", text);
+    cr_assert(strstr(text, "not exported: /testbed/output/up: symlink to ../../../etc/passwd "
+                           "leads outside the exported tree\n"), "%s", text);
+    cr_assert(strstr(text, "not exported: /testbed/output/pipe: a fifo\n"), "%s", text);
+    cr_assert(strstr(text, "not exported: /testbed/output/sock: a socket\n"), "%s", text);
+    free(text);
+    fclose(log);
+
+    /* and trajectory.json lists exactly them */
+    snprintf(path, sizeof path, "%s/trajectory.json", run_dir);
+    text = slurp(path);
+    cr_assert(text);
+    cJSON *traj = cJSON_Parse(text);
+    free(text);
+    cJSON *sk = cJSON_GetObjectItem(cJSON_GetObjectItem(traj, "metadata"), "export_skipped");
+    cr_assert(cJSON_IsArray(sk), "no metadata.export_skipped");
+    cr_assert_eq(cJSON_GetArraySize(sk), 4);
+    int seen = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, sk)
+    {
+        const char *ep = cJSON_GetStringValue(cJSON_GetObjectItem(e, "path"));
+        cr_assert(ep && cJSON_GetStringValue(cJSON_GetObjectItem(e, "reason")));
+        for (int i = 0; i < 4; i++) {
+            char want[64];
+            snprintf(want, sizeof want, "/testbed/output/%s", gone[i]);
+            if (!strcmp(ep, want))
+                seen |= 1 << i;
+        }
+    }
+    cr_assert_eq(seen, 15, "trajectory lists the wrong entries");
     cJSON_Delete(traj);
     agent_prompts_free(&p);
     lis_ctx_free(ctx);

@@ -266,6 +266,131 @@ Test(persist, copies_never_follow_planted_symlinks)
     lis_ctx_free(ctx);
 }
 
+/* lis_copy_out_data's skip reports, one "path: why" line each */
+typedef struct skips {
+    char text[8192];
+    int n;
+} skips;
+
+static void note_skip(void *arg, const char *path, const char *why)
+{
+    skips *k = arg;
+    size_t l = strlen(k->text);
+    snprintf(k->text + l, sizeof k->text - l, "%s: %s\n", path, why);
+    k->n++;
+}
+
+static int is_link_to(const char *path, const char *want)
+{
+    char t[512];
+    ssize_t n = readlink(path, t, sizeof t - 1);
+    if (n < 0)
+        return 0;
+    t[n] = 0;
+    return !strcmp(t, want);
+}
+
+/* The agent's export (PEP 706's "data" filter): only links that stay inside
+ * the exported tree, no fifos, no setuid or world-writable modes. */
+Test(persist, copy_out_data_exports_only_what_stays_inside)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    lis_result r;
+    t_sh(sb, "mkdir -p /tmp/out/sub/deep && cd /tmp/out && echo 42 > answer.txt && "
+             "echo f > sub/deep/f && chmod 4777 sub/deep/f && chmod 0777 sub && "
+             "ln -s /etc/shadow leak && ln -s ../../.. up && mkfifo pipe && "
+             "ln -s deep/f sub/good && ln -s ../answer.txt sub/back && ln -s . self && "
+             "ln -s self/../x sneaky && ln -s sub/../self/../../y sneaky2 && "
+             "ln -s loop2 loop1 && ln -s loop1 loop2 && ln -s /tmp/out /tmp/rootlink", &r);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err.data);
+    lis_result_free(&r);
+    lis_error err = {0};
+    skips k = {0};
+    char dst[512], p[700];
+    snprintf(dst, sizeof dst, "%s/export", t_tmpdir());
+    cr_assert_eq(lis_copy_out_data(sb, "/tmp/out", dst, note_skip, &k, &err), 0, "%s", err.msg);
+
+    /* kept: files, and links that resolve inside */
+    struct stat st;
+    snprintf(p, sizeof p, "%s/answer.txt", dst);
+    cr_assert_eq(lstat(p, &st), 0);
+    snprintf(p, sizeof p, "%s/sub/good", dst);
+    cr_assert(is_link_to(p, "deep/f"), "sub/good was not kept");
+    snprintf(p, sizeof p, "%s/sub/back", dst);
+    cr_assert(is_link_to(p, "../answer.txt"), "sub/back was not kept");
+    snprintf(p, sizeof p, "%s/self", dst);
+    cr_assert(is_link_to(p, "."), "self was not kept");
+    /* modes: no setuid, no group/other write */
+    snprintf(p, sizeof p, "%s/sub/deep/f", dst);
+    cr_assert_eq(stat(p, &st), 0);
+    cr_assert_eq(st.st_mode & 07777, 0755, "mode %o", st.st_mode & 07777);
+    snprintf(p, sizeof p, "%s/sub", dst);
+    cr_assert_eq(stat(p, &st), 0);
+    cr_assert_eq(st.st_mode & 07777, 0755, "mode %o", st.st_mode & 07777);
+
+    /* left out, each reported once with its reason */
+    const char *gone[] = {"leak", "up", "pipe", "sneaky", "sneaky2"};
+    for (size_t i = 0; i < sizeof gone / sizeof *gone; i++) {
+        snprintf(p, sizeof p, "%s/%s", dst, gone[i]);
+        cr_assert_neq(lstat(p, &st), 0, "%s was exported", gone[i]);
+        char line[64];
+        snprintf(line, sizeof line, "\n%s: ", gone[i]);
+        char *all = NULL;
+        cr_assert(asprintf(&all, "\n%s", k.text) > 0);
+        cr_assert(strstr(all, line), "%s not reported in:\n%s", gone[i], k.text);
+        free(all);
+    }
+    cr_assert_eq(k.n, 5, "%s", k.text);
+    cr_assert(strstr(k.text, "leak: absolute symlink to /etc/shadow\n"), "%s", k.text);
+    cr_assert(strstr(k.text, "up: symlink to ../../.. leads outside the exported tree\n"),
+              "%s", k.text);
+    cr_assert(strstr(k.text, "pipe: a fifo\n"), "%s", k.text);
+    cr_assert(strstr(k.text, "sneaky: symlink to self/../x: it leads outside"), "%s", k.text);
+    /* a loop inside the tree never resolves, so never reaches the host: kept */
+    snprintf(p, sizeof p, "%s/loop1", dst);
+    cr_assert(is_link_to(p, "loop2"), "loop1 was not kept");
+
+    /* the exported tree itself a link: nothing is exported, "." is reported */
+    skips k2 = {0};
+    snprintf(dst, sizeof dst, "%s/export2", t_tmpdir());
+    cr_assert_eq(lis_copy_out_data(sb, "/tmp/rootlink", dst, note_skip, &k2, &err), 0, "%s",
+                 err.msg);
+    cr_assert_neq(lstat(dst, &st), 0, "the root link was exported");
+    cr_assert_str_eq(k2.text, ".: absolute symlink to /tmp/out\n");
+    /* the plain copy (lis sandbox cp) still copies links as they are */
+    snprintf(dst, sizeof dst, "%s/export3", t_tmpdir());
+    cr_assert_eq(lis_copy_out(sb, "/tmp/out", dst, &err), 0, "%s", err.msg);
+    snprintf(p, sizeof p, "%s/leak", dst);
+    cr_assert(is_link_to(p, "/etc/shadow"));
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+/* A tree nested deeper than any path (3000 levels overflowed the stack of the
+ * recursive copy): a clear error, not a crash. */
+Test(persist, copy_out_of_a_very_deep_tree_fails_cleanly)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    lis_result r;
+    t_sh(sb, "mkdir /tmp/deep && cd /tmp/deep && i=0; while [ $i -lt 3000 ]; do "
+             "mkdir a && cd -P a || exit 1; i=$((i+1)); done; echo x > f", &r);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err.data);
+    lis_result_free(&r);
+    lis_error err = {0};
+    char dst[512];
+    snprintf(dst, sizeof dst, "%s/deep-copy", t_tmpdir());
+    cr_assert_eq(lis_copy_out(sb, "/tmp/deep", dst, &err), -1);
+    cr_assert(strstr(err.msg, "more than 512 nested directories"), "%s", err.msg);
+    skips k = {0};
+    snprintf(dst, sizeof dst, "%s/deep-copy2", t_tmpdir());
+    cr_assert_eq(lis_copy_out_data(sb, "/tmp/deep", dst, note_skip, &k, &err), -1);
+    cr_assert(strstr(err.msg, "nested directories"), "%s", err.msg);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
 Test(persist, file_write_read_keep_every_byte)
 {
     lis_ctx *ctx = t_ctx();
