@@ -195,8 +195,8 @@ static void cgroup_checks(lis_ctx *ctx, lis_check *c, size_t *n, size_t max)
         "boot with systemd.unified_cgroup_hierarchy=1 (kernel command line) for rootless "
         "per-sandbox memory/pids/cpu limits",
         "%s", pure_v2 ? "cgroup v2 unified hierarchy"
-              : in.unified ? "cgroup v1/v2 hybrid: memory/pids/cpu are on v1, no rootless limits"
-                           : "cgroup v1: no rootless limits");
+              : in.unified ? "cgroup v1/v2 hybrid: memory/pids/cpu are on v1, no rootless cgroups"
+                           : "cgroup v1: no rootless cgroups");
     if (in.kind == LIS_CG_V2) {
         int cpu = strstr(in.controllers, "cpu") != NULL;
         add(c, n, max, "cgroup delegation", cpu ? LIS_CHECK_OK : LIS_CHECK_WARN, DELEGATE_FIX,
@@ -208,8 +208,12 @@ static void cgroup_checks(lis_ctx *ctx, lis_check *c, size_t *n, size_t max)
             "root on cgroup v1: limits enforced through the v1 fallback (%s)", in.base);
     } else {
         add(c, n, max, "cgroup delegation", LIS_CHECK_WARN, DELEGATE_FIX,
-            "sandboxes run without memory/pids/cpu limits: %s",
-            ctx ? in.reason : "no context");
+            "no cgroup for sandboxes: %s", ctx ? in.reason : "no context");
+        /* what sandboxes get instead (docs/runtime.md, fallback limits) */
+        add(c, n, max, "fallback limits", LIS_CHECK_WARN, NULL,
+            "sandboxes get fallback limits: processes per sandbox (RLIMIT_NPROC), memory per "
+            "process (RLIMIT_DATA) and in sum (lis-init's watchdog, 0.1-1 s late), CPU only "
+            "by priority (nice 10, no quota)");
     }
 }
 

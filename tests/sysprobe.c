@@ -65,6 +65,16 @@ int main(int argc, char **argv)
     }
     if (!strcmp(w, "getpid"))
         return report(getpid());
+    /* holds MiB of touched anonymous memory for SECONDS, then exits */
+    if (argc >= 4 && !strcmp(w, "hold")) {
+        size_t n = (size_t)atoi(argv[2]) << 20;
+        char *p = malloc(n);
+        if (!p)
+            return report(-1);
+        memset(p, 1, n);
+        sleep((unsigned)atoi(argv[3]));
+        return report(p[n - 1]);
+    }
     /* a process that hides from ptrace-based inspection and leaves its
      * parent's session (a double fork), then sleeps */
     if (!strcmp(w, "hide-and-sleep")) {

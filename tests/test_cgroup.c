@@ -41,12 +41,21 @@ Test(cgroup, doctor_reports_cgroups_and_overlay)
     lis_ctx *ctx = t_ctx();
     lis_check c[64];
     size_t n = lis_doctor(ctx, c, 64);
-    int cg = 0, deleg = 0, ov = 0;
+    int cg = 0, deleg = 0, ov = 0, fb = 0;
     for (size_t i = 0; i < n; i++) {
         cg |= !strcmp(c[i].name, "cgroups");
         deleg |= !strcmp(c[i].name, "cgroup delegation");
         ov |= !strcmp(c[i].name, "overlay in userns");
+        fb |= !strcmp(c[i].name, "fallback limits") && strstr(c[i].detail, "RLIMIT_NPROC");
     }
     cr_assert(cg && deleg && ov, "checks: cgroups %d delegation %d overlay %d", cg, deleg, ov);
+    /* where sandboxes get no cgroup, the doctor says what bounds them instead */
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    lis_stats st;
+    lis_error err;
+    cr_assert_eq(lis_sandbox_stats(sb, &st, &err), 0);
+    cr_assert_eq(fb, !strcmp(st.limits, "fallback"), "limits %s, doctor fallback check %d",
+                 st.limits, fb);
+    lis_sandbox_destroy(sb, &err);
     lis_ctx_free(ctx);
 }

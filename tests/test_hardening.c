@@ -29,9 +29,12 @@ static lis_ctx *ctx_with(void (*warn)(void *, const char *), void *arg)
 
 static void quiet(void *arg, const char *line) { (void)arg; (void)line; }
 
+/* every sandbox has tests/sysprobe at /probe */
 static lis_sandbox *make(lis_ctx *ctx, const char *rootfs, lis_limits lim)
 {
-    lis_sandbox_spec spec = {.rootfs = rootfs, .upper = LIS_UPPER_TMPFS, .limits = lim};
+    lis_bind b = {.host_path = t_build_file("tests/sysprobe"), .path = "/probe", .read_only = 1};
+    lis_sandbox_spec spec = {.rootfs = rootfs, .upper = LIS_UPPER_TMPFS, .limits = lim,
+                             .binds = &b, .nbinds = 1};
     lis_sandbox *sb = NULL;
     lis_error err = {0};
     cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create: %s", err.msg);
@@ -208,8 +211,7 @@ Test(hardening, fallback_limits_bound_a_fork_bomb_memory_and_priority, .timeout 
     lis_result_free(&r);
     /* ...and ten that stay under it each but not together are cut by PID 1's
      * watchdog, reported as an OOM kill */
-    out = sh(sb, "for i in 1 2 3 4 5 6 7 8 9 10; do (y=$(head -c 12000000 /dev/zero | tr '\\0' b); "
-                 "sleep 5) & done; wait; echo done", &r);
+    out = sh(sb, "for i in 1 2 3 4 5 6 7 8 9 10; do /probe hold 12 5 & done; wait; echo done", &r);
     cr_assert(r.oom_killed, "exit %d: %s", r.exit_code, r.err_msg);
     cr_assert(strstr(r.err_msg, "out of memory"), "%s", r.err_msg);
     free(out);

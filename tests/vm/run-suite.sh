@@ -21,14 +21,14 @@ while getopts "B:t:u:" o; do
 done
 shift $((OPTIND - 1))
 [ "${1:-}" = -- ] && shift
-for f in "$B/lis" "$B/lis-init" "$B/tests/vm_cgroup" "$B/tests/test_bombs"; do
+for f in "$B/lis" "$B/lis-init" "$B/tests/vm_cgroup" "$B/tests/test_bombs" "$B/tests/sysprobe"; do
     [ -x "$f" ] || { echo "run-suite: $f missing (make B=$B tests)" >&2; exit 2; }
 done
 OUT=$(mktemp -d /tmp/lis-vm.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 mkdir -p "$OUT/build/tests"
 cp "$B/lis" "$B/lis-init" "$OUT/build/"
-cp "$B/tests/vm_cgroup" "$B/tests/test_bombs" "$OUT/build/tests/"
+cp "$B/tests/vm_cgroup" "$B/tests/test_bombs" "$B/tests/sysprobe" "$OUT/build/tests/"
 cp "$HERE/guest-suite.sh" "$OUT/"
 # the busybox fixture, built here (~400 symlinks cost ~30 s of forks under TCG) and unpacked there
 sh "$TOP/scripts/make-test-rootfs.sh" busybox "$OUT/busybox" >/dev/null || exit 2
