@@ -82,6 +82,23 @@ static int bad_overlay_path(const char *s)
     return strpbrk(s, ",:\\") != NULL;
 }
 
+/* An empty read-only tmpfs over each dir (NULL-terminated; absent ones are
+ * skipped at run time). */
+static int mask_dirs(lis_mount_plan *p, const char *const *dirs, const char *stage)
+{
+    for (size_t i = 0; dirs[i]; i++) {
+        mount_op *o = add(p, OP_MOUNT, stage);
+        if (!o)
+            return -1;
+        o->src = o->fstype = "tmpfs";
+        o->dst = dirs[i];
+        o->in_root = o->is_dir = o->optional = 1;
+        o->flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+        o->data = "mode=0555,size=4k";
+    }
+    return 0;
+}
+
 lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_error *err)
 {
     const lis_sandbox_spec *spec = req->spec;
@@ -215,15 +232,9 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
         o->in_root = o->optional = 1;
         o->read_only = 1;
     }
-    static const char *const masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/asound"};
-    for (size_t i = 0; i < sizeof masked_dirs / sizeof masked_dirs[0]; i++) {
-        ADD(OP_MOUNT, "masking /proc directories");
-        o->src = o->fstype = "tmpfs";
-        o->dst = masked_dirs[i];
-        o->in_root = o->is_dir = o->optional = 1;
-        o->flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
-        o->data = "mode=0555,size=4k";
-    }
+    static const char *const masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/asound", NULL};
+    if (mask_dirs(p, masked_dirs, "masking /proc directories") < 0)
+        goto full;
     static const char *const ro_proc[] = {"proc/sys", "proc/bus", "proc/fs", "proc/irq",
                                           "proc/sysrq-trigger"};
     for (size_t i = 0; i < sizeof ro_proc / sizeof ro_proc[0]; i++) {
@@ -279,15 +290,10 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
         o->in_root = o->is_dir = 1;
         o->flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
         o->optional = 1;
-        static const char *const masked_sys[] = {"sys/firmware", "sys/devices/virtual/powercap"};
-        for (size_t i = 0; i < sizeof masked_sys / sizeof masked_sys[0]; i++) {
-            ADD(OP_MOUNT, "masking /sys/firmware");
-            o->src = o->fstype = "tmpfs";
-            o->dst = masked_sys[i];
-            o->in_root = o->is_dir = o->optional = 1;
-            o->flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
-            o->data = "mode=0555,size=4k";
-        }
+        static const char *const masked_sys[] = {"sys/firmware", "sys/devices/virtual/powercap",
+                                                 NULL};
+        if (mask_dirs(p, masked_sys, "masking /sys/firmware") < 0)
+            goto full;
     }
     snprintf(buf, sizeof buf, "%s/tmp", base);
     ADD(OP_BIND, "mounting /tmp");

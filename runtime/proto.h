@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #define LIS_PROTO_MAGIC 0x3153494cu /* "LIS1" */
 #define LIS_PAYLOAD_MAX (8u << 20)
@@ -68,11 +69,11 @@ struct lis_msg {
     char text[240];
 };
 
-/* Sends one lis_msg (text truncated to fit), with fd attached when fd >= 0.
- * Allocates nothing, so the clone child and lis-init use it too.
- * Returns 0, or -1 with errno. */
-static inline int lis_msg_send(int sock, uint32_t type, int32_t a, int64_t b, const char *text,
-                               int fd)
+/* Sends one lis_msg (text truncated to fit), with fd attached when fd >= 0;
+ * flags are added to MSG_NOSIGNAL (e.g. MSG_DONTWAIT). Allocates nothing, so
+ * the clone child and lis-init use it too. Returns 0, or -1 with errno. */
+static inline int lis_msg_send_flags(int sock, uint32_t type, int32_t a, int64_t b,
+                                     const char *text, int fd, int flags)
 {
     struct lis_msg m;
     memset(&m, 0, sizeof m);
@@ -96,10 +97,47 @@ static inline int lis_msg_send(int sock, uint32_t type, int32_t a, int64_t b, co
         c->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(c), &fd, sizeof(int));
     }
-    ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+    ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL | flags);
     if (n >= 0 && n != (ssize_t)sizeof m)
         errno = EIO;
     return n == (ssize_t)sizeof m ? 0 : -1;
+}
+
+static inline int lis_msg_send(int sock, uint32_t type, int32_t a, int64_t b, const char *text,
+                               int fd)
+{
+    return lis_msg_send_flags(sock, type, a, b, text, fd, 0);
+}
+
+/* Receives one record of len bytes and up to maxfds fds passed with it
+ * (close-on-exec; unused slots -1, extra fds closed). Returns what recvmsg
+ * returned. Allocates nothing. */
+static inline ssize_t lis_recv_fds(int sock, void *buf, size_t len, int *fds, int maxfds,
+                                   int flags)
+{
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {buf, len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                        .msg_controllen = sizeof u.buf};
+    for (int i = 0; i < maxfds; i++)
+        fds[i] = -1;
+    ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
+    for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        int got = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)), passed[4];
+        memcpy(passed, CMSG_DATA(c), (size_t)got * sizeof(int));
+        for (int i = 0; i < got; i++) {
+            if (i < maxfds)
+                fds[i] = passed[i];
+            else
+                close(passed[i]);
+        }
+    }
+    return n;
 }
 
 #endif

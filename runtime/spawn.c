@@ -271,18 +271,8 @@ static long clone_nested(int holder, const struct clone_args *ca, const lis_moun
 static ssize_t recv_setup(int fd, struct lis_msg *m, int *proxy_fd)
 {
     for (;;) {
-        union {
-            char buf[CMSG_SPACE(sizeof(int))];
-            struct cmsghdr align;
-        } u;
-        struct iovec iov = {m, sizeof *m};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                            .msg_controllen = sizeof u.buf};
-        ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-        int passed = -1;
-        for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-                memcpy(&passed, CMSG_DATA(c), sizeof passed);
+        int passed;
+        ssize_t n = lis_recv_fds(fd, m, sizeof *m, &passed, 1, 0);
         if (n != (ssize_t)sizeof *m || m->type != LIS_MSG_PROXY_FD) {
             if (passed >= 0)
                 close(passed);

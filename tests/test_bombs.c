@@ -18,16 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* every sandbox has tests/sysprobe at /probe */
 static lis_sandbox *make(lis_ctx *ctx, lis_limits lim)
 {
-    lis_bind b = {.host_path = t_build_file("tests/sysprobe"), .path = "/probe", .read_only = 1};
-    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS, .limits = lim,
-                             .binds = &b, .nbinds = 1};
-    lis_sandbox *sb = NULL;
-    lis_error err = {0};
-    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create: %s", err.msg);
-    return sb;
+    return t_probe_sandbox(ctx, t_busybox(), lim);
 }
 
 static void run(lis_sandbox *sb, const char *cmd, double timeout, lis_result *r)

@@ -29,17 +29,6 @@ static lis_ctx *ctx_with(void (*warn)(void *, const char *), void *arg)
 
 static void quiet(void *arg, const char *line) { (void)arg; (void)line; }
 
-/* every sandbox has tests/sysprobe at /probe */
-static lis_sandbox *make(lis_ctx *ctx, const char *rootfs, lis_limits lim)
-{
-    lis_bind b = {.host_path = t_build_file("tests/sysprobe"), .path = "/probe", .read_only = 1};
-    lis_sandbox_spec spec = {.rootfs = rootfs, .upper = LIS_UPPER_TMPFS, .limits = lim,
-                             .binds = &b, .nbinds = 1};
-    lis_sandbox *sb = NULL;
-    lis_error err = {0};
-    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create: %s", err.msg);
-    return sb;
-}
 
 static char *sh(lis_sandbox *sb, const char *cmd, lis_result *keep)
 {
@@ -66,7 +55,7 @@ static void finish(lis_ctx *ctx, lis_sandbox *sb)
 Test(hardening, docker_masked_and_read_only_paths)
 {
     lis_ctx *ctx = ctx_with(quiet, NULL);
-    lis_sandbox *sb = make(ctx, t_busybox(), (lis_limits){0});
+    lis_sandbox *sb = t_probe_sandbox(ctx, t_busybox(), (lis_limits){0});
     char *out = sh(sb,
         "for f in keys key-users timer_list sched_debug kcore latency_stats; do "
         "  [ -e /proc/$f ] && echo \"$f $(wc -c < /proc/$f)\"; done; "
@@ -95,7 +84,7 @@ Test(hardening, docker_masked_and_read_only_paths)
 Test(hardening, mountinfo_and_proc_show_no_host_paths)
 {
     lis_ctx *ctx = ctx_with(quiet, NULL);
-    lis_sandbox *sb = make(ctx, t_busybox(), (lis_limits){0});
+    lis_sandbox *sb = t_probe_sandbox(ctx, t_busybox(), (lis_limits){0});
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "grep -c -e '%s' -e '%s' /proc/self/mountinfo; "
              "readlink /proc/1/exe; echo end", t_busybox(), t_tmpdir()[0] ? t_tmpdir() : "/x");
@@ -119,7 +108,7 @@ Test(hardening, rootfs_owned_by_someone_else_starts)
     int warned = 0;
     lis_ctx *ctx = ctx_with(count_unmapped, &warned);
     lis_limits none = {0};
-    lis_sandbox *a = make(ctx, r, none), *b = make(ctx, r, none);
+    lis_sandbox *a = t_probe_sandbox(ctx, r, none), *b = t_probe_sandbox(ctx, r, none);
     char *out = sh(a, "grep -c localhost /etc/hosts; echo hi > /etc/mine && cat /etc/mine; "
                       "touch /tmp/t && echo tmp-ok; (echo no > /bin/x) 2>/dev/null || echo bin-ro",
                    NULL);
@@ -138,7 +127,8 @@ Test(hardening, writable_budget_gives_enospc_and_spares_neighbours)
 {
     lis_ctx *ctx = ctx_with(quiet, NULL);
     lis_limits small = {.disk_bytes = 16u << 20};
-    lis_sandbox *sb = make(ctx, t_busybox(), small), *nb = make(ctx, t_busybox(), small);
+    lis_sandbox *sb = t_probe_sandbox(ctx, t_busybox(), small);
+    lis_sandbox *nb = t_probe_sandbox(ctx, t_busybox(), small);
     char *out = sh(sb,
         "dd if=/dev/zero of=/tmp/a bs=1M count=10 2>/dev/null; echo tmp=$?; "
         "dd if=/dev/zero of=/b bs=1M count=10 2>/dev/null; echo root=$?; "
@@ -178,7 +168,7 @@ Test(hardening, fallback_limits_bound_a_fork_bomb_memory_and_priority, .timeout 
 {
     lis_ctx *ctx = ctx_with(quiet, NULL);
     lis_limits lim = {.pids = 64, .memory_bytes = 64u << 20};
-    lis_sandbox *sb = make(ctx, t_busybox(), lim);
+    lis_sandbox *sb = t_probe_sandbox(ctx, t_busybox(), lim);
     if (!fallback(sb)) {
         finish(ctx, sb);
         cr_skip_test("cgroup limits apply here: the cgroup suites cover them");

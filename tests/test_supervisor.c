@@ -11,30 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *probe_path(void)
-{
-    static char probe[4096];
-    snprintf(probe, sizeof probe, "%s/../build/tests/sysprobe", t_src_dir());
-    if (access(probe, X_OK) != 0) {
-        const char *b = getenv("LIS_BIN");
-        snprintf(probe, sizeof probe, "%.4000s", b ? b : "");
-        char *s = strrchr(probe, '/');
-        if (s)
-            strcpy(s, "/tests/sysprobe");
-    }
-    cr_assert_eq(access(probe, X_OK), 0, "sysprobe missing at %s", probe);
-    return probe;
-}
-
 static lis_sandbox *probe_sandbox(lis_ctx *ctx)
 {
-    lis_bind b = {.host_path = probe_path(), .path = "/probe", .read_only = 1};
-    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS, .binds = &b,
-                             .nbinds = 1};
-    lis_sandbox *sb;
-    lis_error err = {0};
-    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "%s", err.msg);
-    return sb;
+    return t_probe_sandbox(ctx, t_busybox(), (lis_limits){0});
 }
 
 static void run(lis_sandbox *sb, const char *cmd, double timeout, lis_result *r)

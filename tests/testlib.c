@@ -139,6 +139,17 @@ const char *t_build_file(const char *rel)
     return path;
 }
 
+lis_sandbox *t_probe_sandbox(lis_ctx *ctx, const char *rootfs, lis_limits lim)
+{
+    lis_bind b = {.host_path = t_build_file("tests/sysprobe"), .path = "/probe", .read_only = 1};
+    lis_sandbox_spec spec = {.rootfs = rootfs, .upper = LIS_UPPER_TMPFS, .limits = lim,
+                             .binds = &b, .nbinds = 1};
+    lis_sandbox *sb = NULL;
+    lis_error err = {0};
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create: %s", err.msg);
+    return sb;
+}
+
 long t_rss_kib(void)
 {
     FILE *f = fopen("/proc/self/status", "r");

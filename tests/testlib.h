@@ -32,6 +32,8 @@ char *t_lis(int *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* A file of the build tree next to the lis binary (e.g. "tests/sysprobe");
  * fails the test when it is missing. Returns a static buffer. */
 const char *t_build_file(const char *rel);
+/* A tmpfs sandbox of rootfs with limits lim and tests/sysprobe at /probe. */
+lis_sandbox *t_probe_sandbox(lis_ctx *ctx, const char *rootfs, lis_limits lim);
 /* Current resident set size of this process in KiB. */
 long t_rss_kib(void);
 

@@ -32,14 +32,7 @@
 
 int init_send(int fd, uint32_t type, int32_t a, int64_t b, const char *text)
 {
-    struct lis_msg m;
-    memset(&m, 0, sizeof m);
-    m.type = type;
-    m.a = a;
-    m.b = b;
-    if (text)
-        strncpy(m.text, text, sizeof m.text - 1);
-    return send(fd, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof m ? 0 : -1;
+    return lis_msg_send_flags(fd, type, a, b, text, -1, MSG_DONTWAIT);
 }
 
 static int64_t now_ms(void)
@@ -94,20 +87,10 @@ static int read_ctl(struct init_state *st, int i)
     struct sess *s = &st->s[i];
     for (;;) {
         struct sess_msg m;
-        int fd = -1;
-        union {
-            char buf[CMSG_SPACE(sizeof(int))];
-            struct cmsghdr align;
-        } u;
-        struct iovec iov = {&m, sizeof m};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                            .msg_controllen = sizeof u.buf};
-        ssize_t n = recvmsg(s->ctl, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        int fd;
+        ssize_t n = lis_recv_fds(s->ctl, &m, sizeof m, &fd, 1, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return 0;
-        for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-                memcpy(&fd, CMSG_DATA(c), sizeof fd);
         if (n != (ssize_t)sizeof m) {
             if (fd >= 0)
                 close(fd);
@@ -194,20 +177,10 @@ static void session_died(struct init_state *st, pid_t pid, int status)
 static void lifeline(struct init_state *st)
 {
     struct lis_msg m;
-    int fd = -1;
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = {&m, sizeof m};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = sizeof u.buf};
-    ssize_t n = recvmsg(st->life, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    int fd;
+    ssize_t n = lis_recv_fds(st->life, &m, sizeof m, &fd, 1, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-            memcpy(&fd, CMSG_DATA(c), sizeof fd);
     if (n <= 0) {
         if (!st->persist)
             _exit(0); /* the owner is gone: the kernel kills the rest */

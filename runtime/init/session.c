@@ -56,24 +56,10 @@ struct request {
 static void read_request(int conn, struct request *rq)
 {
     struct lis_req_hdr *h = &rq->h;
-    int fds[3] = {-1, -1, -1}, nfds = 0;
-    union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = {h, sizeof *h};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = sizeof u.buf};
-    ssize_t got = recvmsg(conn, &mh, MSG_CMSG_CLOEXEC);
+    int fds[3];
+    ssize_t got = lis_recv_fds(conn, h, sizeof *h, fds, 3, 0);
     if (got <= 0)
         _exit(1);
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-            nfds = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            if (nfds > 3)
-                nfds = 3;
-            memcpy(fds, CMSG_DATA(c), nfds * sizeof(int));
-        }
     if ((size_t)got < sizeof *h && read_full(conn, (char *)h + got, sizeof *h - got) < 0)
         _exit(1);
     if (h->magic != LIS_PROTO_MAGIC || h->payload_len > LIS_PAYLOAD_MAX || h->argc < 1 ||
@@ -102,16 +88,16 @@ static void read_request(int conn, struct request *rq)
         rq->argv[i] = p;
     for (uint32_t i = 0; i < h->envc; i++, p += strlen(p) + 1)
         rq->envp[i] = p;
+    /* the fds come in the order of the flags that announce them */
     int k = 0;
-    rq->in = rq->out = rq->err = -1;
-    if ((h->flags & LIS_REQ_HAVE_STDIN) && k < nfds)
-        rq->in = fds[k++];
-    if ((h->flags & LIS_REQ_HAVE_STDOUT) && k < nfds)
-        rq->out = fds[k++];
-    if ((h->flags & LIS_REQ_HAVE_STDERR) && k < nfds)
-        rq->err = fds[k++];
-    for (; k < nfds; k++)
-        close(fds[k]);
+    int *slot[3] = {&rq->in, &rq->out, &rq->err};
+    static const uint32_t flag[3] = {LIS_REQ_HAVE_STDIN, LIS_REQ_HAVE_STDOUT,
+                                     LIS_REQ_HAVE_STDERR};
+    for (int i = 0; i < 3; i++)
+        *slot[i] = (h->flags & flag[i]) ? fds[k++] : -1;
+    for (; k < 3; k++)
+        if (fds[k] >= 0)
+            close(fds[k]);
 }
 
 /* child -> session, on the status pipe */
