@@ -160,7 +160,7 @@ int lis_ctx_prepare_spawn(lis_ctx *ctx, lis_error *err)
     pthread_mutex_lock(&ctx->prep_lock);
     int rc = 0;
     if (!ctx->prepared) {
-        rc = lis_seccomp_compile(&ctx->bpf_fd, err);
+        rc = lis_seccomp_compile(&ctx->seccomp, err);
         if (rc == 0) {
             find_idmap_tools(ctx);
             /* An owner holds two fds per sandbox: 512 sandboxes need more
@@ -188,7 +188,7 @@ lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err)
         return NULL;
     }
     ctx->init_fd = -1;
-    ctx->bpf_fd = -1;
+    ctx->seccomp.main_fd = ctx->seccomp.cmd_fd = -1;
     ctx->holder_fd = -1;
     pthread_mutex_init(&ctx->holder_lock, NULL);
     pthread_mutex_init(&ctx->prep_lock, NULL);
@@ -247,8 +247,10 @@ void lis_ctx_free(lis_ctx *ctx)
         close(ctx->holder_fd);
     pthread_mutex_destroy(&ctx->holder_lock);
     pthread_mutex_destroy(&ctx->prep_lock);
-    if (ctx->bpf_fd >= 0)
-        close(ctx->bpf_fd);
+    if (ctx->seccomp.main_fd >= 0)
+        close(ctx->seccomp.main_fd);
+    if (ctx->seccomp.cmd_fd >= 0)
+        close(ctx->seccomp.cmd_fd);
     lis_cg_ctx_free(ctx);
     free(ctx);
 }

@@ -28,7 +28,10 @@ struct lis_ctx {
     char data_dir[PATH_MAX];
     char init_path[PATH_MAX];
     int init_fd;                 /* O_PATH fd of lis-init, exec'd in every sandbox */
-    int bpf_fd;                  /* sealed memfd: the seccomp program, compiled once */
+    struct lis_seccomp {         /* seccomp.c: sealed memfds, compiled once */
+        int main_fd;             /* loaded before lis-init: everything Docker denies */
+        int cmd_fd;              /* loaded by each command: unshare too */
+    } seccomp;
     uid_t uid;
     gid_t gid;
     char newuidmap[64], newgidmap[64]; /* empty when not installed */
@@ -92,8 +95,8 @@ int lis_valid_name(const char *name);
 int lis_ctx_prepare_spawn(lis_ctx *ctx, lis_error *err);
 
 /* seccomp.c */
-/* Compiles the filter for commands into a sealed memfd (*fd_out). */
-int lis_seccomp_compile(int *fd_out, lis_error *err);
+/* Compiles both filters (struct lis_seccomp) into sealed memfds. */
+int lis_seccomp_compile(struct lis_seccomp *out, lis_error *err);
 
 
 /* userns.c */

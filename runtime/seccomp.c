@@ -27,22 +27,21 @@ static const char *const denied[] = {
     "io_uring_enter", "io_uring_register", "reboot", "swapon", "swapoff", "settimeofday",
     "clock_settime", "clock_adjtime", "adjtimex", "stime", "acct", "quotactl", "quotactl_fd",
     "syslog", "iopl", "ioperm", "mount", "umount", "umount2", "pivot_root", "move_mount",
-    "open_tree", "fsopen", "fsmount", "fsconfig", "fspick", "mount_setattr", "setns", "unshare",
+    "open_tree", "fsopen", "fsmount", "fsconfig", "fspick", "mount_setattr", "setns",
     "lookup_dcookie", "nfsservctl", "uselib", "_sysctl", "ustat", "sysfs", "vm86", "vm86old",
     "vhangup", "sethostname", "setdomainname", "fanotify_init", "mbind", "set_mempolicy",
     "migrate_pages", "move_pages", "pciconfig_read", "pciconfig_write", "pciconfig_iobase",
     "kcmp", "name_to_handle_at", "process_madvise", "landlock_restrict_self",
 };
 
-int lis_seccomp_compile(int *fd_out, lis_error *err)
+/* The main filter: loaded before lis-init's exec, so lis-init and every
+ * command run under it. It allows unshare(CLONE_NEWUTS) alone, which lis-init
+ * needs per command (the kill tag, runtime/init/init.h); the second filter,
+ * loaded by each command right before its exec, takes that away. */
+static int add_main_rules(scmp_filter_ctx sc, lis_error *err)
 {
-    scmp_filter_ctx sc = seccomp_init(SCMP_ACT_ALLOW);
-    if (!sc)
-        return lis_fail(err, ENOMEM, "seccomp_init failed");
     int rc = 0;
     const char *what = "";
-    /* no_new_privs is set by the sandbox set-up itself, before loading. */
-    seccomp_attr_set(sc, SCMP_FLTATR_CTL_NNP, 0);
     for (size_t i = 0; i < sizeof denied / sizeof denied[0] && rc == 0; i++) {
         int nr = seccomp_syscall_resolve_name(denied[i]);
         if (nr == __NR_SCMP_ERROR || nr < 0)
@@ -99,20 +98,23 @@ int lis_seccomp_compile(int *fd_out, lis_error *err)
     if (!rc)
         rc = seccomp_rule_add(sc, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
                               SCMP_A0(SCMP_CMP_EQ, 40));
-    if (rc) {
-        seccomp_release(sc);
+    if (!rc) {
+        what = "unshare";
+        rc = seccomp_rule_add(sc, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 1,
+                              SCMP_A0(SCMP_CMP_NE, CLONE_NEWUTS));
+    }
+    if (rc)
         return lis_fail(err, -rc, "seccomp rule for %s: %s", what, strerror(-rc));
-    }
+    return 0;
+}
 
-    /* Handed to each sandbox's lis-init as a sealed memfd: it loads the
-     * program into every command right before its exec. */
+/* Exports a filter as classic BPF into a sealed memfd. */
+static int export(scmp_filter_ctx sc, int *fd_out, lis_error *err)
+{
     int fd = memfd_create("lis-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) {
-        seccomp_release(sc);
+    if (fd < 0)
         return lis_fail(err, errno, "memfd_create: %s", strerror(errno));
-    }
-    rc = seccomp_export_bpf(sc, fd);
-    seccomp_release(sc);
+    int rc = seccomp_export_bpf(sc, fd);
     struct stat st;
     if (rc < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 ||
         st.st_size % sizeof(struct sock_filter) != 0 ||
@@ -122,5 +124,39 @@ int lis_seccomp_compile(int *fd_out, lis_error *err)
         return lis_fail(err, rc < 0 ? -rc : EINVAL, "exporting the seccomp filter failed");
     }
     *fd_out = fd;
+    return 0;
+}
+
+int lis_seccomp_compile(struct lis_seccomp *out, lis_error *err)
+{
+    out->main_fd = out->cmd_fd = -1;
+    scmp_filter_ctx sc = seccomp_init(SCMP_ACT_ALLOW);
+    if (!sc)
+        return lis_fail(err, ENOMEM, "seccomp_init failed");
+    /* no_new_privs is set by the sandbox set-up itself, before loading. */
+    seccomp_attr_set(sc, SCMP_FLTATR_CTL_NNP, 0);
+    int rc = add_main_rules(sc, err);
+    if (rc == 0)
+        rc = export(sc, &out->main_fd, err);
+    seccomp_release(sc);
+    if (rc < 0)
+        return -1;
+    sc = seccomp_init(SCMP_ACT_ALLOW);
+    if (!sc) {
+        close(out->main_fd);
+        return lis_fail(err, ENOMEM, "seccomp_init failed");
+    }
+    seccomp_attr_set(sc, SCMP_FLTATR_CTL_NNP, 0);
+    rc = seccomp_rule_add(sc, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 0);
+    if (rc)
+        rc = lis_fail(err, -rc, "seccomp rule for unshare: %s", strerror(-rc));
+    else
+        rc = export(sc, &out->cmd_fd, err);
+    seccomp_release(sc);
+    if (rc < 0) {
+        close(out->main_fd);
+        out->main_fd = -1;
+        return -1;
+    }
     return 0;
 }

@@ -84,6 +84,20 @@ static void utoa10(uint64_t v, char *buf)
     *buf = 0;
 }
 
+/* Loads a classic BPF program from a sealed memfd; no allocation (the
+ * program is at most BPF_MAXINSNS instructions, read onto the stack). */
+static int load_filter(int fd)
+{
+    struct sock_filter insns[BPF_MAXINSNS];
+    ssize_t n = pread(fd, insns, sizeof insns, 0);
+    close(fd);
+    if (n <= 0 || n % (ssize_t)sizeof insns[0])
+        return EINVAL;
+    struct sock_fprog prog = {.len = (unsigned short)(n / (ssize_t)sizeof insns[0]),
+                              .filter = insns};
+    return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0 ? errno : 0;
+}
+
 /* The child. Never returns. */
 /* Fallback limits and the per-file size cap, before lis-init. Hard limits
  * too: raising them back needs CAP_SYS_RESOURCE in the initial namespace. */
@@ -112,12 +126,13 @@ static int apply_rlimits(const lis_spawn_req *req)
 }
 
 static void child_main(const lis_mount_plan *plan, int life, int parent_end, int listen_fd,
-                       int init_fd, int bpf_fd, const lis_spawn_req *req)
+                       int init_fd, const struct lis_seccomp *sc, const lis_spawn_req *req)
 {
     int persist = req->spec->persist;
     close(parent_end);
-    int keep[] = {life, listen_fd, init_fd, bpf_fd};
-    close_all_but(keep, 4);
+    int bpf_fd = sc->cmd_fd;
+    int keep[] = {life, listen_fd, init_fd, sc->main_fd, bpf_fd};
+    close_all_but(keep, 5);
 
     /* These survive the exec of lis-init. */
     fcntl(life, F_SETFD, 0);
@@ -149,12 +164,16 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
         if (null > 2)
             close(null);
     }
-    /* lis-init keeps the capabilities of the sandbox's user namespace and
-     * runs unfiltered: it cuts the bounding set and loads the seccomp filter
-     * in each command right before its exec (runtime/init/harden.c), after
-     * giving the command a UTS namespace of its own (its kill tag). */
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
         send_msg(life, LIS_MSG_SETUP_ERR, errno, "setting no_new_privs");
+        _exit(1);
+    }
+    /* lis-init and every command run under the main filter; lis-init keeps
+     * the capabilities of the sandbox's user namespace (it cuts the bounding
+     * set itself) and each command adds the second filter right before its
+     * exec (runtime/init/), after unsharing its UTS namespace (its kill tag). */
+    if ((e = load_filter(sc->main_fd))) {
+        send_msg(life, LIS_MSG_SETUP_ERR, e, "loading the seccomp filter");
         _exit(1);
     }
     if ((e = apply_rlimits(req))) {
@@ -203,8 +222,8 @@ struct nested_report {
  * which the holder turns into the caller's uid plus its subordinate range.
  * This saves two setuid execs of newuidmap/newgidmap per sandbox. */
 static long clone_nested(int holder, const struct clone_args *ca, const lis_mount_plan *plan,
-                         int sv[2], const lis_spawn_req *req, int init_fd, int bpf_fd,
-                         int *pidfd, int *clone_errno)
+                         int sv[2], const lis_spawn_req *req, int init_fd,
+                         const struct lis_seccomp *sc, int *pidfd, int *clone_errno)
 {
     int pp[2];
     if (pipe2(pp, O_CLOEXEC) < 0) {
@@ -225,7 +244,7 @@ static long clone_nested(int holder, const struct clone_args *ca, const lis_moun
             long child = syscall(SYS_clone3, &c, sizeof c);
             if (child == 0) {
                 close(pp[1]);
-                child_main(plan, sv[1], sv[0], req->listen_fd, init_fd, bpf_fd, req);
+                child_main(plan, sv[1], sv[0], req->listen_fd, init_fd, sc, req);
             }
             if (child < 0)
                 rep.err = errno;
@@ -349,12 +368,12 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
             lis_mount_plan_free(plan);
             return -1;
         }
-        pid = clone_nested(holder, &ca, plan, sv, req, ctx->init_fd, ctx->bpf_fd, &pidfd,
+        pid = clone_nested(holder, &ca, plan, sv, req, ctx->init_fd, &ctx->seccomp, &pidfd,
                            &clone_errno);
     } else {
         pid = syscall(SYS_clone3, &ca, sizeof ca);
         if (pid == 0)
-            child_main(plan, sv[1], sv[0], req->listen_fd, ctx->init_fd, ctx->bpf_fd, req);
+            child_main(plan, sv[1], sv[0], req->listen_fd, ctx->init_fd, &ctx->seccomp, req);
         clone_errno = errno;
     }
     close(sv[1]);

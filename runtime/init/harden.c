@@ -1,7 +1,9 @@
-/* harden.c - what a command gives up right before its exec. lis-init itself
- * keeps the full capability set of the sandbox's user namespace and runs
- * without the filter (it must unshare a UTS namespace per command and see
- * non-dumpable processes in /proc); commands never have either. */
+/* harden.c - what commands never get. lis-init keeps the capabilities of the
+ * sandbox's user namespace (it must unshare a UTS namespace per command and
+ * see non-dumpable processes in /proc) and runs under the main seccomp filter,
+ * which allows unshare(CLONE_NEWUTS) alone; its bounding set is cut at start,
+ * and each command loads the second filter (no unshare at all) right before
+ * its exec. */
 #include "init.h"
 
 #include <errno.h>
@@ -19,8 +21,12 @@ static const int keep[] = {
     CAP_SYS_CHROOT, CAP_KILL, CAP_AUDIT_WRITE,
 };
 
-int init_harden(const struct sock_fprog *prog)
+int init_harden_self(void)
 {
+    /* The bounding set limits what an exec can give, not what lis-init holds:
+     * cut once here, it still has CAP_SYS_ADMIN (unshare) and CAP_SYS_PTRACE
+     * (reading non-dumpable commands' namespaces) while every command it
+     * execs gets Docker's default set at most. */
     for (int c = 0; c < 64; c++) {
         int kept = 0;
         for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
@@ -39,8 +45,13 @@ int init_harden(const struct sock_fprog *prog)
     d[0].inheritable = d[1].inheritable = 0;
     if (syscall(SYS_capset, &h, d) < 0)
         return errno;
+    return 0;
+}
+
+int init_harden(const struct sock_fprog *prog)
+{
     if (!prog->len)
-        return EINVAL; /* never a command without the filter */
+        return EINVAL; /* never a command without the second filter */
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) < 0)
         return errno;
     return 0;

@@ -49,9 +49,12 @@ int init_kill_tag(uint64_t tag);
  * ms until the next check. */
 int init_memwatch(uint64_t limit, uint64_t *killed_tag);
 
-/* harden.c: in a command's child right before exec: the capability bounding
- * set cut to Docker's default set, no ambient or inheritable capabilities,
- * the seccomp filter loaded. 0 or an errno. */
+/* harden.c: once in lis-init: the capability bounding set cut to Docker's
+ * default set, no ambient or inheritable capabilities (what every exec
+ * inherits). In a command's child right before exec: the second seccomp
+ * filter (unshare denied; the main one is inherited from the set-up).
+ * 0 or an errno. */
+int init_harden_self(void);
 int init_harden(const struct sock_fprog *prog);
 
 /* one lis_msg to a client connection, never blocking PID 1 */

@@ -196,7 +196,7 @@ static void lifeline(struct init_state *st)
     }
 }
 
-/* The seccomp program for commands, handed over as a memfd. */
+/* The second seccomp program, for commands, handed over as a memfd. */
 static int load_prog(struct init_state *st, int fd)
 {
     enum { MAXI = 4096 };
@@ -232,7 +232,7 @@ int main(int argc, char **argv)
     struct init_state st = {.life = atoi(argv[1]), .listen_fd = atoi(argv[2]),
                             .persist = argv[3][0] == '1',
                             .mem_limit = strtoull(argv[5], NULL, 10)};
-    if (load_prog(&st, atoi(argv[4])) < 0)
+    if (load_prog(&st, atoi(argv[4])) < 0 || init_harden_self() != 0)
         return 1;
     /* Whatever the owner ignored (SIGPIPE, even SIGCHLD) came through the
      * exec: every disposition back to default, for us and every command. */
