@@ -162,7 +162,7 @@ static int parse_ip_literal(const char *s, size_t n, http_authority *a, char *wh
         if (zl > ZONE_MAX)
             return fail(why, wlen, "IPv6 zone id too long");
         for (size_t i = 0; i < zl; i++)
-            if (!is_alpha(z[i]) && !is_digit(z[i]) && !strchr("-._~", z[i]))
+            if (!is_alpha(z[i]) && !is_digit(z[i]) && !(z[i] && strchr("-._~", z[i])))
                 return fail(why, wlen, "malformed IPv6 zone id");
         a->host[tl] = '%';
         memcpy(a->host + tl + 1, z, zl);

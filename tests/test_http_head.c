@@ -128,6 +128,17 @@ Test(http_head, refused_authorities)
                      "%s port %s", bad[i].in, a.host, a.port);
         cr_assert(strstr(why, bad[i].why), "%s: %s", bad[i].in, why);
     }
+    /* found by fuzz_http_head (fuzz/regress/http_head/zone-nul): strchr()
+     * matched the NUL of a zone id, so "fe80::1%" passed with an empty zone */
+    static const char nulzone[] = "[fe80::1%25\0]:443";
+    http_authority z;
+    char zwhy[128] = "";
+    cr_assert_eq(http_parse_authority(nulzone, sizeof nulzone - 1, NULL, &z, zwhy, sizeof zwhy),
+                 -1, "accepted as %s", z.host);
+    cr_assert(strstr(zwhy, "zone id"), "%s", zwhy);
+    static const char nulname[] = "a\0b.test:80";
+    cr_assert_eq(http_parse_authority(nulname, sizeof nulname - 1, NULL, &z, zwhy, sizeof zwhy),
+                 -1);
     /* a name of 254 bytes; 253 with the trailing dot removed is fine */
     char name[300];
     memset(name, 'a', sizeof name);

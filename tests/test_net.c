@@ -276,7 +276,8 @@ Test(net, malformed_authorities_get_400_before_any_lookup)
     lis_sandbox *sb = net_sandbox(ctx, t_busybox(), LIS_NET_PROXY, 1, NULL, NULL);
     int p = server_port;
     char bad[8][200];
-    snprintf(bad[0], sizeof bad[0], "GET http://127.0.0.1:%d:%d/hello.txt HTTP/1.1\\r\\n\\r\\n", p, p);
+    snprintf(bad[0], sizeof bad[0], "GET http://127.0.0.1:%d:%d/hello.txt HTTP/1.1\\r\\n\\r\\n", p,
+             p);
     snprintf(bad[1], sizeof bad[1], "CONNECT 127.0.0.1:%d:%d HTTP/1.1\\r\\n\\r\\n", p, p);
     snprintf(bad[2], sizeof bad[2], "GET http://localhost:%d:/hello.txt HTTP/1.1\\r\\n\\r\\n", p);
     snprintf(bad[3], sizeof bad[3], "GET http://[::1:%d/hello.txt HTTP/1.1\\r\\n\\r\\n", p);
