@@ -116,8 +116,11 @@ int llm_is_token_error(const char *text, long *max_context, long *input_tokens)
 long llm_shrink_max_tokens(long max_tokens, long max_context, long input_tokens)
 {
     if (max_context && input_tokens) {
-        long avail = max_context - input_tokens - 100;
-        if (avail >= MIN_COMPLETION_TOKENS) {
+        /* both are counts read from digits (>= 0, LONG_MAX at most), so only
+         * the difference is safe: "- 100" first could overflow */
+        long avail = max_context - input_tokens;
+        if (avail >= MIN_COMPLETION_TOKENS + 100) {
+            avail -= 100;
             long nt = avail < max_tokens ? avail : max_tokens;
             if (nt < max_tokens)
                 return nt;

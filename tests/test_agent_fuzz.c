@@ -7,6 +7,7 @@
 #include "agent.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #define MAX53 9007199254740992L
@@ -122,4 +123,49 @@ Test(agent_fuzz, editor_huge_view_range_and_insert_line)
     cr_assert(strstr(r, "9007199254740992"), "%s", r);
     free(r);
     cJSON_Delete(p);
+}
+
+/* YAML aliases: a document that refers to itself, or doubles at every level,
+ * ran for ever (or into gigabytes) in agent_yaml_load. */
+Test(agent_fuzz, yaml_alias_expansion_is_bounded)
+{
+    static const char self[] = "a: &a [*a, *a]\n";
+    lis_error err = {0};
+    cJSON *j = agent_yaml_load(self, sizeof self - 1, &err);
+    cr_assert_null(j);
+    cr_assert(strstr(err.msg, "expands to more than"), "%s", err.msg);
+    char laughs[2048] = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+    for (char c = 'b'; c <= 'h'; c++) {
+        char line[128];
+        snprintf(line, sizeof line, "%c: &%c [*%c,*%c,*%c,*%c,*%c,*%c,*%c,*%c,*%c,*%c]\n", c, c,
+                 c - 1, c - 1, c - 1, c - 1, c - 1, c - 1, c - 1, c - 1, c - 1, c - 1);
+        strcat(laughs, line);
+    }
+    err.msg[0] = 0;
+    cr_assert_null(agent_yaml_load(laughs, strlen(laughs), &err));
+    cr_assert(strstr(err.msg, "expands to more than"), "%s", err.msg);
+    /* ordinary aliases still work */
+    static const char ok[] = "base: &b {k: v}\nx: *b\ny: [*b, *b]\n";
+    j = agent_yaml_load(ok, sizeof ok - 1, &err);
+    cr_assert(j, "%s", err.msg);
+    char *s = cJSON_PrintUnformatted(j);
+    cr_assert_str_eq(s, "{\"base\":{\"k\":\"v\"},\"x\":{\"k\":\"v\"},\"y\":[{\"k\":\"v\"},"
+                        "{\"k\":\"v\"}]}");
+    free(s);
+    cJSON_Delete(j);
+}
+
+/* A server's token-limit error with a count beyond long: strtol gives
+ * LONG_MAX, and "max_context - input - 100" overflowed (found by fuzz_llm). */
+Test(agent_fuzz, token_error_with_huge_counts)
+{
+    long maxc, in;
+    const char *t = "token limit exceeded: maximum 5 tokens, 99999999999999999999 tokens in "
+                    "the input";
+    cr_assert_eq(llm_is_token_error(t, &maxc, &in), 1);
+    cr_assert_eq(maxc, 5);
+    cr_assert_eq(in, LONG_MAX);
+    cr_assert_eq(llm_shrink_max_tokens(65536, maxc, in), -1);
+    cr_assert_eq(llm_shrink_max_tokens(65536, LONG_MAX, 1), -1); /* nothing to shrink */
+    cr_assert_eq(llm_shrink_max_tokens(65536, 40000, 20000), 19900);
 }
