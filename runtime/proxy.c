@@ -567,6 +567,9 @@ static void dns_complete(lis_proxy *px)
 
 /* ---- the request head (parsed by http_head.c) ---- */
 
+/* http_head.c's 400 for origin-form requests names the port */
+_Static_assert(LIS_PROXY_PORT == 3128, "update http_parse_request's message");
+
 /* Parses the head in c->up[0..hlen) and, for plain HTTP, rewrites it in
  * place into the request sent upstream. Returns 0, or an HTTP status with
  * *why filled. */
