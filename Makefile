@@ -47,7 +47,7 @@ TEST_BIN    := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 # root_*: run as root by scripts/test.sh; vm_*: run only inside the cgroup v2 VM (tests/vm/)
 EXTRA_TEST_BIN := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/root_*.c tests/vm_*.c))
 
-.PHONY: all clean test check tests bench test-asan
+.PHONY: all clean test check tests bench test-asan fuzz
 all: $(B)/lis $(B)/lis-init $(B)/liblis-agent.so $(B)/liblis-rootfs.so
 
 $(B)/obj/%.o: %.c
@@ -135,6 +135,53 @@ bench: all
 	bash scripts/bench-runtime.sh
 
 clean:
-	rm -rf $(B)/obj $(B)/pobj $(B)/tests $(B)/lis $(B)/lis-init $(B)/*.so $(B)/*.a
+	rm -rf $(B)/obj $(B)/pobj $(B)/tests $(B)/fuzz-replay $(B)/lis $(B)/lis-init $(B)/*.so $(B)/*.a
+
+# ---- fuzzing (fuzz/, docs/security.md) -----------------------------------------------------
+# `make fuzz`: libFuzzer targets (clang) in $(FUZZ_B), each run for FUZZ_SECONDS; a crash fails
+# it and its reproducer stays in $(FUZZ_B)/crashes/. FUZZ_ONLY="sse llm" runs some of them.
+# `make tests` links the same targets with fuzz/replay.c (gcc, ASan/UBSan) instead: the suite
+# test_fuzz_regress replays fuzz/corpus and fuzz/regress (the findings) through them.
+FUZZ_B       ?= build-fuzz
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := http_head textcalls sse llm settings extract
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS   = $(CSTD) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -g -O1 $(FUZZ_SAN) \
+  -Iruntime -Irootfs -Iagent -Ifuzz $(AGENT_CFLAGS) $(ROOTFS_CFLAGS)
+fuzz_src_http_head := runtime/http_head.c
+fuzz_src_textcalls := agent/textcalls.c agent/util.c
+fuzz_src_sse       := agent/sse.c agent/llm.c agent/util.c
+fuzz_src_llm       := agent/sse.c agent/llm.c agent/util.c
+fuzz_src_settings  := agent/settings.c agent/prompts.c agent/util.c
+fuzz_src_extract   := rootfs/extract.c rootfs/util.c
+fuzz_libs_textcalls := $(AGENT_LIBS)
+fuzz_libs_sse       := $(AGENT_LIBS)
+fuzz_libs_llm       := $(AGENT_LIBS)
+fuzz_libs_settings  := $(AGENT_LIBS)
+fuzz_libs_extract   := $(B)/libruntime.a $(ROOTFS_LIBS) $(RT_LIBS)
+fuzz_dep_extract    := $(B)/libruntime.a
+FUZZ_BIN    := $(FUZZ_TARGETS:%=$(FUZZ_B)/fuzz_%)
+FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/fuzz-replay/fuzz_%)
+
+$(FUZZ_B)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $$(fuzz_src_$$*) $$(fuzz_dep_$$*)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(fuzz_src_$*) $(fuzz_libs_$*)
+
+$(B)/fuzz-replay/fuzz_%: fuzz/fuzz_%.c fuzz/replay.c fuzz/fuzz.h $$(fuzz_src_$$*) $$(fuzz_dep_$$*)
+	@mkdir -p $(dir $@)
+	$(CC) $(FUZZ_CFLAGS) -Wno-format-truncation -o $@ $< fuzz/replay.c $(fuzz_src_$*) $(fuzz_libs_$*)
+
+# the inputs travel with the build (scripts/test.sh copies $(B) for the test user)
+$(B)/fuzz-replay/inputs.stamp: $(shell find fuzz/corpus fuzz/regress -type f 2>/dev/null)
+	@mkdir -p $(dir $@)
+	rm -rf $(B)/fuzz-replay/corpus $(B)/fuzz-replay/regress
+	cp -r fuzz/corpus fuzz/regress $(B)/fuzz-replay/
+	touch $@
+
+tests: $(FUZZ_REPLAY) $(B)/fuzz-replay/inputs.stamp
+
+fuzz: $(FUZZ_BIN)
+	FUZZ_B=$(FUZZ_B) FUZZ_SECONDS=$(FUZZ_SECONDS) bash fuzz/run.sh $(or $(FUZZ_ONLY),$(FUZZ_TARGETS))
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -42,6 +42,10 @@ char *agent_json_pretty(const cJSON *j);
 /* Length in bytes of the longest prefix of s (len n) that holds at most
  * max_chars UTF-8 code points. */
 size_t agent_utf8_prefix(const char *s, size_t n, size_t max_chars);
+/* A JSON number as a long: 0 when item is not a number (or NaN), clamped to
+ * +-2^53 (a plain cast of NaN or 1e300 is undefined behaviour, and sums of
+ * such counts must not overflow). */
+long agent_json_long(const cJSON *item);
 
 /* ---- tools (tools.c): schemas, execution, observation text ------------- */
 
@@ -236,6 +240,11 @@ long llm_shrink_max_tokens(long max_tokens, long max_context, long input_tokens)
 cJSON *llm_anthropic_request(const cJSON *messages, const cJSON *tools, const llm_config *cfg,
                              long max_tokens);
 cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, size_t flen);
+/* A successful response body (JSON) of api into out (released with
+ * llm_reply_free); a stream once all of it went through sse_feed. 0, -1 with
+ * *why, or -2 when the server sent an error object (*why is its message). */
+int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why, size_t wl);
+int llm_parse_stream(sse_state *s, llm_reply *out, char *why, size_t wl);
 
 /* ---- the episode (loop.c, episode.c) ----------------------------------- */
 

@@ -454,8 +454,8 @@ static char *view(const ed_fs *fs, const char *path, const char *shown, const cJ
     sbuf r = {0};
     sb_printf(&r, "Here's the result of running `cat -n` on %s:\n", shown);
     if (cJSON_IsArray(vr) && cJSON_GetArraySize(vr) == 2) {
-        long start = (long)cJSON_GetArrayItem(vr, 0)->valuedouble;
-        long end = (long)cJSON_GetArrayItem(vr, 1)->valuedouble;
+        long start = agent_json_long(cJSON_GetArrayItem(vr, 0));
+        long end = agent_json_long(cJSON_GetArrayItem(vr, 1));
         if (!(1 <= start && start <= total)) {
             sb_printf(&b, "Error: Invalid view_range [%ld, %ld]: start line must be in [1, %ld]",
                       start, end, total);
@@ -595,7 +595,7 @@ static char *insert(const ed_fs *fs, const char *path, const char *shown, const 
     const cJSON *il = cJSON_GetObjectItemCaseSensitive(params, "insert_line");
     long k = 0;
     if (cJSON_IsNumber(il))
-        k = (long)il->valuedouble;
+        k = agent_json_long(il);
     else if (cJSON_IsString(il))
         k = strtol(il->valuestring, NULL, 10);
     sbuf b = {0};

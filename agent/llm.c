@@ -116,8 +116,11 @@ int llm_is_token_error(const char *text, long *max_context, long *input_tokens)
 long llm_shrink_max_tokens(long max_tokens, long max_context, long input_tokens)
 {
     if (max_context && input_tokens) {
-        long avail = max_context - input_tokens - 100;
-        if (avail >= MIN_COMPLETION_TOKENS) {
+        /* both are counts read from digits (>= 0, LONG_MAX at most), so only
+         * the difference is safe: "- 100" first could overflow */
+        long avail = max_context - input_tokens;
+        if (avail >= MIN_COMPLETION_TOKENS + 100) {
+            avail -= 100;
             long nt = avail < max_tokens ? avail : max_tokens;
             if (nt < max_tokens)
                 return nt;
@@ -325,9 +328,9 @@ cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, 
     sb_free(&thinking);
     const cJSON *u = cJSON_GetObjectItem(resp, "usage");
     if (cJSON_IsObject(u) && usage) {
-        usage->prompt_tokens = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(u, "input_tokens"));
+        usage->prompt_tokens = agent_json_long(cJSON_GetObjectItem(u, "input_tokens"));
         usage->completion_tokens =
-            (long)cJSON_GetNumberValue(cJSON_GetObjectItem(u, "output_tokens"));
+            agent_json_long(cJSON_GetObjectItem(u, "output_tokens"));
         usage->total_tokens = usage->prompt_tokens + usage->completion_tokens;
         usage->known = 1;
     }
@@ -444,47 +447,47 @@ static void finish_reply(llm_reply *out)
     out->tool_calls = cJSON_IsArray(tc) && cJSON_GetArraySize(tc) ? tc : NULL;
 }
 
-/* Parses a successful response; returns 0, or -1 with why set. */
-static int parse_ok(const llm_client *c, xfer *x, llm_reply *out, char *why, size_t wl)
+int llm_parse_stream(sse_state *s, llm_reply *out, char *why, size_t wl)
 {
-    if (x->is_sse && x->sse) {
-        sse_state *s = x->sse;
-        sse_finish(s);
-        if (s->error) {
-            char *e = cJSON_PrintUnformatted(s->error);
-            error_text(e, why, wl);
-            free(e);
-            return -2;
-        }
-        if (!s->done && !s->finish_reason[0]) {
-            snprintf(why, wl, "the stream ended before the reply was complete");
-            return -1;
-        }
-        cJSON *m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "role", "assistant");
-        int ntc = cJSON_GetArraySize(s->tool_calls);
-        if (s->content.len || !ntc)
-            cJSON_AddStringToObject(m, "content", s->content.s ? s->content.s : "");
-        if (s->reasoning.len)
-            cJSON_AddStringToObject(m, "reasoning_content", s->reasoning.s);
-        if (ntc) {
-            cJSON_AddItemToObject(m, "tool_calls", s->tool_calls);
-            s->tool_calls = cJSON_CreateArray();
-        }
-        out->message = m;
-        out->usage = s->usage;
-        snprintf(out->finish_reason, sizeof out->finish_reason, "%s", s->finish_reason);
-        finish_reply(out);
-        return 0;
+    sse_finish(s);
+    if (s->error) {
+        char *e = cJSON_PrintUnformatted(s->error);
+        error_text(e, why, wl);
+        free(e);
+        return -2;
     }
-    cJSON *j = cJSON_Parse(x->body.s ? x->body.s : "");
-    if (!j) {
-        snprintf(why, wl, "the reply is not JSON: %.200s", x->body.s ? x->body.s : "");
+    if (!s->done && !s->finish_reason[0]) {
+        snprintf(why, wl, "the stream ended before the reply was complete");
         return -1;
     }
-    if (c->cfg.api == LLM_API_ANTHROPIC) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "assistant");
+    int ntc = cJSON_GetArraySize(s->tool_calls);
+    if (s->content.len || !ntc)
+        cJSON_AddStringToObject(m, "content", s->content.s ? s->content.s : "");
+    if (s->reasoning.len)
+        cJSON_AddStringToObject(m, "reasoning_content", s->reasoning.s);
+    if (ntc) {
+        cJSON_AddItemToObject(m, "tool_calls", s->tool_calls);
+        s->tool_calls = cJSON_CreateArray();
+    }
+    out->message = m;
+    out->usage = s->usage;
+    snprintf(out->finish_reason, sizeof out->finish_reason, "%s", s->finish_reason);
+    finish_reply(out);
+    return 0;
+}
+
+int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why, size_t wl)
+{
+    cJSON *j = cJSON_Parse(body);
+    if (!j) {
+        snprintf(why, wl, "the reply is not JSON: %.200s", body);
+        return -1;
+    }
+    if (api == LLM_API_ANTHROPIC) {
         if (!cJSON_IsArray(cJSON_GetObjectItem(j, "content"))) {
-            error_text(x->body.s, why, wl);
+            error_text(body, why, wl);
             cJSON_Delete(j);
             return -1;
         }
@@ -495,7 +498,7 @@ static int parse_ok(const llm_client *c, xfer *x, llm_reply *out, char *why, siz
         cJSON *m = cJSON_GetObjectItem(ch, "message");
         if (!cJSON_IsObject(m)) {
             if (cJSON_GetObjectItem(j, "error")) {
-                error_text(x->body.s, why, wl);
+                error_text(body, why, wl);
                 cJSON_Delete(j);
                 return -2;
             }
@@ -512,17 +515,25 @@ static int parse_ok(const llm_client *c, xfer *x, llm_reply *out, char *why, siz
         const cJSON *u = cJSON_GetObjectItem(j, "usage");
         if (cJSON_IsObject(u)) {
             out->usage.prompt_tokens =
-                (long)cJSON_GetNumberValue(cJSON_GetObjectItem(u, "prompt_tokens"));
+                agent_json_long(cJSON_GetObjectItem(u, "prompt_tokens"));
             out->usage.completion_tokens =
-                (long)cJSON_GetNumberValue(cJSON_GetObjectItem(u, "completion_tokens"));
+                agent_json_long(cJSON_GetObjectItem(u, "completion_tokens"));
             out->usage.total_tokens =
-                (long)cJSON_GetNumberValue(cJSON_GetObjectItem(u, "total_tokens"));
+                agent_json_long(cJSON_GetObjectItem(u, "total_tokens"));
             out->usage.known = 1;
         }
     }
     cJSON_Delete(j);
     finish_reply(out);
     return 0;
+}
+
+/* Parses a successful response; returns 0, or -1 with why set. */
+static int parse_ok(const llm_client *c, xfer *x, llm_reply *out, char *why, size_t wl)
+{
+    if (x->is_sse && x->sse)
+        return llm_parse_stream(x->sse, out, why, wl);
+    return llm_parse_response(c->cfg.api, x->body.s ? x->body.s : "", out, why, wl);
 }
 
 static int request(llm_client *c, const char *body, xfer *x, lis_error *err, char *why,

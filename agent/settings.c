@@ -10,8 +10,16 @@
 
 /* ---- YAML -------------------------------------------------------------- */
 
-static cJSON *yaml_node_json(yaml_document_t *doc, yaml_node_t *node, int depth)
+/* Aliases share nodes, so a small document can stand for an exponential (or,
+ * with an alias inside its own anchor, endless) tree: the nodes converted
+ * are counted, and past this many the document is refused. */
+#define YAML_MAX_NODES 100000
+
+static cJSON *yaml_node_json(yaml_document_t *doc, yaml_node_t *node, int depth, size_t *budget)
 {
+    if (!*budget)
+        return NULL;
+    --*budget;
     if (!node || depth > 64)
         return cJSON_CreateNull();
     switch (node->type) {
@@ -32,7 +40,7 @@ static cJSON *yaml_node_json(yaml_document_t *doc, yaml_node_t *node, int depth)
         for (yaml_node_item_t *it = node->data.sequence.items.start;
              it < node->data.sequence.items.top; it++)
             cJSON_AddItemToArray(a, yaml_node_json(doc, yaml_document_get_node(doc, *it),
-                                                   depth + 1));
+                                                   depth + 1, budget));
         return a;
     }
     case YAML_MAPPING_NODE: {
@@ -46,7 +54,7 @@ static cJSON *yaml_node_json(yaml_document_t *doc, yaml_node_t *node, int depth)
             if (key) {
                 cJSON_DeleteItemFromObjectCaseSensitive(o, key);
                 cJSON_AddItemToObject(o, key, yaml_node_json(doc, yaml_document_get_node(doc,
-                                      pr->value), depth + 1));
+                                      pr->value), depth + 1, budget));
             }
             free(key);
         }
@@ -73,9 +81,16 @@ cJSON *agent_yaml_load(const char *text, size_t len, lis_error *err)
         return NULL;
     }
     yaml_node_t *root = yaml_document_get_root_node(&doc);
-    cJSON *j = root ? yaml_node_json(&doc, root, 0) : cJSON_CreateObject();
+    size_t budget = YAML_MAX_NODES;
+    cJSON *j = root ? yaml_node_json(&doc, root, 0, &budget) : cJSON_CreateObject();
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
+    if (!budget) {
+        cJSON_Delete(j);
+        agent_fail(err, EINVAL, "YAML error: the document expands to more than %d values "
+                   "(aliases)", YAML_MAX_NODES);
+        return NULL;
+    }
     return j;
 }
 

@@ -109,12 +109,10 @@ static void dispatch(sse_state *s)
         s->error = cJSON_Duplicate(e, 1);
     const cJSON *usage = cJSON_GetObjectItem(j, "usage");
     if (cJSON_IsObject(usage)) {
-        s->usage.prompt_tokens = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(usage,
-                                                            "prompt_tokens"));
-        s->usage.completion_tokens = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(usage,
-                                                                "completion_tokens"));
-        s->usage.total_tokens = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(usage,
-                                                           "total_tokens"));
+        s->usage.prompt_tokens = agent_json_long(cJSON_GetObjectItem(usage, "prompt_tokens"));
+        s->usage.completion_tokens =
+            agent_json_long(cJSON_GetObjectItem(usage, "completion_tokens"));
+        s->usage.total_tokens = agent_json_long(cJSON_GetObjectItem(usage, "total_tokens"));
         s->usage.known = 1;
     }
     const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);

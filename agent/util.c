@@ -182,3 +182,12 @@ size_t agent_utf8_prefix(const char *s, size_t n, size_t max_chars)
     }
     return i;
 }
+
+long agent_json_long(const cJSON *item)
+{
+    if (!cJSON_IsNumber(item) || item->valuedouble != item->valuedouble)
+        return 0;
+    const double max = 9007199254740992.0; /* 2^53: beyond it a double is no integer */
+    double v = item->valuedouble;
+    return v >= max ? (long)max : v <= -max ? -(long)max : (long)v;
+}

@@ -756,7 +756,8 @@ static int by_depth_desc(const void *a, const void *b)
 
 int rf_extract_finish(rf_extract *x, lis_error *err)
 {
-    qsort(x->dirs, x->ndirs, sizeof *x->dirs, by_depth_desc);
+    if (x->ndirs) /* dirs is NULL when there are none, which qsort may not get */
+        qsort(x->dirs, x->ndirs, sizeof *x->dirs, by_depth_desc);
     smap_clear(&x->dirmap); /* indices are stale now */
     uncache(x);
     for (size_t i = 0; i < x->ndirs; i++) {

@@ -31,6 +31,7 @@
  * (apt) retry on a new connection. Rules (netrules.c) are checked on the
  * host name and then on every resolved address; a refusal gets a 403 whose
  * body names the rule. */
+#include "http_head.h"
 #include "netrules.h"
 #include "proto.h"
 
@@ -107,6 +108,7 @@ struct conn {
     uint32_t cmask, umask;
     int state, dead;
     int is_connect, resp_head;
+    int host_kind;                /* enum http_host_kind */
     int c_eof, u_eof, c_shut, u_shut;
     double deadline;
     char host[256];
@@ -563,216 +565,48 @@ static void dns_complete(lis_proxy *px)
     }
 }
 
-/* ---- parsing the request head ---- */
+/* ---- the request head (parsed by http_head.c) ---- */
 
-static int tchar(int ch)
-{
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           (ch && strchr("!#$%&'*+-.^_`|~", ch));
-}
-
-static int hdr_is(const char *name, size_t n, const char *want)
-{
-    return strlen(want) == n && strncasecmp(name, want, n) == 0;
-}
-
-/* host[:port] or [v6][:port]; port required when need_port. */
-static int split_authority(const char *a, size_t n, conn *c, int need_port, const char *defport)
-{
-    const char *host = a, *port = NULL;
-    size_t hlen = n;
-    if (n && a[0] == '[') {
-        const char *rb = memchr(a, ']', n);
-        if (!rb)
-            return -1;
-        hlen = (size_t)(rb - a) + 1;
-        if (hlen < n) {
-            if (a[hlen] != ':')
-                return -1;
-            port = a + hlen + 1;
-        }
-    } else {
-        const char *colon = NULL;
-        for (size_t i = 0; i < n; i++)
-            if (a[i] == ':')
-                colon = a + i;
-        if (colon) {
-            hlen = (size_t)(colon - a);
-            port = colon + 1;
-        }
-    }
-    size_t plen = port ? n - (size_t)(port - a) : 0;
-    if (!port || !plen) {
-        if (need_port)
-            return -1;
-        port = defport;
-        plen = strlen(defport);
-    }
-    if (hlen == 0 || hlen >= sizeof c->host || plen > 5)
-        return -1;
-    unsigned long pv = 0;
-    for (size_t i = 0; i < plen; i++) {
-        if (port[i] < '0' || port[i] > '9')
-            return -1;
-        pv = pv * 10 + (unsigned long)(port[i] - '0');
-    }
-    if (pv == 0 || pv > 65535)
-        return -1;
-    memcpy(c->host, host, hlen);
-    c->host[hlen] = 0;
-    snprintf(c->portstr, sizeof c->portstr, "%lu", pv);
-    return lis_host_normalize(c->host);
-}
+/* http_head.c's 400 for origin-form requests names the port */
+_Static_assert(LIS_PROXY_PORT == 3128, "update http_parse_request's message");
 
 /* Parses the head in c->up[0..hlen) and, for plain HTTP, rewrites it in
- * place. Returns 0, or an HTTP status with *why filled. */
+ * place into the request sent upstream. Returns 0, or an HTTP status with
+ * *why filled. */
 static int parse_head(conn *c, size_t hlen, char *why, size_t wlen)
 {
-    char *h = c->up, *end = h + hlen;
-    for (char *q = h; q < end; q++) {
-        if (*q == 0 || (*q == '\n' && (q == h || q[-1] != '\r')) ||
-            (*q == '\r' && (q + 1 >= end || q[1] != '\n'))) {
-            snprintf(why, wlen, "malformed request head (bare CR/LF or NUL)");
-            return 400;
-        }
-    }
-    char *eol = memmem(h, hlen, "\r\n", 2);
-    /* request line: METHOD SP target SP HTTP/1.x */
-    char *sp1 = memchr(h, ' ', (size_t)(eol - h));
-    char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
-    if (!sp1 || !sp2 || sp1 == h || sp2 == sp1 + 1 || sp1 - h > 32) {
-        snprintf(why, wlen, "malformed request line");
-        return 400;
-    }
-    for (char *q = h; q < sp1; q++)
-        if (!tchar(*q)) {
-            snprintf(why, wlen, "malformed method");
-            return 400;
-        }
-    for (char *q = sp1 + 1; q < sp2; q++)
-        if ((unsigned char)*q <= ' ' || *q == 0x7f) {
-            snprintf(why, wlen, "malformed request target");
-            return 400;
-        }
-    size_t vlen = (size_t)(eol - sp2 - 1);
-    if (vlen != 8 || (memcmp(sp2 + 1, "HTTP/1.1", 8) && memcmp(sp2 + 1, "HTTP/1.0", 8))) {
-        snprintf(why, wlen, "only HTTP/1.0 and HTTP/1.1 are served");
-        return 400;
-    }
-    const char *target = sp1 + 1;
-    size_t tlen = (size_t)(sp2 - target);
-    size_t mlen = (size_t)(sp1 - h);
-    /* headers: name ":" value, no folding */
-    char *line = eol + 2;
-    char *conn_tokens = NULL;
-    size_t conn_tokens_len = 0;
-    for (char *l = line; l < end - 2;) {
-        char *le = memmem(l, (size_t)(end - l), "\r\n", 2);
-        char *colon = memchr(l, ':', (size_t)(le - l));
-        if (!colon || colon == l) {
-            snprintf(why, wlen, "malformed header line");
-            return 400;
-        }
-        for (char *q = l; q < colon; q++)
-            if (!tchar(*q)) {
-                snprintf(why, wlen, "malformed header name");
-                return 400;
-            }
-        if (hdr_is(l, (size_t)(colon - l), "connection")) {
-            conn_tokens = colon + 1;
-            conn_tokens_len = (size_t)(le - colon - 1);
-        }
-        l = le + 2;
-    }
-    if (mlen == 7 && !memcmp(h, "CONNECT", 7)) {
-        c->is_connect = 1;
-        if (split_authority(target, tlen, c, 1, NULL) < 0) {
-            snprintf(why, wlen, "CONNECT needs host:port");
-            return 400;
-        }
+    http_request rq;
+    int code = http_parse_request(c->up, hlen, &rq, why, wlen);
+    if (code)
+        return code;
+    snprintf(c->host, sizeof c->host, "%s", rq.auth.host);
+    snprintf(c->portstr, sizeof c->portstr, "%s", rq.auth.port);
+    c->host_kind = rq.auth.kind;
+    c->is_connect = rq.is_connect;
+    size_t extra = c->up_len - hlen;
+    if (rq.is_connect) {
         /* Anything after the head (an early TLS hello) is tunnelled as is. */
-        memmove(c->up, c->up + hlen, c->up_len - hlen);
-        c->up_len -= hlen;
+        memmove(c->up, c->up + hlen, extra);
+        c->up_len = extra;
         c->up_off = 0;
         return 0;
     }
-    if (tlen >= 8 && !strncasecmp(target, "https://", 8)) {
-        snprintf(why, wlen, "https:// URLs go through CONNECT (set https_proxy)");
-        return 400;
-    }
-    if (tlen < 8 || strncasecmp(target, "http://", 7)) {
-        snprintf(why, wlen, "this is an HTTP proxy: it serves absolute http:// URLs and "
-                 "CONNECT; set http_proxy/https_proxy to http://127.0.0.1:%d", LIS_PROXY_PORT);
-        return 400;
-    }
-    const char *auth = target + 7, *tend = target + tlen;
-    const char *pathp = auth;
-    while (pathp < tend && *pathp != '/' && *pathp != '?' && *pathp != '#')
-        pathp++;
-    if (memchr(auth, '@', (size_t)(pathp - auth))) {
-        snprintf(why, wlen, "user information in the URL is not supported");
-        return 400;
-    }
-    if (split_authority(auth, (size_t)(pathp - auth), c, 0, "80") < 0) {
-        snprintf(why, wlen, "malformed host in the URL");
-        return 400;
-    }
-    /* Build: METHOD origin-path VERSION, Host, the end-to-end headers,
-     * Connection: close; then whatever followed the head. */
-    size_t extra = c->up_len - hlen;
-    size_t cap = hlen + 512 + extra;
-    char *out = malloc(cap), *o = out;
+    /* the new head, then whatever followed the old one */
+    char *out = malloc(BUF_SIZE + BUF_SLACK);
     if (!out) {
         snprintf(why, wlen, "out of memory");
         return 503;
     }
-    memcpy(o, h, mlen + 1);
-    o += mlen + 1;
-    if (pathp == tend || *pathp != '/')
-        *o++ = '/';
-    memcpy(o, pathp, (size_t)(tend - pathp));
-    o += tend - pathp;
-    memcpy(o, sp2, (size_t)(eol - sp2) + 2);
-    o += (eol - sp2) + 2;
-    o += sprintf(o, "Host: %.*s\r\n", (int)(pathp - auth), auth);
-    for (char *l = line; l < end - 2;) {
-        char *le = memmem(l, (size_t)(end - l), "\r\n", 2);
-        char *colon = memchr(l, ':', (size_t)(le - l));
-        size_t nlen = (size_t)(colon - l);
-        int drop = hdr_is(l, nlen, "host") || hdr_is(l, nlen, "connection") ||
-                   hdr_is(l, nlen, "proxy-connection") || hdr_is(l, nlen, "keep-alive") ||
-                   hdr_is(l, nlen, "proxy-authorization") || hdr_is(l, nlen, "te") ||
-                   hdr_is(l, nlen, "upgrade") || hdr_is(l, nlen, "trailer");
-        /* and the headers that Connection names as hop-by-hop */
-        for (size_t i = 0; !drop && conn_tokens && i < conn_tokens_len;) {
-            while (i < conn_tokens_len && (conn_tokens[i] == ' ' || conn_tokens[i] == ',' ||
-                                           conn_tokens[i] == '\t'))
-                i++;
-            size_t s = i;
-            while (i < conn_tokens_len && conn_tokens[i] != ',' && conn_tokens[i] != ' ' &&
-                   conn_tokens[i] != '\t')
-                i++;
-            if (i > s && nlen == i - s && !strncasecmp(l, conn_tokens + s, nlen))
-                drop = 1;
-        }
-        if (!drop) {
-            memcpy(o, l, (size_t)(le - l) + 2);
-            o += le - l + 2;
-        }
-        l = le + 2;
-    }
-    o += sprintf(o, "Connection: close\r\n\r\n");
-    memcpy(o, c->up + hlen, extra);
-    o += extra;
-    size_t n = (size_t)(o - out);
-    if (n > BUF_SIZE + BUF_SLACK) {
+    size_t n = http_forward_head(c->up, hlen, &rq, out, BUF_SIZE + BUF_SLACK - extra);
+    if (!n) {
         free(out);
         snprintf(why, wlen, "request head too large");
         return 431;
     }
-    memcpy(c->up, out, n);
+    memcpy(out + n, c->up + hlen, extra);
+    memcpy(c->up, out, n + extra);
     free(out);
-    c->up_len = n;
+    c->up_len = n + extra;
     c->up_off = 0;
     return 0;
 }
@@ -800,10 +634,9 @@ static void read_head(lis_proxy *px, conn *c)
         if (memmem(c->up, c->up_len, "\r\n\r\n", 4))
             break;
     }
-    char *e = memmem(c->up, c->up_len, "\r\n\r\n", 4);
-    if (!e)
+    size_t hlen = http_head_len(c->up, c->up_len);
+    if (!hlen)
         return;
-    size_t hlen = (size_t)(e - c->up) + 4;
     if (hlen > HEAD_MAX) {
         count(&c->port->requests, 1);
         reply(px, c, 431, "Request Header Fields Too Large", "the request head exceeds %d bytes",
@@ -835,50 +668,14 @@ static void read_head(lis_proxy *px, conn *c)
         freeaddrinfo(res);
         return;
     }
+    /* Only names reach the resolver threads (and DNS); a literal that the
+     * libc will not take (an unknown IPv6 zone) is the client's error. */
+    if (c->host_kind != HTTP_HOST_NAME) {
+        reply(px, c, 400, "Bad Request", "cannot use the address %s", c->host);
+        return;
+    }
     if (dns_submit(px, c) < 0)
         reply(px, c, 503, "Service Unavailable", "cannot start a resolver thread");
-}
-
-/* Plain HTTP: the response head says Connection: close (we close after it). */
-static void rewrite_resp_head(conn *c)
-{
-    char *s = c->down;
-    size_t n = c->down_len;
-    char *e = memmem(s, n, "\r\n\r\n", 4);
-    if (!e) {
-        if (n >= HEAD_MAX || c->u_eof)
-            c->resp_head = 0; /* not a head we understand: pass it on as is */
-        return;
-    }
-    c->resp_head = 0;
-    size_t hlen = (size_t)(e - s) + 4;
-    if (n < 12 || memcmp(s, "HTTP/1.", 7) || s[9] == '1')
-        return; /* an interim 1xx or no status line: leave it */
-    char *out = malloc(hlen + 32), *o = out;
-    if (!out)
-        return;
-    char *eol = memmem(s, hlen, "\r\n", 2);
-    memcpy(o, s, (size_t)(eol - s) + 2);
-    o += eol - s + 2;
-    for (char *l = eol + 2; l < e + 2;) {
-        char *le = memmem(l, (size_t)(e + 2 - l), "\r\n", 2);
-        char *colon = memchr(l, ':', (size_t)(le - l));
-        size_t nlen = colon ? (size_t)(colon - l) : 0;
-        if (!colon || !(hdr_is(l, nlen, "connection") || hdr_is(l, nlen, "keep-alive") ||
-                        hdr_is(l, nlen, "proxy-connection"))) {
-            memcpy(o, l, (size_t)(le - l) + 2);
-            o += le - l + 2;
-        }
-        l = le + 2;
-    }
-    o += sprintf(o, "Connection: close\r\n\r\n");
-    size_t nh = (size_t)(o - out);
-    if (nh + (n - hlen) <= BUF_SIZE + BUF_SLACK) {
-        memmove(s + nh, s + hlen, n - hlen);
-        memcpy(s, out, nh);
-        c->down_len = nh + (n - hlen);
-    }
-    free(out);
 }
 
 /* Moves bytes both ways until both sides would block. */
@@ -957,8 +754,10 @@ static void relay(lis_proxy *px, conn *c)
                 return;
             }
         }
-        if (c->resp_head)
-            rewrite_resp_head(c);
+        /* plain HTTP: the response head says Connection: close (we close after it) */
+        if (c->resp_head && http_response_close(c->down, &c->down_len, BUF_SIZE + BUF_SLACK,
+                                                HEAD_MAX, c->u_eof))
+            c->resp_head = 0;
         if (!c->resp_head && c->down_off < c->down_len) {
             ssize_t n = send(c->cfd, c->down + c->down_off, c->down_len - c->down_off,
                              MSG_NOSIGNAL);

@@ -9,9 +9,10 @@ PKGS="build-essential pkg-config libc6-dev \
  libcriterion-dev \
  busybox-static debootstrap mmdebstrap uidmap bubblewrap hyperfine util-linux iproute2 procps \
  zstd xz-utils tar curl wget python3 ca-certificates"
-# Test-only extras: a real registry and OCI tools, the cgroup v2 VM, and
-# apparmor_parser to check scripts/apparmor/lis.
-EXTRA="docker-registry umoci skopeo qemu-system-x86 cpio kmod apparmor"
+# Test-only extras: a real registry and OCI tools, the cgroup v2 VM, apparmor_parser to
+# check scripts/apparmor/lis, and clang with libFuzzer for `make fuzz` (libclang-rt-14-dev
+# is Debian 12's; clang-N wants libclang-rt-N-dev).
+EXTRA="docker-registry umoci skopeo qemu-system-x86 cpio kmod apparmor clang libclang-rt-14-dev"
 case "${1:-}" in
   --minimal) EXTRA="" ;;
   "") ;;

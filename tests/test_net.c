@@ -266,6 +266,97 @@ Test(net, malformed_requests_get_400)
     lis_ctx_free(ctx);
 }
 
+/* Issue 10: "http://127.0.0.1:P:P/" handed "127.0.0.1:P" to the resolver
+ * (a 502 after a lookup). Even with every destination allowed, malformed
+ * authorities now get a 400 and nothing is looked up or connected to. */
+Test(net, malformed_authorities_get_400_before_any_lookup)
+{
+    start_server();
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = net_sandbox(ctx, t_busybox(), LIS_NET_PROXY, 1, NULL, NULL);
+    int p = server_port;
+    char bad[8][200];
+    snprintf(bad[0], sizeof bad[0], "GET http://127.0.0.1:%d:%d/hello.txt HTTP/1.1\\r\\n\\r\\n", p,
+             p);
+    snprintf(bad[1], sizeof bad[1], "CONNECT 127.0.0.1:%d:%d HTTP/1.1\\r\\n\\r\\n", p, p);
+    snprintf(bad[2], sizeof bad[2], "GET http://localhost:%d:/hello.txt HTTP/1.1\\r\\n\\r\\n", p);
+    snprintf(bad[3], sizeof bad[3], "GET http://[::1:%d/hello.txt HTTP/1.1\\r\\n\\r\\n", p);
+    snprintf(bad[4], sizeof bad[4], "GET http://127.0.0.256:%d/hello.txt HTTP/1.1\\r\\n\\r\\n", p);
+    snprintf(bad[5], sizeof bad[5], "GET http://a..test:%d/ HTTP/1.1\\r\\n\\r\\n", p);
+    snprintf(bad[6], sizeof bad[6], "CONNECT [fe80::1%%%%eth0]:%d HTTP/1.1\\r\\n\\r\\n", p);
+    /* well formed, but a zone the host does not have: never to the resolver */
+    snprintf(bad[7], sizeof bad[7], "GET http://[fe80::1%%%%25nosuchif9]:%d/ HTTP/1.1\\r\\n\\r\\n",
+             p);
+    lis_result r;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        raw(sb, &r, bad[i]);
+        cr_assert(strstr(r.out.data, "HTTP/1.1 400 Bad Request"), "%s: %s", bad[i], r.out.data);
+        cr_assert_null(strstr(r.out.data, "hello through"), "%s", bad[i]);
+        cr_assert_null(strstr(r.out.data, "resolve"), "%s: %s", bad[i], r.out.data);
+        lis_result_free(&r);
+    }
+    raw(sb, &r, bad[0]);
+    cr_assert(strstr(r.out.data, "malformed host in the URL: malformed port"), "%s", r.out.data);
+    lis_result_free(&r);
+    raw(sb, &r, bad[7]);
+    cr_assert(strstr(r.out.data, "cannot use the address fe80::1%nosuchif9"), "%s", r.out.data);
+    lis_result_free(&r);
+    /* the same server, asked properly, answers */
+    char good[200];
+    snprintf(good, sizeof good, "GET http://127.0.0.1:%d/hello.txt HTTP/1.0\\r\\n\\r\\n", p);
+    raw(sb, &r, good);
+    cr_assert(strstr(r.out.data, "hello through the lis proxy"), "%s", r.out.data);
+    lis_result_free(&r);
+    lis_stats st;
+    lis_error err = {0};
+    cr_assert_eq(lis_sandbox_stats(sb, &st, &err), 0);
+    cr_assert_eq(st.net_requests, 11);
+    cr_assert_eq(st.net_denied, 0);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+/* 2130706433, 0x7f.1 and 017700000001 are 127.0.0.1: the address rule and
+ * the domain rules see them as that. */
+Test(net, numeric_ipv4_forms_meet_the_address_and_domain_rules)
+{
+    start_server();
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = net_sandbox(ctx, t_busybox(), LIS_NET_PROXY, 0, NULL, NULL);
+    static const char *const forms[] = {"2130706433", "0x7f.1", "017700000001", "127.1"};
+    lis_result r;
+    char req[256];
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        snprintf(req, sizeof req, "GET http://%s:%d/hello.txt HTTP/1.0\\r\\n\\r\\n", forms[i],
+                 server_port);
+        raw(sb, &r, req);
+        cr_assert(strstr(r.out.data, "403 Forbidden"), "%s: %s", forms[i], r.out.data);
+        cr_assert(strstr(r.out.data, "request to 127.0.0.1 refused: destination 127.0.0.1 is "
+                         "in a loopback (127.0.0.0/8) range"), "%s: %s", forms[i], r.out.data);
+        lis_result_free(&r);
+    }
+    lis_error err = {0};
+    lis_sandbox_destroy(sb, &err);
+    /* allowed to the host, but 127.0.0.1 denied by name */
+    const char *deny[] = {"127.0.0.1", NULL};
+    sb = net_sandbox(ctx, t_busybox(), LIS_NET_PROXY, 1, NULL, deny);
+    snprintf(req, sizeof req, "GET http://0x7f.1:%d/hello.txt HTTP/1.0\\r\\n\\r\\n", server_port);
+    raw(sb, &r, req);
+    cr_assert(strstr(r.out.data, "127.0.0.1 is denied by --deny-domain '127.0.0.1'"), "%s",
+              r.out.data);
+    lis_result_free(&r);
+    lis_sandbox_destroy(sb, &err);
+    /* and with nothing in the way, the numeric form reaches 127.0.0.1 */
+    sb = net_sandbox(ctx, t_busybox(), LIS_NET_PROXY, 1, NULL, NULL);
+    snprintf(req, sizeof req, "GET http://2130706433:%d/hello.txt HTTP/1.0\\r\\n\\r\\n",
+             server_port);
+    raw(sb, &r, req);
+    cr_assert(strstr(r.out.data, "hello through the lis proxy"), "%s", r.out.data);
+    lis_result_free(&r);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
 Test(net, none_reaches_nothing)
 {
     start_server();
