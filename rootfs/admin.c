@@ -115,7 +115,8 @@ static void fill_image(const char *data_dir, const char *ref, const char *hex,
         snprintf(im->source, sizeof im->source, "%s", v->valuestring);
     if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(m, "format")))
         snprintf(im->format, sizeof im->format, "%s", v->valuestring);
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(m, "size")))
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(m, "size")) && v->valuedouble >= 0 &&
+        v->valuedouble < 9e18)
         im->size = (uint64_t)v->valuedouble;
     if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(m, "created")))
         im->created = v->valuedouble;

@@ -564,7 +564,8 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
     cJSON_ArrayForEach(l, ls) {
         const cJSON *sz = cJSON_GetObjectItemCaseSensitive(l, "size");
         const cJSON *lmt = cJSON_GetObjectItemCaseSensitive(l, "mediaType");
-        if (cJSON_IsNumber(sz))
+        /* a registry's number: only a sane size converts (no UB on -1 or 1e300) */
+        if (cJSON_IsNumber(sz) && sz->valuedouble >= 0 && sz->valuedouble < 9e18)
             pg.total += (uint64_t)sz->valuedouble;
         if (!layer_type_ok(cJSON_IsString(lmt) ? lmt->valuestring : NULL)) {
             rf_fail(err, EPROTO, "%s: unsupported layer type %s", g->canon, lmt->valuestring);

@@ -148,7 +148,8 @@ static int write_meta(lis_sandbox *sb, lis_error *err)
     cJSON_AddNumberToObject(j, "net", sb->net);
     cJSON_AddStringToObject(j, "layer_dir", sb->layer_dir);
     cJSON_AddStringToObject(j, "limits", sb->cg ? "cgroup" : "fallback");
-    cJSON_AddNumberToObject(j, "disk_limit", (double)sb->disk_limit);
+    if (sb->disk_limit != LIS_UNLIMITED) /* absent: unlimited (2^64-1 is no JSON number) */
+        cJSON_AddNumberToObject(j, "disk_limit", (double)sb->disk_limit);
     cJSON *env = cJSON_AddArrayToObject(j, "env");
     for (size_t i = 0; sb->env && sb->env[i]; i++)
         cJSON_AddItemToArray(env, cJSON_CreateString(sb->env[i]));
@@ -666,7 +667,10 @@ int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err)
             lis_cg_pid_stats(ctx, pid, &(*out)[*n]);
         snprintf((*out)[*n].limits, sizeof (*out)[*n].limits, "%s", jstr(m, "limits"));
         cJSON *dl = cJSON_GetObjectItem(m, "disk_limit");
-        (*out)[*n].disk_limit = cJSON_IsNumber(dl) ? (uint64_t)dl->valuedouble : 0;
+        (*out)[*n].disk_limit = cJSON_IsNumber(dl) && dl->valuedouble >= 0 &&
+                                        dl->valuedouble < 9e18
+                                    ? (uint64_t)dl->valuedouble
+                                    : LIS_UNLIMITED;
         (*out)[*n].disk_bytes = lis_disk_usage(alive ? pid : 0, jstr(m, "layer_dir"));
         cJSON *netv = cJSON_GetObjectItem(m, "net");
         (*out)[*n].net = cJSON_IsNumber(netv) ? (lis_net_mode)netv->valuedouble : LIS_NET_NONE;
