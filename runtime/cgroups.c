@@ -376,7 +376,7 @@ static int no_limits(const lis_ctx *ctx, const char *name, const lis_limits *lim
                         "cannot enforce resource limits for sandbox %s: %s (--require-limits "
                         "was given; run `lis doctor` for the fix)", name, why);
     lis_warn(ctx, "sandbox %s runs with fallback limits, not cgroups (%s): processes and memory "
-             "are bounded by lis itself, CPU only by a low priority (run `lis doctor`)", name,
+             "are bounded by lis itself, CPU only by priority (run `lis doctor`)", name,
              why);
     return 0;
 }

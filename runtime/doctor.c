@@ -213,7 +213,7 @@ static void cgroup_checks(lis_ctx *ctx, lis_check *c, size_t *n, size_t max)
         add(c, n, max, "fallback limits", LIS_CHECK_WARN, NULL,
             "sandboxes get fallback limits: processes per sandbox (RLIMIT_NPROC), memory per "
             "process (RLIMIT_DATA) and in sum (lis-init's watchdog, 0.1-1 s late), CPU only "
-            "by priority (nice 10, no quota)");
+            "by priority (nice 10, CPU hogs moved to SCHED_IDLE; no quota)");
     }
 }
 

@@ -88,7 +88,9 @@ static void contain(const char *what, lis_limits lim, const char *cmd, double ti
     struct bomb b = {.sb = make(ctx, lim), .cmd = cmd, .timeout = timeout};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, bomb_thread, &b), 0);
-    usleep(300000); /* let it get going */
+    /* measured 1 s into the bomb: without cgroups the CPU watch of lis-init
+     * needs up to 0.5 s to move a hog to SCHED_IDLE (docs/runtime.md) */
+    usleep(1000000);
     double busy = neighbour_ms(nb, 9);
     pthread_join(th, NULL);
     cr_assert_neq(b.r.exit_code, -1000, "the bomb's exec failed");

@@ -49,6 +49,15 @@ int init_kill_tag(uint64_t tag);
  * ms until the next check. */
 int init_memwatch(uint64_t limit, uint64_t *killed_tag);
 
+/* cpuwatch.c: one check of the fallback CPU share, every interval_ms: a
+ * process busy for 3/4 of the interval goes to SCHED_IDLE. *tab holds the
+ * previous samples (replaced). */
+struct cpu_sample {
+    pid_t pid;
+    long long ticks;
+};
+void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms);
+
 /* harden.c: once in lis-init: the capability bounding set cut to Docker's
  * default set, no ambient or inheritable capabilities (what every exec
  * inherits). In a command's child right before exec: the second seccomp

@@ -1,9 +1,10 @@
 /* lis-init - PID 1 of every sandbox. Static, small, no libraries.
  *
- *   lis-init LIFELINE_FD LISTEN_FD PERSIST SECCOMP_FD MEMORY_LIMIT
+ *   lis-init LIFELINE_FD LISTEN_FD PERSIST SECCOMP_FD MEMORY_LIMIT CPUWATCH
  *
  * MEMORY_LIMIT is 0, or the fallback limit in bytes that PID 1 enforces
- * itself when the sandbox has no cgroup (memwatch.c).
+ * itself when the sandbox has no cgroup (memwatch.c); CPUWATCH 1 moves CPU
+ * hogs to SCHED_IDLE in that case (cpuwatch.c).
  *
  * PID 1 reaps orphans and forks one session process per command request
  * (from the lifeline or the listening socket); session.c runs the command.
@@ -58,6 +59,10 @@ struct init_state {
     int life, listen_fd, sfd, persist;
     uint64_t mem_limit;  /* fallback memory limit, 0 = none */
     int64_t mem_next;    /* CLOCK_MONOTONIC ms of the next memwatch check */
+    int cpuwatch;        /* fallback CPU share on */
+    int64_t cpu_next;
+    struct cpu_sample *cpu;
+    int ncpu;
     struct sock_fprog prog;
     struct sess *s;
     int n, cap;
@@ -227,11 +232,12 @@ int main(int argc, char **argv)
     /* Before anything else: out of reach of ptrace, /proc/<pid>/mem and fd,
      * process_vm_writev and pidfd_getfd of every process in the sandbox. */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    if (argc != 6)
+    if (argc != 7)
         return 2;
     struct init_state st = {.life = atoi(argv[1]), .listen_fd = atoi(argv[2]),
                             .persist = argv[3][0] == '1',
-                            .mem_limit = strtoull(argv[5], NULL, 10)};
+                            .mem_limit = strtoull(argv[5], NULL, 10),
+                            .cpuwatch = argv[6][0] == '1'};
     if (load_prog(&st, atoi(argv[4])) < 0 || init_harden_self() != 0)
         return 1;
     /* Whatever the owner ignored (SIGPIPE, even SIGCHLD) came through the
@@ -269,8 +275,11 @@ int main(int argc, char **argv)
                 wait = wait < 0 || left < wait ? left : wait;
             }
         }
-        if (st.mem_limit) {
-            int64_t left = st.mem_next - now;
+        int64_t next_tick[2] = {st.mem_limit ? st.mem_next : -1, st.cpuwatch ? st.cpu_next : -1};
+        for (int k = 0; k < 2; k++) {
+            if (next_tick[k] < 0)
+                continue;
+            int64_t left = next_tick[k] - now;
             left = left < 0 ? 0 : left;
             wait = wait < 0 || left < wait ? left : wait;
         }
@@ -284,6 +293,12 @@ int main(int argc, char **argv)
             for (int i = 0; tag && i < st.n; i++)
                 if (st.s[i].reg && st.s[i].tag == tag)
                     st.s[i].oom = 1;
+        }
+        if (st.cpuwatch && now >= st.cpu_next) {
+            enum { CPU_INTERVAL_MS = 250 };
+            init_cpuwatch(&st.cpu, &st.ncpu, st.cpu_next ? CPU_INTERVAL_MS + now - st.cpu_next
+                                                         : CPU_INTERVAL_MS);
+            st.cpu_next = now + CPU_INTERVAL_MS;
         }
         /* Sessions first (what they said before dying counts), last to first
          * so that dropping an entry (moved from the end) skips nothing. */

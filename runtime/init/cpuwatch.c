@@ -1,0 +1,89 @@
+/* cpuwatch.c - the CPU share where no cgroup can enforce one: a process of
+ * the sandbox that kept a CPU busy for most of the last interval is moved to
+ * SCHED_IDLE, so it runs only on CPU time nobody else wants: the host, the
+ * neighbours and the sandbox's own short commands come first. A command
+ * cannot undo it (leaving SCHED_IDLE needs CAP_SYS_NICE or RLIMIT_NICE, which
+ * it has not). PID 1 checks every 250 ms (docs/runtime.md). */
+#include "init.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* utime + stime in clock ticks and the policy of one process; -1 when gone */
+static long long cpu_ticks(int dirfd, const char *pid, int *policy)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "%s/stat", pid);
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return -1;
+    /* after the comm: field 3 is the state; utime and stime are 14 and 15,
+     * policy is 41 */
+    long long ut = 0, stt = 0;
+    int field = 2;
+    *policy = 0;
+    for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " ")) {
+        field++;
+        if (field == 14)
+            ut = atoll(tok);
+        else if (field == 15)
+            stt = atoll(tok);
+        else if (field == 41) {
+            *policy = atoi(tok);
+            break;
+        }
+    }
+    return ut + stt;
+}
+
+void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms)
+{
+    long hz = sysconf(_SC_CLK_TCK);
+    long long busy = hz > 0 ? (long long)hz * interval_ms / 1000 * 3 / 4 : 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    struct cpu_sample *next = NULL;
+    int m = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' || !strcmp(e->d_name, "1"))
+            continue;
+        int policy;
+        long long t = cpu_ticks(dirfd(d), e->d_name, &policy);
+        if (t < 0)
+            continue;
+        pid_t pid = atoi(e->d_name);
+        for (int i = 0; i < *n; i++)
+            if ((*tab)[i].pid == pid && busy > 0 && t - (*tab)[i].ticks >= busy &&
+                policy != SCHED_IDLE) {
+                struct sched_param sp = {0};
+                sched_setscheduler(pid, SCHED_IDLE, &sp);
+            }
+        if (m == cap) {
+            cap = cap ? 2 * cap : 64;
+            struct cpu_sample *g = realloc(next, (size_t)cap * sizeof *g);
+            if (!g)
+                break;
+            next = g;
+        }
+        next[m++] = (struct cpu_sample){pid, t};
+    }
+    closedir(d);
+    free(*tab);
+    *tab = next;
+    *n = m;
+}
