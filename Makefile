@@ -47,7 +47,7 @@ TEST_BIN    := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 # root_*: run as root by scripts/test.sh; vm_*: run only inside the cgroup v2 VM (tests/vm/)
 EXTRA_TEST_BIN := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/root_*.c tests/vm_*.c))
 
-.PHONY: all clean test check tests bench test-asan fuzz fuzz-build
+.PHONY: all clean test check tests bench test-asan fuzz fuzz-build check-layers
 all: $(B)/lis $(B)/lis-init $(B)/liblis-agent.so $(B)/liblis-rootfs.so
 
 $(B)/obj/%.o: %.c
@@ -115,6 +115,12 @@ tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/security
 # rootless suites as an unprivileged user (LIS_TEST_USER, default lis-test).
 test check: tests
 	B=$(B) bash scripts/test.sh
+
+# The one-way layers of docs/architecture.md (scripts/test.sh runs the same
+# check first and counts it): prints each area's layers, then its self-test.
+check-layers: all
+	python3 scripts/check-layers.py --objdir $(B)/obj --objdir $(B)/pobj --levels
+	python3 scripts/check-layers.py --self-test
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own
 # build dir. lis-init and the static test helpers keep their own flags (ASan

@@ -46,6 +46,9 @@ size_t agent_utf8_prefix(const char *s, size_t n, size_t max_chars);
  * +-2^53 (a plain cast of NaN or 1e300 is undefined behaviour, and sums of
  * such counts must not overflow). */
 long agent_json_long(const cJSON *item);
+/* Strips (for the tools and the editor) ANSI CSI sequences, every \r and NUL, and replaces invalid UTF-8
+ * by U+FFFD, so the text is valid for a JSON string. */
+char *agent_clean_output(const char *p, size_t n);
 
 /* ---- tools (tools.c): schemas, execution, observation text ------------- */
 
@@ -59,9 +62,6 @@ extern const char AGENT_CONTINUE_MSG[];
 /* The three tools, in the original's order and wording. */
 cJSON *agent_tool_schemas(void);
 
-/* Strips ANSI CSI sequences, every \r and NUL, and replaces invalid UTF-8
- * by U+FFFD, so the text is valid for a JSON string. */
-char *agent_clean_output(const char *p, size_t n);
 /* The original's 40+40 line cut (Python str.splitlines semantics). */
 char *agent_truncate_lines(const char *s, int num_lines);
 /* Keeps head and tail of s within cap bytes (UTF-8 safe); extra_dropped

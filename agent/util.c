@@ -1,4 +1,5 @@
-/* util.c - strings, errors, time and JSON printing for the agent. */
+/* util.c - strings, errors, time, JSON printing and output cleaning for the
+ * agent: the bottom of agent/, it uses nothing else of it. */
 #include "agent.h"
 
 #include <errno.h>
@@ -190,4 +191,71 @@ long agent_json_long(const cJSON *item)
     const double max = 9007199254740992.0; /* 2^53: beyond it a double is no integer */
     double v = item->valuedouble;
     return v >= max ? (long)max : v <= -max ? -(long)max : (long)v;
+}
+
+/* Length of a valid UTF-8 sequence at p (n bytes left), 0 when invalid. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+    unsigned c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        if (c == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    if (n < len || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    return len;
+}
+
+char *agent_clean_output(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    sbuf b = {0};
+    sb_putn(&b, "", 0);
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = p[i];
+        if (c == '\r' || c == 0) {
+            i++;
+            continue;
+        }
+        if (c == 0x1b && i + 1 < n && p[i + 1] == '[') { /* CSI: ESC [ params inter final */
+            size_t j = i + 2;
+            while (j < n && p[j] >= 0x30 && p[j] <= 0x3F)
+                j++;
+            while (j < n && p[j] >= 0x20 && p[j] <= 0x2F)
+                j++;
+            if (j < n && p[j] >= 0x40 && p[j] <= 0x7E) {
+                i = j + 1;
+                continue;
+            }
+        }
+        size_t l = utf8_len(p + i, n - i);
+        if (!l) {
+            sb_puts(&b, "\xEF\xBF\xBD");
+            i++;
+            continue;
+        }
+        sb_putn(&b, s + i, l);
+        i += l;
+    }
+    return sb_take(&b);
 }

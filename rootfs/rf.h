@@ -111,6 +111,9 @@ int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
 int rf_import_docker_dir(const char *data_dir, const char *dir, const char *archive_hex,
                          const char *source, const lis_rootfs_opts *o,
                          lis_rootfs_result *res, lis_error *err);
+
+/* ---- image.c -------------------------------------------------------------- */
+
 /* Shared tail of every import: layers (files) in order into a new image. */
 int rf_build_image(const char *data_dir, const char *hex, const char *const *layers,
                    const char *const *layer_hex, size_t nlayers, int whiteouts,

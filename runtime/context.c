@@ -12,56 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-double lis_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-double lis_wallclock(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-int lis_valid_name(const char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0 || n > LIS_NAME_MAX || name[0] == '.' || name[0] == '-')
-        return 0;
-    for (const char *p = name; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-              (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '-'))
-            return 0;
-    return 1;
-}
-
-int lis_mkdir_p(const char *path, unsigned mode, lis_error *err)
-{
-    char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return lis_fail(err, ENAMETOOLONG, "path too long: %s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == 0) {
-            char c = *p;
-            *p = 0;
-            if (mkdir(buf, mode) < 0 && errno != EEXIST)
-                return lis_fail(err, errno, "mkdir %s: %s", buf, strerror(errno));
-            *p = c;
-            if (!c)
-                break;
-        }
-    }
-    return 0;
-}
-
-int lis_host_mkdir_p(const char *path, unsigned mode, lis_error *err)
-{
-    return lis_mkdir_p(path, mode, err);
-}
-
 /* A private directory: ours, a real directory, mode 0700. Refuses a
  * directory planted by someone else (e.g. /tmp/lis-UID made by another user). */
 static int private_dir(const char *path, uid_t uid, lis_error *err)
@@ -128,6 +78,34 @@ static int find_init(lis_ctx *ctx, const char *given, lis_error *err)
     return 0;
 }
 
+/* The subordinate id range of uid (or user) in /etc/subuid or /etc/subgid. */
+static int subid_lookup(const char *file, uid_t uid, const char *user, lis_subid *out)
+{
+    FILE *f = fopen(file, "re");
+    if (!f)
+        return -1;
+    char line[512], idstr[32];
+    snprintf(idstr, sizeof idstr, "%u", (unsigned)uid);
+    int found = -1;
+    while (fgets(line, sizeof line, f)) {
+        char *c1 = strchr(line, ':');
+        if (!c1)
+            continue;
+        *c1 = 0;
+        if (strcmp(line, idstr) != 0 && !(user && strcmp(line, user) == 0))
+            continue;
+        unsigned long start, count;
+        if (sscanf(c1 + 1, "%lu:%lu", &start, &count) == 2 && count >= 65535) {
+            out->start = start;
+            out->count = count;
+            found = 0;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
 static void find_idmap_tools(lis_ctx *ctx)
 {
     static const char *const dirs[] = {"/usr/bin", "/bin", "/usr/sbin", "/usr/local/bin"};
@@ -150,8 +128,8 @@ static void find_idmap_tools(lis_ctx *ctx)
     memset(&ctx->subuid, 0, sizeof ctx->subuid);
     memset(&ctx->subgid, 0, sizeof ctx->subgid);
     if (ctx->newuidmap[0] && ctx->uid != 0) {
-        lis_subid_lookup("/etc/subuid", ctx->uid, user, &ctx->subuid);
-        lis_subid_lookup("/etc/subgid", ctx->uid, user, &ctx->subgid);
+        subid_lookup("/etc/subuid", ctx->uid, user, &ctx->subuid);
+        subid_lookup("/etc/subgid", ctx->uid, user, &ctx->subgid);
     }
 }
 

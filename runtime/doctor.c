@@ -34,30 +34,6 @@ static lis_check *add(lis_check *c, size_t *n, size_t max, const char *name, lis
     return k;
 }
 
-static long read_long(const char *path, long dflt)
-{
-    FILE *f = fopen(path, "re");
-    long v = dflt;
-    if (f) {
-        if (fscanf(f, "%ld", &v) != 1)
-            v = dflt;
-        fclose(f);
-    }
-    return v;
-}
-
-static long read_sysctl(const char *proc_sys, const char *name, long dflt)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", proc_sys ? proc_sys : "/proc/sys", name);
-    return read_long(path, dflt);
-}
-
-int lis_apparmor_restricts_userns(const char *proc_sys)
-{
-    return read_sysctl(proc_sys, "kernel/apparmor_restrict_unprivileged_userns", 0) == 1;
-}
-
 static int write_str(const char *path, const char *s)
 {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -121,8 +97,8 @@ void lis_userns_probe_run(lis_userns_probe *p)
 void lis_doctor_userns(const char *proc_sys, const lis_userns_probe *p, const char *self,
                        lis_check *k)
 {
-    long maxns = read_sysctl(proc_sys, "user/max_user_namespaces", -1);
-    long clone_ok = read_sysctl(proc_sys, "kernel/unprivileged_userns_clone", 1); /* Debian */
+    long maxns = lis_read_sysctl(proc_sys, "user/max_user_namespaces", -1);
+    long clone_ok = lis_read_sysctl(proc_sys, "kernel/unprivileged_userns_clone", 1); /* Debian */
     int apparmor = lis_apparmor_restricts_userns(proc_sys);
     memset(k, 0, sizeof *k);
     snprintf(k->name, sizeof k->name, "user namespaces");
@@ -337,11 +313,11 @@ size_t lis_doctor(lis_ctx *ctx, lis_check *c, size_t max)
     if (tun >= 0)
         close(tun);
 
-    long inot = read_long("/proc/sys/fs/inotify/max_user_instances", -1);
+    long inot = lis_read_long("/proc/sys/fs/inotify/max_user_instances", -1);
     add(c, &n, max, "inotify instances", inot >= 1024 ? LIS_CHECK_OK : LIS_CHECK_WARN,
         "sudo sysctl -w fs.inotify.max_user_instances=8192",
         "fs.inotify.max_user_instances=%ld, shared by all sandboxes of this user", inot);
-    long pidmax = read_long("/proc/sys/kernel/pid_max", -1);
+    long pidmax = lis_read_long("/proc/sys/kernel/pid_max", -1);
     add(c, &n, max, "pid_max", pidmax >= 65536 ? LIS_CHECK_OK : LIS_CHECK_WARN,
         "sudo sysctl -w kernel.pid_max=4194304",
         "kernel.pid_max=%ld (512 sandboxes x 1024 pids would need more)", pidmax);
@@ -351,7 +327,7 @@ size_t lis_doctor(lis_ctx *ctx, lis_check *c, size_t max)
         "ulimit -n 65536 (or LimitNOFILE= in the service)",
         "RLIMIT_NOFILE=%llu (a sandbox owner keeps ~3 fds per sandbox)",
         (unsigned long long)rl.rlim_cur);
-    long keys = read_long("/proc/sys/kernel/keys/maxkeys", -1);
+    long keys = lis_read_long("/proc/sys/kernel/keys/maxkeys", -1);
     add(c, &n, max, "kernel keys", LIS_CHECK_OK, NULL,
         "kernel.keys.maxkeys=%ld; lis creates no keyring per sandbox", keys);
     return n;

@@ -26,23 +26,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-int lis_path_check(const char *path, lis_error *err)
-{
-    if (!path || path[0] != '/')
-        return lis_fail(err, EINVAL, "path '%s' must be absolute", path ? path : "");
-    if (strlen(path) >= PATH_MAX)
-        return lis_fail(err, ENAMETOOLONG, "path too long");
-    for (const char *p = path; *p;) {
-        while (*p == '/')
-            p++;
-        const char *e = strchrnul(p, '/');
-        if (e - p == 2 && p[0] == '.' && p[1] == '.')
-            return lis_fail(err, EPERM, "path '%s' may not contain '..'", path);
-        p = e;
-    }
-    return 0;
-}
-
 static int open_in(int rootfd, const char *rel, int flags)
 {
     struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),

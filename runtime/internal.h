@@ -1,4 +1,19 @@
-/* internal.h - declarations shared inside runtime/ only. */
+/* internal.h - declarations shared inside runtime/ only.
+ *
+ * The layers of runtime/, bottom-up: each file calls only files of the rows
+ * below it (scripts/check-layers.py checks it in `make test`; the rule and
+ * the other areas: docs/architecture.md).
+ *   7  exec.c files.c pool.c      what is done with a sandbox
+ *   6  sandbox.c                  its life: create, open, destroy, list, gc
+ *   5  spawn.c host.c             clone3 + set-up; host.c: API helpers without a context
+ *   4  userns.c doctor.c          id maps, holder namespace, mapped rm -rf; host checks
+ *   3  context.c                  the lis_ctx (never created below host.c)
+ *   2  mounts.c proxy.c           the mount plan; the egress proxy (moving to net/)
+ *   1  util.c meta.c cgroups.c seccomp.c netrules.c
+ *                                 util.c: clocks, names, paths, mkdir -p, rm -rf, sysctls;
+ *                                 meta.c: a sandbox's meta.json
+ *   0  error.c usage.c http_head.c
+ * lis-init (init/) is its own static program: it shares proto.h only. */
 #ifndef LIS_INTERNAL_H
 #define LIS_INTERNAL_H
 
@@ -85,12 +100,27 @@ static inline uint64_t lis_disk_budget(const lis_limits *l)
  * through PID 1, plus a disk upper layer under layer_dir when not ""). */
 uint64_t lis_disk_usage(pid_t pid1, const char *layer_dir);
 
-/* context.c */
+/* util.c: the bottom helpers, no context */
 double lis_now(void);        /* CLOCK_MONOTONIC seconds */
 double lis_wallclock(void);  /* CLOCK_REALTIME seconds */
 int lis_mkdir_p(const char *path, unsigned mode, lis_error *err);
 int lis_valid_name(const char *name);
+/* An absolute path without "..". */
+int lis_path_check(const char *path, lis_error *err);
+/* rm -rf of what we may remove ourselves (000 directories too); 0 or -errno. */
+int lis_rmtree_here(const char *path);
+/* The number in a file (a sysctl: proc_sys/name, proc_sys NULL: /proc/sys), else dflt. */
+long lis_read_long(const char *path, long dflt);
+long lis_read_sysctl(const char *proc_sys, const char *name, long dflt);
+/* 1 when kernel.apparmor_restrict_unprivileged_userns=1 under proc_sys (NULL:
+ * /proc/sys): a user namespace comes without capabilities unless a profile
+ * allows it. For the set-up errors that a missing profile causes. */
+int lis_apparmor_restricts_userns(const char *proc_sys);
+#define LIS_APPARMOR_HINT                                                                         \
+    " (AppArmor restricts unprivileged user namespaces on this host: install lis's profile with " \
+    "sudo scripts/apparmor/install.sh /path/to/lis; run `lis doctor`)"
 
+/* context.c */
 /* Compiles the seccomp program and finds newuidmap once; thread-safe. */
 int lis_ctx_prepare_spawn(lis_ctx *ctx, lis_error *err);
 
@@ -99,8 +129,15 @@ int lis_ctx_prepare_spawn(lis_ctx *ctx, lis_error *err);
 int lis_seccomp_compile(struct lis_seccomp *out, lis_error *err);
 
 
+/* meta.c: a sandbox's meta.json */
+struct cJSON;
+int lis_meta_write(lis_sandbox *sb, lis_error *err);
+/* The parsed meta.json in state_dir, NULL when none (free with cJSON_Delete). */
+struct cJSON *lis_meta_read(const char *state_dir);
+/* Alive and the same process that the metadata names (its pid in *pid). */
+int lis_meta_alive(struct cJSON *m, pid_t *pid);
+
 /* userns.c */
-int lis_subid_lookup(const char *file, uid_t uid, const char *user, lis_subid *out);
 int lis_write_id_maps(lis_ctx *ctx, pid_t pid, int full, lis_error *err);
 /* The fd of the context's fully mapped holder user namespace (lazily made). */
 int lis_holder_userns(lis_ctx *ctx, lis_error *err);
@@ -129,8 +166,6 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid, int *pidfd,
 
 /* sandbox.c */
 char **lis_env_merge(const char *const *base, const char *const *extra);
-/* The holder namespace of a live full-map sandbox of ours, or -1. */
-int lis_find_holder(lis_ctx *ctx);
 void lis_env_free(char **env);
 int lis_sandbox_root_fd(lis_sandbox *sb, lis_error *err);
 int lis_sandbox_connect(lis_sandbox *sb, lis_error *err);
@@ -157,9 +192,6 @@ void lis_net_stats_by_name(lis_ctx *ctx, const char *name, lis_stats *st);
 /* requests, bytes in, bytes out so far (in-process sandboxes; else zeros) */
 void lis_net_counters(lis_sandbox *sb, uint64_t c[3]);
 
-/* files.c */
-int lis_path_check(const char *path, lis_error *err);
-
 /* doctor.c: the user namespace check, split so that tests can feed it fake
  * sysctls (a directory laid out like /proc/sys) and fake probe results. */
 typedef struct lis_userns_probe {
@@ -172,12 +204,4 @@ void lis_userns_probe_run(lis_userns_probe *p);
 /* The verdict and its fix; self is the lis binary a fix should name. */
 void lis_doctor_userns(const char *proc_sys, const lis_userns_probe *p, const char *self,
                        lis_check *out);
-/* 1 when kernel.apparmor_restrict_unprivileged_userns=1 under proc_sys (NULL:
- * /proc/sys): a user namespace comes without capabilities unless a profile
- * allows it. For the set-up errors that a missing profile causes. */
-int lis_apparmor_restricts_userns(const char *proc_sys);
-#define LIS_APPARMOR_HINT                                                                         \
-    " (AppArmor restricts unprivileged user namespaces on this host: install lis's profile with " \
-    "sudo scripts/apparmor/install.sh /path/to/lis; run `lis doctor`)"
-
 #endif

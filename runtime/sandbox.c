@@ -35,37 +35,6 @@ static const char *const default_env[] = {
     NULL,
 };
 
-/* Field 22 of /proc/<pid>/stat: with the pid it names one process forever. */
-static unsigned long long start_time(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    unsigned long long v = 0;
-    int field = 2;
-    char *save = NULL;
-    for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-        /* a zombie PID 1 is a dead sandbox whose parent has not reaped it yet */
-        if (++field == 3 && (tok[0] == 'Z' || tok[0] == 'X'))
-            return 0;
-        if (field == 22) {
-            v = strtoull(tok, NULL, 10);
-            break;
-        }
-    }
-    return v;
-}
-
 /* K=V lists: extra replaces base key by key; everything copied. */
 char **lis_env_merge(const char *const *base, const char *const *extra)
 {
@@ -131,59 +100,6 @@ static lis_sandbox *sandbox_alloc(lis_ctx *ctx)
     sb->ctx = ctx;
     sb->pidfd = sb->life_fd = sb->root_fd = -1;
     return sb;
-}
-
-static int write_meta(lis_sandbox *sb, lis_error *err)
-{
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "name", sb->name);
-    cJSON_AddNumberToObject(j, "pid", sb->pid);
-    char st[32];
-    snprintf(st, sizeof st, "%llu", start_time(sb->pid));
-    cJSON_AddStringToObject(j, "starttime", st);
-    cJSON_AddStringToObject(j, "rootfs", sb->rootfs);
-    cJSON_AddNumberToObject(j, "created", sb->created);
-    cJSON_AddBoolToObject(j, "persist", sb->persist);
-    cJSON_AddBoolToObject(j, "full_map", sb->full_map);
-    cJSON_AddNumberToObject(j, "net", sb->net);
-    cJSON_AddStringToObject(j, "layer_dir", sb->layer_dir);
-    cJSON_AddStringToObject(j, "limits", sb->cg ? "cgroup" : "fallback");
-    if (sb->disk_limit != LIS_UNLIMITED) /* absent: unlimited (2^64-1 is no JSON number) */
-        cJSON_AddNumberToObject(j, "disk_limit", (double)sb->disk_limit);
-    cJSON *env = cJSON_AddArrayToObject(j, "env");
-    for (size_t i = 0; sb->env && sb->env[i]; i++)
-        cJSON_AddItemToArray(env, cJSON_CreateString(sb->env[i]));
-    char *text = cJSON_Print(j);
-    cJSON_Delete(j);
-    if (!text)
-        return lis_fail(err, ENOMEM, "out of memory");
-    char tmp[PATH_MAX + 16], path[PATH_MAX + 16];
-    snprintf(tmp, sizeof tmp, "%s/meta.json.tmp", sb->state_dir);
-    snprintf(path, sizeof path, "%s/meta.json", sb->state_dir);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    size_t len = strlen(text);
-    int ok = fd >= 0 && write(fd, text, len) == (ssize_t)len;
-    int e = errno;
-    if (fd >= 0)
-        close(fd);
-    free(text);
-    if (!ok || rename(tmp, path) < 0)
-        return lis_fail(err, ok ? errno : e, "writing %s: %s", path, strerror(ok ? errno : e));
-    return 0;
-}
-
-static cJSON *read_meta(const char *state_dir)
-{
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/meta.json", state_dir);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return NULL;
-    char buf[65536];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return cJSON_Parse(buf);
 }
 
 static int listen_socket(const char *path, lis_error *err)
@@ -381,7 +297,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
             return lis_wrap(err, "creating sandbox %s", spec->name ? spec->name : "");
         }
     }
-    if (has_state && write_meta(sb, err) < 0) {
+    if (has_state && lis_meta_write(sb, err) < 0) {
         lis_error ignore;
         lis_sandbox_destroy(sb, &ignore);
         return lis_wrap(err, "creating sandbox %s", spec->name ? spec->name : "");
@@ -406,17 +322,6 @@ fail:
     return -1;
 }
 
-/* Alive and the same process that the metadata names. */
-static int meta_alive(cJSON *m, pid_t *pid)
-{
-    cJSON *p = cJSON_GetObjectItem(m, "pid"), *s = cJSON_GetObjectItem(m, "starttime");
-    if (!cJSON_IsNumber(p) || !cJSON_IsString(s))
-        return 0;
-    *pid = (pid_t)p->valuedouble;
-    unsigned long long st = start_time(*pid);
-    return st && st == strtoull(s->valuestring, NULL, 10);
-}
-
 static const char *jstr(cJSON *m, const char *k)
 {
     cJSON *v = cJSON_GetObjectItem(m, k);
@@ -433,7 +338,7 @@ int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_erro
         return lis_fail(err, ENOMEM, "out of memory");
     snprintf(sb->name, sizeof sb->name, "%s", name);
     snprintf(sb->state_dir, sizeof sb->state_dir, "%s/%s", ctx->run_dir, name);
-    cJSON *m = read_meta(sb->state_dir);
+    cJSON *m = lis_meta_read(sb->state_dir);
     if (!m) {
         sandbox_free(sb);
         return lis_fail(err, ENOENT, "no sandbox named '%s' (lis sandbox ls)", name);
@@ -453,7 +358,7 @@ int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_erro
         cJSON *e = cJSON_GetArrayItem(env, (int)i);
         sb->env[i] = strdup(cJSON_IsString(e) ? e->valuestring : "X=");
     }
-    int alive = meta_alive(m, &sb->pid);
+    int alive = lis_meta_alive(m, &sb->pid);
     cJSON_Delete(m);
     if (!alive) {
         sandbox_free(sb);
@@ -644,7 +549,7 @@ int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err)
             continue;
         char dir[PATH_MAX + 80];
         snprintf(dir, sizeof dir, "%s/%s", ctx->run_dir, e->d_name);
-        cJSON *m = read_meta(dir);
+        cJSON *m = lis_meta_read(dir);
         if (!m)
             continue;
         if (*n == cap) {
@@ -658,7 +563,7 @@ int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err)
             *out = grown;
         }
         pid_t pid = 0;
-        int alive = meta_alive(m, &pid);
+        int alive = lis_meta_alive(m, &pid);
         cJSON *c = cJSON_GetObjectItem(m, "created");
         fill_stats(&(*out)[*n], e->d_name, pid, alive, jstr(m, "rootfs"),
                    cJSON_IsNumber(c) ? c->valuedouble : 0,
@@ -696,7 +601,7 @@ int lis_sandbox_gc(lis_ctx *ctx, int *removed, lis_error *err)
             continue;
         char dir[PATH_MAX + 80];
         snprintf(dir, sizeof dir, "%s/%s", ctx->run_dir, e->d_name);
-        cJSON *m = read_meta(dir);
+        cJSON *m = lis_meta_read(dir);
         pid_t pid;
         if (!m) {
             /* being created right now, or a crash before the metadata was written */
@@ -707,7 +612,7 @@ int lis_sandbox_gc(lis_ctx *ctx, int *removed, lis_error *err)
             }
             continue;
         }
-        if (!meta_alive(m, &pid)) {
+        if (!lis_meta_alive(m, &pid)) {
             if (remove_state(ctx, dir, jstr(m, "layer_dir"),
                              cJSON_IsTrue(cJSON_GetObjectItem(m, "full_map")), err) < 0)
                 rc = -1;
@@ -751,7 +656,7 @@ int lis_sandbox_rename(lis_ctx *ctx, const char *old_name, const char *new_name,
     char from[PATH_MAX + 80], to[PATH_MAX + 80];
     snprintf(from, sizeof from, "%s/%s", ctx->run_dir, old_name);
     snprintf(to, sizeof to, "%s/%s", ctx->run_dir, new_name);
-    cJSON *m = read_meta(from);
+    cJSON *m = lis_meta_read(from);
     if (!m)
         return lis_fail(err, ENOENT, "no sandbox named '%s'", old_name);
     int persist = cJSON_IsTrue(cJSON_GetObjectItem(m, "persist"));
@@ -771,49 +676,7 @@ int lis_sandbox_rename(lis_ctx *ctx, const char *old_name, const char *new_name,
     if (sb->layer_dir[0] && strcmp(sb->layer_dir, layers) && rename(sb->layer_dir, layers) == 0)
         snprintf(sb->layer_dir, sizeof sb->layer_dir, "%s", layers);
     snprintf(sb->ctl_path, sizeof sb->ctl_path, "%s/ctl.sock", sb->state_dir);
-    int rc = write_meta(sb, err);
+    int rc = lis_meta_write(sb, err);
     sandbox_free(sb);
     return rc;
-}
-
-/* The holder user namespace another lis process made lives on as the parent
- * of the user namespace of each full-map sandbox it created: a new process
- * can reuse it (NS_GET_PARENT) instead of running newuidmap/newgidmap again. */
-int lis_find_holder(lis_ctx *ctx)
-{
-    struct stat self;
-    if (stat("/proc/self/ns/user", &self) < 0)
-        return -1;
-    DIR *d = opendir(ctx->run_dir);
-    struct dirent *e;
-    int found = -1;
-    while (d && found < 0 && (e = readdir(d))) {
-        if (e->d_name[0] == '.' || !lis_valid_name(e->d_name))
-            continue;
-        char dir[PATH_MAX + 80];
-        snprintf(dir, sizeof dir, "%s/%s", ctx->run_dir, e->d_name);
-        cJSON *m = read_meta(dir);
-        pid_t pid;
-        if (m && cJSON_IsTrue(cJSON_GetObjectItem(m, "full_map")) && meta_alive(m, &pid)) {
-            char p[64];
-            snprintf(p, sizeof p, "/proc/%d/ns/user", (int)pid);
-            int fd = open(p, O_RDONLY | O_CLOEXEC);
-            int parent = fd >= 0 ? ioctl(fd, NS_GET_PARENT) : -1;
-            struct stat st;
-            uid_t owner = (uid_t)-1;
-            /* ours, and not our own namespace (a sandbox made without a holder) */
-            if (parent >= 0 && fstat(parent, &st) == 0 &&
-                (st.st_ino != self.st_ino || st.st_dev != self.st_dev) &&
-                ioctl(parent, NS_GET_OWNER_UID, &owner) == 0 && owner == ctx->uid)
-                found = parent;
-            else if (parent >= 0)
-                close(parent);
-            if (fd >= 0)
-                close(fd);
-        }
-        cJSON_Delete(m);
-    }
-    if (d)
-        closedir(d);
-    return found;
 }

@@ -2,10 +2,13 @@
  * whose files may belong to subordinate ids. */
 #include "internal.h"
 
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -19,33 +22,6 @@
 #include <unistd.h>
 
 extern char **environ;
-
-int lis_subid_lookup(const char *file, uid_t uid, const char *user, lis_subid *out)
-{
-    FILE *f = fopen(file, "re");
-    if (!f)
-        return -1;
-    char line[512], idstr[32];
-    snprintf(idstr, sizeof idstr, "%u", (unsigned)uid);
-    int found = -1;
-    while (fgets(line, sizeof line, f)) {
-        char *c1 = strchr(line, ':');
-        if (!c1)
-            continue;
-        *c1 = 0;
-        if (strcmp(line, idstr) != 0 && !(user && strcmp(line, user) == 0))
-            continue;
-        unsigned long start, count;
-        if (sscanf(c1 + 1, "%lu:%lu", &start, &count) == 2 && count >= 65535) {
-            out->start = start;
-            out->count = count;
-            found = 0;
-            break;
-        }
-    }
-    fclose(f);
-    return found;
-}
 
 static int write_file(pid_t pid, const char *what, const char *text, lis_error *err)
 {
@@ -113,62 +89,6 @@ int lis_write_id_maps(lis_ctx *ctx, pid_t pid, int full, lis_error *err)
     return 0;
 }
 
-/* Removes the contents of dirfd, then nothing else. Returns 0 or -errno. */
-static int rm_contents(int dirfd)
-{
-    DIR *d = fdopendir(dirfd);
-    if (!d) {
-        close(dirfd);
-        return -errno;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        if (unlinkat(dirfd, e->d_name, 0) == 0)
-            continue;
-        if (errno != EISDIR && errno != EPERM && errno != EACCES) {
-            if (errno != ENOENT)
-                rc = -errno;
-            continue;
-        }
-        /* A directory (maybe mode 000, like overlay's work/work). */
-        fchmodat(dirfd, e->d_name, 0700, AT_SYMLINK_NOFOLLOW);
-        int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sub < 0) {
-            rc = -errno;
-            continue;
-        }
-        int r = rm_contents(sub);
-        if (r)
-            rc = r;
-        if (unlinkat(dirfd, e->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-            rc = -errno;
-    }
-    closedir(d);
-    return rc;
-}
-
-static int rmtree_here(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        if (errno == ENOTDIR || errno == ELOOP)
-            return unlink(path) < 0 ? -errno : 0;
-        chmod(path, 0700);
-        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-            return -errno;
-    }
-    int rc = rm_contents(fd);
-    if (rmdir(path) < 0 && errno != ENOENT && !rc)
-        rc = -errno;
-    return rc;
-}
-
 /* fork() without SIGCHLD to the owner (which may have its own handler). */
 static pid_t quiet_fork(void)
 {
@@ -185,13 +105,55 @@ static void reap(pid_t pid, int *status)
         *status = st;
 }
 
+/* The holder user namespace another lis process made lives on as the parent
+ * of the user namespace of each full-map sandbox it created: a new process
+ * can reuse it (NS_GET_PARENT) instead of running newuidmap/newgidmap again. */
+static int find_holder(lis_ctx *ctx)
+{
+    struct stat self;
+    if (stat("/proc/self/ns/user", &self) < 0)
+        return -1;
+    DIR *d = opendir(ctx->run_dir);
+    struct dirent *e;
+    int found = -1;
+    while (d && found < 0 && (e = readdir(d))) {
+        if (e->d_name[0] == '.' || !lis_valid_name(e->d_name))
+            continue;
+        char dir[PATH_MAX + 80];
+        snprintf(dir, sizeof dir, "%s/%s", ctx->run_dir, e->d_name);
+        cJSON *m = lis_meta_read(dir);
+        pid_t pid;
+        if (m && cJSON_IsTrue(cJSON_GetObjectItem(m, "full_map")) && lis_meta_alive(m, &pid)) {
+            char p[64];
+            snprintf(p, sizeof p, "/proc/%d/ns/user", (int)pid);
+            int fd = open(p, O_RDONLY | O_CLOEXEC);
+            int parent = fd >= 0 ? ioctl(fd, NS_GET_PARENT) : -1;
+            struct stat st;
+            uid_t owner = (uid_t)-1;
+            /* ours, and not our own namespace (a sandbox made without a holder) */
+            if (parent >= 0 && fstat(parent, &st) == 0 &&
+                (st.st_ino != self.st_ino || st.st_dev != self.st_dev) &&
+                ioctl(parent, NS_GET_OWNER_UID, &owner) == 0 && owner == ctx->uid)
+                found = parent;
+            else if (parent >= 0)
+                close(parent);
+            if (fd >= 0)
+                close(fd);
+        }
+        cJSON_Delete(m);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
 int lis_holder_userns(lis_ctx *ctx, lis_error *err)
 {
     if (lis_ctx_prepare_spawn(ctx, err) < 0)
         return -1;
     pthread_mutex_lock(&ctx->holder_lock);
     if (ctx->holder_fd < 0 && ctx->uid != 0)
-        ctx->holder_fd = lis_find_holder(ctx);
+        ctx->holder_fd = find_holder(ctx);
     if (ctx->holder_fd >= 0) {
         pthread_mutex_unlock(&ctx->holder_lock);
         return ctx->holder_fd;
@@ -256,7 +218,7 @@ static int rmtree_mapped(lis_ctx *ctx, const char *path, lis_error *err)
     if (pid < 0)
         return lis_fail(err, errno, "fork: %s", strerror(errno));
     if (pid == 0)
-        _exit(setns(holder, CLONE_NEWUSER) == 0 && rmtree_here(path) == 0 ? 0 : 1);
+        _exit(setns(holder, CLONE_NEWUSER) == 0 && lis_rmtree_here(path) == 0 ? 0 : 1);
     int st;
     reap(pid, &st);
     if (!WIFEXITED(st) || WEXITSTATUS(st))
@@ -266,7 +228,7 @@ static int rmtree_mapped(lis_ctx *ctx, const char *path, lis_error *err)
 
 int lis_rmtree(lis_ctx *ctx, const char *path, int full_map, lis_error *err)
 {
-    int rc = rmtree_here(path);
+    int rc = lis_rmtree_here(path);
     if (rc == 0)
         return 0;
     /* EACCES/EPERM deep inside come back as ENOTEMPTY of a parent: any failure
@@ -323,18 +285,4 @@ int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *e
         memcpy(result, sh + 1, result_len);
     munmap(sh, len);
     return rc;
-}
-
-int lis_host_rmtree(const char *path, lis_error *err)
-{
-    int rc = rmtree_here(path);
-    if (rc == 0)
-        return 0;
-    /* files of subordinate ids: remove them as root of the mapped namespace */
-    lis_ctx *ctx = lis_ctx_new(NULL, err);
-    if (!ctx)
-        return -1;
-    int r = lis_rmtree(ctx, path, 1, err);
-    lis_ctx_free(ctx);
-    return r;
 }

@@ -86,6 +86,23 @@ passed=0 failed=0
 # LIS_TEST_SUITES="test_tty test_net" runs only those suites (default: all)
 only=${LIS_TEST_SUITES:-}
 want() { [ -z "$only" ] || [[ " $only " == *" $(basename "$1") "* ]]; }
+# The one-way layers (docs/architecture.md, scripts/check-layers.py): no upward
+# include or call, no loop of calls inside an area; then the check's self-test.
+if want check_layers; then
+    for mode in check self-test; do
+        args=(--objdir "${B:-build}/obj" --objdir "${B:-build}/pobj")
+        [ $mode = self-test ] && args=(--self-test)
+        if python3 scripts/check-layers.py "${args[@]}" >"$work/suite.log" 2>&1; then
+            p=1 f=0
+        else
+            p=0 f=1
+            cat "$work/suite.log"
+        fi
+        echo "check_layers ($mode): $p passed, $f failed"
+        passed=$((passed + p))
+        failed=$((failed + f))
+    done
+fi
 for t in "$work"/build/tests/test_* "$work"/build/tests/security/test_*; do
     [ -x "$t" ] || continue
     want "$t" || continue

@@ -1,0 +1,161 @@
+/* util.c - the bottom of runtime/: small helpers that need no context and
+ * use nothing of runtime/ but lis_fail (error.c): clocks, names, paths,
+ * mkdir -p, rm -rf of a tree we own, sysctl reads. */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+double lis_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+double lis_wallclock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int lis_valid_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > LIS_NAME_MAX || name[0] == '.' || name[0] == '-')
+        return 0;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+              (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '-'))
+            return 0;
+    return 1;
+}
+
+int lis_mkdir_p(const char *path, unsigned mode, lis_error *err)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return lis_fail(err, ENAMETOOLONG, "path too long: %s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == 0) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(buf, mode) < 0 && errno != EEXIST)
+                return lis_fail(err, errno, "mkdir %s: %s", buf, strerror(errno));
+            *p = c;
+            if (!c)
+                break;
+        }
+    }
+    return 0;
+}
+
+int lis_host_mkdir_p(const char *path, unsigned mode, lis_error *err)
+{
+    return lis_mkdir_p(path, mode, err);
+}
+
+int lis_path_check(const char *path, lis_error *err)
+{
+    if (!path || path[0] != '/')
+        return lis_fail(err, EINVAL, "path '%s' must be absolute", path ? path : "");
+    if (strlen(path) >= PATH_MAX)
+        return lis_fail(err, ENAMETOOLONG, "path too long");
+    for (const char *p = path; *p;) {
+        while (*p == '/')
+            p++;
+        const char *e = strchrnul(p, '/');
+        if (e - p == 2 && p[0] == '.' && p[1] == '.')
+            return lis_fail(err, EPERM, "path '%s' may not contain '..'", path);
+        p = e;
+    }
+    return 0;
+}
+
+/* Removes the contents of dirfd, then nothing else. Returns 0 or -errno. */
+static int rm_contents(int dirfd)
+{
+    DIR *d = fdopendir(dirfd);
+    if (!d) {
+        close(dirfd);
+        return -errno;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (unlinkat(dirfd, e->d_name, 0) == 0)
+            continue;
+        if (errno != EISDIR && errno != EPERM && errno != EACCES) {
+            if (errno != ENOENT)
+                rc = -errno;
+            continue;
+        }
+        /* A directory (maybe mode 000, like overlay's work/work). */
+        fchmodat(dirfd, e->d_name, 0700, AT_SYMLINK_NOFOLLOW);
+        int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+            rc = -errno;
+            continue;
+        }
+        int r = rm_contents(sub);
+        if (r)
+            rc = r;
+        if (unlinkat(dirfd, e->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+            rc = -errno;
+    }
+    closedir(d);
+    return rc;
+}
+
+int lis_rmtree_here(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        if (errno == ENOTDIR || errno == ELOOP)
+            return unlink(path) < 0 ? -errno : 0;
+        chmod(path, 0700);
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            return -errno;
+    }
+    int rc = rm_contents(fd);
+    if (rmdir(path) < 0 && errno != ENOENT && !rc)
+        rc = -errno;
+    return rc;
+}
+
+long lis_read_long(const char *path, long dflt)
+{
+    FILE *f = fopen(path, "re");
+    long v = dflt;
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1)
+            v = dflt;
+        fclose(f);
+    }
+    return v;
+}
+
+long lis_read_sysctl(const char *proc_sys, const char *name, long dflt)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", proc_sys ? proc_sys : "/proc/sys", name);
+    return lis_read_long(path, dflt);
+}
+
+int lis_apparmor_restricts_userns(const char *proc_sys)
+{
+    return lis_read_sysctl(proc_sys, "kernel/apparmor_restrict_unprivileged_userns", 0) == 1;
+}
