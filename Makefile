@@ -14,7 +14,7 @@ B       ?= build
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation
 OPT     ?= -O2 -g
-CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Irootfs -Iagent
+CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Inet -Irootfs -Iagent
 
 RT_PKGS     := libseccomp libcjson
 AGENT_PKGS  := libcurl libcjson yaml-0.1
@@ -32,12 +32,15 @@ TEST_LIBS     := $(shell $(PKG) --libs $(TEST_PKGS) 2>/dev/null)
 
 # runtime/ (minus the init helper) and the light part of rootfs/ (the store index)
 RT_SRC      := $(wildcard runtime/*.c) rootfs/store.c
+# net/: the egress proxy of --net proxy, on the runtime's public API (lis.h) only
+NET_SRC     := $(wildcard net/*.c)
 INIT_SRC    := $(wildcard runtime/init/*.c)
 CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cli_util.c cli/relay.c
 AGENT_SRC   := $(wildcard agent/*.c) cli/cmd_run.c cli/cli_util.c
 ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cli_util.c
 
 RT_OBJ      := $(RT_SRC:%.c=$(B)/obj/%.o)
+NET_OBJ     := $(NET_SRC:%.c=$(B)/obj/%.o)
 CLI_OBJ     := $(CLI_SRC:%.c=$(B)/obj/%.o)
 AGENT_OBJ   := $(AGENT_SRC:%.c=$(B)/pobj/%.o)
 ROOTFS_OBJ  := $(ROOTFS_SRC:%.c=$(B)/pobj/%.o)
@@ -62,9 +65,13 @@ $(B)/libruntime.a: $(RT_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# The CLI exports its symbols so the plugins use the one runtime inside it.
-$(B)/lis: $(CLI_OBJ) $(B)/libruntime.a
-	$(CC) $(LDFLAGS) -rdynamic -o $@ $(CLI_OBJ) -Wl,--whole-archive $(B)/libruntime.a -Wl,--no-whole-archive $(RT_LIBS)
+$(B)/libnet.a: $(NET_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# The CLI exports its symbols so the plugins use the one runtime (and net/) inside it.
+$(B)/lis: $(CLI_OBJ) $(B)/libnet.a $(B)/libruntime.a
+	$(CC) $(LDFLAGS) -rdynamic -o $@ $(CLI_OBJ) -Wl,--whole-archive $(B)/libnet.a $(B)/libruntime.a -Wl,--no-whole-archive $(RT_LIBS)
 
 # Static and small: one copy of its pages is shared by every sandbox.
 $(B)/lis-init: $(INIT_SRC) runtime/proto.h runtime/init/init.h
@@ -77,7 +84,7 @@ $(B)/liblis-agent.so: $(AGENT_OBJ)
 $(B)/liblis-rootfs.so: $(ROOTFS_OBJ)
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(ROOTFS_LIBS)
 
-# Test binaries link the runtime; test_agent* also the agent's objects and
+# Test binaries link the runtime and net/; test_agent* also the agent's objects and
 # test_rootfs* the rootfs plugin's, so one area's work in progress cannot
 # break another area's suites.
 AGENT_LIBOBJ  := $(filter-out $(B)/pobj/cli/%,$(AGENT_OBJ))
@@ -89,11 +96,11 @@ test_libs = $(if $(filter test_agent%,$(1)),$(AGENT_LIBS)) $(if $(filter test_ro
 test_srcs = $(if $(filter security/%,$(1)),tests/security/seclib.c tests/security/seclib.h)
 
 .SECONDEXPANSION:
-$(B)/tests/%: tests/%.c $(TESTLIB) $(B)/libruntime.a $$(call test_objs,$$*) $$(call test_srcs,$$*)
+$(B)/tests/%: tests/%.c $(TESTLIB) $(B)/libnet.a $(B)/libruntime.a $$(call test_objs,$$*) $$(call test_srcs,$$*)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(TEST_CFLAGS) $(RT_CFLAGS) $(AGENT_CFLAGS) $(ROOTFS_CFLAGS) -Itests -o $@ $< tests/testlib.c \
 	  $(filter %.c,$(call test_srcs,$*)) \
-	  $(call test_objs,$*) $(B)/libruntime.a $(TEST_LIBS) $(RT_LIBS) $(call test_libs,$*) -lpthread
+	  $(call test_objs,$*) $(B)/libnet.a $(B)/libruntime.a $(TEST_LIBS) $(RT_LIBS) $(call test_libs,$*) -lpthread
 
 $(B)/tests/bench_api: tests/bench_api.c $(B)/libruntime.a
 	@mkdir -p $(dir $@)
@@ -148,8 +155,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := http_head textcalls sse llm settings extract
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS   = $(CSTD) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -g -O1 $(FUZZ_SAN) \
-  -Iruntime -Irootfs -Iagent -Ifuzz $(AGENT_CFLAGS) $(ROOTFS_CFLAGS)
-fuzz_src_http_head := runtime/http_head.c
+  -Iruntime -Inet -Irootfs -Iagent -Ifuzz $(AGENT_CFLAGS) $(ROOTFS_CFLAGS)
+fuzz_src_http_head := net/http_head.c
 fuzz_src_textcalls := agent/textcalls.c agent/util.c
 fuzz_src_sse       := agent/sse.c agent/llm.c agent/util.c
 fuzz_src_llm       := agent/sse.c agent/llm.c agent/util.c
