@@ -15,9 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* http_head.c's 400 for origin-form requests names the port */
-_Static_assert(LIS_NET_PROXY_PORT == 3128, "update http_parse_request's message");
-
 static const char *const proxy_env[] = {
     "http_proxy=http://127.0.0.1:3128",
     "https_proxy=http://127.0.0.1:3128",

@@ -1,13 +1,45 @@
-/* net.h - inside net/ (the egress proxy of --net proxy sandboxes): the
- * proxy object, its ports (one per sandbox), connections and resolver jobs,
- * shared by the files of net/ and by nothing else. Built on lis.h only.
+/* net.h - inside net/, the HTTP egress proxy of --net proxy sandboxes:
+ * the proxy object, its ports (one per sandbox), connections and resolver
+ * jobs, shared by the files of net/ and by nothing else. Built on lis.h only.
  *
+ * Each proxy-mode sandbox keeps a private network namespace with only
+ * loopback. At set-up its clone child (still holding its capabilities, lo
+ * already up) creates a TCP listener on 127.0.0.1:3128 inside that namespace
+ * (spec.listen_port) and hands it to the owner over the lifeline; net/ takes
+ * it (lis_sandbox_take_listener) and accepts on it directly: the client
+ * socket lives in the sandbox's namespace, the upstream socket in the
+ * owner's, and no byte passes through a process of the sandbox.
+ *
+ * One event loop (epoll, non-blocking sockets) serves every sandbox of a
+ * process: no thread or process per sandbox or per connection. Names are
+ * resolved on the host by a small pool of resolver threads (at most
+ * DNS_THREADS), so the sandbox needs no DNS.
+ *
+ * Who runs the loop:
+ *  - ephemeral sandboxes: the owning process, in one proxy thread per
+ *    lis_ctx started with the first proxy sandbox; or, after lis_net_manual,
+ *    the caller pumps lis_net_step;
+ *  - persistent sandboxes (they outlive their creator): one detached daemon
+ *    per user and run dir, `lis proxyd RUN_DIR`, started on demand. The
+ *    creator passes it the listener and a pidfd of the sandbox's PID 1 over
+ *    <run_dir>/proxyd.sock; the daemon drops a sandbox when its pidfd fires
+ *    and exits when it has served none for a few seconds.
+ *
+ * Requests: CONNECT host:port (tunnels, for https) and absolute-URI requests
+ * (http://host/path, any method). Only the request head is parsed (bounded,
+ * strict: anything malformed gets 400). A plain-HTTP request is forwarded in
+ * origin form with "Connection: close" and the connection closes after the
+ * response; the response head is rewritten to say so, so pipelining clients
+ * (apt) retry on a new connection. Rules (rules.c) are checked on the host
+ * name and then on every resolved address; a refusal gets a 403 whose body
+ * names the rule.
+ *
+ *   attach.c   the glue with the runtime: lis_net_sandbox_create & co.
  *   loop.c     the proxy object, its epoll loop, ports, the deadline sweep
  *   relay.c    connections: accept, error replies, the two-way relay
  *   request.c  a request: head, rules, resolution, connecting upstream
  *   dns.c      the resolver thread pool
  *   account.c  the per-sandbox counters and reading them
- *   attach.c   the glue with the runtime: lis_net_sandbox_create & co.
  *   proxyd.c   `lis proxyd` and its control protocol
  *   rules.c, http_head.c   the rules and the strict head parser (pure)
  */
