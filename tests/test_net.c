@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -113,6 +114,9 @@ Test(net, busybox_wget_through_proxy_with_env_and_accounting)
     start_server();
     lis_ctx *ctx = t_ctx();
     lis_sandbox *sb = net_sandbox(ctx, t_busybox(), LIS_NET_PROXY, 1, NULL, NULL);
+    lis_error merr = {0};
+    cr_assert_eq(lis_net_manual(ctx, &merr), -1, "the context's proxy thread runs already");
+    cr_assert_eq(merr.code, EBUSY, "%s", merr.msg);
     lis_result r;
     t_sh(sb, "echo $http_proxy $https_proxy $HTTP_PROXY $HTTPS_PROXY; echo $no_proxy", &r);
     cr_assert_str_eq(r.out.data, "http://127.0.0.1:3128 http://127.0.0.1:3128 "
@@ -385,6 +389,59 @@ Test(net, none_reaches_nothing)
     lis_result_free(&r);
     lis_error err = {0};
     lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+/* The runtime's hook under net/: a listener inside the sandbox's own network
+ * namespace, handed to the caller, which accepts the sandbox's connections
+ * from outside; nothing else (no proxy, no http_proxy) comes with it. */
+Test(net, runtime_listener_hook_without_the_proxy)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_error err = {0};
+    lis_sandbox *sb = NULL;
+    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS,
+                             .net = LIS_NET_NONE, .listen_port = 8088};
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "%s", err.msg);
+    int lfd = lis_sandbox_take_listener(sb);
+    cr_assert_geq(lfd, 0);
+    cr_assert_eq(lis_sandbox_take_listener(sb), -1, "the listener is taken once");
+    lis_exec_spec ex = {.shell = "echo proxy=$http_proxy; echo hi | nc -w 5 127.0.0.1 8088; "
+                                 "echo rc=$?",
+                        .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE, .timeout = 30};
+    lis_proc *p;
+    cr_assert_eq(lis_exec_start(sb, &ex, &p, &err), 0, "%s", err.msg);
+    struct pollfd pf = {lfd, POLLIN, 0};
+    cr_assert_eq(poll(&pf, 1, 20000), 1, "no connection from inside the sandbox");
+    int c = accept(lfd, NULL, NULL);
+    cr_assert_geq(c, 0, "accept: %s", strerror(errno));
+    char buf[16] = {0};
+    struct pollfd cf = {c, POLLIN, 0};
+    cr_assert_eq(poll(&cf, 1, 20000), 1);
+    cr_assert_eq(read(c, buf, sizeof buf - 1), 3);
+    cr_assert_str_eq(buf, "hi\n");
+    close(c);
+    lis_result r;
+    cr_assert_eq(lis_proc_wait(p, &r, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(r.out.data, "proxy=\nrc=0\n", "%s", r.err.data);
+    lis_result_free(&r);
+    close(lfd);
+    lis_sandbox_destroy(sb, &err);
+
+    /* a listener needs a namespace of its own; --net proxy needs its listener */
+    spec.net = LIS_NET_HOST;
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), -1);
+    cr_assert(strstr(err.msg, "listen_port"), "%s", err.msg);
+    spec.net = LIS_NET_PROXY;
+    spec.listen_port = 0;
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), -1);
+    cr_assert(strstr(err.msg, "lis_net_sandbox_create"), "%s", err.msg);
+    /* and net/ refuses proxy rules for another mode */
+    spec.net = LIS_NET_NONE;
+    const char *deny[] = {"x.test", NULL};
+    lis_net_rules rules = {.deny_domains = deny};
+    cr_assert_eq(lis_net_sandbox_create(ctx, &spec, &rules, &sb, &err), -1);
+    cr_assert(strstr(err.msg, "apply to --net proxy"), "%s", err.msg);
     lis_ctx_free(ctx);
 }
 
