@@ -84,23 +84,26 @@ $(B)/liblis-agent.so: $(AGENT_OBJ)
 $(B)/liblis-rootfs.so: $(ROOTFS_OBJ)
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(ROOTFS_LIBS)
 
-# Test binaries link the runtime and net/; test_agent* also the agent's objects and
+# Test binaries link the runtime; those that use net/ (test_net, test_http_head, the
+# agent's and the escape suites) also net/; test_agent* also the agent's objects and
 # test_rootfs* the rootfs plugin's, so one area's work in progress cannot
 # break another area's suites.
 AGENT_LIBOBJ  := $(filter-out $(B)/pobj/cli/%,$(AGENT_OBJ))
 ROOTFS_LIBOBJ := $(filter-out $(B)/pobj/cli/%,$(ROOTFS_OBJ))
 TESTLIB       := tests/testlib.c tests/testlib.h
-test_objs = $(if $(filter test_agent%,$(1)),$(AGENT_LIBOBJ)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBOBJ))
+uses_net  = $(filter test_net test_http_head test_agent% security/%,$(1))
+test_objs = $(if $(filter test_agent%,$(1)),$(AGENT_LIBOBJ)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBOBJ)) \
+            $(if $(call uses_net,$(1)),$(B)/libnet.a)
 test_libs = $(if $(filter test_agent%,$(1)),$(AGENT_LIBS)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBS))
 # tests/security/test_* (the escape suites) also link their shared helpers
 test_srcs = $(if $(filter security/%,$(1)),tests/security/seclib.c tests/security/seclib.h)
 
 .SECONDEXPANSION:
-$(B)/tests/%: tests/%.c $(TESTLIB) $(B)/libnet.a $(B)/libruntime.a $$(call test_objs,$$*) $$(call test_srcs,$$*)
+$(B)/tests/%: tests/%.c $(TESTLIB) $(B)/libruntime.a $$(call test_objs,$$*) $$(call test_srcs,$$*)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(TEST_CFLAGS) $(RT_CFLAGS) $(AGENT_CFLAGS) $(ROOTFS_CFLAGS) -Itests -o $@ $< tests/testlib.c \
 	  $(filter %.c,$(call test_srcs,$*)) \
-	  $(call test_objs,$*) $(B)/libnet.a $(B)/libruntime.a $(TEST_LIBS) $(RT_LIBS) $(call test_libs,$*) -lpthread
+	  $(call test_objs,$*) $(B)/libruntime.a $(TEST_LIBS) $(RT_LIBS) $(call test_libs,$*) -lpthread
 
 $(B)/tests/bench_api: tests/bench_api.c $(B)/libruntime.a
 	@mkdir -p $(dir $@)
