@@ -15,18 +15,6 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-void net_set_mask(lis_proxy *px, int fd, ep_ref *ref, uint32_t *cur, uint32_t want)
-{
-    if (fd < 0 || want == *cur)
-        return;
-    struct epoll_event e = {.events = want, .data.ptr = ref};
-    if (!want)
-        epoll_ctl(px->epfd, EPOLL_CTL_DEL, fd, NULL);
-    else
-        epoll_ctl(px->epfd, *cur ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &e);
-    *cur = want;
-}
-
 void net_timer_arm(lis_proxy *px, int on)
 {
     if (px->timer_on == on)

@@ -53,6 +53,7 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #define NET_NAME_MAX 64           /* a sandbox name (lis.h) */
@@ -182,12 +183,24 @@ static inline void net_count(uint64_t *v, uint64_t n) { __atomic_fetch_add(v, n,
 static inline uint64_t net_load(const uint64_t *v) { return __atomic_load_n(v, __ATOMIC_RELAXED); }
 void net_port_counters(const net_port *p, lis_net_counters *c);
 
+/* What fd is polled for; inline: the relay calls it on every round. */
+static inline void net_set_mask(lis_proxy *px, int fd, ep_ref *ref, uint32_t *cur, uint32_t want)
+{
+    if (fd < 0 || want == *cur)
+        return;
+    struct epoll_event e = {.events = want, .data.ptr = ref};
+    if (!want)
+        epoll_ctl(px->epfd, EPOLL_CTL_DEL, fd, NULL);
+    else
+        epoll_ctl(px->epfd, *cur ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &e);
+    *cur = want;
+}
+
 /* loop.c; the caller of the port and step functions holds px->mu */
 lis_proxy *net_proxy_new(int daemon, lis_error *err);
 void net_proxy_free(lis_proxy *px);
 int net_proxy_step(lis_proxy *px, int timeout_ms); /* one round: waits up to timeout_ms */
 void *net_proxy_main(void *arg);                    /* the loop's thread */
-void net_set_mask(lis_proxy *px, int fd, ep_ref *ref, uint32_t *cur, uint32_t want);
 void net_timer_arm(lis_proxy *px, int on);
 void net_pause_listen(lis_proxy *px, net_port *p, int paused);
 void net_sweep(lis_proxy *px);
