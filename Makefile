@@ -14,7 +14,7 @@ B       ?= build
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation
 OPT     ?= -O2 -g
-CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Irootfs -Iagent
+CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Inet -Irootfs -Iagent
 
 RT_PKGS     := libseccomp libcjson
 AGENT_PKGS  := libcurl libcjson yaml-0.1
@@ -32,12 +32,15 @@ TEST_LIBS     := $(shell $(PKG) --libs $(TEST_PKGS) 2>/dev/null)
 
 # runtime/ (minus the init helper) and the light part of rootfs/ (the store index)
 RT_SRC      := $(wildcard runtime/*.c) rootfs/store.c
+# net/: the egress proxy of --net proxy, on the runtime's public API (lis.h) only
+NET_SRC     := $(wildcard net/*.c)
 INIT_SRC    := $(wildcard runtime/init/*.c)
 CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cli_util.c cli/relay.c
 AGENT_SRC   := $(wildcard agent/*.c) cli/cmd_run.c cli/cli_util.c
 ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cli_util.c
 
 RT_OBJ      := $(RT_SRC:%.c=$(B)/obj/%.o)
+NET_OBJ     := $(NET_SRC:%.c=$(B)/obj/%.o)
 CLI_OBJ     := $(CLI_SRC:%.c=$(B)/obj/%.o)
 AGENT_OBJ   := $(AGENT_SRC:%.c=$(B)/pobj/%.o)
 ROOTFS_OBJ  := $(ROOTFS_SRC:%.c=$(B)/pobj/%.o)
@@ -62,9 +65,13 @@ $(B)/libruntime.a: $(RT_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# The CLI exports its symbols so the plugins use the one runtime inside it.
-$(B)/lis: $(CLI_OBJ) $(B)/libruntime.a
-	$(CC) $(LDFLAGS) -rdynamic -o $@ $(CLI_OBJ) -Wl,--whole-archive $(B)/libruntime.a -Wl,--no-whole-archive $(RT_LIBS)
+$(B)/libnet.a: $(NET_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# The CLI exports its symbols so the plugins use the one runtime (and net/) inside it.
+$(B)/lis: $(CLI_OBJ) $(B)/libnet.a $(B)/libruntime.a
+	$(CC) $(LDFLAGS) -rdynamic -o $@ $(CLI_OBJ) -Wl,--whole-archive $(B)/libnet.a $(B)/libruntime.a -Wl,--no-whole-archive $(RT_LIBS)
 
 # Static and small: one copy of its pages is shared by every sandbox.
 $(B)/lis-init: $(INIT_SRC) runtime/proto.h runtime/init/init.h
@@ -77,13 +84,16 @@ $(B)/liblis-agent.so: $(AGENT_OBJ)
 $(B)/liblis-rootfs.so: $(ROOTFS_OBJ)
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(ROOTFS_LIBS)
 
-# Test binaries link the runtime; test_agent* also the agent's objects and
+# Test binaries link the runtime; those that use net/ (test_net, test_http_head, the
+# agent's and the escape suites) also net/; test_agent* also the agent's objects and
 # test_rootfs* the rootfs plugin's, so one area's work in progress cannot
 # break another area's suites.
 AGENT_LIBOBJ  := $(filter-out $(B)/pobj/cli/%,$(AGENT_OBJ))
 ROOTFS_LIBOBJ := $(filter-out $(B)/pobj/cli/%,$(ROOTFS_OBJ))
 TESTLIB       := tests/testlib.c tests/testlib.h
-test_objs = $(if $(filter test_agent%,$(1)),$(AGENT_LIBOBJ)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBOBJ))
+uses_net  = $(filter test_net test_http_head test_agent% security/%,$(1))
+test_objs = $(if $(filter test_agent%,$(1)),$(AGENT_LIBOBJ)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBOBJ)) \
+            $(if $(call uses_net,$(1)),$(B)/libnet.a)
 test_libs = $(if $(filter test_agent%,$(1)),$(AGENT_LIBS)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBS))
 # tests/security/test_* (the escape suites) also link their shared helpers
 test_srcs = $(if $(filter security/%,$(1)),tests/security/seclib.c tests/security/seclib.h)
@@ -154,8 +164,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := http_head textcalls sse llm settings extract
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS   = $(CSTD) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -g -O1 $(FUZZ_SAN) \
-  -Iruntime -Irootfs -Iagent -Ifuzz $(AGENT_CFLAGS) $(ROOTFS_CFLAGS)
-fuzz_src_http_head := runtime/http_head.c
+  -Iruntime -Inet -Irootfs -Iagent -Ifuzz $(AGENT_CFLAGS) $(ROOTFS_CFLAGS)
+fuzz_src_http_head := net/http_head.c
 fuzz_src_textcalls := agent/textcalls.c agent/util.c
 fuzz_src_sse       := agent/sse.c agent/llm.c agent/util.c
 fuzz_src_llm       := agent/sse.c agent/llm.c agent/util.c

@@ -2,6 +2,7 @@
  * /testbed/output exported to <output-dir>/<timestamp>/files/, and
  * trajectory.json written next to it, whatever way the loop ended. */
 #include "agent.h"
+#include "lis_net.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -142,7 +143,7 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
     lis_sandbox *sb = NULL;
     if (log)
         fprintf(log, "lis: starting a sandbox on %s\n", r->rootfs);
-    if (lis_sandbox_create(ctx, &spec, &sb, err) < 0)
+    if (lis_net_sandbox_create(ctx, &spec, NULL, &sb, err) < 0) /* --net proxy: net/ */
         return -1;
     agent_tool_env env;
     lis_error e2 = {0};

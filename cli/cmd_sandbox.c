@@ -1,6 +1,7 @@
 /* cmd_sandbox.c - `lis sandbox ...` and `lis doctor`: parse, call lis.h, print. */
 #include "cli_util.h"
 #include "cmd.h"
+#include "lis_net.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -215,15 +216,19 @@ static int fill_spec(lis_ctx *ctx, opts *o, lis_sandbox_spec *spec, char *imgdir
     spec->uidmap = o->uidmap;
     if (o->net == LIS_NET_HOST)
         cli_error("warning: --net host shares this host's network with the sandbox");
-    spec->allow_domains = o->allow_domains.v;
-    spec->deny_domains = o->deny_domains.v;
-    spec->allow_host_network = o->allow_host_network;
     if ((o->allow_domains.n || o->deny_domains.n || o->allow_host_network) &&
         o->net != LIS_NET_PROXY) {
         cli_error("--allow-domain, --deny-domain and --allow-host-network apply to --net proxy");
         return -1;
     }
     return 0;
+}
+
+/* The --net proxy rules of the options. */
+static lis_net_rules rules_of(const opts *o)
+{
+    return (lis_net_rules){.allow_domains = o->allow_domains.v, .deny_domains = o->deny_domains.v,
+                           .allow_host_network = o->allow_host_network};
 }
 
 /* A context and the spec of the options; NULL with the exit code in *rc. */
@@ -317,7 +322,8 @@ static int sb_run(int argc, char **argv)
     spec.upper = o.upper == 1 ? LIS_UPPER_DISK : LIS_UPPER_TMPFS;
     lis_error err = {0};
     lis_sandbox *sb;
-    if (lis_sandbox_create(ctx, &spec, &sb, &err) < 0) {
+    lis_net_rules rules = rules_of(&o);
+    if (lis_net_sandbox_create(ctx, &spec, &rules, &sb, &err) < 0) {
         lis_ctx_free(ctx);
         return cli_fail(&err);
     }
@@ -351,11 +357,12 @@ static uint64_t fnv_num(uint64_t h, unsigned long long v)
 
 /* The pool of a spec: spare persistent sandboxes named lispool-<hash>-<rand>;
  * everything that makes two sandboxes differ goes into the hash. */
-static void pool_prefix(const lis_sandbox_spec *spec, char *out, size_t len)
+static void pool_prefix(const lis_sandbox_spec *spec, const lis_net_rules *rules, char *out,
+                        size_t len)
 {
     uint64_t h = 1469598103934665603ull;
     h = fnv(h, spec->rootfs);
-    h = fnv_num(fnv_num(fnv_num(h, spec->uidmap), spec->net), spec->allow_host_network);
+    h = fnv_num(fnv_num(fnv_num(h, spec->uidmap), spec->net), rules->allow_host_network);
     h = fnv_num(fnv_num(fnv_num(h, spec->limits.memory_bytes), spec->limits.pids),
                 spec->limits.cpu_millis);
     h = fnv_num(fnv_num(h, spec->limits.disk_bytes), (uint64_t)spec->upper);
@@ -364,9 +371,9 @@ static void pool_prefix(const lis_sandbox_spec *spec, char *out, size_t len)
     for (size_t i = 0; i < spec->nbinds; i++)
         h = fnv_num(fnv(fnv(h, spec->binds[i].host_path), spec->binds[i].path),
                     spec->binds[i].read_only);
-    for (const char *const *d = spec->allow_domains; d && *d; d++)
+    for (const char *const *d = rules->allow_domains; d && *d; d++)
         h = fnv(fnv(h, "+"), *d);
-    for (const char *const *d = spec->deny_domains; d && *d; d++)
+    for (const char *const *d = rules->deny_domains; d && *d; d++)
         h = fnv(fnv(h, "-"), *d);
     snprintf(out, len, "lispool-%08x-", (unsigned)(h ^ (h >> 32)));
 }
@@ -384,8 +391,8 @@ static void random_suffix(char *out, size_t len, const char *prefix)
 }
 
 /* Tops the pool up to k spares in a detached process, so the caller returns now. */
-static void pool_top_up(lis_ctx *ctx, lis_sandbox_spec spec, const char *prefix, unsigned spares,
-                        unsigned k)
+static void pool_top_up(lis_ctx *ctx, lis_sandbox_spec spec, const lis_net_rules *rules,
+                        const char *prefix, unsigned spares, unsigned k)
 {
     if (spares >= k)
         return;
@@ -409,7 +416,7 @@ static void pool_top_up(lis_ctx *ctx, lis_sandbox_spec spec, const char *prefix,
         spec.name = name;
         lis_error err;
         lis_sandbox *sb;
-        if (lis_sandbox_create(ctx, &spec, &sb, &err) < 0)
+        if (lis_net_sandbox_create(ctx, &spec, rules, &sb, &err) < 0)
             _exit(1);
         lis_sandbox_release(sb);
     }
@@ -468,6 +475,7 @@ static int sb_create(int argc, char **argv)
         return rc;
     spec.persist = 1;
     spec.upper = o.upper == 2 ? LIS_UPPER_TMPFS : LIS_UPPER_DISK;
+    lis_net_rules rules = rules_of(&o);
     lis_error err = {0};
     rc = 0;
     char prefix[64], got[80];
@@ -477,7 +485,7 @@ static int sb_create(int argc, char **argv)
     if (o.pool) {
         if (realpath(spec.rootfs, real))
             spec.rootfs = real;
-        pool_prefix(&spec, prefix, sizeof prefix);
+        pool_prefix(&spec, &rules, prefix, sizeof prefix);
         claimed = pool_claim(ctx, prefix, o.name, got, sizeof got, &spares);
         if (claimed < 0)
             rc = CLI_EXIT_LIS;
@@ -487,7 +495,7 @@ static int sb_create(int argc, char **argv)
     }
     if (!claimed) {
         lis_sandbox *sb;
-        if (lis_sandbox_create(ctx, &spec, &sb, &err) < 0) {
+        if (lis_net_sandbox_create(ctx, &spec, &rules, &sb, &err) < 0) {
             rc = cli_fail(&err);
         } else {
             puts(lis_sandbox_name(sb));
@@ -497,7 +505,7 @@ static int sb_create(int argc, char **argv)
     }
     if (o.pool && rc == 0) {
         spec.name = NULL;
-        pool_top_up(ctx, spec, prefix, spares, o.pool);
+        pool_top_up(ctx, spec, &rules, prefix, spares, o.pool);
     }
     lis_ctx_free(ctx);
     cli_list_free(&o.env);
@@ -631,10 +639,14 @@ static int sb_ls(int argc, char **argv)
             static const char *const nets[] = {"none", "host", "proxy"};
             cJSON_AddStringToObject(j, "net", (unsigned)st[i].net < 3 ? nets[st[i].net] : "?");
             if (st[i].net == LIS_NET_PROXY) {
-                cJSON_AddNumberToObject(j, "net_requests", (double)st[i].net_requests);
-                cJSON_AddNumberToObject(j, "net_denied", (double)st[i].net_denied);
-                cJSON_AddNumberToObject(j, "net_bytes_in", (double)st[i].net_bytes_in);
-                cJSON_AddNumberToObject(j, "net_bytes_out", (double)st[i].net_bytes_out);
+                /* persistent ones are served by `lis proxyd`, which counts */
+                lis_net_counters nc = {0};
+                if (st[i].persist && !strcmp(st[i].state, "running"))
+                    lis_net_counters_by_name(ctx, st[i].name, &nc);
+                cJSON_AddNumberToObject(j, "net_requests", (double)nc.requests);
+                cJSON_AddNumberToObject(j, "net_denied", (double)nc.denied);
+                cJSON_AddNumberToObject(j, "net_bytes_in", (double)nc.bytes_in);
+                cJSON_AddNumberToObject(j, "net_bytes_out", (double)nc.bytes_out);
             }
             cJSON_AddItemToArray(arr, j);
         }

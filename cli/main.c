@@ -1,6 +1,7 @@
 /* main.c - the lis command: dispatch to the sub-commands. */
 #include "cli_util.h"
 #include "cmd.h"
+#include "lis_net.h"
 
 #include <stdio.h>
 #include <string.h>

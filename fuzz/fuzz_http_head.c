@@ -1,5 +1,5 @@
 /* fuzz_http_head.c - the proxy's request-head and authority parsing
- * (runtime/http_head.c). The input is tried as an authority, as a request
+ * (net/http_head.c). The input is tried as an authority, as a request
  * head and as a response head; what is accepted must keep the invariants the
  * proxy relies on:
  *  - a host is canonical: a lower-case DNS name that no libc would read as

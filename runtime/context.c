@@ -208,7 +208,6 @@ lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err)
         lis_ctx_free(ctx);
         return NULL;
     }
-    ctx->proxy_manual = opts->proxy_manual;
     ctx->warn = opts->warn;
     ctx->warn_arg = opts->warn_arg;
     return ctx;
@@ -218,7 +217,8 @@ void lis_ctx_free(lis_ctx *ctx)
 {
     if (!ctx)
         return;
-    lis_proxy_ctx_free(ctx); /* stops its thread before anything else goes */
+    if (ctx->ext_release) /* net/: stops its proxy thread before anything else goes */
+        ctx->ext_release(ctx->ext);
     if (ctx->init_fd >= 0)
         close(ctx->init_fd);
     if (ctx->holder_fd >= 0)

@@ -103,7 +103,6 @@ struct lis_proc {
     char msgbuf[sizeof(struct lis_msg)];
     size_t msglen;
     lis_cg_mark cgm;  /* cgroups.c: counters at the start */
-    uint64_t net0[3]; /* proxy.c: requests, bytes in, bytes out at the start */
 };
 
 void lis_result_free(lis_result *r)
@@ -271,7 +270,6 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
     p->pipe_fd[0] = p->pipe_fd[1] = p->pipe_fd[2] = -1;
     p->t0 = lis_now();
     lis_cg_cmd_begin(sb->cg, &p->cgm);
-    lis_net_counters(sb, p->net0);
     size_t cap = spec->out_cap ? spec->out_cap : 1u << 20;
     int send_fds[3], nfds = 0, child_ends[3] = {-1, -1, -1};
     struct lis_req_hdr h = {.magic = LIS_PROTO_MAGIC,
@@ -569,11 +567,6 @@ int lis_proc_wait(lis_proc *p, lis_result *res, lis_error *err)
         snprintf(res->err_msg, sizeof res->err_msg, "killed: out of memory (the sandbox went "
                  "over its memory limit; fallback watchdog, no cgroup here)");
     }
-    uint64_t net1[3];
-    lis_net_counters(p->sb, net1);
-    res->net_requests = net1[0] - p->net0[0];
-    res->net_bytes_in = net1[1] - p->net0[1];
-    res->net_bytes_out = net1[2] - p->net0[2];
     if (p->capture_out) {
         cap_finish(&p->out, &res->out);
         p->capture_out = 0;

@@ -61,8 +61,8 @@ struct lis_ctx {
     int warned_unmapped;               /* sandbox.c: the unmapped-rootfs warning was given */
     int prepared;
     struct lis_cgroot *cgroot;         /* cgroups.c: discovered on first use */
-    struct lis_proxy *proxy;           /* proxy.c: made with the first proxy sandbox */
-    int proxy_manual;                  /* the caller pumps lis_ctx_proxy_step */
+    void *ext;                         /* ext.c: the slot of the layer above (net/) */
+    void (*ext_release)(void *ext);
     void (*warn)(void *arg, const char *line);
     void *warn_arg;
 };
@@ -87,7 +87,9 @@ struct lis_sandbox {
     int fallback_limits;         /* no cgroup: rlimits and PID 1's memory watchdog */
     uint64_t disk_limit;         /* the writable budget (LIS_UNLIMITED: none) */
     int net;                     /* lis_net_mode */
-    struct lis_net_port *net_port; /* proxy.c: served by this process, else NULL */
+    int listener_fd;             /* spec.listen_port's, until taken; else -1 */
+    void *ext;                   /* ext.c: the slot of the layer above (net/) */
+    void (*ext_release)(void *ext);
 };
 
 /* The writable budget of a sandbox in bytes, LIS_UNLIMITED for none. */
@@ -153,7 +155,7 @@ typedef struct lis_spawn_req {
     int listen_fd;                      /* persistent: ctl.sock, else -1 */
     int full_map;
     const struct lis_cg *cg;            /* cgroup to clone PID 1 into, or NULL */
-    int *proxy_fd;                      /* --net proxy: set to the listener (init it to -1) */
+    int *listener_fd;                   /* spec.listen_port: set to it (init it to -1) */
     /* Fallback limits, when cg is NULL (0 = none): processes per sandbox
      * (RLIMIT_NPROC counts per user namespace), memory (PID 1's watchdog),
      * and nice 10 for everything in it. */
@@ -173,24 +175,6 @@ int lis_sandbox_connect(lis_sandbox *sb, lis_error *err);
 /* cgroups.c */
 #include "cgroups.h"
 
-/* proxy.c: the HTTP egress proxy of --net proxy (docs/network.md) */
-typedef struct lis_proxy lis_proxy;
-typedef struct lis_net_port lis_net_port;
-/* http_proxy & co. for the sandbox environment, NULL-terminated. */
-const char *const *lis_proxy_env(void);
-/* Ephemeral sandbox: this process serves its listener (dup'ed). */
-int lis_proxy_attach(lis_sandbox *sb, const lis_sandbox_spec *spec, int listen_fd,
-                     lis_error *err);
-/* Persistent sandbox: hands the listener and sb->pidfd to `lis proxyd`. */
-int lis_proxyd_register(lis_sandbox *sb, const lis_sandbox_spec *spec, int listen_fd,
-                        lis_error *err);
-void lis_proxy_detach(lis_sandbox *sb);
-void lis_proxy_ctx_free(lis_ctx *ctx);
-/* Fills the net fields of st (in-process counters, or asks the daemon). */
-void lis_net_stats(lis_sandbox *sb, lis_stats *st);
-void lis_net_stats_by_name(lis_ctx *ctx, const char *name, lis_stats *st);
-/* requests, bytes in, bytes out so far (in-process sandboxes; else zeros) */
-void lis_net_counters(lis_sandbox *sb, uint64_t c[3]);
 
 /* doctor.c: the user namespace check, split so that tests can feed it fake
  * sysctls (a directory laid out like /proc/sys) and fake probe results. */

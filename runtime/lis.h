@@ -33,11 +33,6 @@ typedef struct lis_ctx_opts {
     const char *run_dir;   /* sockets + metadata; NULL: $XDG_RUNTIME_DIR/lis or /tmp/lis-$UID */
     const char *data_dir;  /* sandbox layers; NULL: $XDG_DATA_HOME/lis or ~/.local/share/lis */
     const char *init_path; /* the lis-init helper; NULL: next to the running executable */
-    /* --net proxy sandboxes of this context are served by one proxy thread of
-     * the context (started with the first such sandbox). With proxy_manual
-     * set there is no thread: the caller polls lis_ctx_proxy_fd() and calls
-     * lis_ctx_proxy_step() whenever it is readable. */
-    int proxy_manual;
     /* Where warnings go (one line, no newline), e.g. "sandbox X runs without
      * limits". NULL: standard error, prefixed with "lis: warning: ". */
     void (*warn)(void *arg, const char *line);
@@ -49,15 +44,6 @@ lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err);
 void lis_ctx_free(lis_ctx *ctx);
 const char *lis_ctx_run_dir(const lis_ctx *ctx);
 const char *lis_ctx_data_dir(const lis_ctx *ctx);
-/* proxy_manual only: the pollable fd of the context's proxy (-1 otherwise)
- * and one non-blocking round of its event loop (0, or -1 with err). */
-int lis_ctx_proxy_fd(lis_ctx *ctx);
-int lis_ctx_proxy_step(lis_ctx *ctx, lis_error *err);
-/* The per-user proxy daemon that serves persistent --net proxy sandboxes
- * (`lis proxyd RUN_DIR`, started on demand): returns 0 at once when one
- * already serves run_dir, else forks the daemon (which exits when it has
- * served no sandbox for a few seconds) and returns 0 in the caller. */
-int lis_proxyd_serve(const char *run_dir, lis_error *err);
 
 /* ---- sandboxes --------------------------------------------------------- */
 
@@ -72,8 +58,9 @@ typedef struct lis_bind {
 typedef enum lis_net_mode {
     LIS_NET_NONE = 0,  /* a private network namespace with loopback only */
     LIS_NET_HOST,      /* share the owner's network (explicit opt-in) */
-    LIS_NET_PROXY,     /* loopback only + an HTTP proxy on 127.0.0.1:3128 served by the
-                        * owner (docs/network.md) */
+    LIS_NET_PROXY,     /* loopback only, as NONE, plus a listener (listen_port) that the
+                        * caller serves: net/'s HTTP egress proxy (net/lis_net.h,
+                        * docs/network.md); refused without listen_port */
 } lis_net_mode;
 
 typedef enum lis_uidmap_mode {
@@ -115,11 +102,11 @@ typedef struct lis_sandbox_spec {
     lis_uidmap_mode uidmap;
     lis_upper_mode upper;
     int persist;                 /* keep running after the owner process exits */
-    /* LIS_NET_PROXY rules (globs as in *.example.com, NULL-terminated; deny
-     * wins; with any allow pattern, hosts matching none are refused). */
-    const char *const *allow_domains;
-    const char *const *deny_domains;
-    int allow_host_network;      /* let the proxy reach loopback/private/link-local */
+    /* Not 0: a TCP listener on 127.0.0.1:listen_port inside the sandbox's own
+     * network namespace (not with LIS_NET_HOST), made during set-up; take it
+     * with lis_sandbox_take_listener. Connections to it come from the
+     * sandbox; whoever accepts them lives outside it. */
+    unsigned short listen_port;
 } lis_sandbox_spec;
 
 int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec,
@@ -153,9 +140,6 @@ typedef struct lis_stats {
     uint64_t disk_bytes;    /* writable budget in use (tmpfs + disk upper layer) */
     uint64_t disk_limit;    /* the budget (--disk), LIS_UNLIMITED for none */
     lis_net_mode net;
-    /* --net proxy: requests (refused ones included), refused requests, and
-     * bytes the sandbox received from / sent to the proxy */
-    uint64_t net_requests, net_denied, net_bytes_in, net_bytes_out;
 } lis_stats;
 
 int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err);
@@ -168,6 +152,26 @@ int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err);
 int lis_sandbox_rename(lis_ctx *ctx, const char *old_name, const char *new_name, lis_error *err);
 /* Removes the state of sandboxes whose PID 1 is gone; returns how many. */
 int lis_sandbox_gc(lis_ctx *ctx, int *removed, lis_error *err);
+
+/* ---- hooks for layers built on the runtime (net/) ---------------------- */
+
+/* The listener spec.listen_port asked for: from now on the caller's to
+ * close; -1 when there is none or it was taken already. */
+int lis_sandbox_take_listener(lis_sandbox *sb);
+/* A pidfd of the sandbox's PID 1, the handle's (do not close; dup it). */
+int lis_sandbox_pidfd(const lis_sandbox *sb);
+lis_ctx *lis_sandbox_ctx(const lis_sandbox *sb);
+const char *lis_ctx_init_path(const lis_ctx *ctx);
+/* One slot per sandbox handle for the layer above: release(data) runs when
+ * the handle goes (lis_sandbox_destroy, after its processes are killed, or
+ * lis_sandbox_release). Setting it again replaces it without a release. */
+void lis_sandbox_set_ext(lis_sandbox *sb, void *data, void (*release)(void *data));
+void *lis_sandbox_ext(const lis_sandbox *sb);
+/* The same per context, set once (thread-safe): 0, or -1 when one is set
+ * already (data stays the caller's). lis_ctx_free calls release(data) before
+ * anything else goes. */
+int lis_ctx_set_ext(lis_ctx *ctx, void *data, void (*release)(void *data));
+void *lis_ctx_ext(lis_ctx *ctx);
 
 /* ---- pre-warmed pools -------------------------------------------------- */
 
@@ -229,9 +233,6 @@ typedef struct lis_result {
     lis_buf out, err;
     uint64_t memory_peak; /* sandbox memory peak during the command, when known */
     int oom_killed;       /* the OOM killer fired during the command */
-    /* --net proxy, sandboxes served in this process: proxy traffic of the
-     * whole sandbox while the command ran (other commands' included) */
-    uint64_t net_requests, net_bytes_in, net_bytes_out;
 } lis_result;
 
 void lis_result_free(lis_result *r);

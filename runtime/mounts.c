@@ -50,7 +50,8 @@ struct lis_mount_plan {
     int n;
     char *arena;
     size_t used, cap;
-    int proxy;     /* --net proxy: open the proxy listener after the plan */
+    int listen_port;          /* spec.listen_port: open the listener after the plan */
+    const char *listen_stage; /* its error stage, made by the owner */
 };
 
 static const char *keep(lis_mount_plan *p, const char *s)
@@ -330,7 +331,11 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
         o->is_dir = S_ISDIR(st.st_mode);
         o->read_only = b->read_only;
     }
-    p->proxy = spec->net == LIS_NET_PROXY;
+    if (spec->net != LIS_NET_HOST && spec->listen_port) {
+        p->listen_port = spec->listen_port;
+        snprintf(buf, sizeof buf, "opening the listener on 127.0.0.1:%u", spec->listen_port);
+        p->listen_stage = keep(p, buf);
+    }
     ADD(OP_HOSTNAME, "setting the hostname");
     o->data = keep(p, hostname);
     if (spec->net != LIS_NET_HOST) {
@@ -590,23 +595,24 @@ static int run_op(const mount_op *o, int *rootfd)
     return rc;
 }
 
-int lis_mount_plan_proxy(const lis_mount_plan *plan, int life)
+int lis_mount_plan_listener(const lis_mount_plan *plan, int life, const char **stage)
 {
-    if (!plan->proxy)
+    if (!plan->listen_port)
         return 0;
+    *stage = plan->listen_stage;
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s < 0)
         return errno;
     int one = 1;
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(LIS_PROXY_PORT),
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)plan->listen_port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 1024) < 0) {
         int e = errno;
         close(s);
         return e;
     }
-    int rc = lis_msg_send(life, LIS_MSG_PROXY_FD, 0, 0, NULL, s) == 0 ? 0 : errno;
+    int rc = lis_msg_send(life, LIS_MSG_LISTENER_FD, 0, 0, NULL, s) == 0 ? 0 : errno;
     close(s); /* the owner holds it now; nothing in the sandbox does */
     return rc;
 }

@@ -56,11 +56,9 @@ enum {
     LIS_MSG_EXITED,      /* a = wait status, b = 1 when killed by the timeout */
     /* client -> sandbox on a command connection */
     LIS_MSG_SIGNAL,      /* a = signal for the command's process group */
-    /* set-up child -> owner on the lifeline, before READY (--net proxy) */
-    LIS_MSG_PROXY_FD,    /* fd attached: the listener on 127.0.0.1:LIS_PROXY_PORT */
+    /* set-up child -> owner on the lifeline, before READY (spec.listen_port) */
+    LIS_MSG_LISTENER_FD, /* fd attached: the listener on 127.0.0.1:listen_port */
 };
-
-#define LIS_PROXY_PORT 3128
 
 struct lis_msg {
     uint32_t type;

@@ -86,7 +86,10 @@ static void sandbox_free(lis_sandbox *sb)
         close(sb->life_fd);
     if (sb->root_fd >= 0)
         close(sb->root_fd);
-    lis_proxy_detach(sb);
+    if (sb->ext_release) /* the layer above first (net/: stops serving it) */
+        sb->ext_release(sb->ext);
+    if (sb->listener_fd >= 0)
+        close(sb->listener_fd);
     lis_cg_free(sb->cg);
     lis_env_free(sb->env);
     free(sb);
@@ -98,7 +101,7 @@ static lis_sandbox *sandbox_alloc(lis_ctx *ctx)
     if (!sb)
         return NULL;
     sb->ctx = ctx;
-    sb->pidfd = sb->life_fd = sb->root_fd = -1;
+    sb->pidfd = sb->life_fd = sb->root_fd = sb->listener_fd = -1;
     return sb;
 }
 
@@ -208,15 +211,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
     sb->persist = spec->persist;
     sb->created = lis_wallclock();
     sb->net = spec->net;
-    const char *base[32];
-    size_t nb = 0;
-    for (size_t i = 0; default_env[i] && nb < 16; i++)
-        base[nb++] = default_env[i];
-    for (const char *const *pe = spec->net == LIS_NET_PROXY ? lis_proxy_env() : NULL;
-         pe && *pe && nb < 31; pe++)
-        base[nb++] = *pe; /* http_proxy & co.; spec->env may override them */
-    base[nb] = NULL;
-    sb->env = lis_env_merge(base, spec->env);
+    sb->env = lis_env_merge(default_env, spec->env);
     if (!sb->env) {
         sandbox_free(sb);
         return lis_fail(err, ENOMEM, "out of memory");
@@ -227,7 +222,17 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
                         "for a tmpfs upper layer");
     }
     int has_state = spec->persist || spec->upper == LIS_UPPER_DISK;
-    int listen_fd = -1, proxy_fd = -1;
+    if (spec->listen_port && spec->net == LIS_NET_HOST) {
+        sandbox_free(sb);
+        return lis_fail(err, EINVAL, "a listener inside the sandbox (listen_port) needs a network "
+                        "namespace of its own: not with the host network");
+    }
+    if (spec->net == LIS_NET_PROXY && !spec->listen_port) {
+        sandbox_free(sb);
+        return lis_fail(err, EINVAL, "--net proxy: the sandbox needs the proxy's listener "
+                        "(listen_port); create it with lis_net_sandbox_create (net/lis_net.h)");
+    }
+    int listen_fd = -1;
     char upper[PATH_MAX + 16], work[PATH_MAX + 16];
     if (has_state) {
         snprintf(sb->state_dir, sizeof sb->state_dir, "%s/%s", ctx->run_dir, sb->name);
@@ -267,7 +272,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         .listen_fd = listen_fd,
         .full_map = sb->full_map,
         .cg = sb->cg,
-        .proxy_fd = &proxy_fd,
+        .listener_fd = &sb->listener_fd,
         .fsize = spec->upper == LIS_UPPER_DISK ? lis_disk_budget(&spec->limits) : 0,
     };
     if (!sb->cg) { /* no cgroup: the fallback limits (docs/cgroups.md) */
@@ -285,18 +290,6 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
     if (listen_fd >= 0)
         close(listen_fd);
     listen_fd = -1;
-    if (proxy_fd >= 0) {
-        /* An ephemeral sandbox is served by this process, a persistent one
-         * by the per-user daemon (proxy.c). */
-        int prc = spec->persist ? lis_proxyd_register(sb, spec, proxy_fd, err)
-                                : lis_proxy_attach(sb, spec, proxy_fd, err);
-        close(proxy_fd);
-        if (prc < 0) {
-            lis_error ignore;
-            lis_sandbox_destroy(sb, &ignore);
-            return lis_wrap(err, "creating sandbox %s", spec->name ? spec->name : "");
-        }
-    }
     if (has_state && lis_meta_write(sb, err) < 0) {
         lis_error ignore;
         lis_sandbox_destroy(sb, &ignore);
@@ -529,7 +522,7 @@ int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err)
     snprintf(st->limits, sizeof st->limits, "%s", sb->cg ? "cgroup" : "fallback");
     st->disk_limit = sb->disk_limit;
     st->disk_bytes = lis_disk_usage(alive ? sb->pid : 0, sb->layer_dir);
-    lis_net_stats(sb, st);
+    st->net = (lis_net_mode)sb->net;
     if (alive)
         lis_cg_stats(sb->cg, st);
     return 0;
@@ -579,8 +572,6 @@ int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err)
         (*out)[*n].disk_bytes = lis_disk_usage(alive ? pid : 0, jstr(m, "layer_dir"));
         cJSON *netv = cJSON_GetObjectItem(m, "net");
         (*out)[*n].net = cJSON_IsNumber(netv) ? (lis_net_mode)netv->valuedouble : LIS_NET_NONE;
-        if (alive && (*out)[*n].net == LIS_NET_PROXY && (*out)[*n].persist)
-            lis_net_stats_by_name(ctx, e->d_name, &(*out)[*n]);
         (*n)++;
         cJSON_Delete(m);
     }

@@ -151,8 +151,8 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
         send_msg(life, LIS_MSG_SETUP_ERR, e, stage);
         _exit(1);
     }
-    if ((e = lis_mount_plan_proxy(plan, life))) {
-        send_msg(life, LIS_MSG_SETUP_ERR, e, "opening the proxy listener on 127.0.0.1:3128");
+    if ((e = lis_mount_plan_listener(plan, life, &stage))) {
+        send_msg(life, LIS_MSG_SETUP_ERR, e, stage);
         _exit(1);
     }
     /* PID 1's stdio is /dev/null; fds 0-2 were closed above, so this is 0. */
@@ -286,20 +286,20 @@ static long clone_nested(int holder, const struct clone_args *ca, const lis_moun
     return rep.pid;
 }
 
-/* The next set-up message; a proxy listener sent first (--net proxy) is kept
- * in *proxy_fd (closed when proxy_fd is NULL). */
-static ssize_t recv_setup(int fd, struct lis_msg *m, int *proxy_fd)
+/* The next set-up message; a listener sent first (spec.listen_port) is kept
+ * in *listener_fd (closed when listener_fd is NULL). */
+static ssize_t recv_setup(int fd, struct lis_msg *m, int *listener_fd)
 {
     for (;;) {
         int passed;
         ssize_t n = lis_recv_fds(fd, m, sizeof *m, &passed, 1, 0);
-        if (n != (ssize_t)sizeof *m || m->type != LIS_MSG_PROXY_FD) {
+        if (n != (ssize_t)sizeof *m || m->type != LIS_MSG_LISTENER_FD) {
             if (passed >= 0)
                 close(passed);
             return n;
         }
-        if (proxy_fd && *proxy_fd < 0)
-            *proxy_fd = passed;
+        if (listener_fd && *listener_fd < 0)
+            *listener_fd = passed;
         else if (passed >= 0)
             close(passed);
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -414,7 +414,7 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         struct pollfd p = {.fd = sv[0], .events = POLLIN};
         struct lis_msg m;
         int pr = poll(&p, 1, 60000);
-        ssize_t n = pr > 0 ? recv_setup(sv[0], &m, req->proxy_fd) : -1;
+        ssize_t n = pr > 0 ? recv_setup(sv[0], &m, req->listener_fd) : -1;
         if (pr == 0)
             rc = lis_fail(err, ETIMEDOUT, "sandbox set-up did not finish in 60 s");
         else if (n != (ssize_t)sizeof m)
@@ -426,9 +426,9 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
             rc = lis_fail(err, EPROTO, "sandbox set-up: unexpected message %u", m.type);
     }
     if (rc < 0) {
-        if (req->proxy_fd && *req->proxy_fd >= 0) {
-            close(*req->proxy_fd);
-            *req->proxy_fd = -1;
+        if (req->listener_fd && *req->listener_fd >= 0) {
+            close(*req->listener_fd);
+            *req->listener_fd = -1;
         }
         syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
         siginfo_t si;

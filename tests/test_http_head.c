@@ -1,5 +1,5 @@
 /* test_http_head.c - the proxy's request-head and authority parser
- * (runtime/http_head.c), without sockets: what it accepts, in which
+ * (net/http_head.c), without sockets: what it accepts, in which
  * canonical form, and what it refuses. The end-to-end 400s are in test_net.c. */
 #include "testlib.h"
 

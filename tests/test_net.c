@@ -1,6 +1,7 @@
 /* test_net.c - network modes and the --net proxy egress proxy.
  * All traffic goes to an HTTP server the test starts on 127.0.0.1
  * (tests/net-data/serve.py), reached with allow_host_network. */
+#include "lis_net.h"
 #include "testlib.h"
 
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -76,12 +78,12 @@ static lis_sandbox *net_sandbox(lis_ctx *ctx, const char *rootfs, lis_net_mode n
                                 int allow_host, const char *const *allow,
                                 const char *const *deny)
 {
-    lis_sandbox_spec spec = {.rootfs = rootfs, .upper = LIS_UPPER_TMPFS, .net = net,
-                             .allow_host_network = allow_host, .allow_domains = allow,
-                             .deny_domains = deny};
+    lis_sandbox_spec spec = {.rootfs = rootfs, .upper = LIS_UPPER_TMPFS, .net = net};
+    lis_net_rules rules = {.allow_host_network = allow_host, .allow_domains = allow,
+                           .deny_domains = deny};
     lis_sandbox *sb = NULL;
     lis_error err = {0};
-    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create: %s", err.msg);
+    cr_assert_eq(lis_net_sandbox_create(ctx, &spec, &rules, &sb, &err), 0, "create: %s", err.msg);
     return sb;
 }
 
@@ -112,25 +114,34 @@ Test(net, busybox_wget_through_proxy_with_env_and_accounting)
     start_server();
     lis_ctx *ctx = t_ctx();
     lis_sandbox *sb = net_sandbox(ctx, t_busybox(), LIS_NET_PROXY, 1, NULL, NULL);
+    lis_error merr = {0};
+    cr_assert_eq(lis_net_manual(ctx, &merr), -1, "the context's proxy thread runs already");
+    cr_assert_eq(merr.code, EBUSY, "%s", merr.msg);
     lis_result r;
     t_sh(sb, "echo $http_proxy $https_proxy $HTTP_PROXY $HTTPS_PROXY; echo $no_proxy", &r);
     cr_assert_str_eq(r.out.data, "http://127.0.0.1:3128 http://127.0.0.1:3128 "
                                  "http://127.0.0.1:3128 http://127.0.0.1:3128\n"
                                  "localhost,127.0.0.1,::1\n");
     lis_result_free(&r);
+    /* the traffic of one command: the counters' difference around it */
+    lis_net_counters n0, n1;
+    lis_net_sandbox_counters(sb, &n0);
     sh(sb, &r, "wget -q -O - http://127.0.0.1:%d/hello.txt", server_port);
+    lis_net_sandbox_counters(sb, &n1);
     cr_assert_eq(r.exit_code, 0, "wget: %s", r.err.data);
     cr_assert_str_eq(r.out.data, "hello through the lis proxy\n");
-    cr_assert_eq(r.net_requests, 1);
-    cr_assert_gt(r.net_bytes_in, 28);
-    cr_assert_gt(r.net_bytes_out, 20);
+    cr_assert_eq(n1.requests - n0.requests, 1);
+    cr_assert_gt(n1.bytes_in - n0.bytes_in, 28);
+    cr_assert_gt(n1.bytes_out - n0.bytes_out, 20);
     lis_result_free(&r);
     /* 1 MiB, checked end to end */
+    lis_net_sandbox_counters(sb, &n0);
     sh(sb, &r, "wget -q -O /tmp/one.bin http://127.0.0.1:%d/one.bin && wc -c < /tmp/one.bin",
        server_port);
+    lis_net_sandbox_counters(sb, &n1);
     cr_assert_eq(r.exit_code, 0, "wget: %s", r.err.data);
     cr_assert_str_eq(r.out.data, "1048576\n");
-    cr_assert_gt(r.net_bytes_in, 1048576);
+    cr_assert_gt(n1.bytes_in - n0.bytes_in, 1048576);
     lis_result_free(&r);
     int code;
     char *want = t_host(&code, "md5sum < %s/one.bin", server_dir);
@@ -144,9 +155,11 @@ Test(net, busybox_wget_through_proxy_with_env_and_accounting)
     lis_error err = {0};
     cr_assert_eq(lis_sandbox_stats(sb, &st, &err), 0);
     cr_assert_eq(st.net, LIS_NET_PROXY);
-    cr_assert_eq(st.net_requests, 2);
-    cr_assert_eq(st.net_denied, 0);
-    cr_assert_gt(st.net_bytes_in, 1048576);
+    lis_net_counters nc;
+    lis_net_sandbox_counters(sb, &nc);
+    cr_assert_eq(nc.requests, 2);
+    cr_assert_eq(nc.denied, 0);
+    cr_assert_gt(nc.bytes_in, 1048576);
     lis_sandbox_destroy(sb, &err);
     lis_ctx_free(ctx);
 }
@@ -173,7 +186,9 @@ Test(net, denied_domain_gets_403_naming_the_rule)
     lis_stats st;
     lis_error err = {0};
     lis_sandbox_stats(sb, &st, &err);
-    cr_assert_eq(st.net_denied, 3);
+    lis_net_counters nc;
+    lis_net_sandbox_counters(sb, &nc);
+    cr_assert_eq(nc.denied, 3);
     lis_sandbox_destroy(sb, &err);
 
     /* an allow list refuses everything else, before any resolution */
@@ -310,8 +325,10 @@ Test(net, malformed_authorities_get_400_before_any_lookup)
     lis_stats st;
     lis_error err = {0};
     cr_assert_eq(lis_sandbox_stats(sb, &st, &err), 0);
-    cr_assert_eq(st.net_requests, 11);
-    cr_assert_eq(st.net_denied, 0);
+    lis_net_counters nc;
+    lis_net_sandbox_counters(sb, &nc);
+    cr_assert_eq(nc.requests, 11);
+    cr_assert_eq(nc.denied, 0);
     lis_sandbox_destroy(sb, &err);
     lis_ctx_free(ctx);
 }
@@ -372,6 +389,59 @@ Test(net, none_reaches_nothing)
     lis_result_free(&r);
     lis_error err = {0};
     lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+/* The runtime's hook under net/: a listener inside the sandbox's own network
+ * namespace, handed to the caller, which accepts the sandbox's connections
+ * from outside; nothing else (no proxy, no http_proxy) comes with it. */
+Test(net, runtime_listener_hook_without_the_proxy)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_error err = {0};
+    lis_sandbox *sb = NULL;
+    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS,
+                             .net = LIS_NET_NONE, .listen_port = 8088};
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "%s", err.msg);
+    int lfd = lis_sandbox_take_listener(sb);
+    cr_assert_geq(lfd, 0);
+    cr_assert_eq(lis_sandbox_take_listener(sb), -1, "the listener is taken once");
+    lis_exec_spec ex = {.shell = "echo proxy=$http_proxy; echo hi | nc -w 5 127.0.0.1 8088; "
+                                 "echo rc=$?",
+                        .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE, .timeout = 30};
+    lis_proc *p;
+    cr_assert_eq(lis_exec_start(sb, &ex, &p, &err), 0, "%s", err.msg);
+    struct pollfd pf = {lfd, POLLIN, 0};
+    cr_assert_eq(poll(&pf, 1, 20000), 1, "no connection from inside the sandbox");
+    int c = accept(lfd, NULL, NULL);
+    cr_assert_geq(c, 0, "accept: %s", strerror(errno));
+    char buf[16] = {0};
+    struct pollfd cf = {c, POLLIN, 0};
+    cr_assert_eq(poll(&cf, 1, 20000), 1);
+    cr_assert_eq(read(c, buf, sizeof buf - 1), 3);
+    cr_assert_str_eq(buf, "hi\n");
+    close(c);
+    lis_result r;
+    cr_assert_eq(lis_proc_wait(p, &r, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(r.out.data, "proxy=\nrc=0\n", "%s", r.err.data);
+    lis_result_free(&r);
+    close(lfd);
+    lis_sandbox_destroy(sb, &err);
+
+    /* a listener needs a namespace of its own; --net proxy needs its listener */
+    spec.net = LIS_NET_HOST;
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), -1);
+    cr_assert(strstr(err.msg, "listen_port"), "%s", err.msg);
+    spec.net = LIS_NET_PROXY;
+    spec.listen_port = 0;
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), -1);
+    cr_assert(strstr(err.msg, "lis_net_sandbox_create"), "%s", err.msg);
+    /* and net/ refuses proxy rules for another mode */
+    spec.net = LIS_NET_NONE;
+    const char *deny[] = {"x.test", NULL};
+    lis_net_rules rules = {.deny_domains = deny};
+    cr_assert_eq(lis_net_sandbox_create(ctx, &spec, &rules, &sb, &err), -1);
+    cr_assert(strstr(err.msg, "apply to --net proxy"), "%s", err.msg);
     lis_ctx_free(ctx);
 }
 
@@ -448,7 +518,9 @@ Test(net, hundred_sandboxes_download_at_once, .timeout = 300)
         lis_result_free(&r);
         lis_stats st;
         lis_sandbox_stats(sb[i], &st, &err);
-        total += st.net_bytes_in;
+        lis_net_counters nc;
+        lis_net_sandbox_counters(sb[i], &nc);
+        total += nc.bytes_in;
     }
     cr_assert_eq(ok, N);
     cr_assert_geq(total, (uint64_t)N << 20);
@@ -468,12 +540,12 @@ Test(net, manual_pumping_without_a_thread)
     cr_assert(mkdtemp(dir));
     snprintf(run, sizeof run, "%s/run", dir);
     snprintf(data, sizeof data, "%s/data", dir);
-    lis_ctx_opts o = {.run_dir = run, .data_dir = data, .proxy_manual = 1};
+    lis_ctx_opts o = {.run_dir = run, .data_dir = data};
     lis_error err = {0};
     lis_ctx *ctx = lis_ctx_new(&o, &err);
     cr_assert(ctx, "%s", err.msg);
-    int pfd = lis_ctx_proxy_fd(ctx);
-    cr_assert_geq(pfd, 0);
+    int pfd = lis_net_manual(ctx, &err);
+    cr_assert_geq(pfd, 0, "%s", err.msg);
     lis_sandbox *sb = net_sandbox(ctx, t_busybox(), LIS_NET_PROXY, 1, NULL, NULL);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "wget -q -O - http://127.0.0.1:%d/hello.txt", server_port);
@@ -485,7 +557,7 @@ Test(net, manual_pumping_without_a_thread)
     while (!done) {
         struct pollfd pf[2] = {{lis_proc_fd(p), POLLIN, 0}, {pfd, POLLIN, 0}};
         poll(pf, 2, 1000);
-        cr_assert_eq(lis_ctx_proxy_step(ctx, &err), 0, "%s", err.msg);
+        cr_assert_eq(lis_net_step(ctx, &err), 0, "%s", err.msg);
         done = lis_proc_step(p, &err);
         cr_assert_geq(done, 0, "%s", err.msg);
     }
@@ -502,10 +574,11 @@ Test(net, persistent_sandbox_is_served_by_the_daemon)
     start_server();
     lis_ctx *ctx = t_ctx();
     lis_sandbox_spec spec = {.rootfs = t_busybox(), .name = "pnet", .persist = 1,
-                             .net = LIS_NET_PROXY, .allow_host_network = 1};
+                             .net = LIS_NET_PROXY};
+    lis_net_rules rules = {.allow_host_network = 1};
     lis_sandbox *sb;
     lis_error err = {0};
-    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "%s", err.msg);
+    cr_assert_eq(lis_net_sandbox_create(ctx, &spec, &rules, &sb, &err), 0, "%s", err.msg);
     lis_sandbox_release(sb);
     /* the creator's context is gone; the sandbox still has its proxy */
     lis_ctx_free(ctx);
@@ -525,13 +598,17 @@ Test(net, persistent_sandbox_is_served_by_the_daemon)
     lis_stats st;
     cr_assert_eq(lis_sandbox_stats(sb, &st, &err), 0);
     cr_assert_eq(st.net, LIS_NET_PROXY);
-    cr_assert_eq(st.net_requests, 1);
-    cr_assert_gt(st.net_bytes_in, 28);
+    lis_net_counters nc;
+    lis_net_sandbox_counters(sb, &nc);
+    cr_assert_eq(nc.requests, 1);
+    cr_assert_gt(nc.bytes_in, 28);
     lis_stats *all;
     size_t n;
     cr_assert_eq(lis_sandbox_list(ctx, &all, &n, &err), 0);
     cr_assert_eq(n, 1);
-    cr_assert_eq(all[0].net_requests, 1);
+    cr_assert_eq(all[0].net, LIS_NET_PROXY);
+    lis_net_counters_by_name(ctx, all[0].name, &nc);
+    cr_assert_eq(nc.requests, 1);
     free(all);
     cr_assert_eq(lis_sandbox_destroy(sb, &err), 0, "%s", err.msg);
     /* with no sandbox left the daemon goes away */

@@ -1,5 +1,6 @@
 /* seclib.c - helpers of the escape suites. */
 #include "seclib.h"
+#include "lis_net.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -61,7 +62,7 @@ int sec_try_sandbox(lis_ctx *ctx, const sec_opts *o, lis_sandbox **sb, lis_error
                              .upper = o->persist ? LIS_UPPER_DISK : LIS_UPPER_TMPFS, .binds = binds,
                              .nbinds = o->nbinds + 1, .net = o->net, .persist = o->persist,
                              .limits = o->limits};
-    return lis_sandbox_create(ctx, &spec, sb, err);
+    return lis_net_sandbox_create(ctx, &spec, NULL, sb, err); /* net/ for --net proxy */
 }
 
 lis_sandbox *sec_sandbox(lis_ctx *ctx, const sec_opts *o)

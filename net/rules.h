@@ -1,9 +1,11 @@
-/* netrules.h - the egress rules of the HTTP proxy: domain globs and the
+/* rules.h - the egress rules of the HTTP proxy: domain globs and the
  * address ranges a sandbox may not reach unless it opted in. */
 #ifndef LIS_NETRULES_H
 #define LIS_NETRULES_H
 
-#include "internal.h"
+#include "lis.h"
+
+#include <stddef.h>
 
 #include <sys/socket.h>
 

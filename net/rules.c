@@ -1,4 +1,4 @@
-/* netrules.c - domain globs and non-public address ranges for the proxy.
+/* rules.c - domain globs and non-public address ranges for the proxy.
  *
  * Order of the checks, as in Anthropic's sandbox-runtime and Codex's proxy:
  *   1. --deny-domain globs (deny wins),
@@ -7,7 +7,7 @@
  *      other non-public ranges are refused unless allow_host_network is set.
  * The address check runs on the address the proxy actually connects to, so
  * a name that resolves to 127.0.0.1 (DNS rebinding) is refused too. */
-#include "netrules.h"
+#include "net.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -47,17 +47,17 @@ static int copy_list(const char *const *in, char ***out, size_t *n, const char *
         return 0;
     char **v = calloc(cnt, sizeof *v);
     if (!v)
-        return lis_fail(err, ENOMEM, "out of memory");
+        return net_fail(err, ENOMEM, "out of memory");
     for (size_t i = 0; i < cnt; i++) {
         if (!valid_glob(in[i])) {
             free_list(v, i);
-            return lis_fail(err, EINVAL, "--%s '%s': expected a host name or a glob such as "
+            return net_fail(err, EINVAL, "--%s '%s': expected a host name or a glob such as "
                             "*.example.com (letters, digits, . - _ * ? [ ] :)", what, in[i]);
         }
         v[i] = strdup(in[i]);
         if (!v[i]) {
             free_list(v, i);
-            return lis_fail(err, ENOMEM, "out of memory");
+            return net_fail(err, ENOMEM, "out of memory");
         }
         lis_host_normalize(v[i]);
     }

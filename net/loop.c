@@ -1,0 +1,134 @@
+/* loop.c - the proxy object, its epoll set, timer and ports: the bottom of
+ * the event loop (one loop serves every sandbox of a process: a thread of the
+ * context, the caller's pumping, or `lis proxyd`). What runs on events is in
+ * dispatch.c, above everything it calls. */
+#include "net.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+void net_timer_arm(lis_proxy *px, int on)
+{
+    if (px->timer_on == on)
+        return;
+    struct itimerspec its = {0};
+    if (on) {
+        its.it_value.tv_sec = 1;
+        its.it_interval.tv_sec = 1;
+    }
+    timerfd_settime(px->timerfd, 0, &its, NULL);
+    px->timer_on = on;
+}
+
+void net_pause_listen(lis_proxy *px, net_port *p, int paused)
+{
+    p->paused = paused;
+    net_set_mask(px, p->listen_fd, &p->lref, &p->lmask, paused || p->dead ? 0 : EPOLLIN);
+}
+
+/* ---- ports (one per sandbox) ---- */
+
+net_port *net_port_new(const char *name, const lis_netrules *rules, int listen_fd,
+                              int pid_fd)
+{
+    net_port *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->lref = (ep_ref){R_LISTEN, p};
+    p->pref = (ep_ref){R_PID, p};
+    p->listen_fd = listen_fd;
+    p->pid_fd = pid_fd;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->rules = *rules;
+    return p;
+}
+
+/* Caller holds px->mu. */
+void net_port_add(lis_proxy *px, net_port *p)
+{
+    p->px = px;
+    p->next = px->ports;
+    if (px->ports)
+        px->ports->prev = p;
+    px->ports = p;
+    px->nports++;
+    fcntl(p->listen_fd, F_SETFL, O_NONBLOCK | fcntl(p->listen_fd, F_GETFL));
+    net_set_mask(px, p->listen_fd, &p->lref, &p->lmask, EPOLLIN);
+    if (p->pid_fd >= 0) {
+        struct epoll_event e = {.events = EPOLLIN, .data.ptr = &p->pref};
+        epoll_ctl(px->epfd, EPOLL_CTL_ADD, p->pid_fd, &e);
+    }
+}
+
+void net_bury(lis_proxy *px)
+{
+    while (px->grave_c) {
+        conn *c = px->grave_c;
+        px->grave_c = c->grave;
+        free(c);
+    }
+    while (px->grave_p) {
+        net_port *p = px->grave_p;
+        px->grave_p = p->grave;
+        lis_netrules_free(&p->rules);
+        free(p);
+    }
+}
+
+/* ---- the proxy object and its loop ---- */
+
+
+lis_proxy *net_proxy_new(int daemon, lis_error *err)
+{
+    lis_proxy *px = calloc(1, sizeof *px);
+    if (!px) {
+        net_fail(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    px->daemon = daemon;
+    px->ctl_fd = -1;
+    pthread_mutex_init(&px->mu, NULL);
+    pthread_mutex_init(&px->dmu, NULL);
+    pthread_cond_init(&px->dcv, NULL);
+    px->epfd = epoll_create1(EPOLL_CLOEXEC);
+    px->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    px->dnsfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    px->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (px->epfd < 0 || px->wakefd < 0 || px->dnsfd < 0 || px->timerfd < 0) {
+        net_fail(err, errno, "creating the proxy's event loop: %s", strerror(errno));
+        int fds[] = {px->epfd, px->wakefd, px->dnsfd, px->timerfd};
+        for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+        pthread_mutex_destroy(&px->mu);
+        pthread_mutex_destroy(&px->dmu);
+        pthread_cond_destroy(&px->dcv);
+        free(px);
+        return NULL;
+    }
+    px->wake_ref = (ep_ref){R_WAKE, px};
+    px->timer_ref = (ep_ref){R_TIMER, px};
+    px->dns_ref = (ep_ref){R_DNS, px};
+    px->ctl_ref = (ep_ref){R_CTL_LISTEN, px};
+    struct epoll_event e = {.events = EPOLLIN};
+    e.data.ptr = &px->wake_ref;
+    epoll_ctl(px->epfd, EPOLL_CTL_ADD, px->wakefd, &e);
+    e.data.ptr = &px->timer_ref;
+    epoll_ctl(px->epfd, EPOLL_CTL_ADD, px->timerfd, &e);
+    e.data.ptr = &px->dns_ref;
+    epoll_ctl(px->epfd, EPOLL_CTL_ADD, px->dnsfd, &e);
+    px->idle_since = net_now();
+    if (daemon)
+        net_timer_arm(px, 1);
+    return px;
+}
+
+
