@@ -3,16 +3,17 @@
  * The layers of runtime/, bottom-up: each file calls only files of the rows
  * below it (scripts/check-layers.py checks it in `make test`; the rule and
  * the other areas: docs/architecture.md).
- *   7  exec.c files.c pool.c      what is done with a sandbox
- *   6  sandbox.c                  its life: create, open, destroy, list, gc
- *   5  spawn.c host.c             clone3 + set-up; host.c: API helpers without a context
- *   4  userns.c doctor.c          id maps, holder namespace, mapped rm -rf; host checks
- *   3  context.c                  the lis_ctx (never created below host.c)
- *   2  mounts.c proxy.c           the mount plan; the egress proxy (moving to net/)
- *   1  util.c meta.c cgroups.c seccomp.c netrules.c
+ *   6  exec.c files.c pool.c      what is done with a sandbox
+ *   5  sandbox.c                  its life: create, open, destroy, list, gc
+ *   4  spawn.c host.c             clone3 + set-up; host.c: API helpers without a context
+ *   3  userns.c doctor.c          id maps, holder namespace, mapped rm -rf; host checks
+ *   2  context.c mounts.c         the lis_ctx (never created below host.c); the mount plan
+ *   1  util.c meta.c cgroups.c seccomp.c
  *                                 util.c: clocks, names, paths, mkdir -p, rm -rf, sysctls;
  *                                 meta.c: a sandbox's meta.json
- *   0  error.c usage.c http_head.c
+ *   0  error.c usage.c ext.c      ext.c: the opaque slots net/ keeps per ctx and sandbox
+ * The runtime knows no proxy: --net proxy is net/ (net/lis_net.h) over the
+ * listen_port hook and the ext slots.
  * lis-init (init/) is its own static program: it shares proto.h only. */
 #ifndef LIS_INTERNAL_H
 #define LIS_INTERNAL_H
