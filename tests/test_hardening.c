@@ -209,8 +209,12 @@ Test(hardening, fallback_limits_bound_a_fork_bomb_memory_and_priority, .timeout 
     /* CPU: everything runs at nice 10, and a hog goes to SCHED_IDLE (policy
      * 5, field 41 of stat) within half a second, for good */
     out = sh(sb, "cut -d' ' -f19 /proc/self/stat; (while :; do :; done) & sleep 1.5; "
-                 "cut -d' ' -f41 /proc/$!/stat; kill $!; cut -d' ' -f41 /proc/self/stat", NULL);
-    cr_assert_str_eq(out, "10\n5\n0\n", "nice, the hog's policy, the shell's policy: %s", out);
+                 "cut -d' ' -f41 /proc/$!/stat; kill $!; cut -d' ' -f41 /proc/self/stat; "
+                 "(while :; do :; done) & sleep 1.5; [ -e /proc/$!/autogroup ] && "
+                 "grep -c 'nice 19' /proc/$!/autogroup || echo 1; kill $!", NULL);
+    /* ...and, where the kernel has autogroups, so does its group */
+    cr_assert_str_eq(out, "10\n5\n0\n1\n", "nice, the hog's policy, the shell's policy, "
+                     "the hog's autogroup: %s", out);
     free(out);
     finish(ctx, sb);
 }

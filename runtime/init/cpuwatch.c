@@ -1,9 +1,10 @@
 /* cpuwatch.c - the CPU share where no cgroup can enforce one: a process of
  * the sandbox that kept a CPU busy for most of the last interval is moved to
- * SCHED_IDLE, so it runs only on CPU time nobody else wants: the host, the
- * neighbours and the sandbox's own short commands come first. A command
- * cannot undo it (leaving SCHED_IDLE needs CAP_SYS_NICE or RLIMIT_NICE, which
- * it has not). PID 1 checks every 250 ms (docs/runtime.md). */
+ * SCHED_IDLE and its autogroup to nice 19, so it runs only on CPU time nobody
+ * else wants: the host, the neighbours and the sandbox's own short commands
+ * come first. A command cannot leave SCHED_IDLE (that needs CAP_SYS_NICE or
+ * RLIMIT_NICE); it can raise its autogroup back, and is demoted again at the
+ * next check. PID 1 checks every 250 ms (docs/runtime.md). */
 #include "init.h"
 
 #include <dirent.h>
@@ -49,6 +50,27 @@ static long long cpu_ticks(int dirfd, const char *pid, int *policy)
     return ut + stt;
 }
 
+/* SCHED_IDLE ranks the process only inside its scheduling group, and with
+ * autogroups (kernel.sched_autogroup_enabled) each command's session is a
+ * group of normal weight: the group goes to nice 19 too. A command may set
+ * its group back to 0; it is then demoted again at the next check. */
+static void demote(int dirfd, const char *pid, pid_t p, int policy)
+{
+    if (policy != SCHED_IDLE) {
+        struct sched_param sp = {0};
+        sched_setscheduler(p, SCHED_IDLE, &sp);
+    }
+    char path[64];
+    snprintf(path, sizeof path, "%s/autogroup", pid);
+    int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (write(fd, "19", 2) < 0) {
+            /* no autogroups on this kernel: SCHED_IDLE alone */
+        }
+        close(fd);
+    }
+}
+
 void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms)
 {
     long hz = sysconf(_SC_CLK_TCK);
@@ -68,11 +90,8 @@ void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms)
             continue;
         pid_t pid = atoi(e->d_name);
         for (int i = 0; i < *n; i++)
-            if ((*tab)[i].pid == pid && busy > 0 && t - (*tab)[i].ticks >= busy &&
-                policy != SCHED_IDLE) {
-                struct sched_param sp = {0};
-                sched_setscheduler(pid, SCHED_IDLE, &sp);
-            }
+            if ((*tab)[i].pid == pid && busy > 0 && t - (*tab)[i].ticks >= busy)
+                demote(dirfd(d), e->d_name, pid, policy);
         if (m == cap) {
             cap = cap ? 2 * cap : 64;
             struct cpu_sample *g = realloc(next, (size_t)cap * sizeof *g);
