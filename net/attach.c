@@ -44,7 +44,7 @@ static lis_proxy *ctx_proxy(lis_ctx *ctx, int manual, lis_error *err)
     if (!manual) {
         int rc = net_start_thread(&px->thread, net_proxy_main, px);
         if (rc) {
-            net_fail(err, rc, "starting the proxy thread: %s", strerror(rc));
+            lis_fail(err, rc, "starting the proxy thread: %s", strerror(rc));
             return NULL;
         }
         px->has_thread = 1;
@@ -58,7 +58,7 @@ int lis_net_manual(lis_ctx *ctx, lis_error *err)
     if (!px)
         return -1;
     if (!px->manual)
-        return net_fail(err, EBUSY, "the context's proxy already runs in its own thread: ask for "
+        return lis_fail(err, EBUSY, "the context's proxy already runs in its own thread: ask for "
                         "manual pumping before the first --net proxy sandbox");
     return px->epfd;
 }
@@ -69,7 +69,7 @@ int lis_net_step(lis_ctx *ctx, lis_error *err)
     if (!px || !px->manual)
         return 0;
     if (net_proxy_step(px, 0) < 0)
-        return net_fail(err, errno, "proxy: epoll_wait: %s", strerror(errno));
+        return lis_fail(err, errno, "proxy: epoll_wait: %s", strerror(errno));
     return 0;
 }
 
@@ -100,7 +100,7 @@ static int attach(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *r, int lis
         if (fd >= 0)
             close(fd);
         lis_netrules_free(&rules);
-        return net_fail(err, errno ? errno : ENOMEM, "attaching the proxy: %s",
+        return lis_fail(err, errno ? errno : ENOMEM, "attaching the proxy: %s",
                         strerror(errno ? errno : ENOMEM));
     }
     pthread_mutex_lock(&px->mu);
@@ -120,7 +120,7 @@ int lis_net_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec,
         *out = NULL;
         if ((rules->allow_domains && rules->allow_domains[0]) ||
             (rules->deny_domains && rules->deny_domains[0]) || rules->allow_host_network)
-            return net_fail(err, EINVAL, "--allow-domain, --deny-domain and --allow-host-network "
+            return lis_fail(err, EINVAL, "--allow-domain, --deny-domain and --allow-host-network "
                             "apply to --net proxy");
         return lis_sandbox_create(ctx, spec, out, err);
     }
@@ -132,7 +132,7 @@ int lis_net_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec,
     const char **env = calloc(np + n + 1, sizeof *env);
     if (!env) {
         *out = NULL;
-        return net_fail(err, ENOMEM, "out of memory");
+        return lis_fail(err, ENOMEM, "out of memory");
     }
     memcpy(env, proxy_env, np * sizeof *env);
     for (size_t i = 0; i < n; i++)
@@ -148,7 +148,7 @@ int lis_net_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec,
     /* An ephemeral sandbox is served by this process, a persistent one by
      * the per-user daemon (proxyd.c). */
     int fd = lis_sandbox_take_listener(sb);
-    int prc = fd < 0 ? net_fail(err, EIO, "the sandbox has no proxy listener")
+    int prc = fd < 0 ? lis_fail(err, EIO, "the sandbox has no proxy listener")
               : spec->persist ? net_proxyd_register(ctx, sb, rules, fd, err)
                               : attach(ctx, sb, rules, fd, err);
     if (fd >= 0)
@@ -157,7 +157,7 @@ int lis_net_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec,
         *out = NULL;
         lis_error ignore;
         lis_sandbox_destroy(sb, &ignore);
-        return net_wrap(err, "creating sandbox %s", spec->name ? spec->name : "");
+        return lis_wrap(err, "creating sandbox %s", spec->name ? spec->name : "");
     }
     return 0;
 }

@@ -221,12 +221,5 @@ void net_proxy_free(lis_proxy *px)
             free(j);
         }
     net_bury(px);
-    int fds[] = {px->epfd, px->wakefd, px->dnsfd, px->timerfd, px->ctl_fd};
-    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
-    pthread_mutex_destroy(&px->mu);
-    pthread_mutex_destroy(&px->dmu);
-    pthread_cond_destroy(&px->dcv);
-    free(px);
+    net_proxy_release(px);
 }

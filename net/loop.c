@@ -86,11 +86,23 @@ void net_bury(lis_proxy *px)
 /* ---- the proxy object and its loop ---- */
 
 
+void net_proxy_release(lis_proxy *px)
+{
+    int fds[] = {px->epfd, px->wakefd, px->dnsfd, px->timerfd, px->ctl_fd};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    pthread_mutex_destroy(&px->mu);
+    pthread_mutex_destroy(&px->dmu);
+    pthread_cond_destroy(&px->dcv);
+    free(px);
+}
+
 lis_proxy *net_proxy_new(int daemon, lis_error *err)
 {
     lis_proxy *px = calloc(1, sizeof *px);
     if (!px) {
-        net_fail(err, ENOMEM, "out of memory");
+        lis_fail(err, ENOMEM, "out of memory");
         return NULL;
     }
     px->daemon = daemon;
@@ -103,15 +115,8 @@ lis_proxy *net_proxy_new(int daemon, lis_error *err)
     px->dnsfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     px->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (px->epfd < 0 || px->wakefd < 0 || px->dnsfd < 0 || px->timerfd < 0) {
-        net_fail(err, errno, "creating the proxy's event loop: %s", strerror(errno));
-        int fds[] = {px->epfd, px->wakefd, px->dnsfd, px->timerfd};
-        for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
-            if (fds[i] >= 0)
-                close(fds[i]);
-        pthread_mutex_destroy(&px->mu);
-        pthread_mutex_destroy(&px->dmu);
-        pthread_cond_destroy(&px->dcv);
-        free(px);
+        lis_fail(err, errno, "creating the proxy's event loop: %s", strerror(errno));
+        net_proxy_release(px);
         return NULL;
     }
     px->wake_ref = (ep_ref){R_WAKE, px};

@@ -175,8 +175,6 @@ enum { PXD_ALLOW_HOST_NETWORK = 1 };
 
 
 /* util.c */
-int net_fail(lis_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-int net_wrap(lis_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 double net_now(void); /* CLOCK_MONOTONIC seconds */
 /* A helper thread that takes no signals (they belong to the application). */
 int net_start_thread(pthread_t *t, void *(*fn)(void *), void *arg);
@@ -202,6 +200,8 @@ static inline void net_set_mask(lis_proxy *px, int fd, ep_ref *ref, uint32_t *cu
 /* loop.c; the caller of the port and step functions holds px->mu */
 lis_proxy *net_proxy_new(int daemon, lis_error *err);
 void net_proxy_free(lis_proxy *px);
+/* loop.c: the fds, locks and memory of a proxy with nothing left in it */
+void net_proxy_release(lis_proxy *px);
 /* relay.c: writing a queued reply, and draining a client after it */
 void net_send_reply(lis_proxy *px, conn *c);
 void net_linger_drain(lis_proxy *px, conn *c);

@@ -140,7 +140,7 @@ static int spawn_proxyd(lis_ctx *ctx, lis_error *err)
 {
     char exe[PATH_MAX];
     if (proxyd_exe(ctx, exe, sizeof exe) < 0)
-        return net_fail(err, ENOENT, "persistent --net proxy sandboxes are served by `lis proxyd`, "
+        return lis_fail(err, ENOENT, "persistent --net proxy sandboxes are served by `lis proxyd`, "
                         "but the lis binary was not found next to %s (set LIS_PROXYD_EXE)",
                         lis_ctx_init_path(ctx));
     posix_spawn_file_actions_t fa;
@@ -163,7 +163,7 @@ static int spawn_proxyd(lis_ctx *ctx, lis_error *err)
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     if (rc)
-        return net_fail(err, rc, "starting %s proxyd: %s", exe, strerror(rc));
+        return lis_fail(err, rc, "starting %s proxyd: %s", exe, strerror(rc));
     /* It forks the daemon once it listens, then exits. */
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
@@ -184,7 +184,7 @@ int net_proxyd_register(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *spec
         m.flags |= PXD_ALLOW_HOST_NETWORK;
     char *payload = malloc(PXD_PAYLOAD_MAX), *o = payload;
     if (!payload)
-        return net_fail(err, ENOMEM, "out of memory");
+        return lis_fail(err, ENOMEM, "out of memory");
     const char *const *lists[2] = {spec->allow_domains, spec->deny_domains};
     uint32_t *counts[2] = {&m.nallow, &m.ndeny};
     for (int k = 0; k < 2; k++)
@@ -192,7 +192,7 @@ int net_proxyd_register(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *spec
             size_t n = strlen(lists[k][i]) + 1;
             if ((size_t)(o - payload) + n > PXD_PAYLOAD_MAX) {
                 free(payload);
-                return net_fail(err, E2BIG, "too many --allow-domain/--deny-domain rules");
+                return lis_fail(err, E2BIG, "too many --allow-domain/--deny-domain rules");
             }
             memcpy(o, lists[k][i], n);
             o += n;
@@ -211,7 +211,7 @@ int net_proxyd_register(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *spec
                 if (ans.type == PXD_OK)
                     return 0;
                 ans.text[sizeof ans.text - 1] = 0;
-                return net_fail(err, EPROTO, "the proxy daemon refused sandbox %s: %s",
+                return lis_fail(err, EPROTO, "the proxy daemon refused sandbox %s: %s",
                                 lis_sandbox_name(sb), ans.text);
             }
             /* a daemon on its way out: start another */
@@ -226,7 +226,7 @@ int net_proxyd_register(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *spec
         nanosleep(&ts, NULL);
     }
     free(payload);
-    return net_fail(err, ETIMEDOUT, "cannot reach the proxy daemon at %s/proxyd.sock",
+    return lis_fail(err, ETIMEDOUT, "cannot reach the proxy daemon at %s/proxyd.sock",
                     lis_ctx_run_dir(ctx));
 }
 
@@ -361,11 +361,11 @@ int lis_proxyd_serve(const char *run_dir, lis_error *err)
     sock_path(run_dir, "proxyd.sock", path, sizeof path);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof a.sun_path)
-        return net_fail(err, ENAMETOOLONG, "socket path too long: %s", path);
+        return lis_fail(err, ENAMETOOLONG, "socket path too long: %s", path);
     strcpy(a.sun_path, path);
     int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lfd < 0)
-        return net_fail(err, errno, "open %s: %s", lock, strerror(errno));
+        return lis_fail(err, errno, "open %s: %s", lock, strerror(errno));
     if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
         close(lfd);
         return 0; /* another daemon serves this run dir */
@@ -373,7 +373,7 @@ int lis_proxyd_serve(const char *run_dir, lis_error *err)
     int sfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (sfd < 0) {
         close(lfd);
-        return net_fail(err, errno, "socket: %s", strerror(errno));
+        return lis_fail(err, errno, "socket: %s", strerror(errno));
     }
     unlink(path);
     mode_t old = umask(077);
@@ -383,7 +383,7 @@ int lis_proxyd_serve(const char *run_dir, lis_error *err)
         int e = errno;
         close(sfd);
         close(lfd);
-        return net_fail(err, e, "listening on %s: %s", path, strerror(e));
+        return lis_fail(err, e, "listening on %s: %s", path, strerror(e));
     }
     pid_t pid = fork();
     if (pid < 0) {
@@ -391,7 +391,7 @@ int lis_proxyd_serve(const char *run_dir, lis_error *err)
         unlink(path);
         close(sfd);
         close(lfd);
-        return net_fail(err, e, "fork: %s", strerror(e));
+        return lis_fail(err, e, "fork: %s", strerror(e));
     }
     if (pid > 0)
         _exit(0); /* the starter waits for this; the daemon is reparented */

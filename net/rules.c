@@ -47,17 +47,17 @@ static int copy_list(const char *const *in, char ***out, size_t *n, const char *
         return 0;
     char **v = calloc(cnt, sizeof *v);
     if (!v)
-        return net_fail(err, ENOMEM, "out of memory");
+        return lis_fail(err, ENOMEM, "out of memory");
     for (size_t i = 0; i < cnt; i++) {
         if (!valid_glob(in[i])) {
             free_list(v, i);
-            return net_fail(err, EINVAL, "--%s '%s': expected a host name or a glob such as "
+            return lis_fail(err, EINVAL, "--%s '%s': expected a host name or a glob such as "
                             "*.example.com (letters, digits, . - _ * ? [ ] :)", what, in[i]);
         }
         v[i] = strdup(in[i]);
         if (!v[i]) {
             free_list(v, i);
-            return net_fail(err, ENOMEM, "out of memory");
+            return lis_fail(err, ENOMEM, "out of memory");
         }
         lis_host_normalize(v[i]);
     }

@@ -1,4 +1,5 @@
-/* util.c - net/'s own small helpers (the runtime's are internal to it). */
+/* util.c - net/'s own small helpers (the runtime's are internal to it;
+ * errors go through lis_fail/lis_wrap of lis.h). */
 #include "net.h"
 
 #include <signal.h>
@@ -6,32 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-int net_fail(lis_error *err, int code, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-        err->code = code;
-    }
-    return -1;
-}
-
-int net_wrap(lis_error *err, const char *fmt, ...)
-{
-    if (!err)
-        return -1;
-    char prefix[256], old[sizeof err->msg];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
-    va_end(ap);
-    memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
-    return -1;
-}
 
 double net_now(void)
 {

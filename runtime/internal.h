@@ -26,13 +26,9 @@
 
 #define LIS_NAME_MAX 64
 
-/* error.c */
-int lis_fail(lis_error *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* error.c (lis_fail and lis_wrap are in lis.h) */
 /* Reports a warning through the context's sink (stderr by default). */
 void lis_warn(const lis_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prefixes err->msg with context ("creating sandbox x: ..."). */
-int lis_wrap(lis_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A subordinate id range from /etc/subuid or /etc/subgid. */
 typedef struct lis_subid {

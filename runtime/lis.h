@@ -25,6 +25,13 @@ typedef struct lis_error {
     char msg[512];   /* one line: what failed, why, and the fix when known */
 } lis_error;
 
+/* Fill err (when not NULL) with code and a formatted line; return -1. For the
+ * areas built on the runtime too (net/), so every layer reports the same way. */
+int lis_fail(lis_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prefixes err->msg with context ("creating sandbox x: ..."); returns -1. */
+int lis_wrap(lis_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* ---- context ----------------------------------------------------------- */
 
 typedef struct lis_ctx lis_ctx;
