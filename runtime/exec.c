@@ -138,22 +138,7 @@ static void proc_free(lis_proc *p)
 static int send_request(int conn, const struct lis_req_hdr *h, const int *fds, int nfds,
                         const char *payload, size_t len)
 {
-    struct iovec iov = {(void *)h, sizeof *h};
-    union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (nfds) {
-        mh.msg_control = u.buf;
-        mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-        memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-    }
-    if (sendmsg(conn, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof *h)
+    if (lis_send_fds(conn, h, sizeof *h, fds, nfds, 0) != (ssize_t)sizeof *h)
         return -1;
     while (len) {
         ssize_t n = send(conn, payload, len, MSG_NOSIGNAL);

@@ -67,6 +67,34 @@ struct lis_msg {
     char text[240];
 };
 
+/* Sends one record of len bytes with up to 4 fds attached (SCM_RIGHTS);
+ * flags are added to MSG_NOSIGNAL. Returns what sendmsg returned.
+ * Allocates nothing. */
+static inline ssize_t lis_send_fds(int sock, const void *buf, size_t len, const int *fds,
+                                   int nfds, int flags)
+{
+    struct iovec iov = {(void *)buf, len};
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds > 4) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (nfds > 0) {
+        mh.msg_control = u.buf;
+        mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+    }
+    return sendmsg(sock, &mh, MSG_NOSIGNAL | flags);
+}
+
 /* Sends one lis_msg (text truncated to fit), with fd attached when fd >= 0;
  * flags are added to MSG_NOSIGNAL (e.g. MSG_DONTWAIT). Allocates nothing, so
  * the clone child and lis-init use it too. Returns 0, or -1 with errno. */
@@ -80,22 +108,7 @@ static inline int lis_msg_send_flags(int sock, uint32_t type, int32_t a, int64_t
     m.b = b;
     if (text)
         strncpy(m.text, text, sizeof m.text - 1);
-    struct iovec iov = {&m, sizeof m};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fd >= 0) {
-        mh.msg_control = u.buf;
-        mh.msg_controllen = sizeof u.buf;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
-    ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL | flags);
+    ssize_t n = lis_send_fds(sock, &m, sizeof m, &fd, fd >= 0 ? 1 : 0, flags);
     if (n >= 0 && n != (ssize_t)sizeof m)
         errno = EIO;
     return n == (ssize_t)sizeof m ? 0 : -1;

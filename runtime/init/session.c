@@ -193,19 +193,7 @@ static int register_command(int ctl, pid_t cmd, int64_t timeout_ms, uint64_t tag
         return -1;
     }
     struct sess_msg m = {.type = SESS_REG, .pid = cmd, .timeout_ms = timeout_ms, .tag = tag};
-    struct iovec iov = {&m, sizeof m};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = sizeof u.buf};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &nsfd, sizeof nsfd);
-    ssize_t n = sendmsg(ctl, &mh, MSG_NOSIGNAL);
+    ssize_t n = lis_send_fds(ctl, &m, sizeof m, &nsfd, 1, 0);
     close(nsfd);
     return n == (ssize_t)sizeof m ? 0 : -1;
 }
