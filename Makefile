@@ -14,7 +14,7 @@ B       ?= build
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation
 OPT     ?= -O2 -g
-CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Inet -Irootfs -Iagent
+CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Inet -Irootfs -Iagent -Ibatch -Iserve
 
 RT_PKGS     := libseccomp libcjson
 AGENT_PKGS  := libcurl libcjson yaml-0.1
@@ -36,7 +36,7 @@ RT_SRC      := $(wildcard runtime/*.c) rootfs/store.c
 NET_SRC     := $(wildcard net/*.c)
 INIT_SRC    := $(wildcard runtime/init/*.c)
 CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cli_util.c cli/relay.c
-AGENT_SRC   := $(wildcard agent/*.c) cli/cmd_run.c cli/cli_util.c
+AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) cli/cmd_run.c $(wildcard cli/cmd_batch.c) cli/cli_util.c
 ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cli_util.c
 
 RT_OBJ      := $(RT_SRC:%.c=$(B)/obj/%.o)
@@ -91,10 +91,10 @@ $(B)/liblis-rootfs.so: $(ROOTFS_OBJ)
 AGENT_LIBOBJ  := $(filter-out $(B)/pobj/cli/%,$(AGENT_OBJ))
 ROOTFS_LIBOBJ := $(filter-out $(B)/pobj/cli/%,$(ROOTFS_OBJ))
 TESTLIB       := tests/testlib.c tests/testlib.h
-uses_net  = $(filter test_net test_http_head test_agent% security/%,$(1))
-test_objs = $(if $(filter test_agent%,$(1)),$(AGENT_LIBOBJ)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBOBJ)) \
+uses_net  = $(filter test_net test_http_head test_agent% test_batch% test_score% security/%,$(1))
+test_objs = $(if $(filter test_agent% test_batch% test_score%,$(1)),$(AGENT_LIBOBJ)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBOBJ)) \
             $(if $(call uses_net,$(1)),$(B)/libnet.a)
-test_libs = $(if $(filter test_agent%,$(1)),$(AGENT_LIBS)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBS))
+test_libs = $(if $(filter test_agent% test_batch% test_score%,$(1)),$(AGENT_LIBS)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBS))
 # tests/security/test_* (the escape suites) also link their shared helpers
 test_srcs = $(if $(filter security/%,$(1)),tests/security/seclib.c tests/security/seclib.h)
 

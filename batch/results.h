@@ -1,0 +1,54 @@
+/* results.h - batch/ internal: the output directory of a batch run, written
+ * so that it survives Ctrl-C, kill -9 and a reboot. Implemented in results.c.
+ *
+ * Layout of DIR:
+ *   run.json            what the run is (task, model, flags that change results);
+ *                       --resume refuses a different one
+ *   results.jsonl       one row per finished episode, appended + fsync'ed once;
+ *                       the only source of truth for "done"
+ *   trajectories/KEY.json   each episode's trajectory (written before its row)
+ *   logs/KEY.txt        the original's per-problem log (written before its row)
+ *   results.json, trajectory.json   the original's files, made from the above at the
+ *                       end and by `lis batch report DIR`
+ * KEY is the row id for attempt 0 and "ID@K" for attempt K > 0 (--repeat),
+ * made safe for a file name.
+ *
+ * A row of results.jsonl (written by batch/run.c): id, attempt, score,
+ * answer, ground_truth, problem_statement, reason (submitted | max_steps |
+ * token_limit | deadline | llm_error | sandbox_error | scorer_error |
+ * input_error | cancelled), error, steps, prompt_tokens, completion_tokens,
+ * llm_seconds, tool_seconds, wall_seconds, memory_peak, oom_kills,
+ * proxy_bytes, scorer. judge.jsonl (from `lis batch judge DIR`) holds id,
+ * attempt, score, verdict per judged episode: its score replaces the row's in
+ * the files made from the rows. */
+#ifndef LIS_BATCH_RESULTS_H
+#define LIS_BATCH_RESULTS_H
+
+#include "agent.h"
+
+typedef struct batch_out batch_out;
+
+/* Creates DIR (or, with resume, opens it: run.json must equal config, else a
+ * one-line refusal naming the first differing key), loads the rows already
+ * in results.jsonl (a torn last line from a crash is cut off). */
+int batch_out_open(const char *dir, const cJSON *config, int resume, batch_out **out,
+                   lis_error *err);
+/* The episode (id, attempt) already has a row. */
+int batch_out_has(const batch_out *o, const char *id, int attempt);
+size_t batch_out_count(const batch_out *o);
+/* Thread-safe. Writes trajectory (may be NULL) and log_text (may be NULL)
+ * first, then appends row as one line and fsyncs; a row for an (id,
+ * attempt) that has one already is refused (never double-counted). row must
+ * hold "id" and "attempt"; the other fields are the caller's. */
+int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
+                     const char *log_text, lis_error *err);
+const char *batch_out_dir(const batch_out *o);
+void batch_out_close(batch_out *o);
+
+/* Writes results.json + trajectory.json from DIR's run.json, results.jsonl
+ * and trajectories/; elapsed (seconds, <0: unknown) goes to
+ * elapsed_time_seconds. summary (may be NULL) receives the results.json
+ * object (the caller's to cJSON_Delete). */
+int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_error *err);
+
+#endif
