@@ -9,6 +9,7 @@
 #include "lis.h"
 
 #include <cjson/cJSON.h>
+#include <curl/curl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -84,12 +85,29 @@ typedef struct agent_tool_out {
     int done;             /* submit was called */
     int exit_code;        /* execute_bash: the command's exit code, else 0 */
     double exec_seconds;  /* time spent executing the tool */
+    int oom_killed;       /* execute_bash: the OOM killer fired during the command */
+    uint64_t memory_peak; /* execute_bash: the sandbox's memory peak, when known */
 } agent_tool_out;
 
 /* Runs one tool call; params may be NULL or a non-object (then the continue
  * message is the observation, as in the original). */
 void agent_tool_exec(const agent_tool_env *env, const char *name, const cJSON *params,
                      agent_tool_out *out);
+
+/* execute_bash in two halves, so that one thread can run many commands
+ * (lis batch starts b->spec with lis_exec_start; agent_tool_exec runs it with
+ * lis_exec). The command text of an execute_bash call, NULL when the call
+ * is not one or has no command (then agent_tool_exec answers it); *printed
+ * is the caller's to free. */
+const char *agent_bash_command(const char *name, const cJSON *params, char **printed);
+typedef struct agent_bash {
+    const char *argv[4];
+    lis_exec_spec spec;   /* points into argv and at command: keep both alive */
+} agent_bash;
+void agent_bash_prepare(const agent_tool_env *env, const char *command, agent_bash *b);
+/* The observation of a finished command (rc and err from running it). */
+void agent_bash_observe(const agent_tool_env *env, const agent_bash *b, int rc,
+                        const lis_result *res, const lis_error *err, agent_tool_out *out);
 
 /* ---- the editor (editor.c) --------------------------------------------- */
 
@@ -209,6 +227,27 @@ void llm_free(llm_client *c);
 int llm_chat(llm_client *c, const cJSON *messages, const cJSON *tools, llm_reply *out,
              lis_error *err);
 void llm_reply_free(llm_reply *r);
+const char *llm_client_url(const llm_client *c);
+
+/* One chat completion as a sequence of attempts, for callers that perform the
+ * transfers themselves (lis batch: one curl multi handle for every episode).
+ * llm_chat is this driven with curl_easy_perform and a sleep between
+ * attempts. messages and tools must stay unchanged until the call is freed. */
+typedef struct llm_call llm_call;
+enum { LLM_CALL_DONE = 0, LLM_CALL_RETRY = 1, LLM_CALL_FAILED = -1 };
+/* own_handle: the call gets an easy handle of its own (for a multi handle);
+ * else it uses the client's (one call at a time). */
+llm_call *llm_call_new(llm_client *c, const cJSON *messages, const cJSON *tools, int own_handle,
+                       lis_error *err);
+/* Sets up the next attempt; returns its easy handle (CURLOPT_PRIVATE = the
+ * call), ready for curl_easy_perform or curl_multi_add_handle. */
+CURL *llm_call_attempt(llm_call *k, lis_error *err);
+CURL *llm_call_handle(const llm_call *k);
+/* The transfer of the attempt ended with rc: LLM_CALL_DONE (out filled),
+ * LLM_CALL_RETRY (start the next attempt after *wait seconds) or
+ * LLM_CALL_FAILED (err says why; err->code the HTTP status, 0 transport). */
+int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_error *err);
+void llm_call_free(llm_call *k);
 
 /* Parses a text/event-stream body chunk by chunk (sse.c). */
 typedef struct sse_state {
@@ -264,7 +303,35 @@ typedef struct agent_outcome {
     char stop_reason[32];        /* submit | max_steps | token_limit | llm_error | ... */
     char error[512];
     long prompt_tokens, completion_tokens;
+    double llm_seconds, tool_seconds;  /* summed over the steps */
+    int oom_kills;                     /* commands that met the OOM killer */
+    uint64_t memory_peak;              /* the sandbox's peak seen by the commands */
 } agent_outcome;
+
+/* The episode engine (react.c): the ReAct loop as a state machine doing no
+ * I/O. agent_ep_next says what it needs: an LLM call (agent_ep_messages +
+ * agent_ep_tools, answered with agent_ep_llm_reply or agent_ep_llm_failed),
+ * a tool (agent_ep_tool, answered with agent_ep_tool_done), or nothing more
+ * (then agent_ep_finish). o must outlive the episode. */
+typedef struct agent_ep agent_ep;
+enum { AGENT_EP_DONE = 0, AGENT_EP_LLM, AGENT_EP_TOOL };
+agent_ep *agent_ep_new(const agent_opts *o);
+int agent_ep_next(agent_ep *ep);
+const cJSON *agent_ep_messages(const agent_ep *ep);
+const cJSON *agent_ep_tools(const agent_ep *ep);
+int agent_ep_steps(const agent_ep *ep);
+/* Takes the reply (r is emptied). */
+void agent_ep_llm_reply(agent_ep *ep, llm_reply *r);
+void agent_ep_llm_failed(agent_ep *ep, const char *why);
+/* The call to run: its name ("" when the reply had no usable call: run
+ * agent_tool_exec with NULL for the continue message) and parameters. */
+const char *agent_ep_tool(const agent_ep *ep, const cJSON **params);
+/* Takes out->obs. */
+void agent_ep_tool_done(agent_ep *ep, agent_tool_out *out);
+/* Ends the episode now with reason (deadline, cancelled, sandbox_error). */
+void agent_ep_stop(agent_ep *ep, const char *reason, const char *error);
+/* The trajectory (the original's format plus usage and tool time); frees ep. */
+cJSON *agent_ep_finish(agent_ep *ep, agent_outcome *out);
 
 /* Prepares the sandbox as the original does (mkdir -p of the working, input
  * and output dirs; git init when git exists) and fills env (bash or sh). */

@@ -528,155 +528,251 @@ int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why,
     return 0;
 }
 
-/* Parses a successful response; returns 0, or -1 with why set. */
-static int parse_ok(const llm_client *c, xfer *x, llm_reply *out, char *why, size_t wl)
+/* ---- one call: attempts, retries, context shrinking -------------------- */
+
+struct llm_call {
+    llm_client *c;
+    const cJSON *messages, *tools;
+    CURL *h;
+    int own_handle;
+    struct curl_slist *hd;
+    char *body;
+    xfer x;
+    sse_state sse;
+    long max_tokens;
+    int attempt;
+    double t0;
+};
+
+llm_call *llm_call_new(llm_client *c, const cJSON *messages, const cJSON *tools, int own_handle,
+                       lis_error *err)
 {
-    if (x->is_sse && x->sse)
-        return llm_parse_stream(x->sse, out, why, wl);
-    return llm_parse_response(c->cfg.api, x->body.s ? x->body.s : "", out, why, wl);
+    llm_call *k = calloc(1, sizeof *k);
+    if (!k) {
+        agent_fail(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    k->c = c;
+    k->messages = messages;
+    k->tools = tools;
+    k->own_handle = own_handle;
+    k->max_tokens = c->cfg.max_tokens > 0 ? c->cfg.max_tokens : 65536;
+    k->t0 = agent_now();
+    sse_init(&k->sse);
+    return k;
 }
 
-static int request(llm_client *c, const char *body, xfer *x, lis_error *err, char *why,
-                   size_t wl)
+static void attempt_free(llm_call *k)
 {
-    CURL *h = c->curl;
+    curl_slist_free_all(k->hd);
+    k->hd = NULL;
+    free(k->body);
+    k->body = NULL;
+    sb_free(&k->x.body);
+    sse_free(&k->sse);
+    sse_init(&k->sse);
+}
+
+void llm_call_free(llm_call *k)
+{
+    if (!k)
+        return;
+    attempt_free(k);
+    if (k->own_handle && k->h)
+        curl_easy_cleanup(k->h);
+    free(k);
+}
+
+CURL *llm_call_handle(const llm_call *k)
+{
+    return k->h;
+}
+
+CURL *llm_call_attempt(llm_call *k, lis_error *err)
+{
+    llm_client *c = k->c;
+    attempt_free(k);
+    cJSON *body = c->cfg.api == LLM_API_ANTHROPIC
+                      ? llm_anthropic_request(k->messages, k->tools, &c->cfg, k->max_tokens)
+                      : openai_request(c, k->messages, k->tools, k->max_tokens);
+    k->body = body ? cJSON_PrintUnformatted(body) : NULL;
+    cJSON_Delete(body);
+    if (!k->body) {
+        agent_fail(err, ENOMEM, "out of memory building the LLM request");
+        return NULL;
+    }
+    memset(&k->x, 0, sizeof k->x);
+    k->x.retry_after = -1;
+    k->x.sse = c->cfg.api == LLM_API_OPENAI ? &k->sse : NULL;
+    if (!k->h)
+        k->h = k->own_handle ? curl_easy_init() : c->curl;
+    if (!k->h) {
+        agent_fail(err, EIO, "cannot create a libcurl handle");
+        return NULL;
+    }
+    CURL *h = k->h;
     curl_easy_reset(h);
-    struct curl_slist *hd = NULL;
     char auth[4200];
-    hd = curl_slist_append(hd, "Content-Type: application/json");
+    k->hd = curl_slist_append(k->hd, "Content-Type: application/json");
     if (c->cfg.api == LLM_API_ANTHROPIC) {
         snprintf(auth, sizeof auth, "x-api-key: %s", c->cfg.api_key ? c->cfg.api_key : "");
-        hd = curl_slist_append(hd, auth);
-        hd = curl_slist_append(hd, "anthropic-version: 2023-06-01");
+        k->hd = curl_slist_append(k->hd, auth);
+        k->hd = curl_slist_append(k->hd, "anthropic-version: 2023-06-01");
     } else if (c->cfg.api_key && *c->cfg.api_key) {
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->cfg.api_key);
-        hd = curl_slist_append(hd, auth);
+        k->hd = curl_slist_append(k->hd, auth);
     }
     if (c->cfg.stream)
-        hd = curl_slist_append(hd, "Accept: text/event-stream");
+        k->hd = curl_slist_append(k->hd, "Accept: text/event-stream");
     curl_easy_setopt(h, CURLOPT_URL, c->url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, k->hd);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, k->body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(k->body));
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(c->cfg.connect_timeout * 1000));
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(c->cfg.timeout * 1000));
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &k->x);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &k->x);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "lis-agent/0.1");
     curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
-    CURLcode rc = curl_easy_perform(h);
-    curl_slist_free_all(hd);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &x->status);
-    if (rc != CURLE_OK) {
-        if (x->too_big)
-            snprintf(why, wl, "the reply is larger than %u MiB", MAX_BODY >> 20);
-        else
-            snprintf(why, wl, "%s", curl_easy_strerror(rc));
-        (void)err;
-        return -1;
-    }
-    return 0;
+    curl_easy_setopt(h, CURLOPT_PRIVATE, k);
+    return h;
 }
 
+int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_error *err)
+{
+    llm_client *c = k->c;
+    memset(out, 0, sizeof *out);
+    *wait = 0;
+    char why[600] = "";
+    xfer *x = &k->x;
+    if (rc != CURLE_OK) {
+        if (x->too_big)
+            snprintf(why, sizeof why, "the reply is larger than %u MiB", MAX_BODY >> 20);
+        else
+            snprintf(why, sizeof why, "%s", curl_easy_strerror(rc));
+    }
+    curl_easy_getinfo(k->h, CURLINFO_RESPONSE_CODE, &x->status);
+    out->attempts = ++k->attempt;
+    long status = rc == CURLE_OK ? x->status : 0;
+    if (rc == CURLE_OK && status >= 200 && status < 300) {
+        int prc = x->is_sse && x->sse ? llm_parse_stream(x->sse, out, why, sizeof why)
+                                      : llm_parse_response(c->cfg.api, x->body.s ? x->body.s
+                                                                                  : "",
+                                                           out, why, sizeof why);
+        if (prc == 0) {
+            out->attempts = k->attempt;
+            out->seconds = agent_now() - k->t0;
+            out->max_tokens_used = k->max_tokens;
+            attempt_free(k);
+            return LLM_CALL_DONE;
+        }
+        llm_reply_free(out);
+        out->attempts = k->attempt;
+        if (prc == -2)
+            status = 400; /* an error object inside a 200 reply */
+    } else if (rc == CURLE_OK) {
+        if (x->is_sse)
+            sse_finish(&k->sse);
+        error_text(x->body.s, why, sizeof why);
+    }
+    double retry_after = x->retry_after;
+    attempt_free(k);
+    long mc, it;
+    if (status >= 400 && llm_is_token_error(why, &mc, &it)) {
+        long nt = llm_shrink_max_tokens(k->max_tokens, mc, it);
+        if (nt > 0) {
+            if (c->cfg.log)
+                fprintf(c->cfg.log, "lis: context length exceeded; max_tokens %ld -> %ld\n",
+                        k->max_tokens, nt);
+            k->max_tokens = nt;
+            k->attempt--; /* as the original: not counted as a retry */
+            return LLM_CALL_RETRY;
+        }
+        agent_fail(err, (int)status, "the conversation no longer fits the model's "
+                   "context (HTTP %ld): %s", status, why);
+        return LLM_CALL_FAILED;
+    }
+    const char *model = c->cfg.model ? c->cfg.model : "";
+    if (status == 401) {
+        agent_fail(err, 401, "the API key was rejected (HTTP 401) by %s: %s; check "
+                   "--api-key / OPENAI_API_KEY", c->url, why);
+        return LLM_CALL_FAILED;
+    }
+    if (status == 403) {
+        agent_fail(err, 403, "access denied (HTTP 403) by %s: %s; the key may "
+                   "not have access to model '%s'", c->url, why, model);
+        return LLM_CALL_FAILED;
+    }
+    if (status == 404) {
+        agent_fail(err, 404, "not found (HTTP 404) at %s: %s; check --llm-base-url "
+                   "(OpenAI-compatible servers usually end in /v1) and the model "
+                   "name '%s'", c->url, why, model);
+        return LLM_CALL_FAILED;
+    }
+    if (status == 400 || status == 422) {
+        agent_fail(err, (int)status, "the LLM server rejected the request (HTTP "
+                   "%ld): %s", status, why);
+        return LLM_CALL_FAILED;
+    }
+    if (k->attempt >= c->cfg.max_retries) {
+        if (status)
+            agent_fail(err, (int)status, "LLM request failed after %d attempts "
+                       "(HTTP %ld from %s): %s", k->attempt, status, c->url, why);
+        else
+            agent_fail(err, 0, "LLM request failed after %d attempts (%s): %s", k->attempt,
+                       c->url, why);
+        return LLM_CALL_FAILED;
+    }
+    double w;
+    if ((status == 429 || status == 503) && retry_after >= 0)
+        w = retry_after;
+    else
+        w = c->cfg.backoff_base * (double)(1L << (k->attempt - 1 < 20 ? k->attempt - 1 : 20)) +
+            c->cfg.backoff_base * ((double)rand_r(&c->seed) / RAND_MAX);
+    if (w > c->cfg.backoff_max)
+        w = c->cfg.backoff_max;
+    if (c->cfg.log) {
+        if (status)
+            fprintf(c->cfg.log, "lis: LLM request failed (HTTP %ld: %.200s); retry %d/%d "
+                    "in %.1fs\n", status, why, k->attempt, c->cfg.max_retries - 1, w);
+        else
+            fprintf(c->cfg.log, "lis: LLM request failed (%.200s); retry %d/%d in %.1fs\n",
+                    why, k->attempt, c->cfg.max_retries - 1, w);
+    }
+    *wait = w;
+    return LLM_CALL_RETRY;
+}
+
+const char *llm_client_url(const llm_client *c)
+{
+    return c->url;
+}
+
+/* The blocking driver of a call (lis run): the same attempts in a loop. */
 int llm_chat(llm_client *c, const cJSON *messages, const cJSON *tools, llm_reply *out,
              lis_error *err)
 {
     memset(out, 0, sizeof *out);
-    long max_tokens = c->cfg.max_tokens > 0 ? c->cfg.max_tokens : 65536;
-    double t0 = agent_now();
-    int attempt = 0;
-    char why[600] = "";
+    llm_call *k = llm_call_new(c, messages, tools, 0, err);
+    if (!k)
+        return -1;
     for (;;) {
-        cJSON *body = c->cfg.api == LLM_API_ANTHROPIC
-                          ? llm_anthropic_request(messages, tools, &c->cfg, max_tokens)
-                          : openai_request(c, messages, tools, max_tokens);
-        char *text = body ? cJSON_PrintUnformatted(body) : NULL;
-        cJSON_Delete(body);
-        if (!text)
-            return agent_fail(err, ENOMEM, "out of memory building the LLM request");
-        sse_state sse;
-        sse_init(&sse);
-        xfer x = {.retry_after = -1, .sse = c->cfg.api == LLM_API_OPENAI ? &sse : NULL};
-        why[0] = 0;
-        int rc = request(c, text, &x, err, why, sizeof why);
-        free(text);
-        out->attempts = ++attempt;
-        long status = x.status;
-        int retry = 1;
-        if (rc == 0 && status >= 200 && status < 300) {
-            int prc = parse_ok(c, &x, out, why, sizeof why);
-            if (prc == 0) {
-                sb_free(&x.body);
-                sse_free(&sse);
-                out->seconds = agent_now() - t0;
-                out->max_tokens_used = max_tokens;
-                return 0;
-            }
-            if (prc == -2)
-                status = 400; /* an error object inside a 200 reply */
-        } else if (rc == 0) {
-            if (x.is_sse)
-                sse_finish(&sse);
-            error_text(x.body.s, why, sizeof why);
+        CURL *h = llm_call_attempt(k, err);
+        if (!h) {
+            llm_call_free(k);
+            return -1;
         }
-        sb_free(&x.body);
-        sse_free(&sse);
-        long mc, it;
-        if (status >= 400 && llm_is_token_error(why, &mc, &it)) {
-            long nt = llm_shrink_max_tokens(max_tokens, mc, it);
-            if (nt > 0) {
-                if (c->cfg.log)
-                    fprintf(c->cfg.log, "lis: context length exceeded; max_tokens %ld -> %ld\n",
-                            max_tokens, nt);
-                max_tokens = nt;
-                attempt--; /* as the original: not counted as a retry */
-                continue;
-            }
-            return agent_fail(err, (int)status, "the conversation no longer fits the model's "
-                              "context (HTTP %ld): %s", status, why);
+        CURLcode rc = curl_easy_perform(h);
+        double wait = 0;
+        int r = llm_call_result(k, rc, out, &wait, err);
+        if (r == LLM_CALL_DONE || r == LLM_CALL_FAILED) {
+            llm_call_free(k);
+            return r == LLM_CALL_DONE ? 0 : -1;
         }
-        const char *model = c->cfg.model ? c->cfg.model : "";
-        if (status == 401)
-            return agent_fail(err, 401, "the API key was rejected (HTTP 401) by %s: %s; check "
-                              "--api-key / OPENAI_API_KEY", c->url, why);
-        if (status == 403)
-            return agent_fail(err, 403, "access denied (HTTP 403) by %s: %s; the key may "
-                              "not have access to model '%s'", c->url, why, model);
-        if (status == 404)
-            return agent_fail(err, 404, "not found (HTTP 404) at %s: %s; check --llm-base-url "
-                              "(OpenAI-compatible servers usually end in /v1) and the model "
-                              "name '%s'", c->url, why, model);
-        if (status == 400 || status == 422)
-            retry = 0;
-        if (!retry)
-            return agent_fail(err, (int)status, "the LLM server rejected the request (HTTP "
-                              "%ld): %s", status, why);
-        if (attempt >= c->cfg.max_retries) {
-            if (status)
-                return agent_fail(err, (int)status, "LLM request failed after %d attempts "
-                                  "(HTTP %ld from %s): %s", attempt, status, c->url, why);
-            return agent_fail(err, 0, "LLM request failed after %d attempts (%s): %s", attempt,
-                              c->url, why);
-        }
-        double wait;
-        if ((status == 429 || status == 503) && x.retry_after >= 0)
-            wait = x.retry_after;
-        else
-            wait = c->cfg.backoff_base * (double)(1L << (attempt - 1 < 20 ? attempt - 1 : 20)) +
-                   c->cfg.backoff_base * ((double)rand_r(&c->seed) / RAND_MAX);
-        if (wait > c->cfg.backoff_max)
-            wait = c->cfg.backoff_max;
-        if (c->cfg.log) {
-            if (status)
-                fprintf(c->cfg.log, "lis: LLM request failed (HTTP %ld: %.200s); retry %d/%d "
-                        "in %.1fs\n", status, why, attempt, c->cfg.max_retries - 1, wait);
-            else
-                fprintf(c->cfg.log, "lis: LLM request failed (%.200s); retry %d/%d in %.1fs\n",
-                        why, attempt, c->cfg.max_retries - 1, wait);
-        }
-        agent_sleep(wait);
+        if (wait > 0)
+            agent_sleep(wait);
     }
 }

@@ -245,47 +245,82 @@ static char *stream_text(const lis_buf *buf, size_t obs_cap)
     return capped;
 }
 
-static void run_bash(const agent_tool_env *env, const char *command, agent_tool_out *out)
+static const char *const BASH_ENV[] = {
+    "PATH=/root/.local/bin:/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+    "/usr/bin:/sbin:/bin",
+    "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_ROOT_USER_ACTION=ignore",
+    "PIP_NO_WARN_SCRIPT_LOCATION=1", NULL};
+
+void agent_bash_prepare(const agent_tool_env *env, const char *command, agent_bash *b)
 {
-    static const char *const bash_env[] = {
-        "PATH=/root/.local/bin:/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:"
-        "/usr/bin:/sbin:/bin",
-        "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_ROOT_USER_ACTION=ignore",
-        "PIP_NO_WARN_SCRIPT_LOCATION=1", NULL};
-    const char *argv[] = {env->shell ? env->shell : "bash", "-c", command, NULL};
-    lis_exec_spec spec = {.argv = argv, .cwd = env->workdir, .env = bash_env,
-                          .in = LIS_STDIO_NULL, .out = LIS_STDIO_CAPTURE,
-                          .err = LIS_STDIO_CAPTURE,
-                          .out_cap = env->capture_cap ? env->capture_cap : AGENT_CAPTURE_CAP,
-                          .timeout = env->timeout > 0 ? env->timeout : AGENT_CMD_TIMEOUT};
-    lis_result res = {0};
-    lis_error err = {0};
-    double t0 = agent_now();
-    int rc = lis_exec(env->sb, &spec, &res, &err);
-    out->exec_seconds = agent_now() - t0;
+    memset(b, 0, sizeof *b);
+    b->argv[0] = env->shell ? env->shell : "bash";
+    b->argv[1] = "-c";
+    b->argv[2] = command;
+    b->spec = (lis_exec_spec){.argv = b->argv, .cwd = env->workdir, .env = BASH_ENV,
+                              .in = LIS_STDIO_NULL, .out = LIS_STDIO_CAPTURE,
+                              .err = LIS_STDIO_CAPTURE,
+                              .out_cap = env->capture_cap ? env->capture_cap : AGENT_CAPTURE_CAP,
+                              .timeout = env->timeout > 0 ? env->timeout : AGENT_CMD_TIMEOUT};
+}
+
+void agent_bash_observe(const agent_tool_env *env, const agent_bash *b, int rc,
+                        const lis_result *res, const lis_error *err, agent_tool_out *out)
+{
     size_t cap = env->obs_cap ? env->obs_cap : AGENT_OBS_CAP;
     char code[64];
-    if (rc < 0 || res.exec_failed) {
+    if (rc < 0 || res->exec_failed) {
         char msg[800];
-        snprintf(msg, sizeof msg, "Error: %s", rc < 0 ? err.msg : res.err_msg);
+        snprintf(msg, sizeof msg, "Error: %s", rc < 0 ? err->msg : res->err_msg);
         out->exit_code = -1;
         out->obs = agent_obs_bash("-1", msg, "");
-    } else if (res.timed_out) {
+    } else if (res->timed_out) {
         char msg[128];
-        snprintf(msg, sizeof msg, "The command took too long to execute (>%gs)", spec.timeout);
+        snprintf(msg, sizeof msg, "The command took too long to execute (>%gs)",
+                 b->spec.timeout);
         out->exit_code = -1;
         out->obs = agent_obs_bash("-1", msg, "");
     } else {
-        char *so = stream_text(&res.out, cap), *se = stream_text(&res.err, cap);
-        out->exit_code = res.exit_code;
-        if (res.exit_code == 0)
+        char *so = stream_text(&res->out, cap), *se = stream_text(&res->err, cap);
+        out->exit_code = res->exit_code;
+        if (res->exit_code == 0)
             snprintf(code, sizeof code, "0");
         else
-            snprintf(code, sizeof code, "Error: Exit code %d", res.exit_code);
+            snprintf(code, sizeof code, "Error: Exit code %d", res->exit_code);
         out->obs = so && se ? agent_obs_bash(code, so, se) : NULL;
         free(so);
         free(se);
     }
+    if (rc == 0) {
+        out->oom_killed = res->oom_killed;
+        out->memory_peak = res->memory_peak;
+    }
+}
+
+const char *agent_bash_command(const char *name, const cJSON *params, char **printed)
+{
+    *printed = NULL;
+    if (!name || strcmp(name, "execute_bash") || !cJSON_IsObject(params))
+        return NULL;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(params, "command");
+    const char *cmd = NULL;
+    if (cJSON_IsString(c))
+        cmd = c->valuestring;
+    else if (c && !cJSON_IsNull(c) && !cJSON_IsFalse(c))
+        cmd = *printed = cJSON_PrintUnformatted(c);
+    return cmd && *cmd ? cmd : NULL;
+}
+
+static void run_bash(const agent_tool_env *env, const char *command, agent_tool_out *out)
+{
+    agent_bash b;
+    agent_bash_prepare(env, command, &b);
+    lis_result res = {0};
+    lis_error err = {0};
+    double t0 = agent_now();
+    int rc = lis_exec(env->sb, &b.spec, &res, &err);
+    out->exec_seconds = agent_now() - t0;
+    agent_bash_observe(env, &b, rc, &res, &err, out);
     if (rc == 0)
         lis_result_free(&res);
 }
@@ -299,18 +334,12 @@ void agent_tool_exec(const agent_tool_env *env, const char *name, const cJSON *p
         return;
     }
     if (!strcmp(name, "execute_bash")) {
-        const cJSON *c = cJSON_GetObjectItemCaseSensitive(params, "command");
         char *printed = NULL;
-        const char *cmd = NULL;
-        if (cJSON_IsString(c))
-            cmd = c->valuestring;
-        else if (c && !cJSON_IsNull(c) && !cJSON_IsFalse(c))
-            cmd = printed = cJSON_PrintUnformatted(c);
-        if (!cmd || !*cmd) {
+        const char *cmd = agent_bash_command(name, params, &printed);
+        if (!cmd)
             out->obs = agent_strdup("Error: No command provided.");
-        } else {
+        else
             run_bash(env, cmd, out);
-        }
         free(printed);
     } else if (!strcmp(name, "str_replace_editor")) {
         ed_fs fs;

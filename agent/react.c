@@ -1,0 +1,398 @@
+/* react.c - the episode engine: the ReAct loop of the original
+ * (agent.py::Agent.run) as a state machine that performs no I/O itself.
+ * System and instance prompt, "Steps Remaining" appended to the last
+ * message, one LLM call per step, the first tool call executed, the continue
+ * message when there is none, stop on submit / max steps / token ceiling /
+ * LLM failure. Whoever drives it does the LLM calls and the tools: `lis run`
+ * one at a time and blocking (loop.c), `lis batch` hundreds at once from one
+ * event loop (batch/). Both get the same steps, history and trajectory. */
+#include "agent.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char IGNORED_CALL_MSG[] =
+    "Error: only the first tool call of a response is executed; this call was ignored. "
+    "Call it again in your next response if it is still needed.";
+
+#define MAX_CALLS 16
+
+typedef enum { S_ASK, S_WAIT_LLM, S_TOOL, S_END } ep_state;
+
+struct agent_ep {
+    const agent_opts *o;
+    cJSON *tools, *history, *steps;
+    int max_steps;
+    long limit, known_tokens;
+    int known_upto, step, done;
+    ep_state state;
+    agent_outcome out;
+    /* the step in progress: the model's reply and the call it makes */
+    llm_reply reply;
+    char *thought;
+    const char *name;
+    cJSON *params;
+    int ncalls;
+};
+
+static cJSON *msg(const char *role, const char *content)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", role);
+    cJSON_AddStringToObject(m, "content", content);
+    return m;
+}
+
+static void append_content(cJSON *m, const char *suffix)
+{
+    const char *c = cJSON_GetStringValue(cJSON_GetObjectItem(m, "content"));
+    sbuf b = {0};
+    sb_puts(&b, c ? c : "");
+    sb_puts(&b, suffix);
+    char *s = sb_take(&b);
+    if (!s)
+        return;
+    if (cJSON_GetObjectItem(m, "content"))
+        cJSON_ReplaceItemInObjectCaseSensitive(m, "content", cJSON_CreateString(s));
+    else
+        cJSON_AddStringToObject(m, "content", s);
+    free(s);
+}
+
+static size_t msg_chars(const cJSON *m)
+{
+    size_t n = 0;
+    const char *c = cJSON_GetStringValue(cJSON_GetObjectItem(m, "content"));
+    if (c)
+        n += strlen(c);
+    const cJSON *tc;
+    cJSON_ArrayForEach(tc, cJSON_GetObjectItem(m, "tool_calls"))
+    {
+        const char *a = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(tc,
+                                             "function"), "arguments"));
+        n += a ? strlen(a) : 0;
+    }
+    return n;
+}
+
+/* Tokens in the conversation: the server's count up to its last reply plus
+ * chars/4 for what came after (the original's fallback estimate). */
+static long estimate_tokens(const cJSON *history, long known, int known_upto)
+{
+    size_t chars = 0;
+    int i = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, history)
+    {
+        if (i++ >= known_upto)
+            chars += msg_chars(m);
+    }
+    return known + (long)(chars / 4);
+}
+
+static void short_args(char *out, size_t len, const char *name, const cJSON *p)
+{
+    const char *cmd = cJSON_GetStringValue(cJSON_GetObjectItem(p, "command"));
+    const char *path = cJSON_GetStringValue(cJSON_GetObjectItem(p, "path"));
+    if (!strcmp(name, "str_replace_editor"))
+        snprintf(out, len, "%s %s", cmd ? cmd : "?", path ? path : "?");
+    else
+        snprintf(out, len, "%s", cmd ? cmd : "");
+    for (char *c = out; *c; c++)
+        if (*c == '\n' || *c == '\t' || *c == '\r')
+            *c = ' ';
+    if (strlen(out) > 72)
+        strcpy(out + 69, "...");
+}
+
+agent_ep *agent_ep_new(const agent_opts *o)
+{
+    agent_ep *ep = calloc(1, sizeof *ep);
+    if (!ep)
+        return NULL;
+    ep->o = o;
+    ep->tools = agent_tool_schemas();
+    ep->history = cJSON_CreateArray();
+    ep->steps = cJSON_CreateArray();
+    char *sys = agent_prompt_system(o->prompts);
+    char *user = agent_prompt_instance(o->prompts, o->query);
+    cJSON_AddItemToArray(ep->history, msg("system", sys ? sys : ""));
+    cJSON_AddItemToArray(ep->history, msg("user", user ? user : ""));
+    free(sys);
+    free(user);
+    ep->max_steps = o->max_steps > 0 ? o->max_steps : 100;
+    ep->limit = o->max_token_limit > 0 ? o->max_token_limit : 65536;
+    snprintf(ep->out.stop_reason, sizeof ep->out.stop_reason, "max_steps");
+    if (!ep->tools || !ep->history || !ep->steps) {
+        snprintf(ep->out.stop_reason, sizeof ep->out.stop_reason, "llm_error");
+        snprintf(ep->out.error, sizeof ep->out.error, "out of memory");
+        ep->state = S_END;
+    }
+    return ep;
+}
+
+const cJSON *agent_ep_messages(const agent_ep *ep)
+{
+    return ep->history;
+}
+
+const cJSON *agent_ep_tools(const agent_ep *ep)
+{
+    return ep->tools;
+}
+
+int agent_ep_steps(const agent_ep *ep)
+{
+    return ep->step;
+}
+
+int agent_ep_next(agent_ep *ep)
+{
+    FILE *log = ep->o->progress;
+    if (ep->state == S_WAIT_LLM)
+        return AGENT_EP_LLM;
+    if (ep->state == S_TOOL)
+        return AGENT_EP_TOOL;
+    if (ep->state == S_END || ep->done || ep->step >= ep->max_steps) {
+        ep->state = S_END;
+        return AGENT_EP_DONE;
+    }
+    int remaining = ep->max_steps - ep->step;
+    char suffix[128];
+    snprintf(suffix, sizeof suffix, "\nSteps Remaining: %d", remaining);
+    append_content(cJSON_GetArrayItem(ep->history, cJSON_GetArraySize(ep->history) - 1),
+                   suffix);
+    long tokens = estimate_tokens(ep->history, ep->known_tokens, ep->known_upto);
+    if (tokens > ep->limit) {
+        snprintf(ep->out.stop_reason, sizeof ep->out.stop_reason, "token_limit");
+        snprintf(ep->out.error, sizeof ep->out.error, "Total tokens: %ld > %ld", tokens,
+                 ep->limit);
+        if (log)
+            fprintf(log, "lis: stopping: the conversation has about %ld tokens, more than "
+                    "--max-token-limit %ld\n", tokens, ep->limit);
+        ep->state = S_END;
+        return AGENT_EP_DONE;
+    }
+    if (log)
+        fprintf(log, "lis: step %d/%d: asking %s (about %ld tokens so far)\n", ep->step + 1,
+                ep->max_steps, ep->o->llm_name ? ep->o->llm_name : "the model", tokens);
+    ep->state = S_WAIT_LLM;
+    return AGENT_EP_LLM;
+}
+
+void agent_ep_llm_failed(agent_ep *ep, const char *why)
+{
+    snprintf(ep->out.stop_reason, sizeof ep->out.stop_reason, "llm_error");
+    snprintf(ep->out.error, sizeof ep->out.error, "%s", why);
+    if (ep->o->progress)
+        fprintf(ep->o->progress, "lis: LLM error: %s\n", why);
+    ep->state = S_END;
+}
+
+void agent_ep_llm_reply(agent_ep *ep, llm_reply *r)
+{
+    ep->reply = *r;
+    memset(r, 0, sizeof *r);
+    llm_reply *reply = &ep->reply;
+    ep->out.llm_seconds += reply->seconds;
+    if (reply->usage.known) {
+        ep->out.prompt_tokens += reply->usage.prompt_tokens;
+        ep->out.completion_tokens += reply->usage.completion_tokens;
+    }
+    /* the calls: native, or written in the text */
+    cJSON *m = reply->message;
+    text_call tcs[MAX_CALLS];
+    ep->thought = agent_strdup(reply->content);
+    if (!reply->tool_calls && *reply->content) {
+        char *rest = NULL;
+        size_t ntext = agent_parse_text_calls(reply->content, ep->tools, tcs, MAX_CALLS, &rest);
+        if (ntext) {
+            cJSON *arr = cJSON_CreateArray();
+            for (size_t i = 0; i < ntext; i++) {
+                cJSON *tc = cJSON_CreateObject();
+                char id[64];
+                snprintf(id, sizeof id, "call_%d_%zu", ep->step + 1, i);
+                cJSON_AddStringToObject(tc, "id", id);
+                cJSON_AddStringToObject(tc, "type", "function");
+                cJSON *f = cJSON_AddObjectToObject(tc, "function");
+                cJSON_AddStringToObject(f, "name", tcs[i].name);
+                cJSON_AddStringToObject(f, "arguments", tcs[i].arguments);
+                cJSON_AddItemToArray(arr, tc);
+            }
+            cJSON_ReplaceItemInObjectCaseSensitive(m, "content",
+                                                   cJSON_CreateString(rest ? rest : ""));
+            cJSON_AddItemToObject(m, "tool_calls", arr);
+            reply->tool_calls = arr;
+            free(ep->thought);
+            ep->thought = agent_strdup(rest ? rest : "");
+            agent_text_calls_free(tcs, ntext);
+        }
+        free(rest);
+    }
+    /* every call needs an id for the replies */
+    ep->ncalls = reply->tool_calls ? cJSON_GetArraySize(reply->tool_calls) : 0;
+    for (int i = 0; i < ep->ncalls; i++) {
+        cJSON *tc = cJSON_GetArrayItem(reply->tool_calls, i);
+        const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(tc, "id"));
+        if (!id || !*id) {
+            char nid[64];
+            snprintf(nid, sizeof nid, "call_%d_%d", ep->step + 1, i);
+            cJSON_DeleteItemFromObjectCaseSensitive(tc, "id");
+            cJSON_AddStringToObject(tc, "id", nid);
+        }
+    }
+    ep->name = "";
+    ep->params = NULL;
+    if (ep->ncalls) {
+        const cJSON *f = cJSON_GetObjectItem(cJSON_GetArrayItem(reply->tool_calls, 0),
+                                             "function");
+        const char *n = cJSON_GetStringValue(cJSON_GetObjectItem(f, "name"));
+        const char *a = cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments"));
+        ep->params = a ? cJSON_Parse(a) : NULL;
+        if (n && cJSON_IsObject(ep->params))
+            ep->name = n;
+    }
+    if (!*ep->name) {
+        cJSON_Delete(ep->params);
+        ep->params = NULL;
+    }
+    ep->state = S_TOOL;
+}
+
+const char *agent_ep_tool(const agent_ep *ep, const cJSON **params)
+{
+    *params = ep->params;
+    return ep->state == S_TOOL ? ep->name : "";
+}
+
+static void drop_pending(agent_ep *ep)
+{
+    free(ep->thought);
+    ep->thought = NULL;
+    cJSON_Delete(ep->params);
+    ep->params = NULL;
+    llm_reply_free(&ep->reply);
+    ep->name = "";
+    ep->ncalls = 0;
+}
+
+void agent_ep_tool_done(agent_ep *ep, agent_tool_out *tout)
+{
+    FILE *log = ep->o->progress;
+    const char *name = ep->name ? ep->name : "";
+    const cJSON *params = ep->params;
+    llm_reply *reply = &ep->reply;
+    ep->done = tout->done;
+    ep->out.tool_seconds += tout->exec_seconds;
+    ep->out.oom_kills += tout->oom_killed;
+    if (tout->memory_peak > ep->out.memory_peak)
+        ep->out.memory_peak = tout->memory_peak;
+    const char *obs = tout->obs ? tout->obs : "";
+
+    /* the trajectory step, in the original's shape plus usage and tool time */
+    cJSON *st = cJSON_CreateObject();
+    cJSON_AddStringToObject(st, "thought", ep->thought ? ep->thought : "");
+    cJSON_AddStringToObject(st, "reasoning_content", reply->reasoning ? reply->reasoning : "");
+    cJSON *act = cJSON_AddObjectToObject(st, "action");
+    cJSON_AddStringToObject(act, "function", name);
+    cJSON_AddItemToObject(act, "parameters", params ? cJSON_Duplicate(params, 1)
+                                                    : cJSON_CreateObject());
+    cJSON_AddStringToObject(st, "observation", obs);
+    cJSON *md = cJSON_AddObjectToObject(st, "metadata");
+    cJSON_AddNumberToObject(md, "step", ep->step + 1);
+    cJSON_AddNumberToObject(md, "exec_time", reply->seconds);
+    cJSON_AddNumberToObject(md, "tool_exec_time", tout->exec_seconds);
+    if (reply->usage.known) {
+        cJSON *u = cJSON_AddObjectToObject(md, "usage");
+        cJSON_AddNumberToObject(u, "prompt_tokens", (double)reply->usage.prompt_tokens);
+        cJSON_AddNumberToObject(u, "completion_tokens", (double)reply->usage.completion_tokens);
+        cJSON_AddNumberToObject(u, "total_tokens", (double)reply->usage.total_tokens);
+    }
+    cJSON_AddNumberToObject(md, "llm_attempts", reply->attempts);
+    if (ep->ncalls > 1)
+        cJSON_AddNumberToObject(md, "tool_calls_ignored", ep->ncalls - 1);
+    if (reply->finish_reason[0])
+        cJSON_AddStringToObject(md, "finish_reason", reply->finish_reason);
+    cJSON_AddItemToArray(ep->steps, st);
+
+    if (log) {
+        char args[80] = "";
+        if (*name)
+            short_args(args, sizeof args, name, params);
+        if (!strcmp(name, "execute_bash"))
+            fprintf(log, "lis: step %d: execute_bash %s -> exit %d (%.2fs; llm %.1fs)\n",
+                    ep->step + 1, args, tout->exit_code, tout->exec_seconds, reply->seconds);
+        else if (*name)
+            fprintf(log, "lis: step %d: %s %s (%.2fs; llm %.1fs)\n", ep->step + 1, name, args,
+                    tout->exec_seconds, reply->seconds);
+        else
+            fprintf(log, "lis: step %d: no usable tool call; sent the continue message "
+                    "(llm %.1fs)\n", ep->step + 1, reply->seconds);
+    }
+
+    /* the history: the assistant message as the server sent it, then answers */
+    cJSON_AddItemToArray(ep->history, reply->message);
+    reply->message = NULL;
+    if (reply->usage.known && reply->usage.total_tokens > 0) {
+        ep->known_tokens = reply->usage.total_tokens;
+        ep->known_upto = cJSON_GetArraySize(ep->history);
+    }
+    if (ep->ncalls) {
+        cJSON *calls = cJSON_GetObjectItem(cJSON_GetArrayItem(ep->history,
+                                           cJSON_GetArraySize(ep->history) - 1), "tool_calls");
+        for (int i = 0; i < ep->ncalls; i++) {
+            const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(
+                cJSON_GetArrayItem(calls, i), "id"));
+            cJSON *t = msg("tool", i == 0 ? obs : IGNORED_CALL_MSG);
+            cJSON_AddStringToObject(t, "tool_call_id", id ? id : "");
+            cJSON_AddItemToArray(ep->history, t);
+        }
+    } else {
+        cJSON_AddItemToArray(ep->history, msg("user", obs));
+    }
+    free(tout->obs);
+    tout->obs = NULL;
+    drop_pending(ep);
+    ep->step++;
+    ep->state = S_ASK;
+}
+
+void agent_ep_stop(agent_ep *ep, const char *reason, const char *error)
+{
+    if (ep->state == S_END)
+        return;
+    drop_pending(ep);
+    snprintf(ep->out.stop_reason, sizeof ep->out.stop_reason, "%s", reason);
+    snprintf(ep->out.error, sizeof ep->out.error, "%s", error ? error : "");
+    if (ep->o->progress)
+        fprintf(ep->o->progress, "lis: stopped: %s%s%s\n", reason, error && *error ? ": " : "",
+                error ? error : "");
+    ep->state = S_END;
+}
+
+cJSON *agent_ep_finish(agent_ep *ep, agent_outcome *out)
+{
+    drop_pending(ep);
+    if (ep->done)
+        snprintf(ep->out.stop_reason, sizeof ep->out.stop_reason, "submit");
+    ep->out.submitted = ep->done;
+    ep->out.steps = ep->step;
+    *out = ep->out;
+    const agent_opts *o = ep->o;
+    cJSON *traj = cJSON_CreateObject();
+    cJSON_AddStringToObject(traj, "problem_statement", o->query ? o->query : "");
+    cJSON_AddItemToObject(traj, "steps", ep->steps);
+    cJSON *md = cJSON_AddObjectToObject(traj, "metadata");
+    cJSON_AddNumberToObject(md, "total_steps", ep->step);
+    cJSON_AddStringToObject(md, "stop_reason", out->stop_reason);
+    if (out->error[0])
+        cJSON_AddStringToObject(md, "error", out->error);
+    if (o->llm_name)
+        cJSON_AddStringToObject(md, "llm_name", o->llm_name);
+    cJSON_AddNumberToObject(md, "prompt_tokens", (double)out->prompt_tokens);
+    cJSON_AddNumberToObject(md, "completion_tokens", (double)out->completion_tokens);
+    cJSON_Delete(ep->history);
+    cJSON_Delete(ep->tools);
+    free(ep);
+    return traj;
+}
