@@ -36,7 +36,8 @@ RT_SRC      := $(wildcard runtime/*.c) rootfs/store.c
 NET_SRC     := $(wildcard net/*.c)
 INIT_SRC    := $(wildcard runtime/init/*.c)
 CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cli_util.c cli/relay.c
-AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) cli/cmd_run.c $(wildcard cli/cmd_batch.c) cli/cli_util.c
+AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) cli/cmd_run.c cli/cmd_batch.c \
+               cli/agent_image.c cli/agent_main.c cli/cli_util.c
 ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cli_util.c
 
 RT_OBJ      := $(RT_SRC:%.c=$(B)/obj/%.o)

@@ -243,6 +243,8 @@ llm_call *llm_call_new(llm_client *c, const cJSON *messages, const cJSON *tools,
  * call), ready for curl_easy_perform or curl_multi_add_handle. */
 CURL *llm_call_attempt(llm_call *k, lis_error *err);
 CURL *llm_call_handle(const llm_call *k);
+/* Where this call reports retries (default: the client's cfg.log). */
+void llm_call_set_log(llm_call *k, FILE *log);
 /* The transfer of the attempt ended with rc: LLM_CALL_DONE (out filled),
  * LLM_CALL_RETRY (start the next attempt after *wait seconds) or
  * LLM_CALL_FAILED (err says why; err->code the HTTP status, 0 transport). */
@@ -386,8 +388,10 @@ typedef struct agent_cli {
     char settings_path[1024];
 } agent_cli;
 
-/* Parses `run` flags (both --llm-name and --llm_name spellings). */
-int agent_cli_parse(int argc, char **argv, agent_cli *c, lis_error *err);
+/* Parses the model and sandbox flags of `lis run` (cmd "run": --query is
+ * required) or `lis batch` (cmd "batch": the rows give the queries), both
+ * --llm-name and --llm_name spellings. */
+int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_error *err);
 /* Fills unset values from the settings file and the environment. */
 int agent_cli_settings(agent_cli *c, lis_error *err);
 void agent_cli_free(agent_cli *c);

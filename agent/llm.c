@@ -542,6 +542,7 @@ struct llm_call {
     long max_tokens;
     int attempt;
     double t0;
+    FILE *log;      /* retries are reported here */
 };
 
 llm_call *llm_call_new(llm_client *c, const cJSON *messages, const cJSON *tools, int own_handle,
@@ -558,6 +559,7 @@ llm_call *llm_call_new(llm_client *c, const cJSON *messages, const cJSON *tools,
     k->own_handle = own_handle;
     k->max_tokens = c->cfg.max_tokens > 0 ? c->cfg.max_tokens : 65536;
     k->t0 = agent_now();
+    k->log = c->cfg.log;
     sse_init(&k->sse);
     return k;
 }
@@ -581,6 +583,11 @@ void llm_call_free(llm_call *k)
     if (k->own_handle && k->h)
         curl_easy_cleanup(k->h);
     free(k);
+}
+
+void llm_call_set_log(llm_call *k, FILE *log)
+{
+    k->log = log;
 }
 
 CURL *llm_call_handle(const llm_call *k)
@@ -684,8 +691,8 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
     if (status >= 400 && llm_is_token_error(why, &mc, &it)) {
         long nt = llm_shrink_max_tokens(k->max_tokens, mc, it);
         if (nt > 0) {
-            if (c->cfg.log)
-                fprintf(c->cfg.log, "lis: context length exceeded; max_tokens %ld -> %ld\n",
+            if (k->log)
+                fprintf(k->log, "lis: context length exceeded; max_tokens %ld -> %ld\n",
                         k->max_tokens, nt);
             k->max_tokens = nt;
             k->attempt--; /* as the original: not counted as a retry */
@@ -734,12 +741,12 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
             c->cfg.backoff_base * ((double)rand_r(&c->seed) / RAND_MAX);
     if (w > c->cfg.backoff_max)
         w = c->cfg.backoff_max;
-    if (c->cfg.log) {
+    if (k->log) {
         if (status)
-            fprintf(c->cfg.log, "lis: LLM request failed (HTTP %ld: %.200s); retry %d/%d "
+            fprintf(k->log, "lis: LLM request failed (HTTP %ld: %.200s); retry %d/%d "
                     "in %.1fs\n", status, why, k->attempt, c->cfg.max_retries - 1, w);
         else
-            fprintf(c->cfg.log, "lis: LLM request failed (%.200s); retry %d/%d in %.1fs\n",
+            fprintf(k->log, "lis: LLM request failed (%.200s); retry %d/%d in %.1fs\n",
                     why, k->attempt, c->cfg.max_retries - 1, w);
     }
     *wait = w;

@@ -157,7 +157,7 @@ static const opt OPTS[] = {
     O("connect-timeout", T_DBL, connect_timeout), O("stream", T_BOOL, stream),
 };
 
-int agent_cli_parse(int argc, char **argv, agent_cli *c, lis_error *err)
+int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_error *err)
 {
     memset(c, 0, sizeof *c);
     c->max_steps = 100;
@@ -173,12 +173,12 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, lis_error *err)
             return 0;
         }
         if (strncmp(a, "--", 2))
-            return agent_fail(err, EINVAL, "unexpected argument '%s' (lis run --help)", a);
+            return agent_fail(err, EINVAL, "unexpected argument '%s' (lis %s --help)", a, cmd);
         char name[64];
         const char *eq = strchr(a, '=');
         size_t n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
         if (n >= sizeof name)
-            return agent_fail(err, EINVAL, "unknown option '%s' (lis run --help)", a);
+            return agent_fail(err, EINVAL, "unknown option '%s' (lis %s --help)", a, cmd);
         memcpy(name, a + 2, n);
         name[n] = 0;
         for (char *p = name; *p; p++)
@@ -195,7 +195,7 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, lis_error *err)
             if (!strcmp(OPTS[k].name, name))
                 o = &OPTS[k];
         if (!o)
-            return agent_fail(err, EINVAL, "unknown option '%s' (lis run --help)", a);
+            return agent_fail(err, EINVAL, "unknown option '%s' (lis %s --help)", a, cmd);
         char *field = (char *)c + o->off;
         if (o->type == T_BOOL) {
             *(int *)field = !eq || !strcasecmp(eq + 1, "true") || !strcmp(eq + 1, "1");
@@ -232,8 +232,13 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, lis_error *err)
             break;
         }
     }
-    if (!c->query || !*c->query)
+    int run = !strcmp(cmd, "run");
+    if (run && (!c->query || !*c->query))
         return agent_fail(err, EINVAL, "--query TEXT is required (lis run --help)");
+    if (!run && (c->query || c->input_dir))
+        return agent_fail(err, EINVAL, "--%s is a flag of lis run: lis %s takes the problems "
+                          "and their input files from the task's rows", c->query ? "query"
+                          : "input-dir", cmd);
     if (c->image && c->rootfs)
         return agent_fail(err, EINVAL, "--image and --rootfs exclude each other");
     return 0;
@@ -306,6 +311,11 @@ int agent_cli_settings(agent_cli *c, lis_error *err)
         snprintf(c->settings_path, sizeof c->settings_path, "%s", cand[i]);
         break;
     }
+    /* the original's environment variables (its benchmark reads these) */
+    if (!c->llm_name || !*c->llm_name)
+        c->llm_name = getenv("LLM_NAME");
+    if ((!c->api_key || !*c->api_key) && getenv("LLM_API_KEY") && *getenv("LLM_API_KEY"))
+        c->api_key = getenv("LLM_API_KEY");
     if (!c->llm_name || !*c->llm_name)
         return agent_fail(err, EINVAL, "no model given: pass --llm-name NAME (or set llm_name "
                           "in a settings file, see lis run --help)");

@@ -2,6 +2,7 @@
  * the root filesystem, run one episode, report. The work is in agent/. */
 #include "agent.h"
 #include "cli_util.h"
+#include "agent_cli.h"
 #include <stdlib.h>
 #include <unistd.h>
 #include <sys/wait.h>
@@ -12,54 +13,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#define DEFAULT_IMAGE "lis-agent:latest"
-
-/* Runs scripts/make-rootfs.sh (next to the build, or installed under
- * share/lis) with its progress on stderr; 0 when it succeeded. */
-static int build_default_image(void)
-{
-    char exe[PATH_MAX], script[PATH_MAX + 64];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return -1;
-    exe[n] = 0;
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", exe);
-    *strrchr(dir, '/') = 0;
-    static const char *const rel[] = {"%s/../scripts/make-rootfs.sh", "%s/../share/lis/make-rootfs.sh"};
-    script[0] = 0;
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-        snprintf(script, sizeof script, rel[i], dir);
-        if (access(script, R_OK) == 0)
-            break;
-        script[0] = 0;
-    }
-    if (!script[0])
-        return -1;
-    cli_error("the default image %s is missing: building it now (first use, a few minutes)",
-              DEFAULT_IMAGE);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        dup2(2, 1); /* stdout is for the answer */
-        setenv("LIS", exe, 1);
-        execl("/bin/bash", "bash", script, (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
-}
-
-int lis_cli_agent_main(int argc, char **argv);
-
-static int run(int argc, char **argv)
+int cmd_run_main(int argc, char **argv)
 {
     agent_cli c;
     lis_error err = {0};
-    if (agent_cli_parse(argc, argv, &c, &err) < 0) {
+    if (agent_cli_parse(argc, argv, &c, "run", &err) < 0) {
         cli_error("%s", err.msg);
         return 2;
     }
@@ -98,23 +56,8 @@ static int run(int argc, char **argv)
         goto out;
     }
     char rootfs[4096];
-    if (c.rootfs) {
-        snprintf(rootfs, sizeof rootfs, "%s", c.rootfs);
-    } else if (lis_store_resolve(lis_ctx_data_dir(ctx), c.image ? c.image : DEFAULT_IMAGE,
-                                 rootfs, sizeof rootfs, &err) < 0) {
-        if (c.image) {
-            cli_fail(&err);
-            goto out;
-        }
-        /* first use: build the default image, then look again */
-        if (build_default_image() < 0 ||
-            lis_store_resolve(lis_ctx_data_dir(ctx), DEFAULT_IMAGE, rootfs, sizeof rootfs,
-                              &err) < 0) {
-            cli_error("the default image %s is not in the store: build it with "
-                      "scripts/make-rootfs.sh, or pass --rootfs DIR", DEFAULT_IMAGE);
-            goto out;
-        }
-    }
+    if (cli_agent_rootfs(ctx, c.image, c.rootfs, rootfs, sizeof rootfs) < 0)
+        goto out;
     agent_run r = {
         .opts = {.query = c.query, .prompts = &prompts, .max_steps = c.max_steps,
                  .max_token_limit = c.max_token_limit, .llm = llm, .llm_name = c.llm_name,
@@ -135,13 +78,4 @@ out:
     cJSON_Delete(extra);
     agent_cli_free(&c);
     return rc;
-}
-
-int lis_cli_agent_main(int argc, char **argv)
-{
-    if (!strcmp(argv[0], "batch")) {
-        cli_error("batch: not implemented yet; run episodes one by one with `lis run`");
-        return 2;
-    }
-    return run(argc, argv);
 }

@@ -20,6 +20,15 @@ ENTRY keys (all optional):
   body         a raw JSON reply body
   headers      extra response headers
   hang         never answer (sleep this many seconds)
+
+Conversation mode (lis batch: many episodes at once, in any order): with
+"rows": {MARKER: [ENTRY, ...]} a request is matched to the first MARKER found
+in its first user message, else to "default": [ENTRY, ...]; the entry is
+chosen by the number of assistant messages in the request (its step), so
+replies do not depend on arrival order. Extra ENTRY keys there:
+  fail         answer the first N requests of this step with fail_status
+               (default 500) and fail_headers, then the entry
+  latency      seconds to wait before answering (also a top-level default)
 Only the standard library is used.
 """
 import json
@@ -35,6 +44,40 @@ mode = script.get("mode", "openai")
 replies = script.get("replies", [])
 lock = threading.Lock()
 state = {"i": 0}
+
+
+fails = {}
+
+
+def first_user_text(req):
+    for m in req.get("messages", []):
+        if m.get("role") == "user":
+            c = m.get("content")
+            if isinstance(c, list):
+                return " ".join(b.get("text", "") for b in c if isinstance(b, dict))
+            return c or ""
+    return ""
+
+
+def conv_entry(req):
+    text = first_user_text(req)
+    step = sum(1 for m in req.get("messages", []) if m.get("role") == "assistant")
+    marker, entries = None, script.get("default", [])
+    for mk, ents in script["rows"].items():
+        if mk in text:
+            marker, entries = mk, ents
+            break
+    e = entries[step] if step < len(entries) else {"calls": [["submit", {}]]}
+    if e.get("fail"):
+        with lock:
+            k = (marker, step)
+            n = fails.get(k, 0)
+            if n < e["fail"]:
+                fails[k] = n + 1
+                return step, {"status": e.get("fail_status", 500),
+                              "headers": e.get("fail_headers", {}),
+                              "body": {"error": {"message": "injected failure %d" % (n + 1)}}}
+    return step, e
 
 
 def next_entry():
@@ -126,7 +169,13 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(n)
-        i, e = next_entry()
+        if "rows" in script:
+            i, e = conv_entry(json.loads(body or b"{}"))
+        else:
+            i, e = next_entry()
+        lat = e.get("latency", script.get("latency"))
+        if lat:
+            time.sleep(lat)
         if log_path:
             with lock, open(log_path, "a") as f:
                 rec = {"path": self.path, "auth": self.headers.get("Authorization"),
@@ -178,6 +227,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+ThreadingHTTPServer.request_queue_size = 4096  # hundreds of clients connect at once
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 server.daemon_threads = True
 print(server.server_address[1], flush=True)

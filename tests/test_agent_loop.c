@@ -12,100 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef struct fake {
-    pid_t pid;
-    int port, out_fd;
-    char dir[256], script[300], log[300], url[128];
-} fake;
-
-static void fake_stop(fake *f)
-{
-    if (f->pid > 0) {
-        kill(f->pid, SIGKILL);
-        waitpid(f->pid, NULL, 0);
-        close(f->out_fd);
-        f->pid = 0;
-    }
-}
-
-static void fake_start(fake *f, const char *script)
-{
-    memset(f, 0, sizeof *f);
-    const char *base = getenv("TMPDIR");
-    snprintf(f->dir, sizeof f->dir, "%s/lis-fake-XXXXXX", base ? base : "/tmp");
-    cr_assert(mkdtemp(f->dir));
-    snprintf(f->script, sizeof f->script, "%s/script.json", f->dir);
-    snprintf(f->log, sizeof f->log, "%s/requests.jsonl", f->dir);
-    FILE *s = fopen(f->script, "w");
-    cr_assert(s);
-    fputs(script, s);
-    fclose(s);
-    char py[512];
-    snprintf(py, sizeof py, "%s/fake_llm.py", t_src_dir());
-    int fd[2];
-    cr_assert_eq(pipe(fd), 0);
-    f->pid = fork();
-    cr_assert_geq(f->pid, 0);
-    if (f->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(fd[1], 1);
-        close(fd[0]);
-        close(fd[1]);
-        /* the system python first: a pyenv shim would fork behind our back */
-        if (access("/usr/bin/python3", X_OK) == 0)
-            execl("/usr/bin/python3", "python3", py, f->script, f->log, (char *)NULL);
-        execlp("python3", "python3", py, f->script, f->log, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    char buf[32] = "";
-    size_t n = 0;
-    while (n < sizeof buf - 1 && !strchr(buf, '\n')) {
-        ssize_t r = read(fd[0], buf + n, sizeof buf - 1 - n);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-        buf[n] = 0;
-    }
-    f->out_fd = fd[0]; /* kept open: the server must never see a broken pipe */
-    cr_assert_gt(n, 0, "the fake server did not start");
-    f->port = atoi(buf);
-    cr_assert_gt(f->port, 0);
-    snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d/v1", f->port);
-}
-
-/* The n-th logged request body (0-based); NULL when absent. */
-static cJSON *fake_request(const fake *f, int n)
-{
-    FILE *l = fopen(f->log, "r");
-    if (!l)
-        return NULL;
-    char *line = NULL;
-    size_t cap = 0;
-    cJSON *j = NULL;
-    for (int i = 0; getline(&line, &cap, l) > 0; i++)
-        if (i == n) {
-            j = cJSON_Parse(line);
-            break;
-        }
-    free(line);
-    fclose(l);
-    return j;
-}
-
-static int fake_count(const fake *f)
-{
-    FILE *l = fopen(f->log, "r");
-    int n = 0, c;
-    if (!l)
-        return 0;
-    while ((c = fgetc(l)) != EOF)
-        n += c == '\n';
-    fclose(l);
-    return n;
-}
-
-static llm_config cfg_for(const fake *f)
+static llm_config cfg_for(const t_fake *f)
 {
     llm_config c = {.api = LLM_API_OPENAI, .base_url = f->url, .api_key = "sk-test",
                     .model = "fake-model", .temperature = 0.7, .send_temperature = 1,
@@ -136,8 +43,8 @@ static int chat(const llm_config *cfg, llm_reply *r, lis_error *err)
 
 Test(agent_llm, plain_request_and_reply)
 {
-    fake f;
-    fake_start(&f, "{\"replies\":[{\"content\":\"thinking\",\"reasoning\":\"deep\",\"calls\":"
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":[{\"content\":\"thinking\",\"reasoning\":\"deep\",\"calls\":"
                    "[[\"execute_bash\",{\"command\":\"ls\"}]],\"usage\":[123,45]}]}");
     llm_config cfg = cfg_for(&f);
     cJSON *extra = cJSON_Parse("{\"chat_template_kwargs\":{\"thinking\":true},\"top_k\":20}");
@@ -151,7 +58,7 @@ Test(agent_llm, plain_request_and_reply)
     cr_assert_eq(r.usage.prompt_tokens, 123);
     cr_assert_eq(r.usage.completion_tokens, 45);
     cr_assert_eq(r.attempts, 1);
-    cJSON *req = fake_request(&f, 0);
+    cJSON *req = t_fake_request(&f, 0);
     cJSON *body = cJSON_GetObjectItem(req, "body");
     cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(req, "path")),
                      "/v1/chat/completions");
@@ -168,13 +75,13 @@ Test(agent_llm, plain_request_and_reply)
     cJSON_Delete(req);
     cJSON_Delete(extra);
     llm_reply_free(&r);
-    fake_stop(&f);
+    t_fake_stop(&f);
 }
 
 Test(agent_llm, streaming_assembles_tool_calls)
 {
-    fake f;
-    fake_start(&f, "{\"replies\":[{\"stream\":true,\"content\":\"ok then\",\"reasoning\":\"why\","
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":[{\"stream\":true,\"content\":\"ok then\",\"reasoning\":\"why\","
                    "\"calls\":[[\"str_replace_editor\",{\"command\":\"create\",\"path\":"
                    "\"/testbed/a.py\",\"file_text\":\"print('hi')\\n\"}],[\"submit\",{}]],"
                    "\"usage\":[7,3]}]}");
@@ -192,17 +99,17 @@ Test(agent_llm, streaming_assembles_tool_calls)
                      "print('hi')\n");
     cJSON_Delete(args);
     cr_assert_eq(r.usage.total_tokens, 10);
-    cJSON *req = fake_request(&f, 0);
+    cJSON *req = t_fake_request(&f, 0);
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(req, "body"), "stream")));
     cJSON_Delete(req);
     llm_reply_free(&r);
-    fake_stop(&f);
+    t_fake_stop(&f);
 }
 
 Test(agent_llm, retry_after_is_honoured_on_429)
 {
-    fake f;
-    fake_start(&f, "{\"replies\":[{\"status\":429,\"headers\":{\"Retry-After\":\"1\"},\"body\":"
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":[{\"status\":429,\"headers\":{\"Retry-After\":\"1\"},\"body\":"
                    "{\"error\":{\"message\":\"slow down\"}}},{\"content\":\"ok\"}]}");
     llm_config cfg = cfg_for(&f);
     llm_reply r;
@@ -214,13 +121,13 @@ Test(agent_llm, retry_after_is_honoured_on_429)
     cr_assert_geq(dt, 0.95, "waited only %.2fs", dt);
     cr_assert_lt(dt, 5);
     llm_reply_free(&r);
-    fake_stop(&f);
+    t_fake_stop(&f);
 }
 
 Test(agent_llm, server_error_then_success)
 {
-    fake f;
-    fake_start(&f, "{\"replies\":[{\"status\":500,\"body\":{\"error\":{\"message\":\"boom\"}}},"
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":[{\"status\":500,\"body\":{\"error\":{\"message\":\"boom\"}}},"
                    "{\"status\":502,\"body\":{}},{\"content\":\"fine\"}]}");
     llm_config cfg = cfg_for(&f);
     llm_reply r;
@@ -229,13 +136,13 @@ Test(agent_llm, server_error_then_success)
     cr_assert_eq(r.attempts, 3);
     cr_assert_str_eq(r.content, "fine");
     llm_reply_free(&r);
-    fake_stop(&f);
+    t_fake_stop(&f);
 }
 
 Test(agent_llm, connection_reset_mid_stream_is_retried)
 {
-    fake f;
-    fake_start(&f, "{\"replies\":[{\"stream\":true,\"reset_after\":3,\"content\":\"partial "
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":[{\"stream\":true,\"reset_after\":3,\"content\":\"partial "
                    "content here\",\"calls\":[[\"execute_bash\",{\"command\":\"echo 1\"}]]},"
                    "{\"stream\":true,\"calls\":[[\"execute_bash\",{\"command\":\"echo 2\"}]]}]}");
     llm_config cfg = cfg_for(&f);
@@ -248,13 +155,13 @@ Test(agent_llm, connection_reset_mid_stream_is_retried)
     cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(f0, "arguments")),
                      "{\"command\": \"echo 2\"}");
     llm_reply_free(&r);
-    fake_stop(&f);
+    t_fake_stop(&f);
 }
 
 Test(agent_llm, a_server_that_never_answers_times_out)
 {
-    fake f;
-    fake_start(&f, "{\"replies\":[{\"hang\":60},{\"hang\":60}]}");
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":[{\"hang\":60},{\"hang\":60}]}");
     llm_config cfg = cfg_for(&f);
     cfg.timeout = 1;
     cfg.max_retries = 2;
@@ -265,13 +172,13 @@ Test(agent_llm, a_server_that_never_answers_times_out)
     cr_assert_lt(agent_now() - t0, 10);
     cr_assert(strstr(err.msg, "after 2 attempts"), "%s", err.msg);
     cr_assert(strstr(err.msg, "imeout") || strstr(err.msg, "timed out"), "%s", err.msg);
-    fake_stop(&f);
+    t_fake_stop(&f);
 }
 
 Test(agent_llm, auth_and_url_errors_are_not_retried)
 {
-    fake f;
-    fake_start(&f, "{\"replies\":[{\"status\":401,\"body\":{\"error\":{\"message\":\"bad key\"}}},"
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":[{\"status\":401,\"body\":{\"error\":{\"message\":\"bad key\"}}},"
                    "{\"status\":404,\"body\":{\"error\":{\"message\":\"no such model\"}}},"
                    "{\"status\":403,\"body\":{}}]}");
     llm_config cfg = cfg_for(&f);
@@ -285,14 +192,14 @@ Test(agent_llm, auth_and_url_errors_are_not_retried)
     cr_assert(strstr(err.msg, "--llm-base-url") && strstr(err.msg, "fake-model"), "%s", err.msg);
     cr_assert_eq(chat(&cfg, &r, &err), -1);
     cr_assert_eq(err.code, 403);
-    cr_assert_eq(fake_count(&f), 3);
-    fake_stop(&f);
+    cr_assert_eq(t_fake_count(&f), 3);
+    t_fake_stop(&f);
 }
 
 Test(agent_llm, context_length_error_shrinks_max_tokens)
 {
-    fake f;
-    fake_start(&f, "{\"replies\":[{\"status\":400,\"body\":{\"error\":{\"message\":\"This "
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":[{\"status\":400,\"body\":{\"error\":{\"message\":\"This "
                    "model's maximum context length is 100000 tokens. However, you requested "
                    "145536 tokens (80000 tokens in the messages, 65536 in the completion).\"}}},"
                    "{\"content\":\"ok\"}]}");
@@ -301,18 +208,18 @@ Test(agent_llm, context_length_error_shrinks_max_tokens)
     lis_error err = {0};
     cr_assert_eq(chat(&cfg, &r, &err), 0, "%s", err.msg);
     cr_assert_eq(r.max_tokens_used, 100000 - 80000 - 100);
-    cJSON *req = fake_request(&f, 1);
+    cJSON *req = t_fake_request(&f, 1);
     cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(req, "body"), "max_tokens")->valueint,
                  19900);
     cJSON_Delete(req);
     llm_reply_free(&r);
-    fake_stop(&f);
+    t_fake_stop(&f);
 }
 
 Test(agent_llm, anthropic_messages_api)
 {
-    fake f;
-    fake_start(&f, "{\"mode\":\"anthropic\",\"replies\":[{\"content\":\"let me\",\"reasoning\":"
+    t_fake f;
+    t_fake_start(&f, "{\"mode\":\"anthropic\",\"replies\":[{\"content\":\"let me\",\"reasoning\":"
                    "\"hmm\",\"calls\":[[\"execute_bash\",{\"command\":\"pwd\"}]],"
                    "\"usage\":[50,5]}]}");
     llm_config cfg = cfg_for(&f);
@@ -330,7 +237,7 @@ Test(agent_llm, anthropic_messages_api)
     cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(f0, "arguments")),
                      "{\"command\":\"pwd\"}");
     cr_assert_eq(r.usage.total_tokens, 55);
-    cJSON *req = fake_request(&f, 0);
+    cJSON *req = t_fake_request(&f, 0);
     cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(req, "path")), "/v1/messages");
     cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(req, "x_api_key")), "sk-test");
     cJSON *body = cJSON_GetObjectItem(req, "body");
@@ -339,13 +246,13 @@ Test(agent_llm, anthropic_messages_api)
                                   "input_schema"));
     cJSON_Delete(req);
     llm_reply_free(&r);
-    fake_stop(&f);
+    t_fake_stop(&f);
 }
 
 /* ---- the loop in a sandbox --------------------------------------------- */
 
 typedef struct world {
-    fake f;
+    t_fake f;
     lis_ctx *ctx;
     lis_sandbox *sb;
     agent_tool_env env;
@@ -358,7 +265,7 @@ typedef struct world {
 static void world_start(world *w, const char *rootfs, const char *script)
 {
     memset(w, 0, sizeof *w);
-    fake_start(&w->f, script);
+    t_fake_start(&w->f, script);
     w->ctx = t_ctx();
     w->sb = t_sandbox(w->ctx, rootfs);
     cr_assert_eq(agent_prompts_default(&w->prompts), 0);
@@ -381,7 +288,7 @@ static void world_stop(world *w)
     lis_sandbox_destroy(w->sb, &err);
     lis_ctx_free(w->ctx);
     agent_prompts_free(&w->prompts);
-    fake_stop(&w->f);
+    t_fake_stop(&w->f);
 }
 
 static const char *obs(const world *w, int step)
@@ -393,7 +300,7 @@ static const char *obs(const world *w, int step)
 /* Messages of the n-th request the server saw. */
 static cJSON *req_messages(const world *w, int n, cJSON **hold)
 {
-    *hold = fake_request(&w->f, n);
+    *hold = t_fake_request(&w->f, n);
     cr_assert(*hold, "no request %d", n);
     return cJSON_GetObjectItem(cJSON_GetObjectItem(*hold, "body"), "messages");
 }
@@ -504,7 +411,7 @@ Test(agent_loop, token_ceiling_and_max_steps)
     cr_assert_str_eq(w.out.stop_reason, "token_limit");
     cr_assert_eq(w.out.steps, 1);
     cr_assert(strstr(w.out.error, "> 65536"));
-    cr_assert_eq(fake_count(&w.f), 1);
+    cr_assert_eq(t_fake_count(&w.f), 1);
     world_stop(&w);
 
     world_start(&w, t_busybox(), "{\"replies\":["
@@ -687,8 +594,8 @@ static char *slurp(const char *path)
 Test(agent_episode, editor_python_answer_submit, .timeout = 120)
 {
     const char *deb = t_debian();
-    fake f;
-    fake_start(&f, "{\"replies\":["
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":["
                "{\"content\":\"I'll write code.\",\"calls\":[[\"str_replace_editor\",{\"command\":"
                "\"create\",\"path\":\"/testbed/solve.py\",\"file_text\":\"data = open("
                "'/testbed/input/n.txt').read().split()\\nprint(sum(int(x) for x in data))\\n\"}]]},"
@@ -759,7 +666,7 @@ Test(agent_episode, editor_python_answer_submit, .timeout = 120)
     cJSON_Delete(traj);
     agent_prompts_free(&p);
     lis_ctx_free(ctx);
-    fake_stop(&f);
+    t_fake_stop(&f);
 }
 
 /* What the model leaves in /testbed/output that points at the host is not
@@ -767,8 +674,8 @@ Test(agent_episode, editor_python_answer_submit, .timeout = 120)
 Test(agent_episode, export_leaves_out_links_out_fifos_and_sockets, .timeout = 120)
 {
     const char *deb = t_debian();
-    fake f;
-    fake_start(&f, "{\"replies\":["
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":["
                "{\"calls\":[[\"execute_bash\",{\"command\":\"cd /testbed/output && "
                "echo 42 > answer.txt && mkdir sub && echo s > sub/f && "
                "ln -s /etc/shadow leak && ln -s ../../../etc/passwd up && mkfifo pipe && "
@@ -849,7 +756,7 @@ Test(agent_episode, export_leaves_out_links_out_fifos_and_sockets, .timeout = 12
     cJSON_Delete(traj);
     agent_prompts_free(&p);
     lis_ctx_free(ctx);
-    fake_stop(&f);
+    t_fake_stop(&f);
 }
 
 /* A recorded trajectory of the original (tests/agent-data/replay.json):

@@ -624,7 +624,7 @@ Test(agent_unit, yaml_and_flags)
     char *argv[] = {"run", "--query", "q", "--llm_name=openai/m", "--max_steps", "7",
                     "--input-dir", "/in", "--extra_body", "{\"a\":\"true\"}", "--stream", NULL};
     agent_cli c;
-    cr_assert_eq(agent_cli_parse(11, argv, &c, &err), 0, "%s", err.msg);
+    cr_assert_eq(agent_cli_parse(11, argv, &c, "run", &err), 0, "%s", err.msg);
     cr_assert_str_eq(c.llm_name, "openai/m");
     cr_assert_eq(c.max_steps, 7);
     cr_assert_str_eq(c.input_dir, "/in");
@@ -639,7 +639,7 @@ Test(agent_unit, yaml_and_flags)
     cr_assert(cfg.send_temperature);
     cJSON_Delete(extra);
     char *bad[] = {"run", "--query", "q", "--bogus", NULL};
-    cr_assert_eq(agent_cli_parse(4, bad, &c, &err), -1);
+    cr_assert_eq(agent_cli_parse(4, bad, &c, "run", &err), -1);
     cr_assert(strstr(err.msg, "--bogus"));
     uint64_t sz;
     cr_assert_eq(agent_parse_size("200M", &sz), 0);

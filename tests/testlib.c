@@ -1,10 +1,12 @@
 /* testlib.c - helpers shared by the criterion suites. */
 #include "testlib.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -170,5 +172,94 @@ int t_procs_in_ns(const char *ns)
                               "'%s' ] && echo $p; done | wc -l", ns);
     int n = atoi(out);
     free(out);
+    return n;
+}
+
+/* ---- the scripted LLM server (tests/fake_llm.py) ---------------------- */
+
+void t_fake_stop(t_fake *f)
+{
+    if (f->pid > 0) {
+        kill(f->pid, SIGKILL);
+        waitpid(f->pid, NULL, 0);
+        close(f->out_fd);
+        f->pid = 0;
+    }
+}
+
+void t_fake_start(t_fake *f, const char *script)
+{
+    memset(f, 0, sizeof *f);
+    const char *base = getenv("TMPDIR");
+    snprintf(f->dir, sizeof f->dir, "%s/lis-fake-XXXXXX", base ? base : "/tmp");
+    cr_assert(mkdtemp(f->dir));
+    snprintf(f->script, sizeof f->script, "%s/script.json", f->dir);
+    snprintf(f->log, sizeof f->log, "%s/requests.jsonl", f->dir);
+    FILE *s = fopen(f->script, "w");
+    cr_assert(s);
+    fputs(script, s);
+    fclose(s);
+    char py[512];
+    snprintf(py, sizeof py, "%s/fake_llm.py", t_src_dir());
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    f->pid = fork();
+    cr_assert_geq(f->pid, 0);
+    if (f->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        /* the system python first: a pyenv shim would fork behind our back */
+        if (access("/usr/bin/python3", X_OK) == 0)
+            execl("/usr/bin/python3", "python3", py, f->script, f->log, (char *)NULL);
+        execlp("python3", "python3", py, f->script, f->log, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    char buf[32] = "";
+    size_t n = 0;
+    while (n < sizeof buf - 1 && !strchr(buf, '\n')) {
+        ssize_t r = read(fd[0], buf + n, sizeof buf - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        buf[n] = 0;
+    }
+    f->out_fd = fd[0]; /* kept open: the server must never see a broken pipe */
+    cr_assert_gt(n, 0, "the fake server did not start");
+    f->port = atoi(buf);
+    cr_assert_gt(f->port, 0);
+    snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d/v1", f->port);
+}
+
+/* The n-th logged request body (0-based); NULL when absent. */
+cJSON *t_fake_request(const t_fake *f, int n)
+{
+    FILE *l = fopen(f->log, "r");
+    if (!l)
+        return NULL;
+    char *line = NULL;
+    size_t cap = 0;
+    cJSON *j = NULL;
+    for (int i = 0; getline(&line, &cap, l) > 0; i++)
+        if (i == n) {
+            j = cJSON_Parse(line);
+            break;
+        }
+    free(line);
+    fclose(l);
+    return j;
+}
+
+int t_fake_count(const t_fake *f)
+{
+    FILE *l = fopen(f->log, "r");
+    int n = 0, c;
+    if (!l)
+        return 0;
+    while ((c = fgetc(l)) != EOF)
+        n += c == '\n';
+    fclose(l);
     return n;
 }

@@ -37,4 +37,18 @@ lis_sandbox *t_probe_sandbox(lis_ctx *ctx, const char *rootfs, lis_limits lim);
 /* Current resident set size of this process in KiB. */
 long t_rss_kib(void);
 
+/* tests/fake_llm.py on 127.0.0.1 with SCRIPT (JSON text), killed with the test
+ * process at the latest; url is its OpenAI base URL, log the request log. */
+#include <cjson/cJSON.h>
+typedef struct t_fake {
+    pid_t pid;
+    int port, out_fd;
+    char dir[256], script[300], log[300], url[128];
+} t_fake;
+void t_fake_start(t_fake *f, const char *script);
+void t_fake_stop(t_fake *f);
+/* The n-th logged request (0-based), NULL when absent; the number logged. */
+cJSON *t_fake_request(const t_fake *f, int n);
+int t_fake_count(const t_fake *f);
+
 #endif

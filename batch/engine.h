@@ -1,0 +1,142 @@
+/* engine.h - batch/ internal: one batch run and its episodes, shared by the
+ * files of the event loop (sched.c), the blocking jobs (jobs.c), the status
+ * display (progress.c) and the front (run.c).
+ *
+ * Design: one thread runs an epoll loop that owns every episode. It holds
+ * one curl multi handle for all LLM requests (their sockets are in the same
+ * epoll set), one pollable fd per running command (lis_exec_start), a
+ * signalfd, and the eventfds of two small fixed thread pools: `setup`
+ * (creating sandboxes: clone3, mounts, the input files) and `misc` (the
+ * editor, reading the answer, scoring, destroying, writing the row). So N
+ * episodes cost N small structs, not N threads, and nothing that can block
+ * runs on the loop's thread. The episode logic itself is agent/'s engine
+ * (agent_ep), the same one `lis run` drives. */
+#ifndef LIS_BATCH_ENGINE_H
+#define LIS_BATCH_ENGINE_H
+
+#include "lis_batch.h"
+#include "results.h"
+#include "score.h"
+#include "task.h"
+#include "workers.h"
+
+typedef enum { EP_QUEUED = 0, EP_LIVE, EP_FINISHING, EP_DONE } bep_phase;
+typedef enum { SB_NONE = 0, SB_CREATING, SB_READY, SB_FAILED } bep_sandbox;
+typedef enum { LQ_NONE = 0, LQ_WAITING, LQ_FLIGHT, LQ_RETRY } bep_llm;
+
+#define BATCH_REASONS 10
+extern const char *const batch_reason_names[BATCH_REASONS];
+enum { R_SUBMITTED, R_MAX_STEPS, R_TOKEN_LIMIT, R_DEADLINE, R_LLM_ERROR, R_SANDBOX_ERROR,
+       R_SCORER_ERROR, R_INPUT_ERROR, R_CANCELLED, R_OTHER };
+
+struct brun;
+
+typedef struct bep {
+    struct brun *run;
+    size_t index;
+    const batch_row *row;
+    int attempt;
+    bep_phase phase;
+    double t0, deadline;
+    agent_opts opts;             /* the run's, with this row's query and log */
+    FILE *log;                   /* memstream: the episode's console, for logs/KEY.txt */
+    char *log_buf;
+    size_t log_len;
+    agent_ep *ep;                /* NULL in --mode llm */
+    /* the sandbox */
+    bep_sandbox sbs;
+    lis_sandbox *sb;
+    agent_tool_env env;
+    char sb_error[512];
+    int wants_tool;              /* a tool call waits for the sandbox */
+    /* the LLM call */
+    bep_llm lq;
+    llm_call *call;
+    double retry_at;
+    cJSON *plain_msgs;           /* --mode llm: the one user message */
+    /* the command or job in flight */
+    lis_proc *proc;
+    agent_bash bash;
+    char *bash_printed;
+    double cmd_t0, kill_at;
+    int in_job;
+    int wants_cmd;
+    agent_tool_out tout;
+    /* stopping early */
+    int stopped;
+    char stop_reason[32];
+    char stop_error[256];
+    /* the result */
+    char *answer;
+    cJSON *traj;
+    agent_outcome out;
+    int reason;                  /* R_* */
+    char error[600];
+    double score;
+    int discard;                 /* cancelled: no row, --resume runs it again */
+    uint64_t memory_peak, oom_kills, proxy_bytes;
+    struct bep *next_wait;       /* in one of the run's wait lists */
+} bep;
+
+typedef struct bep_list {
+    bep *head, *tail;
+} bep_list;
+
+typedef struct brun {
+    const lis_batch_opts *o;
+    lis_ctx *ctx;
+    batch_task *task;
+    batch_out *out;
+    batch_scorer *scorer;
+    llm_client *llm;
+    bw_pool *setup, *misc;
+    CURLM *multi;
+    int epfd, sigfd;
+    double curl_due;             /* when curl wants its timeout action, -1: never */
+    lis_sandbox_spec spec;
+    agent_opts base;
+    bep *eps;                    /* the episodes still to run (no row yet) */
+    size_t neps, next;
+    size_t rows, total, already; /* rows of the task, episodes in all, done before (resume) */
+    /* in flight */
+    size_t live, creating, commands, llm_inflight, retrying;
+    bep_list llm_wait, cmd_wait, setup_wait;
+    /* done so far (this process) */
+    size_t done, errors, scored;
+    size_t by_reason[BATCH_REASONS];
+    double score_sum;
+    long tokens_in, tokens_out, replies;
+    double llm_seconds, tool_seconds;
+    /* stopping */
+    int draining, cancelling, fatal, signals;
+    double drain_deadline;
+    char fatal_msg[512];
+    int llm_ok;                  /* some request has succeeded */
+    char write_error[512];
+    double t0, last_sweep, last_progress;
+    int progress_lines;          /* lines of the live block on the terminal */
+} brun;
+
+/* jobs.c: the blocking halves, run on a worker thread. */
+void bjob_setup(void *arg);      /* bep: create the sandbox, input files, prepare */
+void bjob_tool(void *arg);       /* bep: a tool other than a command */
+void bjob_prompt(void *arg);     /* bep: --mode llm prompt */
+void bjob_finish(void *arg);     /* bep: answer, stats, destroy, score, row */
+int batch_reason_index(const char *stop_reason);
+
+/* capacity.c: RLIMIT_NOFILE raised, host limits checked for n episodes */
+int batch_capacity_check(int n, int sandboxes, FILE *warn, lis_error *err);
+
+/* progress.c */
+void bprog_tick(brun *r, int force);
+void bprog_clear(brun *r);
+void bprog_summary(FILE *f, const cJSON *results);
+
+/* sched.c; signals are blocked (and read from a signalfd) before any thread
+ * starts, so that no worker or proxy thread takes a Ctrl-C */
+#include <signal.h>
+void bsched_block_signals(sigset_t *old);
+void bsched_restore_signals(const sigset_t *old);
+int bsched_run(brun *r, lis_error *err);
+
+#endif

@@ -1,0 +1,242 @@
+/* jobs.c - what an episode does that may block, run on a worker thread
+ * (workers.c) while the event loop (sched.c) goes on: creating and preparing
+ * its sandbox, the editor, the --mode llm prompt, and the end: the answer,
+ * the sandbox's figures, destroying it, scoring, the row. Each job touches
+ * only its own episode; the run's shared parts it uses (the output
+ * directory, the scorer) are thread-safe. */
+#include "engine.h"
+#include "lis_net.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const batch_reason_names[BATCH_REASONS] = {
+    "submitted", "max_steps", "token_limit", "deadline", "llm_error", "sandbox_error",
+    "scorer_error", "input_error", "cancelled", "other"};
+
+int batch_reason_index(const char *stop_reason)
+{
+    if (!strcmp(stop_reason, "submit"))
+        return R_SUBMITTED;
+    for (int i = 0; i < BATCH_REASONS; i++)
+        if (!strcmp(stop_reason, batch_reason_names[i]))
+            return i;
+    return R_OTHER;
+}
+
+/* Input files land in input_dir as the original's copy_dir_to_container of
+ * a temporary directory: one file per entry, null contents skipped. */
+static int write_inputs(bep *e, lis_error *err)
+{
+    const cJSON *f;
+    const char *dir = e->run->task->prompts.input_dir;
+    cJSON_ArrayForEach(f, e->row->input_files)
+    {
+        if (cJSON_IsNull(f))
+            continue;
+        char *printed = NULL;
+        const char *text = cJSON_IsString(f) ? f->valuestring : (printed = cJSON_Print(f));
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, f->string);
+        int rc = text ? lis_file_write(e->sb, path, text, strlen(text), 0644, err) : -1;
+        free(printed);
+        if (rc < 0)
+            return lis_wrap(err, "writing input file %s", path);
+    }
+    return 0;
+}
+
+void bjob_setup(void *arg)
+{
+    bep *e = arg;
+    brun *r = e->run;
+    lis_error err = {0};
+    if (lis_net_sandbox_create(r->ctx, &r->spec, NULL, &e->sb, &err) < 0) {
+        snprintf(e->sb_error, sizeof e->sb_error, "starting the sandbox: %s", err.msg);
+        e->sb = NULL;
+        return;
+    }
+    if (write_inputs(e, &err) < 0 ||
+        agent_prepare_sandbox(e->sb, &r->task->prompts, &e->env, &err) < 0) {
+        snprintf(e->sb_error, sizeof e->sb_error, "preparing the sandbox: %s", err.msg);
+        lis_error ign;
+        lis_sandbox_destroy(e->sb, &ign);
+        e->sb = NULL;
+        return;
+    }
+    e->env.timeout = r->o->cmd_timeout > 0 ? r->o->cmd_timeout : AGENT_CMD_TIMEOUT;
+}
+
+void bjob_tool(void *arg)
+{
+    bep *e = arg;
+    const cJSON *params;
+    const char *name = agent_ep_tool(e->ep, &params);
+    agent_tool_exec(&e->env, *name ? name : NULL, params, &e->tout);
+}
+
+void bjob_prompt(void *arg)
+{
+    bep *e = arg;
+    lis_error err = {0};
+    char *p = batch_scorer_prompt(e->run->scorer, e->row->json, &err);
+    if (!p) {
+        e->reason = R_INPUT_ERROR;
+        snprintf(e->error, sizeof e->error, "vanilla_llm_prompt.py: %s", err.msg);
+        return;
+    }
+    e->plain_msgs = cJSON_CreateArray();
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "user");
+    cJSON_AddStringToObject(m, "content", p);
+    cJSON_AddItemToArray(e->plain_msgs, m);
+    if (e->log)
+        fprintf(e->log, "Query:\n%s\n\n", p);
+    free(p);
+}
+
+/* The sandbox's last figures and its end. */
+static void close_sandbox(bep *e)
+{
+    brun *r = e->run;
+    lis_error err = {0};
+    if (!e->sb)
+        return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/answer.txt", r->task->prompts.output_dir);
+    char *data = NULL;
+    size_t len = 0;
+    if (!e->answer && lis_file_read(e->sb, path, 1u << 20, &data, &len, &err) == 0) {
+        e->answer = agent_strndup(data, len);
+        free(data);
+    }
+    if (r->o->save_files && !e->discard) {
+        char dst[4600];
+        snprintf(dst, sizeof dst, "%s/files/%s", batch_out_dir(r->out), e->row->id);
+        if (e->attempt)
+            snprintf(dst + strlen(dst), sizeof dst - strlen(dst), "@%d", e->attempt);
+        if (lis_host_mkdir_p(dst, 0755, &err) < 0 ||
+            lis_copy_out_data(e->sb, r->task->prompts.output_dir, dst, NULL, NULL, &err) < 0) {
+            if (e->log)
+                fprintf(e->log, "lis: warning: could not save %s: %s\n",
+                        r->task->prompts.output_dir, err.msg);
+        }
+    }
+    lis_stats st;
+    if (lis_sandbox_stats(e->sb, &st, &err) == 0) {
+        e->memory_peak = st.memory_peak ? st.memory_peak : st.memory_bytes;
+        e->oom_kills = st.oom_kills;
+    }
+    if (e->out.memory_peak > e->memory_peak)
+        e->memory_peak = e->out.memory_peak;
+    if ((uint64_t)e->out.oom_kills > e->oom_kills)
+        e->oom_kills = (uint64_t)e->out.oom_kills;
+    if (r->spec.net == LIS_NET_PROXY) {
+        lis_net_counters c;
+        lis_net_sandbox_counters(e->sb, &c);
+        e->proxy_bytes = c.bytes_in + c.bytes_out;
+    }
+    lis_sandbox_destroy(e->sb, &err);
+    e->sb = NULL;
+}
+
+static char *trim(const char *s)
+{
+    while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+        n--;
+    return agent_strndup(s, n);
+}
+
+static cJSON *make_row(bep *e, double wall)
+{
+    brun *r = e->run;
+    cJSON *row = cJSON_CreateObject();
+    cJSON_AddStringToObject(row, "id", e->row->id);
+    cJSON_AddNumberToObject(row, "attempt", e->attempt);
+    cJSON_AddNumberToObject(row, "score", e->score);
+    cJSON_AddStringToObject(row, "answer", e->answer ? e->answer : "");
+    cJSON_AddItemToObject(row, "ground_truth", e->row->ground_truth
+                                                   ? cJSON_Duplicate(e->row->ground_truth, 1)
+                                                   : cJSON_CreateNull());
+    cJSON_AddStringToObject(row, "problem_statement", e->row->problem_statement);
+    cJSON_AddStringToObject(row, "reason", batch_reason_names[e->reason]);
+    if (e->error[0])
+        cJSON_AddStringToObject(row, "error", e->error);
+    else
+        cJSON_AddNullToObject(row, "error");
+    cJSON_AddNumberToObject(row, "steps", e->out.steps);
+    cJSON_AddNumberToObject(row, "prompt_tokens", (double)e->out.prompt_tokens);
+    cJSON_AddNumberToObject(row, "completion_tokens", (double)e->out.completion_tokens);
+    cJSON_AddNumberToObject(row, "llm_seconds", e->out.llm_seconds);
+    cJSON_AddNumberToObject(row, "tool_seconds", e->out.tool_seconds);
+    cJSON_AddNumberToObject(row, "wall_seconds", wall);
+    cJSON_AddNumberToObject(row, "memory_peak", (double)e->memory_peak);
+    cJSON_AddNumberToObject(row, "oom_kills", (double)e->oom_kills);
+    cJSON_AddNumberToObject(row, "proxy_bytes", (double)e->proxy_bytes);
+    cJSON_AddStringToObject(row, "scorer", r->scorer ? batch_scorer_name(r->scorer) : "");
+    return row;
+}
+
+void bjob_finish(void *arg)
+{
+    bep *e = arg;
+    brun *r = e->run;
+    lis_error err = {0};
+    if (e->ep) {
+        e->traj = agent_ep_finish(e->ep, &e->out);
+        e->ep = NULL;
+        if (e->reason < 0) { /* not decided by the loop: the engine's reason */
+            e->reason = batch_reason_index(e->out.stop_reason);
+            snprintf(e->error, sizeof e->error, "%s", e->out.error);
+        }
+    }
+    if (e->reason < 0)
+        e->reason = R_OTHER;
+    close_sandbox(e);
+    if (e->discard)
+        return;
+    if (e->answer) {
+        char *t = trim(e->answer);
+        free(e->answer);
+        e->answer = t;
+    }
+    /* scored as the original: a finished agent (submitted, out of steps or
+     * tokens) gets its answer scored; an exception or a timeout scores 0 */
+    e->score = 0;
+    if (e->reason == R_SUBMITTED || e->reason == R_MAX_STEPS || e->reason == R_TOKEN_LIMIT) {
+        double s = 0;
+        if (batch_scorer_score(r->scorer, e->answer ? e->answer : "", e->row->json, &s,
+                               &err) < 0) {
+            e->reason = R_SCORER_ERROR;
+            snprintf(e->error, sizeof e->error, "%s", err.msg);
+        } else {
+            e->score = s;
+        }
+    }
+    double wall = agent_now() - e->t0;
+    if (e->log) {
+        fprintf(e->log, "\n%s\n### Result ###\nProblem ID: %s\nAgent Answer: %s\n",
+                "================================================================================",
+                e->row->id, e->answer ? e->answer : "");
+        char *gt = e->row->ground_truth ? (cJSON_IsString(e->row->ground_truth)
+                                               ? agent_strdup(e->row->ground_truth->valuestring)
+                                               : cJSON_PrintUnformatted(e->row->ground_truth))
+                                        : agent_strdup("");
+        fprintf(e->log, "Ground Truth: %s\nScore: %.4f\nReason: %s%s%s\n%s\n", gt ? gt : "",
+                e->score, batch_reason_names[e->reason], e->error[0] ? ": " : "", e->error,
+                "================================================================================");
+        free(gt);
+        fflush(e->log);
+    }
+    cJSON *row = make_row(e, wall);
+    if (batch_out_append(r->out, row, e->traj, e->log_buf, &err) < 0) {
+        /* the loop stops the run: results that cannot be kept are worth nothing */
+        snprintf(e->error, sizeof e->error, "writing the result: %s", err.msg);
+        e->discard = 2;
+    }
+    cJSON_Delete(row);
+}

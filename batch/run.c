@@ -1,0 +1,232 @@
+/* run.c - lis_batch_run: the task, the output directory (new or resumed),
+ * the scorer, the episodes still without a row, the host's capacity, the
+ * pools; then the event loop (sched.c) and the original's files at the end. */
+#include "engine.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void lis_batch_opts_default(lis_batch_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->start_id = o->end_id = -1;
+    o->repeat = 1;
+    o->output_dir = "runs";
+    o->concurrency = 1;
+    o->episode_timeout = 1800;
+    o->max_response_len = 65536;
+    o->max_steps = 100;
+    o->max_token_limit = 65536;
+    o->net = LIS_NET_PROXY;
+    o->cmd_timeout = AGENT_CMD_TIMEOUT;
+    o->out = stdout;
+    o->err = stderr;
+}
+
+/* What makes two runs the same run: resuming with another model, task or
+ * setting that changes the results is refused (results.c compares it). The
+ * endpoint is left out: the same model may be served from elsewhere. */
+static cJSON *run_config(const lis_batch_opts *o, const batch_task *t)
+{
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "mode", o->mode_llm ? "llm" : "llm-in-sandbox");
+    cJSON_AddStringToObject(c, "task", t->name ? t->name : "");
+    cJSON_AddStringToObject(c, "data", t->data_path ? t->data_path : "");
+    cJSON_AddStringToObject(c, "llm_name", o->llm_name ? o->llm_name : "");
+    cJSON_AddNumberToObject(c, "temperature", o->llm.temperature);
+    cJSON_AddNumberToObject(c, "repeat", o->repeat);
+    cJSON_AddNumberToObject(c, "start_id", (double)o->start_id);
+    cJSON_AddNumberToObject(c, "end_id", (double)o->end_id);
+    if (o->llm.extra_body)
+        cJSON_AddItemToObject(c, "extra_body", cJSON_Duplicate(o->llm.extra_body, 1));
+    if (o->mode_llm) {
+        cJSON_AddNumberToObject(c, "max_response_len", (double)o->max_response_len);
+    } else {
+        cJSON_AddStringToObject(c, "docker_image", o->image ? o->image : o->rootfs);
+        cJSON_AddNumberToObject(c, "max_steps", o->max_steps);
+        cJSON_AddNumberToObject(c, "max_token_limit", (double)o->max_token_limit);
+        cJSON_AddNumberToObject(c, "max_tokens_per_call", (double)o->llm.max_tokens);
+        cJSON_AddStringToObject(c, "working_dir", t->prompts.working_dir);
+        cJSON_AddStringToObject(c, "input_dir", t->prompts.input_dir);
+        cJSON_AddStringToObject(c, "output_dir", t->prompts.output_dir);
+    }
+    return c;
+}
+
+static int make_dir(const lis_batch_opts *o, const batch_task *t, char *dir, size_t len,
+                    lis_error *err)
+{
+    if (o->resume_dir) {
+        if (access(o->resume_dir, F_OK) != 0)
+            return lis_fail(err, ENOENT, "--resume %s: no such directory", o->resume_dir);
+        snprintf(dir, len, "%s", o->resume_dir);
+        return 0;
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char ts[32];
+    strftime(ts, sizeof ts, "%Y%m%d_%H%M%S", &tm);
+    snprintf(dir, len, "%s/%s_%s", o->output_dir, ts, t->name ? t->name : "batch");
+    for (int i = 2; access(dir, F_OK) == 0 && i < 1000; i++) /* two runs in one second */
+        snprintf(dir, len, "%s/%s_%s_%d", o->output_dir, ts, t->name ? t->name : "batch", i);
+    return 0;
+}
+
+static int check_opts(const lis_batch_opts *o, lis_error *err)
+{
+    if (!o->task_dir == !o->tasks_file)
+        return lis_fail(err, EINVAL, "give the rows: --task DIR (a benchmark folder) or --tasks "
+                        "FILE (JSON or JSONL)");
+    if (o->concurrency < 1 || o->max_creating < 1 || o->max_commands < 1 || o->max_llm < 1 ||
+        o->repeat < 1)
+        return lis_fail(err, EINVAL, "--concurrency, --repeat and the --max-* bounds must be "
+                        "at least 1");
+    if (!o->mode_llm && !o->rootfs)
+        return lis_fail(err, EINVAL, "no root filesystem for the sandboxes");
+    return 0;
+}
+
+static void free_run(brun *r)
+{
+    if (r->misc)
+        bw_pool_free(r->misc);
+    if (r->setup)
+        bw_pool_free(r->setup);
+    llm_free(r->llm);
+    batch_scorer_close(r->scorer);
+    batch_out_close(r->out);
+    free(r->eps);
+}
+
+int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum, lis_error *err)
+{
+    memset(sum, 0, sizeof *sum);
+    if (check_opts(o, err) < 0)
+        return -1;
+    batch_task task = {0};
+    batch_task_opts to = {.task_dir = o->task_dir, .tasks_file = o->tasks_file,
+                          .prompt_config = o->prompt_config, .start_id = o->start_id,
+                          .end_id = o->end_id};
+    if (batch_task_load(&to, &task, err) < 0)
+        return -1;
+    brun r = {.o = o, .ctx = ctx, .task = &task, .epfd = -1, .sigfd = -1};
+    int rc = -1;
+    sigset_t old;
+    bsched_block_signals(&old);
+    cJSON *config = run_config(o, &task);
+    if (make_dir(o, &task, sum->dir, sizeof sum->dir, err) < 0 ||
+        batch_out_open(sum->dir, config, o->resume_dir != NULL, &r.out, err) < 0)
+        goto out;
+    batch_scorer_opts so = {.task_name = task.name, .task_dir = task.dir, .scorer = o->scorer,
+                            .judge = o->judge, .log = o->quiet ? NULL : o->err};
+    if (batch_scorer_open(&so, &r.scorer, err) < 0)
+        goto out;
+
+    /* the episodes without a row: all of them, or what a resumed run left */
+    r.rows = task.nrows;
+    r.total = task.nrows * (size_t)o->repeat;
+    r.eps = calloc(r.total ? r.total : 1, sizeof *r.eps);
+    if (!r.eps) {
+        lis_fail(err, ENOMEM, "out of memory for %zu episodes", r.total);
+        goto out;
+    }
+    for (size_t i = 0; i < task.nrows; i++)
+        for (int k = 0; k < o->repeat; k++) {
+            if (batch_out_has(r.out, task.rows[i].id, k)) {
+                r.already++;
+                continue;
+            }
+            bep *e = &r.eps[r.neps];
+            e->run = &r;
+            e->index = r.neps++;
+            e->row = &task.rows[i];
+            e->attempt = k;
+        }
+    int n = o->concurrency < (int)r.neps ? o->concurrency : (int)r.neps;
+    if (batch_capacity_check(n ? n : 1, !o->mode_llm, o->quiet ? NULL : o->err, err) < 0)
+        goto out;
+
+    llm_config cfg = o->llm;
+    cfg.log = NULL; /* each call reports to its episode's log */
+    if (o->mode_llm)
+        cfg.max_tokens = o->max_response_len;
+    if (!(r.llm = llm_new(&cfg, err)))
+        goto out;
+    r.base = (agent_opts){.prompts = &task.prompts, .max_steps = o->max_steps,
+                          .max_token_limit = o->max_token_limit, .llm = cfg,
+                          .llm_name = o->llm_name};
+    r.spec = (lis_sandbox_spec){.rootfs = o->rootfs, .net = o->net, .upper = LIS_UPPER_TMPFS};
+    r.spec.limits.memory_bytes = o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY;
+    if (!o->mode_llm && !(r.setup = bw_pool_new((unsigned)o->max_creating, err)))
+        goto out;
+    if (o->mode_llm && !(r.setup = bw_pool_new(1, err)))
+        goto out;
+    if (!(r.misc = bw_pool_new(o->mode_llm ? 2 : 4, err)))
+        goto out;
+    if (!o->quiet)
+        fprintf(o->err, "lis batch: %s, %zu rows x %d = %zu episodes (%zu done before), at most "
+                "%d at once; %s; results in %s\n", task.name ? task.name : "?", task.nrows,
+                o->repeat, r.total, r.already, o->concurrency,
+                o->mode_llm ? "plain LLM (no sandbox)" : "LLM-in-Sandbox", sum->dir);
+
+    double t0 = agent_now();
+    if (bsched_run(&r, err) < 0)
+        goto out;
+    bprog_clear(&r);
+    bw_pool_free(r.misc); /* every job has ended: the rows are on disk */
+    r.misc = NULL;
+    sum->rows = task.nrows;
+    sum->total = r.total;
+    sum->done = r.already + r.done;
+    sum->errors = r.errors;
+    sum->cancelled = r.neps - r.done;
+    sum->interrupted = r.signals > 0;
+    cJSON *summary = NULL;
+    lis_error rerr = {0};
+    if (batch_report_write(sum->dir, agent_now() - t0, &summary, &rerr) < 0) {
+        if (!o->quiet)
+            fprintf(o->err, "lis: warning: writing results.json: %s\n", rerr.msg);
+    } else {
+        sum->mean_score = cJSON_GetNumberValue(cJSON_GetObjectItem(summary, "mean_score"));
+        if (!o->quiet)
+            bprog_summary(o->out, summary);
+    }
+    cJSON_Delete(summary);
+    if (r.fatal) {
+        lis_fail(err, EIO, "%s%s", r.fatal_msg, r.write_error[0] ? "" : " (stopped the run; "
+                 "--resume DIR continues it)");
+        goto out;
+    }
+    if (sum->cancelled && !o->quiet)
+        fprintf(o->err, "lis: %zu episodes did not finish: lis batch --resume %s ... runs "
+                "them\n", sum->cancelled, sum->dir);
+    rc = sum->cancelled ? 1 : 0;
+out:
+    free_run(&r);
+    cJSON_Delete(config);
+    batch_task_free(&task);
+    bsched_restore_signals(&old);
+    return rc;
+}
+
+int lis_batch_report(const char *dir, FILE *out, lis_error *err)
+{
+    cJSON *summary = NULL;
+    if (batch_report_write(dir, -1, &summary, err) < 0)
+        return -1;
+    bprog_summary(out, summary);
+    cJSON_Delete(summary);
+    return 0;
+}
+
+int lis_batch_judge(const char *dir, const llm_config *judge, int concurrency, FILE *log,
+                    FILE *out, lis_error *err)
+{
+    if (batch_judge_dir(dir, judge, concurrency, log, err) < 0)
+        return -1;
+    return lis_batch_report(dir, out, err);
+}

@@ -1,0 +1,354 @@
+/* cmd_batch.c - `lis batch` front end (liblis-agent.so): the batch flags
+ * here, the model and sandbox flags through agent_cli_parse (the same as
+ * `lis run`, both spellings), then lis_batch_run; `lis batch report DIR` and
+ * `lis batch judge DIR`. The work is in batch/. */
+#include "agent_cli.h"
+#include "cli_util.h"
+#include "lis_batch.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void usage(FILE *f)
+{
+    fputs("usage: lis batch --task DIR | --tasks FILE [options]\n"
+          "       lis batch report DIR          rewrite results.json/trajectory.json, print them\n"
+          "       lis batch judge DIR --judge-model M --judge-base-url URL [--api-key K]\n"
+          "\n"
+          "Runs every row of a benchmark task from one process, at most --concurrency at once,\n"
+          "scores each answer as the original does, and writes each result as soon as its\n"
+          "episode ends (results.jsonl), so Ctrl-C, kill -9 or a reboot lose at most what was\n"
+          "running; --resume DIR finishes the rest.\n"
+          "\n"
+          "rows:\n"
+          "  --task DIR                the original's benchmark/<task>/ (config.yaml, data,\n"
+          "                            reward.py, vanilla_llm_prompt.py)\n"
+          "  --tasks FILE              a JSON array or JSONL of rows (id, problem_statement,\n"
+          "                            ground_truth, input_files, ...)\n"
+          "  --prompt-config FILE      system_prompt, instance_prompt, *_dir (with --tasks)\n"
+          "  --start-id N --end-id M   rows [N, M) as the original\n"
+          "  --repeat K                K attempts per row (pass@k, RL groups)\n"
+          "results:\n"
+          "  --output-dir DIR          a new DIR/<YYYYmmdd_HHMMSS>_<task>/ (default runs)\n"
+          "  --resume DIR              run only the episodes DIR has no row for\n"
+          "  --save-files              keep each episode's output dir in DIR/files/ID/\n"
+          "at once:\n"
+          "  --concurrency N           live episodes (env LLM_NUM_WORKERS; --num-workers)\n"
+          "  --max-creating N          sandboxes being created at once (default 4)\n"
+          "  --max-commands N          commands running at once (default: concurrency)\n"
+          "  --max-llm N               LLM requests in flight (default: concurrency)\n"
+          "  --episode-timeout S       per episode, default 1800\n"
+          "  --cmd-timeout S           per command, default 120\n"
+          "  --drain-timeout S         after Ctrl-C, cancel what still runs after S seconds\n"
+          "mode and scoring:\n"
+          "  --mode llm-in-sandbox|llm llm: the original's no-sandbox baseline\n"
+          "  --max-response-len N      max_tokens in --mode llm (default 65536)\n"
+          "  --scorer auto|python|builtin:NAME|CMD   how answers are scored (docs/batch.md)\n"
+          "  --judge-model M --judge-base-url URL [--judge-api-key K]   LLM judge (judge.py tasks)\n"
+          "  --quiet                   no progress, no summary\n"
+          "model and sandbox: every flag of lis run but --query and --input-dir (lis run --help):\n"
+          "  --llm-name --llm-base-url --api-key --temperature --max-steps --max-token-limit\n"
+          "  --max-tokens-per-call --extra-body --image --rootfs --memory --net --stream\n"
+          "  --timeout --connect-timeout --settings; env LLM_NAME, LLM_BASE_URL, LLM_API_KEY,\n"
+          "  LLM_TEMPERATURE as the original.\n",
+          f);
+}
+
+typedef struct bflags {
+    const char *task, *tasks, *prompt_config, *output_dir, *resume, *mode, *scorer;
+    const char *judge_model, *judge_url, *judge_key;
+    long start_id, end_id, max_response_len;
+    int repeat, concurrency, max_creating, max_commands, max_llm, quiet, save_files;
+    double episode_timeout, drain_timeout, cmd_timeout;
+    int have_temperature, concurrency_set;
+} bflags;
+
+typedef enum { F_STR, F_INT, F_LONG, F_DBL, F_BOOL } ftype;
+typedef struct bopt {
+    const char *name;
+    ftype type;
+    size_t off;
+} bopt;
+#define B(n, t, f) {n, t, offsetof(bflags, f)}
+static const bopt BOPTS[] = {
+    B("task", F_STR, task), B("tasks", F_STR, tasks), B("prompt-config", F_STR, prompt_config),
+    B("output-dir", F_STR, output_dir), B("resume", F_STR, resume), B("mode", F_STR, mode),
+    B("scorer", F_STR, scorer), B("judge-model", F_STR, judge_model),
+    B("judge-base-url", F_STR, judge_url), B("judge-api-key", F_STR, judge_key),
+    B("start-id", F_LONG, start_id), B("end-id", F_LONG, end_id),
+    B("max-response-len", F_LONG, max_response_len), B("repeat", F_INT, repeat),
+    B("concurrency", F_INT, concurrency), B("num-workers", F_INT, concurrency),
+    B("max-creating", F_INT, max_creating), B("max-commands", F_INT, max_commands),
+    B("max-llm", F_INT, max_llm), B("episode-timeout", F_DBL, episode_timeout),
+    B("drain-timeout", F_DBL, drain_timeout), B("cmd-timeout", F_DBL, cmd_timeout),
+    B("quiet", F_BOOL, quiet), B("save-files", F_BOOL, save_files),
+};
+
+static int parse_number(const char *name, ftype t, const char *v, void *field)
+{
+    char *end;
+    errno = 0;
+    if (t == F_DBL) {
+        double x = strtod(v, &end);
+        if (!*v || *end || errno || x < 0) {
+            cli_error("--%s: '%s' is not a number", name, v);
+            return -1;
+        }
+        *(double *)field = x;
+        return 0;
+    }
+    long x = strtol(v, &end, 10);
+    int signed_ok = !strcmp(name, "start-id") || !strcmp(name, "end-id");
+    if (!*v || *end || errno || (!signed_ok && x <= 0)) {
+        cli_error("--%s: '%s' is not a %s integer", name, v, signed_ok ? "an" : "positive");
+        return -1;
+    }
+    if (t == F_INT)
+        *(int *)field = (int)x;
+    else
+        *(long *)field = x;
+    return 0;
+}
+
+/* Takes the batch flags out of argv; what is left goes to agent_cli_parse. */
+static int split_flags(int argc, char **argv, bflags *b, cli_list *rest)
+{
+    cli_list_add(rest, argv[0]);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2)) {
+            /* `lis batch FILE|DIR` as the main usage line says */
+            struct stat st;
+            if (!b->task && !b->tasks && stat(a, &st) == 0) {
+                if (S_ISDIR(st.st_mode))
+                    b->task = a;
+                else
+                    b->tasks = a;
+                continue;
+            }
+            cli_error("unexpected argument '%s' (lis batch --help)", a);
+            return -1;
+        }
+        char name[64];
+        const char *eq = strchr(a, '=');
+        size_t n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (n >= sizeof name) {
+            cli_error("unknown option '%s' (lis batch --help)", a);
+            return -1;
+        }
+        memcpy(name, a + 2, n);
+        name[n] = 0;
+        for (char *p = name; *p; p++)
+            if (*p == '_')
+                *p = '-';
+        if (!strcmp(name, "temperature"))
+            b->have_temperature = 1;
+        const bopt *o = NULL;
+        for (size_t k = 0; k < sizeof BOPTS / sizeof BOPTS[0]; k++)
+            if (!strcmp(BOPTS[k].name, name))
+                o = &BOPTS[k];
+        if (!o) { /* a model or sandbox flag: agent_cli_parse's, value and all */
+            cli_list_add(rest, a);
+            if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) &&
+                strcmp(name, "stream"))
+                cli_list_add(rest, argv[++i]);
+            continue;
+        }
+        char *field = (char *)b + o->off;
+        if (o->type == F_BOOL) {
+            *(int *)field = !eq || !strcmp(eq + 1, "1") || !strcmp(eq + 1, "true");
+            continue;
+        }
+        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!v) {
+            cli_error("option --%s needs a value", name);
+            return -1;
+        }
+        if (!strcmp(name, "concurrency") || !strcmp(name, "num-workers"))
+            b->concurrency_set = 1;
+        if (o->type == F_STR)
+            *(const char **)field = v;
+        else if (parse_number(name, o->type, v, field) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int judge_config(const bflags *b, const agent_cli *c, llm_config *j)
+{
+    memset(j, 0, sizeof *j);
+    j->api = LLM_API_OPENAI;
+    j->model = b->judge_model;
+    j->base_url = b->judge_url ? b->judge_url : c ? c->llm_base_url : NULL;
+    j->api_key = b->judge_key ? b->judge_key : c && c->api_key ? c->api_key : "dummy";
+    j->temperature = 0.7; /* the original's judge */
+    j->send_temperature = 1;
+    j->max_tokens = 8192;
+    j->timeout = 600;
+    j->connect_timeout = 30;
+    j->max_retries = 5;
+    j->backoff_base = 1.0;
+    j->backoff_max = 120;
+    if (!j->base_url || !*j->base_url) {
+        cli_error("--judge-model needs --judge-base-url URL");
+        return -1;
+    }
+    return 0;
+}
+
+static int sub_report_or_judge(int argc, char **argv)
+{
+    int judge = !strcmp(argv[1], "judge");
+    bflags b = {0};
+    cli_list rest = {0};
+    if (argc < 3 || split_flags(argc - 2, argv + 2, &b, &rest) < 0 || rest.n > 1) {
+        if (argc >= 3 && rest.n > 1)
+            cli_error("unknown option '%s' (lis batch --help)", rest.v[1]);
+        else if (argc < 3)
+            cli_error("usage: lis batch %s DIR%s", argv[1],
+                      judge ? " --judge-model M --judge-base-url URL" : "");
+        cli_list_free(&rest);
+        return 2;
+    }
+    cli_list_free(&rest);
+    const char *dir = argv[2];
+    lis_error err = {0};
+    if (!judge)
+        return lis_batch_report(dir, stdout, &err) < 0 ? cli_fail(&err) : 0;
+    if (!b.judge_model) {
+        cli_error("lis batch judge needs --judge-model M and --judge-base-url URL");
+        return 2;
+    }
+    llm_config j;
+    if (judge_config(&b, NULL, &j) < 0)
+        return 2;
+    return lis_batch_judge(dir, &j, b.concurrency > 0 ? b.concurrency : 8, stderr, stdout,
+                           &err) < 0
+               ? cli_fail(&err)
+               : 0;
+}
+
+int cmd_batch_main(int argc, char **argv)
+{
+    if (argc >= 2 && (!strcmp(argv[1], "report") || !strcmp(argv[1], "judge")))
+        return sub_report_or_judge(argc, argv);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        }
+    bflags b = {.start_id = -1, .end_id = -1};
+    cli_list rest = {0};
+    agent_cli c;
+    memset(&c, 0, sizeof c);
+    lis_error err = {0};
+    int rc = 2;
+    lis_ctx *ctx = NULL;
+    cJSON *extra = NULL;
+    llm_config llm, judge;
+    lis_batch_opts o;
+    lis_batch_opts_default(&o);
+    if (split_flags(argc, argv, &b, &rest) < 0)
+        goto out;
+    if (agent_cli_parse((int)rest.n, (char **)rest.v, &c, "batch", &err) < 0 ||
+        agent_cli_settings(&c, &err) < 0 || agent_cli_llm(&c, &llm, &extra, &err) < 0) {
+        cli_error("%s", err.msg);
+        goto out;
+    }
+    if (b.mode && strcmp(b.mode, "llm") && strcmp(b.mode, "llm-in-sandbox")) {
+        cli_error("--mode: '%s' is not llm-in-sandbox or llm", b.mode);
+        goto out;
+    }
+    /* the original's environment fallbacks */
+    const char *et = getenv("LLM_TEMPERATURE"), *ew = getenv("LLM_NUM_WORKERS");
+    if (!b.have_temperature && et && *et) {
+        char *end;
+        double t = strtod(et, &end);
+        if (*end || t < 0) {
+            cli_error("LLM_TEMPERATURE: '%s' is not a number", et);
+            goto out;
+        }
+        llm.temperature = t;
+    }
+    if (!b.concurrency_set && ew && *ew) {
+        char *end;
+        long w = strtol(ew, &end, 10);
+        if (*end || w <= 0) {
+            cli_error("LLM_NUM_WORKERS: '%s' is not a positive integer", ew);
+            goto out;
+        }
+        b.concurrency = (int)w;
+    }
+    if (b.judge_model && judge_config(&b, &c, &judge) < 0)
+        goto out;
+    o.task_dir = b.task;
+    o.tasks_file = b.tasks;
+    o.prompt_config = b.prompt_config ? b.prompt_config : c.prompt_config;
+    o.start_id = b.start_id;
+    o.end_id = b.end_id;
+    o.repeat = b.repeat > 0 ? b.repeat : 1;
+    if (b.output_dir)
+        o.output_dir = b.output_dir;
+    o.resume_dir = b.resume;
+    o.save_files = b.save_files;
+    o.concurrency = b.concurrency > 0 ? b.concurrency : 1;
+    o.max_creating = b.max_creating > 0 ? b.max_creating : 4;
+    o.max_commands = b.max_commands > 0 ? b.max_commands : o.concurrency;
+    o.max_llm = b.max_llm > 0 ? b.max_llm : o.concurrency;
+    if (b.episode_timeout > 0)
+        o.episode_timeout = b.episode_timeout;
+    if (b.cmd_timeout > 0)
+        o.cmd_timeout = b.cmd_timeout;
+    o.drain_timeout = b.drain_timeout;
+    o.mode_llm = b.mode && !strcmp(b.mode, "llm");
+    if (b.max_response_len > 0)
+        o.max_response_len = b.max_response_len;
+    o.max_steps = c.max_steps;
+    o.max_token_limit = c.max_token_limit;
+    o.llm = llm;
+    o.llm_name = c.llm_name;
+    o.scorer = b.scorer;
+    o.judge = b.judge_model ? &judge : NULL;
+    o.quiet = b.quiet;
+    o.tty = isatty(2);
+    if (agent_parse_net(c.net, &o.net) < 0) {
+        cli_error("--net: '%s' is not one of none, host, proxy", c.net);
+        goto out;
+    }
+    if (c.memory && agent_parse_size(c.memory, &o.memory_bytes) < 0) {
+        cli_error("--memory: '%s' is not a size (e.g. 200M, 2G, unlimited)", c.memory);
+        goto out;
+    }
+    rc = CLI_EXIT_LIS;
+    ctx = lis_ctx_new(NULL, &err);
+    if (!ctx) {
+        cli_fail(&err);
+        goto out;
+    }
+    char rootfs[4096];
+    if (!o.mode_llm) {
+        if (cli_agent_rootfs(ctx, c.image, c.rootfs, rootfs, sizeof rootfs) < 0)
+            goto out;
+        o.rootfs = rootfs;
+        o.image = c.image ? c.image : c.rootfs ? c.rootfs : DEFAULT_IMAGE;
+    }
+    lis_batch_summary sum;
+    int r = lis_batch_run(ctx, &o, &sum, &err);
+    if (r < 0) {
+        cli_fail(&err);
+        goto out;
+    }
+    if (!o.quiet)
+        printf("  %-22s %s\n", "output", sum.dir);
+    /* 0 every episode has its row; 1 some were cancelled (--resume finishes them) */
+    rc = r;
+out:
+    lis_ctx_free(ctx);
+    cJSON_Delete(extra);
+    agent_cli_free(&c);
+    cli_list_free(&rest);
+    return rc;
+}
