@@ -1,0 +1,503 @@
+/* test_batch.c - `lis batch` end to end, as the unprivileged test user, in
+ * real sandboxes (busybox) against the scripted server (tests/fake_llm.py in
+ * conversation mode: each row's replies are chosen by a marker in its
+ * problem statement and by its step, whatever order requests come in). */
+#include "testlib.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* every test gets a fresh private run and data dir (t_tmpdir) */
+static void setup(void)
+{
+    lis_ctx_free(t_ctx());
+}
+TestSuite(batch, .init = setup);
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *dir_for(const char *name)
+{
+    static char d[512];
+    snprintf(d, sizeof d, "%s/batch-%s-%ld", t_tmpdir(), name, (long)getpid());
+    char *o = t_host(NULL, "rm -rf %s && mkdir -p %s/out", d, d);
+    free(o);
+    return d;
+}
+
+/* The one run directory under DIR/out. */
+static void run_dir(const char *d, char *out, size_t len)
+{
+    char *o = t_host(NULL, "ls -d %s/out/*/ | head -1 | tr -d '\\n'", d);
+    snprintf(out, len, "%s", o);
+    free(o);
+    size_t n = strlen(out);
+    if (n && out[n - 1] == '/')
+        out[n - 1] = 0;
+}
+
+/* results.jsonl as an array of rows */
+static cJSON *rows_of(const char *rdir)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/results.jsonl", rdir);
+    FILE *f = fopen(p, "r");
+    cJSON *a = cJSON_CreateArray();
+    if (!f)
+        return a;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        cJSON *j = cJSON_Parse(line);
+        cr_assert(j, "a torn row in results.jsonl: %s", line);
+        cJSON_AddItemToArray(a, j);
+    }
+    free(line);
+    fclose(f);
+    return a;
+}
+
+static const cJSON *row_by_id(const cJSON *rows, const char *id, int attempt, int *count)
+{
+    const cJSON *r, *found = NULL;
+    int n = 0;
+    cJSON_ArrayForEach(r, rows)
+    {
+        const char *rid = cJSON_GetStringValue(cJSON_GetObjectItem(r, "id"));
+        int a = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(r, "attempt"));
+        if (rid && !strcmp(rid, id) && a == attempt) {
+            found = r;
+            n++;
+        }
+    }
+    if (count)
+        *count = n;
+    return found;
+}
+
+static const char *str(const cJSON *row, const char *k)
+{
+    const char *s = cJSON_GetStringValue(cJSON_GetObjectItem(row, k));
+    return s ? s : "";
+}
+
+static double num(const cJSON *row, const char *k)
+{
+    return cJSON_GetNumberValue(cJSON_GetObjectItem(row, k));
+}
+
+/* A row writing ANSWER to the answer file, then submitting. Rows of --tasks
+ * without --prompt-config get the original's general.yaml, whose answer file
+ * is /testbed/output/answer.txt (a task folder's is /testbed/answer.txt). */
+static void script_answer(FILE *s, const char *marker, const char *answer)
+{
+    fprintf(s, "\"%s\":[{\"calls\":[[\"execute_bash\",{\"command\":\"echo %s > "
+            "/testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]", marker, answer);
+}
+
+#define LIS_BATCH "batch --llm-name fake --llm-base-url %s --api-key k --rootfs %s --net none "
+
+/* 64 rows at concurrency 64: every way an episode can end, each recorded
+ * with its reason, in one run that no single row stops. */
+Test(batch, mixed_outcomes_64_at_once, .timeout = 240)
+{
+    char *d = dir_for("mixed");
+    char script[65536], tasks[600];
+    snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", d);
+    FILE *tf = fopen(tasks, "w");
+    cr_assert(tf);
+    size_t len = 0;
+    char *buf = NULL;
+    FILE *s = open_memstream(&buf, &len);
+    fputs("{\"rows\":{", s);
+    for (int i = 0; i < 64; i++) {
+        char id[32], marker[32], gt[32];
+        snprintf(id, sizeof id, "r%02d", i);
+        snprintf(marker, sizeof marker, "MARK%02d", i);
+        snprintf(gt, sizeof gt, "ans%02d", i);
+        const char *input = "";
+        if (i)
+            fputc(',', s);
+        if (i < 40) { /* the right answer */
+            script_answer(s, marker, gt);
+        } else if (i < 44) { /* a wrong one */
+            script_answer(s, marker, "wrong");
+        } else if (i < 48) { /* never submits */
+            fprintf(s, "\"%s\":[{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]},"
+                    "{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]},"
+                    "{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]}]", marker);
+        } else if (i < 52) { /* outlives --episode-timeout */
+            fprintf(s, "\"%s\":[{\"calls\":[[\"execute_bash\",{\"command\":\"sleep 1000\"}]]}]",
+                    marker);
+        } else if (i < 56) { /* meets the OOM killer, then answers */
+            fprintf(s, "\"%s\":[{\"calls\":[[\"execute_bash\",{\"command\":\"for i in 1 2 3 4 5; do "
+                    "((head -c 25000000 /dev/zero; sleep 5) | tail > /dev/null) & done; wait\"}]]},{\"calls\":[[\"execute_bash\",{\"command\":"
+                    "\"echo %s > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]", marker, gt);
+        } else if (i < 58) { /* two 500s, then fine */
+            fprintf(s, "\"%s\":[{\"fail\":2,\"calls\":[[\"execute_bash\",{\"command\":"
+                    "\"echo %s > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]",
+                    marker, gt);
+        } else if (i < 60) { /* always 500: the row's LLM error */
+            fprintf(s, "\"%s\":[{\"fail\":100}]", marker);
+        } else if (i < 62) { /* 429 with Retry-After, then fine */
+            fprintf(s, "\"%s\":[{\"fail\":2,\"fail_status\":429,\"fail_headers\":"
+                    "{\"Retry-After\":\"1\"},\"calls\":[[\"execute_bash\",{\"command\":"
+                    "\"echo %s > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]",
+                    marker, gt);
+        } else { /* its sandbox cannot be set up: an input file under a file */
+            script_answer(s, marker, gt);
+            input = ",\"input_files\":{\"a.txt\":\"x\",\"a.txt/b.txt\":\"y\"}";
+        }
+        fprintf(tf, "{\"id\":\"%s\",\"problem_statement\":\"%s: do it\",\"ground_truth\":\"%s\"%s}\n",
+                id, marker, gt, input);
+    }
+    fputs("}}", s);
+    fclose(s);
+    fclose(tf);
+    snprintf(script, sizeof script, "%s", buf);
+    free(buf);
+    t_fake f;
+    t_fake_start(&f, script);
+    int code = 0;
+    char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 64 "
+                      "--max-steps 3 --episode-timeout 30 --memory 64M --output-dir %s/out",
+                      f.url, t_busybox(), tasks, d);
+    cr_assert_eq(code, 0, "lis batch: %s", out);
+    char rdir[1024];
+    run_dir(d, rdir, sizeof rdir);
+    cJSON *rows = rows_of(rdir);
+    cr_assert_eq(cJSON_GetArraySize(rows), 64, "rows: %d\n%s", cJSON_GetArraySize(rows), out);
+    for (int i = 0; i < 64; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "r%02d", i);
+        int n = 0;
+        const cJSON *r = row_by_id(rows, id, 0, &n);
+        cr_assert_eq(n, 1, "%s has %d rows", id, n);
+        const char *reason = str(r, "reason");
+        double score = num(r, "score");
+        const char *want = i < 44 || (i >= 52 && i < 58) || (i >= 60 && i < 62) ? "submitted"
+                           : i < 48                                            ? "max_steps"
+                           : i < 52                                            ? "deadline"
+                           : i < 60                                            ? "llm_error"
+                                                                               : "sandbox_error";
+        cr_expect_str_eq(reason, want, "%s: reason %s (%s)", id, reason, str(r, "error"));
+        int right = i < 40 || (i >= 52 && i < 58) || (i >= 60 && i < 62);
+        cr_expect_eq(score, right ? 1.0 : 0.0, "%s: score %g (%s)", id, score, reason);
+        if (i >= 52 && i < 56)
+            cr_expect_geq(num(r, "oom_kills"), 1, "%s: no OOM kill recorded", id);
+        if (i >= 56 && i < 58)
+            cr_expect_gt(num(r, "llm_seconds"), 0);
+    }
+    /* the original's files at the end */
+    char *res = t_host(NULL, "cat %s/results.json", rdir);
+    cJSON *rj = cJSON_Parse(res);
+    cr_assert(rj, "results.json: %s", res);
+    cr_expect_eq(num(rj, "total"), 64);
+    cr_expect_float_eq(num(rj, "mean_score"), 48.0 / 64, 1e-9);
+    char *traj = t_host(NULL, "python3 -c \"import json;d=json.load(open('%s/trajectory.json'));"
+                        "print(len(d), float(d['r00']['reward']), d['r00']['agent_answer'])\"", rdir);
+    cr_expect_str_eq(traj, "64 1.0 ans00\n");
+    cr_expect(strstr(out, "mean score"), "no summary: %s", out);
+    t_fake_stop(&f);
+    cJSON_Delete(rj);
+    cJSON_Delete(rows);
+    free(res);
+    free(traj);
+    free(out);
+}
+
+/* kill -9 in the middle, then --resume: every id exactly once. */
+Test(batch, kill9_then_resume_each_id_once, .timeout = 240)
+{
+    char *d = dir_for("resume");
+    char tasks[600];
+    snprintf(tasks, sizeof tasks, "%s/tasks.json", d);
+    FILE *tf = fopen(tasks, "w");
+    fputs("[", tf);
+    for (int i = 0; i < 24; i++)
+        fprintf(tf, "%s{\"id\":%d,\"problem_statement\":\"row %d\",\"ground_truth\":\"ok\"}",
+                i ? "," : "", i, i);
+    fputs("]", tf);
+    fclose(tf);
+    t_fake f;
+    t_fake_start(&f, "{\"rows\":{},\"default\":[{\"calls\":[[\"execute_bash\",{\"command\":"
+                     "\"sleep 1; echo ok > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s batch "
+             "--llm-name fake --llm-base-url %s --api-key k --rootfs %s --net none --tasks %s "
+             "--scorer builtin:match --concurrency 6 --quiet --output-dir %s/out >%s/log 2>&1",
+             t_tmpdir(), t_tmpdir(), t_lis_bin(), f.url, t_busybox(), tasks, d, d);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    char rdir[1024] = "";
+    int lines = 0;
+    for (int t = 0; t < 600 && lines < 7; t++) {
+        usleep(100000);
+        if (!rdir[0]) {
+            run_dir(d, rdir, sizeof rdir);
+            if (strstr(rdir, "*"))
+                rdir[0] = 0;
+        }
+        if (rdir[0]) {
+            cJSON *r = rows_of(rdir);
+            lines = cJSON_GetArraySize(r);
+            cJSON_Delete(r);
+        }
+    }
+    cr_assert_geq(lines, 7, "no progress before the kill");
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    cJSON *before = rows_of(rdir);
+    int nb = cJSON_GetArraySize(before);
+    cr_assert_lt(nb, 24, "everything finished before the kill: nothing to resume");
+    /* nothing of it survives: its sandboxes died with it */
+    int code = 0;
+    usleep(300000);
+    char *ls = t_lis(&code, "sandbox gc >/dev/null; %s sandbox ls", t_lis_bin());
+    free(ls);
+    char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 6 "
+                      "--resume %s", f.url, t_busybox(), tasks, rdir);
+    cr_assert_eq(code, 0, "resume: %s", out);
+    cr_expect(strstr(out, "done before"), "%s", out);
+    cJSON *rows = rows_of(rdir);
+    cr_assert_eq(cJSON_GetArraySize(rows), 24, "rows after resume: %d (before %d)\n%s",
+                 cJSON_GetArraySize(rows), nb, out);
+    for (int i = 0; i < 24; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "%d", i);
+        int n = 0;
+        const cJSON *r = row_by_id(rows, id, 0, &n);
+        cr_expect_eq(n, 1, "id %s: %d rows", id, n);
+        cr_expect_eq(num(r, "score"), 1.0, "id %s", id);
+    }
+    /* resuming with another model is refused, and changes nothing */
+    char *bad = t_lis(&code, "batch --llm-name other --llm-base-url %s --api-key k --rootfs %s "
+                      "--net none --tasks %s --scorer builtin:match --resume %s", f.url,
+                      t_busybox(), tasks, rdir);
+    cr_expect_neq(code, 0, "%s", bad);
+    cr_expect(strstr(bad, "llm_name"), "the refusal does not name the difference: %s", bad);
+    t_fake_stop(&f);
+    cJSON_Delete(before);
+    cJSON_Delete(rows);
+    free(out);
+    free(bad);
+}
+
+/* Runs a batch in the background and sends it SIGINT `sigs` times after
+ * the first rows are running; returns its exit status and the run dir. */
+static int interrupted_run(t_fake *f, const char *d, int sigs, char *rdir, size_t len)
+{
+    char tasks[600], cmd[4096];
+    snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", d);
+    FILE *tf = fopen(tasks, "w");
+    for (int i = 0; i < 8; i++)
+        fprintf(tf, "{\"id\":\"t%d\",\"problem_statement\":\"p\",\"ground_truth\":\"ok\"}\n", i);
+    fclose(tf);
+    snprintf(cmd, sizeof cmd, "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s batch "
+             "--llm-name fake --llm-base-url %s --api-key k --rootfs %s --net none --tasks %s "
+             "--scorer builtin:match --concurrency 4 --output-dir %s/out >%s/log 2>&1",
+             t_tmpdir(), t_tmpdir(), t_lis_bin(), f->url, t_busybox(), tasks, d, d);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    /* the four first episodes are in their 3 s command once 4 requests came */
+    for (int t = 0; t < 300 && t_fake_count(f) < 4; t++)
+        usleep(100000);
+    usleep(500000);
+    for (int i = 0; i < sigs; i++) {
+        kill(pid, SIGINT);
+        usleep(200000);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    run_dir(d, rdir, len);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+Test(batch, ctrl_c_drains_then_second_cancels, .timeout = 120)
+{
+    t_fake f;
+    const char *script = "{\"rows\":{},\"default\":[{\"calls\":[[\"execute_bash\",{\"command\":"
+                         "\"sleep 3; echo ok > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}";
+    t_fake_start(&f, script);
+    char *d = dir_for("drain");
+    char rdir[1024];
+    int code = interrupted_run(&f, d, 1, rdir, sizeof rdir);
+    cJSON *rows = rows_of(rdir);
+    char *log = t_host(NULL, "cat %s/log", d);
+    /* the running four finished and were written; nothing new started */
+    cr_expect_eq(code, 1, "exit %d: %s", code, log);
+    cr_expect_eq(cJSON_GetArraySize(rows), 4, "%d rows: %s", cJSON_GetArraySize(rows), log);
+    cr_expect(strstr(log, "--resume"), "%s", log);
+    char *res = t_host(NULL, "test -s %s/results.json && echo yes", rdir);
+    cr_expect_str_eq(res, "yes\n", "results.json not written on Ctrl-C");
+    cJSON_Delete(rows);
+    free(log);
+    free(res);
+    t_fake_stop(&f);
+
+    t_fake_start(&f, script);
+    d = dir_for("cancel");
+    code = interrupted_run(&f, d, 2, rdir, sizeof rdir);
+    rows = rows_of(rdir);
+    log = t_host(NULL, "cat %s/log", d);
+    cr_expect_eq(code, 1, "exit %d: %s", code, log);
+    cr_expect_eq(cJSON_GetArraySize(rows), 0, "cancelled episodes got rows: %s", log);
+    cJSON_Delete(rows);
+    free(log);
+    t_fake_stop(&f);
+}
+
+/* A task folder in the original's layout, its reward.py run unchanged. */
+Test(batch, original_task_folder_with_reward_py, .timeout = 120)
+{
+    char *d = dir_for("folder");
+    char p[700];
+    snprintf(p, sizeof p, "%s/mytask", d);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/mytask/config.yaml", d);
+    write_file(p, "dataset: json\ndata_files: data.json\nsplit: test\n"
+                  "system_prompt: |\n  You work in {working_dir}; files are in {input_dir}.\n"
+                  "instance_prompt: |\n  {problem_statement}\n  Write {output_dir}/answer.txt.\n"
+                  "input_dir: /testbed/input\n");
+    snprintf(p, sizeof p, "%s/mytask/reward.py", d);
+    write_file(p, "def compute_score(agent_answer, ground_truth, **kwargs):\n"
+                  "    print('scoring', kwargs['id'])  # must not break the worker\n"
+                  "    bonus = kwargs.get('weight', 1)\n"
+                  "    return float(agent_answer.strip() == ground_truth) * bonus\n");
+    snprintf(p, sizeof p, "%s/mytask/data.json", d);
+    write_file(p, "[{\"id\": \"q1\", \"problem_statement\": \"MARKA copy the file\", "
+                  "\"ground_truth\": \"hello\", \"weight\": 2, "
+                  "\"input_files\": \"{\\\"x.txt\\\": \\\"hello\\\"}\"},"
+                  "{\"id\": \"q2\", \"problem_statement\": \"MARKB\", \"ground_truth\": \"no\"}]");
+    t_fake f;
+    t_fake_start(&f, "{\"rows\":{\"MARKA\":[{\"calls\":[[\"execute_bash\",{\"command\":"
+                     "\"cp /testbed/input/x.txt /testbed/answer.txt\"}]]},{\"calls\":"
+                     "[[\"submit\",{}]]}],\"MARKB\":[{\"calls\":[[\"execute_bash\",{\"command\":"
+                     "\"echo yes > /testbed/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}}");
+    int code = 0;
+    char *out = t_lis(&code, LIS_BATCH "--task %s/mytask --concurrency 2 --output-dir %s/out",
+                      f.url, t_busybox(), d, d);
+    cr_assert_eq(code, 0, "%s", out);
+    char rdir[1024];
+    run_dir(d, rdir, sizeof rdir);
+    cr_expect(strstr(rdir, "_mytask"), "run dir %s", rdir);
+    cJSON *rows = rows_of(rdir);
+    const cJSON *q1 = row_by_id(rows, "q1", 0, NULL), *q2 = row_by_id(rows, "q2", 0, NULL);
+    cr_assert(q1 && q2, "%s", out);
+    cr_expect_eq(num(q1, "score"), 2.0, "reward.py with kwargs: %g (%s)", num(q1, "score"),
+                 str(q1, "error"));
+    cr_expect_eq(num(q2, "score"), 0.0);
+    cr_expect(strstr(str(q1, "scorer"), "reward.py"), "scorer %s", str(q1, "scorer"));
+    /* the prompts as the task wrote them, directories filled in */
+    cJSON *req = t_fake_request(&f, 0);
+    char *txt = cJSON_PrintUnformatted(req);
+    cr_expect(strstr(txt, "files are in /testbed/input"), "%s", txt);
+    char *log = t_host(NULL, "cat %s/logs/q1.txt", rdir);
+    cr_expect(strstr(log, "Score: 2.0000"), "%s", log);
+    free(log);
+    free(txt);
+    cJSON_Delete(req);
+    cJSON_Delete(rows);
+    free(out);
+    t_fake_stop(&f);
+}
+
+Test(batch, stops_at_once_on_401_and_unreachable, .timeout = 60)
+{
+    char *d = dir_for("fatal");
+    char tasks[600];
+    snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
+    write_file(tasks, "{\"id\":1,\"problem_statement\":\"a\",\"ground_truth\":\"x\"}\n"
+                      "{\"id\":2,\"problem_statement\":\"b\",\"ground_truth\":\"x\"}\n"
+                      "{\"id\":3,\"problem_statement\":\"c\",\"ground_truth\":\"x\"}\n");
+    t_fake f;
+    t_fake_start(&f, "{\"rows\":{},\"default\":[{\"fail\":1000,\"fail_status\":401}]}");
+    int code = 0;
+    char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 1 "
+                      "--output-dir %s/out", f.url, t_busybox(), tasks, d);
+    cr_expect_neq(code, 0, "%s", out);
+    cr_expect(strstr(out, "401"), "%s", out);
+    cr_expect_eq(t_fake_count(&f), 1, "kept asking after a 401: %d requests", t_fake_count(&f));
+    t_fake_stop(&f);
+    free(out);
+    out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --output-dir %s/out",
+                "http://127.0.0.1:9/v1", t_busybox(), tasks, d);
+    cr_expect_neq(code, 0, "%s", out);
+    cr_expect(strstr(out, "cannot reach the LLM"), "%s", out);
+    free(out);
+    /* bad input: one line, non-zero */
+    out = t_lis(&code, "batch --llm-name x --llm-base-url http://h/v1 --api-key k --rootfs %s",
+                t_busybox());
+    cr_expect_neq(code, 0);
+    cr_expect(strstr(out, "--task DIR"), "%s", out);
+    free(out);
+    out = t_lis(&code, "batch --tasks /nonexistent.jsonl --llm-name x --llm-base-url http://h/v1 "
+                "--api-key k --rootfs %s --output-dir %s/out", t_busybox(), d);
+    cr_expect_neq(code, 0);
+    cr_expect(strstr(out, "nonexistent"), "%s", out);
+    free(out);
+}
+
+Test(batch, repeat_and_mode_llm, .timeout = 120)
+{
+    char *d = dir_for("repeat");
+    char tasks[600];
+    snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
+    write_file(tasks, "{\"id\":\"a\",\"problem_statement\":\"MARKA\",\"ground_truth\":\"42\"}\n"
+                      "{\"id\":\"b\",\"problem_statement\":\"MARKB\",\"ground_truth\":\"7\"}\n");
+    t_fake f;
+    t_fake_start(&f, "{\"rows\":{\"MARKA\":[{\"content\":\"42\",\"calls\":[[\"execute_bash\","
+                     "{\"command\":\"echo 42 > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}],"
+                     "\"MARKB\":[{\"content\":\"8\",\"calls\":[[\"execute_bash\",{\"command\":"
+                     "\"echo 8 > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}}");
+    int code = 0;
+    char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --repeat 3 "
+                      "--concurrency 6 --output-dir %s/out", f.url, t_busybox(), tasks, d);
+    cr_assert_eq(code, 0, "%s", out);
+    char rdir[1024];
+    run_dir(d, rdir, sizeof rdir);
+    cJSON *rows = rows_of(rdir);
+    cr_expect_eq(cJSON_GetArraySize(rows), 6);
+    for (int k = 0; k < 3; k++) {
+        int n = 0;
+        const cJSON *a = row_by_id(rows, "a", k, &n);
+        cr_expect_eq(n, 1);
+        cr_expect_eq(num(a, "score"), 1.0);
+        cr_expect_eq(num(row_by_id(rows, "b", k, NULL), "score"), 0.0);
+    }
+    cJSON_Delete(rows);
+    free(out);
+    /* the plain-LLM baseline: one call, its text is the answer */
+    char *d2 = dir_for("llmmode");
+    out = t_lis(&code, "batch --llm-name fake --llm-base-url %s --api-key k --mode llm --tasks %s "
+                "--scorer builtin:match --output-dir %s/out", f.url, tasks, d2);
+    cr_assert_eq(code, 0, "%s", out);
+    run_dir(d2, rdir, sizeof rdir);
+    rows = rows_of(rdir);
+    cr_expect_eq(num(row_by_id(rows, "a", 0, NULL), "score"), 1.0, "%s", out);
+    cr_expect_eq(num(row_by_id(rows, "b", 0, NULL), "score"), 0.0);
+    cr_expect_str_eq(str(row_by_id(rows, "b", 0, NULL), "answer"), "8");
+    cJSON_Delete(rows);
+    free(out);
+    t_fake_stop(&f);
+}
