@@ -87,6 +87,11 @@ char *score_math_normalize(const char *latex)
         if (starts(s + i, "\\dfrac") || starts(s + i, "\\tfrac") || starts(s + i, "\\cfrac")) {
             sb_puts(&b, "\\frac");
             i += 6;
+        } else if (starts(s + i, "\\sqrt") && s[i + 5] && s[i + 5] != '{' && s[i + 5] != '[' &&
+                   !isalpha((unsigned char)s[i + 5]) && !isspace((unsigned char)s[i + 5]) && s[i + 5] != '\\') {
+            /* \sqrt2 -> \sqrt{2} */
+            sb_printf(&b, "\\sqrt{%c}", s[i + 5]);
+            i += 6;
         } else if (starts(s + i, "{,}")) {
             sb_putc(&b, ',');
             i += 3;
@@ -359,8 +364,11 @@ double score_math(const char *answer, const char *ground_truth)
     if (!answer || !ground_truth)
         return 0.0;
     char *ext = score_extract_boxed(answer);
-    char *pred = ext ? score_math_normalize(ext) : NULL;
-    char *gold = score_math_normalize(ground_truth);
+    /* twice: a second pass sees what the first one joined (\sqrt 2 -> \sqrt2 -> \sqrt{2}) */
+    char *p1 = ext ? score_math_normalize(ext) : NULL, *g1 = score_math_normalize(ground_truth);
+    char *pred = p1 ? score_math_normalize(p1) : NULL, *gold = g1 ? score_math_normalize(g1) : NULL;
+    free(p1);
+    free(g1);
     double score = 0.0;
     if (pred && gold && *gold) {
         /* math-verify follows the gold's form: an equation in the prediction
