@@ -26,6 +26,9 @@ struct batch_scorer {
     char name[300];
     char *cmd;
     score_worker *worker;   /* also for prompts, when the task has vanilla_llm_prompt.py */
+    int prompt_py;          /* it has: the worker is started on the first prompt */
+    char *python, *task_dir;
+    char prompt_err[400];   /* that start failed: every prompt fails with this */
     llm_config judge;
     char *judge_model, *judge_url, *judge_key;
     pthread_mutex_t mu;     /* the idle judge clients */
@@ -62,9 +65,7 @@ static int has_file(const char *dir, const char *f)
 
 static int open_worker(batch_scorer *s, const batch_scorer_opts *o, lis_error *err)
 {
-    if (score_worker_open(o->python, o->task_dir, &s->worker, err))
-        return -1;
-    return 0;
+    return score_worker_open(o->python, o->task_dir, &s->worker, err);
 }
 
 int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error *err)
@@ -136,14 +137,14 @@ int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error 
         s->judge.extra_body = NULL; /* the caller's, not ours to keep */
         s->judge.log = NULL;
     }
-    /* the worker: for reward.py, and for create_prompt whatever scores */
-    if (s->kind == SK_PYTHON || (prompt_py && o->task_dir)) {
-        if (open_worker(s, o, err)) {
-            if (s->kind == SK_PYTHON)
-                goto fail;
-            /* a prompt module that cannot be imported only matters to --mode llm */
-            note = " (vanilla_llm_prompt.py could not be loaded: --mode llm uses the problem statement)";
-        }
+    /* the worker: now for reward.py; for create_prompt alone only when --mode
+     * llm asks for a prompt (a sandbox run with a built-in needs no python) */
+    if (s->kind == SK_PYTHON && open_worker(s, o, err))
+        goto fail;
+    if (prompt_py && o->task_dir) {
+        s->prompt_py = 1;
+        s->python = o->python ? agent_strdup(o->python) : NULL;
+        s->task_dir = agent_strdup(o->task_dir);
     }
     if (o->log)
         fprintf(o->log, "scorer: %s%s\n", s->name, note);
@@ -213,10 +214,27 @@ int batch_scorer_score(batch_scorer *s, const char *answer, const cJSON *row, do
 
 char *batch_scorer_prompt(batch_scorer *s, const cJSON *row, lis_error *err)
 {
-    if (s->worker && score_worker_has(s->worker, "prompt"))
-        return score_worker_prompt(s->worker, row, err);
+    if (s->prompt_py) {
+        pthread_mutex_lock(&s->mu);
+        if (!s->worker && !s->prompt_err[0]) {
+            lis_error e = {0};
+            if (score_worker_open(s->python, s->task_dir, &s->worker, &e))
+                snprintf(s->prompt_err, sizeof s->prompt_err, "%s", e.msg);
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (s->prompt_err[0]) {
+            agent_fail(err, EIO, "%s", s->prompt_err);
+            return NULL;
+        }
+        if (score_worker_has(s->worker, "prompt"))
+            return score_worker_prompt(s->worker, row, err);
+    }
     const char *p = cJSON_GetStringValue(cJSON_GetObjectItem(row, "problem_statement"));
-    char *out = agent_strdup(p ? p : "");
+    if (!p) {
+        agent_fail(err, EINVAL, "the row has no problem_statement");
+        return NULL;
+    }
+    char *out = agent_strdup(p);
     if (!out)
         agent_fail(err, ENOMEM, "out of memory");
     return out;
@@ -231,6 +249,8 @@ void batch_scorer_close(batch_scorer *s)
         llm_free(s->idle[i]);
     free(s->idle);
     free(s->cmd);
+    free(s->python);
+    free(s->task_dir);
     free(s->judge_model);
     free(s->judge_url);
     free(s->judge_key);

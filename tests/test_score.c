@@ -243,6 +243,26 @@ Test(score_select, builtin_needs_a_text_ground_truth)
     batch_scorer_close(s);
 }
 
+Test(score_select, prompts_come_from_vanilla_llm_prompt_py_whatever_scores)
+{
+    lis_error err = {0};
+    batch_scorer_opts o = {.task_name = "demo", .task_dir = task_dir("kwtask"), .python = py()};
+    batch_scorer *s;
+    cr_assert_eq(batch_scorer_open(&o, &s, &err), 0, "%s", err.msg);
+    cr_expect_str_eq(batch_scorer_name(s), "builtin:match");
+    cJSON *row = cJSON_Parse("{\"id\":1,\"domain\":\"d\",\"problem_statement\":\"Q\",\"ground_truth\":\"x\"}");
+    char *p = batch_scorer_prompt(s, row, &err);
+    cr_assert(p, "%s", err.msg);
+    cr_expect_str_eq(p, "[d] Q\nPut the answer in \\boxed{}.");
+    free(p);
+    /* create_prompt raising (no "domain") is that row's error */
+    cJSON_DeleteItemFromObject(row, "domain");
+    cr_expect_null(batch_scorer_prompt(s, row, &err));
+    cr_expect(strstr(err.msg, "KeyError"), "%s", err.msg);
+    cJSON_Delete(row);
+    batch_scorer_close(s);
+}
+
 /* ---- the Python worker --------------------------------------------------- */
 
 static batch_scorer *open_kwtask(void)
