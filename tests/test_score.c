@@ -127,6 +127,8 @@ Test(score_builtin, math_numbers_as_math_verify)
         {"\\frac{1}{3}", "\\boxed{0.3333}", 0},
         {"\\frac{2}{3}", "\\boxed{0.666667}", 1},
         {"1.5", "\\boxed{\\frac{3}{2}}", 1},
+        {"\\frac{1}{3}", "\\boxed{\\frac{333333}{1000000}}", 0}, /* both exact: no rounding */
+        {"3", "\\boxed{3.0000001}", 1},        /* a decimal: 3.000000 after rounding */
         {"3.14", "\\boxed{3.14159}", 0},
         {"2", "\\boxed{\\frac{4}{2}}", 1},
         {"300000", "\\boxed{3\\times10^{5}}", 1},
