@@ -61,7 +61,7 @@ char *score_math_normalize(const char *latex)
             size_t rest = e;
             while (s[rest] == ' ' || s[rest] == '.')
                 rest++;
-            if (b.len > 0 && !s[rest] && k != 9) {
+            if (b.len > 0 && !s[rest] && strcmp(wrappers[k], "\\operatorname") != 0) {
                 i = n;
             } else {
                 char *inner = agent_strndup(s + i + w + 1, e - i - w - 2);
@@ -171,27 +171,22 @@ static int parse_plain(const char *s, size_t *i, num *v)
 {
     size_t k = *i;
     i128 p = 0, q = 1;
-    int digits = 0, lead = 0;
-    while (isdigit((unsigned char)s[k]) || (s[k] == ',' && lead > 0 && lead <= 3 && digits == lead &&
-                                            isdigit((unsigned char)s[k + 1]))) {
-        if (s[k] == ',') {
-            /* 1,000: exactly three digits per group */
-            for (int j = 1; j <= 3; j++)
-                if (!isdigit((unsigned char)s[k + j]))
-                    return -1;
-            if (isdigit((unsigned char)s[k + 4]))
-                return -1;
-            lead = 4; /* after the first group */
-            k++;
-            continue;
-        }
+    int digits = 0;
+    while (isdigit((unsigned char)s[k])) {
         if (++digits > 30)
             return -1;
-        p = p * 10 + (s[k] - '0');
-        if (lead < 4)
-            lead = digits;
-        k++;
+        p = p * 10 + (s[k++] - '0');
     }
+    /* 1,000 and 12,345,678: a first group of 1-3 digits, then groups of exactly 3 */
+    if (digits >= 1 && digits <= 3 && s[k] == ',')
+        while (s[k] == ',' && isdigit((unsigned char)s[k + 1]) && isdigit((unsigned char)s[k + 2]) &&
+               isdigit((unsigned char)s[k + 3]) && !isdigit((unsigned char)s[k + 4])) {
+            if ((digits += 3) > 30)
+                return -1;
+            for (int j = 1; j <= 3; j++)
+                p = p * 10 + (s[k + j] - '0');
+            k += 4;
+        }
     int flt = 0;
     if (s[k] == '.' && isdigit((unsigned char)s[k + 1])) {
         flt = 1;
@@ -234,6 +229,27 @@ static int parse_plain(const char *s, size_t *i, num *v)
         }
         k = e;
         break;
+    }
+    /* an integer power of an integer: 10^{3}, 2^5 */
+    if (s[k] == '^' && !flt && q == 1) {
+        size_t e = k + 1;
+        int br = s[e] == '{', ex = 0, nd = 0;
+        if (br)
+            e++;
+        while (isdigit((unsigned char)s[e]) && nd < 2 && (br || nd < 1)) {
+            ex = ex * 10 + (s[e++] - '0');
+            nd++;
+        }
+        if (nd && (!br || s[e] == '}')) {
+            i128 base = p;
+            p = 1;
+            for (int j = 0; j < ex; j++) {
+                p *= base;
+                if (p > BIG || p < -BIG)
+                    return -1;
+            }
+            k = e + (br ? 1 : 0);
+        }
     }
     v->p = p;
     v->q = q;

@@ -132,6 +132,7 @@ Test(score_builtin, math_numbers_as_math_verify)
         {"3.14", "\\boxed{3.14159}", 0},
         {"2", "\\boxed{\\frac{4}{2}}", 1},
         {"300000", "\\boxed{3\\times10^{5}}", 1},
+        {"1000", "\\boxed{10^{3}}", 1},
         {"5", "\\boxed{x = 5}", 1},              /* an equation: its right-hand side */
         {"x=5", "\\boxed{5}", 1},                /* an assignment as gold */
         {"5", "\\boxed{5 \\text{ cm}}", 1},      /* a trailing \text{} is a unit */
@@ -156,6 +157,8 @@ Test(score_builtin, math_limits_are_as_documented)
     cr_expect_eq(score_math("\\boxed{1+x}", "x+1"), 0.0); /* math-verify: 1 */
     cr_expect_eq(score_math("\\boxed{50\\%}", "\\frac{1}{2}"), 1.0);
     cr_expect_eq(score_math("\\boxed{1,000}", "1000"), 1.0);
+    cr_expect_eq(score_math("\\boxed{12,345,678}", "12345678"), 1.0);
+    cr_expect_eq(score_math("\\boxed{1,00}", "100"), 0.0); /* not thousands: text */
     char *n = score_math_normalize("\\left( \\dfrac{1}{2} \\right)\\!");
     cr_expect_str_eq(n, "(\\frac{1}{2})");
     free(n);
