@@ -160,6 +160,11 @@ static cJSON *read_jsonl(const char *path, int must_exist, int *ends_nl, lis_err
     return arr;
 }
 
+static int cmp_key(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 static void *judge_thread(void *arg)
 {
     jstate *st = arg;
@@ -228,6 +233,7 @@ int batch_judge_dir(const char *dir, const llm_config *judge, int concurrency, F
     }
     size_t nres = (size_t)cJSON_GetArraySize(results);
     jstate st = {.cfg = judge, .log = log};
+    char **keys = NULL;
     pthread_mutex_init(&st.mu, NULL);
     st.rows = calloc(nres ? nres : 1, sizeof *st.rows);
     int ret = -1;
@@ -235,6 +241,23 @@ int batch_judge_dir(const char *dir, const llm_config *judge, int concurrency, F
         agent_fail(err, ENOMEM, "out of memory");
         goto out;
     }
+    /* the keys already judged, and those taken from results.jsonl so far, sorted
+     * for lookups (a results.jsonl of 100k rows must not take n^2) */
+    size_t nj = (size_t)cJSON_GetArraySize(judged), nk = 0;
+    keys = calloc(nj + nres + 1, sizeof *keys);
+    if (!keys) {
+        agent_fail(err, ENOMEM, "out of memory");
+        goto out;
+    }
+    const cJSON *j;
+    cJSON_ArrayForEach(j, judged) {
+        const cJSON *ja = cJSON_GetObjectItem(j, "attempt");
+        char *k = row_key(cJSON_GetObjectItem(j, "id"), cJSON_IsNumber(ja) ? (int)agent_json_long(ja) : 0);
+        if (k)
+            keys[nk++] = k;
+    }
+    qsort(keys, nk, sizeof *keys, cmp_key);
+    size_t nsorted = nk;
     const cJSON *r;
     cJSON_ArrayForEach(r, results) {
         cJSON *id = cJSON_GetObjectItem(r, "id");
@@ -243,32 +266,27 @@ int batch_judge_dir(const char *dir, const llm_config *judge, int concurrency, F
         const cJSON *at = cJSON_GetObjectItem(r, "attempt");
         int attempt = cJSON_IsNumber(at) ? (int)agent_json_long(at) : 0;
         char *key = row_key(id, attempt);
-        int seen = 0;
-        const cJSON *j;
-        cJSON_ArrayForEach(j, judged) {
-            const cJSON *ja = cJSON_GetObjectItem(j, "attempt");
-            char *k2 = row_key(cJSON_GetObjectItem(j, "id"), cJSON_IsNumber(ja) ? (int)agent_json_long(ja) : 0);
-            seen = key && k2 && strcmp(key, k2) == 0;
-            free(k2);
-            if (seen)
-                break;
-        }
-        /* the same episode twice in results.jsonl is judged once */
-        for (size_t k = 0; k < st.n && !seen; k++) {
-            char *k3 = row_key(st.rows[k].id, st.rows[k].attempt);
-            seen = key && k3 && strcmp(key, k3) == 0;
-            free(k3);
-        }
-        free(key);
-        if (seen)
+        if (!key)
             continue;
+        int seen = bsearch(&key, keys, nsorted, sizeof *keys, cmp_key) != NULL;
+        for (size_t k = nsorted; k < nk && !seen; k++) /* rare: rows after the sorted part */
+            seen = strcmp(keys[k], key) == 0;
+        if (seen) {
+            free(key);
+            continue;
+        }
+        keys[nk++] = key;
+        if (nk - nsorted > 64) { /* keep the unsorted tail short */
+            qsort(keys, nk, sizeof *keys, cmp_key);
+            nsorted = nk;
+        }
         const char *ans = cJSON_GetStringValue(cJSON_GetObjectItem(r, "answer"));
         const char *q = cJSON_GetStringValue(cJSON_GetObjectItem(r, "problem_statement"));
         st.rows[st.n++] = (jrow){id, attempt, q ? q : "", ans ? ans : "",
                                  cJSON_GetObjectItem(r, "ground_truth")};
     }
     if (log)
-        fprintf(log, "lis batch judge: %zu of %zu episodes to judge with %s (%zu already judged)\n",
+        fprintf(log, "lis batch judge: %zu of %zu episodes to judge with %s (%zu judged already or repeated)\n",
                 st.n, nres, judge->model ? judge->model : "?", nres - st.n);
     if (st.n == 0) {
         ret = 0;
@@ -305,6 +323,9 @@ int batch_judge_dir(const char *dir, const llm_config *judge, int concurrency, F
     else
         ret = 0;
 out:
+    for (size_t k = 0; keys && keys[k]; k++)
+        free(keys[k]);
+    free(keys);
     free(st.rows);
     pthread_mutex_destroy(&st.mu);
     cJSON_Delete(results);
