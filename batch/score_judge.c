@@ -286,7 +286,8 @@ int batch_judge_dir(const char *dir, const llm_config *judge, int concurrency, F
                                  cJSON_GetObjectItem(r, "ground_truth")};
     }
     if (log)
-        fprintf(log, "lis batch judge: %zu of %zu episodes to judge with %s (%zu judged already or repeated)\n",
+        fprintf(log, "lis batch judge: %zu of %zu episodes to judge with %s "
+                     "(%zu judged already or repeated)\n",
                 st.n, nres, judge->model ? judge->model : "?", nres - st.n);
     if (st.n == 0) {
         ret = 0;
