@@ -79,6 +79,9 @@ $(B)/lis-init: $(INIT_SRC) runtime/proto.h runtime/init/init.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -Os -static -Iruntime -o $@ $(INIT_SRC)
 
+# the reward.py worker is embedded in the library (.incbin, see batch/score_worker.c)
+$(B)/pobj/batch/score_worker.o: batch/reward_worker.py
+
 $(B)/liblis-agent.so: $(AGENT_OBJ)
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(AGENT_LIBS)
 

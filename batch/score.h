@@ -37,4 +37,28 @@ void batch_scorer_close(batch_scorer *s);
 int batch_judge_dir(const char *dir, const llm_config *judge, int concurrency, FILE *log,
                     lis_error *err);
 
+/* ---- the built-in scorers (score_text.c, score_math.c): pure functions,
+ * exposed for the tests. Each returns 1.0 or 0.0 as the original's reward.py. */
+
+/* demo: empty answer or ground truth -> 0; else Python strip()+lower() equality. */
+double score_match(const char *answer, const char *ground_truth);
+/* chem/biomed: the letter the cascade extracts from text ("" when none) into
+ * out (UTF-8, at most 4 bytes + NUL). */
+void score_letter_extract(const char *text, char out[8]);
+double score_letter(const char *answer, const char *ground_truth);
+/* The content of the last \boxed{...} (balanced braces, stripped), or the
+ * whole text stripped when there is none or it is unbalanced (malloc'ed). */
+char *score_extract_boxed(const char *text);
+/* math: the last \boxed{} of the answer against the ground truth, compared
+ * as numbers (integers, decimals, fractions, percentages) or else as
+ * normalised LaTeX text; see docs/batch-scoring.md for what it covers. */
+double score_math(const char *answer, const char *ground_truth);
+/* The normalised LaTeX text score_math compares when it is not a number (malloc'ed). */
+char *score_math_normalize(const char *latex);
+
+/* The original's judge prompt and verdict parsing (score_judge.c). */
+char *score_judge_prompt(const char *question, const char *ground_truth, const char *answer);
+/* "CORRECT", "INCORRECT" or "UNKNOWN": the last of CORRECT/INCORRECT in the reply. */
+const char *score_judge_verdict(const char *reply);
+
 #endif

@@ -1,0 +1,259 @@
+/* score.c - which scorer a task gets, and the one entry point the batch
+ * engine calls per row (batch_scorer_score), whatever the scorer is.
+ *
+ * Choice (batch_scorer_open; the rule is documented in docs/batch-scoring.md):
+ *   --scorer builtin:NAME   a built-in (match|letter|math; demo|chem|biomed)
+ *   --scorer python         the task's reward.py through the worker
+ *   --scorer CMD            anything else is a shell command
+ *   auto: a judge when the task has judge.py and --judge-model is set;
+ *         else the built-in for the original's rule-based tasks
+ *         (demo, chem, biomed, math); else reward.py; else an error. */
+#include "score.h"
+#include "score_judge.h"
+#include "score_worker.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef enum skind { SK_BUILTIN, SK_PYTHON, SK_CMD, SK_JUDGE } skind;
+
+struct batch_scorer {
+    skind kind;
+    double (*builtin)(const char *, const char *);
+    char name[300];
+    char *cmd;
+    score_worker *worker;   /* also for prompts, when the task has vanilla_llm_prompt.py */
+    int prompt_py;          /* it has: the worker is started on the first prompt */
+    char *python, *task_dir;
+    char prompt_err[400];   /* that start failed: every prompt fails with this */
+    llm_config judge;
+    char *judge_model, *judge_url, *judge_key;
+    pthread_mutex_t mu;     /* the idle judge clients */
+    llm_client **idle;
+    size_t nidle, capidle;
+};
+
+static const struct {
+    const char *name, *alias;
+    double (*fn)(const char *, const char *);
+} builtins[] = {
+    {"match", "demo", score_match},
+    {"letter", "chem", score_letter},
+    {"letter", "biomed", score_letter},
+    {"math", "math", score_math},
+};
+
+static int find_builtin(const char *n)
+{
+    for (size_t i = 0; i < sizeof builtins / sizeof *builtins; i++)
+        if (strcmp(n, builtins[i].name) == 0 || strcmp(n, builtins[i].alias) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int has_file(const char *dir, const char *f)
+{
+    if (!dir)
+        return 0;
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, f);
+    return access(p, R_OK) == 0;
+}
+
+static int open_worker(batch_scorer *s, const batch_scorer_opts *o, lis_error *err)
+{
+    return score_worker_open(o->python, o->task_dir, &s->worker, err);
+}
+
+int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error *err)
+{
+    *out = NULL;
+    batch_scorer *s = calloc(1, sizeof *s);
+    if (!s)
+        return agent_fail(err, ENOMEM, "out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    const char *sc = o->scorer && *o->scorer && strcmp(o->scorer, "auto") != 0 ? o->scorer : NULL;
+    const char *task = o->task_name ? o->task_name : "";
+    int reward = has_file(o->task_dir, "reward.py"), judge_py = has_file(o->task_dir, "judge.py");
+    int prompt_py = has_file(o->task_dir, "vanilla_llm_prompt.py");
+    const char *note = "";
+    int rc = 0;
+
+    if (sc && strncmp(sc, "builtin:", 8) == 0) {
+        int b = find_builtin(sc + 8);
+        if (b < 0) {
+            rc = agent_fail(err, EINVAL, "--scorer %s: no such built-in scorer (builtin:match, "
+                                         "builtin:letter, builtin:math; or demo, chem, biomed)", sc);
+            goto fail;
+        }
+        s->kind = SK_BUILTIN;
+        s->builtin = builtins[b].fn;
+        snprintf(s->name, sizeof s->name, "builtin:%s", builtins[b].name);
+    } else if (sc && strcmp(sc, "python") == 0) {
+        if (!reward) {
+            rc = agent_fail(err, ENOENT, "--scorer python: %s has no reward.py",
+                            o->task_dir ? o->task_dir : "the task (--tasks FILE)");
+            goto fail;
+        }
+        s->kind = SK_PYTHON;
+        snprintf(s->name, sizeof s->name, "python:reward.py");
+    } else if (sc) {
+        s->kind = SK_CMD;
+        s->cmd = agent_strdup(sc);
+        snprintf(s->name, sizeof s->name, "cmd:%s", sc);
+    } else if (judge_py && o->judge) {
+        s->kind = SK_JUDGE;
+        snprintf(s->name, sizeof s->name, "judge:%s", o->judge->model ? o->judge->model : "?");
+    } else if (find_builtin(task) >= 0) {
+        int b = find_builtin(task);
+        s->kind = SK_BUILTIN;
+        s->builtin = builtins[b].fn;
+        snprintf(s->name, sizeof s->name, "builtin:%s", builtins[b].name);
+        if (strcmp(task, "math") == 0)
+            note = " (math-verify is not packaged in Debian; --scorer python runs the task's "
+                   "reward.py where it is installed)";
+    } else if (reward) {
+        s->kind = SK_PYTHON;
+        snprintf(s->name, sizeof s->name, "python:reward.py");
+        if (judge_py)
+            note = " (the task has judge.py: its reward.py is the original's placeholder; "
+                   "--judge-model scores it, or `lis batch judge DIR` afterwards)";
+    } else {
+        rc = agent_fail(err, ENOENT, "no scorer for task %s: it has no reward.py (use --scorer "
+                                     "builtin:NAME, --scorer CMD or --judge-model)", *task ? task : "?");
+        goto fail;
+    }
+    if (s->kind == SK_JUDGE) {
+        s->judge = *o->judge;
+        s->judge_model = o->judge->model ? agent_strdup(o->judge->model) : NULL;
+        s->judge_url = o->judge->base_url ? agent_strdup(o->judge->base_url) : NULL;
+        s->judge_key = o->judge->api_key ? agent_strdup(o->judge->api_key) : NULL;
+        s->judge.model = s->judge_model;
+        s->judge.base_url = s->judge_url;
+        s->judge.api_key = s->judge_key;
+        s->judge.extra_body = NULL; /* the caller's, not ours to keep */
+        s->judge.log = NULL;
+    }
+    /* the worker: now for reward.py; for create_prompt alone only when --mode
+     * llm asks for a prompt (a sandbox run with a built-in needs no python) */
+    if (s->kind == SK_PYTHON && open_worker(s, o, err))
+        goto fail;
+    if (prompt_py && o->task_dir) {
+        s->prompt_py = 1;
+        s->python = o->python ? agent_strdup(o->python) : NULL;
+        s->task_dir = agent_strdup(o->task_dir);
+    }
+    if (o->log)
+        fprintf(o->log, "scorer: %s%s\n", s->name, note);
+    *out = s;
+    return 0;
+fail:
+    batch_scorer_close(s);
+    return rc ? rc : -1;
+}
+
+const char *batch_scorer_name(const batch_scorer *s) { return s->name; }
+
+static llm_client *take_client(batch_scorer *s, lis_error *err)
+{
+    pthread_mutex_lock(&s->mu);
+    llm_client *c = s->nidle ? s->idle[--s->nidle] : NULL;
+    pthread_mutex_unlock(&s->mu);
+    return c ? c : llm_new(&s->judge, err);
+}
+
+static void give_client(batch_scorer *s, llm_client *c)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->nidle == s->capidle) {
+        size_t cap = s->capidle ? s->capidle * 2 : 8;
+        llm_client **n = realloc(s->idle, cap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&s->mu);
+            llm_free(c);
+            return;
+        }
+        s->idle = n;
+        s->capidle = cap;
+    }
+    s->idle[s->nidle++] = c;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int batch_scorer_score(batch_scorer *s, const char *answer, const cJSON *row, double *score,
+                       lis_error *err)
+{
+    const cJSON *gt = cJSON_GetObjectItem(row, "ground_truth");
+    switch (s->kind) {
+    case SK_BUILTIN:
+        if (!cJSON_IsString(gt))
+            return agent_fail(err, EINVAL, "%s: ground_truth is %s, not a string", s->name,
+                              gt ? "not text" : "missing");
+        *score = s->builtin(answer ? answer : "", gt->valuestring);
+        return 0;
+    case SK_PYTHON:
+        return score_worker_score(s->worker, answer, row, score, err);
+    case SK_CMD:
+        return score_cmd_run(s->cmd, answer, row, SCORE_CMD_TIMEOUT, score, err);
+    case SK_JUDGE: {
+        llm_client *c = take_client(s, err);
+        if (!c)
+            return lis_wrap(err, "judge");
+        const char *q = cJSON_GetStringValue(cJSON_GetObjectItem(row, "problem_statement"));
+        char verdict[16];
+        int rc = score_judge_ask(c, q ? q : "", gt, answer, score, verdict, err);
+        give_client(s, c);
+        return rc;
+    }
+    }
+    return agent_fail(err, EINVAL, "unknown scorer");
+}
+
+char *batch_scorer_prompt(batch_scorer *s, const cJSON *row, lis_error *err)
+{
+    if (s->prompt_py) {
+        pthread_mutex_lock(&s->mu);
+        if (!s->worker && !s->prompt_err[0]) {
+            lis_error e = {0};
+            if (score_worker_open(s->python, s->task_dir, &s->worker, &e))
+                snprintf(s->prompt_err, sizeof s->prompt_err, "%s", e.msg);
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (s->prompt_err[0]) {
+            agent_fail(err, EIO, "%s", s->prompt_err);
+            return NULL;
+        }
+        if (score_worker_has(s->worker, "prompt"))
+            return score_worker_prompt(s->worker, row, err);
+    }
+    const char *p = cJSON_GetStringValue(cJSON_GetObjectItem(row, "problem_statement"));
+    if (!p) {
+        agent_fail(err, EINVAL, "the row has no problem_statement");
+        return NULL;
+    }
+    char *out = agent_strdup(p);
+    if (!out)
+        agent_fail(err, ENOMEM, "out of memory");
+    return out;
+}
+
+void batch_scorer_close(batch_scorer *s)
+{
+    if (!s)
+        return;
+    score_worker_close(s->worker);
+    for (size_t i = 0; i < s->nidle; i++)
+        llm_free(s->idle[i]);
+    free(s->idle);
+    free(s->cmd);
+    free(s->python);
+    free(s->task_dir);
+    free(s->judge_model);
+    free(s->judge_url);
+    free(s->judge_key);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
