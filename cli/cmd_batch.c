@@ -186,7 +186,7 @@ static int judge_config(const bflags *b, const agent_cli *c, llm_config *j)
     j->api_key = b->judge_key ? b->judge_key : c && c->api_key ? c->api_key : "dummy";
     j->temperature = 0.7; /* the original's judge */
     j->send_temperature = 1;
-    j->max_tokens = 8192;
+    j->max_tokens = 16384; /* the original judge.py */
     j->timeout = 600;
     j->connect_timeout = 30;
     j->max_retries = 5;
