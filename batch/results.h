@@ -43,6 +43,11 @@ size_t batch_out_count(const batch_out *o);
 int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
                      const char *log_text, lis_error *err);
 const char *batch_out_dir(const batch_out *o);
+/* The KEY of (id, attempt): the id with every byte but [A-Za-z0-9_.-] and
+ * UTF-8 (and a leading '.') escaped as %XX, then "@K" for K > 0, so two
+ * episodes never share a file; a KEY over 200 bytes becomes a prefix, '~'
+ * and 128 bits of hash. malloc'ed (NULL when out of memory). */
+char *batch_out_key(const char *id, int attempt);
 void batch_out_close(batch_out *o);
 
 /* Writes results.json + trajectory.json from DIR's run.json, results.jsonl
