@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -163,6 +164,11 @@ char *batch_out_key(const char *id, int attempt)
     return sb_take(&b);
 }
 
+void bo_tmp_name(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, ".tmp-%.200s.%ld.%ld", name, (long)getpid(), (long)gettid());
+}
+
 int bo_fsync_dir(int dfd, const char *what, lis_error *err)
 {
     if (fsync(dfd) < 0 && errno != EINVAL)
@@ -175,7 +181,7 @@ int bo_write_atomic(int dfd, const char *dir, const char *name, const char *data
                         size_t len, lis_error *err)
 {
     char tmp[NAME_MAX + 1];
-    snprintf(tmp, sizeof tmp, ".tmp-%.200s", name);
+    bo_tmp_name(tmp, sizeof tmp, name);
     int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return agent_fail(err, errno, "cannot write %s/%s: %s", dir, name, strerror(errno));
@@ -306,7 +312,7 @@ typedef struct open_ctx {
 static int index_row(void *arg, cJSON *row, size_t line, lis_error *err)
 {
     open_ctx *c = arg;
-    char id[4096];
+    char id[BATCH_ID_MAX];
     int attempt;
     if (bo_row_ident(row, id, sizeof id, &attempt) < 0) {
         cJSON_Delete(row);
@@ -335,26 +341,25 @@ static int index_row(void *arg, cJSON *row, size_t line, lis_error *err)
 }
 
 /* fsyncs the parents of the directories mkdir -p just made (from dir up to
- * the first one that existed before). */
+ * the first one that existed before, existed_len bytes of dir). */
 static void sync_new_parents(const char *dir, size_t existed_len)
 {
     char *p = agent_strdup(dir);
-    if (!p)
-        return;
-    for (;;) {
+    for (size_t n = p ? strlen(p) : 0; n > existed_len;) {
+        while (n > 1 && p[n - 1] == '/')
+            p[--n] = 0;
         char *slash = strrchr(p, '/');
-        while (slash && slash > p && slash[1] == 0) {
+        const char *parent = !slash ? "." : slash == p ? "/" : p;
+        if (slash && slash != p)
             *slash = 0;
-            slash = strrchr(p, '/');
-        }
-        if (!slash || strlen(p) <= existed_len)
-            break;
-        *slash = 0;
-        int fd = open(*p ? p : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd >= 0) {
             fsync(fd);
             close(fd);
         }
+        if (!slash || slash == p)
+            break;
+        n = strlen(p);
     }
     free(p);
 }
@@ -446,9 +451,9 @@ int batch_out_open(const char *dir, const cJSON *config, int resume, batch_out *
         /* the deepest existing ancestor, to sync what mkdir -p creates */
         char *anc = agent_strdup(dir);
         size_t existed = 0;
-        for (char *s; anc && access(anc, F_OK) < 0 && (s = strrchr(anc, '/'));)
-            *s = 0;
-        existed = anc ? strlen(anc) : 0;
+        for (char *sl; anc && access(anc, F_OK) < 0 && (sl = strrchr(anc, '/'));)
+            *sl = 0;
+        existed = anc && access(anc, F_OK) == 0 ? strlen(anc) : 0;
         free(anc);
         if (lis_host_mkdir_p(dir, 0755, err) < 0) {
             char m[sizeof err->msg];
@@ -464,10 +469,23 @@ int batch_out_open(const char *dir, const cJSON *config, int resume, batch_out *
                    "lis batch run" : "cannot open %s: %s", dir, strerror(errno));
         goto fail;
     }
-    if (resume) {
-        if (check_config(o, config, err) < 0)
-            goto fail;
-    } else {
+    /* before anything is created: a wrong --resume DIR stays untouched */
+    if (resume && check_config(o, config, err) < 0)
+        goto fail;
+    o->fd = openat(o->dfd, "results.jsonl", O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (o->fd < 0) {
+        agent_fail(err, errno, "cannot open %s/results.jsonl: %s", dir, strerror(errno));
+        goto fail;
+    }
+    /* one writer per directory: a second batch on it would run (and count)
+     * the same episodes again; the lock dies with its process, even by kill -9 */
+    if (flock(o->fd, LOCK_EX | LOCK_NB) < 0) {
+        agent_fail(err, errno, errno == EWOULDBLOCK ? "%s is in use by another lis batch; "
+                   "wait for it to end (or stop it) before resuming" : "cannot lock %s: %s",
+                   dir, strerror(errno));
+        goto fail;
+    }
+    if (!resume) {
         if (faccessat(o->dfd, "run.json", F_OK, 0) == 0) {
             agent_fail(err, EEXIST, "%s already holds a run (run.json); continue it with "
                        "--resume %s or choose another --output-dir", dir, dir);
@@ -482,14 +500,7 @@ int batch_out_open(const char *dir, const cJSON *config, int resume, batch_out *
             goto fail;
     }
     if ((o->tdfd = open_subdir(o, "trajectories", err)) < 0 ||
-        (o->ldfd = open_subdir(o, "logs", err)) < 0)
-        goto fail;
-    o->fd = openat(o->dfd, "results.jsonl", O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (o->fd < 0) {
-        agent_fail(err, errno, "cannot open %s/results.jsonl: %s", dir, strerror(errno));
-        goto fail;
-    }
-    if (bo_fsync_dir(o->dfd, dir, err) < 0)
+        (o->ldfd = open_subdir(o, "logs", err)) < 0 || bo_fsync_dir(o->dfd, dir, err) < 0)
         goto fail;
     char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/results.jsonl", dir);
@@ -544,11 +555,11 @@ int batch_out_has(const batch_out *o, const char *id, int attempt)
 int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
                      const char *log_text, lis_error *err)
 {
-    char id[4096];
+    char id[BATCH_ID_MAX];
     int attempt;
     if (bo_row_ident(row, id, sizeof id, &attempt) < 0)
-        return agent_fail(err, EINVAL, "a result row needs an id (text) and an attempt "
-                          "(0, 1, ...)");
+        return agent_fail(err, EINVAL, "a result row needs an id (text, under %d bytes) and "
+                          "an attempt (0, 1, ...)", BATCH_ID_MAX);
     const cJSON *reason = cJSON_GetObjectItemCaseSensitive(row, "reason");
     int cancelled = cJSON_IsString(reason) && !strcmp(reason->valuestring, "cancelled");
     char *k = bo_ident_key(id, attempt), *key = batch_out_key(id, attempt);
@@ -596,6 +607,7 @@ int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
     size_t len = strlen(line);
     line[len] = '\n'; /* cJSON's buffer: replace the NUL, write len + 1 */
     pthread_mutex_lock(&o->mu);
+    s = bo_kset_find(&o->keys, k); /* the table may have grown meanwhile */
     ssize_t n;
     do
         n = write(o->fd, line, len + 1);
@@ -628,6 +640,7 @@ int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
     goto out;
 undo:
     pthread_mutex_lock(&o->mu);
+    s = bo_kset_find(&o->keys, k);
     s->state = prev;
     pthread_mutex_unlock(&o->mu);
 out:

@@ -30,7 +30,14 @@ typedef struct batch_out batch_out;
 
 /* Creates DIR (or, with resume, opens it: run.json must equal config, else a
  * one-line refusal naming the first differing key), loads the rows already
- * in results.jsonl (a torn last line from a crash is cut off). */
+ * in results.jsonl (a torn last line from a crash is cut off). config is
+ * compared whole, so it holds only what changes results (no start time, no
+ * --concurrency). A new run refuses a DIR that holds a run.json. DIR is
+ * locked (flock) while open: a second batch on it is refused; the lock goes
+ * with the process, also on kill -9.
+ * A row whose reason is "cancelled" does not count as done: has() is false
+ * for it, count() leaves it out, a later append of its (id, attempt) is
+ * accepted and replaces it in the report. */
 int batch_out_open(const char *dir, const cJSON *config, int resume, batch_out **out,
                    lis_error *err);
 /* The episode (id, attempt) already has a row. */

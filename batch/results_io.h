@@ -4,6 +4,7 @@
 #define LIS_BATCH_RESULTS_IO_H
 
 #include "results.h"
+#include "task.h" /* BATCH_ID_MAX */
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -35,6 +36,8 @@ int bo_row_ident(const cJSON *row, char *id, size_t idn, int *attempt);
 char *bo_ident_key(const char *id, int attempt);
 
 int bo_fsync_dir(int dfd, const char *what, lis_error *err);
+/* ".tmp-NAME.PID.TID": a temporary of its own for every writer. */
+void bo_tmp_name(char *buf, size_t n, const char *name);
 /* Writes name in dfd via a temporary file, fsync, rename, fsync of the dir. */
 int bo_write_atomic(int dfd, const char *dir, const char *name, const char *data, size_t len,
                     lis_error *err);

@@ -34,7 +34,7 @@ typedef struct report {
 static int collect_row(void *arg, cJSON *row, size_t line, lis_error *err)
 {
     report *R = arg;
-    char id[4096];
+    char id[BATCH_ID_MAX];
     int attempt;
     if (bo_row_ident(row, id, sizeof id, &attempt) < 0) {
         cJSON_Delete(row);
@@ -79,7 +79,7 @@ static int collect_row(void *arg, cJSON *row, size_t line, lis_error *err)
 static int collect_judge(void *arg, cJSON *row, size_t line, lis_error *err)
 {
     report *R = arg;
-    char id[4096];
+    char id[BATCH_ID_MAX];
     int attempt;
     const cJSON *sc = cJSON_GetObjectItemCaseSensitive(row, "score");
     int ok = bo_row_ident(row, id, sizeof id, &attempt) == 0 && cJSON_IsNumber(sc) &&
@@ -207,7 +207,8 @@ static cJSON *json_copy(const cJSON *row, const char *key, const char *def)
 static int write_trajectories(int dfd, const char *dir, const report *R, lis_error *err)
 {
     int tdfd = openat(dfd, "trajectories", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    const char *tmp = ".tmp-trajectory.json";
+    char tmp[NAME_MAX + 1];
+    bo_tmp_name(tmp, sizeof tmp, "trajectory.json");
     int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
     if (!f) {

@@ -266,7 +266,10 @@ static int add_row(loader *L, cJSON *obj, uint32_t file, uint32_t line, lis_erro
         cJSON_Delete(obj);
         return oom(err);
     }
-    L->n++;
+    L->n++; /* the row is the loader's from here on */
+    if (strlen(r->id) >= BATCH_ID_MAX)
+        return agent_fail(err, EINVAL, "%s:%u: id longer than %d bytes; shorten it", fname,
+                          (unsigned)line, BATCH_ID_MAX - 1);
     size_t dup = 0;
     int d = ids_insert(L, L->n - 1, &dup);
     if (d < 0)

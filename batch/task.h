@@ -5,6 +5,9 @@
 
 #include "agent.h"
 
+/* Row ids are shorter than this (bytes); longer ones are refused at load. */
+#define BATCH_ID_MAX 4096
+
 typedef struct batch_row {
     char *id;                 /* the row's id as text (a number id is printed as %g;
                                * precisely: an integer as Python's str(), else the

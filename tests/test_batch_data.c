@@ -310,6 +310,14 @@ Test(batch_task, broken_files_fail_with_file_and_line)
     load_fails(file_opts(tpath("g.jsonl")), "g.jsonl:1:", "more than one");
     put(tpath("empty.jsonl"), "\n\n");
     load_fails(file_opts(tpath("empty.jsonl")), "empty.jsonl", "no rows");
+    sbuf longid = {0};
+    sb_puts(&longid, "{\"id\":\"");
+    for (int i = 0; i < BATCH_ID_MAX; i++)
+        sb_putc(&longid, 'x');
+    sb_puts(&longid, "\"}\n");
+    put(tpath("long.jsonl"), longid.s);
+    sb_free(&longid);
+    load_fails(file_opts(tpath("long.jsonl")), "long.jsonl:1:", "id longer than");
     put(tpath("h.jsonl"), "{\"id\":\"\"}\n");
     load_fails(file_opts(tpath("h.jsonl")), "h.jsonl:1:", "non-empty");
     load_fails(file_opts(tpath("missing.jsonl")), "missing.jsonl", "No such file");
@@ -584,6 +592,28 @@ Test(batch_results, append_reopen_resume)
     cr_assert(strstr(err.msg, "--resume") && one_line(err.msg), "%s", err.msg);
     cr_assert_eq(batch_out_open(tpath("nothere"), c, 1, &o, &err), -1);
     cr_assert(strstr(err.msg, "--resume") && one_line(err.msg), "%s", err.msg);
+    cJSON_Delete(c);
+}
+
+Test(batch_results, one_writer_per_directory)
+{
+    const char *dir = tpath("lock");
+    batch_out *o = open_out(dir, "m", 0);
+    cJSON *c = config_of("m");
+    batch_out *o2 = NULL;
+    lis_error err = {0};
+    cr_assert_eq(batch_out_open(dir, c, 1, &o2, &err), -1, "a second writer is refused");
+    cr_assert(strstr(err.msg, "in use by another lis batch") && one_line(err.msg), "%s",
+              err.msg);
+    batch_out_close(o);
+    cr_assert_eq(batch_out_open(dir, c, 1, &o2, &err), 0, "%s", err.msg);
+    batch_out_close(o2);
+    /* a wrong --resume DIR (no run.json) is left untouched */
+    mkdir(tpath("notarun"), 0755);
+    cr_assert_eq(batch_out_open(tpath("notarun"), c, 1, &o2, &err), -1);
+    cr_assert(strstr(err.msg, "no run.json"), "%s", err.msg);
+    cr_assert_neq(access(tpath("notarun/results.jsonl"), F_OK), 0);
+    cr_assert_neq(access(tpath("notarun/logs"), F_OK), 0);
     cJSON_Delete(c);
 }
 
