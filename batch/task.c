@@ -467,7 +467,7 @@ static void check_row(batch_row *r, const char *at)
             s++;
         if (!*s) /* "" means none, as the original's `json.loads(x) if x else {}` */
             return;
-        files = cJSON_Parse(s);
+        files = cJSON_ParseWithOpts(s, NULL, 1); /* no trailing text, as json.loads */
         if (!files) {
             snprintf(r->error, sizeof r->error, "%s: input_files is a string but not valid "
                      "JSON; make it an object of name: content", at);

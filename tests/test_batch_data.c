@@ -268,15 +268,17 @@ Test(batch_task, bad_rows_are_row_errors_not_load_failures)
         "{\"id\":\"arr\",\"problem_statement\":\"p\",\"input_files\":[\"x\"]}\n"
         "{\"id\":\"nops\",\"ground_truth\":\"g\"}\n"
         "{\"id\":\"emptystr\",\"problem_statement\":\"p\",\"input_files\":\"\"}\n"
-        "{\"id\":\"nullc\",\"problem_statement\":\"p\",\"input_files\":{\"n.txt\":null}}\n");
+        "{\"id\":\"nullc\",\"problem_statement\":\"p\",\"input_files\":{\"n.txt\":null}}\n"
+        "{\"id\":\"trail\",\"problem_statement\":\"p\",\"input_files\":\"{} x\"}\n");
     batch_task t;
     load_ok(file_opts(tpath("d.jsonl")), &t);
-    cr_assert_eq(t.nrows, 10);
+    cr_assert_eq(t.nrows, 11);
     cr_assert_str_eq(row_by_id(&t, "ok")->error, "");
     static const struct { const char *id, *needle; } bad[] = {
         {"badjson", "not valid JSON"}, {"up", "leaves the input directory"},
         {"abs", "leaves the input directory"}, {"mid", "leaves the input directory"},
         {"num", "must be text"}, {"arr", "must be an object"}, {"nops", "problem_statement"},
+        {"trail", "not valid JSON"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const batch_row *r = row_by_id(&t, bad[i].id);
@@ -300,6 +302,9 @@ Test(batch_task, broken_files_fail_with_file_and_line)
     load_fails(file_opts(tpath("b.jsonl")), "b.jsonl:2:", "must be a JSON object");
     put(tpath("c.json"), "[\n{\"id\":\"a\"},\n{\"id\":true}\n]");
     load_fails(file_opts(tpath("c.json")), "c.json:3:", "id must be");
+    put(tpath("p.json"), "[\n  {\n    \"id\": \"a\"\n  },\n  {\n    \"id\": \"b\",\n"
+                         "    \"x\": tru\n  }\n]\n");
+    load_fails(file_opts(tpath("p.json")), "p.json:7:", "not valid JSON");
     put(tpath("d.json"), "[\n{\"id\":\"a\"}\n{\"id\":\"b\"}\n]");
     load_fails(file_opts(tpath("d.json")), "d.json:3:", "expected ','");
     put(tpath("e.json"), "[{\"id\":\"a\"}");
