@@ -30,6 +30,7 @@ struct batch_out {
     off_t size;           /* its length: whole lines only */
     size_t lines;         /* lines in it */
     size_t done;          /* rows that count (not cancelled) */
+    int broken;           /* a part-row could not be cut: no more appends */
     kset keys;
 };
 
@@ -608,15 +609,16 @@ int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
     line[len] = '\n'; /* cJSON's buffer: replace the NUL, write len + 1 */
     pthread_mutex_lock(&o->mu);
     s = bo_kset_find(&o->keys, k); /* the table may have grown meanwhile */
-    ssize_t n;
-    do
-        n = write(o->fd, line, len + 1);
-    while (n < 0 && errno == EINTR);
+    ssize_t n = -1;
+    errno = EIO;
+    while (!o->broken && (n = write(o->fd, line, len + 1)) < 0 && errno == EINTR)
+        ;
     if (n != (ssize_t)(len + 1)) {
         int e = n < 0 ? errno : ENOSPC;
-        if (n > 0 && ftruncate(o->fd, o->size) < 0) {
-            /* a part-row stays; the next open cuts it (it has no newline) */
-        }
+        /* a part-row must not stay in front of the next row; when it cannot
+         * be cut, the next open does it (a last line without a newline) */
+        if (n > 0 && ftruncate(o->fd, o->size) < 0)
+            o->broken = 1;
         s->state = prev;
         pthread_mutex_unlock(&o->mu);
         line[len] = 0;
@@ -633,7 +635,8 @@ int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
     line[len] = 0;
     /* outside the lock: concurrent appends share the device flush */
     if (fdatasync(o->fd) < 0) {
-        agent_fail(err, errno, "cannot sync %s/results.jsonl: %s", o->dir, strerror(errno));
+        agent_fail(err, errno, "the row is in %s/results.jsonl but cannot be synced: %s",
+                   o->dir, strerror(errno));
         goto out;
     }
     rc = 0;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -706,6 +707,47 @@ Test(batch_results, torn_last_line_is_cut)
     cr_assert_eq(batch_out_open(dir, c, 1, &o, &err), -1);
     cr_assert(strstr(err.msg, "results.jsonl:4:") && one_line(err.msg), "%s", err.msg);
     cJSON_Delete(c);
+}
+
+/* A short write (here: the file size limit, as a full disk would) leaves no
+ * part-row behind and no "done" mark: the same episode can be appended later. */
+Test(batch_results, a_failed_append_leaves_nothing)
+{
+    const char *dir = tpath("full");
+    batch_out *o = open_out(dir, "m", 0);
+    append_ok(o, "a", 0, 1, "submitted");
+    char p[1024];
+    snprintf(p, sizeof p, "%s/results.jsonl", dir);
+    struct stat st;
+    cr_assert_eq(stat(p, &st), 0);
+    off_t before = st.st_size;
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = (rlim_t)before + 40; /* the row stops after 40 bytes */
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    cJSON *r = row_of("b", 0, 1, "submitted");
+    lis_error err = {0};
+    cr_assert_eq(batch_out_append(o, r, NULL, NULL, &err), -1);
+    cr_assert(strstr(err.msg, "cannot append"), "%s", err.msg);
+    cr_assert_eq(stat(p, &st), 0);
+    cr_assert_eq(st.st_size, before, "the part-row is cut off");
+    cr_assert_not(batch_out_has(o, "b", 0));
+    /* a trajectory that cannot be written fails the append before its row */
+    lim.rlim_cur = 10;
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    cJSON *t = traj_of("b");
+    cr_assert_eq(batch_out_append(o, r, t, NULL, &err), -1);
+    cr_assert(strstr(err.msg, "trajectories"), "%s", err.msg);
+    cr_assert_not(batch_out_has(o, "b", 0));
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    cr_assert_eq(batch_out_append(o, r, t, NULL, &err), 0, "%s", err.msg);
+    cr_assert(batch_out_has(o, "b", 0));
+    cJSON_Delete(r);
+    cJSON_Delete(t);
+    batch_out_close(o);
+    cr_assert_eq(whole_rows(dir), 2);
 }
 
 Test(batch_results, keys_are_injective_file_names)
