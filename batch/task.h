@@ -17,7 +17,11 @@ typedef struct batch_row {
     const cJSON *ground_truth;     /* borrowed from json (NULL when absent) */
     cJSON *json;              /* the whole row (owned); every field goes to the scorer */
     cJSON *input_files;       /* name -> content object (owned; parsed when the row has a
-                               * JSON string), NULL when the row has none */
+                               * JSON string), NULL when the row has none. For an object
+                               * row it is a cJSON reference to json's own (no copy of the
+                               * documents): valid while json is. Names are relative, may
+                               * hold subdirectories ("notes/a.txt"), never "..". A null
+                               * content means: skip the file, as the original does */
     char error[256];          /* not "": the row cannot run (recorded as input_error) */
 } batch_row;
 
