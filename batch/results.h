@@ -30,7 +30,14 @@ typedef struct batch_out batch_out;
 
 /* Creates DIR (or, with resume, opens it: run.json must equal config, else a
  * one-line refusal naming the first differing key), loads the rows already
- * in results.jsonl (a torn last line from a crash is cut off). */
+ * in results.jsonl (a torn last line from a crash is cut off). config is
+ * compared whole, so it holds only what changes results (no start time, no
+ * --concurrency). A new run refuses a DIR that holds a run.json. DIR is
+ * locked (flock) while open: a second batch on it is refused; the lock goes
+ * with the process, also on kill -9.
+ * A row whose reason is "cancelled" does not count as done: has() is false
+ * for it, count() leaves it out, a later append of its (id, attempt) is
+ * accepted and replaces it in the report. */
 int batch_out_open(const char *dir, const cJSON *config, int resume, batch_out **out,
                    lis_error *err);
 /* The episode (id, attempt) already has a row. */
@@ -43,6 +50,11 @@ size_t batch_out_count(const batch_out *o);
 int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
                      const char *log_text, lis_error *err);
 const char *batch_out_dir(const batch_out *o);
+/* The KEY of (id, attempt): the id with every byte but [A-Za-z0-9_.-] and
+ * UTF-8 (and a leading '.') escaped as %XX, then "@K" for K > 0, so two
+ * episodes never share a file; a KEY over 200 bytes becomes a prefix, '~'
+ * and 128 bits of hash. malloc'ed (NULL when out of memory). */
+char *batch_out_key(const char *id, int attempt);
 void batch_out_close(batch_out *o);
 
 /* Writes results.json + trajectory.json from DIR's run.json, results.jsonl

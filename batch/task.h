@@ -5,13 +5,23 @@
 
 #include "agent.h"
 
+/* Row ids are shorter than this (bytes); longer ones are refused at load. */
+#define BATCH_ID_MAX 4096
+
 typedef struct batch_row {
-    char *id;                 /* the row's id as text (a number id is printed as %g) */
+    char *id;                 /* the row's id as text (a number id is printed as %g;
+                               * precisely: an integer as Python's str(), else the
+                               * shortest %.17g that reads back; no id: the row's
+                               * 0-based position in the data, as text) */
     const char *problem_statement; /* borrowed from json ("" when absent) */
     const cJSON *ground_truth;     /* borrowed from json (NULL when absent) */
     cJSON *json;              /* the whole row (owned); every field goes to the scorer */
     cJSON *input_files;       /* name -> content object (owned; parsed when the row has a
-                               * JSON string), NULL when the row has none */
+                               * JSON string), NULL when the row has none. For an object
+                               * row it is a cJSON reference to json's own (no copy of the
+                               * documents): valid while json is. Names are relative, may
+                               * hold subdirectories ("notes/a.txt"), never "..". A null
+                               * content means: skip the file, as the original does */
     char error[256];          /* not "": the row cannot run (recorded as input_error) */
 } batch_row;
 
@@ -33,6 +43,10 @@ typedef struct batch_task_opts {
     const char *tasks_file;    /* --tasks FILE (JSON array or JSONL) */
     const char *prompt_config; /* --prompt-config YAML (overrides the folder's prompts) */
     long start_id, end_id;     /* 0-based [start, end) as the original; -1 when unset */
+    /* Nonzero: start_id / end_id were given, also when -1 (a negative value
+     * counts from the end, as Python's problems[start:end]; an end of 0 means
+     * the end, as the original's `end_id or len(problems)`). */
+    int start_set, end_set;
 } batch_task_opts;
 
 /* Loads the task; every failure is one line naming the file and the fix. */

@@ -1,0 +1,53 @@
+/* results_io.h - batch/ internal to results.c and results_report.c: the
+ * pieces both the writer of the output directory and the report use. */
+#ifndef LIS_BATCH_RESULTS_IO_H
+#define LIS_BATCH_RESULTS_IO_H
+
+#include "results.h"
+#include "task.h" /* BATCH_ID_MAX */
+
+#include <stdint.h>
+#include <sys/types.h>
+
+enum { ST_FREE = 0, ST_PENDING, ST_DONE, ST_CANCELLED };
+
+/* (id, attempt) -> state, open addressing; keys are "ATTEMPT:ID". */
+typedef struct kslot {
+    char *key;
+    int state;
+    size_t line;      /* in results.jsonl (messages); 0 while pending */
+} kslot;
+
+typedef struct kset {
+    kslot *s;
+    size_t cap, n;
+} kset;
+
+uint64_t bo_fnv(const char *s, uint64_t h);
+kslot *bo_kset_find(const kset *k, const char *key);
+/* The slot of key, inserted (state ST_FREE) when new; NULL when out of memory. */
+kslot *bo_kset_get(kset *k, const char *key);
+void bo_kset_free(kset *k);
+
+/* A row's id as text (a number as task.c prints it) and its attempt; -1
+ * when either is missing or malformed. */
+int bo_row_ident(const cJSON *row, char *id, size_t idn, int *attempt);
+/* "ATTEMPT:ID", the key of kset. */
+char *bo_ident_key(const char *id, int attempt);
+
+int bo_fsync_dir(int dfd, const char *what, lis_error *err);
+/* ".tmp-NAME.PID.TID": a temporary of its own for every writer. */
+void bo_tmp_name(char *buf, size_t n, const char *name);
+/* Writes name in dfd via a temporary file, fsync, rename, fsync of the dir. */
+int bo_write_atomic(int dfd, const char *dir, const char *name, const char *data, size_t len,
+                    lis_error *err);
+
+/* Reads a JSONL file of rows (from its start; fd's offset is not used): cb
+ * gets each whole row (owns it); a last line without its newline, or
+ * unparsable, is a torn write and ends the file (*good: the length of the
+ * whole lines, *lines: their number); a bad line before the last is an error. */
+typedef int (*row_fn)(void *arg, cJSON *row, size_t line, lis_error *err);
+int bo_read_jsonl(int fd, const char *path, row_fn cb, void *arg, off_t *good, size_t *lines,
+                  lis_error *err);
+
+#endif

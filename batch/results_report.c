@@ -1,0 +1,461 @@
+/* results_report.c - the original's results.json and trajectory.json, made
+ * from an output directory's run.json, results.jsonl, judge.jsonl and
+ * trajectories/ (batch_report_write in results.h). It only reads those, so
+ * `lis batch report DIR` may run beside a live batch: a torn last line is
+ * skipped, not cut. */
+#include "results_io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int oom(lis_error *err) { return agent_fail(err, ENOMEM, "out of memory"); }
+
+typedef struct rep_row {
+    cJSON *row;
+    char *id;
+    int attempt;
+    int skip;         /* a cancelled row that a later row replaced */
+} rep_row;
+
+typedef struct report {
+    const char *path;
+    rep_row *r;
+    size_t n, cap;
+    kset keys;        /* "ATTEMPT:ID" -> index in r (kslot.line) */
+    kset judged;      /* "ATTEMPT:ID" -> index in jscore */
+    double *jscore;
+    size_t jn, jcap;
+} report;
+
+static int collect_row(void *arg, cJSON *row, size_t line, lis_error *err)
+{
+    report *R = arg;
+    char id[BATCH_ID_MAX];
+    int attempt;
+    if (bo_row_ident(row, id, sizeof id, &attempt) < 0) {
+        cJSON_Delete(row);
+        return agent_fail(err, EINVAL, "%s:%zu: a row without an id and attempt; fix or "
+                          "delete that line", R->path, line);
+    }
+    if (R->n == R->cap) {
+        size_t cap = R->cap ? R->cap * 2 : 256;
+        rep_row *t = realloc(R->r, cap * sizeof *t);
+        if (!t) {
+            cJSON_Delete(row);
+            return oom(err);
+        }
+        R->r = t;
+        R->cap = cap;
+    }
+    char *k = bo_ident_key(id, attempt);
+    kslot *s = k ? bo_kset_get(&R->keys, k) : NULL;
+    free(k);
+    char *idc = agent_strdup(id);
+    if (!s || !idc) {
+        free(idc);
+        cJSON_Delete(row);
+        return oom(err);
+    }
+    if (s->state == ST_DONE) {
+        free(idc);
+        cJSON_Delete(row);
+        return agent_fail(err, EEXIST, "%s:%zu: a second row for id \"%.100s\" attempt %d; "
+                          "delete one of them", R->path, line, id, attempt);
+    }
+    if (s->state == ST_CANCELLED)
+        R->r[s->line].skip = 1;
+    const cJSON *reason = cJSON_GetObjectItemCaseSensitive(row, "reason");
+    s->state = cJSON_IsString(reason) && !strcmp(reason->valuestring, "cancelled")
+                   ? ST_CANCELLED : ST_DONE;
+    s->line = R->n;
+    R->r[R->n++] = (rep_row){row, idc, attempt, 0};
+    return 0;
+}
+
+static int collect_judge(void *arg, cJSON *row, size_t line, lis_error *err)
+{
+    report *R = arg;
+    char id[BATCH_ID_MAX];
+    int attempt;
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(row, "score");
+    int ok = bo_row_ident(row, id, sizeof id, &attempt) == 0 && cJSON_IsNumber(sc) &&
+             sc->valuedouble == sc->valuedouble;
+    double score = ok ? sc->valuedouble : 0;
+    cJSON_Delete(row);
+    if (!ok) /* a verdict without a score (the judge failed): the row's own score stays */
+        return 0;
+    char *k = bo_ident_key(id, attempt);
+    kslot *s = k ? bo_kset_get(&R->judged, k) : NULL;
+    free(k);
+    if (!s)
+        return oom(err);
+    if (s->state == ST_FREE) {
+        if (R->jn == R->jcap) {
+            size_t cap = R->jcap ? R->jcap * 2 : 256;
+            double *t = realloc(R->jscore, cap * sizeof *t);
+            if (!t)
+                return oom(err);
+            R->jscore = t;
+            R->jcap = cap;
+        }
+        s->state = ST_DONE;
+        s->line = R->jn++;
+    }
+    R->jscore[s->line] = score; /* a later verdict wins */
+    (void)line;
+    return 0;
+}
+
+static int read_rows_file(int dfd, const char *dir, const char *name, int must, row_fn cb,
+                          report *R, lis_error *err)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT && !must)
+            return 0;
+        return agent_fail(err, errno, "cannot read %s: %s", path, strerror(errno));
+    }
+    R->path = path;
+    int rc = bo_read_jsonl(fd, path, cb, R, NULL, NULL, err);
+    close(fd);
+    R->path = NULL;
+    return rc;
+}
+
+/* The steps of an episode's trajectory file ([] when it has none). */
+static cJSON *read_steps(int tdfd, const rep_row *r)
+{
+    char *key = batch_out_key(r->id, r->attempt);
+    char name[NAME_MAX + 1];
+    snprintf(name, sizeof name, "%s.json", key ? key : "");
+    free(key);
+    int fd = key ? openat(tdfd, name, O_RDONLY | O_CLOEXEC) : -1;
+    cJSON *steps = NULL;
+    if (fd >= 0) {
+        sbuf b = {0};
+        char chunk[65536];
+        ssize_t n;
+        while ((n = read(fd, chunk, sizeof chunk)) > 0)
+            sb_putn(&b, chunk, (size_t)n);
+        close(fd);
+        cJSON *j = b.s ? cJSON_ParseWithLength(b.s, b.len) : NULL;
+        sb_free(&b);
+        cJSON *st = cJSON_IsObject(j) ? cJSON_DetachItemFromObjectCaseSensitive(j, "steps")
+                                      : NULL;
+        if (cJSON_IsArray(st))
+            steps = st;
+        else if (cJSON_IsArray(j))
+            steps = j, j = NULL;
+        else
+            cJSON_Delete(st);
+        cJSON_Delete(j);
+    }
+    return steps ? steps : cJSON_CreateArray();
+}
+
+static int is_error_reason(const cJSON *row)
+{
+    static const char *const errs[] = {"llm_error", "sandbox_error", "scorer_error",
+                                       "input_error", "deadline", "cancelled"};
+    static const char *const fine[] = {"submitted", "max_steps", "token_limit"};
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(row, "reason");
+    if (cJSON_IsString(r)) {
+        for (size_t i = 0; i < sizeof errs / sizeof *errs; i++)
+            if (!strcmp(r->valuestring, errs[i]))
+                return 1;
+        for (size_t i = 0; i < sizeof fine / sizeof *fine; i++)
+            if (!strcmp(r->valuestring, fine[i]))
+                return 0;
+    }
+    /* an unknown reason: an error when the row says so, as the original's
+     * `if result.error` */
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(row, "error");
+    return cJSON_IsString(e) && *e->valuestring;
+}
+
+static double num(const cJSON *row, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(row, key);
+    return cJSON_IsNumber(v) && v->valuedouble == v->valuedouble ? v->valuedouble : 0;
+}
+
+static double row_score(const report *R, const rep_row *r, int *judged)
+{
+    char *k = bo_ident_key(r->id, r->attempt);
+    const kslot *s = k ? bo_kset_find(&R->judged, k) : NULL;
+    free(k);
+    *judged = s && s->key;
+    return *judged ? R->jscore[s->line] : num(r->row, "score");
+}
+
+static cJSON *json_copy(const cJSON *row, const char *key, const char *def)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(row, key);
+    if (v)
+        return cJSON_Duplicate(v, 1);
+    return def ? cJSON_CreateString(def) : cJSON_CreateNull();
+}
+
+/* trajectory.json, one episode at a time (json.dump(indent=2) layout: the
+ * entry's pretty text shifted by two spaces). */
+static int write_trajectories(int dfd, const char *dir, const report *R, lis_error *err)
+{
+    int tdfd = openat(dfd, "trajectories", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char tmp[NAME_MAX + 1];
+    bo_tmp_name(tmp, sizeof tmp, "trajectory.json");
+    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        if (tdfd >= 0)
+            close(tdfd);
+        return agent_fail(err, e, "cannot write %s/trajectory.json: %s", dir, strerror(e));
+    }
+    int rc = 0, first = 1;
+    fputc('{', f);
+    for (size_t i = 0; i < R->n && rc == 0; i++) {
+        const rep_row *r = &R->r[i];
+        if (r->skip)
+            continue;
+        int judged;
+        sbuf key = {0};
+        sb_puts(&key, r->id);
+        if (r->attempt > 0)
+            sb_printf(&key, "@%d", r->attempt);
+        char *ks = sb_take(&key);
+        cJSON *kj = ks ? cJSON_CreateString(ks) : NULL;
+        char *kt = kj ? cJSON_PrintUnformatted(kj) : NULL;
+        cJSON *e = cJSON_CreateObject();
+        if (e) {
+            cJSON_AddItemToObject(e, "problem_statement", json_copy(r->row, "problem_statement", ""));
+            cJSON_AddItemToObject(e, "trajectory", tdfd >= 0 ? read_steps(tdfd, r)
+                                                              : cJSON_CreateArray());
+            cJSON_AddNumberToObject(e, "reward", row_score(R, r, &judged));
+            cJSON_AddItemToObject(e, "agent_answer", json_copy(r->row, "answer", ""));
+            cJSON_AddItemToObject(e, "ground_truth", json_copy(r->row, "ground_truth", NULL));
+        }
+        char *et = e ? agent_json_pretty(e) : NULL;
+        if (!kt || !et) {
+            rc = oom(err);
+        } else {
+            fputs(first ? "\n  " : ",\n  ", f);
+            fputs(kt, f);
+            fputs(": ", f);
+            for (const char *p = et; *p; p++) {
+                fputc(*p, f);
+                if (*p == '\n') /* raw newlines occur only between tokens */
+                    fputs("  ", f);
+            }
+            first = 0;
+        }
+        free(ks), free(kt), free(et);
+        cJSON_Delete(kj);
+        cJSON_Delete(e);
+    }
+    fputs(first ? "}" : "\n}", f);
+    if (tdfd >= 0)
+        close(tdfd);
+    if (fflush(f) != 0 || ferror(f) || fdatasync(fileno(f)) < 0) {
+        if (rc == 0)
+            rc = agent_fail(err, errno, "cannot write %s/trajectory.json: %s", dir,
+                            strerror(errno));
+    }
+    if (fclose(f) != 0 && rc == 0)
+        rc = agent_fail(err, errno, "cannot write %s/trajectory.json: %s", dir, strerror(errno));
+    if (rc == 0 && renameat(dfd, tmp, dfd, "trajectory.json") < 0)
+        rc = agent_fail(err, errno, "cannot rename into %s/trajectory.json: %s", dir,
+                        strerror(errno));
+    if (rc < 0)
+        unlinkat(dfd, tmp, 0);
+    return rc == 0 ? bo_fsync_dir(dfd, dir, err) : rc;
+}
+
+static cJSON *read_json_at(int dfd, const char *name)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    sbuf b = {0};
+    char chunk[65536];
+    ssize_t n;
+    while ((n = read(fd, chunk, sizeof chunk)) > 0)
+        sb_putn(&b, chunk, (size_t)n);
+    close(fd);
+    cJSON *j = b.s ? cJSON_ParseWithLength(b.s, b.len) : NULL;
+    sb_free(&b);
+    return j;
+}
+
+/* The counts of results.json over the rows that count. */
+static cJSON *summarize(const report *R, cJSON *config, const char *dir, double elapsed,
+                       int dfd)
+{
+    size_t total = 0, errors = 0, judged_n = 0;
+    double sum = 0, pt = 0, ct = 0, llm = 0, tool = 0, wall = 0, oomk = 0, mem = 0;
+    int max_attempt = -1;
+    for (size_t i = 0; i < R->n; i++)
+        if (!R->r[i].skip && R->r[i].attempt > max_attempt)
+            max_attempt = R->r[i].attempt;
+    size_t na = (size_t)(max_attempt + 1);
+    double *asum = calloc(na ? na : 1, sizeof *asum);
+    size_t *acnt = calloc(na ? na : 1, sizeof *acnt);
+    kset ids = {0};
+    double *best = calloc(R->n ? R->n : 1, sizeof *best);
+    size_t nids = 0;
+    cJSON *by_reason = cJSON_CreateObject(), *res = cJSON_CreateObject();
+    if (!asum || !acnt || !best || !by_reason || !res)
+        goto fail;
+    for (size_t i = 0; i < R->n; i++) {
+        const rep_row *r = &R->r[i];
+        if (r->skip)
+            continue;
+        int judged;
+        double sc = row_score(R, r, &judged);
+        total++;
+        sum += sc;
+        judged_n += (size_t)judged;
+        errors += (size_t)is_error_reason(r->row);
+        const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->row, "reason");
+        const char *reason = cJSON_IsString(rs) ? rs->valuestring : "unknown";
+        cJSON *c = cJSON_GetObjectItemCaseSensitive(by_reason, reason);
+        if (c)
+            cJSON_SetNumberValue(c, c->valuedouble + 1);
+        else
+            cJSON_AddNumberToObject(by_reason, reason, 1);
+        pt += num(r->row, "prompt_tokens");
+        ct += num(r->row, "completion_tokens");
+        llm += num(r->row, "llm_seconds");
+        tool += num(r->row, "tool_seconds");
+        wall += num(r->row, "wall_seconds");
+        oomk += num(r->row, "oom_kills");
+        if (num(r->row, "memory_peak") > mem)
+            mem = num(r->row, "memory_peak");
+        asum[r->attempt] += sc;
+        acnt[r->attempt]++;
+        kslot *s = bo_kset_get(&ids, r->id);
+        if (!s)
+            goto fail;
+        if (s->state == ST_FREE) {
+            s->state = ST_DONE;
+            s->line = nids;
+            best[nids++] = sc;
+        } else if (sc > best[s->line]) {
+            best[s->line] = sc;
+        }
+    }
+    cJSON_AddItemToObject(res, "config", config);
+    config = NULL;
+    const cJSON *task = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(res, "config"),
+                                                         "task");
+    if (cJSON_IsString(task)) {
+        cJSON_AddStringToObject(res, "task", task->valuestring);
+    } else {
+        const char *b = strrchr(dir, '/');
+        cJSON_AddStringToObject(res, "task", b && b[1] ? b + 1 : dir);
+    }
+    cJSON_AddNumberToObject(res, "total", (double)total);
+    cJSON_AddNumberToObject(res, "mean_score", total ? sum / (double)total : 0.0);
+    cJSON_AddNumberToObject(res, "num_errors", (double)errors);
+    if (elapsed >= 0) {
+        cJSON_AddNumberToObject(res, "elapsed_time_seconds", elapsed);
+    } else { /* `lis batch report`: keep what the run itself wrote */
+        cJSON *old = read_json_at(dfd, "results.json");
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(old, "elapsed_time_seconds");
+        cJSON_AddItemToObject(res, "elapsed_time_seconds",
+                              cJSON_IsNumber(e) ? cJSON_CreateNumber(e->valuedouble)
+                                                : cJSON_CreateNull());
+        cJSON_Delete(old);
+    }
+    cJSON_AddItemToObject(res, "by_reason", by_reason);
+    by_reason = NULL;
+    cJSON_AddNumberToObject(res, "prompt_tokens", pt);
+    cJSON_AddNumberToObject(res, "completion_tokens", ct);
+    cJSON_AddNumberToObject(res, "total_tokens", pt + ct);
+    cJSON_AddNumberToObject(res, "llm_seconds", llm);
+    cJSON_AddNumberToObject(res, "tool_seconds", tool);
+    cJSON_AddNumberToObject(res, "wall_seconds", wall);
+    cJSON_AddNumberToObject(res, "memory_peak_max", mem);
+    cJSON_AddNumberToObject(res, "oom_kills", oomk);
+    cJSON_AddNumberToObject(res, "ids", (double)nids);
+    cJSON_AddNumberToObject(res, "attempts", (double)na);
+    if (R->jn)
+        cJSON_AddNumberToObject(res, "judged", (double)judged_n);
+    if (na > 1) {
+        cJSON *by = cJSON_AddArrayToObject(res, "mean_score_by_attempt");
+        for (size_t a = 0; by && a < na; a++)
+            cJSON_AddItemToArray(by, acnt[a] ? cJSON_CreateNumber(asum[a] / (double)acnt[a])
+                                              : cJSON_CreateNull());
+        double bs = 0;
+        for (size_t i = 0; i < nids; i++)
+            bs += best[i];
+        cJSON_AddNumberToObject(res, "pass_at_k", nids ? bs / (double)nids : 0.0);
+    }
+    free(asum), free(acnt), free(best);
+    bo_kset_free(&ids);
+    return res;
+fail:
+    free(asum), free(acnt), free(best);
+    bo_kset_free(&ids);
+    cJSON_Delete(by_reason);
+    cJSON_Delete(res);
+    cJSON_Delete(config);
+    return NULL;
+}
+
+int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_error *err)
+{
+    if (summary)
+        *summary = NULL;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return agent_fail(err, errno, "%s: %s; give the output directory of a lis batch run",
+                          dir, strerror(errno));
+    report R = {0};
+    int rc = -1;
+    char *text = NULL;
+    cJSON *res = NULL, *config = read_json_at(dfd, "run.json");
+    if (!config) {
+        agent_fail(err, EINVAL, "%s/run.json is missing or not JSON; give the output "
+                   "directory of a lis batch run", dir);
+        goto out;
+    }
+    if (read_rows_file(dfd, dir, "results.jsonl", 1, collect_row, &R, err) < 0 ||
+        read_rows_file(dfd, dir, "judge.jsonl", 0, collect_judge, &R, err) < 0)
+        goto out;
+    res = summarize(&R, config, dir, elapsed, dfd);
+    config = NULL;
+    if (!res || !(text = agent_json_pretty(res))) {
+        oom(err);
+        goto out;
+    }
+    if (write_trajectories(dfd, dir, &R, err) < 0 ||
+        bo_write_atomic(dfd, dir, "results.json", text, strlen(text), err) < 0)
+        goto out;
+    rc = 0;
+    if (summary) {
+        *summary = res;
+        res = NULL;
+    }
+out:
+    for (size_t i = 0; i < R.n; i++) {
+        cJSON_Delete(R.r[i].row);
+        free(R.r[i].id);
+    }
+    free(R.r);
+    free(R.jscore);
+    bo_kset_free(&R.keys);
+    bo_kset_free(&R.judged);
+    cJSON_Delete(config);
+    cJSON_Delete(res);
+    free(text);
+    close(dfd);
+    return rc;
+}

@@ -1,0 +1,1 @@
+# placeholder: an LLM judge task has a judge.py
