@@ -199,8 +199,10 @@ void bjob_finish(void *arg)
     close_sandbox(e);
     if (e->discard)
         return;
-    if (e->answer) {
-        char *t = trim(e->answer);
+    if (e->answer) { /* as the original's runner: stripped; and valid UTF-8 for the row */
+        char *c = agent_clean_output(e->answer, strlen(e->answer));
+        char *t = trim(c ? c : "");
+        free(c);
         free(e->answer);
         e->answer = t;
     }

@@ -12,7 +12,8 @@ typedef struct lis_batch_opts {
     const char *task_dir;        /* --task DIR (the original's benchmark/<task>/) */
     const char *tasks_file;      /* --tasks FILE (JSON array or JSONL) */
     const char *prompt_config;   /* --prompt-config YAML */
-    long start_id, end_id;       /* -1: unset */
+    long start_id, end_id;       /* rows [start, end) as Python slicing */
+    int start_set, end_set;      /* the flags were given */
     int repeat;                  /* attempts per row (>= 1) */
     /* where results go */
     const char *output_dir;      /* a new <output_dir>/<YYYYmmdd_HHMMSS>_<task>/ */

@@ -12,7 +12,7 @@
 void lis_batch_opts_default(lis_batch_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->start_id = o->end_id = -1;
+    o->start_id = o->end_id = 0;
     o->repeat = 1;
     o->output_dir = "runs";
     o->concurrency = 1;
@@ -38,8 +38,10 @@ static cJSON *run_config(const lis_batch_opts *o, const batch_task *t)
     cJSON_AddStringToObject(c, "llm_name", o->llm_name ? o->llm_name : "");
     cJSON_AddNumberToObject(c, "temperature", o->llm.temperature);
     cJSON_AddNumberToObject(c, "repeat", o->repeat);
-    cJSON_AddNumberToObject(c, "start_id", (double)o->start_id);
-    cJSON_AddNumberToObject(c, "end_id", (double)o->end_id);
+    if (o->start_set)
+        cJSON_AddNumberToObject(c, "start_id", (double)o->start_id);
+    if (o->end_set)
+        cJSON_AddNumberToObject(c, "end_id", (double)o->end_id);
     if (o->llm.extra_body)
         cJSON_AddItemToObject(c, "extra_body", cJSON_Duplicate(o->llm.extra_body, 1));
     if (o->mode_llm) {
@@ -110,7 +112,8 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     batch_task task = {0};
     batch_task_opts to = {.task_dir = o->task_dir, .tasks_file = o->tasks_file,
                           .prompt_config = o->prompt_config, .start_id = o->start_id,
-                          .end_id = o->end_id};
+                          .end_id = o->end_id, .start_set = o->start_set,
+                          .end_set = o->end_set};
     if (batch_task_load(&to, &task, err) < 0)
         return -1;
     brun r = {.o = o, .ctx = ctx, .task = &task, .epfd = -1, .sigfd = -1};

@@ -7,10 +7,49 @@
 #include "lis_batch.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The runtime warns once per sandbox (e.g. fallback limits): for hundreds of
+ * them, each kind of warning is shown once, the sandbox's name left out. */
+typedef struct warn_once {
+    pthread_mutex_t mu; /* sandboxes are created on several threads */
+    unsigned long seen[32];
+    size_t n;
+} warn_once;
+
+static void warn_batch(void *arg, const char *line)
+{
+    warn_once *w = arg;
+    char norm[512];
+    size_t o = 0;
+    for (const char *p = line; *p && o < sizeof norm - 1; p++) {
+        if (!strncmp(p, "lis-", 4)) { /* a generated sandbox name */
+            p += 4;
+            while (p[1] && p[1] != ' ' && p[1] != ':' && p[1] != ',')
+                p++;
+            continue;
+        }
+        norm[o++] = *p;
+    }
+    norm[o] = 0;
+    unsigned long h = 5381;
+    for (const char *p = norm; *p; p++)
+        h = h * 33 + (unsigned char)*p;
+    pthread_mutex_lock(&w->mu);
+    int seen = 0;
+    for (size_t i = 0; i < w->n; i++)
+        seen |= w->seen[i] == h;
+    if (!seen && w->n < sizeof w->seen / sizeof w->seen[0])
+        w->seen[w->n++] = h;
+    pthread_mutex_unlock(&w->mu);
+    if (!seen)
+        fprintf(stderr, "lis: warning: %s (shown once for all sandboxes of this run)\n", line);
+}
 
 static void usage(FILE *f)
 {
@@ -240,7 +279,7 @@ int cmd_batch_main(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-    bflags b = {.start_id = -1, .end_id = -1};
+    bflags b = {.start_id = LONG_MIN, .end_id = LONG_MIN};
     cli_list rest = {0};
     agent_cli c;
     memset(&c, 0, sizeof c);
@@ -287,8 +326,10 @@ int cmd_batch_main(int argc, char **argv)
     o.task_dir = b.task;
     o.tasks_file = b.tasks;
     o.prompt_config = b.prompt_config ? b.prompt_config : c.prompt_config;
-    o.start_id = b.start_id;
-    o.end_id = b.end_id;
+    o.start_set = b.start_id != LONG_MIN;
+    o.end_set = b.end_id != LONG_MIN;
+    o.start_id = o.start_set ? b.start_id : 0;
+    o.end_id = o.end_set ? b.end_id : 0;
     o.repeat = b.repeat > 0 ? b.repeat : 1;
     if (b.output_dir)
         o.output_dir = b.output_dir;
@@ -323,7 +364,9 @@ int cmd_batch_main(int argc, char **argv)
         goto out;
     }
     rc = CLI_EXIT_LIS;
-    ctx = lis_ctx_new(NULL, &err);
+    warn_once wo = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    lis_ctx_opts co = {.warn = warn_batch, .warn_arg = &wo};
+    ctx = lis_ctx_new(&co, &err);
     if (!ctx) {
         cli_fail(&err);
         goto out;

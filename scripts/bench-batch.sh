@@ -163,15 +163,15 @@ run_batch() {
 
 run_procs() {
     sampler "$tmp/run.sample" run
-    local sp=$! t0 t1 i
+    local sp=$! t0 t1 i runs=()
     t0=$(date +%s.%N)
     for i in $(seq 0 $((N - 1))); do
         "$LIS" run --query "$(printf 'ROW%04d compute it' "$i")" --llm-name fake \
             --llm-base-url "$URL" --api-key k --rootfs "$R" --net none \
             --input-dir "$tmp/task/in" --output-dir "$tmp/run-out/$i" >/dev/null 2>&1 &
+        runs+=($!)
     done
-    wait_for=$(jobs -p | grep -v "^$sp\$")
-    for p in $wait_for; do wait "$p"; done
+    for p in "${runs[@]}"; do wait "$p"; done
     t1=$(date +%s.%N)
     touch "$tmp/run.sample.stop"; wait "$sp"
     echo "{\"rc\": 0, \"wall\": $(python3 -c "print($t1 - $t0)"), \"sample\": $(cat "$tmp/run.sample"), \"eps\": $(stats "$tmp/run-out/*/*/trajectory.json" "")}" >"$tmp/run.json"
