@@ -323,6 +323,21 @@ int cmd_batch_main(int argc, char **argv)
     }
     if (b.judge_model && judge_config(&b, &c, &judge) < 0)
         goto out;
+    /* the rows first: a typo must not cost a first-use image build */
+    const char *rows = b.task ? b.task : b.tasks;
+    struct stat rst;
+    if (!b.task == !b.tasks) {
+        cli_error("give the rows: --task DIR (a benchmark folder) or --tasks FILE (JSON or "
+                  "JSONL), not %s", b.task ? "both" : "neither");
+        goto out;
+    }
+    int st_rc = stat(rows, &rst);
+    if (st_rc < 0 || (b.task && !S_ISDIR(rst.st_mode))) {
+        cli_error("%s %s: %s", b.task ? "--task" : "--tasks", rows,
+                  st_rc < 0 ? strerror(errno) : "not a directory (a task folder holds "
+                  "config.yaml; a file of rows is --tasks FILE)");
+        goto out;
+    }
     o.task_dir = b.task;
     o.tasks_file = b.tasks;
     o.prompt_config = b.prompt_config ? b.prompt_config : c.prompt_config;

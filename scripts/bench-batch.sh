@@ -9,7 +9,8 @@
 # Env: LIS (default build/lis), LATENCY (seconds per reply, default 5), ROOTFS (a directory;
 #      default: the lis-agent:latest image when the store has it, else the Debian test fixture
 #      built by scripts/make-test-rootfs.sh), ONLY=batch|run (one side only),
-#      MAX_CREATING (lis batch --max-creating, default 4).
+#      MAX_CREATING (lis batch --max-creating, default 4), TOOLS=light (every command an echo,
+#      the editor calls kept: what the engine itself costs, without the tools' CPU).
 # Prints one line per figure with the ratio against `lis run` x N; docs/benchmarks.md has runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -49,9 +50,9 @@ data_files: data.jsonl
 input_dir: /testbed/input
 output_dir: /testbed/output
 EOF
-python3 - "$tmp" "$N" <<'EOF'
+python3 - "$tmp" "$N" "${TOOLS:-}" <<'EOF'
 import json, sys
-tmp, n = sys.argv[1], int(sys.argv[2])
+tmp, n, light = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "light"
 doc = "\n".join("line %d of the notes" % i for i in range(200)) + "\nthe needle is here\n"
 with open(tmp + "/task/data.jsonl", "w") as f:
     for i in range(n):
@@ -72,7 +73,10 @@ steps = [
     ["execute_bash", {"command": "grep -rn needle /testbed/input | head"}],
     ["submit", {}],
 ]
-json.dump({"latency": float(sys.argv[3]) if len(sys.argv) > 3 else 5, "rows": {},
+if light:
+    steps[0][1]["command"] = "echo 333328333350000"
+    steps[4][1]["command"] = "mkdir -p /testbed/output && echo 333328333350000 > /testbed/output/answer.txt"
+json.dump({"latency": 5, "rows": {},
            "default": [{"calls": [s], "usage": [1000, 50]} for s in steps]},
           open(tmp + "/script.json", "w"))
 EOF
@@ -177,7 +181,7 @@ run_procs() {
     echo "{\"rc\": 0, \"wall\": $(python3 -c "print($t1 - $t0)"), \"sample\": $(cat "$tmp/run.sample"), \"eps\": $(stats "$tmp/run-out/*/*/trajectory.json" "")}" >"$tmp/run.json"
 }
 
-echo "lis batch density: N=$N at concurrency $N, reply latency ${LAT}s x 7 = ${model_time}s model time per episode,"
+echo "lis batch density: N=$N at concurrency $N, reply latency ${LAT}s x 7 = ${model_time}s model time per episode, tools ${TOOLS:-mixed},"
 echo "  rootfs $R, kernel $(uname -r), $(nproc) cores, $(grep -q ':memory:' /proc/self/cgroup && echo 'memory on cgroup v1 (lis: fallback limits)' || echo 'cgroup v2')"
 [ "${ONLY:-}" != run ] && run_batch
 [ "${ONLY:-}" != batch ] && run_procs
