@@ -269,7 +269,13 @@ Test(batch, kill9_then_resume_each_id_once, .timeout = 240)
     /* nothing of it survives: its sandboxes died with it */
     int code = 0;
     usleep(300000);
-    char *ls = t_lis(&code, "sandbox gc >/dev/null; %s sandbox ls", t_lis_bin());
+    char *gc = t_lis(&code, "sandbox gc");
+    char *ls = t_lis(&code, "sandbox ls --json");
+    cJSON *left = cJSON_Parse(ls);
+    cr_expect(cJSON_IsArray(left) && cJSON_GetArraySize(left) == 0,
+              "sandboxes outlived their kill -9'ed owner: %s", ls);
+    cJSON_Delete(left);
+    free(gc);
     free(ls);
     char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 6 "
                       "--resume %s", f.url, t_busybox(), tasks, rdir);
