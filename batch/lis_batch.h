@@ -24,6 +24,7 @@ typedef struct lis_batch_opts {
     int max_creating;            /* sandboxes being created at once */
     int max_commands;            /* commands running at once */
     int max_llm;                 /* LLM requests in flight at once */
+    int warm;                    /* sandboxes made ahead for rows still waiting; -1: max_creating */
     double episode_timeout;      /* seconds per episode (1800) */
     double drain_timeout;        /* after the first Ctrl-C; <= 0: until they finish */
     /* the episode */

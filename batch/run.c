@@ -16,6 +16,7 @@ void lis_batch_opts_default(lis_batch_opts *o)
     o->repeat = 1;
     o->output_dir = "runs";
     o->concurrency = 1;
+    o->warm = -1;
     o->episode_timeout = 1800;
     o->max_response_len = 65536;
     o->max_steps = 100;
@@ -163,6 +164,9 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
                           .max_token_limit = o->max_token_limit, .llm = cfg,
                           .llm_name = o->llm_name};
     r.spec = (lis_sandbox_spec){.rootfs = o->rootfs, .net = o->net, .upper = LIS_UPPER_TMPFS};
+    r.warm = o->mode_llm ? 0 : (size_t)(o->warm >= 0 ? o->warm : o->max_creating);
+    if (r.warm > sizeof r.spares / sizeof r.spares[0])
+        r.warm = sizeof r.spares / sizeof r.spares[0];
     r.spec.limits.memory_bytes = o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY;
     if (!o->mode_llm && !(r.setup = bw_pool_new((unsigned)o->max_creating, err)))
         goto out;
@@ -180,6 +184,9 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     if (bsched_run(&r, err) < 0)
         goto out;
     bprog_clear(&r);
+    if (!o->quiet && r.spares_made)
+        fprintf(o->err, "lis batch: warm pool: %zu of the %zu sandboxes made ahead were taken by "
+                "a row\n", r.spares_used, r.spares_made);
     bw_pool_free(r.misc); /* every job has ended: the rows are on disk */
     r.misc = NULL;
     sum->rows = task.nrows;

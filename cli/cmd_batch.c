@@ -79,6 +79,8 @@ static void usage(FILE *f)
           "  --max-creating N          sandboxes being created at once (default 4)\n"
           "  --max-commands N          commands running at once (default: concurrency)\n"
           "  --max-llm N               LLM requests in flight (default: concurrency)\n"
+          "  --warm N                  sandboxes made ahead for rows still waiting (default:\n"
+          "                            --max-creating; 0: none)\n"
           "  --episode-timeout S       per episode, default 1800\n"
           "  --cmd-timeout S           per command, default 120\n"
           "  --drain-timeout S         after Ctrl-C, cancel what still runs after S seconds\n"
@@ -100,9 +102,9 @@ typedef struct bflags {
     const char *task, *tasks, *prompt_config, *output_dir, *resume, *mode, *scorer;
     const char *judge_model, *judge_url, *judge_key;
     long start_id, end_id, max_response_len;
-    int repeat, concurrency, max_creating, max_commands, max_llm, quiet, save_files;
+    int repeat, concurrency, max_creating, max_commands, max_llm, quiet, save_files, warm;
     double episode_timeout, drain_timeout, cmd_timeout;
-    int have_temperature, concurrency_set;
+    int have_temperature, concurrency_set, warm_set;
 } bflags;
 
 typedef enum { F_STR, F_INT, F_LONG, F_DBL, F_BOOL } ftype;
@@ -121,7 +123,7 @@ static const bopt BOPTS[] = {
     B("max-response-len", F_LONG, max_response_len), B("repeat", F_INT, repeat),
     B("concurrency", F_INT, concurrency), B("num-workers", F_INT, concurrency),
     B("max-creating", F_INT, max_creating), B("max-commands", F_INT, max_commands),
-    B("max-llm", F_INT, max_llm), B("episode-timeout", F_DBL, episode_timeout),
+    B("max-llm", F_INT, max_llm), B("warm", F_INT, warm), B("episode-timeout", F_DBL, episode_timeout),
     B("drain-timeout", F_DBL, drain_timeout), B("cmd-timeout", F_DBL, cmd_timeout),
     B("quiet", F_BOOL, quiet), B("save-files", F_BOOL, save_files),
 };
@@ -208,6 +210,15 @@ static int split_flags(int argc, char **argv, bflags *b, cli_list *rest)
         }
         if (!strcmp(name, "concurrency") || !strcmp(name, "num-workers"))
             b->concurrency_set = 1;
+        if (!strcmp(name, "warm")) { /* 0 is a valid count here */
+            b->warm_set = 1;
+            b->warm = atoi(v);
+            if (b->warm < 0 || strspn(v, "0123456789") != strlen(v) || !*v) {
+                cli_error("--warm: '%s' is not a count", v);
+                return -1;
+            }
+            continue;
+        }
         if (o->type == F_STR)
             *(const char **)field = v;
         else if (parse_number(name, o->type, v, field) < 0)
@@ -354,6 +365,8 @@ int cmd_batch_main(int argc, char **argv)
     o.max_creating = b.max_creating > 0 ? b.max_creating : 4;
     o.max_commands = b.max_commands > 0 ? b.max_commands : o.concurrency;
     o.max_llm = b.max_llm > 0 ? b.max_llm : o.concurrency;
+    if (b.warm_set)
+        o.warm = b.warm;
     if (b.episode_timeout > 0)
         o.episode_timeout = b.episode_timeout;
     if (b.cmd_timeout > 0)

@@ -478,8 +478,13 @@ Test(batch, repeat_and_mode_llm, .timeout = 120)
                      "\"echo 8 > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}}");
     int code = 0;
     char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --repeat 3 "
-                      "--concurrency 6 --output-dir %s/out", f.url, t_busybox(), tasks, d);
+                      "--concurrency 2 --output-dir %s/out", f.url, t_busybox(), tasks, d);
     cr_assert_eq(code, 0, "%s", out);
+    /* 6 episodes, 2 at a time: the later ones start in sandboxes made ahead */
+    int used = 0, made = 0;
+    const char *wp = strstr(out, "warm pool: ");
+    cr_expect(wp && sscanf(wp, "warm pool: %d of the %d", &used, &made) == 2 && used > 0,
+              "no sandbox of the warm pool was used: %s", out);
     char rdir[1024];
     run_dir(d, rdir, sizeof rdir);
     cJSON *rows = rows_of(rdir);
