@@ -34,10 +34,13 @@ typedef struct sv_attach {
     struct sv_attach *next;
 } sv_attach;
 
-typedef struct sv_pending { /* a stop waiting for the main process to end */
+typedef struct sv_pending { /* a stop, kill, followed logs or delete waiting for an end */
     sv_req *q;
+    int kind;                   /* P_EXIT (204 at exit), P_LOGS, P_REMOVED (204 when gone) */
+    int out, err;               /* logs: which streams */
     struct sv_pending *next;
 } sv_pending;
+enum { P_EXIT, P_LOGS, P_REMOVED };
 
 static double wall_now(void)
 {
@@ -141,6 +144,88 @@ static void attaches_end(sv_container *c)
 
 static void container_remove(sv_container *c, sv_req *q);
 
+#define SV_LOG_MAX (8u << 20)
+
+/* What GET …/logs returns (docker-py's attached containers.run reads it). */
+static void log_add(sv_container *c, int type, const char *buf, size_t n)
+{
+    if (c->loglen + n + 8 > SV_LOG_MAX)
+        return;
+    char *b = realloc(c->log, c->loglen + n + 8);
+    if (!b)
+        return;
+    c->log = b;
+    unsigned char h[8] = {(unsigned char)type, 0, 0, 0, (unsigned char)(n >> 24),
+                          (unsigned char)(n >> 16), (unsigned char)(n >> 8), (unsigned char)n};
+    memcpy(c->log + c->loglen, h, 8);
+    memcpy(c->log + c->loglen + 8, buf, n);
+    c->loglen += n + 8;
+}
+
+static struct MHD_Response *logs_resp(sv_container *c, int want_out, int want_err)
+{
+    size_t cap = c->loglen + 1, len = 0;
+    char *out = malloc(cap);
+    for (size_t off = 0; out && off + 8 <= c->loglen;) {
+        const unsigned char *h = (const unsigned char *)c->log + off;
+        size_t n = (size_t)h[4] << 24 | (size_t)h[5] << 16 | (size_t)h[6] << 8 | h[7];
+        if ((h[0] == 1 && want_out) || (h[0] == 2 && want_err)) {
+            size_t skip = c->tty ? 8 : 0; /* raw when tty */
+            memcpy(out + len, c->log + off + skip, n + 8 - skip);
+            len += n + 8 - skip;
+        }
+        off += n + 8;
+    }
+    if (!out)
+        return NULL;
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, out, MHD_RESPMEM_MUST_FREE);
+    sv_resp_headers(r);
+    MHD_add_response_header(r, "Content-Type", c->tty ? "application/vnd.docker.raw-stream"
+                                                      : "application/vnd.docker.multiplexed-stream");
+    return r;
+}
+
+static void park(sv_container *c, sv_req *q, int kind)
+{
+    sv_pending *p = calloc(1, sizeof *p);
+    p->q = q;
+    p->kind = kind;
+    p->out = sv_arg_bool(q, "stdout");
+    p->err = sv_arg_bool(q, "stderr");
+    p->next = c->pending;
+    c->pending = p;
+    sv_req_suspend(q);
+}
+
+/* Finishes the parked requests of kind (all but P_REMOVED when kind is P_EXIT). */
+static void unpark(sv_container *c, int removed)
+{
+    for (sv_pending **pp = &c->pending; *pp;) {
+        sv_pending *p = *pp;
+        if (p->kind == P_REMOVED && !removed) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        if (p->kind == P_LOGS)
+            sv_req_finish(p->q, 200, logs_resp(c, p->out, p->err));
+        else
+            sv_req_finish(p->q, 204, NULL);
+        free(p);
+    }
+}
+
+/* Followed logs are answered whole when the main command ends (no incremental stream). */
+static enum MHD_Result logs(sv_req *q, sv_container *c)
+{
+    if (sv_arg_bool(q, "follow") && c->main) {
+        park(c, q, P_LOGS);
+        return MHD_YES;
+    }
+    struct MHD_Response *r = logs_resp(c, sv_arg_bool(q, "stdout"), sv_arg_bool(q, "stderr"));
+    return r ? sv_reply(q, 200, r) : sv_reply_error(q, 500, "out of memory");
+}
+
 static void main_read(sv_container *c, int fd, int type)
 {
     char buf[65536];
@@ -148,6 +233,7 @@ static void main_read(sv_container *c, int fd, int type)
         ssize_t n = read(fd, buf, sizeof buf);
         if (n > 0) {
             attaches_write(c, type, buf, (size_t)n);
+            log_add(c, type, buf, (size_t)n);
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -193,12 +279,7 @@ static void main_exited(sv_container *c, const lis_result *r)
     c->finished_at = wall_now();
     attaches_end(c);
     waiters_fire(c, 0);
-    while (c->pending) {
-        sv_pending *p = c->pending;
-        c->pending = p->next;
-        sv_req_finish(p->q, 204, NULL);
-        free(p);
-    }
+    unpark(c, 0);
     if (c->auto_remove)
         container_remove(c, NULL);
 }
@@ -274,6 +355,7 @@ static void container_free(sv_container *c)
     cJSON_Delete(c->config);
     sv_strv_free(c->cmd);
     sv_strv_free(c->env);
+    free(c->log);
     free(c);
 }
 
@@ -500,6 +582,7 @@ static void rm_done(void *arg)
     c->waiters = NULL;
     if (j->q)
         sv_req_finish(j->q, 204, NULL);
+    unpark(c, 1);
     free(j->procs);
     free(j);
     container_free(c);
@@ -528,12 +611,7 @@ static void container_remove(sv_container *c, sv_req *q)
         ch->detach(ch->owner);
     }
     attaches_end(c);
-    while (c->pending) {
-        sv_pending *p = c->pending;
-        c->pending = p->next;
-        sv_req_finish(p->q, 204, NULL);
-        free(p);
-    }
+    unpark(c, 0);
     waiters_fire(c, 0);
     snprintf(c->status, sizeof c->status, "removing");
     if (c->ports) {
@@ -591,11 +669,7 @@ static enum MHD_Result stop(sv_req *q, sv_container *c)
     lis_proc_signal(c->main, secs <= 0 ? SIGKILL : SIGTERM, &err);
     if (secs > 0)
         sv_timer_arm(c->s->loop, &c->stop_timer, secs, stop_timeout, c);
-    sv_pending *p = calloc(1, sizeof *p);
-    p->q = q;
-    p->next = c->pending;
-    c->pending = p;
-    sv_req_suspend(q);
+    park(c, q, P_EXIT);
     return MHD_YES;
 }
 
@@ -610,6 +684,10 @@ static enum MHD_Result kill_(sv_req *q, sv_container *c)
     lis_error err = {0};
     if (lis_proc_signal(c->main, sig, &err) < 0)
         return sv_reply_error(q, 500, "%s", err.msg);
+    if (sig == SIGKILL) { /* as dockerd: answered once the container is down */
+        park(c, q, P_EXIT);
+        return MHD_YES;
+    }
     return sv_reply_status(q, 204);
 }
 
@@ -773,7 +851,7 @@ static cJSON *inspect_doc(sv_container *c)
     cJSON_AddStringToObject(hc, "NetworkMode", c->net == LIS_NET_HOST ? "host"
                                                : c->net == LIS_NET_NONE ? "none" : "default");
     cJSON *lc = cJSON_AddObjectToObject(hc, "LogConfig");
-    cJSON_AddStringToObject(lc, "Type", "none");
+    cJSON_AddStringToObject(lc, "Type", "json-file"); /* logs are kept (first 8 MiB) */
     cJSON_AddObjectToObject(lc, "Config");
     const cJSON *pb = cJSON_GetObjectItemCaseSensitive(hc0, "PortBindings");
     cJSON_AddItemToObject(hc, "PortBindings", cJSON_IsObject(pb) ? cJSON_Duplicate(pb, 1) : cJSON_CreateObject());
@@ -901,6 +979,8 @@ static enum MHD_Result on_container(sv_req *q, sv_container *c, const char *op)
         return sv_reply_json(q, 200, inspect_doc(c));
     if (post && !strcmp(op, "wait"))
         return wait_(q, c);
+    if (!strcmp(op, "logs") && !strcmp(m, "GET"))
+        return logs(q, c);
     if (!strcmp(c->status, "removing"))
         return sv_reply_error(q, 409, "removal of container %s is already in progress", c->id);
     if (!c->sb)
@@ -954,8 +1034,10 @@ enum MHD_Result sv_containers_route(sv_req *q, const char *rest)
         if (c->main && !sv_arg_bool(q, "force"))
             return sv_reply_error(q, 409, "You cannot remove a running container %s. Stop the "
                                   "container before attempting removal or force remove", c->id);
-        if (!strcmp(c->status, "removing"))
-            return sv_reply_error(q, 409, "removal of container %s is already in progress", c->id);
+        if (!strcmp(c->status, "removing")) { /* e.g. --rm after stop: answer when it is gone */
+            park(c, q, P_REMOVED);
+            return MHD_YES;
+        }
         if (c->busy)
             return sv_reply_error(q, 409, "container %s is busy (being created or copied); try "
                                   "again", c->id);

@@ -83,11 +83,14 @@ int sv_image_resolve(sv_server *s, const char *ref, char *dir, size_t dlen, char
     return 0;
 }
 
-static cJSON *tags_of(lis_rootfs_image *imgs, size_t n, const char *digest)
+static int ref_matches(const char *filters, const char *ref);
+
+/* The image's tags (those matching filters, when given). */
+static cJSON *tags_of(lis_rootfs_image *imgs, size_t n, const char *digest, const char *filters)
 {
     cJSON *a = cJSON_CreateArray();
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(imgs[i].digest, digest) && imgs[i].ref[0])
+        if (!strcmp(imgs[i].digest, digest) && imgs[i].ref[0] && ref_matches(filters, imgs[i].ref))
             cJSON_AddItemToArray(a, cJSON_CreateString(imgs[i].ref));
     return a;
 }
@@ -117,7 +120,7 @@ static enum MHD_Result inspect(sv_req *q, const char *name)
     lis_rootfs_list(q->s->data_dir, &imgs, &n, &err);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "Id", digest);
-    cJSON_AddItemToObject(o, "RepoTags", tags_of(imgs, n, digest));
+    cJSON_AddItemToObject(o, "RepoTags", tags_of(imgs, n, digest, NULL));
     cJSON_AddArrayToObject(o, "RepoDigests");
     double created = 0;
     uint64_t size = 0;
@@ -191,7 +194,7 @@ static enum MHD_Result list(sv_req *q)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "Id", imgs[i].digest);
         cJSON_AddStringToObject(o, "ParentId", "");
-        cJSON_AddItemToObject(o, "RepoTags", tags_of(imgs, n, imgs[i].digest));
+        cJSON_AddItemToObject(o, "RepoTags", tags_of(imgs, n, imgs[i].digest, filters));
         cJSON_AddArrayToObject(o, "RepoDigests");
         cJSON_AddNumberToObject(o, "Created", (double)(long)imgs[i].created);
         cJSON_AddNumberToObject(o, "Size", (double)imgs[i].size);

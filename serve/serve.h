@@ -201,6 +201,8 @@ struct sv_container {
     struct sv_attach *attaches;
     struct sv_pending *pending; /* requests parked until the job ends */
     sv_ports *ports;
+    char *log;                  /* the main command's output, framed (unless tty), first 8 MiB */
+    size_t loglen;
     unsigned restarts;
     struct sv_child *children; /* running execs (exec.c registers them) */
     sv_server *s;
