@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -224,6 +225,13 @@ int lis_serve_run(const lis_serve_opts *opts, lis_error *err)
     snprintf(s->tmp_dir, sizeof s->tmp_dir, "%s/serve-tmp-%d", s->data_dir, (int)getpid());
     lis_host_mkdir_p(s->tmp_dir, 0700, err);
     signal(SIGPIPE, SIG_IGN);
+    /* each container holds a few fds (lifeline, pidfd, pipes) and each exec
+     * more: 64 containers x parallel execs pass the usual soft limit of 1024 */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);

@@ -51,7 +51,7 @@ static void serve_start(server *s)
         putenv(data);
         if (!freopen(log, "w", stderr))
             _exit(126);
-        execl(t_lis_bin(), "lis", "serve", (char *)NULL);
+        execl(t_lis_bin(), "lis", "serve", "--socket", s->sock, (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 200 && access(s->sock, F_OK) != 0; i++)

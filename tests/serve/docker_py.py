@@ -58,6 +58,9 @@ def make_tar(files):
 def concurrency(n, per):
     """n threads, each with its own client and container, per execs each."""
     errors = []
+    import resource  # 64 clients and their sockets pass the usual soft limit of 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
     def worker(i):
         try:
