@@ -105,6 +105,8 @@ Test(serve, docker_cli_sequences, .timeout = 240)
     cr_assert(strstr(out, " 0 failed") && code == 0, "docker CLI checks failed:\n%s", out);
     cr_assert(strstr(out, "ok kill -> 137"), "%s", out);
     cr_assert(strstr(out, "ok run --rm: exit code"), "%s", out);
+    cr_assert(strstr(out, "ok -p: 127.0.0.1:HOSTPORT reaches the sandbox's port 8000"), "%s", out);
+    cr_assert(strstr(out, "ok -p: a large body relayed whole"), "%s", out);
     free(out);
     cr_assert_eq(serve_stop(&s), 0);
 }

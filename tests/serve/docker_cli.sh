@@ -46,6 +46,21 @@ for i in 1 2 3; do docker run -d "$IMG" sleep 1000 >/dev/null; done
 docker ps -aq --filter "ancestor=$IMG" | xargs -r docker stop >/dev/null
 docker ps -aq --filter "ancestor=$IMG" | xargs -r docker rm -f >/dev/null
 check "benchmark cleanup (stop, rm -f by ancestor)" "" "$(docker ps -aq --filter ancestor="$IMG")"
+# -p HOSTPORT:8000 (SWE-ReX): the owner's 127.0.0.1:HOSTPORT reaches the sandbox's port 8000
+hp=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+docker run -d --name web -p "$hp:8000" "$IMG" python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1
+code=none
+for _ in $(seq 50); do
+    code=$(python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$hp/etc/', timeout=5).status)" 2>/dev/null) && break
+    sleep 0.2
+done
+check "-p: 127.0.0.1:HOSTPORT reaches the sandbox's port 8000" "200" "$code"
+check "NetworkSettings.Ports, loopback only" "127.0.0.1:$hp" "$(docker inspect -f '{{range (index .NetworkSettings.Ports "8000/tcp")}}{{.HostIp}}:{{.HostPort}}{{end}}' web 2>&1)"
+big=$(python3 -c "import urllib.request; print(len(urllib.request.urlopen('http://127.0.0.1:$hp/usr/bin/bash', timeout=10).read()))" 2>&1)
+check "-p: a large body relayed whole" "$(docker exec web stat -c %s /usr/bin/bash)" "$big"
+docker rm -f web >/dev/null
+python3 -c "import socket; s=socket.create_connection(('127.0.0.1', $hp), timeout=2)" 2>/dev/null
+check "-p: the port closes with the container" "1" "$?"
 docker inspect nosuch:image >/dev/null 2>&1; check "inspect missing: rc 1" "1" "$?"
 docker inspect "$IMG" >/dev/null 2>&1; check "inspect an image: rc 0" "0" "$?"
 docker exec nosuchct true >/dev/null 2>&1; check "exec in a missing container: rc 1" "1" "$?"
