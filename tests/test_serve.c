@@ -26,7 +26,7 @@ static int have(const char *cmd)
 }
 
 /* A store with the Debian fixture as lis-test:v1, and lis serve on it. */
-static void serve_start(server *s)
+static void serve_start_with(server *s, const char *flag)
 {
     if (!t_debian())
         cr_skip_test("no Debian fixture");
@@ -51,12 +51,20 @@ static void serve_start(server *s)
         putenv(data);
         if (!freopen(log, "w", stderr))
             _exit(126);
-        execl(t_lis_bin(), "lis", "serve", "--socket", s->sock, (char *)NULL);
+        if (flag)
+            execl(t_lis_bin(), "lis", "serve", "--socket", s->sock, "--net", flag, (char *)NULL);
+        else
+            execl(t_lis_bin(), "lis", "serve", "--socket", s->sock, (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 200 && access(s->sock, F_OK) != 0; i++)
         usleep(25000);
     cr_assert_eq(access(s->sock, F_OK), 0, "lis serve did not create %s", s->sock);
+}
+
+static void serve_start(server *s)
+{
+    serve_start_with(s, NULL);
 }
 
 /* SIGTERM; returns the exit status. */
@@ -120,6 +128,22 @@ Test(serve, many_clients_in_parallel, .timeout = 300)
     int code;
     char *out = run_script(&code, &s, "python3 %s/serve/docker_py.py %s", "lis-test:v1 concurrency 64 20");
     cr_assert(strstr(out, "ok 64 clients x 20 execs") && code == 0, "%s", out);
+    free(out);
+    cr_assert_eq(serve_stop(&s), 0);
+}
+
+/* lis serve --net proxy: containers get the egress proxy; NetworkMode none opts out. */
+Test(serve, net_proxy_default_and_none_override, .timeout = 120)
+{
+    if (!have("python3") || system("python3 -c 'import docker' 2>/dev/null") != 0)
+        cr_skip_test("python3-docker is not installed (scripts/deps.sh)");
+    server s;
+    serve_start_with(&s, "proxy");
+    int code;
+    char *out = run_script(&code, &s, "python3 %s/serve/docker_py.py %s", "lis-test:v1 proxy");
+    cr_assert(strstr(out, " 0 failed") && code == 0, "%s", out);
+    cr_assert(strstr(out, "ok --net proxy: http_proxy set"), "%s", out);
+    cr_assert(strstr(out, "ok NetworkMode none: no proxy"), "%s", out);
     free(out);
     cr_assert_eq(serve_stop(&s), 0);
 }

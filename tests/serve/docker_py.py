@@ -290,8 +290,24 @@ def main_checks():
     check("auto-removed", not c.containers.list(all=True))
 
 
+def proxy_checks():
+    """run under `lis serve --net proxy`"""
+    c = client()
+    ct = c.containers.run(IMG, "sleep infinity", detach=True)
+    r = ct.exec_run(["sh", "-c", "echo $http_proxy"])
+    check("--net proxy: http_proxy set", r.output == b"http://127.0.0.1:3128\n", r)
+    check("inspect: NetworkMode default", ct.attrs["HostConfig"]["NetworkMode"] == "default")
+    ct2 = c.containers.run(IMG, "sleep infinity", detach=True, network_mode="none")
+    r = ct2.exec_run(["sh", "-c", "echo x${http_proxy}x"])
+    check("NetworkMode none: no proxy", r.output == b"xx\n", r)
+    ct.remove(force=True)
+    ct2.remove(force=True)
+
+
 if MODE == "concurrency":
     concurrency(int(sys.argv[4]), int(sys.argv[5]))
+elif MODE == "proxy":
+    proxy_checks()
 else:
     main_checks()
 print("%d passed, %d failed" % (passed, failed), flush=True)
