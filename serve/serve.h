@@ -4,10 +4,11 @@
  *   0 json.c loop.c    replies and JSON helpers; the epoll loop, timers, worker jobs
  *   1 stream.c         an upgraded (hijacked) connection: framing, buffered writes
  *   2 images.c archive.c ports.c
- *   3 containers.c     container state and life; attach and wait
- *   4 exec.c           exec create / start / inspect
- *   5 router.c         method + path -> handler
- *   6 server.c         libmicrohttpd, the sockets, the main loop, shutdown
+ *   3 inspect.c        container inspect and list (read-only views)
+ *   4 containers.c     container state and life; attach, wait, logs
+ *   5 exec.c           exec create / start / inspect
+ *   6 router.c         method + path -> handler
+ *   7 server.c         libmicrohttpd, the sockets, the main loop, shutdown
  * Everything runs on the one loop thread except the jobs (loop.c), which do
  * only the slow runtime calls and hand their result back to the loop. */
 #ifndef LIS_SERVE_INTERNAL_H
@@ -208,6 +209,10 @@ struct sv_container {
     sv_server *s;
     sv_container *next;
 };
+
+/* inspect.c */
+cJSON *sv_container_inspect(sv_container *c);
+enum MHD_Result sv_containers_list(sv_req *q);
 
 /* Finds by full id, unique id prefix, or name (with or without '/'). */
 sv_container *sv_container_find(sv_server *s, const char *ref);
