@@ -321,7 +321,8 @@ static int interrupted_run(t_fake *f, const char *d, int sigs, char *rdir, size_
              t_tmpdir(), t_tmpdir(), t_lis_bin(), f->url, t_busybox(), tasks, d, d);
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
-    if (pid == 0) {
+    if (pid == 0) { /* its own process group, which the Ctrl-C goes to as a terminal's does */
+        setsid();
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
@@ -330,7 +331,7 @@ static int interrupted_run(t_fake *f, const char *d, int sigs, char *rdir, size_
         usleep(100000);
     usleep(500000);
     for (int i = 0; i < sigs; i++) {
-        kill(pid, SIGINT);
+        kill(-pid, SIGINT); /* the whole group: lis and whatever shares its terminal */
         usleep(200000);
     }
     int st = 0;
