@@ -409,8 +409,8 @@ Test(shard, merge_refusals_then_resume_completes, .timeout = 200)
     cr_expect(strstr(out, "exists and is not empty"), "%s", out);
     free(out);
     /* an id in two shards (a shard run on other data): r0 appended to shard 1 */
-    out = t_host(&code, "head -1 %s/sh/shard-0-of-4/results.jsonl >> "
-                 "%s/sh/shard-1-of-4/results.jsonl", d, d);
+    out = t_host(&code, "rm -r %s/m && head -1 %s/sh/shard-0-of-4/results.jsonl >> "
+                 "%s/sh/shard-1-of-4/results.jsonl", d, d, d);
     free(out);
     merge_refused(d, all, "id \"r0\" attempt 0 is in shard 0/4");
     t_fake_stop(&f);
