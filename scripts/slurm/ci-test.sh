@@ -31,12 +31,12 @@ ok() { echo "ok   $1"; passed=$((passed + 1)); }
 bad() {
     echo "FAIL $1"
     shift
-    [ $# -gt 0 ] && printf '%s\n' "$@" | sed 's/^/     /' | tail -n 40
+    [ $# -gt 0 ] && printf '%s\n' "$@" | sed 's/^/     /' | tail -n 60
     failed=$((failed + 1))
 }
 logs() { # the tails that explain a failure
     local f
-    for f in "$state"/log/*.log "$work"/run*/slurm/*.out; do
+    for f in "$work"/run*/slurm/*.out "$state"/log/*.log; do
         [ -f "$f" ] || continue
         echo "---- $f"
         tail -n 15 "$f"
@@ -98,8 +98,7 @@ finish() {
     fi
     [ $rc -ne 0 ] && [ $failed -eq 0 ] && bad "ci-test.sh stopped early (exit $rc)"
     echo "slurm: $passed passed, $failed failed"
-    [ $failed -eq 0 ]
-    exit
+    exit $((failed > 0))
 }
 trap finish EXIT
 trap 'echo "ci-test.sh: interrupted" >&2; exit 130' INT TERM
@@ -300,8 +299,8 @@ if "shard" in json.load(open(d + "/run.json")):
     sys.exit("run.json of the merge still names a shard")
 PY
 }
-jobstate() { # JOBID_TASK or JOBID: its JobState in jobcomp.log
-    grep -E "JobId=$1 " "$state/log/jobcomp.log" 2>/dev/null | sed -nE 's/.*JobState=([A-Z_]+).*/\1/p' | tail -n1
+jobstate() { # JOBID_TASK or JOBID: its JobState (slurmctld keeps the record 300 s)
+    scontrol -o show job "$1" 2>/dev/null | sed -nE 's/.*JobState=([A-Z_]+).*/\1/p' | head -n1
 }
 
 # ---- 1: four shards as a job array, then the afterok merge ------------------------------------

@@ -69,5 +69,15 @@ mid=$("${sb[@]}" "${mw[@]+"${mw[@]}"}" --job-name=lis-batch-merge --dependency=a
       --kill-on-invalid-dep=yes --output="$run/slurm/lis-batch-merge-%j.out" --wrap "$cmd")
 rc=$?
 set -e
-[ -n "$mid" ] && echo "merge ${mid%%;*}"
-exit $rc
+mid=${mid%%;*}
+[ -n "$mid" ] && echo "merge $mid"
+[ $wait -eq 1 ] && [ $rc -eq 0 ] && [ -n "$mid" ] || exit $rc
+# `sbatch --wait` exits 0 for a job its dependency cancelled before it ran: ask for the state
+st=$(scontrol -o show job "$mid" 2>/dev/null | sed -nE 's/.*JobState=([A-Z_]+).*/\1/p')
+case "$st" in
+COMPLETED|"") exit 0 ;; # "": the record is gone already; sbatch's 0 stands
+*)
+    echo "submit.sh: the merge job $mid ended $st: a shard of array $jid failed (its output:" \
+         "$run/slurm/lis-batch-${jid}_K.out); resubmit it with --only K" >&2
+    exit 1 ;;
+esac
