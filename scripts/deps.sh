@@ -11,8 +11,10 @@ PKGS="build-essential pkg-config libc6-dev \
  zstd xz-utils tar curl wget python3 ca-certificates"
 # Test-only extras: a real registry and OCI tools, the cgroup v2 VM, apparmor_parser to
 # check scripts/apparmor/lis, and clang with libFuzzer for `make fuzz` (libclang-rt-14-dev
-# is Debian 12's; clang-N wants libclang-rt-N-dev).
-EXTRA="docker-registry umoci skopeo qemu-system-x86 cpio kmod apparmor clang libclang-rt-14-dev"
+# is Debian 12's; clang-N wants libclang-rt-N-dev), and a single-node Slurm with munge for
+# scripts/slurm/ci-test.sh (its daemons are started by hand, never by the packages).
+EXTRA="docker-registry umoci skopeo qemu-system-x86 cpio kmod apparmor clang libclang-rt-14-dev \
+ slurmctld slurmd slurm-client munge"
 case "${1:-}" in
   --minimal) EXTRA="" ;;
   "") ;;
