@@ -85,9 +85,10 @@ int lis_batch_shard_resolve(const char *flag, int shards, lis_batch_getenv get, 
                 env_index(get, "SLURM_ARRAY_TASK_MIN", &min, err) < 0)
                 return -1;
             if (get("SLURM_ARRAY_TASK_STEP") &&
-                (env_index(get, "SLURM_ARRAY_TASK_STEP", &step, err) < 0 || step < 1))
-                return step < 1 ? agent_fail(err, EINVAL, "SLURM_ARRAY_TASK_STEP: not a "
-                                             "positive step") : -1;
+                env_index(get, "SLURM_ARRAY_TASK_STEP", &step, err) < 0)
+                return -1;
+            if (step < 1)
+                return agent_fail(err, EINVAL, "SLURM_ARRAY_TASK_STEP: 0 is not a step");
             if (id < min || (id - min) % step)
                 return agent_fail(err, EINVAL, "SLURM_ARRAY_TASK_ID %ld is not in the array "
                                   "%ld, %ld, ...; --shard auto needs a plain range "
