@@ -71,7 +71,7 @@ static void usage(FILE *f)
           "  --prompt-config FILE      system_prompt, instance_prompt, *_dir (with --tasks)\n"
           "  --start-id N --end-id M   rows [N, M) as the original\n"
           "  --repeat K                K attempts per row (pass@k, RL groups)\n"
-          "  --shard K/N               only rows i with i %% N == K (0-based, after --start-id/\n"
+          "  --shard K/N               only rows i with i % N == K (0-based, after --start-id/\n"
           "                            --end-id); writes OUTPUT_DIR/shard-K-of-N/\n"
           "  --shard auto              K and N from a Slurm array (SLURM_ARRAY_TASK_ID - _MIN,\n"
           "                            SLURM_ARRAY_TASK_COUNT)\n"

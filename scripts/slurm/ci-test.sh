@@ -61,8 +61,9 @@ stop_pidfile() { # PIDFILE NAME: TERM, 10 s, then KILL
 as_user() { # runs "$@" as the test user, in its work dir, with the clients' config
     runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
         HOME="$(getent passwd "$user" | cut -d: -f6)" USER="$user" LOGNAME="$user" \
-        TMPDIR=/tmp XDG_RUNTIME_DIR= SLURM_CONF="$conf" LIS_BIN="$work/build/lis" \
-        sh -c 'cd "$0" && exec "$@"' "$work" "$@"
+        TMPDIR=/tmp XDG_RUNTIME_DIR= XDG_DATA_HOME="$work/data" SLURM_CONF="$conf" \
+        LIS_BIN="$work/build/lis" ${LIS_IMAGE_ARCHIVE:+LIS_IMAGE_ARCHIVE="$LIS_IMAGE_ARCHIVE"} \
+        ${LIS_IMAGE_NAME:+LIS_IMAGE_NAME="$LIS_IMAGE_NAME"} sh -c 'cd "$0" && exec "$@"' "$work" "$@"
 }
 
 down() {
@@ -93,7 +94,7 @@ finish() {
     fi
     if [ $failed -eq 0 ]; then
         rm -rf "$work"
-    else
+    elif [ -d "$work" ]; then
         echo "note: the work directory stays for a look: $work"
     fi
     [ $rc -ne 0 ] && [ $failed -eq 0 ] && bad "ci-test.sh stopped early (exit $rc)"
@@ -199,8 +200,8 @@ write_conf "$conf" 5
 export SLURM_CONF=$conf
 slurmctld -c -f "$dconf" >"$state/log/slurmctld.out" 2>&1 ||
     fatal "slurmctld does not start" "$(cat "$state/log/slurmctld.out")"
-for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
-scontrol ping 2>/dev/null | grep -q UP || fatal "slurmctld is not UP" "$(scontrol ping 2>&1)" "$(logs)"
+for _ in $(seq 300); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
+scontrol ping 2>/dev/null | grep -q UP || fatal "slurmctld is not UP after 30 s" "$(scontrol ping 2>&1)" "$(logs)"
 slurmd -f "$dconf" >"$state/log/slurmd.out" 2>&1 ||
     fatal "slurmd does not start" "$(cat "$state/log/slurmd.out")"
 st=""
@@ -223,6 +224,7 @@ cp "$top/tests/fake_llm.py" "$work/"
 cp -r "$top/scripts/slurm" "$work/slurm" # the user may not read this checkout
 bash "$top/scripts/make-test-rootfs.sh" busybox "$work/busybox" >/dev/null ||
     fatal "the busybox rootfs (scripts/make-test-rootfs.sh busybox)"
+tar -C "$work/busybox" -cf "$work/busybox.tar" . # the same, as an archive each node imports
 # 10 rows; the model answers wrongly for i % 3 == 1, so 7 of 10 score 1
 {
     for i in $(seq 0 9); do
@@ -268,9 +270,11 @@ good=$url
 start_fake bad2
 bad=$url
 
-flags() { # URL: the lis batch flags of every shard
+flags() { # URL: the lis batch flags of every shard (the image: --rootfs, or imported)
+    local image="--rootfs $work/busybox"
+    [ -n "${LIS_IMAGE_ARCHIVE:-}" ] && image="" # lis-batch.sbatch adds --image
     echo --tasks tasks.jsonl --llm-name fake --llm-base-url "$1" --api-key k \
-        --rootfs "$work/busybox" --net none --scorer builtin:match --max-steps 3 --concurrency 2 --quiet
+        $image --net none --scorer builtin:match --max-steps 3 --concurrency 2 --quiet
 }
 submit() { # RUN URL [submit.sh options]: the array and its merge job, waited for
     local run=$1 url=$2
@@ -335,6 +339,8 @@ done
 
 # ---- 2: a failing shard, then only that shard again ---------------------------------------------
 echo "== 2: shard 2 meets a 401; the array fails, merge names it, --only 2 finishes the set"
+echo "   (the image is an archive each node imports once, not a shared directory)"
+export LIS_IMAGE_ARCHIVE=$work/busybox.tar LIS_IMAGE_NAME=lis-ci-busybox
 out=$(submit run2 "$bad" 2>&1)
 rc=$?
 arr=$(echo "$out" | sed -nE 's/^array ([0-9]+)$/\1/p')
@@ -343,6 +349,12 @@ s2=$(jobstate "${arr:-x}_2")
 [ $rc -ne 0 ] && [ "$s2" = FAILED ] && [ ! -e "$work/run2/merged" ] &&
     ok "the array failed (task 2 $s2, submit.sh exit $rc) and the merge job did not run" ||
     bad "run 2: submit.sh exit $rc, task 2 '$s2', merged dir $(ls -d "$work/run2/merged" 2>&1)" "$out" "$(logs)"
+n=$(grep -l "^lis-ci-busybox:latest sha256:.*(tarball" "$work"/run2/slurm/*.out 2>/dev/null | wc -l)
+if [ "$n" -eq 1 ] && as_user "$work/build/lis" rootfs inspect lis-ci-busybox >/dev/null 2>&1; then
+    ok "the image archive was imported once on the node, by the first task, into $user's store"
+else
+    bad "the image import: $n imports" "$(cat "$work"/run2/slurm/*.out 2>&1 | head -n 20)"
+fi
 ok_states=""
 for k in 0 1 3; do ok_states="$ok_states$(jobstate "${arr:-x}_$k") "; done
 [ "$ok_states" = "COMPLETED COMPLETED COMPLETED " ] && ok "the other shards completed" ||
