@@ -74,11 +74,12 @@ int lis_batch_judge(const char *dir, const llm_config *judge, int concurrency, F
                     FILE *out, lis_error *err);
 
 /* Sharding (batch/shard.c, docs/scale-out.md). The shard of this process from
- * --shard K/N (flag "K/N"), --shard auto (flag "auto": K and N from a Slurm job
- * array, K = SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, over the step, N =
- * SLURM_ARRAY_TASK_COUNT) or --shards N (shards > 0: K is SLURM_ARRAY_TASK_ID
- * as it is, or Kubernetes' JOB_COMPLETION_INDEX); flag NULL and shards 0: no
- * sharding (*count = 0). get is getenv, or a stand-in for tests. */
+ * --shard K/N (flag "K/N"), --shard auto without --shards (flag "auto": K and N
+ * from a Slurm job array, K = SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, over
+ * the step, N = SLURM_ARRAY_TASK_COUNT) or --shards N, with or without auto
+ * (shards > 0: K is SLURM_ARRAY_TASK_ID as it is, or Kubernetes'
+ * JOB_COMPLETION_INDEX); flag NULL and shards 0: no sharding (*count = 0). get
+ * is getenv, or a stand-in for tests. */
 typedef char *(*lis_batch_getenv)(const char *name);
 int lis_batch_shard_resolve(const char *flag, int shards, lis_batch_getenv get, int *index,
                             int *count, lis_error *err);

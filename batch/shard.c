@@ -58,6 +58,10 @@ int lis_batch_shard_resolve(const char *flag, int shards, lis_batch_getenv get, 
         get = getenv;
     if (!flag && shards <= 0)
         return 0;
+    /* with N given, K is the index as it is, also for auto: a resubmitted --array=2
+     * (MIN 2, COUNT 1) must stay shard 2, not become 0 */
+    if (flag && !strcmp(flag, "auto") && shards > 0)
+        flag = NULL;
     long k = -1, n = shards;
     if (flag && strcmp(flag, "auto")) { /* K/N */
         const char *slash = strchr(flag, '/');
@@ -103,11 +107,8 @@ int lis_batch_shard_resolve(const char *flag, int shards, lis_batch_getenv get, 
                 n = cnt;
             }
         } else if (get("JOB_COMPLETION_INDEX")) {
-            if (env_index(get, "JOB_COMPLETION_INDEX", &k, err) < 0)
-                return -1;
-            if (n <= 0)
-                return agent_fail(err, EINVAL, "--shard auto in a Kubernetes Indexed Job needs "
-                                  "--shards N (the Job's completions)");
+            return agent_fail(err, EINVAL, "--shard auto in a Kubernetes Indexed Job needs "
+                              "--shards N (the Job's completions)");
         } else {
             return agent_fail(err, EINVAL, "--shard auto: neither SLURM_ARRAY_TASK_ID nor "
                               "JOB_COMPLETION_INDEX is set; give --shard K/N");
@@ -654,6 +655,11 @@ done:
     return rc;
 }
 
+static int by_index(const void *a, const void *b)
+{
+    return ((const shard_in *)a)->k - ((const shard_in *)b)->k;
+}
+
 int lis_batch_merge(const char *out_dir, const char *const *dirs, size_t n, FILE *out,
                     lis_error *err)
 {
@@ -672,6 +678,8 @@ int lis_batch_merge(const char *out_dir, const char *const *dirs, size_t n, FILE
             goto out;
     if (check_set(&m, err) < 0)
         goto out;
+    /* shard 0 first, whatever the order of the arguments: the same merge every time */
+    qsort(m.s, n, sizeof *m.s, by_index);
     for (size_t i = 0; i < n; i++)
         if (lock_shard(&m.s[i], err) < 0)
             goto out;

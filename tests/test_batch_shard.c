@@ -142,7 +142,8 @@ Test(shard, resolve_from_flags_and_env)
     setenv("SLURM_ARRAY_TASK_MIN", "2", 1);
     setenv("SLURM_ARRAY_TASK_COUNT", "1", 1);
     want_shard(NULL, 4, 2, 4);
-    want_shard("auto", 0, 0, 1); /* what auto would make of it: hence --shards in scripts */
+    want_shard("auto", 4, 2, 4);
+    want_shard("auto", 0, 0, 1); /* what auto alone makes of it: hence --shards in scripts */
     setenv("SLURM_ARRAY_TASK_ID", "4", 1);
     want_refusal(NULL, 4, "not below --shards 4");
     setenv("SLURM_ARRAY_TASK_ID", "two", 1);
