@@ -281,12 +281,20 @@ static int sub_report_or_judge(int argc, char **argv)
 /* `lis batch merge OUT SHARD_DIR...` */
 static int sub_merge(int argc, char **argv)
 {
-    for (int i = 2; i < argc; i++)
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            puts("usage: lis batch merge OUT SHARD_DIR...\n"
+                 "Joins the directories of the N shards of one run (lis batch --shard K/N)\n"
+                 "into OUT, the files of one unsharded run; refuses shards of different runs,\n"
+                 "missing, incomplete or running shards and ids in two shards (docs/scale-out.md).");
+            return 0;
+        }
         if (!strncmp(argv[i], "-", 1)) {
             cli_error("lis batch merge: unknown option '%s' (usage: lis batch merge OUT "
                       "SHARD_DIR...)", argv[i]);
             return 2;
         }
+    }
     if (argc < 4) {
         cli_error("usage: lis batch merge OUT SHARD_DIR... (the directories of lis batch "
                   "--shard K/N)");
