@@ -457,3 +457,57 @@ Test(shard, slurm_array_env_picks_the_rows, .timeout = 100)
     free(got);
     t_fake_stop(&f);
 }
+
+/* --repeat inside shards: every attempt of a row stays in its shard, and merge
+ * counts attempts; a torn last line (a kill -9 mid-append) is not a row. */
+Test(shard, repeat_and_a_torn_last_line, .timeout = 100)
+{
+    char *d = dir_for("repeat");
+    char tasks[600];
+    snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", d);
+    FILE *tf = fopen(tasks, "w");
+    cr_assert(tf);
+    for (int i = 0; i < 5; i++)
+        fprintf(tf, "{\"id\":\"r%d\",\"problem_statement\":\"row %d\",\"ground_truth\":\"ok\"}\n",
+                i, i);
+    fclose(tf);
+    t_fake f;
+    t_fake_start(&f, "{\"rows\":{},\"default\":[{\"content\":\"ok\"}]}");
+    int code = 0;
+    char *out;
+    for (int k = 0; k < 2; k++) {
+        out = t_lis(&code, LIS_PLAIN "--tasks %s --scorer builtin:match --repeat 2 --shard %d/2 "
+                    "--output-dir %s/sh", f.url, tasks, k, d);
+        cr_assert_eq(code, 0, "%s", out);
+        free(out);
+    }
+    char sdir[700];
+    snprintf(sdir, sizeof sdir, "%s/sh/shard-1-of-2", d);
+    char *got = outcomes(sdir);
+    cr_expect_str_eq(got, "r1@0 1 submitted\nr1@1 1 submitted\nr3@0 1 submitted\n"
+                          "r3@1 1 submitted\n");
+    free(got);
+    out = t_host(NULL, "printf '{\"id\":\"r9\",\"attem' >> %s/results.jsonl", sdir);
+    free(out);
+    out = t_lis(&code, "batch merge %s/m %s/sh/shard-0-of-2 %s", d, d, sdir);
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    cJSON *res = json_file(d, "m/results.json");
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(res, "total")), 10);
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(res, "ids")), 5);
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(res, "attempts")), 2);
+    cJSON_Delete(res);
+    char m[700];
+    snprintf(m, sizeof m, "%s/m", d);
+    got = outcomes(m);
+    cr_expect(!strstr(got, "r9"), "the torn line became a row: %s", got);
+    free(got);
+    /* one attempt of shard 0 lost (its line deleted): incomplete, 1 of 6 */
+    out = t_host(NULL, "sed -i 1d %s/sh/shard-0-of-2/results.jsonl", d);
+    free(out);
+    out = t_lis(&code, "batch merge %s/m2 %s/sh/shard-0-of-2 %s", d, d, sdir);
+    cr_expect_neq(code, 0);
+    cr_expect(strstr(out, "is incomplete: 1 of 6 episodes have no row"), "%s", out);
+    free(out);
+    t_fake_stop(&f);
+}
