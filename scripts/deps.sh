@@ -13,7 +13,10 @@ PKGS="build-essential pkg-config libc6-dev \
 # check scripts/apparmor/lis, and clang with libFuzzer for `make fuzz` (libclang-rt-14-dev
 # is Debian 12's; clang-N wants libclang-rt-N-dev). python3-docker and docker.io: the
 # real clients of `lis serve`'s suite (the docker CLI only as a client: tests never start dockerd).
-EXTRA="python3-docker docker.io docker-registry umoci skopeo qemu-system-x86 cpio kmod apparmor clang libclang-rt-14-dev"
+# A single-node Slurm with munge for scripts/slurm/ci-test.sh (its daemons are started by hand,
+# never by the packages).
+EXTRA="python3-docker docker.io docker-registry umoci skopeo qemu-system-x86 cpio kmod apparmor \
+ clang libclang-rt-14-dev slurmctld slurmd slurm-client munge"
 case "${1:-}" in
   --minimal) EXTRA="" ;;
   "") ;;
