@@ -71,4 +71,9 @@ int lis_batch_report(const char *dir, FILE *out, lis_error *err);
 int lis_batch_judge(const char *dir, const llm_config *judge, int concurrency, FILE *log,
                     FILE *out, lis_error *err);
 
+/* `lis report DIR`: writes DIR/report.html and DIR/report/ (one static page,
+ * docs/report.md) for the output directory of a lis batch (results.jsonl)
+ * or of one lis run (trajectory.json); path (may be NULL) gets the page's. */
+int lis_report_html(const char *dir, char *path, size_t len, lis_error *err);
+
 #endif
