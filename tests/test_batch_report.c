@@ -129,7 +129,6 @@ static void screenshot(const char *html, const char *hash, const char *png)
     cr_assert(s && len > 1000 && !memcmp(s, "\x89PNG", 4), "no screenshot at %s (exit %d)", png,
               code);
     free(s);
-    cr_log_warn("screenshot of the report: %s", png);
     fprintf(stderr, "test_batch_report: screenshot of the report: %s\n", png);
 }
 
@@ -304,6 +303,9 @@ Test(report, batch_media_hostile_in_chromium, .timeout = 400)
     free(dom);
     char png[1300];
     snprintf(png, sizeof png, "%s/screenshot-episode.png", rdir);
+    screenshot(html, hash, png);
+    snprintf(hash, sizeof hash, "#ep=%d&at=files", media);
+    snprintf(png, sizeof png, "%s/screenshot-files.png", rdir);
     screenshot(html, hash, png);
     snprintf(png, sizeof png, "%s/screenshot-index.png", rdir);
     screenshot(html, "", png);
