@@ -188,19 +188,21 @@ static cJSON *read_json(int dfd, const char *name, cJSON *problems, const char *
     return j;
 }
 
-/* s cut to at most max characters, for the index (the episode file has all). */
+/* from[key] cut to at most max characters, for the index (the episode file has all). */
 static void add_cut(cJSON *to, const char *key, const cJSON *from, size_t max)
 {
     const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(from, key));
     if (!s)
         return;
     size_t n = strlen(s), k = agent_utf8_prefix(s, n, max);
-    char *c = agent_strndup(s, k);
+    sbuf b = {0};
+    sb_putn(&b, s, k);
+    if (k < n)
+        sb_puts(&b, "\xe2\x80\xa6"); /* an ellipsis: the episode has the rest */
+    char *c = sb_take(&b);
     if (c)
         cJSON_AddStringToObject(to, key, c);
     free(c);
-    if (k < n)
-        cJSON_AddBoolToObject(to, "cut", 1);
 }
 
 static cJSON *index_row(const cJSON *row, size_t ep, size_t nfiles)

@@ -23,8 +23,10 @@
  * path, as [{path, size, kind, text?, cut?}]: kind is image, audio, video,
  * html, text, other or link (a symlink, never followed); text (html, text)
  * is the content when it is UTF-8 without NUL bytes, within *budget bytes
- * (lowered by what is taken). Never NULL but when out of memory; a file
- * that cannot be read is listed with "error". Closes dfd. */
+ * (lowered by what is taken; "unread" once it is spent, "cut" when only a
+ * prefix fits). A file that cannot be read is "other"; over RP_FILES_MAX
+ * entries, or deeper than 16 directories, a last entry of kind "more" says
+ * so. NULL only when out of memory. Closes dfd. */
 cJSON *rp_files(int dfd, size_t *budget);
 
 /* JSON text that is safe anywhere inside a <script> element: '<', '>',

@@ -77,8 +77,8 @@ static int is_text(const char *s, size_t *n, int cut)
     return 1;
 }
 
-/* Adds text (the file's content, up to the budget) to e; a file that is not
- * text turns into kind "other" unless it has a kind already. */
+/* Adds kind and text (the file's content, up to the budget) to e; a file
+ * that is not text is kind "other" unless it has a kind already (html). */
 static void add_text(cJSON *e, int dfd, const char *name, off_t size, size_t *budget,
                      const char *kind)
 {
@@ -102,9 +102,8 @@ static void add_text(cJSON *e, int dfd, const char *name, off_t size, size_t *bu
     if (fd >= 0)
         close(fd);
     int cut = got < (size_t)size;
-    if (!buf || !is_text(buf, &got, cut)) {
-        if (!kind)
-            cJSON_AddStringToObject(e, "kind", "other");
+    if (!buf || !is_text(buf, &got, cut)) { /* an HTML page stays one, without its source */
+        cJSON_AddStringToObject(e, "kind", kind ? kind : "other");
         free(buf);
         return;
     }
