@@ -5,6 +5,7 @@
 #   lis-init           the static PID 1 helper exec'd inside every sandbox
 #   liblis-agent.so    agent/ + `lis run`/`lis batch` (libcurl, cJSON, libyaml), loaded on demand
 #   liblis-rootfs.so   rootfs import/pull (libarchive, libcurl), loaded on demand
+#   liblis-serve.so    serve/ + `lis serve` (libmicrohttpd, libarchive; the rootfs store), on demand
 # libcurl and libarchive cost ~9 ms and ~4 ms of dynamic loading per process start,
 # which would double `lis sandbox run`; hence the two plugins.
 
@@ -20,6 +21,7 @@ RT_PKGS     := libseccomp libcjson
 AGENT_PKGS  := libcurl libcjson yaml-0.1
 ROOTFS_PKGS := libarchive libcurl libcjson libcrypto
 TEST_PKGS   := criterion
+SERVE_PKGS  := libmicrohttpd libarchive libcjson
 
 RT_CFLAGS     := $(shell $(PKG) --cflags $(RT_PKGS))
 RT_LIBS       := $(shell $(PKG) --libs $(RT_PKGS)) -ldl
@@ -27,6 +29,8 @@ AGENT_CFLAGS  := $(shell $(PKG) --cflags $(AGENT_PKGS))
 AGENT_LIBS    := $(shell $(PKG) --libs $(AGENT_PKGS))
 ROOTFS_CFLAGS := $(shell $(PKG) --cflags $(ROOTFS_PKGS))
 ROOTFS_LIBS   := $(shell $(PKG) --libs $(ROOTFS_PKGS))
+SERVE_CFLAGS  := $(shell $(PKG) --cflags $(SERVE_PKGS))
+SERVE_LIBS    := $(shell $(PKG) --libs $(SERVE_PKGS))
 TEST_CFLAGS   := $(shell $(PKG) --cflags $(TEST_PKGS) 2>/dev/null)
 TEST_LIBS     := $(shell $(PKG) --libs $(TEST_PKGS) 2>/dev/null)
 
@@ -39,12 +43,15 @@ CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cli_util.c cli/relay.c
 AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) cli/cmd_run.c cli/cmd_batch.c cli/cmd_report.c \
                cli/agent_image.c cli/agent_main.c cli/cli_util.c
 ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cli_util.c
+# serve/ links the rootfs store's admin code (tags, list, pull) as liblis-rootfs.so does
+SERVE_SRC   := $(wildcard serve/*.c) cli/cmd_serve.c
 
 RT_OBJ      := $(RT_SRC:%.c=$(B)/obj/%.o)
 NET_OBJ     := $(NET_SRC:%.c=$(B)/obj/%.o)
 CLI_OBJ     := $(CLI_SRC:%.c=$(B)/obj/%.o)
 AGENT_OBJ   := $(AGENT_SRC:%.c=$(B)/pobj/%.o)
 ROOTFS_OBJ  := $(ROOTFS_SRC:%.c=$(B)/pobj/%.o)
+SERVE_OBJ   := $(SERVE_SRC:%.c=$(B)/pobj/%.o)
 
 TEST_SRC    := $(wildcard tests/test_*.c tests/security/test_*.c)
 TEST_BIN    := $(TEST_SRC:tests/%.c=$(B)/tests/%)
@@ -52,7 +59,7 @@ TEST_BIN    := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 EXTRA_TEST_BIN := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/root_*.c tests/vm_*.c))
 
 .PHONY: all clean test check tests bench test-asan fuzz fuzz-build check-layers
-all: $(B)/lis $(B)/lis-init $(B)/liblis-agent.so $(B)/liblis-rootfs.so
+all: $(B)/lis $(B)/lis-init $(B)/liblis-agent.so $(B)/liblis-rootfs.so $(B)/liblis-serve.so
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -60,7 +67,7 @@ $(B)/obj/%.o: %.c
 
 $(B)/pobj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(AGENT_CFLAGS) $(ROOTFS_CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(AGENT_CFLAGS) $(ROOTFS_CFLAGS) $(SERVE_CFLAGS) -MMD -MP -c $< -o $@
 
 $(B)/libruntime.a: $(RT_OBJ)
 	@mkdir -p $(dir $@)
@@ -89,6 +96,9 @@ $(B)/liblis-agent.so: $(AGENT_OBJ)
 
 $(B)/liblis-rootfs.so: $(ROOTFS_OBJ)
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(ROOTFS_LIBS)
+
+$(B)/liblis-serve.so: $(SERVE_OBJ) $(filter-out $(B)/pobj/cli/cmd_rootfs.o,$(ROOTFS_OBJ))
+	$(CC) $(LDFLAGS) -shared -o $@ $^ $(SERVE_LIBS) $(ROOTFS_LIBS) -lpthread
 
 # Test binaries link the runtime; those that use net/ (test_net, test_http_head, the
 # agent's and the escape suites) also net/; test_agent* also the agent's objects and

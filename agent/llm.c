@@ -580,6 +580,7 @@ void llm_call_free(llm_call *k)
     if (!k)
         return;
     attempt_free(k);
+    sse_free(&k->sse); /* attempt_free left it ready for another attempt */
     if (k->own_handle && k->h)
         curl_easy_cleanup(k->h);
     free(k);

@@ -78,6 +78,14 @@ typedef struct bep {
     struct bep *next_wait;       /* in one of the run's wait lists */
 } bep;
 
+/* A sandbox made ahead for the next row to be admitted (the warm pool). */
+typedef struct bspare {
+    struct brun *run;
+    lis_sandbox *sb;
+    agent_tool_env env;
+    char error[512];
+} bspare;
+
 typedef struct bep_list {
     bep *head, *tail;
 } bep_list;
@@ -100,6 +108,9 @@ typedef struct brun {
     size_t rows, total, already; /* rows of the task, episodes in all, done before (resume) */
     /* in flight */
     size_t live, creating, commands, llm_inflight, retrying;
+    /* the warm pool: sandboxes made ahead while rows wait for admission */
+    bspare *spares[64];
+    size_t nspares, spares_creating, warm, spares_made, spares_used;
     bep_list llm_wait, cmd_wait, setup_wait;
     /* done so far (this process) */
     size_t done, errors, scored;
@@ -118,7 +129,9 @@ typedef struct brun {
 } brun;
 
 /* jobs.c: the blocking halves, run on a worker thread. */
-void bjob_setup(void *arg);      /* bep: create the sandbox, input files, prepare */
+void bjob_setup(void *arg);      /* bep: create + prepare the sandbox (unless it has a spare),
+                                  * write the row's input files */
+void bjob_spare(void *arg);      /* bspare: create + prepare a sandbox for a row to come */
 void bjob_tool(void *arg);       /* bep: a tool other than a command */
 void bjob_prompt(void *arg);     /* bep: --mode llm prompt */
 void bjob_finish(void *arg);     /* bep: answer, stats, destroy, score, row */

@@ -47,25 +47,44 @@ static int write_inputs(bep *e, lis_error *err)
     return 0;
 }
 
+/* A sandbox ready for any row of the task: created, its directories made. */
+static int make_sandbox(brun *r, lis_sandbox **sb, agent_tool_env *env, char *why, size_t wl)
+{
+    lis_error err = {0};
+    if (lis_net_sandbox_create(r->ctx, &r->spec, NULL, sb, &err) < 0) {
+        snprintf(why, wl, "starting the sandbox: %s", err.msg);
+        *sb = NULL;
+        return -1;
+    }
+    if (agent_prepare_sandbox(*sb, &r->task->prompts, env, &err) < 0) {
+        snprintf(why, wl, "preparing the sandbox: %s", err.msg);
+        lis_error ign;
+        lis_sandbox_destroy(*sb, &ign);
+        *sb = NULL;
+        return -1;
+    }
+    env->timeout = r->o->cmd_timeout > 0 ? r->o->cmd_timeout : AGENT_CMD_TIMEOUT;
+    return 0;
+}
+
+void bjob_spare(void *arg)
+{
+    bspare *s = arg;
+    make_sandbox(s->run, &s->sb, &s->env, s->error, sizeof s->error);
+}
+
 void bjob_setup(void *arg)
 {
     bep *e = arg;
-    brun *r = e->run;
     lis_error err = {0};
-    if (lis_net_sandbox_create(r->ctx, &r->spec, NULL, &e->sb, &err) < 0) {
-        snprintf(e->sb_error, sizeof e->sb_error, "starting the sandbox: %s", err.msg);
-        e->sb = NULL;
+    if (!e->sb && make_sandbox(e->run, &e->sb, &e->env, e->sb_error, sizeof e->sb_error) < 0)
         return;
-    }
-    if (write_inputs(e, &err) < 0 ||
-        agent_prepare_sandbox(e->sb, &r->task->prompts, &e->env, &err) < 0) {
+    if (write_inputs(e, &err) < 0) { /* the row's own files, also into a spare */
         snprintf(e->sb_error, sizeof e->sb_error, "preparing the sandbox: %s", err.msg);
         lis_error ign;
         lis_sandbox_destroy(e->sb, &ign);
         e->sb = NULL;
-        return;
     }
-    e->env.timeout = r->o->cmd_timeout > 0 ? r->o->cmd_timeout : AGENT_CMD_TIMEOUT;
 }
 
 void bjob_tool(void *arg)

@@ -15,6 +15,8 @@ typedef struct lis_batch_opts {
     long start_id, end_id;       /* rows [start, end) as Python slicing */
     int start_set, end_set;      /* the flags were given */
     int repeat;                  /* attempts per row (>= 1) */
+    int shard_index, shard_count; /* --shard K/N: the rows i (after start/end) with
+                                   * i % N == K; count 0: every row (docs/scale-out.md) */
     /* where results go */
     const char *output_dir;      /* a new <output_dir>/<YYYYmmdd_HHMMSS>_<task>/ */
     const char *resume_dir;      /* or finish this one */
@@ -24,6 +26,7 @@ typedef struct lis_batch_opts {
     int max_creating;            /* sandboxes being created at once */
     int max_commands;            /* commands running at once */
     int max_llm;                 /* LLM requests in flight at once */
+    int warm;                    /* sandboxes made ahead for rows still waiting; -1: max_creating */
     double episode_timeout;      /* seconds per episode (1800) */
     double drain_timeout;        /* after the first Ctrl-C; <= 0: until they finish */
     /* the episode */
@@ -70,6 +73,26 @@ int lis_batch_report(const char *dir, FILE *out, lis_error *err);
 /* `lis batch judge DIR`: LLM-judges the rows of DIR, then rewrites the report. */
 int lis_batch_judge(const char *dir, const llm_config *judge, int concurrency, FILE *log,
                     FILE *out, lis_error *err);
+
+/* Sharding (batch/shard.c, docs/scale-out.md). The shard of this process from
+ * --shard K/N (flag "K/N"), --shard auto without --shards (flag "auto": K and N
+ * from a Slurm job array, K = SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, over
+ * the step, N = SLURM_ARRAY_TASK_COUNT) or --shards N, with or without auto
+ * (shards > 0: K is SLURM_ARRAY_TASK_ID as it is, or Kubernetes'
+ * JOB_COMPLETION_INDEX); flag NULL and shards 0: no sharding (*count = 0). get
+ * is getenv, or a stand-in for tests. */
+typedef char *(*lis_batch_getenv)(const char *name);
+int lis_batch_shard_resolve(const char *flag, int shards, lis_batch_getenv get, int *index,
+                            int *count, lis_error *err);
+
+/* `lis batch merge OUT DIR...`: joins the directories of the N shards of one
+ * run into OUT, the files of one unsharded run (run.json without the shard,
+ * results.jsonl, trajectories/, logs/, files/, judge.jsonl, then results.json
+ * and trajectory.json), and prints the summary to out. Refuses shards of
+ * different runs, a shard given twice, missing shards (named), incomplete or
+ * running shards and an id in two shards, before OUT is touched. */
+int lis_batch_merge(const char *out_dir, const char *const *dirs, size_t n, FILE *out,
+                    lis_error *err);
 
 /* `lis report DIR`: writes DIR/report.html and DIR/report/ (one static page,
  * docs/report.md) for the output directory of a lis batch (results.jsonl)

@@ -1,5 +1,5 @@
-/* results_io.h - batch/ internal to results.c and results_report.c: the
- * pieces both the writer of the output directory and the report use. */
+/* results_io.h - batch/ internal to results.c, results_report.c and shard.c:
+ * the pieces the writer of the output directory, the report and merge use. */
 #ifndef LIS_BATCH_RESULTS_IO_H
 #define LIS_BATCH_RESULTS_IO_H
 

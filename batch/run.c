@@ -2,6 +2,7 @@
  * the scorer, the episodes still without a row, the host's capacity, the
  * pools; then the event loop (sched.c) and the original's files at the end. */
 #include "engine.h"
+#include "shard.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@ void lis_batch_opts_default(lis_batch_opts *o)
     o->repeat = 1;
     o->output_dir = "runs";
     o->concurrency = 1;
+    o->warm = -1;
     o->episode_timeout = 1800;
     o->max_response_len = 65536;
     o->max_steps = 100;
@@ -55,6 +57,8 @@ static cJSON *run_config(const lis_batch_opts *o, const batch_task *t)
         cJSON_AddStringToObject(c, "input_dir", t->prompts.input_dir);
         cJSON_AddStringToObject(c, "output_dir", t->prompts.output_dir);
     }
+    batch_shard_config(c, o->shard_index, o->shard_count,
+                       batch_shard_rows(t->nrows, o->shard_index, o->shard_count));
     return c;
 }
 
@@ -72,6 +76,10 @@ static int make_dir(const lis_batch_opts *o, const batch_task *t, char *dir, siz
     localtime_r(&now, &tm);
     char ts[32];
     strftime(ts, sizeof ts, "%Y%m%d_%H%M%S", &tm);
+    if (o->shard_count) { /* a fixed name: the array's shards and merge find each other */
+        snprintf(dir, len, "%s/shard-%d-of-%d", o->output_dir, o->shard_index, o->shard_count);
+        return 0;
+    }
     snprintf(dir, len, "%s/%s_%s", o->output_dir, ts, t->name ? t->name : "batch");
     for (int i = 2; access(dir, F_OK) == 0 && i < 1000; i++) /* two runs in one second */
         snprintf(dir, len, "%s/%s_%s_%d", o->output_dir, ts, t->name ? t->name : "batch", i);
@@ -89,6 +97,10 @@ static int check_opts(const lis_batch_opts *o, lis_error *err)
                         "at least 1");
     if (!o->mode_llm && !o->rootfs)
         return lis_fail(err, EINVAL, "no root filesystem for the sandboxes");
+    if (o->shard_count < 0 || (o->shard_count && (o->shard_index < 0 ||
+                                                  o->shard_index >= o->shard_count)))
+        return lis_fail(err, EINVAL, "shard %d/%d: K must be below N", o->shard_index,
+                        o->shard_count);
     return 0;
 }
 
@@ -130,15 +142,16 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
         goto out;
 
     /* the episodes without a row: all of them, or what a resumed run left */
-    r.rows = task.nrows;
-    r.total = task.nrows * (size_t)o->repeat;
+    r.rows = batch_shard_rows(task.nrows, o->shard_index, o->shard_count);
+    r.total = r.rows * (size_t)o->repeat;
     r.eps = calloc(r.total ? r.total : 1, sizeof *r.eps);
     if (!r.eps) {
         lis_fail(err, ENOMEM, "out of memory for %zu episodes", r.total);
         goto out;
     }
     for (size_t i = 0; i < task.nrows; i++)
-        for (int k = 0; k < o->repeat; k++) {
+        for (int k = 0; k < o->repeat && batch_shard_has(i, o->shard_index, o->shard_count);
+             k++) {
             if (batch_out_has(r.out, task.rows[i].id, k)) {
                 r.already++;
                 continue;
@@ -163,6 +176,9 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
                           .max_token_limit = o->max_token_limit, .llm = cfg,
                           .llm_name = o->llm_name};
     r.spec = (lis_sandbox_spec){.rootfs = o->rootfs, .net = o->net, .upper = LIS_UPPER_TMPFS};
+    r.warm = o->mode_llm ? 0 : (size_t)(o->warm >= 0 ? o->warm : o->max_creating);
+    if (r.warm > sizeof r.spares / sizeof r.spares[0])
+        r.warm = sizeof r.spares / sizeof r.spares[0];
     r.spec.limits.memory_bytes = o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY;
     if (!o->mode_llm && !(r.setup = bw_pool_new((unsigned)o->max_creating, err)))
         goto out;
@@ -170,9 +186,13 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
         goto out;
     if (!(r.misc = bw_pool_new(o->mode_llm ? 2 : 4, err)))
         goto out;
+    char shard[48] = "";
+    if (o->shard_count)
+        snprintf(shard, sizeof shard, " (shard %d/%d of %zu)", o->shard_index, o->shard_count,
+                 task.nrows);
     if (!o->quiet)
-        fprintf(o->err, "lis batch: %s, %zu rows x %d = %zu episodes (%zu done before), at most "
-                "%d at once; %s; results in %s\n", task.name ? task.name : "?", task.nrows,
+        fprintf(o->err, "lis batch: %s, %zu rows%s x %d = %zu episodes (%zu done before), at "
+                "most %d at once; %s; results in %s\n", task.name ? task.name : "?", r.rows, shard,
                 o->repeat, r.total, r.already, o->concurrency,
                 o->mode_llm ? "plain LLM (no sandbox)" : "LLM-in-Sandbox", sum->dir);
 
@@ -180,9 +200,12 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     if (bsched_run(&r, err) < 0)
         goto out;
     bprog_clear(&r);
+    if (!o->quiet && r.spares_made)
+        fprintf(o->err, "lis batch: warm pool: %zu of the %zu sandboxes made ahead were taken by "
+                "a row\n", r.spares_used, r.spares_made);
     bw_pool_free(r.misc); /* every job has ended: the rows are on disk */
     r.misc = NULL;
-    sum->rows = task.nrows;
+    sum->rows = r.rows;
     sum->total = r.total;
     sum->done = r.already + r.done;
     sum->errors = r.errors;

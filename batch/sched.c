@@ -316,6 +316,52 @@ static void cmd_event(brun *r, bep *e)
 
 static void setup_start(bep *e);
 
+static void spare_done(void *arg)
+{
+    bspare *s = arg;
+    brun *r = s->run;
+    r->spares_creating--;
+    r->creating--;
+    if (!s->sb || r->nspares >= sizeof r->spares / sizeof r->spares[0] || r->draining ||
+        r->fatal) {
+        if (s->sb) {
+            lis_error ign;
+            lis_sandbox_destroy(s->sb, &ign);
+        }
+        free(s); /* a failed spare is no row's error: the row makes its own */
+        return;
+    }
+    r->spares[r->nspares++] = s;
+    r->spares_made++;
+    /* a row may be waiting for a set-up slot: it takes the spare now */
+    bep *w;
+    while (r->nspares && (w = list_pop(&r->setup_wait)))
+        if (w->sbs == SB_NONE && w->phase == EP_LIVE && !w->stopped)
+            setup_start(w);
+}
+
+/* Keeps up to r->warm sandboxes ready while rows wait for admission, with
+ * set-up slots left over by the live episodes. */
+static void spare_top_up(brun *r)
+{
+    while (r->warm && !r->draining && !r->fatal && !r->setup_wait.head &&
+           r->nspares + r->spares_creating < r->warm &&
+           r->next + r->nspares + r->spares_creating < r->neps &&
+           r->creating < (size_t)r->o->max_creating) {
+        bspare *s = calloc(1, sizeof *s);
+        lis_error err = {0};
+        if (!s)
+            return;
+        s->run = r;
+        if (bw_pool_submit(r->setup, bjob_spare, spare_done, s, &err) < 0) {
+            free(s);
+            return;
+        }
+        r->spares_creating++;
+        r->creating++;
+    }
+}
+
 static void setup_done(void *arg)
 {
     bep *e = arg;
@@ -349,9 +395,30 @@ static void setup_done(void *arg)
     }
 }
 
+static void spare_top_up(brun *r);
+
 static void setup_start(bep *e)
 {
     brun *r = e->run;
+    if (r->nspares) { /* the warm pool: only the row's files are left to write */
+        bspare *s = r->spares[--r->nspares];
+        r->spares_used++;
+        e->sb = s->sb;
+        e->env = s->env;
+        free(s);
+        lis_error err = {0};
+        e->sbs = SB_CREATING;
+        e->in_job = 1;
+        r->creating++;
+        if (bw_pool_submit(r->setup, bjob_setup, setup_done, e, &err) < 0) {
+            lis_sandbox_destroy(e->sb, &err);
+            e->sb = NULL;
+            snprintf(e->sb_error, sizeof e->sb_error, "out of memory");
+            setup_done(e);
+        }
+        spare_top_up(r);
+        return;
+    }
     if (r->creating >= (size_t)r->o->max_creating) {
         list_push(&r->setup_wait, e);
         return;
@@ -553,6 +620,7 @@ static void admit(brun *r)
     while (!r->draining && !r->fatal && r->live < (size_t)r->o->concurrency &&
            r->next < r->neps)
         start(&r->eps[r->next++]);
+    spare_top_up(r);
 }
 
 static void cancel_all(brun *r, const char *reason, const char *error)
@@ -686,7 +754,8 @@ int bsched_run(brun *r, lis_error *err)
     if (rc == 0)
         admit(r);
     struct epoll_event evs[64];
-    while (rc == 0 && (r->live > 0 || (!r->draining && !r->fatal && r->next < r->neps))) {
+    while (rc == 0 && (r->live > 0 || r->spares_creating > 0 ||
+                       (!r->draining && !r->fatal && r->next < r->neps))) {
         int timeout = 100; /* the sweep's tick */
         if (r->curl_due >= 0) {
             double ms = (r->curl_due - agent_now()) * 1000.0;
@@ -738,6 +807,12 @@ int bsched_run(brun *r, lis_error *err)
     }
     if (r->setup)
         bw_pool_reap(r->setup);
+    while (r->nspares) { /* made ahead, never needed */
+        bspare *sp = r->spares[--r->nspares];
+        lis_error ign;
+        lis_sandbox_destroy(sp->sb, &ign);
+        free(sp);
+    }
     if (r->multi)
         curl_multi_cleanup(r->multi);
     r->multi = NULL;

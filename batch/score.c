@@ -183,17 +183,42 @@ static void give_client(batch_scorer *s, llm_client *c)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Python's str() of a JSON scalar, as the original's reward functions see a
+ * ground truth loaded by json: 2 -> "2", 0.5 -> "0.5", true -> "True". */
+static int py_str(const cJSON *v, char *out, size_t len)
+{
+    if (cJSON_IsBool(v)) {
+        snprintf(out, len, "%s", cJSON_IsTrue(v) ? "True" : "False");
+        return 0;
+    }
+    if (!cJSON_IsNumber(v))
+        return -1;
+    double d = v->valuedouble;
+    if (d == (double)(long long)d && d > -9007199254740992.0 && d < 9007199254740992.0) {
+        snprintf(out, len, "%lld", (long long)d); /* an integer in the JSON text */
+        return 0;
+    }
+    for (int prec = 1; prec <= 17; prec++) { /* the shortest text that reads back as d */
+        snprintf(out, len, "%.*g", prec, d);
+        if (strtod(out, NULL) == d)
+            break;
+    }
+    return 0;
+}
+
 int batch_scorer_score(batch_scorer *s, const char *answer, const cJSON *row, double *score,
                        lis_error *err)
 {
     const cJSON *gt = cJSON_GetObjectItem(row, "ground_truth");
     switch (s->kind) {
-    case SK_BUILTIN:
-        if (!cJSON_IsString(gt))
-            return agent_fail(err, EINVAL, "%s: ground_truth is %s, not a string", s->name,
-                              gt ? "not text" : "missing");
-        *score = s->builtin(answer ? answer : "", gt->valuestring);
+    case SK_BUILTIN: {
+        char num[64];
+        if (!cJSON_IsString(gt) && py_str(gt, num, sizeof num) < 0)
+            return agent_fail(err, EINVAL, "%s: ground_truth is %s, not a string or a number",
+                              s->name, gt ? "an object, array or null" : "missing");
+        *score = s->builtin(answer ? answer : "", cJSON_IsString(gt) ? gt->valuestring : num);
         return 0;
+    }
     case SK_PYTHON:
         return score_worker_score(s->worker, answer, row, score, err);
     case SK_CMD:

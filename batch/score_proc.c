@@ -44,6 +44,11 @@ int sproc_spawn(char *const argv[], int worker, sproc *p, lis_error *err)
     if (pid == 0) {
         setpgid(0, 0);
         signal(SIGPIPE, SIG_DFL);
+        /* lis batch blocks SIGINT/SIGTERM/SIGHUP (it reads them from a signalfd):
+         * a scorer starts with none blocked */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
         /* move the child's ends above 3 first, so the dup2s cannot clobber them */
         int a = fcntl(sin[1], F_DUPFD, 10), b = fcntl(sout[1], F_DUPFD, 10), c = fcntl(serr[1], F_DUPFD, 10);
         if (a < 0 || b < 0 || c < 0)

@@ -56,6 +56,7 @@ static void usage(FILE *f)
     fputs("usage: lis batch --task DIR | --tasks FILE [options]\n"
           "       lis batch report DIR          rewrite results.json/trajectory.json, print them\n"
           "       lis batch judge DIR --judge-model M --judge-base-url URL [--api-key K]\n"
+          "       lis batch merge OUT SHARD_DIR...  join the shards of one run into OUT\n"
           "\n"
           "Runs every row of a benchmark task from one process, at most --concurrency at once,\n"
           "scores each answer as the original does, and writes each result as soon as its\n"
@@ -70,6 +71,12 @@ static void usage(FILE *f)
           "  --prompt-config FILE      system_prompt, instance_prompt, *_dir (with --tasks)\n"
           "  --start-id N --end-id M   rows [N, M) as the original\n"
           "  --repeat K                K attempts per row (pass@k, RL groups)\n"
+          "  --shard K/N               only rows i with i % N == K (0-based, after --start-id/\n"
+          "                            --end-id); writes OUTPUT_DIR/shard-K-of-N/\n"
+          "  --shard auto              K and N from a Slurm array (SLURM_ARRAY_TASK_ID - _MIN,\n"
+          "                            SLURM_ARRAY_TASK_COUNT)\n"
+          "  --shards N                N shards, K = SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX\n"
+          "                            (docs/scale-out.md)\n"
           "results:\n"
           "  --output-dir DIR          a new DIR/<YYYYmmdd_HHMMSS>_<task>/ (default runs)\n"
           "  --resume DIR              run only the episodes DIR has no row for\n"
@@ -79,6 +86,8 @@ static void usage(FILE *f)
           "  --max-creating N          sandboxes being created at once (default 4)\n"
           "  --max-commands N          commands running at once (default: concurrency)\n"
           "  --max-llm N               LLM requests in flight (default: concurrency)\n"
+          "  --warm N                  sandboxes made ahead for rows still waiting (default:\n"
+          "                            --max-creating; 0: none)\n"
           "  --episode-timeout S       per episode, default 1800\n"
           "  --cmd-timeout S           per command, default 120\n"
           "  --drain-timeout S         after Ctrl-C, cancel what still runs after S seconds\n"
@@ -98,11 +107,11 @@ static void usage(FILE *f)
 
 typedef struct bflags {
     const char *task, *tasks, *prompt_config, *output_dir, *resume, *mode, *scorer;
-    const char *judge_model, *judge_url, *judge_key;
+    const char *judge_model, *judge_url, *judge_key, *shard;
     long start_id, end_id, max_response_len;
-    int repeat, concurrency, max_creating, max_commands, max_llm, quiet, save_files;
+    int shards, repeat, concurrency, max_creating, max_commands, max_llm, quiet, save_files, warm;
     double episode_timeout, drain_timeout, cmd_timeout;
-    int have_temperature, concurrency_set;
+    int have_temperature, concurrency_set, warm_set;
 } bflags;
 
 typedef enum { F_STR, F_INT, F_LONG, F_DBL, F_BOOL } ftype;
@@ -119,9 +128,10 @@ static const bopt BOPTS[] = {
     B("judge-base-url", F_STR, judge_url), B("judge-api-key", F_STR, judge_key),
     B("start-id", F_LONG, start_id), B("end-id", F_LONG, end_id),
     B("max-response-len", F_LONG, max_response_len), B("repeat", F_INT, repeat),
+    B("shard", F_STR, shard), B("shards", F_INT, shards),
     B("concurrency", F_INT, concurrency), B("num-workers", F_INT, concurrency),
     B("max-creating", F_INT, max_creating), B("max-commands", F_INT, max_commands),
-    B("max-llm", F_INT, max_llm), B("episode-timeout", F_DBL, episode_timeout),
+    B("max-llm", F_INT, max_llm), B("warm", F_INT, warm), B("episode-timeout", F_DBL, episode_timeout),
     B("drain-timeout", F_DBL, drain_timeout), B("cmd-timeout", F_DBL, cmd_timeout),
     B("quiet", F_BOOL, quiet), B("save-files", F_BOOL, save_files),
 };
@@ -208,6 +218,15 @@ static int split_flags(int argc, char **argv, bflags *b, cli_list *rest)
         }
         if (!strcmp(name, "concurrency") || !strcmp(name, "num-workers"))
             b->concurrency_set = 1;
+        if (!strcmp(name, "warm")) { /* 0 is a valid count here */
+            b->warm_set = 1;
+            b->warm = atoi(v);
+            if (b->warm < 0 || strspn(v, "0123456789") != strlen(v) || !*v) {
+                cli_error("--warm: '%s' is not a count", v);
+                return -1;
+            }
+            continue;
+        }
         if (o->type == F_STR)
             *(const char **)field = v;
         else if (parse_number(name, o->type, v, field) < 0)
@@ -270,8 +289,39 @@ static int sub_report_or_judge(int argc, char **argv)
                : 0;
 }
 
+/* `lis batch merge OUT SHARD_DIR...` */
+static int sub_merge(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            puts("usage: lis batch merge OUT SHARD_DIR...\n"
+                 "Joins the directories of the N shards of one run (lis batch --shard K/N)\n"
+                 "into OUT, the files of one unsharded run; refuses shards of different runs,\n"
+                 "missing, incomplete or running shards and ids in two shards (docs/scale-out.md).");
+            return 0;
+        }
+        if (!strncmp(argv[i], "-", 1)) {
+            cli_error("lis batch merge: unknown option '%s' (usage: lis batch merge OUT "
+                      "SHARD_DIR...)", argv[i]);
+            return 2;
+        }
+    }
+    if (argc < 4) {
+        cli_error("usage: lis batch merge OUT SHARD_DIR... (the directories of lis batch "
+                  "--shard K/N)");
+        return 2;
+    }
+    lis_error err = {0};
+    return lis_batch_merge(argv[2], (const char *const *)argv + 3, (size_t)(argc - 3), stdout,
+                           &err) < 0
+               ? cli_fail(&err)
+               : 0;
+}
+
 int cmd_batch_main(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "merge"))
+        return sub_merge(argc, argv);
     if (argc >= 2 && (!strcmp(argv[1], "report") || !strcmp(argv[1], "judge")))
         return sub_report_or_judge(argc, argv);
     for (int i = 1; i < argc; i++)
@@ -346,6 +396,11 @@ int cmd_batch_main(int argc, char **argv)
     o.start_id = o.start_set ? b.start_id : 0;
     o.end_id = o.end_set ? b.end_id : 0;
     o.repeat = b.repeat > 0 ? b.repeat : 1;
+    if (lis_batch_shard_resolve(b.shard, b.shards, getenv, &o.shard_index, &o.shard_count,
+                                &err) < 0) {
+        cli_error("%s", err.msg);
+        goto out;
+    }
     if (b.output_dir)
         o.output_dir = b.output_dir;
     o.resume_dir = b.resume;
@@ -354,6 +409,8 @@ int cmd_batch_main(int argc, char **argv)
     o.max_creating = b.max_creating > 0 ? b.max_creating : 4;
     o.max_commands = b.max_commands > 0 ? b.max_commands : o.concurrency;
     o.max_llm = b.max_llm > 0 ? b.max_llm : o.concurrency;
+    if (b.warm_set)
+        o.warm = b.warm;
     if (b.episode_timeout > 0)
         o.episode_timeout = b.episode_timeout;
     if (b.cmd_timeout > 0)

@@ -25,7 +25,8 @@ static void usage(FILE *f)
           "  lis sandbox ls [--json]               list sandboxes\n"
           "  lis sandbox rm NAME... | --all        kill and delete sandboxes\n"
           "  lis sandbox gc                        clean up sandboxes whose PID 1 died\n"
-          "  lis rootfs import|pull|ls|inspect|rm|gc   manage root filesystems\n"
+          "  lis rootfs import|pull|ls|inspect|tag|rm|gc   manage root filesystems\n"
+          "  lis serve [--socket PATH] [--tcp ADDR]  a Docker-compatible API socket (lis serve --help)\n"
           "  lis doctor [--json]                   check this host\n"
           "  lis version\n",
           f);
@@ -57,6 +58,8 @@ int main(int argc, char **argv)
         lis_error err = {0};
         return lis_proxyd_serve(argv[2], &err) < 0 ? cli_fail(&err) : 0;
     }
+    if (!strcmp(cmd, "serve"))
+        return cli_run_plugin("liblis-serve.so", "lis_cli_serve_main", argc - 1, argv + 1);
     if (!strcmp(cmd, "rootfs"))
         return cli_run_plugin("liblis-rootfs.so", "lis_cli_rootfs_main", argc - 1, argv + 1);
     cli_error("unknown command '%s' (lis --help)", cmd);

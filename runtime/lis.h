@@ -165,6 +165,13 @@ int lis_sandbox_gc(lis_ctx *ctx, int *removed, lis_error *err);
 /* The listener spec.listen_port asked for: from now on the caller's to
  * close; -1 when there is none or it was taken already. */
 int lis_sandbox_take_listener(lis_sandbox *sb);
+/* A fresh socket(domain, type, 0) made inside the sandbox's network
+ * namespace (a forked helper joins the sandbox's user and network
+ * namespaces and hands it back): connect() on it reaches the sandbox's own
+ * 127.0.0.1, e.g. to forward a host port into the sandbox. With
+ * LIS_NET_HOST it is a plain socket of the host's network. Returns the fd
+ * (the caller's to close) or -1. */
+int lis_sandbox_socket(lis_sandbox *sb, int domain, int type, lis_error *err);
 /* A pidfd of the sandbox's PID 1, the handle's (do not close; dup it). */
 int lis_sandbox_pidfd(const lis_sandbox *sb);
 lis_ctx *lis_sandbox_ctx(const lis_sandbox *sb);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -413,6 +414,46 @@ void lis_sandbox_release(lis_sandbox *sb)
 
 const char *lis_sandbox_name(const lis_sandbox *sb) { return sb->name; }
 pid_t lis_sandbox_pid(const lis_sandbox *sb) { return sb->pid; }
+
+int lis_sandbox_socket(lis_sandbox *sb, int domain, int type, lis_error *err)
+{
+    if (sb->net == LIS_NET_HOST) {
+        int s = socket(domain, type | SOCK_CLOEXEC, 0);
+        return s >= 0 ? s : lis_fail(err, errno, "socket: %s", strerror(errno));
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return lis_fail(err, errno, "socketpair: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(sv[0]);
+        close(sv[1]);
+        return lis_fail(err, e, "fork: %s", strerror(e));
+    }
+    if (pid == 0) { /* single-threaded here, as setns(CLONE_NEWUSER) wants; syscalls only */
+        int s = -1, e = 0;
+        if (setns(sb->pidfd, CLONE_NEWUSER | CLONE_NEWNET) < 0 ||
+            (s = socket(domain, type | SOCK_CLOEXEC, 0)) < 0)
+            e = errno;
+        lis_send_fds(sv[1], &e, sizeof e, &s, s >= 0 ? 1 : 0, 0);
+        _exit(0);
+    }
+    close(sv[1]);
+    int e = EIO, fd = -1;
+    ssize_t n = lis_recv_fds(sv[0], &e, sizeof e, &fd, 1, 0);
+    close(sv[0]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    if (n != (ssize_t)sizeof e || fd < 0) {
+        if (fd >= 0)
+            close(fd);
+        if (n != (ssize_t)sizeof e || !e)
+            e = EIO;
+        return lis_fail(err, e, "a socket in sandbox %s's network: %s", sb->name, strerror(e));
+    }
+    return fd;
+}
 
 int lis_sandbox_connect(lis_sandbox *sb, lis_error *err)
 {

@@ -96,14 +96,21 @@ sampler() { # OUT PATTERN
 import os, sys, time, json
 out, pat = sys.argv[1], sys.argv[2]
 tick = os.sysconf("SC_CLK_TCK")
-def avail():
+def meminfo():
+    m = {}
     for l in open("/proc/meminfo"):
-        if l.startswith("MemAvailable:"):
-            return int(l.split()[1]) * 1024
-base = avail(); low = base; rss_peak = 0; cpu = {}; live_peak = 0
+        k, v = l.split(":", 1)
+        m[k] = int(v.split()[0]) * 1024
+    # what lis and its sandboxes hold: anonymous + kernel objects + tmpfs/shm (not page cache)
+    return m["MemTotal"] - m["MemAvailable"], m["Slab"] + m["PageTables"] + m["KernelStack"] + m["Shmem"]
+def median(a):
+    a = sorted(a); return a[len(a) // 2]
+b = [meminfo() for _ in range(5) if not time.sleep(0.1)]
+base_used, base_kern = median([x[0] for x in b]), median([x[1] for x in b])
+used_peak = base_used; kern_peak = base_kern; rss_peak = 0; cpu = {}; loop_cpu = 0; live_peak = 0
 stop = out + ".stop"
 while not os.path.exists(stop):
-    low = min(low, avail()); rss = 0; n = 0
+    u, k = meminfo(); used_peak = max(used_peak, u); kern_peak = max(kern_peak, k); rss = 0; n = 0
     for p in os.listdir("/proc"):
         if not p.isdigit():
             continue
@@ -113,6 +120,9 @@ while not os.path.exists(stop):
                 continue
             st = open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()
             cpu[p] = (int(st[11]) + int(st[12])) / tick
+            if pat == "batch":  # its event loop is the main thread; the pools are the others
+                ts = open("/proc/%s/task/%s/stat" % (p, p)).read().rsplit(")", 1)[1].split()
+                loop_cpu = max(loop_cpu, (int(ts[11]) + int(ts[12])) / tick)
             for l in open("/proc/%s/status" % p):
                 if l.startswith("VmRSS:"):
                     rss += int(l.split()[1]) * 1024
@@ -121,8 +131,8 @@ while not os.path.exists(stop):
             pass
     rss_peak = max(rss_peak, rss); live_peak = max(live_peak, n)
     time.sleep(0.5)
-json.dump({"drop": base - low, "rss_peak": rss_peak, "cpu": sum(cpu.values()),
-           "procs": live_peak}, open(out, "w"))
+json.dump({"drop": used_peak - base_used, "kern": kern_peak - base_kern, "rss_peak": rss_peak,
+           "cpu": sum(cpu.values()), "loop_cpu": loop_cpu, "procs": live_peak}, open(out, "w"))
 EOF
 }
 
@@ -196,7 +206,8 @@ def line(name, f, unit, better="lower"):
     fmt = lambda v: "-" if v is None else ("%.2f %s" % (v, unit))
     print("  %-44s batch %-14s lis run x%d %-14s%s" % (name, fmt(b), n, fmt(r), ratio))
 MB = 1048576.0
-line("MemAvailable drop per episode", lambda x: x["sample"]["drop"] / n / MB, "MiB")
+line("memory in use, peak rise per episode", lambda x: x["sample"]["drop"] / n / MB, "MiB")
+line("  of it kernel (slab, page tables, shmem)", lambda x: x["sample"]["kern"] / n / MB, "MiB")
 line("lis process RSS per episode (peak)", lambda x: x["sample"]["rss_peak"] / n / MB, "MiB")
 line("lis process CPU (own, all episodes)", lambda x: x["sample"]["cpu"], "s")
 line("lis process CPU per LLM reply", lambda x: x["sample"]["cpu"] / max(1, x["eps"]["replies"]) * 1000, "ms")
@@ -208,6 +219,10 @@ line("wall time / model time", lambda x: x["wall"] / model, "x")
 line("episodes not submitted or wrong", lambda x: float(x["eps"]["fails"] + (n - x["eps"]["episodes"])), "")
 if "batch" in res:
     e = res["batch"]["eps"]
+    lc = res["batch"]["sample"]["loop_cpu"]
+    print("  batch: event loop thread %.2f s CPU = %.2f ms per reply = %.1f%% of a core at %.0f replies/s "
+          "(the rest: the set-up and misc pools creating, preparing and destroying sandboxes)"
+          % (lc, lc / max(1, e["replies"]) * 1000, 100 * lc / res["batch"]["wall"], e["replies"] / res["batch"]["wall"]))
     print("  batch: per-sandbox memory peak p50 %.1f MiB, p99 %.1f MiB (lis_stats; fallback limits "
           "report the RSS sum seen by the commands); %.0f%% of a core at %.0f replies/s"
           % (e["peak_p50"] / MB, e["peak_p99"] / MB,

@@ -6,14 +6,18 @@
 set -eu
 PKGS="build-essential pkg-config libc6-dev \
  libseccomp-dev libcap-dev libcurl4-openssl-dev libssl-dev libcjson-dev libarchive-dev libyaml-dev \
- libcriterion-dev \
+ libcriterion-dev libmicrohttpd-dev \
  busybox-static debootstrap mmdebstrap uidmap bubblewrap hyperfine util-linux iproute2 procps \
  zstd xz-utils tar curl wget python3 ca-certificates chromium"
 # chromium: tests/test_batch_report.c opens `lis report` output in headless Chromium
 # Test-only extras: a real registry and OCI tools, the cgroup v2 VM, apparmor_parser to
 # check scripts/apparmor/lis, and clang with libFuzzer for `make fuzz` (libclang-rt-14-dev
-# is Debian 12's; clang-N wants libclang-rt-N-dev).
-EXTRA="docker-registry umoci skopeo qemu-system-x86 cpio kmod apparmor clang libclang-rt-14-dev"
+# is Debian 12's; clang-N wants libclang-rt-N-dev). python3-docker and docker.io: the
+# real clients of `lis serve`'s suite (the docker CLI only as a client: tests never start dockerd).
+# A single-node Slurm with munge for scripts/slurm/ci-test.sh (its daemons are started by hand,
+# never by the packages).
+EXTRA="python3-docker docker.io docker-registry umoci skopeo qemu-system-x86 cpio kmod apparmor \
+ clang libclang-rt-14-dev slurmctld slurmd slurm-client munge"
 case "${1:-}" in
   --minimal) EXTRA="" ;;
   "") ;;

@@ -269,7 +269,13 @@ Test(batch, kill9_then_resume_each_id_once, .timeout = 240)
     /* nothing of it survives: its sandboxes died with it */
     int code = 0;
     usleep(300000);
-    char *ls = t_lis(&code, "sandbox gc >/dev/null; %s sandbox ls", t_lis_bin());
+    char *gc = t_lis(&code, "sandbox gc");
+    char *ls = t_lis(&code, "sandbox ls --json");
+    cJSON *left = cJSON_Parse(ls);
+    cr_expect(cJSON_IsArray(left) && cJSON_GetArraySize(left) == 0,
+              "sandboxes outlived their kill -9'ed owner: %s", ls);
+    cJSON_Delete(left);
+    free(gc);
     free(ls);
     char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 6 "
                       "--resume %s", f.url, t_busybox(), tasks, rdir);
@@ -315,7 +321,8 @@ static int interrupted_run(t_fake *f, const char *d, int sigs, char *rdir, size_
              t_tmpdir(), t_tmpdir(), t_lis_bin(), f->url, t_busybox(), tasks, d, d);
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
-    if (pid == 0) {
+    if (pid == 0) { /* its own process group, which the Ctrl-C goes to as a terminal's does */
+        setsid();
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
@@ -324,7 +331,7 @@ static int interrupted_run(t_fake *f, const char *d, int sigs, char *rdir, size_
         usleep(100000);
     usleep(500000);
     for (int i = 0; i < sigs; i++) {
-        kill(pid, SIGINT);
+        kill(-pid, SIGINT); /* the whole group: lis and whatever shares its terminal */
         usleep(200000);
     }
     int st = 0;
@@ -472,8 +479,13 @@ Test(batch, repeat_and_mode_llm, .timeout = 120)
                      "\"echo 8 > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}}");
     int code = 0;
     char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --repeat 3 "
-                      "--concurrency 6 --output-dir %s/out", f.url, t_busybox(), tasks, d);
+                      "--concurrency 2 --output-dir %s/out", f.url, t_busybox(), tasks, d);
     cr_assert_eq(code, 0, "%s", out);
+    /* 6 episodes, 2 at a time: the later ones start in sandboxes made ahead */
+    int used = 0, made = 0;
+    const char *wp = strstr(out, "warm pool: ");
+    cr_expect(wp && sscanf(wp, "warm pool: %d of the %d", &used, &made) == 2 && used > 0,
+              "no sandbox of the warm pool was used: %s", out);
     char rdir[1024];
     run_dir(d, rdir, sizeof rdir);
     cJSON *rows = rows_of(rdir);

@@ -1,13 +1,17 @@
 /* test_runtime.c - the runtime core: isolation, hardening, commands. */
 #include "testlib.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -138,6 +142,54 @@ Test(runtime, only_loopback_in_the_netns)
     free(out);
     lis_error err;
     lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
+static int connect_local(int s, unsigned short port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    return connect(s, (struct sockaddr *)&a, sizeof a);
+}
+
+/* lis_sandbox_socket: a socket of the sandbox's network, so connect() reaches
+ * a listener that exists only on the sandbox's loopback (port forwarding). */
+Test(runtime, socket_inside_the_sandbox_network)
+{
+    lis_ctx *ctx = t_ctx();
+    const unsigned short port = 47813;
+    int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int host_has_it = connect_local(probe, port) == 0;
+    close(probe);
+    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS, .listen_port = port};
+    lis_sandbox *sb = NULL;
+    lis_error err = {0};
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create: %s", err.msg);
+    int lst = lis_sandbox_take_listener(sb); /* listens on the sandbox's 127.0.0.1 only */
+    cr_assert_geq(lst, 0);
+    if (!host_has_it) { /* the host's loopback does not have it */
+        int h = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        cr_assert_neq(connect_local(h, port), 0, "the listener leaked to the host network");
+        close(h);
+    }
+    int s = lis_sandbox_socket(sb, AF_INET, SOCK_STREAM, &err);
+    cr_assert_geq(s, 0, "lis_sandbox_socket: %s", err.msg);
+    cr_assert_eq(connect_local(s, port), 0, "connect inside: %s", strerror(errno));
+    struct pollfd pf = {.fd = lst, .events = POLLIN};
+    cr_assert_eq(poll(&pf, 1, 5000), 1, "the sandbox's listener saw no connection");
+    int c = accept4(lst, NULL, NULL, SOCK_CLOEXEC);
+    cr_assert_geq(c, 0);
+    cr_assert_eq(write(s, "ping", 4), 4);
+    char buf[8] = "";
+    cr_assert_eq(read(c, buf, sizeof buf), 4);
+    cr_assert_str_eq(buf, "ping");
+    close(c);
+    close(s);
+    close(lst);
+    /* a bad socket type fails with a message, not a crash */
+    cr_assert_eq(lis_sandbox_socket(sb, AF_INET, 12345, &err), -1);
+    cr_assert(strstr(err.msg, "network"), "%s", err.msg);
+    cr_assert_eq(lis_sandbox_destroy(sb, &err), 0, "%s", err.msg);
     lis_ctx_free(ctx);
 }
 

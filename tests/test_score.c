@@ -226,7 +226,7 @@ Test(score_select, bad_choices_are_one_line_errors)
     cr_expect_null(strchr(err.msg, '\n'));
 }
 
-Test(score_select, builtin_needs_a_text_ground_truth)
+Test(score_select, builtin_reads_a_number_ground_truth_as_python_str)
 {
     lis_error err = {0};
     batch_scorer_opts o = {.task_name = "demo"};
@@ -236,7 +236,20 @@ Test(score_select, builtin_needs_a_text_ground_truth)
     double x = -1;
     cr_assert_eq(batch_scorer_score(s, " paris ", row, &x, &err), 0, "%s", err.msg);
     cr_expect_eq(x, 1.0);
+    /* a number as Python's str() prints it: 5 -> "5", 0.25 -> "0.25", true -> "True" */
     cJSON_ReplaceItemInObject(row, "ground_truth", cJSON_CreateNumber(5));
+    cr_assert_eq(batch_scorer_score(s, "5", row, &x, &err), 0, "%s", err.msg);
+    cr_expect_eq(x, 1.0);
+    cr_assert_eq(batch_scorer_score(s, "5.0", row, &x, &err), 0, "%s", err.msg);
+    cr_expect_eq(x, 0.0);
+    cJSON_ReplaceItemInObject(row, "ground_truth", cJSON_CreateNumber(0.25));
+    cr_assert_eq(batch_scorer_score(s, "0.25", row, &x, &err), 0, "%s", err.msg);
+    cr_expect_eq(x, 1.0);
+    cJSON_ReplaceItemInObject(row, "ground_truth", cJSON_CreateTrue());
+    cr_assert_eq(batch_scorer_score(s, "true", row, &x, &err), 0, "%s", err.msg);
+    cr_expect_eq(x, 1.0);
+    /* an object or a list is that row's error */
+    cJSON_ReplaceItemInObject(row, "ground_truth", cJSON_CreateArray());
     cr_expect_eq(batch_scorer_score(s, "5", row, &x, &err), -1);
     cr_expect(strstr(err.msg, "ground_truth"), "%s", err.msg);
     /* --mode llm without vanilla_llm_prompt.py: the problem statement */

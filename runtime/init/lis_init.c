@@ -232,6 +232,11 @@ int main(int argc, char **argv)
     /* Before anything else: out of reach of ptrace, /proc/<pid>/mem and fd,
      * process_vm_writev and pidfd_getfd of every process in the sandbox. */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    /* Out of the owner's session and process group: a Ctrl-C on the owner's
+     * terminal goes to its foreground group, and must not kill the sessions
+     * of the sandbox's running commands (lis batch drains on the first one;
+     * as PID 1 we would drop it, the sessions would die of it). */
+    setsid();
     if (argc != 7)
         return 2;
     struct init_state st = {.life = atoi(argv[1]), .listen_fd = atoi(argv[2]),

@@ -1,0 +1,889 @@
+/* containers.c - Docker containers as lis sandboxes: create (a sandbox, on a
+ * worker), start (the main command as an async lis_proc), stop, kill, wait,
+ * attach, delete (on a worker), inspect, list. The sandbox lives from create
+ * to delete, so archives work on created and exited containers. */
+#include "lis_net.h"
+#include "serve.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { W_NOT_RUNNING, W_NEXT_EXIT, W_REMOVED };
+
+typedef struct sv_waiter {
+    sv_req *q;
+    sv_container *c;
+    int cond, done;
+    char body[256];
+    size_t len;
+    struct sv_waiter *next;
+} sv_waiter;
+
+typedef struct sv_attach {
+    sv_stream *st;
+    sv_container *c;
+    struct sv_attach *next;
+} sv_attach;
+
+typedef struct sv_pending { /* a stop, kill, followed logs or delete waiting for an end */
+    sv_req *q;
+    int kind;                   /* P_EXIT (204 at exit), P_LOGS, P_REMOVED (204 when gone) */
+    int out, err;               /* logs: which streams */
+    struct sv_pending *next;
+} sv_pending;
+enum { P_EXIT, P_LOGS, P_REMOVED };
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- lookup ---------------------------------------------------------------------- */
+
+sv_container *sv_container_find(sv_server *s, const char *ref)
+{
+    if (!ref || !*ref)
+        return NULL;
+    const char *n = ref[0] == '/' ? ref + 1 : ref;
+    for (sv_container *c = s->containers; c; c = c->next)
+        if (!strcmp(c->id, ref) || !strcmp(c->name, n))
+            return c;
+    size_t len = strlen(ref);
+    sv_container *hit = NULL;
+    for (sv_container *c = s->containers; c; c = c->next)
+        if (!strncmp(c->id, ref, len)) {
+            if (hit)
+                return NULL; /* ambiguous */
+            hit = c;
+        }
+    return hit;
+}
+
+void sv_container_add_child(sv_container *c, sv_child *ch)
+{
+    ch->next = c->children;
+    c->children = ch;
+}
+
+void sv_container_del_child(sv_container *c, sv_child *ch)
+{
+    for (sv_child **p = &c->children; *p; p = &(*p)->next)
+        if (*p == ch) {
+            *p = ch->next;
+            return;
+        }
+}
+
+/* ---- waiters and attach streams ------------------------------------------------------ */
+
+static void waiter_complete(sv_waiter *w, int code, const char *error)
+{
+    if (w->done)
+        return;
+    w->done = 1;
+    if (error)
+        w->len = (size_t)snprintf(w->body, sizeof w->body,
+                                  "{\"StatusCode\":%d,\"Error\":{\"Message\":\"%s\"}}\n", code, error);
+    else
+        w->len = (size_t)snprintf(w->body, sizeof w->body, "{\"StatusCode\":%d,\"Error\":null}\n",
+                                  code);
+    if (w->q)
+        sv_req_resume(w->q);
+}
+
+static void waiters_fire(sv_container *c, int removed)
+{
+    for (sv_waiter *w = c->waiters; w; w = w->next)
+        if (!w->done && (removed || w->cond != W_REMOVED))
+            waiter_complete(w, c->exit_code, NULL);
+}
+
+static void attach_gone(void *owner)
+{
+    sv_attach *a = owner;
+    if (a->c)
+        for (sv_attach **p = &a->c->attaches; *p; p = &(*p)->next)
+            if (*p == a) {
+                *p = a->next;
+                break;
+            }
+    sv_stream_end(a->st);
+    free(a);
+}
+
+static const sv_stream_ops attach_ops = {.gone = attach_gone};
+
+static void attaches_write(sv_container *c, int type, const char *buf, size_t n)
+{
+    for (sv_attach *a = c->attaches; a; a = a->next)
+        sv_stream_write(a->st, type, buf, n);
+}
+
+static void attaches_end(sv_container *c)
+{
+    while (c->attaches) {
+        sv_attach *a = c->attaches;
+        c->attaches = a->next;
+        sv_stream_end(a->st);
+        free(a);
+    }
+}
+
+/* ---- the main process ---------------------------------------------------------------- */
+
+static void container_remove(sv_container *c, sv_req *q);
+
+#define SV_LOG_MAX (8u << 20)
+
+/* What GET …/logs returns (docker-py's attached containers.run reads it). */
+static void log_add(sv_container *c, int type, const char *buf, size_t n)
+{
+    if (c->loglen + n + 8 > SV_LOG_MAX)
+        return;
+    char *b = realloc(c->log, c->loglen + n + 8);
+    if (!b)
+        return;
+    c->log = b;
+    unsigned char h[8] = {(unsigned char)type, 0, 0, 0, (unsigned char)(n >> 24),
+                          (unsigned char)(n >> 16), (unsigned char)(n >> 8), (unsigned char)n};
+    memcpy(c->log + c->loglen, h, 8);
+    memcpy(c->log + c->loglen + 8, buf, n);
+    c->loglen += n + 8;
+}
+
+static struct MHD_Response *logs_resp(sv_container *c, int want_out, int want_err)
+{
+    size_t cap = c->loglen + 1, len = 0;
+    char *out = malloc(cap);
+    for (size_t off = 0; out && off + 8 <= c->loglen;) {
+        const unsigned char *h = (const unsigned char *)c->log + off;
+        size_t n = (size_t)h[4] << 24 | (size_t)h[5] << 16 | (size_t)h[6] << 8 | h[7];
+        if ((h[0] == 1 && want_out) || (h[0] == 2 && want_err)) {
+            size_t skip = c->tty ? 8 : 0; /* raw when tty */
+            memcpy(out + len, c->log + off + skip, n + 8 - skip);
+            len += n + 8 - skip;
+        }
+        off += n + 8;
+    }
+    if (!out)
+        return NULL;
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, out, MHD_RESPMEM_MUST_FREE);
+    sv_resp_headers(r);
+    MHD_add_response_header(r, "Content-Type", c->tty ? "application/vnd.docker.raw-stream"
+                                                      : "application/vnd.docker.multiplexed-stream");
+    return r;
+}
+
+static void park(sv_container *c, sv_req *q, int kind)
+{
+    sv_pending *p = calloc(1, sizeof *p);
+    p->q = q;
+    p->kind = kind;
+    p->out = sv_arg_bool(q, "stdout");
+    p->err = sv_arg_bool(q, "stderr");
+    p->next = c->pending;
+    c->pending = p;
+    sv_req_suspend(q);
+}
+
+/* Finishes the parked requests of kind (all but P_REMOVED when kind is P_EXIT). */
+static void unpark(sv_container *c, int removed)
+{
+    for (sv_pending **pp = &c->pending; *pp;) {
+        sv_pending *p = *pp;
+        if (p->kind == P_REMOVED && !removed) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        if (p->kind == P_LOGS)
+            sv_req_finish(p->q, 200, logs_resp(c, p->out, p->err));
+        else
+            sv_req_finish(p->q, 204, NULL);
+        free(p);
+    }
+}
+
+/* Followed logs are answered whole when the main command ends (no incremental stream). */
+static enum MHD_Result logs(sv_req *q, sv_container *c)
+{
+    if (sv_arg_bool(q, "follow") && c->main) {
+        park(c, q, P_LOGS);
+        return MHD_YES;
+    }
+    struct MHD_Response *r = logs_resp(c, sv_arg_bool(q, "stdout"), sv_arg_bool(q, "stderr"));
+    return r ? sv_reply(q, 200, r) : sv_reply_error(q, 500, "out of memory");
+}
+
+static void main_read(sv_container *c, int fd, int type)
+{
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n > 0) {
+            attaches_write(c, type, buf, (size_t)n);
+            log_add(c, type, buf, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n == 0 || (n < 0 && errno != EAGAIN)) {
+            sv_watch *w = type == 2 ? &c->w_err : &c->w_out;
+            sv_loop_unwatch(c->s->loop, w);
+        }
+        break;
+    }
+}
+
+static void main_out_ev(void *arg, uint32_t ev)
+{
+    sv_container *c = arg;
+    main_read(c, c->w_out.fd, 1);
+}
+
+static void main_err_ev(void *arg, uint32_t ev)
+{
+    sv_container *c = arg;
+    main_read(c, c->w_err.fd, 2);
+}
+
+static void main_unwatch(sv_container *c)
+{
+    sv_loop_unwatch(c->s->loop, &c->w_main);
+    sv_loop_unwatch(c->s->loop, &c->w_out);
+    sv_loop_unwatch(c->s->loop, &c->w_err);
+    sv_timer_cancel(c->s->loop, &c->stop_timer);
+}
+
+static void main_exited(sv_container *c, const lis_result *r)
+{
+    c->exit_code = r->exit_code < 0 ? 137 : r->exit_code;
+    if (r->exec_failed) {
+        char m[400];
+        int k = snprintf(m, sizeof m, "lis: starting the container's command failed: %s\r\n", r->err_msg);
+        attaches_write(c, 2, m, (size_t)k);
+        c->exit_code = 127;
+    }
+    snprintf(c->status, sizeof c->status, "exited");
+    c->finished_at = wall_now();
+    attaches_end(c);
+    waiters_fire(c, 0);
+    unpark(c, 0);
+    if (c->auto_remove)
+        container_remove(c, NULL);
+}
+
+static void main_ev(void *arg, uint32_t ev)
+{
+    sv_container *c = arg;
+    lis_error err = {0};
+    int rc = lis_proc_step(c->main, &err);
+    if (rc == 0)
+        return;
+    if (c->w_out.added)
+        main_read(c, c->w_out.fd, 1);
+    if (c->w_err.added)
+        main_read(c, c->w_err.fd, 2);
+    main_unwatch(c);
+    lis_result r;
+    lis_proc_wait(c->main, &r, &err);
+    c->main = NULL;
+    main_exited(c, &r);
+    lis_result_free(&r);
+}
+
+static int main_start(sv_container *c, lis_error *err)
+{
+    lis_exec_spec e = {.argv = (const char *const *)c->cmd,
+                       .cwd = c->workdir[0] ? c->workdir : "/",
+                       .env = (const char *const *)c->env,
+                       .in = LIS_STDIO_NULL,
+                       .out = LIS_STDIO_PIPE,
+                       .err = LIS_STDIO_PIPE,
+                       .pty = c->tty,
+                       .rows = 24,
+                       .cols = 80};
+    if (c->tty)
+        e.out = e.err = LIS_STDIO_NULL;
+    if (lis_exec_start(c->sb, &e, &c->main, err) < 0)
+        return -1;
+    sv_loop *l = c->s->loop;
+    sv_loop_watch(l, &c->w_main, lis_proc_fd(c->main), EPOLLIN, main_ev, c);
+    int out = c->tty ? lis_proc_pty_fd(c->main) : lis_proc_stdio_fd(c->main, 1);
+    if (out >= 0)
+        sv_loop_watch(l, &c->w_out, out, EPOLLIN, main_out_ev, c);
+    int er = c->tty ? -1 : lis_proc_stdio_fd(c->main, 2);
+    if (er >= 0)
+        sv_loop_watch(l, &c->w_err, er, EPOLLIN, main_err_ev, c);
+    snprintf(c->status, sizeof c->status, "running");
+    c->started_at = wall_now();
+    c->finished_at = 0;
+    c->exit_code = 0;
+    c->s->started_total++;
+    return 0;
+}
+
+/* ---- create ---------------------------------------------------------------------------- */
+
+typedef struct create_job {
+    sv_req *q;
+    sv_container *c;
+    lis_error err;
+    int rc;
+} create_job;
+
+static void container_free(sv_container *c)
+{
+    for (sv_container **p = &c->s->containers; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    for (sv_waiter *w = c->waiters; w; w = w->next)
+        w->c = NULL;
+    cJSON_Delete(c->config);
+    sv_strv_free(c->cmd);
+    sv_strv_free(c->env);
+    free(c->log);
+    free(c);
+}
+
+static void create_work(void *arg)
+{
+    create_job *j = arg;
+    sv_container *c = j->c;
+    char name[32], host[16];
+    snprintf(name, sizeof name, "dk-%.16s", c->id);
+    snprintf(host, sizeof host, "%.12s", c->id);
+    lis_sandbox_spec spec = {.rootfs = c->rootfs, .name = name, .hostname = host,
+                             .limits = c->limits, .net = c->net};
+    j->rc = c->net == LIS_NET_PROXY ? lis_net_sandbox_create(c->s->ctx, &spec, NULL, &c->sb, &j->err)
+                                    : lis_sandbox_create(c->s->ctx, &spec, &c->sb, &j->err);
+    if (j->rc == 0 && c->workdir[0] && strcmp(c->workdir, "/")) { /* Docker makes WorkingDir */
+        const char *argv[] = {"mkdir", "-p", "--", c->workdir, NULL};
+        lis_exec_spec e = {.argv = argv};
+        lis_result r;
+        if (lis_exec(c->sb, &e, &r, &j->err) == 0)
+            lis_result_free(&r);
+    }
+}
+
+static void create_done(void *arg)
+{
+    create_job *j = arg;
+    sv_container *c = j->c;
+    c->busy--;
+    if (j->rc < 0) {
+        sv_req_finish_error(j->q, 500, "creating the sandbox: %s", j->err.msg);
+        container_free(c);
+    } else {
+        if (c->config) {
+            const cJSON *hc = cJSON_GetObjectItemCaseSensitive(c->config, "HostConfig");
+            const cJSON *pb = cJSON_GetObjectItemCaseSensitive(hc, "PortBindings");
+            lis_error e = {0};
+            if (cJSON_IsObject(pb) && pb->child) {
+                c->ports = sv_ports_start(c->s, c->sb, pb, &e);
+                if (!c->ports) {
+                    sv_req_finish_error(j->q, 500, "port forwarding: %s", e.msg);
+                    container_remove(c, NULL);
+                    free(j);
+                    return;
+                }
+            }
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "Id", c->id);
+        cJSON_AddArrayToObject(o, "Warnings");
+        sv_req_finish(j->q, 201, sv_resp_json(o));
+    }
+    free(j);
+}
+
+static int valid_name(const char *n)
+{
+    if (!isalnum((unsigned char)n[0]))
+        return 0;
+    for (const char *p = n; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("_.-", *p))
+            return 0;
+    return strlen(n) < sizeof ((sv_container *)0)->name;
+}
+
+static char **concat(char **a, char **b)
+{
+    size_t na = sv_strv_len(a), nb = sv_strv_len(b);
+    char **r = calloc(na + nb + 1, sizeof *r);
+    for (size_t i = 0; i < na; i++)
+        r[i] = strdup(a[i]);
+    for (size_t i = 0; i < nb; i++)
+        r[na + i] = strdup(b[i]);
+    return r;
+}
+
+static int env_has(char **env, const char *key)
+{
+    size_t k = strlen(key);
+    for (size_t i = 0; env && env[i]; i++)
+        if (!strncmp(env[i], key, k) && env[i][k] == '=')
+            return 1;
+    return 0;
+}
+
+static enum MHD_Result create(sv_req *q)
+{
+    sv_server *s = q->s;
+    cJSON *cfg = q->len ? cJSON_ParseWithLength(q->body, q->len) : NULL;
+    if (!cJSON_IsObject(cfg)) {
+        cJSON_Delete(cfg);
+        return sv_reply_error(q, 400, "invalid JSON body for containers/create");
+    }
+    const char *name = sv_arg(q, "name");
+    if (name && name[0] == '/')
+        name++;
+    if (name && *name && !valid_name(name)) {
+        cJSON_Delete(cfg);
+        return sv_reply_error(q, 400, "Invalid container name (%s), only [a-zA-Z0-9][a-zA-Z0-9_.-] "
+                              "are allowed", name);
+    }
+    if (name && *name) {
+        for (sv_container *o = s->containers; o; o = o->next)
+            if (!strcmp(o->name, name)) {
+                cJSON_Delete(cfg);
+                return sv_reply_error(q, 409, "Conflict. The container name \"/%s\" is already in "
+                                      "use by container \"%s\". You have to remove (or rename) that "
+                                      "container to be able to reuse that name.", name, o->id);
+            }
+    }
+    const char *image = sv_jstr(cfg, "Image");
+    if (!image) {
+        cJSON_Delete(cfg);
+        return sv_reply_error(q, 400, "Config.Image is required");
+    }
+    sv_container *c = calloc(1, sizeof *c);
+    c->s = s;
+    if (sv_image_resolve(s, image, c->rootfs, sizeof c->rootfs, c->image_id, sizeof c->image_id) < 0) {
+        free(c);
+        cJSON_Delete(cfg);
+        return sv_reply_error(q, 404, "No such image: %s", image);
+    }
+    char **ep = sv_jstrv(cfg, "Entrypoint"), **cmd = sv_jstrv(cfg, "Cmd");
+    c->cmd = concat(ep, cmd);
+    sv_strv_free(ep);
+    sv_strv_free(cmd);
+    if (!c->cmd[0]) {
+        sv_strv_free(c->cmd);
+        free(c);
+        cJSON_Delete(cfg);
+        return sv_reply_error(q, 400, "No command specified");
+    }
+    sv_hexid(c->id);
+    snprintf(c->image, sizeof c->image, "%s", image);
+    if (name && *name)
+        snprintf(c->name, sizeof c->name, "%s", name);
+    else
+        snprintf(c->name, sizeof c->name, "lis_%.8s", c->id);
+    snprintf(c->workdir, sizeof c->workdir, "%s", sv_jstr(cfg, "WorkingDir") ? sv_jstr(cfg, "WorkingDir") : "");
+    snprintf(c->user, sizeof c->user, "%s", sv_jstr(cfg, "User") ? sv_jstr(cfg, "User") : "");
+    c->tty = sv_jbool(cfg, "Tty");
+    c->open_stdin = sv_jbool(cfg, "OpenStdin");
+    char **env = sv_jstrv(cfg, "Env");
+    char *base[4] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL, NULL, NULL};
+    char hostname[32], *extra[3] = {NULL, NULL, NULL};
+    snprintf(hostname, sizeof hostname, "HOSTNAME=%.12s", c->id);
+    int ne = 0;
+    extra[ne++] = hostname;
+    if (!env_has(env, "HOME"))
+        extra[ne++] = "HOME=/root";
+    char **e1 = concat(env_has(env, "PATH") ? NULL : base, env);
+    c->env = concat(e1, extra);
+    sv_strv_free(e1);
+    sv_strv_free(env);
+    const cJSON *hc = cJSON_GetObjectItemCaseSensitive(cfg, "HostConfig");
+    c->auto_remove = sv_jbool(hc, "AutoRemove");
+    c->limits = s->opts.limits;
+    double mem = sv_jnum(hc, "Memory"), pids = sv_jnum(hc, "PidsLimit"), ncpu = sv_jnum(hc, "NanoCpus");
+    if (mem > 0)
+        c->limits.memory_bytes = (uint64_t)mem;
+    if (pids > 0)
+        c->limits.pids = (uint64_t)pids;
+    if (ncpu > 0)
+        c->limits.cpu_millis = (uint64_t)(ncpu / 1e6);
+    c->net = s->opts.net;
+    const char *nm = sv_jstr(hc, "NetworkMode");
+    if (nm && !strcmp(nm, "none"))
+        c->net = LIS_NET_NONE;
+    else if (nm && !strcmp(nm, "host"))
+        c->net = LIS_NET_HOST;
+    if (sv_jbool(cfg, "NetworkDisabled"))
+        c->net = LIS_NET_NONE;
+    c->config = cfg;
+    c->created = wall_now();
+    snprintf(c->status, sizeof c->status, "created");
+    c->busy = 1;
+    c->next = s->containers;
+    s->containers = c;
+    create_job *j = calloc(1, sizeof *j);
+    j->q = q;
+    j->c = c;
+    sv_req_suspend(q);
+    if (sv_job(s->loop, create_work, create_done, j) < 0) {
+        free(j);
+        c->busy--;
+        container_free(c);
+        sv_req_finish_error(q, 500, "out of memory");
+    }
+    return MHD_YES;
+}
+
+/* ---- delete ---------------------------------------------------------------------------- */
+
+typedef struct rm_job {
+    sv_req *q;
+    sv_container *c;
+    lis_proc **procs;
+    size_t nprocs;
+    lis_sandbox *sb;
+    sv_ports *ports;
+} rm_job;
+
+static void rm_work(void *arg)
+{
+    rm_job *j = arg;
+    lis_error err = {0};
+    for (size_t i = 0; i < j->nprocs; i++) {
+        lis_result r;
+        lis_proc_signal(j->procs[i], SIGKILL, &err);
+        lis_proc_wait(j->procs[i], &r, &err);
+        lis_result_free(&r);
+    }
+    if (j->sb && lis_sandbox_destroy(j->sb, &err) < 0)
+        fprintf(stderr, "lis serve: %s\n", err.msg);
+}
+
+static void rm_done(void *arg)
+{
+    rm_job *j = arg;
+    sv_container *c = j->c;
+    snprintf(c->status, sizeof c->status, "removed");
+    waiters_fire(c, 1);
+    for (sv_waiter *w = c->waiters; w; w = w->next)
+        w->c = NULL;
+    c->waiters = NULL;
+    if (j->q)
+        sv_req_finish(j->q, 204, NULL);
+    unpark(c, 1);
+    free(j->procs);
+    free(j);
+    container_free(c);
+}
+
+static void container_remove(sv_container *c, sv_req *q)
+{
+    rm_job *j = calloc(1, sizeof *j);
+    j->q = q;
+    j->c = c;
+    size_t n = 1;
+    for (sv_child *ch = c->children; ch; ch = ch->next)
+        n++;
+    j->procs = calloc(n, sizeof *j->procs);
+    if (c->main) {
+        main_unwatch(c);
+        j->procs[j->nprocs++] = c->main;
+        c->main = NULL;
+        c->exit_code = 137;
+        c->finished_at = wall_now();
+    }
+    while (c->children) {
+        sv_child *ch = c->children;
+        c->children = ch->next;
+        j->procs[j->nprocs++] = ch->proc;
+        ch->detach(ch->owner);
+    }
+    attaches_end(c);
+    unpark(c, 0);
+    waiters_fire(c, 0);
+    snprintf(c->status, sizeof c->status, "removing");
+    if (c->ports) {
+        sv_ports_stop(c->ports);
+        c->ports = NULL;
+    }
+    j->sb = c->sb;
+    c->sb = NULL;
+    c->busy++;
+    if (q)
+        sv_req_suspend(q);
+    if (sv_job(c->s->loop, rm_work, rm_done, j) < 0) {
+        rm_work(j);
+        rm_done(j);
+    }
+}
+
+/* ---- signals ----------------------------------------------------------------------------- */
+
+static int parse_signal(const char *s)
+{
+    if (!s || !*s)
+        return SIGKILL;
+    if (isdigit((unsigned char)s[0]))
+        return atoi(s);
+    if (!strncasecmp(s, "SIG", 3))
+        s += 3;
+    static const struct { const char *n; int v; } t[] = {
+        {"KILL", SIGKILL}, {"TERM", SIGTERM}, {"INT", SIGINT}, {"HUP", SIGHUP}, {"QUIT", SIGQUIT},
+        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"STOP", SIGSTOP}, {"CONT", SIGCONT}, {"WINCH", SIGWINCH},
+        {"ALRM", SIGALRM}};
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        if (!strcasecmp(s, t[i].n))
+            return t[i].v;
+    return -1;
+}
+
+static void stop_timeout(void *arg)
+{
+    sv_container *c = arg;
+    lis_error err = {0};
+    if (c->main)
+        lis_proc_signal(c->main, SIGKILL, &err);
+}
+
+static enum MHD_Result stop(sv_req *q, sv_container *c)
+{
+    if (!c->main)
+        return sv_reply_status(q, 304);
+    const char *t = sv_arg(q, "t");
+    double secs = t && *t ? atof(t) : 10;
+    lis_error err = {0};
+    /* The main command is not the namespace's PID 1 (lis-init is), so a
+     * SIGTERM it does not handle kills it at once: no full-timeout wait. */
+    lis_proc_signal(c->main, secs <= 0 ? SIGKILL : SIGTERM, &err);
+    if (secs > 0)
+        sv_timer_arm(c->s->loop, &c->stop_timer, secs, stop_timeout, c);
+    park(c, q, P_EXIT);
+    return MHD_YES;
+}
+
+static enum MHD_Result kill_(sv_req *q, sv_container *c)
+{
+    int sig = parse_signal(sv_arg(q, "signal"));
+    if (sig <= 0 || sig >= 65)
+        return sv_reply_error(q, 400, "Invalid signal: %s", sv_arg(q, "signal"));
+    if (!c->main)
+        return sv_reply_error(q, 409, "Cannot kill container: %s: Container %s is not running",
+                              c->id, c->id);
+    lis_error err = {0};
+    if (lis_proc_signal(c->main, sig, &err) < 0)
+        return sv_reply_error(q, 500, "%s", err.msg);
+    if (sig == SIGKILL) { /* as dockerd: answered once the container is down */
+        park(c, q, P_EXIT);
+        return MHD_YES;
+    }
+    return sv_reply_status(q, 204);
+}
+
+/* ---- wait ----------------------------------------------------------------------------------- */
+
+static ssize_t wait_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    sv_waiter *w = cls;
+    if (!w->done) {
+        if (w->q)
+            sv_req_suspend(w->q);
+        return 0;
+    }
+    if (pos >= w->len)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    size_t n = w->len - (size_t)pos < max ? w->len - (size_t)pos : max;
+    memcpy(buf, w->body + pos, n);
+    return (ssize_t)n;
+}
+
+static void wait_free(void *cls)
+{
+    sv_waiter *w = cls;
+    if (w->c)
+        for (sv_waiter **p = &w->c->waiters; *p; p = &(*p)->next)
+            if (*p == w) {
+                *p = w->next;
+                break;
+            }
+    free(w);
+}
+
+static void wait_req_done(sv_req *q)
+{
+    sv_waiter *w = q->owner;
+    if (w)
+        w->q = NULL;
+}
+
+static enum MHD_Result wait_(sv_req *q, sv_container *c)
+{
+    const char *cond = sv_arg(q, "condition");
+    sv_waiter *w = calloc(1, sizeof *w);
+    w->q = q;
+    w->c = c;
+    w->cond = cond && !strcmp(cond, "next-exit") ? W_NEXT_EXIT
+            : cond && !strcmp(cond, "removed")   ? W_REMOVED : W_NOT_RUNNING;
+    w->next = c->waiters;
+    c->waiters = w;
+    q->owner = w;
+    q->on_complete = wait_req_done;
+    if (w->cond == W_NOT_RUNNING && !c->main && strcmp(c->status, "created"))
+        waiter_complete(w, c->exit_code, NULL);
+    /* the headers go out at once (the CLI waits for them before start); the
+     * body when the condition holds */
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 256, wait_read,
+                                                               w, wait_free);
+    sv_resp_headers(r);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    return sv_reply(q, 200, r);
+}
+
+/* ---- attach ----------------------------------------------------------------------------------- */
+
+static void attach_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls,
+                            const char *extra, size_t nextra, MHD_socket sock,
+                            struct MHD_UpgradeResponseHandle *urh)
+{
+    sv_req *q = con_cls;
+    char *id = cls;
+    sv_container *c = sv_container_find(q->s, id);
+    free(id);
+    sv_attach *a = calloc(1, sizeof *a);
+    a->st = sv_stream_new(q->s->loop, sock, urh, c ? !c->tty : 1, NULL, 0, &attach_ops, a);
+    if (!a->st) {
+        free(a);
+        return;
+    }
+    if (!c || (!c->main && strcmp(c->status, "created"))) {
+        sv_stream_end(a->st);
+        free(a);
+        return;
+    }
+    a->c = c;
+    a->next = c->attaches;
+    c->attaches = a;
+}
+
+static enum MHD_Result attach(sv_req *q, sv_container *c)
+{
+    struct MHD_Response *r = MHD_create_response_for_upgrade(attach_upgraded, strdup(c->id));
+    sv_resp_headers(r);
+    MHD_add_response_header(r, "Content-Type", "application/vnd.docker.raw-stream");
+    MHD_add_response_header(r, "Upgrade", "tcp");
+    return sv_reply(q, 101, r);
+}
+
+/* ---- routing ---------------------------------------------------------------------------------- */
+
+static enum MHD_Result on_container(sv_req *q, sv_container *c, const char *op)
+{
+    const char *m = q->method;
+    int post = !strcmp(m, "POST");
+    if (!strcmp(op, "json") && !strcmp(m, "GET"))
+        return sv_reply_json(q, 200, sv_container_inspect(c));
+    if (post && !strcmp(op, "wait"))
+        return wait_(q, c);
+    if (!strcmp(op, "logs") && !strcmp(m, "GET"))
+        return logs(q, c);
+    if (!strcmp(c->status, "removing"))
+        return sv_reply_error(q, 409, "removal of container %s is already in progress", c->id);
+    if (!c->sb)
+        return sv_reply_error(q, 409, "container %s is being created", c->id);
+    if (post && !strcmp(op, "start")) {
+        if (c->main)
+            return sv_reply_status(q, 304);
+        lis_error err = {0};
+        if (main_start(c, &err) < 0)
+            return sv_reply_error(q, 500, "starting the container: %s", err.msg);
+        return sv_reply_status(q, 204);
+    }
+    if (post && !strcmp(op, "stop"))
+        return stop(q, c);
+    if (post && !strcmp(op, "restart")) {
+        if (c->main)
+            return stop(q, c);
+        lis_error err = {0};
+        return main_start(c, &err) < 0 ? sv_reply_error(q, 500, "%s", err.msg) : sv_reply_status(q, 204);
+    }
+    if (post && !strcmp(op, "kill"))
+        return kill_(q, c);
+    if (post && !strcmp(op, "attach"))
+        return attach(q, c);
+    if (post && !strcmp(op, "resize"))
+        return sv_reply_status(q, 200);
+    if (post && !strcmp(op, "exec"))
+        return sv_reply_error(q, 500, "internal: exec routed to containers");
+    if (!strcmp(op, "archive")) {
+        if (!strcmp(m, "HEAD") || !strcmp(m, "GET"))
+            return sv_archive_head_get(q, c->sb, c->name, !strcmp(m, "HEAD"), &c->busy);
+        if (!strcmp(m, "PUT"))
+            return sv_archive_put(q, c->sb, c->name, &c->busy);
+    }
+    return sv_reply_error(q, 404, "page not found");
+}
+
+/* rest: "create", "json", "ID" (DELETE), "ID/op" */
+enum MHD_Result sv_containers_route(sv_req *q, const char *rest)
+{
+    if (!strcmp(rest, "create") && !strcmp(q->method, "POST"))
+        return create(q);
+    if (!strcmp(rest, "json") && !strcmp(q->method, "GET"))
+        return sv_containers_list(q);
+    char ref[1024];
+    const char *op = strrchr(rest, '/');
+    if (!strcmp(q->method, "DELETE")) {
+        sv_container *c = sv_container_find(q->s, rest);
+        if (!c)
+            return sv_reply_error(q, 404, "No such container: %s", rest);
+        if (c->main && !sv_arg_bool(q, "force"))
+            return sv_reply_error(q, 409, "You cannot remove a running container %s. Stop the "
+                                  "container before attempting removal or force remove", c->id);
+        if (!strcmp(c->status, "removing")) { /* e.g. --rm after stop: answer when it is gone */
+            park(c, q, P_REMOVED);
+            return MHD_YES;
+        }
+        if (c->busy)
+            return sv_reply_error(q, 409, "container %s is busy (being created or copied); try "
+                                  "again", c->id);
+        container_remove(c, q);
+        return MHD_YES;
+    }
+    if (!op)
+        return sv_reply_error(q, 404, "page not found");
+    snprintf(ref, sizeof ref, "%.*s", (int)(op - rest), rest);
+    sv_container *c = sv_container_find(q->s, ref);
+    if (!c)
+        return sv_reply_error(q, 404, "No such container: %s", ref);
+    return on_container(q, c, op + 1);
+}
+
+void sv_containers_shutdown(sv_server *s)
+{
+    while (s->containers) {
+        sv_container *c = s->containers;
+        lis_error err = {0};
+        if (c->busy && !c->sb) { /* its create job still runs: let it finish */
+            sv_loop_run_once(s->loop, 50);
+            continue;
+        }
+        if (!strcmp(c->status, "removing")) {
+            sv_loop_run_once(s->loop, 50);
+            continue;
+        }
+        c->auto_remove = 0;
+        container_remove(c, NULL);
+        (void)err;
+    }
+}

@@ -1,0 +1,334 @@
+/* images.c - Docker image references on the rootfs store's tags: inspect,
+ * list, tag, delete, and images/create answered by lis's registry pull. */
+#include "rootfs.h"
+#include "serve.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+void sv_image_norm(const char *ref, char *out, size_t len)
+{
+    const char *r = ref;
+    if (!strncmp(r, "docker.io/", 10))
+        r += 10;
+    else if (!strncmp(r, "index.docker.io/", 16))
+        r += 16;
+    if (!strncmp(r, "library/", 8))
+        r += 8;
+    if (!strncmp(r, "sha256:", 7)) {
+        snprintf(out, len, "%s", r);
+        return;
+    }
+    const char *colon = strrchr(r, ':');
+    if (strchr(r, '@') || (colon && !strchr(colon, '/')))
+        snprintf(out, len, "%s", r);
+    else
+        snprintf(out, len, "%s:latest", r);
+}
+
+static int is_hex(const char *s, size_t min)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!isxdigit((unsigned char)s[n]) || isupper((unsigned char)s[n]))
+            return 0;
+    return n >= min && n <= 64;
+}
+
+/* A unique prefix of an image id ("sha256:abc…" or "abc…", 4+ hex). */
+static int resolve_prefix(sv_server *s, const char *ref, char *digest, size_t glen)
+{
+    const char *h = !strncmp(ref, "sha256:", 7) ? ref + 7 : ref;
+    if (!is_hex(h, 4))
+        return -1;
+    lis_rootfs_image *imgs = NULL;
+    size_t n = 0;
+    lis_error err = {0};
+    if (lis_rootfs_list(s->data_dir, &imgs, &n, &err) < 0)
+        return -1;
+    int found = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strncmp(imgs[i].digest + 7, h, strlen(h))) {
+            if (found && strcmp(digest, imgs[i].digest)) {
+                found = 2;
+                break;
+            }
+            snprintf(digest, glen, "%s", imgs[i].digest);
+            found = 1;
+        }
+    free(imgs);
+    return found == 1 ? 0 : -1;
+}
+
+int sv_image_resolve(sv_server *s, const char *ref, char *dir, size_t dlen, char *digest,
+                     size_t glen)
+{
+    char norm[600], dg[80] = "";
+    lis_error err = {0};
+    if (!*ref)
+        return -1;
+    sv_image_norm(ref, norm, sizeof norm);
+    if (lis_store_resolve(s->data_dir, norm, dir, dlen, &err) < 0) {
+        if (resolve_prefix(s, ref, dg, sizeof dg) < 0 ||
+            lis_store_resolve(s->data_dir, dg, dir, dlen, &err) < 0)
+            return -1;
+    }
+    if (digest) {
+        const char *b = strrchr(dir, '/');
+        snprintf(digest, glen, "sha256:%s", b ? b + 1 : dir);
+    }
+    return 0;
+}
+
+static int ref_matches(const char *filters, const char *ref);
+
+/* The image's tags (those matching filters, when given). */
+static cJSON *tags_of(lis_rootfs_image *imgs, size_t n, const char *digest, const char *filters)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(imgs[i].digest, digest) && imgs[i].ref[0] && ref_matches(filters, imgs[i].ref))
+            cJSON_AddItemToArray(a, cJSON_CreateString(imgs[i].ref));
+    return a;
+}
+
+static cJSON *image_config(void)
+{
+    cJSON *c = cJSON_CreateObject();
+    cJSON *env = cJSON_AddArrayToObject(c, "Env");
+    cJSON_AddItemToArray(env, cJSON_CreateString(
+                                  "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
+    cJSON_AddNullToObject(c, "Cmd");
+    cJSON_AddNullToObject(c, "Entrypoint");
+    cJSON_AddStringToObject(c, "WorkingDir", "");
+    cJSON_AddStringToObject(c, "User", "");
+    cJSON_AddObjectToObject(c, "Labels");
+    return c;
+}
+
+static enum MHD_Result inspect(sv_req *q, const char *name)
+{
+    char dir[4096], digest[80];
+    if (sv_image_resolve(q->s, name, dir, sizeof dir, digest, sizeof digest) < 0)
+        return sv_reply_error(q, 404, "no such image: %s: No such image: %s", name, name);
+    lis_rootfs_image *imgs = NULL;
+    size_t n = 0;
+    lis_error err = {0};
+    lis_rootfs_list(q->s->data_dir, &imgs, &n, &err);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "Id", digest);
+    cJSON_AddItemToObject(o, "RepoTags", tags_of(imgs, n, digest, NULL));
+    cJSON_AddArrayToObject(o, "RepoDigests");
+    double created = 0;
+    uint64_t size = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(imgs[i].digest, digest)) {
+            created = imgs[i].created;
+            size = imgs[i].size;
+        }
+    free(imgs);
+    char ts[64];
+    sv_rfc3339(created, ts, sizeof ts);
+    cJSON_AddStringToObject(o, "Created", ts);
+    cJSON_AddNumberToObject(o, "Size", (double)size);
+    cJSON_AddNumberToObject(o, "VirtualSize", (double)size);
+    cJSON_AddStringToObject(o, "Os", "linux");
+    cJSON_AddStringToObject(o, "Architecture", "amd64");
+    cJSON_AddItemToObject(o, "Config", image_config());
+    cJSON_AddStringToObject(o, "Parent", "");
+    cJSON *rootfs = cJSON_AddObjectToObject(o, "RootFS");
+    cJSON_AddStringToObject(rootfs, "Type", "layers");
+    return sv_reply_json(q, 200, o);
+}
+
+/* filters={"reference":{"R":true}} or {"reference":["R"]} */
+static int ref_matches(const char *filters, const char *ref)
+{
+    if (!filters)
+        return 1;
+    cJSON *f = cJSON_Parse(filters);
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(f, "reference");
+    int ok = 1;
+    if (r) {
+        ok = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, r)
+        {
+            const char *want = cJSON_IsString(e) ? e->valuestring : e->string;
+            char a[600], b[600];
+            sv_image_norm(want ? want : "", a, sizeof a);
+            sv_image_norm(ref, b, sizeof b);
+            if (want && (!strcmp(a, b) || !strncmp(ref, want, strlen(want))))
+                ok = 1;
+        }
+    }
+    cJSON_Delete(f);
+    return ok;
+}
+
+static enum MHD_Result list(sv_req *q)
+{
+    lis_rootfs_image *imgs = NULL;
+    size_t n = 0;
+    lis_error err = {0};
+    if (lis_rootfs_list(q->s->data_dir, &imgs, &n, &err) < 0)
+        return sv_reply_error(q, 500, "%s", err.msg);
+    cJSON *a = cJSON_CreateArray();
+    const char *filters = sv_arg(q, "filters");
+    for (size_t i = 0; i < n; i++) {
+        int first = 1;
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(imgs[j].digest, imgs[i].digest))
+                first = 0;
+        if (!first)
+            continue;
+        int any = 0;
+        for (size_t j = 0; j < n; j++)
+            if (!strcmp(imgs[j].digest, imgs[i].digest) && ref_matches(filters, imgs[j].ref))
+                any = 1;
+        if (!any)
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "Id", imgs[i].digest);
+        cJSON_AddStringToObject(o, "ParentId", "");
+        cJSON_AddItemToObject(o, "RepoTags", tags_of(imgs, n, imgs[i].digest, filters));
+        cJSON_AddArrayToObject(o, "RepoDigests");
+        cJSON_AddNumberToObject(o, "Created", (double)(long)imgs[i].created);
+        cJSON_AddNumberToObject(o, "Size", (double)imgs[i].size);
+        cJSON_AddNumberToObject(o, "VirtualSize", (double)imgs[i].size);
+        cJSON_AddNumberToObject(o, "SharedSize", -1);
+        cJSON_AddNumberToObject(o, "Containers", -1);
+        cJSON_AddObjectToObject(o, "Labels");
+        cJSON_AddItemToArray(a, o);
+    }
+    free(imgs);
+    return sv_reply_json(q, 200, a);
+}
+
+static enum MHD_Result tag(sv_req *q, const char *name)
+{
+    const char *repo = sv_arg(q, "repo"), *t = sv_arg(q, "tag");
+    if (!repo || !*repo)
+        return sv_reply_error(q, 400, "repository name must have at least one component");
+    char dir[4096], digest[80], want[700], norm[700];
+    if (sv_image_resolve(q->s, name, dir, sizeof dir, digest, sizeof digest) < 0)
+        return sv_reply_error(q, 404, "No such image: %s", name);
+    snprintf(want, sizeof want, "%s%s%s", repo, t && *t ? ":" : "", t && *t ? t : "");
+    sv_image_norm(want, norm, sizeof norm);
+    lis_error err = {0};
+    if (lis_rootfs_tag(q->s->data_dir, digest, norm, &err) < 0)
+        return sv_reply_error(q, 400, "%s", err.msg);
+    return sv_reply_status(q, 201);
+}
+
+static enum MHD_Result del(sv_req *q, const char *name)
+{
+    char dir[4096], digest[80], norm[600];
+    if (sv_image_resolve(q->s, name, dir, sizeof dir, digest, sizeof digest) < 0)
+        return sv_reply_error(q, 404, "No such image: %s", name);
+    sv_image_norm(name, norm, sizeof norm);
+    int is_id = !strncmp(norm, "sha256:", 7) || lis_store_resolve(q->s->data_dir, norm, dir,
+                                                                     sizeof dir, NULL) < 0;
+    for (sv_container *c = q->s->containers; c; c = c->next)
+        if (!strcmp(c->image_id, digest) && !sv_arg_bool(q, "force"))
+            return sv_reply_error(q, 409, "conflict: unable to remove repository reference \"%s\" "
+                                  "(must force) - container %.12s is using its referenced image "
+                                  "%.19s", name, c->id, digest + 7);
+    int gone = 0;
+    lis_error err = {0};
+    if (lis_rootfs_rm(q->s->data_dir, is_id ? digest : norm, &gone, &err) < 0)
+        return sv_reply_error(q, 500, "%s", err.msg);
+    cJSON *a = cJSON_CreateArray();
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddStringToObject(u, "Untagged", is_id ? digest : norm);
+    cJSON_AddItemToArray(a, u);
+    if (gone) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "Deleted", digest);
+        cJSON_AddItemToArray(a, d);
+    }
+    return sv_reply_json(q, 200, a);
+}
+
+typedef struct pull_job {
+    sv_req *q;
+    char ref[700];
+    lis_rootfs_result res;
+    lis_error err;
+    int rc;
+} pull_job;
+
+static void pull_work(void *arg)
+{
+    pull_job *j = arg;
+    lis_rootfs_opts o = {.name = j->ref};
+    j->rc = lis_rootfs_pull(j->q->s->data_dir, j->ref, &o, &j->res, &j->err);
+}
+
+static void pull_done(void *arg)
+{
+    pull_job *j = arg;
+    if (j->rc < 0) {
+        sv_req_finish_error(j->q, 404, "pull access denied for %s, or lis cannot pull it: %s "
+                            "(No such image: %s)", j->ref, j->err.msg, j->ref);
+    } else {
+        char body[2048];
+        snprintf(body, sizeof body,
+                 "{\"status\":\"Pulling from %s\"}\r\n{\"status\":\"Digest: %s\"}\r\n"
+                 "{\"status\":\"Status: %s for %s\"}\r\n",
+                 j->ref, j->res.digest, j->res.existed ? "Image is up to date" : "Downloaded newer image",
+                 j->ref);
+        sv_req_finish(j->q, 200, sv_resp_text(body, "application/json"));
+    }
+    free(j);
+}
+
+static enum MHD_Result create(sv_req *q)
+{
+    const char *from = sv_arg(q, "fromImage"), *t = sv_arg(q, "tag");
+    if (!from || !*from)
+        return sv_reply_error(q, 400, "lis serve: images/create needs fromImage (import and build "
+                              "are not supported; use lis rootfs import)");
+    pull_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return sv_reply_error(q, 500, "out of memory");
+    j->q = q;
+    char want[700];
+    if (t && *t && !strchr(from, '@'))
+        snprintf(want, sizeof want, "%s%s%s", from, t[0] == 's' && !strncmp(t, "sha256:", 7) ? "@" : ":", t);
+    else
+        snprintf(want, sizeof want, "%s", from);
+    sv_image_norm(want, j->ref, sizeof j->ref);
+    sv_req_suspend(q);
+    if (sv_job(q->s->loop, pull_work, pull_done, j) < 0) {
+        free(j);
+        sv_req_finish_error(q, 500, "out of memory");
+    }
+    return MHD_YES;
+}
+
+/* rest: "json", "create", "NAME/json", "NAME/tag", "NAME" (DELETE) */
+enum MHD_Result sv_images_route(sv_req *q, const char *rest)
+{
+    int get = !strcmp(q->method, "GET") || !strcmp(q->method, "HEAD");
+    if (get && !strcmp(rest, "json"))
+        return list(q);
+    if (!strcmp(q->method, "POST") && !strcmp(rest, "create"))
+        return create(q);
+    size_t n = strlen(rest);
+    char name[1024];
+    if (get && n > 5 && !strcmp(rest + n - 5, "/json")) {
+        snprintf(name, sizeof name, "%.*s", (int)(n - 5), rest);
+        return inspect(q, name);
+    }
+    if (!strcmp(q->method, "POST") && n > 4 && !strcmp(rest + n - 4, "/tag")) {
+        snprintf(name, sizeof name, "%.*s", (int)(n - 4), rest);
+        return tag(q, name);
+    }
+    if (!strcmp(q->method, "DELETE") && n > 0)
+        return del(q, rest);
+    return sv_reply_error(q, 404, "page not found");
+}

@@ -1,0 +1,243 @@
+/* serve.h - serve/'s internal header (only the serve/ sources include it).
+ *
+ * Layers (bottom-up; a file calls only files of lower rows):
+ *   0 json.c loop.c    replies and JSON helpers; the epoll loop, timers, worker jobs
+ *   1 stream.c         an upgraded (hijacked) connection: framing, buffered writes
+ *   2 images.c archive.c ports.c
+ *   3 inspect.c        container inspect and list (read-only views)
+ *   4 containers.c     container state and life; attach, wait, logs
+ *   5 exec.c           exec create / start / inspect
+ *   6 router.c         method + path -> handler
+ *   7 server.c         libmicrohttpd, the sockets, the main loop, shutdown
+ * Everything runs on the one loop thread except the jobs (loop.c), which do
+ * only the slow runtime calls and hand their result back to the loop. */
+#ifndef LIS_SERVE_INTERNAL_H
+#define LIS_SERVE_INTERNAL_H
+
+#include "lis.h"
+#include "lis_serve.h"
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SV_API_VERSION "1.41"
+#define SV_API_MIN "1.24"
+
+/* ---- loop.c ---------------------------------------------------------------- */
+
+typedef struct sv_loop sv_loop;
+typedef void (*sv_fd_cb)(void *arg, uint32_t events);
+typedef struct sv_watch {
+    int fd;
+    sv_fd_cb cb;
+    void *arg;
+    int added;
+} sv_watch;
+typedef struct sv_timer {
+    double when;        /* monotonic seconds; 0: not armed */
+    void (*cb)(void *arg);
+    void *arg;
+    struct sv_timer *next;
+} sv_timer;
+
+sv_loop *sv_loop_new(int workers, lis_error *err);
+void sv_loop_free(sv_loop *l);
+int sv_loop_watch(sv_loop *l, sv_watch *w, int fd, uint32_t events, sv_fd_cb cb, void *arg);
+void sv_loop_events(sv_loop *l, sv_watch *w, uint32_t events);
+void sv_loop_unwatch(sv_loop *l, sv_watch *w);
+void sv_timer_arm(sv_loop *l, sv_timer *t, double delay, void (*cb)(void *), void *arg);
+void sv_timer_cancel(sv_loop *l, sv_timer *t);
+/* Runs fn(arg) after the current batch of events (frees objects safely). */
+void sv_loop_defer(sv_loop *l, void (*fn)(void *), void *arg);
+/* work(arg) runs on a worker thread, then done(arg) on the loop thread. */
+int sv_job(sv_loop *l, void (*work)(void *), void (*done)(void *), void *arg);
+/* One round: waits up to max_ms (-1: timers only) and dispatches. */
+int sv_loop_run_once(sv_loop *l, int max_ms);
+double sv_now(void);
+
+/* ---- json.c: requests and replies -------------------------------------------- */
+
+typedef struct sv_server sv_server;
+
+/* One HTTP request (libmicrohttpd's con_cls). A handler either answers at
+ * once (sv_reply*), or suspends the connection and answers later with
+ * sv_req_finish from the loop thread. */
+typedef struct sv_req {
+    sv_server *s;
+    struct MHD_Connection *conn;
+    char method[8];
+    char *path;                 /* without the /vX.Y prefix */
+    char *body;
+    size_t len, cap;
+    int too_big;
+    int suspended;
+    struct MHD_Response *resp;  /* the deferred answer */
+    unsigned status;
+    int upgrade;                /* the request asked for Connection: Upgrade */
+    struct sv_req *next_susp;   /* s->suspended list */
+    void (*on_complete)(struct sv_req *q); /* the request is over (freed next) */
+    void *owner;
+} sv_req;
+
+struct MHD_Response *sv_resp_json(cJSON *doc);   /* takes doc */
+struct MHD_Response *sv_resp_text(const char *text, const char *ctype);
+struct MHD_Response *sv_resp_empty(void);
+void sv_resp_headers(struct MHD_Response *r);
+/* Queue an answer now; return MHD_YES/NO for the access handler. */
+enum MHD_Result sv_reply(sv_req *q, unsigned status, struct MHD_Response *r);
+enum MHD_Result sv_reply_json(sv_req *q, unsigned status, cJSON *doc);
+enum MHD_Result sv_reply_error(sv_req *q, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+enum MHD_Result sv_reply_status(sv_req *q, unsigned status); /* 204, 304, 200 empty */
+/* Deferred answers. */
+void sv_req_suspend(sv_req *q);
+void sv_req_resume(sv_req *q);
+void sv_req_finish(sv_req *q, unsigned status, struct MHD_Response *r);
+void sv_req_finish_error(sv_req *q, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *sv_arg(sv_req *q, const char *key);
+int sv_arg_bool(sv_req *q, const char *key); /* moby's BoolValue */
+const char *sv_jstr(const cJSON *o, const char *key); /* NULL for missing/null/"" */
+int sv_jbool(const cJSON *o, const char *key);
+double sv_jnum(const cJSON *o, const char *key);
+/* NULL-terminated string array from a JSON array (or a lone string); NULL if absent. */
+char **sv_jstrv(const cJSON *o, const char *key);
+char **sv_strv_dup(char *const *v);
+size_t sv_strv_len(char *const *v);
+void sv_strv_free(char **v);
+void sv_rfc3339(double t, char *buf, size_t len);
+void sv_hexid(char out[65]);
+
+/* ---- the server ---------------------------------------------------------------- */
+
+typedef struct sv_container sv_container;
+typedef struct sv_exec sv_exec;
+
+struct sv_server {
+    lis_serve_opts opts;
+    lis_ctx *ctx;
+    sv_loop *loop;
+    const char *data_dir;
+    char tmp_dir[4096];         /* scratch for archives */
+    sv_container *containers;
+    sv_exec *execs;
+    sv_req *suspended;
+    unsigned long started_total;
+};
+
+/* ---- stream.c: an upgraded connection ------------------------------------------ */
+
+typedef struct sv_stream sv_stream;
+typedef struct sv_stream_ops {
+    void (*input)(void *owner, const char *buf, size_t n); /* n == 0: the client half-closed */
+    void (*drained)(void *owner);  /* the backlog fell below SV_STREAM_HIGH */
+    void (*gone)(void *owner);     /* the client hung up or errored */
+} sv_stream_ops;
+#define SV_STREAM_HIGH (1u << 20)
+
+/* Takes sock (and urh) from libmicrohttpd's upgrade handler; the first byte
+ * goes out only once the client has read the 101 header (SIOCOUTQ 0). */
+sv_stream *sv_stream_new(sv_loop *l, int sock, struct MHD_UpgradeResponseHandle *urh,
+                         int framed, const char *extra, size_t nextra,
+                         const sv_stream_ops *ops, void *owner);
+/* Queues n bytes of stream type (1 stdout, 2 stderr) as one frame (or raw). */
+void sv_stream_write(sv_stream *st, int type, const char *buf, size_t n);
+size_t sv_stream_backlog(const sv_stream *st);
+/* Flushes the backlog, then shuts down and closes; frees st (later). */
+void sv_stream_end(sv_stream *st);
+/* Detaches the owner: no more callbacks. */
+void sv_stream_orphan(sv_stream *st);
+
+/* ---- images.c ------------------------------------------------------------------- */
+
+/* Normalises a Docker reference (docker.io/library/x -> x:latest) into out. */
+void sv_image_norm(const char *ref, char *out, size_t len);
+/* Resolves to the store directory and the digest; -1 when missing. */
+int sv_image_resolve(sv_server *s, const char *ref, char *dir, size_t dlen, char *digest,
+                     size_t glen);
+enum MHD_Result sv_images_route(sv_req *q, const char *rest);
+
+/* ---- archive.c ------------------------------------------------------------------ */
+
+/* Run on a worker; *busy counts the jobs on the sandbox (it must not go meanwhile). */
+enum MHD_Result sv_archive_head_get(sv_req *q, lis_sandbox *sb, const char *cname, int head,
+                                    int *busy);
+enum MHD_Result sv_archive_put(sv_req *q, lis_sandbox *sb, const char *cname, int *busy);
+
+/* ---- ports.c -------------------------------------------------------------------- */
+
+typedef struct sv_ports sv_ports;
+/* Forwards 127.0.0.1:hostport (each binding) into sb's port; NULL when bindings is empty. */
+sv_ports *sv_ports_start(sv_server *s, lis_sandbox *sb, const cJSON *bindings, lis_error *err);
+cJSON *sv_ports_json(const sv_ports *p, const cJSON *bindings);
+void sv_ports_stop(sv_ports *p);
+
+/* ---- containers.c --------------------------------------------------------------- */
+
+struct sv_container {
+    char id[65];
+    char name[128];
+    char image[512];            /* as given */
+    char image_id[80];
+    char rootfs[4096];
+    cJSON *config;              /* the create body (owned) */
+    char **cmd;                 /* Entrypoint + Cmd */
+    char **env;                 /* container Env + HOSTNAME, HOME */
+    char workdir[1024];
+    char user[64];
+    int tty, open_stdin, auto_remove;
+    lis_net_mode net;
+    lis_limits limits;
+    double created, started_at, finished_at;
+    char status[16];            /* created running exited removing dead */
+    int exit_code;
+    int busy;                   /* a job runs on it */
+    lis_sandbox *sb;
+    lis_proc *main;
+    sv_watch w_main, w_out, w_err;
+    sv_timer stop_timer;
+    struct sv_waiter *waiters;
+    struct sv_attach *attaches;
+    struct sv_pending *pending; /* requests parked until the job ends */
+    sv_ports *ports;
+    char *log;                  /* the main command's output, framed (unless tty), first 8 MiB */
+    size_t loglen;
+    unsigned restarts;
+    struct sv_child *children; /* running execs (exec.c registers them) */
+    sv_server *s;
+    sv_container *next;
+};
+
+/* inspect.c */
+cJSON *sv_container_inspect(sv_container *c);
+enum MHD_Result sv_containers_list(sv_req *q);
+
+/* Finds by full id, unique id prefix, or name (with or without '/'). */
+sv_container *sv_container_find(sv_server *s, const char *ref);
+enum MHD_Result sv_containers_route(sv_req *q, const char *rest);
+/* Kills everything, waits for the jobs: used at shutdown. */
+void sv_containers_shutdown(sv_server *s);
+/* A running exec of c: on removal, containers.c calls detach(owner), which
+ * must stop watching proc and forget c; then it kills and reaps proc. */
+typedef struct sv_child {
+    lis_proc *proc;
+    void (*detach)(void *owner);
+    void *owner;
+    struct sv_child *next;
+} sv_child;
+void sv_container_add_child(sv_container *c, sv_child *ch);
+void sv_container_del_child(sv_container *c, sv_child *ch);
+
+/* ---- exec.c --------------------------------------------------------------------- */
+
+enum MHD_Result sv_exec_create(sv_req *q, sv_container *c);
+enum MHD_Result sv_exec_route(sv_req *q, const char *rest);
+/* ---- router.c ---- */
+enum MHD_Result sv_route(sv_req *q, const char *url);
+
+/* At exit, after sv_containers_shutdown. */
+void sv_execs_free(sv_server *s);
+
+#endif
