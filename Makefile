@@ -40,7 +40,7 @@ RT_SRC      := $(wildcard runtime/*.c) rootfs/store.c
 NET_SRC     := $(wildcard net/*.c)
 INIT_SRC    := $(wildcard runtime/init/*.c)
 CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cli_util.c cli/relay.c
-AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) cli/cmd_run.c cli/cmd_batch.c \
+AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) cli/cmd_run.c cli/cmd_batch.c cli/cmd_report.c \
                cli/agent_image.c cli/agent_main.c cli/cli_util.c
 ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cli_util.c
 # serve/ links the rootfs store's admin code (tags, list, pull) as liblis-rootfs.so does
@@ -88,6 +88,8 @@ $(B)/lis-init: $(INIT_SRC) runtime/proto.h runtime/init/init.h
 
 # the reward.py worker is embedded in the library (.incbin, see batch/score_worker.c)
 $(B)/pobj/batch/score_worker.o: batch/reward_worker.py
+# and the page of `lis report` (batch/report_page.c)
+$(B)/pobj/batch/report_page.o: batch/report_page.html
 
 $(B)/liblis-agent.so: $(AGENT_OBJ)
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(AGENT_LIBS)

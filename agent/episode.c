@@ -196,6 +196,7 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
         fprintf(log, "lis: finished after %d steps (%s%s%s)\n", res->steps, res->stop_reason,
                 res->error[0] ? ": " : "", res->error);
         fprintf(log, "lis: output files: %s\nlis: trajectory:   %s\n", files, tpath);
+        fprintf(log, "lis: report: lis report %s\n", dir);
     }
     if (answer && r->out) {
         fwrite(answer, 1, alen, r->out);

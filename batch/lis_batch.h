@@ -94,4 +94,9 @@ int lis_batch_shard_resolve(const char *flag, int shards, lis_batch_getenv get, 
 int lis_batch_merge(const char *out_dir, const char *const *dirs, size_t n, FILE *out,
                     lis_error *err);
 
+/* `lis report DIR`: writes DIR/report.html and DIR/report/ (one static page,
+ * docs/report.md) for the output directory of a lis batch (results.jsonl)
+ * or of one lis run (trajectory.json); path (may be NULL) gets the page's. */
+int lis_report_html(const char *dir, char *path, size_t len, lis_error *err);
+
 #endif

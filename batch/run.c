@@ -220,6 +220,10 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
         sum->mean_score = cJSON_GetNumberValue(cJSON_GetObjectItem(summary, "mean_score"));
         if (!o->quiet)
             bprog_summary(o->out, summary);
+        if (lis_report_html(sum->dir, NULL, 0, &rerr) < 0 && !o->quiet)
+            fprintf(o->err, "lis: warning: writing the report: %s\n", rerr.msg);
+        else if (!o->quiet)
+            fprintf(o->err, "lis: report: %s/report.html\n", sum->dir);
     }
     cJSON_Delete(summary);
     if (r.fatal) {

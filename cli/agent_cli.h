@@ -15,5 +15,6 @@ int cli_agent_rootfs(lis_ctx *ctx, const char *image, const char *rootfs_dir, ch
                      size_t len);
 int cmd_run_main(int argc, char **argv);
 int cmd_batch_main(int argc, char **argv);
+int cmd_report_main(int argc, char **argv);
 
 #endif

@@ -1,4 +1,4 @@
-/* agent_main.c - the entry point of liblis-agent.so: `lis run` or `lis batch`. */
+/* agent_main.c - the entry point of liblis-agent.so: `lis run`, `lis batch` or `lis report`. */
 #include "agent_cli.h"
 
 #include <string.h>
@@ -9,5 +9,7 @@ int lis_cli_agent_main(int argc, char **argv)
 {
     if (!strcmp(argv[0], "batch"))
         return cmd_batch_main(argc, argv);
+    if (!strcmp(argv[0], "report"))
+        return cmd_report_main(argc, argv);
     return cmd_run_main(argc, argv);
 }

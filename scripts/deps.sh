@@ -8,7 +8,8 @@ PKGS="build-essential pkg-config libc6-dev \
  libseccomp-dev libcap-dev libcurl4-openssl-dev libssl-dev libcjson-dev libarchive-dev libyaml-dev \
  libcriterion-dev libmicrohttpd-dev \
  busybox-static debootstrap mmdebstrap uidmap bubblewrap hyperfine util-linux iproute2 procps \
- zstd xz-utils tar curl wget python3 ca-certificates"
+ zstd xz-utils tar curl wget python3 ca-certificates chromium"
+# chromium: tests/test_batch_report.c opens `lis report` output in headless Chromium
 # Test-only extras: a real registry and OCI tools, the cgroup v2 VM, apparmor_parser to
 # check scripts/apparmor/lis, and clang with libFuzzer for `make fuzz` (libclang-rt-14-dev
 # is Debian 12's; clang-N wants libclang-rt-N-dev). python3-docker and docker.io: the
