@@ -131,11 +131,14 @@ static void close_sandbox(bep *e)
         free(data);
     }
     if (r->o->save_files && !e->discard) {
-        char dst[4600];
-        snprintf(dst, sizeof dst, "%s/files/%s", batch_out_dir(r->out), e->row->id);
-        if (e->attempt)
-            snprintf(dst + strlen(dst), sizeof dst - strlen(dst), "@%d", e->attempt);
-        if (lis_host_mkdir_p(dst, 0755, &err) < 0 ||
+        /* files/KEY (batch_out_key: the same escaped name as trajectories/ and logs/),
+         * made by the copy itself so the output dir's contents land right in it */
+        char *key = batch_out_key(e->row->id, e->attempt);
+        char dst[4600], parent[4200];
+        snprintf(parent, sizeof parent, "%s/files", batch_out_dir(r->out));
+        snprintf(dst, sizeof dst, "%s/%s", parent, key ? key : "_");
+        free(key);
+        if (lis_host_mkdir_p(parent, 0755, &err) < 0 ||
             lis_copy_out_data(e->sb, r->task->prompts.output_dir, dst, NULL, NULL, &err) < 0) {
             if (e->log)
                 fprintf(e->log, "lis: warning: could not save %s: %s\n",

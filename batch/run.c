@@ -250,6 +250,11 @@ int lis_batch_report(const char *dir, FILE *out, lis_error *err)
         return -1;
     bprog_summary(out, summary);
     cJSON_Delete(summary);
+    lis_error rerr = {0};
+    if (lis_report_html(dir, NULL, 0, &rerr) < 0)
+        fprintf(out, "lis: warning: writing the report: %s\n", rerr.msg);
+    else
+        fprintf(out, "  %-22s %s/report.html\n", "report", dir);
     return 0;
 }
 

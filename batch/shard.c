@@ -696,6 +696,11 @@ int lis_batch_merge(const char *out_dir, const char *const *dirs, size_t n, FILE
         fprintf(out, "  %-22s %s (%zu shards)\n", "output", out_dir, n);
     }
     cJSON_Delete(summary);
+    lis_error rerr = {0};
+    if (lis_report_html(out_dir, NULL, 0, &rerr) < 0 && out)
+        fprintf(out, "lis: warning: writing the report: %s\n", rerr.msg);
+    else if (out)
+        fprintf(out, "  %-22s %s/report.html\n", "report", out_dir);
     rc = 0;
 out:
     for (size_t i = 0; i < n; i++) {
