@@ -181,6 +181,14 @@ int net_start_thread(pthread_t *t, void *(*fn)(void *), void *arg);
 
 /* account.c: the counters of a port (relaxed atomics: read while served) */
 static inline void net_count(uint64_t *v, uint64_t n) { __atomic_fetch_add(v, n, __ATOMIC_RELAXED); }
+/* Bytes toward the sandbox are counted before they are sent and the unsent
+ * rest taken back after (n: what the send returned), so that whoever reads
+ * the counters once the command that received them has ended sees them all. */
+static inline void net_count_back(uint64_t *v, size_t tried, ssize_t n)
+{
+    if (n < (ssize_t)tried)
+        __atomic_fetch_sub(v, (uint64_t)(tried - (size_t)(n > 0 ? n : 0)), __ATOMIC_RELAXED);
+}
 static inline uint64_t net_load(const uint64_t *v) { return __atomic_load_n(v, __ATOMIC_RELAXED); }
 void net_port_counters(const net_port *p, lis_net_counters *c);
 

@@ -94,11 +94,12 @@ void net_reply(lis_proxy *px, conn *c, int code, const char *reason, const char 
 void net_send_reply(lis_proxy *px, conn *c)
 {
     while (c->down_off < c->down_len) {
-        ssize_t n = send(c->cfd, c->down + c->down_off, c->down_len - c->down_off,
-                         MSG_NOSIGNAL);
+        size_t want = c->down_len - c->down_off;
+        net_count(&c->port->bytes_in, want);
+        ssize_t n = send(c->cfd, c->down + c->down_off, want, MSG_NOSIGNAL);
+        net_count_back(&c->port->bytes_in, want, n);
         if (n > 0) {
             c->down_off += (size_t)n;
-            net_count(&c->port->bytes_in, (uint64_t)n);
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -183,11 +184,13 @@ void net_relay(lis_proxy *px, conn *c)
                 }
             }
             if (c->dpipe_n) {
-                ssize_t n = splice(c->dpipe[0], NULL, c->cfd, NULL, c->dpipe_n,
+                size_t want = c->dpipe_n;
+                net_count(&c->port->bytes_in, want);
+                ssize_t n = splice(c->dpipe[0], NULL, c->cfd, NULL, want,
                                    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+                net_count_back(&c->port->bytes_in, want, n);
                 if (n > 0) {
                     c->dpipe_n -= (size_t)n;
-                    net_count(&c->port->bytes_in, (uint64_t)n);
                     progress = 1;
                 } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
                     net_conn_close(px, c);
@@ -212,11 +215,12 @@ void net_relay(lis_proxy *px, conn *c)
                                                 HEAD_MAX, c->u_eof))
             c->resp_head = 0;
         if (!c->resp_head && c->down_off < c->down_len) {
-            ssize_t n = send(c->cfd, c->down + c->down_off, c->down_len - c->down_off,
-                             MSG_NOSIGNAL);
+            size_t want = c->down_len - c->down_off;
+            net_count(&c->port->bytes_in, want);
+            ssize_t n = send(c->cfd, c->down + c->down_off, want, MSG_NOSIGNAL);
+            net_count_back(&c->port->bytes_in, want, n);
             if (n > 0) {
                 c->down_off += (size_t)n;
-                net_count(&c->port->bytes_in, (uint64_t)n);
                 if (c->down_off == c->down_len)
                     c->down_off = c->down_len = 0;
                 progress = 1;
