@@ -471,11 +471,16 @@ static enum MHD_Result create(sv_req *q)
         return sv_reply_error(q, 400, "Config.Image is required");
     }
     sv_container *c = calloc(1, sizeof *c);
+    if (!c) {
+        cJSON_Delete(cfg);
+        return sv_reply_error(q, 500, "out of memory");
+    }
     c->s = s;
     if (sv_image_resolve(s, image, c->rootfs, sizeof c->rootfs, c->image_id, sizeof c->image_id) < 0) {
         free(c);
-        cJSON_Delete(cfg);
-        return sv_reply_error(q, 404, "No such image: %s", image);
+        enum MHD_Result r = sv_reply_error(q, 404, "No such image: %s", image);
+        cJSON_Delete(cfg); /* after: image points into it */
+        return r;
     }
     char **ep = sv_jstrv(cfg, "Entrypoint"), **cmd = sv_jstrv(cfg, "Cmd");
     c->cmd = concat(ep, cmd);

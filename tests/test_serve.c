@@ -30,7 +30,7 @@ static void serve_start_with(server *s, const char *flag)
 {
     if (!t_debian())
         cr_skip_test("no Debian fixture");
-    t_ctx();
+    lis_ctx_free(t_ctx()); /* for t_tmpdir() */
     int code;
     char *out = t_host(&code, "tar -C %s -cf %s/img.tar . 2>&1", t_debian(), t_tmpdir());
     cr_assert_eq(code, 0, "tar: %s", out);
