@@ -36,10 +36,8 @@ typedef struct rp_ep {
 typedef struct rp_rows {
     rp_ep *e;
     size_t n, cap;
-    kset keys;   /* "ATTEMPT:ID" -> index in e */
-    kset judged; /* "ATTEMPT:ID" -> index in js */
-    double *js;
-    size_t jn, jcap;
+    kset keys;        /* "ATTEMPT:ID" -> index in e */
+    bo_judged judged; /* judge.jsonl */
 } rp_rows;
 
 static int collect_row(void *arg, cJSON *row, size_t line, lis_error *err)
@@ -78,40 +76,6 @@ static int collect_row(void *arg, cJSON *row, size_t line, lis_error *err)
     return 0;
 }
 
-static int collect_judge(void *arg, cJSON *row, size_t line, lis_error *err)
-{
-    rp_rows *R = arg;
-    char id[BATCH_ID_MAX];
-    int attempt;
-    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(row, "score");
-    int ok = bo_row_ident(row, id, sizeof id, &attempt) == 0 && cJSON_IsNumber(sc) &&
-             sc->valuedouble == sc->valuedouble;
-    double score = ok ? sc->valuedouble : 0;
-    cJSON_Delete(row);
-    (void)line;
-    if (!ok) /* a failed judgement: the row's own score stays, as in results.json */
-        return 0;
-    char *k = bo_ident_key(id, attempt);
-    kslot *s = k ? bo_kset_get(&R->judged, k) : NULL;
-    free(k);
-    if (!s)
-        return oom(err);
-    if (s->state == ST_FREE) {
-        if (R->jn == R->jcap) {
-            size_t cap = R->jcap ? R->jcap * 2 : 64;
-            double *t = realloc(R->js, cap * sizeof *t);
-            if (!t)
-                return oom(err);
-            R->js = t;
-            R->jcap = cap;
-        }
-        s->state = ST_DONE;
-        s->line = R->jn++;
-    }
-    R->js[s->line] = score;
-    return 0;
-}
-
 static void rows_free(rp_rows *R)
 {
     for (size_t i = 0; i < R->n; i++) {
@@ -119,25 +83,8 @@ static void rows_free(rp_rows *R)
         free(R->e[i].id);
     }
     free(R->e);
-    free(R->js);
     bo_kset_free(&R->keys);
-    bo_kset_free(&R->judged);
-}
-
-static int read_rows(int dfd, const char *dir, const char *name, int must, row_fn cb,
-                     rp_rows *R, lis_error *err)
-{
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT && !must)
-            return 0;
-        return agent_fail(err, errno, "cannot read %s: %s", path, strerror(errno));
-    }
-    int rc = bo_read_jsonl(fd, path, cb, R, NULL, NULL, err);
-    close(fd);
-    return rc;
+    bo_judged_free(&R->judged);
 }
 
 /* A file of dfd, up to max bytes (*cut when longer); NULL with errno. */
@@ -360,8 +307,8 @@ static int batch_index(rp_out *o, cJSON *index, lis_error *err)
 {
     rp_rows R = {0};
     int rc = -1;
-    if (read_rows(o->dfd, o->dir, "results.jsonl", 1, collect_row, &R, err) < 0 ||
-        read_rows(o->dfd, o->dir, "judge.jsonl", 0, collect_judge, &R, err) < 0)
+    if (bo_read_jsonl_at(o->dfd, o->dir, "results.jsonl", 1, collect_row, &R, err) < 0 ||
+        bo_read_jsonl_at(o->dfd, o->dir, "judge.jsonl", 0, bo_judged_add, &R.judged, err) < 0)
         goto out;
     cJSON *config = read_json(o->dfd, "run.json", NULL, NULL);
     cJSON_AddItemToObject(index, "config", config ? config : cJSON_CreateObject());
@@ -376,17 +323,17 @@ static int batch_index(rp_out *o, cJSON *index, lis_error *err)
         rp_ep *e = &R.e[i];
         if (e->skip)
             continue;
-        char *k = bo_ident_key(e->id, e->attempt), *key = batch_out_key(e->id, e->attempt);
-        kslot *s = k ? bo_kset_find(&R.judged, k) : NULL;
-        free(k);
+        char *key = batch_out_key(e->id, e->attempt);
+        double js;
+        int judged = bo_judged_find(&R.judged, e->id, e->attempt, &js);
         if (!key || !rows) {
             free(key);
             oom(err);
             goto out;
         }
-        if (s && s->state == ST_DONE) {
+        if (judged) {
             cJSON_DeleteItemFromObjectCaseSensitive(e->row, "score");
-            cJSON_AddNumberToObject(e->row, "score", R.js[s->line]);
+            cJSON_AddNumberToObject(e->row, "score", js);
             cJSON_AddBoolToObject(e->row, "judged", 1);
         }
         char tname[PATH_MAX], lname[PATH_MAX];

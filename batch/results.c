@@ -94,6 +94,75 @@ void bo_kset_free(kset *k)
     memset(k, 0, sizeof *k);
 }
 
+int bo_read_jsonl_at(int dfd, const char *dir, const char *name, int must, row_fn cb, void *arg,
+                     lis_error *err)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT && !must)
+            return 0;
+        return agent_fail(err, errno, "cannot read %s: %s", path, strerror(errno));
+    }
+    int rc = bo_read_jsonl(fd, path, cb, arg, NULL, NULL, err);
+    close(fd);
+    return rc;
+}
+
+int bo_judged_add(void *arg, cJSON *row, size_t line, lis_error *err)
+{
+    bo_judged *j = arg;
+    char id[BATCH_ID_MAX];
+    int attempt;
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(row, "score");
+    int ok = bo_row_ident(row, id, sizeof id, &attempt) == 0 && cJSON_IsNumber(sc) &&
+             sc->valuedouble == sc->valuedouble;
+    double score = ok ? sc->valuedouble : 0;
+    cJSON_Delete(row);
+    (void)line;
+    if (!ok) /* a verdict without a score (the judge failed): the row's own score stays */
+        return 0;
+    char *k = bo_ident_key(id, attempt);
+    kslot *s = k ? bo_kset_get(&j->keys, k) : NULL;
+    free(k);
+    if (!s)
+        return agent_fail(err, ENOMEM, "out of memory");
+    if (s->state == ST_FREE) {
+        if (j->n == j->cap) {
+            size_t cap = j->cap ? j->cap * 2 : 256;
+            double *t = realloc(j->score, cap * sizeof *t);
+            if (!t)
+                return agent_fail(err, ENOMEM, "out of memory");
+            j->score = t;
+            j->cap = cap;
+        }
+        s->state = ST_DONE;
+        s->line = j->n++;
+    }
+    j->score[s->line] = score; /* a later verdict wins */
+    return 0;
+}
+
+int bo_judged_find(const bo_judged *j, const char *id, int attempt, double *score)
+{
+    char *k = bo_ident_key(id, attempt);
+    const kslot *s = k ? bo_kset_find(&j->keys, k) : NULL;
+    free(k);
+    if (!s || !s->key || s->state != ST_DONE)
+        return 0;
+    *score = j->score[s->line];
+    return 1;
+}
+
+void bo_judged_free(bo_judged *j)
+{
+    free(j->score);
+    bo_kset_free(&j->keys);
+    memset(j, 0, sizeof *j);
+}
+
+
 /* A row's id as text (a number as task.c prints it) and its attempt. */
 int bo_row_ident(const cJSON *row, char *id, size_t idn, int *attempt)
 {

@@ -1,4 +1,4 @@
-/* results_io.h - batch/ internal to results.c, results_report.c and shard.c:
+/* results_io.h - batch/ internal to results.c, results_report.c, report.c and shard.c:
  * the pieces the writer of the output directory, the report and merge use. */
 #ifndef LIS_BATCH_RESULTS_IO_H
 #define LIS_BATCH_RESULTS_IO_H
@@ -35,6 +35,19 @@ int bo_row_ident(const cJSON *row, char *id, size_t idn, int *attempt);
 /* "ATTEMPT:ID", the key of kset. */
 char *bo_ident_key(const char *id, int attempt);
 
+/* judge.jsonl read as scores by (id, attempt): a later verdict wins; one
+ * without a score (the judge failed) leaves the row's own score. */
+typedef struct bo_judged {
+    kset keys;        /* "ATTEMPT:ID" -> index in score */
+    double *score;
+    size_t n, cap;
+} bo_judged;
+/* A row_fn over judge.jsonl (arg: a bo_judged); takes row. */
+int bo_judged_add(void *arg, cJSON *row, size_t line, lis_error *err);
+/* 1 with *score when (id, attempt) has a verdict, else 0. */
+int bo_judged_find(const bo_judged *j, const char *id, int attempt, double *score);
+void bo_judged_free(bo_judged *j);
+
 int bo_fsync_dir(int dfd, const char *what, lis_error *err);
 /* ".tmp-NAME.PID.TID": a temporary of its own for every writer. */
 void bo_tmp_name(char *buf, size_t n, const char *name);
@@ -49,5 +62,9 @@ int bo_write_atomic(int dfd, const char *dir, const char *name, const char *data
 typedef int (*row_fn)(void *arg, cJSON *row, size_t line, lis_error *err);
 int bo_read_jsonl(int fd, const char *path, row_fn cb, void *arg, off_t *good, size_t *lines,
                   lis_error *err);
+/* bo_read_jsonl of dir's file name (dfd: dir opened); a missing file is
+ * empty unless must. */
+int bo_read_jsonl_at(int dfd, const char *dir, const char *name, int must, row_fn cb, void *arg,
+                     lis_error *err);
 
 #endif

@@ -26,9 +26,7 @@ typedef struct report {
     rep_row *r;
     size_t n, cap;
     kset keys;        /* "ATTEMPT:ID" -> index in r (kslot.line) */
-    kset judged;      /* "ATTEMPT:ID" -> index in jscore */
-    double *jscore;
-    size_t jn, jcap;
+    bo_judged judged; /* judge.jsonl */
 } report;
 
 static int collect_row(void *arg, cJSON *row, size_t line, lis_error *err)
@@ -74,58 +72,6 @@ static int collect_row(void *arg, cJSON *row, size_t line, lis_error *err)
     s->line = R->n;
     R->r[R->n++] = (rep_row){row, idc, attempt, 0};
     return 0;
-}
-
-static int collect_judge(void *arg, cJSON *row, size_t line, lis_error *err)
-{
-    report *R = arg;
-    char id[BATCH_ID_MAX];
-    int attempt;
-    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(row, "score");
-    int ok = bo_row_ident(row, id, sizeof id, &attempt) == 0 && cJSON_IsNumber(sc) &&
-             sc->valuedouble == sc->valuedouble;
-    double score = ok ? sc->valuedouble : 0;
-    cJSON_Delete(row);
-    if (!ok) /* a verdict without a score (the judge failed): the row's own score stays */
-        return 0;
-    char *k = bo_ident_key(id, attempt);
-    kslot *s = k ? bo_kset_get(&R->judged, k) : NULL;
-    free(k);
-    if (!s)
-        return oom(err);
-    if (s->state == ST_FREE) {
-        if (R->jn == R->jcap) {
-            size_t cap = R->jcap ? R->jcap * 2 : 256;
-            double *t = realloc(R->jscore, cap * sizeof *t);
-            if (!t)
-                return oom(err);
-            R->jscore = t;
-            R->jcap = cap;
-        }
-        s->state = ST_DONE;
-        s->line = R->jn++;
-    }
-    R->jscore[s->line] = score; /* a later verdict wins */
-    (void)line;
-    return 0;
-}
-
-static int read_rows_file(int dfd, const char *dir, const char *name, int must, row_fn cb,
-                          report *R, lis_error *err)
-{
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT && !must)
-            return 0;
-        return agent_fail(err, errno, "cannot read %s: %s", path, strerror(errno));
-    }
-    R->path = path;
-    int rc = bo_read_jsonl(fd, path, cb, R, NULL, NULL, err);
-    close(fd);
-    R->path = NULL;
-    return rc;
 }
 
 /* The steps of an episode's trajectory file ([] when it has none). */
@@ -187,11 +133,9 @@ static double num(const cJSON *row, const char *key)
 
 static double row_score(const report *R, const rep_row *r, int *judged)
 {
-    char *k = bo_ident_key(r->id, r->attempt);
-    const kslot *s = k ? bo_kset_find(&R->judged, k) : NULL;
-    free(k);
-    *judged = s && s->key;
-    return *judged ? R->jscore[s->line] : num(r->row, "score");
+    double js;
+    *judged = bo_judged_find(&R->judged, r->id, r->attempt, &js);
+    return *judged ? js : num(r->row, "score");
 }
 
 static cJSON *json_copy(const cJSON *row, const char *key, const char *def)
@@ -386,7 +330,7 @@ static cJSON *summarize(const report *R, cJSON *config, const char *dir, double 
     cJSON_AddNumberToObject(res, "oom_kills", oomk);
     cJSON_AddNumberToObject(res, "ids", (double)nids);
     cJSON_AddNumberToObject(res, "attempts", (double)na);
-    if (R->jn)
+    if (R->judged.n)
         cJSON_AddNumberToObject(res, "judged", (double)judged_n);
     if (na > 1) {
         cJSON *by = cJSON_AddArrayToObject(res, "mean_score_by_attempt");
@@ -427,8 +371,12 @@ int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_err
                    "directory of a lis batch run", dir);
         goto out;
     }
-    if (read_rows_file(dfd, dir, "results.jsonl", 1, collect_row, &R, err) < 0 ||
-        read_rows_file(dfd, dir, "judge.jsonl", 0, collect_judge, &R, err) < 0)
+    char rpath[PATH_MAX + 32]; /* for collect_row's messages */
+    snprintf(rpath, sizeof rpath, "%s/results.jsonl", dir);
+    R.path = rpath;
+    int rrc = bo_read_jsonl_at(dfd, dir, "results.jsonl", 1, collect_row, &R, err);
+    R.path = NULL;
+    if (rrc < 0 || bo_read_jsonl_at(dfd, dir, "judge.jsonl", 0, bo_judged_add, &R.judged, err) < 0)
         goto out;
     res = summarize(&R, config, dir, elapsed, dfd);
     config = NULL;
@@ -450,9 +398,8 @@ out:
         free(R.r[i].id);
     }
     free(R.r);
-    free(R.jscore);
     bo_kset_free(&R.keys);
-    bo_kset_free(&R.judged);
+    bo_judged_free(&R.judged);
     cJSON_Delete(config);
     cJSON_Delete(res);
     free(text);

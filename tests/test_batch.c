@@ -48,27 +48,6 @@ static void run_dir(const char *d, char *out, size_t len)
         out[n - 1] = 0;
 }
 
-/* results.jsonl as an array of rows */
-static cJSON *rows_of(const char *rdir)
-{
-    char p[1024];
-    snprintf(p, sizeof p, "%s/results.jsonl", rdir);
-    FILE *f = fopen(p, "r");
-    cJSON *a = cJSON_CreateArray();
-    if (!f)
-        return a;
-    char *line = NULL;
-    size_t cap = 0;
-    while (getline(&line, &cap, f) > 0) {
-        cJSON *j = cJSON_Parse(line);
-        cr_assert(j, "a torn row in results.jsonl: %s", line);
-        cJSON_AddItemToArray(a, j);
-    }
-    free(line);
-    fclose(f);
-    return a;
-}
-
 static const cJSON *row_by_id(const cJSON *rows, const char *id, int attempt, int *count)
 {
     const cJSON *r, *found = NULL;
@@ -177,7 +156,7 @@ Test(batch, mixed_outcomes_64_at_once, .timeout = 240)
     cr_assert_eq(code, 0, "lis batch: %s", out);
     char rdir[1024];
     run_dir(d, rdir, sizeof rdir);
-    cJSON *rows = rows_of(rdir);
+    cJSON *rows = t_results_rows(rdir);
     cr_assert_eq(cJSON_GetArraySize(rows), 64, "rows: %d\n%s", cJSON_GetArraySize(rows), out);
     for (int i = 0; i < 64; i++) {
         char id[32];
@@ -255,7 +234,7 @@ Test(batch, kill9_then_resume_each_id_once, .timeout = 240)
                 rdir[0] = 0;
         }
         if (rdir[0]) {
-            cJSON *r = rows_of(rdir);
+            cJSON *r = t_results_rows(rdir);
             lines = cJSON_GetArraySize(r);
             cJSON_Delete(r);
         }
@@ -263,7 +242,7 @@ Test(batch, kill9_then_resume_each_id_once, .timeout = 240)
     cr_assert_geq(lines, 7, "no progress before the kill");
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    cJSON *before = rows_of(rdir);
+    cJSON *before = t_results_rows(rdir);
     int nb = cJSON_GetArraySize(before);
     cr_assert_lt(nb, 24, "everything finished before the kill: nothing to resume");
     /* nothing of it survives: its sandboxes died with it */
@@ -281,7 +260,7 @@ Test(batch, kill9_then_resume_each_id_once, .timeout = 240)
                       "--resume %s", f.url, t_busybox(), tasks, rdir);
     cr_assert_eq(code, 0, "resume: %s", out);
     cr_expect(strstr(out, "done before"), "%s", out);
-    cJSON *rows = rows_of(rdir);
+    cJSON *rows = t_results_rows(rdir);
     cr_assert_eq(cJSON_GetArraySize(rows), 24, "rows after resume: %d (before %d)\n%s",
                  cJSON_GetArraySize(rows), nb, out);
     for (int i = 0; i < 24; i++) {
@@ -349,7 +328,7 @@ Test(batch, ctrl_c_drains_then_second_cancels, .timeout = 120)
     char *d = dir_for("drain");
     char rdir[1024];
     int code = interrupted_run(&f, d, 1, rdir, sizeof rdir);
-    cJSON *rows = rows_of(rdir);
+    cJSON *rows = t_results_rows(rdir);
     char *log = t_host(NULL, "cat %s/log", d);
     /* the running four finished and were written; nothing new started */
     cr_expect_eq(code, 1, "exit %d: %s", code, log);
@@ -365,7 +344,7 @@ Test(batch, ctrl_c_drains_then_second_cancels, .timeout = 120)
     t_fake_start(&f, script);
     d = dir_for("cancel");
     code = interrupted_run(&f, d, 2, rdir, sizeof rdir);
-    rows = rows_of(rdir);
+    rows = t_results_rows(rdir);
     log = t_host(NULL, "cat %s/log", d);
     cr_expect_eq(code, 1, "exit %d: %s", code, log);
     cr_expect_eq(cJSON_GetArraySize(rows), 0, "cancelled episodes got rows: %s", log);
@@ -408,7 +387,7 @@ Test(batch, original_task_folder_with_reward_py, .timeout = 120)
     char rdir[1024];
     run_dir(d, rdir, sizeof rdir);
     cr_expect(strstr(rdir, "_mytask"), "run dir %s", rdir);
-    cJSON *rows = rows_of(rdir);
+    cJSON *rows = t_results_rows(rdir);
     const cJSON *q1 = row_by_id(rows, "q1", 0, NULL), *q2 = row_by_id(rows, "q2", 0, NULL);
     cr_assert(q1 && q2, "%s", out);
     cr_expect_eq(num(q1, "score"), 2.0, "reward.py with kwargs: %g (%s)", num(q1, "score"),
@@ -488,7 +467,7 @@ Test(batch, repeat_and_mode_llm, .timeout = 120)
               "no sandbox of the warm pool was used: %s", out);
     char rdir[1024];
     run_dir(d, rdir, sizeof rdir);
-    cJSON *rows = rows_of(rdir);
+    cJSON *rows = t_results_rows(rdir);
     cr_expect_eq(cJSON_GetArraySize(rows), 6);
     for (int k = 0; k < 3; k++) {
         int n = 0;
@@ -505,7 +484,7 @@ Test(batch, repeat_and_mode_llm, .timeout = 120)
                 "--scorer builtin:match --output-dir %s/out", f.url, tasks, d2);
     cr_assert_eq(code, 0, "%s", out);
     run_dir(d2, rdir, sizeof rdir);
-    rows = rows_of(rdir);
+    rows = t_results_rows(rdir);
     cr_expect_eq(num(row_by_id(rows, "a", 0, NULL), "score"), 1.0, "%s", out);
     cr_expect_eq(num(row_by_id(rows, "b", 0, NULL), "score"), 0.0);
     cr_expect_str_eq(str(row_by_id(rows, "b", 0, NULL), "answer"), "8");

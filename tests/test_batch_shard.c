@@ -35,26 +35,6 @@ static char *dir_for(const char *name)
     return d;
 }
 
-static cJSON *rows_of(const char *rdir)
-{
-    char p[1024];
-    snprintf(p, sizeof p, "%s/results.jsonl", rdir);
-    FILE *f = fopen(p, "r");
-    cJSON *a = cJSON_CreateArray();
-    if (!f)
-        return a;
-    char *line = NULL;
-    size_t cap = 0;
-    while (getline(&line, &cap, f) > 0) {
-        cJSON *j = cJSON_Parse(line);
-        cr_assert(j, "a torn row in results.jsonl: %s", line);
-        cJSON_AddItemToArray(a, j);
-    }
-    free(line);
-    fclose(f);
-    return a;
-}
-
 static cJSON *json_file(const char *dir, const char *name)
 {
     char *t = t_host(NULL, "cat %s/%s", dir, name);
@@ -67,7 +47,7 @@ static cJSON *json_file(const char *dir, const char *name)
 /* "id score reason" of every row, sorted: what a run decided */
 static char *outcomes(const char *rdir)
 {
-    cJSON *rows = rows_of(rdir);
+    cJSON *rows = t_results_rows(rdir);
     char path[700];
     snprintf(path, sizeof path, "%s/outcomes.txt", t_tmpdir());
     FILE *f = fopen(path, "w");
@@ -224,7 +204,7 @@ Test(shard, four_shards_merged_equal_one_run, .timeout = 400)
         /* shard k holds exactly the rows i % 4 == k */
         char sdir[700];
         snprintf(sdir, sizeof sdir, "%s/sh/shard-%d-of-4", d, k);
-        cJSON *rows = rows_of(sdir);
+        cJSON *rows = t_results_rows(sdir);
         int want = k < 2 ? 3 : 2;
         cr_expect_eq(cJSON_GetArraySize(rows), want, "shard %d: %d rows", k,
                      cJSON_GetArraySize(rows));

@@ -476,79 +476,7 @@ Test(score_judge, prompt_and_verdict_as_judge_py)
     cr_expect_str_eq(score_judge_verdict(""), "UNKNOWN");
 }
 
-typedef struct fake {
-    pid_t pid;
-    int port, out_fd;
-    char dir[256], script[300], log[300], url[128];
-} fake;
-
-static void fake_stop(fake *f)
-{
-    if (f->pid > 0) {
-        kill(f->pid, SIGKILL);
-        waitpid(f->pid, NULL, 0);
-        close(f->out_fd);
-        f->pid = 0;
-    }
-}
-
-static void fake_start(fake *f, const char *script)
-{
-    memset(f, 0, sizeof *f);
-    const char *base = getenv("TMPDIR");
-    snprintf(f->dir, sizeof f->dir, "%s/lis-fake-XXXXXX", base ? base : "/tmp");
-    cr_assert(mkdtemp(f->dir));
-    snprintf(f->script, sizeof f->script, "%s/script.json", f->dir);
-    snprintf(f->log, sizeof f->log, "%s/requests.jsonl", f->dir);
-    FILE *s = fopen(f->script, "w");
-    cr_assert(s);
-    fputs(script, s);
-    fclose(s);
-    char pyf[512];
-    snprintf(pyf, sizeof pyf, "%s/fake_llm.py", t_src_dir());
-    int fd[2];
-    cr_assert_eq(pipe(fd), 0);
-    f->pid = fork();
-    cr_assert_geq(f->pid, 0);
-    if (f->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(fd[1], 1);
-        close(fd[0]);
-        close(fd[1]);
-        if (access("/usr/bin/python3", X_OK) == 0)
-            execl("/usr/bin/python3", "python3", pyf, f->script, f->log, (char *)NULL);
-        execlp("python3", "python3", pyf, f->script, f->log, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    char buf[32] = "";
-    size_t n = 0;
-    while (n < sizeof buf - 1 && !strchr(buf, '\n')) {
-        ssize_t r = read(fd[0], buf + n, sizeof buf - 1 - n);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-        buf[n] = 0;
-    }
-    f->out_fd = fd[0];
-    cr_assert_gt(n, 0, "the fake server did not start");
-    f->port = atoi(buf);
-    snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d/v1", f->port);
-}
-
-static int fake_count(const fake *f)
-{
-    FILE *l = fopen(f->log, "r");
-    int n = 0, c;
-    if (!l)
-        return 0;
-    while ((c = fgetc(l)) != EOF)
-        n += c == '\n';
-    fclose(l);
-    return n;
-}
-
-static llm_config judge_cfg(const fake *f)
+static llm_config judge_cfg(const t_fake *f)
 {
     llm_config c = {.api = LLM_API_OPENAI, .base_url = f->url, .api_key = "sk-test",
                     .model = "judge-model", .temperature = 0.7, .send_temperature = 1,
@@ -559,8 +487,8 @@ static llm_config judge_cfg(const fake *f)
 
 Test(score_judge, per_row_through_the_llm_client)
 {
-    fake f;
-    fake_start(&f, "{\"replies\":[{\"content\":\"CORRECT\"},{\"content\":\"The answer is INCORRECT.\"},"
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":[{\"content\":\"CORRECT\"},{\"content\":\"The answer is INCORRECT.\"},"
                    "{\"content\":\"hmm, unsure\"},{\"status\":400,\"body\":{\"error\":{\"message\":\"nope\"}}}]}");
     llm_config cfg = judge_cfg(&f);
     batch_scorer_opts o = {.task_name = "physics", .task_dir = task_dir("physics"), .judge = &cfg,
@@ -601,7 +529,7 @@ Test(score_judge, per_row_through_the_llm_client)
     cJSON_Delete(logged);
     cJSON_Delete(row);
     batch_scorer_close(s);
-    fake_stop(&f);
+    t_fake_stop(&f);
 }
 
 static void write_file(const char *path, const char *text)
@@ -614,9 +542,9 @@ static void write_file(const char *path, const char *text)
 
 Test(score_judge, judge_dir_appends_and_resumes)
 {
-    fake f;
+    t_fake f;
     /* replies are consumed in request order; the verdicts are checked as a multiset */
-    fake_start(&f, "{\"replies\":[{\"content\":\"CORRECT\"},{\"content\":\"INCORRECT\"},"
+    t_fake_start(&f, "{\"replies\":[{\"content\":\"CORRECT\"},{\"content\":\"INCORRECT\"},"
                    "{\"content\":\"garbage\"}]}");
     llm_config cfg = judge_cfg(&f);
     char dir[300], p[400];
@@ -632,7 +560,7 @@ Test(score_judge, judge_dir_appends_and_resumes)
     write_file(p, "{\"id\":\"a\",\"attempt\":0,\"score\":1,\"verdict\":\"CORRECT\"}\n{\"id\":\"b\",\"att");
     lis_error err = {0};
     cr_assert_eq(batch_judge_dir(dir, &cfg, 2, NULL, &err), 0, "%s", err.msg);
-    cr_expect_eq(fake_count(&f), 3, "a was judged already: 3 requests");
+    cr_expect_eq(t_fake_count(&f), 3, "a was judged already: 3 requests");
     cJSON *lines = cJSON_CreateArray();
     char *text = slurp(p), *save = NULL;
     int verdicts[3] = {0};
@@ -655,14 +583,14 @@ Test(score_judge, judge_dir_appends_and_resumes)
     cJSON_Delete(lines);
     /* again: nothing left to judge, no request */
     cr_assert_eq(batch_judge_dir(dir, &cfg, 2, NULL, &err), 0, "%s", err.msg);
-    cr_expect_eq(fake_count(&f), 3);
-    fake_stop(&f);
+    cr_expect_eq(t_fake_count(&f), 3);
+    t_fake_stop(&f);
 }
 
 Test(score_judge, judge_dir_failures_are_retried_later)
 {
-    fake f;
-    fake_start(&f, "{\"replies\":[{\"status\":400,\"body\":{\"error\":{\"message\":\"bad\"}}},"
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":[{\"status\":400,\"body\":{\"error\":{\"message\":\"bad\"}}},"
                    "{\"content\":\"CORRECT\"}]}");
     llm_config cfg = judge_cfg(&f);
     char dir[300], p[400];
@@ -681,5 +609,5 @@ Test(score_judge, judge_dir_failures_are_retried_later)
     snprintf(p, sizeof p, "%s/nope", f.dir);
     cr_expect_eq(batch_judge_dir(p, &cfg, 1, NULL, &err), -1);
     cr_expect(strstr(err.msg, "results.jsonl"), "%s", err.msg);
-    fake_stop(&f);
+    t_fake_stop(&f);
 }

@@ -263,3 +263,23 @@ int t_fake_count(const t_fake *f)
     fclose(l);
     return n;
 }
+
+cJSON *t_results_rows(const char *rdir)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/results.jsonl", rdir);
+    FILE *f = fopen(p, "r");
+    cJSON *a = cJSON_CreateArray();
+    if (!f)
+        return a;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        cJSON *j = cJSON_Parse(line);
+        cr_assert(j, "a torn row in results.jsonl: %s", line);
+        cJSON_AddItemToArray(a, j);
+    }
+    free(line);
+    fclose(f);
+    return a;
+}

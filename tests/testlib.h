@@ -51,4 +51,8 @@ void t_fake_stop(t_fake *f);
 cJSON *t_fake_request(const t_fake *f, int n);
 int t_fake_count(const t_fake *f);
 
+/* A lis batch output directory's results.jsonl as an array of rows (empty
+ * when missing); a torn row fails the test. */
+cJSON *t_results_rows(const char *rdir);
+
 #endif
