@@ -805,3 +805,27 @@ void lis_cg_cmd_end(const lis_cg *cg, lis_cg_mark *m, lis_result *res)
         snprintf(res->err_msg, sizeof res->err_msg, "killed: out of memory (limit %s)", lim);
     }
 }
+
+/* cgroup v2 freezer: write cgroup.freeze, then wait for cgroup.events to
+ * say "frozen 1" (the kernel stops the tasks asynchronously). */
+int lis_cg_freeze(const lis_cg *cg, int on, lis_error *err)
+{
+    if (!cg || cg->kind != LIS_CG_V2 || !cg->dir[0])
+        return 0;
+    int e = wr(cg->dir, "cgroup.freeze", on ? "1" : "0");
+    if (e)
+        return lis_fail(err, -e, "writing %s/cgroup.freeze: %s", cg->dir, strerror(-e));
+    if (!on) /* thawing takes effect at once; nothing to wait for */
+        return 1;
+    for (int i = 0; i < 1000; i++) { /* at most ~5 s */
+        char ev[256];
+        if (rd(cg->dir, "cgroup.events", ev, sizeof ev) < 0)
+            break;
+        if (strstr(ev, "frozen 1"))
+            return 1;
+        nap_ms(5);
+    }
+    wr(cg->dir, "cgroup.freeze", "0");
+    return lis_fail(err, ETIMEDOUT, "cgroup %s did not freeze within 5 s (thawed again)",
+                    cg->dir);
+}

@@ -74,6 +74,10 @@ void lis_cg_cmd_begin(const lis_cg *cg, lis_cg_mark *m);
  * command, res->err_msg. Closes what begin opened. */
 void lis_cg_cmd_end(const lis_cg *cg, lis_cg_mark *m, lis_result *res);
 
+/* Freezes (on 1) or thaws the cgroup (v2 freezer), waiting until frozen.
+ * 1 when done, 0 when cg has no freezer (none, or v1), -1 on error. */
+int lis_cg_freeze(const lis_cg *cg, int on, lis_error *err);
+
 void lis_cg_ctx_free(lis_ctx *ctx);
 
 #endif

@@ -247,6 +247,10 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
             return lis_fail(err, EINVAL, "no command given");
         argv = shell_argv;
     }
+    /* A paused sandbox runs nothing: refused here, before lis-init is asked. */
+    if (lis_meta_paused(sb))
+        return lis_fail(err, EBUSY, "sandbox %s is paused (lis sandbox resume %s)", sb->name,
+                        sb->name);
     lis_proc *p = calloc(1, sizeof *p);
     if (!p)
         return lis_fail(err, ENOMEM, "out of memory");

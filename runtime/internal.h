@@ -3,7 +3,8 @@
  * The layers of runtime/, bottom-up: each file calls only files of the rows
  * below it (scripts/check-layers.py checks it in `make test`; the rule and
  * the other areas: docs/architecture.md).
- *   6  exec.c files.c pool.c      what is done with a sandbox
+ *   6  exec.c files.c pool.c      what is done with a sandbox;
+ *      state.c                    pause and resume
  *   5  sandbox.c                  its life: create, open, destroy, list, gc
  *   4  spawn.c host.c             clone3 + set-up; host.c: API helpers without a context
  *   3  userns.c doctor.c          id maps, holder namespace, mapped rm -rf; host checks
@@ -85,6 +86,7 @@ struct lis_sandbox {
     uint64_t disk_limit;         /* the writable budget (LIS_UNLIMITED: none) */
     int net;                     /* lis_net_mode */
     int listener_fd;             /* spec.listen_port's, until taken; else -1 */
+    int paused;                  /* state.c: paused (also in meta.json when state_dir) */
     void *ext;                   /* ext.c: the slot of the layer above (net/) */
     void (*ext_release)(void *ext);
 };
@@ -135,6 +137,9 @@ int lis_meta_write(lis_sandbox *sb, lis_error *err);
 struct cJSON *lis_meta_read(const char *state_dir);
 /* Alive and the same process that the metadata names (its pid in *pid). */
 int lis_meta_alive(struct cJSON *m, pid_t *pid);
+/* Whether sb is paused right now: its meta.json says so (another process may
+ * have paused it since sb was opened), or, without state, the handle does. */
+int lis_meta_paused(lis_sandbox *sb);
 
 /* userns.c */
 int lis_write_id_maps(lis_ctx *ctx, pid_t pid, int full, lis_error *err);

@@ -131,7 +131,7 @@ pid_t lis_sandbox_pid(const lis_sandbox *sb);  /* PID 1 of the sandbox, as seen 
 
 typedef struct lis_stats {
     char name[80];
-    char state[16];         /* "running" or "dead" */
+    char state[16];         /* "running", "paused" or "dead" */
     char rootfs[512];
     pid_t pid;
     double age_seconds;
@@ -150,6 +150,18 @@ typedef struct lis_stats {
 } lis_stats;
 
 int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err);
+
+/* Pause and resume (runtime/state.c, docs/runtime.md): a paused sandbox's
+ * processes are stopped (cgroup v2 freezer; else SIGSTOP of all but its
+ * PID 1) and cost no CPU; their memory stays. lis_exec and lis_exec_start
+ * refuse while it is paused ("sandbox X is paused ...", err->code EBUSY);
+ * files can still be read and written. Both are no-ops when already in the
+ * state asked for. The state is recorded in the sandbox's metadata, so
+ * another process (lis sandbox resume) sees it. */
+int lis_sandbox_pause(lis_sandbox *sb, lis_error *err);
+int lis_sandbox_resume(lis_sandbox *sb, lis_error *err);
+/* 1 when alive and paused. */
+int lis_sandbox_is_paused(lis_sandbox *sb);
 
 /* Lists sandboxes of this user (persistent ones and live ephemeral ones with
  * state on disk). *out is malloc'ed; free() it. */

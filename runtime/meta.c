@@ -57,6 +57,7 @@ int lis_meta_write(lis_sandbox *sb, lis_error *err)
     cJSON_AddNumberToObject(j, "net", sb->net);
     cJSON_AddStringToObject(j, "layer_dir", sb->layer_dir);
     cJSON_AddStringToObject(j, "limits", sb->cg ? "cgroup" : "fallback");
+    cJSON_AddBoolToObject(j, "paused", sb->paused);
     if (sb->disk_limit != LIS_UNLIMITED) /* absent: unlimited (2^64-1 is no JSON number) */
         cJSON_AddNumberToObject(j, "disk_limit", (double)sb->disk_limit);
     cJSON *env = cJSON_AddArrayToObject(j, "env");
@@ -104,4 +105,16 @@ int lis_meta_alive(cJSON *m, pid_t *pid)
     *pid = (pid_t)p->valuedouble;
     unsigned long long st = start_time(*pid);
     return st && st == strtoull(s->valuestring, NULL, 10);
+}
+
+int lis_meta_paused(lis_sandbox *sb)
+{
+    if (!sb->state_dir[0])
+        return sb->paused;
+    cJSON *m = lis_meta_read(sb->state_dir);
+    if (!m)
+        return sb->paused;
+    sb->paused = cJSON_IsTrue(cJSON_GetObjectItem(m, "paused"));
+    cJSON_Delete(m);
+    return sb->paused;
 }

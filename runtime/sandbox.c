@@ -345,6 +345,12 @@ int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_erro
     sb->net = cJSON_IsNumber(netv) ? (int)netv->valuedouble : LIS_NET_NONE;
     cJSON *c = cJSON_GetObjectItem(m, "created");
     sb->created = cJSON_IsNumber(c) ? c->valuedouble : 0;
+    sb->paused = cJSON_IsTrue(cJSON_GetObjectItem(m, "paused"));
+    /* kept when the metadata is written again (rename, pause) */
+    cJSON *dl = cJSON_GetObjectItem(m, "disk_limit");
+    sb->disk_limit = cJSON_IsNumber(dl) && dl->valuedouble >= 0 && dl->valuedouble < 9e18
+                         ? (uint64_t)dl->valuedouble
+                         : LIS_UNLIMITED;
     cJSON *env = cJSON_GetObjectItem(m, "env");
     size_t n = (size_t)cJSON_GetArraySize(env);
     sb->env = calloc(n + 1, sizeof *sb->env);
@@ -564,6 +570,8 @@ int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err)
     st->disk_limit = sb->disk_limit;
     st->disk_bytes = lis_disk_usage(alive ? sb->pid : 0, sb->layer_dir);
     st->net = (lis_net_mode)sb->net;
+    if (alive && lis_meta_paused(sb))
+        snprintf(st->state, sizeof st->state, "paused");
     if (alive)
         lis_cg_stats(sb->cg, st);
     return 0;
@@ -604,6 +612,8 @@ int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err)
                    cJSON_IsTrue(cJSON_GetObjectItem(m, "persist")));
         if (alive)
             lis_cg_pid_stats(ctx, pid, &(*out)[*n]);
+        if (alive && cJSON_IsTrue(cJSON_GetObjectItem(m, "paused")))
+            snprintf((*out)[*n].state, sizeof (*out)[*n].state, "paused");
         snprintf((*out)[*n].limits, sizeof (*out)[*n].limits, "%s", jstr(m, "limits"));
         cJSON *dl = cJSON_GetObjectItem(m, "disk_limit");
         (*out)[*n].disk_limit = cJSON_IsNumber(dl) && dl->valuedouble >= 0 &&

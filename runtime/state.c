@@ -1,0 +1,159 @@
+/* state.c - pausing and resuming a sandbox (issue 15).
+ *
+ * With a cgroup v2 the kernel's freezer stops everything in the sandbox's
+ * cgroup, lis-init included (cgroup.freeze, then cgroup.events "frozen 1").
+ * Without one (no delegation, or cgroup v1) the owner sends SIGSTOP to every
+ * process in the sandbox's pid namespace except PID 1, lis-init, which keeps
+ * reaping and watching memory. The limits of that fallback:
+ *  - a process that the sandbox had stopped itself is continued by resume;
+ *  - parents inside the sandbox see their children stop (SIGCHLD, CLD_STOPPED);
+ *  - it is a scan of /proc repeated until no running process is left, so a
+ *    process forked during the scan is caught by the next pass; a sandbox that
+ *    forks faster than we stop it makes pause fail after 5 s (resumed again).
+ * Either way the owner side records "paused" (meta.json, or the handle of a
+ * sandbox without state) and lis_exec / lis_exec_start refuse with one line:
+ * lis-init is never asked while paused. */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int sb_alive(const lis_sandbox *sb)
+{
+    struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+    return sb->pidfd >= 0 && poll(&p, 1, 0) == 0;
+}
+
+/* The state letter of /proc/<pid>/stat (field 3), 0 when gone. */
+static char proc_state(const char *pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Sends sig to every process of sb's pid namespace but PID 1. Returns how
+ * many of them were not stopped (state T/t, zombie or gone) before, or -1. */
+static int signal_all(lis_sandbox *sb, int sig, lis_error *err)
+{
+    char want[64], link[64], path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)sb->pid);
+    ssize_t n = readlink(path, want, sizeof want - 1);
+    if (n <= 0)
+        return lis_fail(err, errno, "sandbox %s: reading %s: %s", sb->name, path,
+                        strerror(errno));
+    want[n] = 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return lis_fail(err, errno, "opendir /proc: %s", strerror(errno));
+    int running = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid == sb->pid)
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/ns/pid", e->d_name);
+        n = readlink(path, link, sizeof link - 1);
+        if (n <= 0)
+            continue;
+        link[n] = 0;
+        if (strcmp(link, want))
+            continue;
+        char s = proc_state(e->d_name);
+        if (!s || s == 'Z' || s == 'X')
+            continue;
+        if (s != 'T' && s != 't')
+            running++;
+        kill(pid, sig); /* it may have exited since: nothing to stop then */
+    }
+    closedir(d);
+    return running;
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int stop_all(lis_sandbox *sb, lis_error *err)
+{
+    /* SIGSTOP is delivered asynchronously: repeat until a pass finds every
+     * process stopped already (which also catches the ones forked meanwhile). */
+    for (int i = 0; i < 1000; i++) {
+        int running = signal_all(sb, SIGSTOP, err);
+        if (running <= 0)
+            return running;
+        nap_ms(5);
+    }
+    lis_error ignore;
+    signal_all(sb, SIGCONT, &ignore);
+    return lis_fail(err, ETIMEDOUT, "sandbox %s: its processes did not all stop within 5 s "
+                    "(resumed again)", sb->name);
+}
+
+static int set_paused(lis_sandbox *sb, int on, lis_error *err)
+{
+    sb->paused = on;
+    return sb->state_dir[0] ? lis_meta_write(sb, err) : 0;
+}
+
+int lis_sandbox_pause(lis_sandbox *sb, lis_error *err)
+{
+    if (!sb_alive(sb))
+        return lis_fail(err, ESRCH, "sandbox %s is dead (lis sandbox gc cleans it up)", sb->name);
+    if (lis_meta_paused(sb))
+        return 0; /* already paused: nothing to do */
+    /* Recorded first, so that no command starts while the processes stop. */
+    if (set_paused(sb, 1, err) < 0)
+        return lis_wrap(err, "pausing sandbox %s", sb->name);
+    int rc = lis_cg_freeze(sb->cg, 1, err);
+    if (rc == 0)
+        rc = stop_all(sb, err);
+    if (rc < 0) {
+        lis_error ignore;
+        set_paused(sb, 0, &ignore);
+        return lis_wrap(err, "pausing sandbox %s", sb->name);
+    }
+    return 0;
+}
+
+int lis_sandbox_resume(lis_sandbox *sb, lis_error *err)
+{
+    if (!sb_alive(sb))
+        return lis_fail(err, ESRCH, "sandbox %s is dead (lis sandbox gc cleans it up)", sb->name);
+    if (!lis_meta_paused(sb))
+        return 0;
+    int rc = lis_cg_freeze(sb->cg, 0, err);
+    if (rc == 0)
+        rc = signal_all(sb, SIGCONT, err);
+    if (rc < 0)
+        return lis_wrap(err, "resuming sandbox %s", sb->name);
+    if (set_paused(sb, 0, err) < 0)
+        return lis_wrap(err, "resuming sandbox %s", sb->name);
+    return 0;
+}
+
+int lis_sandbox_is_paused(lis_sandbox *sb)
+{
+    return sb_alive(sb) && lis_meta_paused(sb);
+}
