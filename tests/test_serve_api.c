@@ -90,12 +90,13 @@ Test(serve_api, python_client, .timeout = 240)
     server s;
     serve_start(&s);
     int code;
-    char *out = t_host(&code, "cd %s/../python && LIS_SOCKET=%s LIS_BIN=%s XDG_DATA_HOME=%s/data "
-                       "XDG_RUNTIME_DIR=%s/run python3 -m unittest -v %s/serve/lis_client.py 2>&1",
+    /* the package imported from the checkout (test.sh copies python/ to src-tests/python) */
+    char *out = t_host(&code, "PYTHONPATH=%s/python LIS_SOCKET=%s LIS_BIN=%s XDG_DATA_HOME=%s/data "
+                       "XDG_RUNTIME_DIR=%s/run python3 %s/serve/lis_client.py -v 2>&1",
                        t_src_dir(), s.sock, t_lis_bin(), t_tmpdir(), t_tmpdir(), t_src_dir());
     cr_assert(code == 0 && strstr(out, "\nOK"), "python client tests failed:\n%s", out);
-    cr_assert(strstr(out, "test_commands_run ... ok"), "%s", out);
-    cr_assert(strstr(out, "test_starts_a_server_on_demand ... ok"), "%s", out);
+    /* every test ran: one dropped from the script shows here */
+    cr_assert(strstr(out, "Ran 6 tests"), "%s", out);
     free(out);
     cr_assert_eq(serve_stop(&s), 0);
 }
