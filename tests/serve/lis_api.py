@@ -89,7 +89,7 @@ check("create with bad JSON -> 400", st == 400, d)
 st, _, d = jreq("POST", "sandboxes", {"image": "no-such-image:v9"})
 check("create with a missing image -> 404", st == 404 and "No such image" in d["message"], d)
 
-# idempotency: two concurrent creates and a retry make one sandbox
+# idempotency: a retried create makes no second sandbox
 key = {"Idempotency-Key": "key-%d" % time.time_ns()}
 body = {"image": IMAGE, "memory": "256m", "net": "none", "env": {"GREETING": "hello"},
         "name": "api-sb"}
