@@ -8,8 +8,8 @@
  * of the container so a delete kills it. Its events queue in a buffer that
  * libmicrohttpd's content reader drains; while the buffer is above
  * SV_STREAM_HIGH the pipes are not read (a slow client back-pressures only its
- * own command). The object lives until both the command and the response are
- * done. A client that goes away leaves the command running to its end (or its
+ * own command). The object lives until the command, the response and the
+ * request are all done. A client that goes away leaves the command running to its end (or its
  * timeout), as Docker does; its output is dropped. */
 #include "serve.h"
 
@@ -220,10 +220,11 @@ static void req_done(sv_req *q)
     api_exec *x = q->owner;
     x->q = NULL;
     x->off = x->len = 0;
-    if (x->paused) { /* nobody reads: drain the pipes into nothing */
+    if (x->paused && x->proc) { /* nobody reads: drain the pipes into nothing */
         x->paused = 0;
         pipes_events(x);
     }
+    unref(x); /* the request's reference */
 }
 
 /* The container's Env with the request's env on top. */
@@ -297,7 +298,7 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
     x->s = q->s;
     snprintf(x->cid, sizeof x->cid, "%s", c->id);
     x->q = q;
-    x->refs = 2; /* the command and the response */
+    x->refs = 3; /* the command, the response and the request (either may end first) */
     sv_loop *l = q->s->loop;
     sv_loop_watch(l, &x->w_proc, lis_proc_fd(x->proc), EPOLLIN, proc_ev, x);
     sv_loop_watch(l, &x->w_out, lis_proc_stdio_fd(x->proc, 1), EPOLLIN, out_ev, x);

@@ -172,6 +172,28 @@ d = json.loads(r.read())
 check("unknown API version -> 404 naming v1", r.status == 404 and "v1" in d["message"], d)
 c.close()
 
+# concurrent creates with one key: one sandbox, every answer names it or asks to retry
+key2 = {"Idempotency-Key": "race-%d" % time.time_ns()}
+answers = []
+
+
+def racer():
+    answers.append(jreq("POST", "sandboxes", {"image": IMAGE}, key2))
+
+
+threads = [threading.Thread(target=racer) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(120)
+ids = {d["id"] for st, _, d in answers if st in (200, 201)}
+st, _, lst = jreq("GET", "sandboxes")
+check("concurrent creates with one Idempotency-Key make one sandbox",
+      len(answers) == 4 and len(ids) == 1 and all(st in (200, 201, 409) for st, _, _ in answers)
+      and sum(st == 201 for st, _, _ in answers) == 1 and len(lst) == 2, (answers, lst))
+for i in ids:
+    req("DELETE", "sandboxes/" + i)
+
 # a delete while a command runs ends its stream with an exit event
 result = {}
 
