@@ -96,7 +96,7 @@ static enum MHD_Result create(sv_req *q)
     }
     if (key)
         for (sv_container *c = q->s->containers; c; c = c->next)
-            if (!strcmp(c->idem, key)) {
+            if (!strcmp(c->idem, key) && strcmp(c->status, "removing")) { /* a deleted one is forgotten */
                 cJSON_Delete(b);
                 if (!c->sb)
                     return sv_reply_error(q, 409, "a create with Idempotency-Key %s is in progress; "
