@@ -7,6 +7,7 @@
  *   3 inspect.c        container inspect and list (read-only views)
  *   4 containers.c     container state and life; attach, wait, logs
  *   5 exec.c           exec create / start / inspect
+ *   5 api.c api_exec.c the native API under /lis/v1/ (docs/api.md)
  *   6 router.c         method + path -> handler
  *   7 server.c         libmicrohttpd, the sockets, the main loop, shutdown
  * Everything runs on the one loop thread except the jobs (loop.c), which do
