@@ -73,7 +73,7 @@ static unsigned long go_mode(mode_t m)
     return g;
 }
 
-static void base64(const unsigned char *in, size_t n, char *out, size_t len)
+void sv_base64(const unsigned char *in, size_t n, char *out, size_t len)
 {
     static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     size_t o = 0;
@@ -116,7 +116,7 @@ static void make_stat(arc_job *j, const char *name, const struct stat *st, const
     cJSON_AddStringToObject(o, "linkTarget", link ? link : "");
     char *txt = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
-    base64((const unsigned char *)txt, strlen(txt), j->stat_hdr, sizeof j->stat_hdr);
+    sv_base64((const unsigned char *)txt, strlen(txt), j->stat_hdr, sizeof j->stat_hdr);
     free(txt);
 }
 

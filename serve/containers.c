@@ -341,6 +341,7 @@ typedef struct create_job {
     sv_container *c;
     lis_error err;
     int rc;
+    sv_created_cb cb;           /* the native API's answer; NULL: Docker's */
 } create_job;
 
 static void container_free(sv_container *c)
@@ -385,8 +386,13 @@ static void create_done(void *arg)
     sv_container *c = j->c;
     c->busy--;
     if (j->rc < 0) {
-        sv_req_finish_error(j->q, 500, "creating the sandbox: %s", j->err.msg);
+        if (j->cb)
+            j->cb(j->q, NULL, j->err.msg);
+        else
+            sv_req_finish_error(j->q, 500, "creating the sandbox: %s", j->err.msg);
         container_free(c);
+    } else if (j->cb) {
+        j->cb(j->q, c, NULL);
     } else {
         if (c->config) {
             const cJSON *hc = cJSON_GetObjectItemCaseSensitive(c->config, "HostConfig");
@@ -442,13 +448,18 @@ static int env_has(char **env, const char *key)
 
 static enum MHD_Result create(sv_req *q)
 {
-    sv_server *s = q->s;
     cJSON *cfg = q->len ? cJSON_ParseWithLength(q->body, q->len) : NULL;
     if (!cJSON_IsObject(cfg)) {
         cJSON_Delete(cfg);
         return sv_reply_error(q, 400, "invalid JSON body for containers/create");
     }
-    const char *name = sv_arg(q, "name");
+    return sv_container_create(q, cfg, sv_arg(q, "name"), NULL, NULL);
+}
+
+enum MHD_Result sv_container_create(sv_req *q, cJSON *cfg, const char *name, const char *idem,
+                                    sv_created_cb cb)
+{
+    sv_server *s = q->s;
     if (name && name[0] == '/')
         name++;
     if (name && *name && !valid_name(name)) {
@@ -493,6 +504,8 @@ static enum MHD_Result create(sv_req *q)
         return sv_reply_error(q, 400, "No command specified");
     }
     sv_hexid(c->id);
+    c->native = cb != NULL;
+    snprintf(c->idem, sizeof c->idem, "%s", idem ? idem : "");
     snprintf(c->image, sizeof c->image, "%s", image);
     if (name && *name)
         snprintf(c->name, sizeof c->name, "%s", name);
@@ -530,6 +543,8 @@ static enum MHD_Result create(sv_req *q)
         c->net = LIS_NET_NONE;
     else if (nm && !strcmp(nm, "host"))
         c->net = LIS_NET_HOST;
+    else if (nm && !strcmp(nm, "proxy")) /* lis's own mode (the native API's net) */
+        c->net = LIS_NET_PROXY;
     if (sv_jbool(cfg, "NetworkDisabled"))
         c->net = LIS_NET_NONE;
     c->config = cfg;
@@ -541,6 +556,7 @@ static enum MHD_Result create(sv_req *q)
     create_job *j = calloc(1, sizeof *j);
     j->q = q;
     j->c = c;
+    j->cb = cb;
     sv_req_suspend(q);
     if (sv_job(s->loop, create_work, create_done, j) < 0) {
         free(j);
@@ -591,6 +607,11 @@ static void rm_done(void *arg)
     free(j->procs);
     free(j);
     container_free(c);
+}
+
+void sv_container_remove(sv_container *c, sv_req *q)
+{
+    container_remove(c, q);
 }
 
 static void container_remove(sv_container *c, sv_req *q)

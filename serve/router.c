@@ -114,6 +114,11 @@ enum MHD_Result sv_route(sv_req *q, const char *url)
 {
     const char *p;
     enum MHD_Result rc = MHD_NO;
+    if (!strncmp(url, "/lis/", 5)) {
+        if (!strncmp(url, "/lis/v1/", 8))
+            return sv_api_route(q, url + 8);
+        return sv_reply_error(q, 404, "unknown native API version in %s (this server speaks /lis/v1/)", url);
+    }
     if (versioned(q, url, &p, &rc) < 0)
         return rc;
     const char *m = q->method;

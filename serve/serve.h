@@ -7,6 +7,7 @@
  *   3 inspect.c        container inspect and list (read-only views)
  *   4 containers.c     container state and life; attach, wait, logs
  *   5 exec.c           exec create / start / inspect
+ *   5 api.c api_exec.c the native API under /lis/v1/ (docs/api.md)
  *   6 router.c         method + path -> handler
  *   7 server.c         libmicrohttpd, the sockets, the main loop, shutdown
  * Everything runs on the one loop thread except the jobs (loop.c), which do
@@ -166,6 +167,9 @@ enum MHD_Result sv_archive_head_get(sv_req *q, lis_sandbox *sb, const char *cnam
                                     int *busy);
 enum MHD_Result sv_archive_put(sv_req *q, lis_sandbox *sb, const char *cname, int *busy);
 
+/* Base64 of in[0..n) into out (NUL-terminated; stops when len is short). */
+void sv_base64(const unsigned char *in, size_t n, char *out, size_t len);
+
 /* ---- ports.c -------------------------------------------------------------------- */
 
 typedef struct sv_ports sv_ports;
@@ -205,6 +209,8 @@ struct sv_container {
     char *log;                  /* the main command's output, framed (unless tty), first 8 MiB */
     size_t loglen;
     unsigned restarts;
+    int native;                 /* made by the native API (/lis/v1/): no main command */
+    char idem[128];             /* its Idempotency-Key, "" for none */
     struct sv_child *children; /* running execs (exec.c registers them) */
     sv_server *s;
     sv_container *next;
@@ -219,6 +225,14 @@ sv_container *sv_container_find(sv_server *s, const char *ref);
 enum MHD_Result sv_containers_route(sv_req *q, const char *rest);
 /* Kills everything, waits for the jobs: used at shutdown. */
 void sv_containers_shutdown(sv_server *s);
+/* Creates a container from a Docker create body (takes cfg); cb (NULL: the
+ * Docker reply) answers q when the sandbox is made (c NULL and err on failure).
+ * The native API passes a Cmd it never starts: its sandboxes run only execs. */
+typedef void (*sv_created_cb)(sv_req *q, sv_container *c, const char *err);
+enum MHD_Result sv_container_create(sv_req *q, cJSON *cfg, const char *name, const char *idem,
+                                    sv_created_cb cb);
+/* Kills its processes and destroys the sandbox on a worker; answers q 204. */
+void sv_container_remove(sv_container *c, sv_req *q);
 /* A running exec of c: on removal, containers.c calls detach(owner), which
  * must stop watching proc and forget c; then it kills and reaps proc. */
 typedef struct sv_child {
@@ -234,6 +248,12 @@ void sv_container_del_child(sv_container *c, sv_child *ch);
 
 enum MHD_Result sv_exec_create(sv_req *q, sv_container *c);
 enum MHD_Result sv_exec_route(sv_req *q, const char *rest);
+/* ---- api.c, api_exec.c: the native API under /lis/v1/ (layer 5) ------------ */
+
+enum MHD_Result sv_api_route(sv_req *q, const char *rest);
+/* POST /lis/v1/sandboxes/{id}/exec: server-sent events. */
+enum MHD_Result sv_api_exec(sv_req *q, sv_container *c);
+
 /* ---- router.c ---- */
 enum MHD_Result sv_route(sv_req *q, const char *url);
 

@@ -1,0 +1,132 @@
+"""HTTP/1.1 to lis serve over its unix socket (stdlib only), and starting one on demand."""
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+from .errors import SandboxException, from_status
+
+
+def default_socket():
+    """LIS_SOCKET, else where `lis serve` puts its socket by default."""
+    if os.environ.get("LIS_SOCKET"):
+        return os.environ["LIS_SOCKET"]
+    run = os.environ.get("XDG_RUNTIME_DIR")
+    if run:
+        return os.path.join(run, "lis", "docker.sock")
+    return "/tmp/lis-%d/docker.sock" % os.getuid()
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=None):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if self.timeout is not None:
+            s.settimeout(self.timeout)
+        s.connect(self._path)
+        self.sock = s
+
+
+def _alive(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def ensure_server(path, start=True, wait=15.0):
+    """Returns None once a server answers on path; starts `lis serve --socket path`
+    (LIS_BIN or lis on PATH) when none does and start is true, and returns its
+    Popen (it keeps running after this process: one server for the user)."""
+    if _alive(path):
+        return None
+    if not start:
+        raise SandboxException("no lis serve answers on %s" % path)
+    lis = os.environ.get("LIS_BIN") or shutil.which("lis")
+    if not lis:
+        raise SandboxException("no lis serve answers on %s and no lis binary to start one "
+                               "(put lis on PATH or set LIS_BIN)" % path)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with open(os.devnull, "wb") as null:
+        proc = subprocess.Popen([lis, "serve", "--socket", path], stdin=subprocess.DEVNULL,
+                                stdout=null, stderr=null, start_new_session=True)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if _alive(path):
+            return proc
+        if proc.poll() is not None:
+            raise SandboxException("lis serve exited with %s before answering on %s"
+                                   % (proc.returncode, path))
+        time.sleep(0.05)
+    raise SandboxException("lis serve did not answer on %s within %.0f s" % (path, wait))
+
+
+class Client:
+    """One request per connection (simple and safe across threads)."""
+
+    def __init__(self, socket_path=None, start=True, timeout=None):
+        self.socket_path = socket_path or default_socket()
+        self.started = ensure_server(self.socket_path, start)  # the Popen of a server we started
+        self.timeout = timeout
+
+    def open(self, method, path, body=None, headers=None, timeout=None):
+        """Sends a request; returns the HTTPResponse (raises on an error status)."""
+        conn = _UnixConnection(self.socket_path, timeout if timeout is not None else self.timeout)
+        hdrs = dict(headers or {})
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        try:
+            conn.request(method, "/lis/v1/" + path, body=body, headers=hdrs)
+            resp = conn.getresponse()
+        except OSError as e:
+            conn.close()
+            raise SandboxException("talking to lis serve on %s: %s" % (self.socket_path, e))
+        if resp.status >= 400:
+            data = resp.read()
+            conn.close()
+            try:
+                msg = json.loads(data)["message"]
+            except (ValueError, KeyError, TypeError):
+                msg = data.decode(errors="replace").strip() or resp.reason
+            raise from_status(resp.status, msg)
+        resp._lis_conn = conn
+        return resp
+
+    def call(self, method, path, body=None, headers=None, raw=False):
+        resp = self.open(method, path, body, headers)
+        try:
+            data = resp.read()
+        finally:
+            resp._lis_conn.close()
+        if raw:
+            return data
+        return json.loads(data) if data else None
+
+
+def events(resp):
+    """Yields (event, data) of a server-sent event stream, data parsed as JSON."""
+    name, data = None, []
+    while True:
+        line = resp.readline()
+        if not line:
+            return
+        line = line.rstrip(b"\r\n")
+        if not line:
+            if name is not None or data:
+                yield name or "message", json.loads(b"\n".join(data) or b"null")
+            name, data = None, []
+        elif line.startswith(b"event:"):
+            name = line[6:].strip().decode()
+        elif line.startswith(b"data:"):
+            data.append(line[5:].lstrip())

@@ -1,0 +1,318 @@
+/* api_exec.c - POST /lis/v1/sandboxes/{id}/exec: a command whose output
+ * streams back as server-sent events (docs/api.md):
+ *
+ *   event: stdout            event: stderr            event: exit
+ *   data: {"data":"<b64>"}   data: {"data":"<b64>"}   data: {"exit_code":0,"timed_out":false}
+ *
+ * As exec.c: a lis_proc with pipes watched on the loop, registered as a child
+ * of the container so a delete kills it. Its events queue in a buffer that
+ * libmicrohttpd's content reader drains; while the buffer is above
+ * SV_STREAM_HIGH the pipes are not read (a slow client back-pressures only its
+ * own command). The object lives until the command, the response and the
+ * request are all done. A client that goes away leaves the command running to its end (or its
+ * timeout), as Docker does; its output is dropped. */
+#include "serve.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+typedef struct api_exec {
+    sv_server *s;
+    char cid[65];
+    sv_req *q;                  /* NULL once the request is over */
+    lis_proc *proc;
+    sv_watch w_proc, w_out, w_err;
+    sv_child child;
+    sv_timer timer;
+    char *buf;
+    size_t len, off, cap;
+    int done, paused, timed_out, refs;
+} api_exec;
+
+static void unref(api_exec *x)
+{
+    if (--x->refs == 0) {
+        free(x->buf);
+        free(x);
+    }
+}
+
+static void queue(api_exec *x, const char *txt, size_t n)
+{
+    if (!x->q)
+        return; /* nobody reads it */
+    if (x->len + n > x->cap) {
+        size_t cap = (x->len + n) * 2;
+        char *b = realloc(x->buf, cap);
+        if (!b)
+            return;
+        x->buf = b;
+        x->cap = cap;
+    }
+    memcpy(x->buf + x->len, txt, n);
+    x->len += n;
+    sv_req_resume(x->q);
+}
+
+static void event_json(api_exec *x, const char *name, cJSON *doc)
+{
+    char *txt = cJSON_PrintUnformatted(doc);
+    cJSON_Delete(doc);
+    if (!txt)
+        return;
+    size_t n = strlen(txt) + strlen(name) + 32;
+    char *ev = malloc(n);
+    if (ev) {
+        int k = snprintf(ev, n, "event: %s\ndata: %s\n\n", name, txt);
+        queue(x, ev, (size_t)k);
+    }
+    free(ev);
+    free(txt);
+}
+
+static void pipes_events(api_exec *x)
+{
+    uint32_t ev = x->paused ? 0 : EPOLLIN;
+    sv_loop_events(x->s->loop, &x->w_out, ev);
+    sv_loop_events(x->s->loop, &x->w_err, ev);
+}
+
+static void read_pipe(api_exec *x, sv_watch *w, const char *name, int all)
+{
+    char raw[49152], b64[65540];
+    while (w->added && (all || x->len - x->off < SV_STREAM_HIGH)) {
+        ssize_t n = read(w->fd, raw, sizeof raw);
+        if (n > 0) {
+            int k;
+            char head[64];
+            sv_base64((unsigned char *)raw, (size_t)n, b64, sizeof b64);
+            k = snprintf(head, sizeof head, "event: %s\ndata: {\"data\":\"", name);
+            if (x->q) {
+                queue(x, head, (size_t)k);
+                queue(x, b64, strlen(b64));
+                queue(x, "\"}\n\n", 4);
+            }
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n == 0 || errno != EAGAIN)
+            sv_loop_unwatch(x->s->loop, w);
+        break;
+    }
+    if (!all && x->len - x->off >= SV_STREAM_HIGH && !x->paused) {
+        x->paused = 1;
+        pipes_events(x);
+    }
+}
+
+static void out_ev(void *arg, uint32_t ev)
+{
+    read_pipe(arg, &((api_exec *)arg)->w_out, "stdout", 0);
+}
+
+static void err_ev(void *arg, uint32_t ev)
+{
+    read_pipe(arg, &((api_exec *)arg)->w_err, "stderr", 0);
+}
+
+static void unwatch_all(api_exec *x)
+{
+    sv_loop_unwatch(x->s->loop, &x->w_proc);
+    sv_loop_unwatch(x->s->loop, &x->w_out);
+    sv_loop_unwatch(x->s->loop, &x->w_err);
+    sv_timer_cancel(x->s->loop, &x->timer);
+}
+
+static void finish(api_exec *x, int code, const char *error)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "exit_code", code);
+    cJSON_AddBoolToObject(o, "timed_out", x->timed_out);
+    if (error)
+        cJSON_AddStringToObject(o, "error", error);
+    event_json(x, "exit", o);
+    x->done = 1;
+    if (x->q)
+        sv_req_resume(x->q);
+    unref(x); /* the command's reference */
+}
+
+static void proc_ev(void *arg, uint32_t ev)
+{
+    api_exec *x = arg;
+    lis_error err = {0};
+    int rc = lis_proc_step(x->proc, &err);
+    if (rc == 0)
+        return;
+    read_pipe(x, &x->w_out, "stdout", 1);
+    read_pipe(x, &x->w_err, "stderr", 1);
+    unwatch_all(x);
+    lis_result r;
+    lis_proc_wait(x->proc, &r, &err);
+    x->proc = NULL;
+    sv_container *c = sv_container_find(x->s, x->cid);
+    if (c)
+        sv_container_del_child(c, &x->child);
+    char msg[400] = "";
+    int code = r.exit_code < 0 ? 137 : r.exit_code;
+    if (r.exec_failed) {
+        snprintf(msg, sizeof msg, "the command could not be started: %s", r.err_msg);
+        code = 127;
+    } else if (rc < 0) {
+        snprintf(msg, sizeof msg, "%s", err.msg);
+    }
+    lis_result_free(&r);
+    finish(x, code, msg[0] ? msg : NULL);
+}
+
+/* The sandbox is being deleted: containers.c kills and reaps the proc. */
+static void child_detach(void *owner)
+{
+    api_exec *x = owner;
+    unwatch_all(x);
+    x->proc = NULL;
+    finish(x, 137, "the sandbox was deleted");
+}
+
+static void on_timeout(void *arg)
+{
+    api_exec *x = arg;
+    lis_error err = {0};
+    x->timed_out = 1;
+    if (x->proc)
+        lis_proc_signal(x->proc, SIGKILL, &err);
+}
+
+static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    api_exec *x = cls;
+    if (x->off == x->len) {
+        x->off = x->len = 0;
+        if (x->done)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (x->q)
+            sv_req_suspend(x->q);
+        return 0;
+    }
+    size_t n = x->len - x->off < max ? x->len - x->off : max;
+    memcpy(buf, x->buf + x->off, n);
+    x->off += n;
+    if (x->paused && x->len - x->off < SV_STREAM_HIGH / 2) {
+        x->paused = 0;
+        pipes_events(x);
+    }
+    return (ssize_t)n;
+}
+
+static void response_free(void *cls)
+{
+    unref(cls);
+}
+
+static void req_done(sv_req *q)
+{
+    api_exec *x = q->owner;
+    x->q = NULL;
+    x->off = x->len = 0;
+    if (x->paused && x->proc) { /* nobody reads: drain the pipes into nothing */
+        x->paused = 0;
+        pipes_events(x);
+    }
+    unref(x); /* the request's reference */
+}
+
+/* The container's Env with the request's env on top. */
+static char **exec_env(char **base, const cJSON *env)
+{
+    size_t nb = sv_strv_len(base), ne = cJSON_GetArraySize(env), n = 0;
+    char **r = calloc(nb + ne + 1, sizeof *r);
+    if (!r)
+        return NULL;
+    for (const cJSON *e = env ? env->child : NULL; e; e = e->next) {
+        size_t k = strlen(e->string) + strlen(e->valuestring) + 2;
+        r[n] = malloc(k);
+        if (r[n])
+            snprintf(r[n++], k, "%s=%s", e->string, e->valuestring);
+    }
+    for (size_t i = 0; i < nb; i++) {
+        size_t k = strcspn(base[i], "=");
+        int over = 0;
+        for (const cJSON *e = env ? env->child : NULL; e; e = e->next)
+            over |= strlen(e->string) == k && !strncmp(e->string, base[i], k);
+        if (!over)
+            r[n++] = strdup(base[i]);
+    }
+    return r;
+}
+
+enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
+{
+    cJSON *b = q->len ? cJSON_ParseWithLength(q->body, q->len) : NULL;
+    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(b, "cmd");
+    const cJSON *env = cJSON_GetObjectItemCaseSensitive(b, "env");
+    const cJSON *to = cJSON_GetObjectItemCaseSensitive(b, "timeout");
+    const char *cwd = sv_jstr(b, "cwd");
+    char **argv = cJSON_IsArray(cmd) ? sv_jstrv(b, "cmd") : NULL;
+    const char *bad = !cJSON_IsObject(b) ? "the body must be a JSON object with \"cmd\""
+                    : !(cJSON_IsString(cmd) && *cmd->valuestring) && !(argv && argv[0] &&
+                        sv_strv_len(argv) == (size_t)cJSON_GetArraySize(cmd))
+                        ? "\"cmd\" must be a shell command string or a non-empty array of strings"
+                    : to && !cJSON_IsNull(to) && !(cJSON_IsNumber(to) && to->valuedouble >= 0)
+                        ? "\"timeout\" must be seconds (0: none)"
+                    : cwd && cwd[0] != '/' ? "\"cwd\" must be an absolute path" : NULL;
+    for (const cJSON *e = cJSON_IsObject(env) ? env->child : NULL; !bad && e; e = e->next)
+        if (!cJSON_IsString(e) || !*e->string || strchr(e->string, '='))
+            bad = "\"env\" must map names (without '=') to strings";
+    if (!bad && env && !cJSON_IsObject(env) && !cJSON_IsNull(env))
+        bad = "\"env\" must map names (without '=') to strings";
+    if (bad) {
+        sv_strv_free(argv);
+        cJSON_Delete(b);
+        return sv_reply_error(q, 400, "%s", bad);
+    }
+    char **envv = exec_env(c->env, cJSON_IsObject(env) ? env : NULL);
+    lis_exec_spec sp = {.argv = (const char *const *)argv,
+                        .shell = argv ? NULL : cmd->valuestring,
+                        .cwd = cwd ? cwd : c->workdir[0] ? c->workdir : "/",
+                        .env = (const char *const *)envv,
+                        .in = LIS_STDIO_NULL,
+                        .out = LIS_STDIO_PIPE,
+                        .err = LIS_STDIO_PIPE};
+    api_exec *x = calloc(1, sizeof *x);
+    lis_error err = {0};
+    int rc = x ? lis_exec_start(c->sb, &sp, &x->proc, &err) : lis_fail(&err, ENOMEM, "out of memory");
+    sv_strv_free(argv);
+    sv_strv_free(envv);
+    double timeout = cJSON_IsNumber(to) ? to->valuedouble : 0;
+    cJSON_Delete(b);
+    if (rc < 0) {
+        free(x);
+        return sv_reply_error(q, 500, "starting the command: %s", err.msg);
+    }
+    x->s = q->s;
+    snprintf(x->cid, sizeof x->cid, "%s", c->id);
+    x->q = q;
+    x->refs = 3; /* the command, the response and the request (either may end first) */
+    sv_loop *l = q->s->loop;
+    sv_loop_watch(l, &x->w_proc, lis_proc_fd(x->proc), EPOLLIN, proc_ev, x);
+    sv_loop_watch(l, &x->w_out, lis_proc_stdio_fd(x->proc, 1), EPOLLIN, out_ev, x);
+    sv_loop_watch(l, &x->w_err, lis_proc_stdio_fd(x->proc, 2), EPOLLIN, err_ev, x);
+    x->child = (sv_child){.proc = x->proc, .detach = child_detach, .owner = x};
+    sv_container_add_child(c, &x->child);
+    if (timeout > 0)
+        sv_timer_arm(l, &x->timer, timeout, on_timeout, x);
+    q->owner = x;
+    q->on_complete = req_done;
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, reader, x,
+                                                               response_free);
+    sv_resp_headers(r);
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    return sv_reply(q, 200, r);
+}

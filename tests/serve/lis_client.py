@@ -1,0 +1,104 @@
+"""unittest of the stdlib client python/lis against a real lis serve (LIS_SOCKET)
+with the Debian fixture as lis-test:v1; run from python/ (the checkout import)."""
+import asyncio
+import os
+import signal
+import tempfile
+import unittest
+
+import lis
+from lis._http import Client
+
+IMAGE = "lis-test:v1"
+
+
+class ClientTest(unittest.TestCase):
+    def test_commands_run(self):
+        with lis.Sandbox.create(image=IMAGE, memory="256m", net="none",
+                                envs={"WHO": "lis"}) as sb:
+            seen_out, seen_err = [], []
+            r = sb.commands.run("echo hello $WHO; echo oops >&2; exit 4", timeout=30,
+                                on_stdout=seen_out.append, on_stderr=seen_err.append)
+            self.assertIsInstance(r, lis.CommandResult)
+            self.assertEqual((r.exit_code, r.stdout, r.stderr), (4, "hello lis\n", "oops\n"))
+            self.assertEqual("".join(seen_out), "hello lis\n")
+            self.assertEqual("".join(seen_err), "oops\n")
+            r = sb.commands.run(["python3", "-c", "import os; print(os.getcwd(), os.environ['X'])"],
+                                cwd="/tmp", envs={"X": "y"})
+            self.assertEqual((r.exit_code, r.stdout), (0, "/tmp y\n"))
+            with self.assertRaises(lis.TimeoutException):
+                sb.commands.run("sleep 30", timeout=1)
+            self.assertTrue(sb.is_running())
+            self.assertEqual(sb.get_info()["memory"], 256 << 20)
+
+    def test_files(self):
+        with lis.Sandbox.create(image=IMAGE) as sb:
+            info = sb.files.write("/data/a/notes.txt", "line 1\n")
+            self.assertEqual((info.name, info.type, info.size), ("notes.txt", "file", 7))
+            sb.files.write("/data/a/raw.bin", b"\x00\x01\xfe")
+            self.assertEqual(sb.files.read("/data/a/notes.txt"), "line 1\n")
+            self.assertEqual(sb.files.read("/data/a/raw.bin", format="bytes"), b"\x00\x01\xfe")
+            names = sorted((e.name, e.type) for e in sb.files.list("/data/a"))
+            self.assertEqual(names, [("notes.txt", "file"), ("raw.bin", "file")])
+            self.assertTrue(sb.files.exists("/data/a"))
+            self.assertFalse(sb.files.exists("/data/nope"))
+            with self.assertRaises(lis.NotFoundException) as cm:
+                sb.files.read("/data/nope")
+            self.assertIn("/data/nope", str(cm.exception))
+            self.assertEqual(sb.commands.run("cat /data/a/notes.txt").stdout, "line 1\n")
+
+    def test_errors_and_kill(self):
+        with self.assertRaises(lis.NotFoundException) as cm:
+            lis.Sandbox.create(image="no-such-image:v0")
+        self.assertIn("No such image", cm.exception.message)
+        with self.assertRaises(lis.InvalidArgumentException):
+            lis.Sandbox.create(image=IMAGE, net="everywhere")
+        sb = lis.Sandbox.create(image=IMAGE)
+        with self.assertRaises(lis.NotImplementedException):
+            sb.snapshot("t1")
+        with self.assertRaises(lis.NotImplementedException):
+            sb.pause()
+        same = lis.Sandbox.connect(sb.sandbox_id)
+        self.assertEqual(same.sandbox_id, sb.sandbox_id)
+        self.assertTrue(sb.kill())
+        self.assertFalse(sb.kill())
+        self.assertFalse(sb.is_running())
+        with self.assertRaises(lis.NotFoundException):
+            sb.commands.run("true")
+
+    def test_idempotency_key(self):
+        a = lis.Sandbox.create(image=IMAGE, idempotency_key="idem-py-1")
+        try:
+            b = lis.Sandbox.create(image=IMAGE, idempotency_key="idem-py-1")
+            self.assertEqual(a.sandbox_id, b.sandbox_id)
+            ids = [s["id"] for s in lis.Sandbox.list()]
+            self.assertEqual(ids.count(a.sandbox_id), 1)
+        finally:
+            a.kill()
+
+    def test_async_sandbox(self):
+        async def main():
+            async with await lis.AsyncSandbox.create(IMAGE) as sb:
+                rs = await asyncio.gather(*(sb.commands.run("echo %d" % i) for i in range(4)))
+                await sb.files.write("/x.txt", "async")
+                return [r.stdout for r in rs], await sb.files.read("/x.txt")
+        outs, text = asyncio.run(main())
+        self.assertEqual(outs, ["0\n", "1\n", "2\n", "3\n"])
+        self.assertEqual(text, "async")
+
+    def test_starts_a_server_on_demand(self):
+        d = tempfile.mkdtemp(prefix="lis-py-")
+        path = os.path.join(d, "sock", "lis.sock")
+        c = Client(path)  # none runs there: the client starts lis serve (LIS_BIN)
+        self.assertIsNotNone(c.started)
+        try:
+            with lis.Sandbox.create(image=IMAGE, socket=path) as sb:
+                self.assertEqual(sb.commands.run("echo up").stdout, "up\n")
+            self.assertIsNone(Client(path).started)  # the second finds it running
+        finally:
+            c.started.send_signal(signal.SIGTERM)
+            self.assertEqual(c.started.wait(60), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
