@@ -8,10 +8,15 @@
 #include <stddef.h>
 
 /* Store layout under <data_dir>/rootfs/:
- *   blobs/sha256/<hex>/        one extracted root filesystem per digest
+ *   blobs/sha256/<hex>/        one extracted root filesystem per digest, or
+ *                              one snapshot layer (the files a sandbox wrote)
+ *   meta/sha256/<hex>.json     its metadata; a snapshot's names its "parent"
+ *                              ("sha256:<hex>", or "parent_dir" for a sandbox
+ *                              made from a --rootfs directory)
  *   tags/<name>/<tag>          a file holding "sha256:<hex>\n"
  * Resolves "NAME[:TAG]" (TAG defaults to latest) or "sha256:<hex>" to the
- * extracted directory. */
+ * extracted directory, or for a snapshot to its chain of layers, top first
+ * ("snap:parent:...:base", as lis_sandbox_spec.rootfs takes it). */
 int lis_store_resolve(const char *data_dir, const char *ref, char *dir, size_t len,
                       lis_error *err);
 
@@ -79,5 +84,48 @@ int lis_rootfs_rm(const char *data_dir, const char *ref, int *removed_image, lis
  * paths still in use) and leftovers of interrupted imports. */
 int lis_rootfs_gc(const char *data_dir, const char *const *keep, int *removed,
                   uint64_t *freed, lis_error *err);
+
+/* ---- snapshots and forks (rootfs/snapshot.c, docs/snapshots.md) ----------------- */
+
+typedef struct lis_snapshot_result {
+    char digest[72];          /* "sha256:<hex>" of the snapshot image */
+    char ref[512];            /* the NAME:TAG it was tagged as, or "" */
+    char parent[4096];        /* "sha256:<hex>" of its parent image, or the parent directory */
+    char rootfs[4096];        /* its chain, for lis_sandbox_spec.rootfs */
+    int depth;                /* layers in that chain, the base included */
+    int existed;              /* the same layer over the same parent was in the store */
+    lis_capture_info capture; /* what was captured and how long the sandbox was paused */
+} lis_snapshot_result;
+
+/* Snapshots sb into the store: lis_sandbox_capture into the store's scratch
+ * space, then one content-addressed image (digest over the parent and the
+ * layer) recording its parent; tagged ref (NAME[:TAG]) when not NULL. A
+ * snapshot holds files only, never processes. */
+int lis_rootfs_snapshot(const char *data_dir, lis_sandbox *sb, const char *ref,
+                        lis_snapshot_result *res, lis_error *err);
+
+/* Makes fork i (0-based) from spec (its rootfs is the snapshot's chain, its
+ * name NULL or the one asked for). Default: lis_sandbox_create. */
+typedef int (*lis_fork_create_fn)(void *arg, const lis_sandbox_spec *spec, int i,
+                                  lis_sandbox **out, lis_error *err);
+typedef struct lis_fork_opts {
+    /* Template of the forks: limits, net, env, upper, persist... (rootfs is
+     * replaced by the snapshot's chain). NULL: a default spec with sb's env
+     * and network mode, tmpfs upper. */
+    const lis_sandbox_spec *spec;
+    const char *const *names;  /* n names, or NULL: generated */
+    const char *tag;           /* tag the snapshot with this NAME[:TAG]; NULL: untagged */
+    lis_fork_create_fn create; /* NULL: lis_sandbox_create */
+    void *create_arg;
+} lis_fork_opts;
+
+/* One snapshot of sb, then n sandboxes on it, each independent of the others
+ * and of sb (each its own upper layer over the snapshot). Each fork succeeds
+ * or fails on its own: out[i] is NULL and errs[i] says why when fork i
+ * failed. Returns how many were made; -1 (err) when the snapshot failed,
+ * then no fork is made. snap (may be NULL) receives the snapshot. */
+int lis_sandbox_fork(lis_ctx *ctx, lis_sandbox *sb, int n, const lis_fork_opts *o,
+                     lis_sandbox **out, lis_error *errs, lis_snapshot_result *snap,
+                     lis_error *err);
 
 #endif

@@ -98,7 +98,10 @@ typedef struct lis_limits {
 } lis_limits;
 
 typedef struct lis_sandbox_spec {
-    const char *rootfs;          /* directory used as the read-only lower layer */
+    /* The read-only lower layer: a directory, or a chain of them top first,
+     * "snap2:snap1:base" as overlayfs writes it (what lis_store_resolve gives
+     * for a snapshot image; at most LIS_MAX_LAYERS, no ':' in a directory). */
+    const char *rootfs;
     const char *name;            /* NULL: generated; [A-Za-z0-9_.-], max 64 */
     const char *hostname;        /* NULL: the name */
     const char *const *env;      /* NULL-terminated K=V added to every command */
@@ -132,7 +135,7 @@ pid_t lis_sandbox_pid(const lis_sandbox *sb);  /* PID 1 of the sandbox, as seen 
 typedef struct lis_stats {
     char name[80];
     char state[16];         /* "running", "paused" or "dead" */
-    char rootfs[512];
+    char rootfs[4096];      /* the lower layer(s), as lis_sandbox_spec.rootfs */
     pid_t pid;
     double age_seconds;
     uint64_t memory_bytes;  /* current memory (cgroup), or summed RSS when no cgroup */
@@ -162,6 +165,34 @@ int lis_sandbox_pause(lis_sandbox *sb, lis_error *err);
 int lis_sandbox_resume(lis_sandbox *sb, lis_error *err);
 /* 1 when alive and paused. */
 int lis_sandbox_is_paused(lis_sandbox *sb);
+
+/* ---- snapshots: the writable layer copied out (runtime/capture.c) ------- */
+
+#define LIS_MAX_LAYERS 32 /* lower layers of one sandbox: a snapshot chain's depth */
+
+typedef struct lis_capture_info {
+    uint64_t files;      /* entries captured (whiteouts and directories included) */
+    uint64_t bytes;      /* bytes of regular files */
+    uint64_t reflinked;  /* of those files, how many were cloned (FICLONE), not copied */
+    double paused_ms;    /* how long the sandbox's processes were stopped for it */
+    char sha256[65];     /* digest of the captured tree: names, types, modes, owners,
+                          * link targets, overlay xattrs and contents, in name order */
+} lis_capture_info;
+
+/* Captures what sb wrote: pauses it (unless paused already), copies its
+ * writable layer - files written or changed, whiteouts of deleted ones,
+ * opaque directories, owners, modes, xattrs - and what is in its /tmp into
+ * dest (created; must not exist), then resumes it. Only files: processes,
+ * memory, /dev/shm and open connections are not captured. Files are
+ * reflinked where the filesystem supports it, else copied; dest never
+ * shares an inode with the live upper layer. */
+int lis_sandbox_capture(lis_sandbox *sb, const char *dest, lis_capture_info *info,
+                        lis_error *err);
+/* What a fork of sb inherits by default: its env (NULL-terminated, owned by
+ * sb) and its network mode. */
+const char *const *lis_sandbox_env(const lis_sandbox *sb);
+lis_net_mode lis_sandbox_net(const lis_sandbox *sb);
+const char *lis_sandbox_rootfs(const lis_sandbox *sb);
 
 /* Lists sandboxes of this user (persistent ones and live ephemeral ones with
  * state on disk). *out is malloc'ed; free() it. */
