@@ -127,6 +127,10 @@ $(B)/tests/bench_api: tests/bench_api.c $(B)/libruntime.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RT_CFLAGS) -o $@ $< $(B)/libruntime.a $(RT_LIBS) -lpthread
 
+$(B)/tests/bench_fork: tests/bench_fork.c $(B)/libruntime.a $(ROOTFS_LIBOBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(RT_CFLAGS) $(ROOTFS_CFLAGS) -o $@ $< $(ROOTFS_LIBOBJ) $(B)/libruntime.a $(RT_LIBS) $(ROOTFS_LIBS) -lpthread
+
 $(B)/tests/sysprobe: tests/sysprobe.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
@@ -137,7 +141,7 @@ $(B)/tests/security/escape_probe: tests/security/escape_probe.c
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
 
 tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/security/escape_probe \
-       $(B)/tests/bench_api
+       $(B)/tests/bench_api $(B)/tests/bench_fork
 
 # The README's test command. As root it prepares fixtures, then runs the
 # rootless suites as an unprivileged user (LIS_TEST_USER, default lis-test).
