@@ -40,8 +40,8 @@ RT_SRC      := $(wildcard runtime/*.c) rootfs/store.c
 NET_SRC     := $(wildcard net/*.c)
 INIT_SRC    := $(wildcard runtime/init/*.c)
 CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cmd_state.c cli/cli_util.c cli/relay.c
-# (batch/'s --fork-from-setup snapshots through rootfs/snapshot.c)
-AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) rootfs/snapshot.c rootfs/util.c \
+# (batch/'s --fork-from-setup snapshots and removes them: rootfs/snapshot.c, admin.c)
+AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) rootfs/snapshot.c rootfs/admin.c rootfs/util.c \
                cli/cmd_run.c cli/cmd_batch.c cli/cmd_report.c \
                cli/agent_image.c cli/agent_main.c cli/cli_util.c
 ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cmd_snapshot.c cli/cli_util.c
