@@ -647,6 +647,7 @@ static int sb_ls(int argc, char **argv)
             cJSON_AddStringToObject(j, "rootfs", st[i].rootfs);
             cJSON_AddNumberToObject(j, "memory_bytes", (double)st[i].memory_bytes);
             cJSON_AddNumberToObject(j, "processes", (double)st[i].nprocs);
+            cJSON_AddNumberToObject(j, "cpu_seconds", st[i].cpu_seconds);
             cJSON_AddNumberToObject(j, "pid", st[i].pid);
             cJSON_AddBoolToObject(j, "persistent", st[i].persist);
             cJSON_AddStringToObject(j, "limits", st[i].limits);

@@ -657,6 +657,9 @@ void lis_cg_stats(const lis_cg *cg, lis_stats *st)
         st->memory_bytes = rd_u64(cg->dir, "memory.current");
         st->memory_peak = rd_u64(cg->dir, "memory.peak");
         st->oom_kills = rd_key(cg->dir, "memory.events", "oom_kill");
+        uint64_t us = rd_key(cg->dir, "cpu.stat", "usage_usec");
+        if (us)
+            st->cpu_seconds = (double)us / 1e6;
         uint64_t n = rd_u64(cg->dir, "pids.current");
         if (n)
             st->nprocs = n;
