@@ -18,7 +18,7 @@ OPT     ?= -O2 -g
 CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Inet -Irootfs -Iagent -Ibatch -Iserve
 
 RT_PKGS     := libseccomp libcjson
-AGENT_PKGS  := libcurl libcjson yaml-0.1
+AGENT_PKGS  := libcurl libcjson yaml-0.1 libcrypto
 ROOTFS_PKGS := libarchive libcurl libcjson libcrypto
 TEST_PKGS   := criterion
 SERVE_PKGS  := libmicrohttpd libarchive libcjson
@@ -40,9 +40,11 @@ RT_SRC      := $(wildcard runtime/*.c) rootfs/store.c
 NET_SRC     := $(wildcard net/*.c)
 INIT_SRC    := $(wildcard runtime/init/*.c)
 CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cmd_state.c cli/cli_util.c cli/relay.c
-AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) cli/cmd_run.c cli/cmd_batch.c cli/cmd_report.c \
+# (batch/'s --fork-from-setup snapshots through rootfs/snapshot.c)
+AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) rootfs/snapshot.c rootfs/util.c \
+               cli/cmd_run.c cli/cmd_batch.c cli/cmd_report.c \
                cli/agent_image.c cli/agent_main.c cli/cli_util.c
-ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cli_util.c
+ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cmd_snapshot.c cli/cli_util.c
 # serve/ links the rootfs store's admin code (tags, list, pull) as liblis-rootfs.so does
 SERVE_SRC   := $(wildcard serve/*.c) cli/cmd_serve.c
 
@@ -97,7 +99,7 @@ $(B)/liblis-agent.so: $(AGENT_OBJ)
 $(B)/liblis-rootfs.so: $(ROOTFS_OBJ)
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(ROOTFS_LIBS)
 
-$(B)/liblis-serve.so: $(SERVE_OBJ) $(filter-out $(B)/pobj/cli/cmd_rootfs.o,$(ROOTFS_OBJ))
+$(B)/liblis-serve.so: $(SERVE_OBJ) $(filter-out $(B)/pobj/cli/cmd_rootfs.o $(B)/pobj/cli/cmd_snapshot.o,$(ROOTFS_OBJ))
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(SERVE_LIBS) $(ROOTFS_LIBS) -lpthread
 
 # Test binaries link the runtime; those that use net/ (test_net, test_http_head, the

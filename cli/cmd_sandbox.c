@@ -749,7 +749,8 @@ int cmd_sandbox(int argc, char **argv)
 {
     cli_stdio_guard();
     if (argc < 2) {
-        cli_error("usage: lis sandbox run|create|exec|cp|ls|rm|gc|pause|resume ... (lis --help)");
+        cli_error("usage: lis sandbox run|create|exec|cp|ls|rm|gc|pause|resume|snapshot|fork ... "
+                  "(lis --help)");
         return 2;
     }
     const char *sub = argv[1];
@@ -762,10 +763,12 @@ int cmd_sandbox(int argc, char **argv)
     if (!strcmp(sub, "ls") || !strcmp(sub, "list")) return sb_ls(argc, argv);
     if (!strcmp(sub, "rm")) return sb_rm(argc, argv);
     if (!strcmp(sub, "gc")) return sb_gc(argc, argv);
+    if (!strcmp(sub, "snapshot") || !strcmp(sub, "fork"))
+        return cli_run_plugin("liblis-rootfs.so", "lis_cli_snapshot_main", argc, argv);
     if (!strcmp(sub, "pause")) return cmd_sandbox_state(argc, argv, 1);
     if (!strcmp(sub, "resume")) return cmd_sandbox_state(argc, argv, 0);
-    cli_error("unknown sandbox command '%s' (run, create, exec, cp, ls, rm, gc, pause, resume)",
-              sub);
+    cli_error("unknown sandbox command '%s' (run, create, exec, cp, ls, rm, gc, pause, resume, "
+              "snapshot, fork)", sub);
     return 2;
 }
 

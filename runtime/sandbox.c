@@ -102,7 +102,7 @@ static lis_sandbox *sandbox_alloc(lis_ctx *ctx)
     if (!sb)
         return NULL;
     sb->ctx = ctx;
-    sb->pidfd = sb->life_fd = sb->root_fd = sb->listener_fd = -1;
+    sb->pidfd = sb->life_fd = sb->root_fd = sb->listener_fd = sb->scratch_fd = -1;
     return sb;
 }
 
@@ -167,6 +167,44 @@ static void warn_unmapped_owner(lis_ctx *ctx, const char *rootfs, int full_map)
              rootfs, (unsigned)st.st_uid);
 }
 
+/* spec.rootfs, a directory or a chain "top:...:base", with each directory
+ * made absolute and checked. */
+static int resolve_chain(const char *in, char *out, size_t len, lis_error *err)
+{
+    size_t used = 0;
+    int n = 0;
+    out[0] = 0;
+    for (const char *s = in;;) {
+        const char *colon = strchr(s, ':');
+        size_t l = colon ? (size_t)(colon - s) : strlen(s);
+        char one[PATH_MAX], real[PATH_MAX];
+        if (!l || l >= sizeof one)
+            return lis_fail(err, EINVAL, "rootfs '%s': an empty or too long layer", in);
+        if (++n > LIS_MAX_LAYERS)
+            return lis_fail(err, E2BIG, "rootfs '%s': more than %d layers", in, LIS_MAX_LAYERS);
+        memcpy(one, s, l);
+        one[l] = 0;
+        struct stat st;
+        if (!realpath(one, real) || stat(real, &st) < 0)
+            return lis_fail(err, errno, "rootfs %s: %s", one, strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+            return lis_fail(err, ENOTDIR, "rootfs %s is not a directory", one);
+        if (strpbrk(real, ":,\\"))
+            return lis_fail(err, EINVAL, "rootfs %s: overlayfs cannot take a path with ':', ',' "
+                            "or '\\'", real);
+        size_t rl = strlen(real);
+        if (used + rl + 2 > len)
+            return lis_fail(err, ENAMETOOLONG, "rootfs '%s': the chain is too long", in);
+        if (used)
+            out[used++] = ':';
+        memcpy(out + used, real, rl + 1);
+        used += rl;
+        if (!colon)
+            return 0;
+        s = colon + 1;
+    }
+}
+
 int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox **out,
                        lis_error *err)
 {
@@ -176,15 +214,9 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
     lis_sandbox *sb = sandbox_alloc(ctx);
     if (!sb)
         return lis_fail(err, ENOMEM, "out of memory");
-    struct stat st;
-    if (!realpath(spec->rootfs, sb->rootfs) || stat(sb->rootfs, &st) < 0) {
-        int e = errno;
+    if (resolve_chain(spec->rootfs, sb->rootfs, sizeof sb->rootfs, err) < 0) {
         sandbox_free(sb);
-        return lis_fail(err, e, "rootfs %s: %s", spec->rootfs, strerror(e));
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        sandbox_free(sb);
-        return lis_fail(err, ENOTDIR, "rootfs %s is not a directory", spec->rootfs);
+        return -1;
     }
     if (spec->name) {
         if (!lis_valid_name(spec->name)) {
@@ -208,7 +240,8 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
                         (unsigned)ctx->uid);
     }
     sb->full_map = spec->uidmap != LIS_UIDMAP_SINGLE && can_full;
-    warn_unmapped_owner(ctx, sb->rootfs, sb->full_map);
+    const char *base = strrchr(sb->rootfs, ':'); /* the image at the bottom of a chain */
+    warn_unmapped_owner(ctx, base ? base + 1 : sb->rootfs, sb->full_map);
     sb->persist = spec->persist;
     sb->created = lis_wallclock();
     sb->net = spec->net;
@@ -274,6 +307,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         .full_map = sb->full_map,
         .cg = sb->cg,
         .listener_fd = &sb->listener_fd,
+        .scratch_fd = &sb->scratch_fd,
         .fsize = spec->upper == LIS_UPPER_DISK ? lis_disk_budget(&spec->limits) : 0,
     };
     if (!sb->cg) { /* no cgroup: the fallback limits (docs/cgroups.md) */
@@ -286,6 +320,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         sb->fallback_limits = 1;
     }
     sb->disk_limit = lis_disk_budget(&spec->limits);
+    sb->limits = spec->limits;
     if (lis_spawn(ctx, &req, &sb->pid, &sb->pidfd, &sb->life_fd, err) < 0)
         goto fail;
     if (listen_fd >= 0)
@@ -346,6 +381,17 @@ int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_erro
     cJSON *c = cJSON_GetObjectItem(m, "created");
     sb->created = cJSON_IsNumber(c) ? c->valuedouble : 0;
     sb->paused = cJSON_IsTrue(cJSON_GetObjectItem(m, "paused"));
+    cJSON *lim = cJSON_GetObjectItem(m, "asked");
+    static const char *const lk[] = {"memory", "pids", "cpu_millis", "disk"};
+    uint64_t *lv[] = {&sb->limits.memory_bytes, &sb->limits.pids, &sb->limits.cpu_millis,
+                      &sb->limits.disk_bytes};
+    for (int i = 0; i < 4; i++) {
+        cJSON *v = cJSON_GetObjectItem(lim, lk[i]);
+        if (cJSON_IsNumber(v) && v->valuedouble >= 0)
+            *lv[i] = v->valuedouble >= 1.8e19 ? LIS_UNLIMITED : (uint64_t)v->valuedouble;
+    }
+    cJSON *sfd = cJSON_GetObjectItem(m, "scratch_fd");
+    sb->scratch_fd = cJSON_IsNumber(sfd) ? (int)sfd->valuedouble : -1;
     /* kept when the metadata is written again (rename, pause) */
     cJSON *dl = cJSON_GetObjectItem(m, "disk_limit");
     sb->disk_limit = cJSON_IsNumber(dl) && dl->valuedouble >= 0 && dl->valuedouble < 9e18
