@@ -662,6 +662,15 @@ static cJSON *snapshot_entry(sv_server *s, const lis_rootfs_image *imgs, size_t 
     sv_rfc3339(imgs[i].created, t, sizeof t);
     cJSON_AddStringToObject(o, "created", t);
     cJSON_AddNumberToObject(o, "size", (double)imgs[i].size);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "depth");
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(m, "files");
+    if (cJSON_IsNumber(d))
+        cJSON_AddNumberToObject(o, "depth", d->valuedouble);
+    if (cJSON_IsNumber(f))
+        cJSON_AddNumberToObject(o, "files", f->valuedouble);
+    const char *src = sv_jstr(m, "source");
+    if (src)
+        cJSON_AddStringToObject(o, "source", src);
     cJSON_Delete(m);
     return o;
 }

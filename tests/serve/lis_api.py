@@ -271,7 +271,8 @@ st, _, sl = jreq("GET", "snapshots")
 mine = [x for x in sl if x["id"] == snap["id"]] if st == 200 else []
 check("snapshots lists it with its tag and parent", len(mine) == 1
       and mine[0]["tags"] == ["api-snap:v1"] and mine[0]["parent"] == base_id
-      and mine[0]["created"] and mine[0]["size"] >= 0 and all(x["id"] != base_id for x in sl),
+      and mine[0]["created"] and mine[0]["size"] >= 0 and mine[0]["depth"] == 2
+      and all(x["id"] != base_id for x in sl),
       (st, sl))
 st, _, one = jreq("GET", "snapshots/api-snap:v1")
 check("snapshots/{tag}", st == 200 and one["id"] == snap["id"], (st, one))
@@ -309,11 +310,12 @@ check("every fork starts from the parent's files", reads == [b"from-parent\n"] *
 if kid_ids:
     run(kid_ids[0], {"cmd": "echo fork0 > /work/snap/a.txt; echo mine > /work/snap/only0"})
     run(sid, {"cmd": "echo parent-later > /work/snap/a.txt"})
-reads = [run(k, {"cmd": "cat /work/snap/a.txt; test -e /work/snap/only0 && echo leaked; true"})[0]
-         for k in kid_ids]
-pout = run(sid, {"cmd": "cat /work/snap/a.txt; test -e /work/snap/only0 && echo leaked; true"})[0]
+probe = {"cmd": "cat /work/snap/a.txt; test -e /work/snap/only0 && echo has-only0; true"}
+reads = [run(k, probe)[0] for k in kid_ids]
+pout = run(sid, probe)[0]
 check("forks are independent: a write in one is seen by no other fork nor the parent",
-      reads == [b"fork0\n"] + [b"from-parent\n"] * 3 and pout == b"parent-later\n", (reads, pout))
+      reads == [b"fork0\nhas-only0\n"] + [b"from-parent\n"] * 3 and pout == b"parent-later\n",
+      (reads, pout))
 st, h, fk2 = jreq("POST", "sandboxes/%s/fork" % sid, {"count": 4}, fkey)
 st3, _, lst = jreq("GET", "sandboxes")
 check("a retried fork with the same Idempotency-Key returns the same set and makes none",
@@ -347,8 +349,14 @@ if kid_ids:
         made.append(gsb["id"])
     out = run(gsb["id"], {"cmd": "cat /work/snap/a.txt /work/snap/b.txt"})[0] if st == 201 else None
     check("a sandbox on a chain of three layers sees them all", out == b"from-parent\nagain\n", (st, out))
-for i in made:
-    req("DELETE", "sandboxes/" + i)
+if len(kid_ids) > 2:
+    st, _, d = jreq("POST", "sandboxes/%s/pause" % kid_ids[2])
+    check("a fork pauses on its own", st == 200 and d["state"] == "paused"
+          and jreq("GET", "sandboxes/" + kid_ids[3])[2]["state"] == "running", (st, d))
+for i in made:  # a paused one among them
+    st, _, _ = req("DELETE", "sandboxes/" + i)
+    if st != 204:
+        check("delete " + i, False, st)
 st, _, lst = jreq("GET", "sandboxes")
 check("the forks and snapshot sandboxes are deleted", [x["id"] for x in lst] == [sid], lst)
 st, h, fk4 = jreq("POST", "sandboxes/%s/fork" % sid, {"count": 1}, fkey)
