@@ -40,8 +40,8 @@ RT_SRC      := $(wildcard runtime/*.c) rootfs/store.c
 NET_SRC     := $(wildcard net/*.c)
 INIT_SRC    := $(wildcard runtime/init/*.c)
 CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cmd_state.c cli/cli_util.c cli/relay.c
-# (batch/'s --fork-from-setup snapshots through rootfs/snapshot.c)
-AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) rootfs/snapshot.c rootfs/util.c \
+# (batch/'s --fork-from-setup snapshots and removes them: rootfs/snapshot.c, admin.c)
+AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) rootfs/snapshot.c rootfs/admin.c rootfs/util.c \
                cli/cmd_run.c cli/cmd_batch.c cli/cmd_report.c \
                cli/agent_image.c cli/agent_main.c cli/cli_util.c
 ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cmd_snapshot.c cli/cli_util.c
@@ -127,6 +127,10 @@ $(B)/tests/bench_api: tests/bench_api.c $(B)/libruntime.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RT_CFLAGS) -o $@ $< $(B)/libruntime.a $(RT_LIBS) -lpthread
 
+$(B)/tests/bench_fork: tests/bench_fork.c $(B)/libruntime.a $(ROOTFS_LIBOBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(RT_CFLAGS) $(ROOTFS_CFLAGS) -o $@ $< $(ROOTFS_LIBOBJ) $(B)/libruntime.a $(RT_LIBS) $(ROOTFS_LIBS) -lpthread
+
 $(B)/tests/sysprobe: tests/sysprobe.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
@@ -137,7 +141,7 @@ $(B)/tests/security/escape_probe: tests/security/escape_probe.c
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
 
 tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/security/escape_probe \
-       $(B)/tests/bench_api
+       $(B)/tests/bench_api $(B)/tests/bench_fork
 
 # The README's test command. As root it prepares fixtures, then runs the
 # rootless suites as an unprivileged user (LIS_TEST_USER, default lis-test).

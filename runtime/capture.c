@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <signal.h>
+#include <poll.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -87,9 +87,11 @@ static int copy_layer(void *arg, void *result, lis_error *err)
     return 0;
 }
 
+/* Its PID 1 has not exited (a zombie not yet reaped counts as gone). */
 static int sb_alive(const lis_sandbox *sb)
 {
-    return sb->pid > 0 && kill(sb->pid, 0) == 0;
+    struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+    return sb->pidfd >= 0 && poll(&p, 1, 0) == 0;
 }
 
 /* The set-up tmpfs of sb as lis-init holds it, O_RDONLY; -1 (err) if none. */
