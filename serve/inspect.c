@@ -73,7 +73,7 @@ cJSON *sv_container_inspect(sv_container *c)
     cJSON_AddStringToObject(o, "Path", c->cmd[0]);
     cJSON_AddItemToObject(o, "Args", strv_json(c->cmd + 1));
     cJSON *st = cJSON_AddObjectToObject(o, "State");
-    cJSON_AddStringToObject(st, "Status", c->status);
+    cJSON_AddStringToObject(st, "Status", c->paused && c->main ? "paused" : c->status);
     int running = c->main != NULL;
     cJSON_AddBoolToObject(st, "Running", running);
     cJSON_AddBoolToObject(st, "Paused", c->paused && c->sb);

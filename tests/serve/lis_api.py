@@ -227,6 +227,9 @@ st, _, g = jreq("GET", "sandboxes/" + sid)
 st2, _, lst = jreq("GET", "sandboxes")
 check("get and list show paused", g["state"] == "paused"
       and [x["state"] for x in lst if x["id"] == sid] == ["paused"], (g, lst))
+st, _, dj = req("GET", "containers/%s/json" % sid, prefix="/v1.41/")
+check("the Docker side's inspect shows State.Paused", st == 200 and json.loads(dj)["State"]["Paused"] is True,
+      (st, dj[:300]))
 s1 = stats(sid)
 time.sleep(1)
 s2 = stats(sid)
