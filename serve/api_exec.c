@@ -276,7 +276,7 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
         cJSON_Delete(b);
         return sv_reply_error(q, 400, "%s", bad);
     }
-    if (c->snapping) { /* the capture stops its processes for a moment */
+    if (c->snapping == SV_SNAP) { /* the capture stops its processes for a moment */
         sv_strv_free(argv);
         cJSON_Delete(b);
         return sv_reply_error(q, 409, "sandbox %s is being snapshotted; retry when the snapshot "

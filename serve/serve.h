@@ -211,7 +211,8 @@ struct sv_container {
     int exit_code;
     int busy;                   /* a job runs on it */
     int paused;                 /* paused through the native API (state.c) */
-    int snapping;               /* a snapshot, fork or commit of it runs */
+    int snapping;               /* SV_SNAP: a snapshot, fork or commit of it runs; SV_PAUSING: a
+                                 * pause or resume (state.c: one at a time) */
     lis_sandbox *sb;
     lis_proc *main;
     sv_watch w_main, w_out, w_err;
@@ -229,6 +230,8 @@ struct sv_container {
     sv_server *s;
     sv_container *next;
 };
+
+enum { SV_SNAP = 1, SV_PAUSING = 2 };
 
 /* inspect.c */
 cJSON *sv_container_inspect(sv_container *c);

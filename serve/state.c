@@ -7,7 +7,8 @@
  * processes, memory, /dev/shm or connections (lis_sandbox_capture).
  * Everything slow runs as a worker job; the container is busy meanwhile (no
  * delete) and, for a snapshot, fork or commit, "snapping": no pause, resume,
- * exec or second snapshot until it is done. The forks are containers of the
+ * exec or second snapshot until it is done (and no snapshot while a pause or
+ * resume runs: one state change at a time). The forks are containers of the
  * server like those of POST /lis/v1/sandboxes: made on the loop thread by
  * containers.c (sv_container_new), their sandboxes by lis_sandbox_fork's
  * create callback on the worker (sv_container_sandbox: limits, net proxy). */
@@ -84,6 +85,13 @@ static unsigned err_status(const lis_error *e)
 {
     return e->code == EINVAL || e->code == ENAMETOOLONG ? 400 : e->code == ENOENT ? 404
          : e->code == EBUSY || e->code == ESRCH || e->code == EEXIST ? 409 : 500;
+}
+
+/* One state change at a time (pause, resume, snapshot, fork, commit). */
+static enum MHD_Result refuse_busy(sv_req *q, const sv_container *c)
+{
+    return sv_reply_error(q, 409, "sandbox %s is being %s; retry when that is done", c->id,
+                          c->snapping == SV_SNAP ? "snapshotted" : "paused or resumed");
 }
 
 /* ---- CPU time ------------------------------------------------------------------------------- */
@@ -244,6 +252,8 @@ static void state_done(void *arg)
     state_job *j = arg;
     sv_container *c = j->c;
     c->busy--;
+    if (j->op != OP_STATS)
+        c->snapping = 0;
     if (j->rc < 0) {
         sv_req_finish_error(j->q, err_status(&j->err), "%s", j->err.msg);
     } else if (j->op == OP_STATS) {
@@ -259,16 +269,19 @@ static void state_done(void *arg)
 static enum MHD_Result state_op(sv_req *q, sv_container *c, int op)
 {
     if (op != OP_STATS && c->snapping)
-        return sv_reply_error(q, 409, "sandbox %s is being snapshotted; retry when the snapshot "
-                              "is done", c->id);
+        return refuse_busy(q, c);
     state_job *j = calloc(1, sizeof *j);
     if (!j)
         return sv_reply_error(q, 500, "out of memory");
     *j = (state_job){.q = q, .c = c, .sb = c->sb, .op = op};
     c->busy++;
+    if (op != OP_STATS)
+        c->snapping = SV_PAUSING;
     sv_req_suspend(q);
     if (sv_job(q->s->loop, state_work, state_done, j) < 0) {
         c->busy--;
+        if (op != OP_STATS)
+            c->snapping = 0;
         free(j);
         sv_req_finish_error(q, 500, "out of memory");
     }
@@ -337,8 +350,7 @@ static void snap_done(void *arg)
 static enum MHD_Result snapshot_start(sv_req *q, sv_container *c, const char *ref, int docker)
 {
     if (c->snapping)
-        return sv_reply_error(q, 409, "a snapshot of sandbox %s is being taken; retry when it is "
-                              "done", c->id);
+        return refuse_busy(q, c);
     snap_job *j = calloc(1, sizeof *j);
     if (!j)
         return sv_reply_error(q, 500, "out of memory");
@@ -346,7 +358,7 @@ static enum MHD_Result snapshot_start(sv_req *q, sv_container *c, const char *re
     if (ref)
         sv_image_norm(ref, j->ref, sizeof j->ref);
     c->busy++;
-    c->snapping = 1;
+    c->snapping = SV_SNAP;
     sv_req_suspend(q);
     if (sv_job(q->s->loop, snap_work, snap_done, j) < 0) {
         c->busy--;
@@ -580,8 +592,7 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
         }
     if (c->snapping) {
         cJSON_Delete(b);
-        return sv_reply_error(q, 409, "a snapshot of sandbox %s is being taken; retry when it is "
-                              "done", c->id);
+        return refuse_busy(q, c);
     }
     fork_job *j = calloc(1, sizeof *j);
     sv_fork *f = j ? calloc(1, sizeof *f) : NULL;
@@ -627,7 +638,7 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
         s->forks = f;
     }
     c->busy++;
-    c->snapping = 1;
+    c->snapping = SV_SNAP;
     sv_req_suspend(q);
     if (sv_job(s->loop, fork_work, fork_done, j) < 0) {
         j->rc = lis_fail(&j->err, ENOMEM, "out of memory");
