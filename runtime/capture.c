@@ -47,6 +47,7 @@ const char *lis_sandbox_rootfs(const lis_sandbox *sb)
 struct capture_job {
     int upper, tmp, dest; /* tmp may be -1 */
     int keep_owner;
+    uint64_t max_bytes; /* the sandbox's disk budget: what a snapshot may hold */
     const lis_capture_opts *opts;
 };
 
@@ -61,11 +62,15 @@ static int copy_layer(void *arg, void *result, lis_error *err)
     struct capture_job *j = arg;
     struct capture_out *o = result;
     o->c.keep_owner = j->keep_owner;
+    o->c.max_bytes = j->max_bytes;
     if (j->opts && j->opts->hash) {
         o->c.hash = j->opts->hash;
         o->c.hash_arg = j->opts->arg;
     }
     int rc = lis_copy_tree(j->upper, j->dest, &o->c);
+    if (rc == -EFBIG)
+        return lis_fail(err, EFBIG, "its files hold more than its disk budget of %llu bytes",
+                        (unsigned long long)j->max_bytes);
     if (rc)
         return lis_fail(err, -rc, "copying the writable layer (at %s): %s", o->c.where,
                         strerror(-rc));
@@ -79,6 +84,9 @@ static int copy_layer(void *arg, void *result, lis_error *err)
             return lis_fail(err, errno, "opening tmp/ in the snapshot: %s", strerror(errno));
         rc = lis_copy_tree(j->tmp, d, &o->c);
         close(d);
+        if (rc == -EFBIG)
+            return lis_fail(err, EFBIG, "its files hold more than its disk budget of %llu "
+                            "bytes", (unsigned long long)j->max_bytes);
         if (rc)
             return lis_fail(err, -rc, "copying /tmp (at %s): %s", o->c.where, strerror(-rc));
     }
@@ -122,6 +130,7 @@ int lis_sandbox_capture(lis_sandbox *sb, const char *dest, const lis_capture_opt
     if (!sb_alive(sb))
         return lis_fail(err, ESRCH, "sandbox %s is not running", sb->name);
     struct capture_job j = {.upper = -1, .tmp = -1, .dest = -1, .keep_owner = sb->full_map,
+                            .max_bytes = sb->disk_limit == LIS_UNLIMITED ? 0 : sb->disk_limit,
                             .opts = opts};
     int scratch = open_scratch(sb, err);
     if (scratch < 0)

@@ -113,7 +113,9 @@ typedef struct lis_tree_copy {
     int keep_owner;
     void (*hash)(void *arg, const void *data, size_t len); /* NULL: none */
     void *hash_arg;
-    uint64_t files, bytes, reflinked; /* added to */
+    uint64_t max_bytes;               /* of data (holes not counted); 0: no bound */
+    uint64_t files, bytes, reflinked; /* added to; bytes: file sizes */
+    uint64_t data_bytes;              /* added to: bytes of data (not holes) */
     char where[256];
 } lis_tree_copy;
 int lis_copy_tree(int sfd, int dfd, lis_tree_copy *c);

@@ -142,6 +142,8 @@ typedef struct lis_stats {
     uint64_t memory_peak;   /* 0 when unknown */
     uint64_t nprocs;
     uint64_t oom_kills;
+    double cpu_seconds;     /* CPU time used, exited processes included (cgroup v2's
+                             * cpu.stat, else its processes' and their reaped children's) */
     int persist;
     int limits_enforced;
     /* "cgroup" (enforced by the kernel), "fallback" (no cgroup: rlimits and

@@ -557,13 +557,16 @@ int lis_sandbox_root_fd(lis_sandbox *sb, lis_error *err)
     return sb->root_fd = fd;
 }
 
-/* Processes whose pid namespace is the sandbox's; RSS summed. */
-static void proc_usage(pid_t pid, uint64_t *nprocs, uint64_t *rss)
+/* Processes whose pid namespace is the sandbox's; RSS and CPU time summed
+ * (with the time of the children each reaped: lis-init reaps them all). */
+static void proc_usage(pid_t pid, uint64_t *nprocs, uint64_t *rss, double *cpu)
 {
     char want[64], link[64], path[64];
     snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
     ssize_t n = readlink(path, want, sizeof want - 1);
     *nprocs = *rss = 0;
+    *cpu = 0;
+    unsigned long long ticks = 0;
     if (n <= 0)
         return;
     want[n] = 0;
@@ -589,8 +592,22 @@ static void proc_usage(pid_t pid, uint64_t *nprocs, uint64_t *rss)
             *rss += (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
         if (f)
             fclose(f);
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        char buf[1024];
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t len = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        buf[len > 0 ? len : 0] = 0;
+        char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
+        unsigned long long ut, stt, cut, cst;
+        if (p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+                        &ut, &stt, &cut, &cst) == 4)
+            ticks += ut + stt + cut + cst;
     }
     closedir(d);
+    long hz = sysconf(_SC_CLK_TCK);
+    *cpu = (double)ticks / (double)(hz > 0 ? hz : 100);
 }
 
 static void fill_stats(lis_stats *st, const char *name, pid_t pid, int alive, const char *rootfs,
@@ -604,7 +621,7 @@ static void fill_stats(lis_stats *st, const char *name, pid_t pid, int alive, co
     st->persist = persist;
     st->age_seconds = created > 0 ? lis_wallclock() - created : 0;
     if (alive)
-        proc_usage(pid, &st->nprocs, &st->memory_bytes);
+        proc_usage(pid, &st->nprocs, &st->memory_bytes, &st->cpu_seconds);
 }
 
 int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err)

@@ -7,7 +7,7 @@
  * REPS times each: lis_sandbox_fork(N) (snapshot + N ephemeral tmpfs
  * sandboxes, until all are running), N fresh lis_sandbox_create on ROOTFS
  * (the floor a fork cannot beat), lis_sandbox_pause and lis_sandbox_resume
- * of the parent. Prints "key median_ms" lines. Forks and fresh sandboxes are
+ * of the parent (which runs a sleeping process). Prints "key median_ms" lines. Forks and fresh sandboxes are
  * destroyed between repetitions (not timed). */
 #include "lis.h"
 #include "rootfs.h"
@@ -63,7 +63,9 @@ int main(int argc, char **argv)
     if (lis_sandbox_create(ctx, &spec, &parent, &err) < 0)
         die("parent", &err);
     char cmd[160];
-    snprintf(cmd, sizeof cmd, "mkdir -p /work && dd if=/dev/urandom of=/work/data bs=1M count=%d 2>/dev/null", mb);
+    /* a process for pause to stop, as an agent's shell or server would be */
+    snprintf(cmd, sizeof cmd, "mkdir -p /work && dd if=/dev/urandom of=/work/data bs=1M "
+             "count=%d 2>/dev/null && { sleep 100000 >/dev/null 2>&1 </dev/null & }", mb);
     lis_exec_spec ex = {.shell = cmd};
     lis_result r;
     if (lis_exec(parent, &ex, &r, &err) < 0 || r.exit_code != 0)

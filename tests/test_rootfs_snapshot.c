@@ -310,3 +310,37 @@ Test(snapshot, cli_snapshot_fork_ls_and_errors, .timeout = 180)
     cr_assert_eq(code, 0, "%s", out);
     free(out);
 }
+
+/* A sparse file stays sparse (a hostile 1 TB hole neither fills the host's
+ * disk nor takes time), and the set-up tmpfs lis-init holds for snapshots is
+ * out of the sandbox's reach. */
+Test(snapshot, sparse_files_and_the_held_tmpfs_out_of_reach, .timeout = 120)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    lis_error err = {0};
+    sh_ok(sb, "truncate -s 1099511627776 /hole && echo tail >> /hole", NULL);
+    /* lis-init's fds (their numbers can be listed) can be neither read nor
+     * opened from inside, as root */
+    sh_ok(sb, "n=0; for i in $(seq 0 64); do ls /proc/1/fd/$i/ >/dev/null 2>&1 && n=$((n+1)); "
+              "readlink /proc/1/fd/$i >/dev/null 2>&1 && n=$((n+1)); "
+              "cat /proc/1/fd/$i/upper/etc/hosts >/dev/null 2>&1 && n=$((n+1)); done; echo $n",
+          "0\n");
+    sh_ok(sb, "ls /proc/1/fd | wc -l | grep -qv '^0$' && echo some", "some\n");
+    lis_snapshot_result snap;
+    cr_assert_eq(lis_rootfs_snapshot(lis_ctx_data_dir(ctx), sb, NULL, &snap, &err), 0, "%s",
+                 err.msg);
+    char blob[4200];
+    snprintf(blob, sizeof blob, "%s/rootfs/blobs/sha256/%s/hole", lis_ctx_data_dir(ctx),
+             snap.digest + 7);
+    struct stat st;
+    cr_assert_eq(stat(blob, &st), 0, "%s", blob);
+    cr_assert_eq(st.st_size, (1ll << 40) + 5);
+    cr_assert(st.st_blocks * 512 < (1 << 20), "the hole was written: %lld blocks",
+              (long long)st.st_blocks);
+    lis_sandbox *c = from_chain(ctx, snap.rootfs);
+    sh_ok(c, "stat -c %s /hole; tail -c 5 /hole", "1099511627781\ntail\n");
+    lis_sandbox_destroy(c, &err);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
