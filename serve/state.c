@@ -15,12 +15,10 @@
 #include "rootfs.h"
 #include "serve.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define FORK_MAX 64
 
@@ -94,91 +92,6 @@ static enum MHD_Result refuse_busy(sv_req *q, const sv_container *c)
                           c->snapping == SV_SNAP ? "snapshotted" : "paused or resumed");
 }
 
-/* ---- CPU time ------------------------------------------------------------------------------- */
-
-/* The unified cgroup of pid ("0::/path"), or "" without one. */
-static void cgroup_of(const char *pid, char *out, size_t len)
-{
-    char path[64], line[4096];
-    snprintf(path, sizeof path, "/proc/%s/cgroup", pid);
-    out[0] = 0;
-    FILE *f = fopen(path, "r");
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "0::", 3)) {
-            line[strcspn(line, "\n")] = 0;
-            snprintf(out, len, "%s", line + 3);
-        }
-    if (f)
-        fclose(f);
-}
-
-/* The sandbox's own cgroup v2's usage_usec: exact, exited processes included. */
-static int cpu_cgroup(pid_t pid1, double *secs)
-{
-    char pid[24], mine[2048], theirs[2048], path[2200], line[256];
-    snprintf(pid, sizeof pid, "%d", (int)pid1);
-    cgroup_of(pid, theirs, sizeof theirs);
-    cgroup_of("self", mine, sizeof mine);
-    if (!theirs[0] || !strcmp(theirs, mine) || !strcmp(theirs, "/"))
-        return -1; /* no cgroup of its own (the fallback): ours would count the server */
-    snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.stat", theirs);
-    FILE *f = fopen(path, "r");
-    unsigned long long us = 0;
-    int found = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "usage_usec %llu", &us) == 1)
-            found = 1;
-    if (f)
-        fclose(f);
-    if (!found)
-        return -1;
-    *secs = (double)us / 1e6;
-    return 0;
-}
-
-/* Without one: utime + stime of every process in the sandbox's pid namespace,
- * with the time of the children each has reaped (cutime + cstime). */
-static int cpu_proc(pid_t pid1, double *secs)
-{
-    char path[64], want[64], got[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid1);
-    ssize_t n = readlink(path, want, sizeof want - 1);
-    if (n <= 0)
-        return -1;
-    want[n] = 0;
-    DIR *d = opendir("/proc");
-    if (!d)
-        return -1;
-    unsigned long long ticks = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof path, "/proc/%.20s/ns/pid", e->d_name);
-        n = readlink(path, got, sizeof got - 1);
-        if (n <= 0)
-            continue;
-        got[n] = 0;
-        if (strcmp(got, want))
-            continue;
-        snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        if (f)
-            fclose(f);
-        buf[len] = 0;
-        char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
-        unsigned long long ut, st, cut, cst;
-        if (p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
-                        &ut, &st, &cut, &cst) == 4)
-            ticks += ut + st + cut + cst;
-    }
-    closedir(d);
-    long hz = sysconf(_SC_CLK_TCK);
-    *secs = (double)ticks / (double)(hz > 0 ? hz : 100);
-    return 0;
-}
-
 /* ---- pause, resume, stats ----------------------------------------------------------------------- */
 
 enum { OP_PAUSE, OP_RESUME, OP_STATS };
@@ -190,8 +103,6 @@ typedef struct state_job {
     int op, rc;
     lis_error err;
     lis_stats st;
-    double cpu;
-    const char *cpu_source;
 } state_job;
 
 static void state_work(void *arg)
@@ -203,9 +114,6 @@ static void state_work(void *arg)
         j->rc = lis_sandbox_resume(j->sb, &j->err);
     } else {
         j->rc = lis_sandbox_stats(j->sb, &j->st, &j->err);
-        pid_t pid = lis_sandbox_pid(j->sb);
-        j->cpu_source = cpu_cgroup(pid, &j->cpu) == 0 ? "cgroup"
-                      : cpu_proc(pid, &j->cpu) == 0   ? "proc" : NULL;
     }
 }
 
@@ -227,13 +135,7 @@ static cJSON *stats_json(state_job *j)
     cJSON_AddStringToObject(o, "state", st->state);
     cJSON_AddNumberToObject(o, "pid", st->pid);
     cJSON_AddNumberToObject(o, "age_seconds", st->age_seconds);
-    if (j->cpu_source) {
-        cJSON_AddNumberToObject(o, "cpu_seconds", j->cpu);
-        cJSON_AddStringToObject(o, "cpu_source", j->cpu_source);
-    } else {
-        cJSON_AddNullToObject(o, "cpu_seconds");
-        cJSON_AddNullToObject(o, "cpu_source");
-    }
+    cJSON_AddNumberToObject(o, "cpu_seconds", st->cpu_seconds);
     cJSON_AddNumberToObject(o, "memory_bytes", (double)st->memory_bytes);
     cJSON_AddNumberToObject(o, "memory_peak_bytes", (double)st->memory_peak);
     uint64_t ml = c->limits.memory_bytes ? c->limits.memory_bytes : LIS_DEFAULT_MEMORY;

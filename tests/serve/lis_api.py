@@ -212,7 +212,7 @@ def cpu_grows(i, base, secs=15):
 
 d = stats(sid)
 check("stats -> 200 with the sandbox's numbers", d.get("id") == sid and d["state"] == "running"
-      and isinstance(d["cpu_seconds"], (int, float)) and d["cpu_source"] in ("cgroup", "proc")
+      and isinstance(d["cpu_seconds"], (int, float)) and d["cpu_seconds"] >= 0
       and d["memory_bytes"] >= 0 and d["pids"] >= 1 and d["age_seconds"] > 0
       and d["memory_limit_bytes"] == 256 << 20 and d["disk_bytes"] >= 0
       and "disk_limit_bytes" in d and d["limits"] in ("cgroup", "fallback"), d)
