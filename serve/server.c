@@ -290,6 +290,7 @@ out:
     if (tfd >= 0)
         close(tfd);
     sv_execs_free(s);
+    sv_state_free(s);
     sv_loop_free(s->loop);
     lis_error e2 = {0};
     lis_host_rmtree(s->tmp_dir, &e2);
