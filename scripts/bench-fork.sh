@@ -3,7 +3,8 @@
 #   fork16 (1 MB)    lis_sandbox_fork(16) of a sandbox whose writable layer holds 1 MiB
 #                    goal <= 100 ms; <= 0.05x dockerd's `docker commit` + 16 x `docker run -d`
 #   fork16 (100 MB)  the same with 100 MiB
-#   fresh16          16 new sandboxes on the image itself: the floor under any fork
+#   fresh16          16 new sandboxes on the image itself, made by 4 threads as a fork makes
+#                    its own: the floor under any fork
 #   pause / resume   lis_sandbox_pause / _resume of a running sandbox, goal <= 5 ms each
 # lis runs rootless as $LIS_BENCH_USER through the C API (tests/bench_fork.c); dockerd (the
 # peer) runs only here, as root, as in bench-serve.sh: --storage-driver=vfs --bridge=none
