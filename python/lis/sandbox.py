@@ -66,6 +66,7 @@ class Commands:
                     emit(name, dec[name].decode(base64.b64decode(data["data"])))
                 elif name == "exit":
                     end = data
+                    break  # always the last event: no need to wait for the stream's end
         finally:
             resp._lis_conn.close()
         for name, d in dec.items():
