@@ -58,6 +58,10 @@ class AsyncSandbox:
     async def list_snapshots(cls, **kw) -> List[Snapshot]:
         return await asyncio.to_thread(Sandbox.list_snapshots, **kw)
 
+    @classmethod
+    async def get_snapshot(cls, ref, **kw) -> Snapshot:
+        return await asyncio.to_thread(Sandbox.get_snapshot, ref, **kw)
+
     async def kill(self) -> bool:
         return await asyncio.to_thread(self._sb.kill)
 

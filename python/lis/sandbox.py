@@ -130,18 +130,22 @@ class Files:
 
 @dataclass
 class Snapshot:
-    """A snapshot: the files a sandbox had written (its writable layer), stored as
-    an image over the sandbox's own image. It holds files only, not processes:
-    nothing that ran, and no memory, is in it. Sandbox.create(image=snap.id, or
-    its tag) starts new sandboxes from it."""
-    id: str                      # "sha256:<hex>", usable as an image
-    tag: Optional[str] = None
+    """A snapshot: the files a sandbox had written (its writable layer, and its
+    /tmp), stored as an image over the sandbox's own image. It holds files only,
+    not processes: nothing that ran, no memory, no open connection is in it.
+    Sandbox.create(image=snap.id, or its tag) starts new sandboxes from it."""
+    id: str                       # "sha256:<hex>", usable as an image
+    tag: Optional[str] = None     # "name:tag" (a name alone gets ":latest")
     parent: Optional[str] = None  # the image it is a layer over
-    depth: int = 0               # layers under it, itself included
+    depth: int = 0                # layers of its chain, the base included
     files: int = 0
     bytes: int = 0
     paused_ms: Optional[float] = None  # how long the sandbox was paused to take it
-    existed: bool = False        # the same content was stored already
+    existed: bool = False         # the same files over the same parent were stored already
+    reflinked: int = 0            # files shared with the sandbox by reflink, not copied
+    tags: List[str] = field(default_factory=list)  # every tag (Sandbox.list_snapshots)
+    created: Optional[str] = None
+    source: Optional[str] = None  # what it was taken from
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -151,22 +155,30 @@ class Snapshot:
 
     @classmethod
     def _from(cls, doc):
-        return cls(id=doc.get("id", ""), tag=doc.get("tag"), parent=doc.get("parent"),
+        tags = [t for t in doc.get("tags") or [] if isinstance(t, str)]
+        tag = doc.get("tag") or (tags[0] if tags else None)
+        return cls(id=doc.get("id", ""), tag=tag, parent=doc.get("parent"),
                    depth=int(doc.get("depth") or 0), files=int(doc.get("files") or 0),
-                   bytes=int(doc.get("bytes") or 0), paused_ms=doc.get("paused_ms"),
-                   existed=bool(doc.get("existed", False)), raw=doc)
+                   bytes=int(doc.get("bytes", doc.get("size")) or 0),
+                   paused_ms=doc.get("paused_ms"), existed=bool(doc.get("existed", False)),
+                   reflinked=int(doc.get("reflinked") or 0), tags=tags or ([tag] if tag else []),
+                   created=doc.get("created"), source=doc.get("source"), raw=doc)
 
 
 @dataclass
 class SandboxMetrics:
     """The sandbox's stats now (GET .../stats). E2B's names where they mean the
-    same: mem_used, disk_used (bytes); lis's own: cpu_seconds (CPU time used by
-    all its processes), pids; raw holds every field the server sent."""
+    same: mem_used, mem_total (its limit), disk_used, disk_total (its budget), in
+    bytes; lis's own: cpu_seconds (CPU time all its processes used so far; flat
+    while paused), pids; raw holds every field the server sent (docs/api.md).
+    None where the server could not tell (or sets no limit)."""
     state: str
     cpu_seconds: Optional[float] = None
     mem_used: Optional[int] = None
-    pids: Optional[int] = None
+    mem_total: Optional[int] = None
     disk_used: Optional[int] = None
+    disk_total: Optional[int] = None
+    pids: Optional[int] = None
     timestamp: float = 0.0
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -177,19 +189,20 @@ class SandboxMetrics:
     def _num(doc, *keys):
         for k in keys:
             v = doc.get(k)
-            if isinstance(v, dict):  # {"current": n, "peak": ...}
-                v = v.get("current", v.get("used", v.get("bytes")))
+            if isinstance(v, dict):  # {"current": n, ...}
+                v = v.get("current")
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 return v
         return None
 
     @classmethod
     def _from(cls, doc):
-        return cls(state=doc.get("state", ""), cpu_seconds=cls._num(doc, "cpu_seconds"),
-                   mem_used=cls._num(doc, "memory", "memory_bytes"),
-                   pids=cls._num(doc, "pids", "nprocs"),
-                   disk_used=cls._num(doc, "disk", "disk_bytes"), timestamp=time.time(),
-                   raw=doc)
+        n = cls._num
+        return cls(state=doc.get("state", ""), cpu_seconds=n(doc, "cpu_seconds"),
+                   mem_used=n(doc, "memory_bytes", "memory"),
+                   mem_total=n(doc, "memory_limit_bytes"),
+                   disk_used=n(doc, "disk_bytes", "disk"), disk_total=n(doc, "disk_limit_bytes"),
+                   pids=n(doc, "pids"), timestamp=time.time(), raw=doc)
 
 
 class ForkResult(list):
@@ -262,6 +275,11 @@ class Sandbox:
             doc = doc.get("snapshots") or []
         return [Snapshot._from(d) for d in doc]
 
+    @classmethod
+    def get_snapshot(cls, ref: str, socket: Optional[str] = None) -> Snapshot:
+        """One snapshot by tag or id (NotFoundException when there is none)."""
+        return Snapshot._from(Client(socket).call("GET", "snapshots/%s" % _q(ref), retry=True))
+
     def get_info(self):
         """The sandbox as the server has it: id, name, image, state ("running",
         "paused", ...), memory, net, ..."""
@@ -311,7 +329,8 @@ class Sandbox:
         lis's rootfs store, pausing it for as short a time as it takes. A snapshot
         holds the files only, not the processes: what runs now, and its memory,
         are not in it; a sandbox made from it starts fresh on those files. tag
-        names it (usable as an image, as its id "sha256:..." is)."""
+        names it ("name:tag"; a name alone gets ":latest"), usable as an image as
+        its id "sha256:..." is."""
         body = {"tag": tag} if tag else {}
         return Snapshot._from(self._client.call("POST", "sandboxes/%s/snapshot" % self.sandbox_id,
                                                 body))
@@ -338,10 +357,13 @@ class Sandbox:
                                 _key(idempotency_key), retry=True)
         out = []
         for el in doc.get("sandboxes") or []:
-            if isinstance(el, dict) and "error" in el and "id" not in el:
+            if isinstance(el, dict) and el.get("error"):
+                # this fork failed (or, in a replay, was deleted since: it has an id)
                 status = el.get("status")
-                out.append(from_status(status, el["error"]) if isinstance(status, int)
-                           else SandboxException(str(el["error"])))
+                e = (from_status(status, str(el["error"])) if isinstance(status, int)
+                     else SandboxException(str(el["error"])))
+                e.sandbox_id = el.get("id")
+                out.append(e)
             else:
                 out.append(Sandbox(el, self._client))
         return ForkResult(out, Snapshot._from(doc.get("snapshot") or {}))

@@ -92,13 +92,14 @@ def test_fork_elements_that_failed_are_exceptions_with_the_servers_message(fake)
               "POST /lis/v1/sandboxes/%s/fork" % SB["id"]: [
                   (201, {"snapshot": snap, "sandboxes": [
                       sb2, {"error": "fork 2 of 3: out of disk"},
-                      {"error": "no such image", "status": 404}]})]})
+                      {"id": "f" * 64, "error": "deleted since", "status": 404}]})]})
     sb = lis.Sandbox.connect("x", socket=f.path)
     res = sb.fork(3, tag="t", memory="1g", net="none", envs={"K": "v"})
     assert len(res) == 3
     assert isinstance(res[0], lis.Sandbox) and res[0].sandbox_id == "d" * 64
     assert type(res[1]) is lis.SandboxException and res[1].message == "fork 2 of 3: out of disk"
-    assert isinstance(res[2], lis.NotFoundException) and str(res[2]) == "no such image"
+    assert isinstance(res[2], lis.NotFoundException) and str(res[2]) == "deleted since"
+    assert res[1].sandbox_id is None and res[2].sandbox_id == "f" * 64
     assert res.snapshot.id == snap["id"] and res.snapshot.depth == 2
     assert res.snapshot.paused_ms == 1.5 and res.snapshot.existed is False
     _, _, hdrs, body = f.seen[-1]
@@ -152,15 +153,17 @@ def test_retries_end(fake, monkeypatch):
 
 def test_snapshot_list_and_metrics_shapes(fake):
     f = fake({"GET /lis/v1/sandboxes/x": [(200, SB)],
-              "GET /lis/v1/snapshots": [(200, [{"id": "sha256:" + "e" * 64, "tag": "t1",
-                                                "depth": 1}])],
+              "GET /lis/v1/snapshots": [(200, [{"id": "sha256:" + "e" * 64,
+                                                "tags": ["t1:latest", "t2:v1"], "depth": 2,
+                                                "size": 77, "files": 4, "source": "sandbox x"}])],
               "GET /lis/v1/sandboxes/%s/stats" % SB["id"]: [
-                  (200, {"state": "running", "cpu_seconds": 1.25,
-                         "memory": {"current": 4096, "peak": 8192}, "pids": 3,
-                         "disk": 512})]})
+                  (200, {"state": "running", "cpu_seconds": 1.25, "memory_bytes": 4096,
+                         "memory_peak_bytes": 8192, "memory_limit_bytes": None, "pids": 3,
+                         "disk_bytes": 512, "disk_limit_bytes": 1 << 30})]})
     snaps = lis.Sandbox.list_snapshots(socket=f.path)
-    assert [(s.id[:8], s.tag, s.depth) for s in snaps] == [("sha256:e", "t1", 1)]
+    assert [(s.id[:8], s.tag, s.tags, s.depth, s.bytes, s.files, s.source) for s in snaps] == [
+        ("sha256:e", "t1:latest", ["t1:latest", "t2:v1"], 2, 77, 4, "sandbox x")]
     m = lis.Sandbox.connect("x", socket=f.path).get_metrics()
-    assert (m.state, m.cpu_seconds, m.mem_used, m.pids, m.disk_used) == (
-        "running", 1.25, 4096, 3, 512)
-    assert m["memory"]["peak"] == 8192
+    assert (m.state, m.cpu_seconds, m.mem_used, m.mem_total, m.pids, m.disk_used,
+            m.disk_total) == ("running", 1.25, 4096, None, 3, 512, 1 << 30)
+    assert m["memory_peak_bytes"] == 8192

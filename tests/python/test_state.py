@@ -42,11 +42,14 @@ def test_pause_refuses_exec_stops_cpu_and_resume_goes_on(sb):
 
 
 def test_metrics_name_what_the_sandbox_uses(sb):
-    sb.files.write("/work/blob", b"\0" * (1 << 20))
+    assert sb.commands.run("mkdir -p /work && head -c 1048576 /dev/urandom > /work/blob").exit_code == 0
     m = sb.get_metrics()
     assert isinstance(m, lis.SandboxMetrics)
-    assert m.state == "running"
+    assert m.state == "running" and m["id"] == sb.sandbox_id
     assert m.mem_used and m.mem_used > 0
+    assert m.mem_total == 512 << 20  # the server's --memory
+    assert m.disk_used >= 1 << 20
+    assert m.disk_total is None or m.disk_total >= m.disk_used
     assert m.pids and m.pids >= 1
     assert m.cpu_seconds is not None and m.cpu_seconds >= 0
 
@@ -55,23 +58,33 @@ def test_snapshot_holds_the_files_and_creates_new_sandboxes(server):
     with lis.Sandbox.create(image=IMAGE) as sb:
         sb.files.write("/work/state.txt", "step 7\n")
         sb.commands.run("sleep 1000 >/dev/null 2>&1 </dev/null &")
+        assert sb.commands.run("pgrep -x sleep").exit_code == 0
         snap = sb.snapshot(tag="py-snap-1")
         assert isinstance(snap, lis.Snapshot)
         assert snap.id.startswith("sha256:") and snap.snapshot_id == snap.id
-        assert snap.tag == "py-snap-1" and snap.parent and snap.depth >= 1
-        assert snap.files >= 1 and snap.bytes >= len("step 7\n")
+        assert snap.tag == "py-snap-1:latest" and snap.depth == 2
+        assert snap.parent and snap.parent.startswith("sha256:")
+        assert snap.files >= 1 and snap.bytes >= len("step 7\n") and not snap.existed
+        assert snap.paused_ms is not None and snap.paused_ms >= 0
         # the sandbox goes on running after its snapshot
         assert sb.is_running()
         sb.files.write("/work/state.txt", "step 8\n")
         again = sb.create_snapshot()  # E2B's name, no tag
-        assert again.id != snap.id and again.id.startswith("sha256:")
-    ids = {s.id for s in lis.Sandbox.list_snapshots()}
-    assert {snap.id, again.id} <= ids
-    for image in (snap.id, "py-snap-1", snap):
+        assert again.id != snap.id and again.id.startswith("sha256:") and again.tag is None
+        same = sb.snapshot()  # nothing changed: the same content, stored once
+        assert same.id == again.id and same.existed
+    listed = {s.id: s for s in lis.Sandbox.list_snapshots()}
+    assert {snap.id, again.id} <= set(listed)
+    assert "py-snap-1:latest" in listed[snap.id].tags and listed[snap.id].depth == 2
+    got = lis.Sandbox.get_snapshot("py-snap-1:latest")
+    assert got.id == snap.id and got.parent == snap.parent
+    with pytest.raises(lis.NotFoundException):
+        lis.Sandbox.get_snapshot("no-such-snapshot:v9")
+    for image in (snap.id, "py-snap-1:latest", snap):
         with lis.Sandbox.create(image=image) as child:
             assert child.files.read("/work/state.txt") == "step 7\n"
             # files only: no process of the snapshotted sandbox came along
-            assert child.commands.run("pgrep -f 'sleep 1000'").exit_code == 1
+            assert child.commands.run("pgrep -x sleep").exit_code == 1
     with lis.Sandbox.create(image=again) as child:
         assert child.files.read("/work/state.txt") == "step 8\n"
 
@@ -107,15 +120,38 @@ def test_fork_4_each_independent(server):
 
 
 def test_fork_options_and_a_retried_fork_makes_no_more(server):
-    with lis.Sandbox.create(image=IMAGE, envs={"A": "parent"}) as parent:
-        forks = parent.fork(2, memory="300m", envs={"A": "fork"}, idempotency_key="fork-k-1")
+    with lis.Sandbox.create(image=IMAGE, envs={"A": "parent", "B": "kept"}) as parent:
+        forks = parent.fork(2, memory="300m", envs={"A": "fork"}, tag="py-fork:v1",
+                            idempotency_key="fork-k-1")
         try:
-            assert len(forks) == 2
+            assert len(forks) == 2 and forks.snapshot.tag == "py-fork:v1"
             for f in forks:
                 assert f.get_info()["memory"] == 300 << 20
-                assert f.commands.run("echo $A").stdout == "fork\n"
+                assert f.get_info()["image"] == forks.snapshot.id
+                assert f.commands.run("echo $A $B").stdout == "fork kept\n"
             again = parent.fork(2, idempotency_key="fork-k-1")
-            assert sorted(f.sandbox_id for f in again) == sorted(f.sandbox_id for f in forks)
+            assert [f.sandbox_id for f in again] == [f.sandbox_id for f in forks]
+            assert again.snapshot.id == forks.snapshot.id
+        finally:
+            for f in forks:
+                f.kill()
+
+
+def test_a_fork_element_that_failed_is_an_exception(server):
+    """A replay of a fork whose second sandbox was deleted since: that element is
+    an error (the others stand), with the server's message."""
+    with lis.Sandbox.create(image=IMAGE) as parent:
+        forks = parent.fork(3, idempotency_key="fork-k-2")
+        try:
+            assert forks[1].kill()
+            again = parent.fork(3, idempotency_key="fork-k-2")
+            assert len(again) == 3
+            assert isinstance(again[0], lis.Sandbox) and again[0].sandbox_id == forks[0].sandbox_id
+            assert isinstance(again[2], lis.Sandbox) and again[2].sandbox_id == forks[2].sandbox_id
+            err = again[1]
+            assert isinstance(err, lis.SandboxException) and not isinstance(err, lis.Sandbox)
+            assert "deleted" in err.message and err.sandbox_id == forks[1].sandbox_id
+            assert again[0].commands.run("echo alive").stdout == "alive\n"
         finally:
             for f in forks:
                 f.kill()
