@@ -18,7 +18,7 @@ OPT     ?= -O2 -g
 CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Inet -Irootfs -Iagent -Ibatch -Iserve
 
 RT_PKGS     := libseccomp libcjson
-AGENT_PKGS  := libcurl libcjson yaml-0.1
+AGENT_PKGS  := libcurl libcjson yaml-0.1 libcrypto
 ROOTFS_PKGS := libarchive libcurl libcjson libcrypto
 TEST_PKGS   := criterion
 SERVE_PKGS  := libmicrohttpd libarchive libcjson
@@ -40,9 +40,11 @@ RT_SRC      := $(wildcard runtime/*.c) rootfs/store.c
 NET_SRC     := $(wildcard net/*.c)
 INIT_SRC    := $(wildcard runtime/init/*.c)
 CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cmd_state.c cli/cli_util.c cli/relay.c
-AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) cli/cmd_run.c cli/cmd_batch.c cli/cmd_report.c \
+# (batch/'s --fork-from-setup snapshots and removes them: rootfs/snapshot.c, admin.c)
+AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) rootfs/snapshot.c rootfs/admin.c rootfs/util.c \
+               cli/cmd_run.c cli/cmd_batch.c cli/cmd_report.c \
                cli/agent_image.c cli/agent_main.c cli/cli_util.c
-ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cli_util.c
+ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cmd_snapshot.c cli/cli_util.c
 # serve/ links the rootfs store's admin code (tags, list, pull) as liblis-rootfs.so does
 SERVE_SRC   := $(wildcard serve/*.c) cli/cmd_serve.c
 
@@ -97,7 +99,7 @@ $(B)/liblis-agent.so: $(AGENT_OBJ)
 $(B)/liblis-rootfs.so: $(ROOTFS_OBJ)
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(ROOTFS_LIBS)
 
-$(B)/liblis-serve.so: $(SERVE_OBJ) $(filter-out $(B)/pobj/cli/cmd_rootfs.o,$(ROOTFS_OBJ))
+$(B)/liblis-serve.so: $(SERVE_OBJ) $(filter-out $(B)/pobj/cli/cmd_rootfs.o $(B)/pobj/cli/cmd_snapshot.o,$(ROOTFS_OBJ))
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(SERVE_LIBS) $(ROOTFS_LIBS) -lpthread
 
 # Test binaries link the runtime; those that use net/ (test_net, test_http_head, the
@@ -125,6 +127,10 @@ $(B)/tests/bench_api: tests/bench_api.c $(B)/libruntime.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RT_CFLAGS) -o $@ $< $(B)/libruntime.a $(RT_LIBS) -lpthread
 
+$(B)/tests/bench_fork: tests/bench_fork.c $(B)/libruntime.a $(ROOTFS_LIBOBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(RT_CFLAGS) $(ROOTFS_CFLAGS) -o $@ $< $(ROOTFS_LIBOBJ) $(B)/libruntime.a $(RT_LIBS) $(ROOTFS_LIBS) -lpthread
+
 $(B)/tests/sysprobe: tests/sysprobe.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
@@ -135,7 +141,7 @@ $(B)/tests/security/escape_probe: tests/security/escape_probe.c
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
 
 tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/security/escape_probe \
-       $(B)/tests/bench_api
+       $(B)/tests/bench_api $(B)/tests/bench_fork
 
 # The README's test command. As root it prepares fixtures, then runs the
 # rootless suites as an unprivileged user (LIS_TEST_USER, default lis-test).

@@ -337,6 +337,9 @@ cJSON *agent_ep_finish(agent_ep *ep, agent_outcome *out);
 
 /* Prepares the sandbox as the original does (mkdir -p of the working, input
  * and output dirs; git init when git exists) and fills env (bash or sh). */
+/* The tool environment of a sandbox that is prepared already (a fork of a
+ * prepared one): no command runs. */
+void agent_tool_env_init(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env);
 int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env,
                           lis_error *err);
 /* Runs the ReAct loop. Returns the trajectory (the original's format plus

@@ -9,8 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env,
-                          lis_error *err)
+void agent_tool_env_init(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env)
 {
     memset(env, 0, sizeof *env);
     env->sb = sb;
@@ -23,6 +22,13 @@ int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_en
     env->shell = (lis_file_stat(sb, "/bin/bash", &kind, NULL, &ignore) == 0 ||
                   lis_file_stat(sb, "/usr/bin/bash", &kind, NULL, &ignore) == 0)
                      ? "bash" : "sh";
+}
+
+int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env,
+                          lis_error *err)
+{
+    agent_tool_env_init(sb, p, env);
+    lis_error ignore;
     const char *mk[] = {"mkdir", "-p", p->working_dir, p->input_dir, p->output_dir, NULL};
     lis_exec_spec spec = {.argv = mk, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
                           .timeout = 60};

@@ -20,6 +20,8 @@
 #include "task.h"
 #include "workers.h"
 
+#include <pthread.h>
+
 typedef enum { EP_QUEUED = 0, EP_LIVE, EP_FINISHING, EP_DONE } bep_phase;
 typedef enum { SB_NONE = 0, SB_CREATING, SB_READY, SB_FAILED } bep_sandbox;
 typedef enum { LQ_NONE = 0, LQ_WAITING, LQ_FLIGHT, LQ_RETRY } bep_llm;
@@ -31,11 +33,26 @@ enum { R_SUBMITTED, R_MAX_STEPS, R_TOKEN_LIMIT, R_DEADLINE, R_LLM_ERROR, R_SANDB
 
 struct brun;
 
+/* --fork-from-setup: the repeats of one row share one set-up. The first of
+ * them to be set up makes a sandbox, prepares it (directories, git init,
+ * the row's input files) and snapshots it; every repeat then runs on a
+ * sandbox of that snapshot. The snapshot image goes when the last repeat of
+ * this run ends. */
+typedef struct bgroup {
+    pthread_mutex_t mu;
+    int state;                   /* 0: not made, 1: made, 2: failed */
+    char chain[4096];            /* the snapshot's chain of layers (lis_store_resolve) */
+    char digest[72];
+    char error[512];
+    size_t pending;              /* episodes of this run still to end */
+} bgroup;
+
 typedef struct bep {
     struct brun *run;
     size_t index;
     const batch_row *row;
     int attempt;
+    bgroup *group;               /* --fork-from-setup, else NULL */
     bep_phase phase;
     double t0, deadline;
     agent_opts opts;             /* the run's, with this row's query and log */
@@ -104,6 +121,7 @@ typedef struct brun {
     lis_sandbox_spec spec;
     agent_opts base;
     bep *eps;                    /* the episodes still to run (no row yet) */
+    bgroup *groups;              /* --fork-from-setup: one per row of the task */
     size_t neps, next;
     size_t rows, total, already; /* rows of the task, episodes in all, done before (resume) */
     /* in flight */

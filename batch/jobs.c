@@ -6,6 +6,7 @@
  * directory, the scorer) are thread-safe. */
 #include "engine.h"
 #include "lis_net.h"
+#include "rootfs.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@ int batch_reason_index(const char *stop_reason)
 
 /* Input files land in input_dir as the original's copy_dir_to_container of
  * a temporary directory: one file per entry, null contents skipped. */
-static int write_inputs(bep *e, lis_error *err)
+static int write_inputs(bep *e, lis_sandbox *sb, lis_error *err)
 {
     const cJSON *f;
     const char *dir = e->run->task->prompts.input_dir;
@@ -39,7 +40,7 @@ static int write_inputs(bep *e, lis_error *err)
         const char *text = cJSON_IsString(f) ? f->valuestring : (printed = cJSON_Print(f));
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, f->string);
-        int rc = text ? lis_file_write(e->sb, path, text, strlen(text), 0644, err) : -1;
+        int rc = text ? lis_file_write(sb, path, text, strlen(text), 0644, err) : -1;
         free(printed);
         if (rc < 0)
             return lis_wrap(err, "writing input file %s", path);
@@ -73,13 +74,84 @@ void bjob_spare(void *arg)
     make_sandbox(s->run, &s->sb, &s->env, s->error, sizeof s->error);
 }
 
+/* --fork-from-setup: the group's snapshot, made by the first repeat to get
+ * here (the others wait for it on the group's lock). */
+static int group_snapshot(bep *e)
+{
+    bgroup *g = e->group;
+    brun *r = e->run;
+    pthread_mutex_lock(&g->mu);
+    if (g->state == 0) {
+        lis_sandbox *t = NULL;
+        agent_tool_env env;
+        lis_error err = {0};
+        g->state = 2;
+        if (make_sandbox(r, &t, &env, g->error, sizeof g->error) == 0) {
+            lis_snapshot_result snap;
+            if (write_inputs(e, t, &err) < 0)
+                snprintf(g->error, sizeof g->error, "preparing the sandbox: %s", err.msg);
+            else if (lis_rootfs_snapshot(lis_ctx_data_dir(r->ctx), t, NULL, &snap, &err) < 0)
+                snprintf(g->error, sizeof g->error, "snapshot of the set-up: %s", err.msg);
+            else {
+                snprintf(g->chain, sizeof g->chain, "%s", snap.rootfs);
+                snprintf(g->digest, sizeof g->digest, "%s", snap.digest);
+                g->state = 1;
+            }
+            lis_error ign;
+            lis_sandbox_destroy(t, &ign);
+        }
+    }
+    int ok = g->state == 1;
+    if (!ok)
+        snprintf(e->sb_error, sizeof e->sb_error, "%s", g->error);
+    pthread_mutex_unlock(&g->mu);
+    return ok ? 0 : -1;
+}
+
+/* One repeat's sandbox: a fork of its row's set-up. */
+static void setup_from_group(bep *e)
+{
+    brun *r = e->run;
+    if (group_snapshot(e) < 0)
+        return;
+    lis_sandbox_spec spec = r->spec;
+    spec.rootfs = e->group->chain;
+    lis_error err = {0};
+    if (lis_net_sandbox_create(r->ctx, &spec, NULL, &e->sb, &err) < 0) {
+        snprintf(e->sb_error, sizeof e->sb_error, "starting the forked sandbox: %s", err.msg);
+        e->sb = NULL;
+        return;
+    }
+    agent_tool_env_init(e->sb, &r->task->prompts, &e->env);
+    e->env.timeout = r->o->cmd_timeout > 0 ? r->o->cmd_timeout : AGENT_CMD_TIMEOUT;
+}
+
+/* The end of one repeat: the last one of the run removes the snapshot. */
+static void group_done(bep *e)
+{
+    bgroup *g = e->group;
+    if (!g)
+        return;
+    pthread_mutex_lock(&g->mu);
+    if (g->pending && --g->pending == 0 && g->state == 1) {
+        lis_error ign;
+        lis_rootfs_rm(lis_ctx_data_dir(e->run->ctx), g->digest, NULL, &ign);
+        g->state = 3; /* gone */
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
 void bjob_setup(void *arg)
 {
     bep *e = arg;
     lis_error err = {0};
+    if (e->group && !e->sb) {
+        setup_from_group(e);
+        return;
+    }
     if (!e->sb && make_sandbox(e->run, &e->sb, &e->env, e->sb_error, sizeof e->sb_error) < 0)
         return;
-    if (write_inputs(e, &err) < 0) { /* the row's own files, also into a spare */
+    if (write_inputs(e, e->sb, &err) < 0) { /* the row's own files, also into a spare */
         snprintf(e->sb_error, sizeof e->sb_error, "preparing the sandbox: %s", err.msg);
         lis_error ign;
         lis_sandbox_destroy(e->sb, &ign);
@@ -163,6 +235,7 @@ static void close_sandbox(bep *e)
     e->sb = NULL;
 }
 
+
 static char *trim(const char *s)
 {
     while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')
@@ -219,6 +292,7 @@ void bjob_finish(void *arg)
     if (e->reason < 0)
         e->reason = R_OTHER;
     close_sandbox(e);
+    group_done(e);
     if (e->discard)
         return;
     if (e->answer) { /* as the original's runner: stripped; and valid UTF-8 for the row */

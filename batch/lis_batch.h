@@ -15,6 +15,8 @@ typedef struct lis_batch_opts {
     long start_id, end_id;       /* rows [start, end) as Python slicing */
     int start_set, end_set;      /* the flags were given */
     int repeat;                  /* attempts per row (>= 1) */
+    int fork_from_setup;         /* --fork-from-setup: a row's set-up runs once, its
+                                  * repeats fork from a snapshot of it */
     int shard_index, shard_count; /* --shard K/N: the rows i (after start/end) with
                                    * i % N == K; count 0: every row (docs/scale-out.md) */
     /* where results go */

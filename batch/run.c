@@ -2,6 +2,7 @@
  * the scorer, the episodes still without a row, the host's capacity, the
  * pools; then the event loop (sched.c) and the original's files at the end. */
 #include "engine.h"
+#include "rootfs.h"
 #include "shard.h"
 
 #include <errno.h>
@@ -114,6 +115,16 @@ static void free_run(brun *r)
     batch_scorer_close(r->scorer);
     batch_out_close(r->out);
     free(r->eps);
+    /* --fork-from-setup: a snapshot whose repeats did not all run (Ctrl-C, a
+     * fatal error) goes too; every sandbox is gone by now */
+    for (size_t i = 0; r->groups && i < r->task->nrows; i++) {
+        if (r->groups[i].state == 1) {
+            lis_error ign;
+            lis_rootfs_rm(lis_ctx_data_dir(r->ctx), r->groups[i].digest, NULL, &ign);
+        }
+        pthread_mutex_destroy(&r->groups[i].mu);
+    }
+    free(r->groups);
 }
 
 int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum, lis_error *err)
@@ -149,6 +160,13 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
         lis_fail(err, ENOMEM, "out of memory for %zu episodes", r.total);
         goto out;
     }
+    int forking = o->fork_from_setup && o->repeat > 1 && !o->mode_llm;
+    if (forking && !(r.groups = calloc(task.nrows ? task.nrows : 1, sizeof *r.groups))) {
+        lis_fail(err, ENOMEM, "out of memory for %zu rows", task.nrows);
+        goto out;
+    }
+    for (size_t i = 0; forking && i < task.nrows; i++)
+        pthread_mutex_init(&r.groups[i].mu, NULL);
     for (size_t i = 0; i < task.nrows; i++)
         for (int k = 0; k < o->repeat && batch_shard_has(i, o->shard_index, o->shard_count);
              k++) {
@@ -161,6 +179,10 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
             e->index = r.neps++;
             e->row = &task.rows[i];
             e->attempt = k;
+            if (forking) {
+                e->group = &r.groups[i];
+                e->group->pending++;
+            }
         }
     int n = o->concurrency < (int)r.neps ? o->concurrency : (int)r.neps;
     if (batch_capacity_check(n ? n : 1, !o->mode_llm, o->quiet ? NULL : o->err, err) < 0)
@@ -176,7 +198,8 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
                           .max_token_limit = o->max_token_limit, .llm = cfg,
                           .llm_name = o->llm_name};
     r.spec = (lis_sandbox_spec){.rootfs = o->rootfs, .net = o->net, .upper = LIS_UPPER_TMPFS};
-    r.warm = o->mode_llm ? 0 : (size_t)(o->warm >= 0 ? o->warm : o->max_creating);
+    /* spares are sandboxes of the image: of no use to the forks of a set-up */
+    r.warm = o->mode_llm || forking ? 0 : (size_t)(o->warm >= 0 ? o->warm : o->max_creating);
     if (r.warm > sizeof r.spares / sizeof r.spares[0])
         r.warm = sizeof r.spares / sizeof r.spares[0];
     r.spec.limits.memory_bytes = o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY;

@@ -71,6 +71,9 @@ static void usage(FILE *f)
           "  --prompt-config FILE      system_prompt, instance_prompt, *_dir (with --tasks)\n"
           "  --start-id N --end-id M   rows [N, M) as the original\n"
           "  --repeat K                K attempts per row (pass@k, RL groups)\n"
+          "  --fork-from-setup         with --repeat: a row's set-up (directories, git init, its\n"
+          "                            input files) runs once; its K attempts fork from a snapshot\n"
+          "                            of it (files only; docs/snapshots.md)\n"
           "  --shard K/N               only rows i with i % N == K (0-based, after --start-id/\n"
           "                            --end-id); writes OUTPUT_DIR/shard-K-of-N/\n"
           "  --shard auto              K and N from a Slurm array (SLURM_ARRAY_TASK_ID - _MIN,\n"
@@ -110,6 +113,7 @@ typedef struct bflags {
     const char *judge_model, *judge_url, *judge_key, *shard;
     long start_id, end_id, max_response_len;
     int shards, repeat, concurrency, max_creating, max_commands, max_llm, quiet, save_files, warm;
+    int fork_from_setup;
     double episode_timeout, drain_timeout, cmd_timeout;
     int have_temperature, concurrency_set, warm_set;
 } bflags;
@@ -134,6 +138,7 @@ static const bopt BOPTS[] = {
     B("max-llm", F_INT, max_llm), B("warm", F_INT, warm), B("episode-timeout", F_DBL, episode_timeout),
     B("drain-timeout", F_DBL, drain_timeout), B("cmd-timeout", F_DBL, cmd_timeout),
     B("quiet", F_BOOL, quiet), B("save-files", F_BOOL, save_files),
+    B("fork-from-setup", F_BOOL, fork_from_setup),
 };
 
 static int parse_number(const char *name, ftype t, const char *v, void *field)
@@ -405,6 +410,7 @@ int cmd_batch_main(int argc, char **argv)
         o.output_dir = b.output_dir;
     o.resume_dir = b.resume;
     o.save_files = b.save_files;
+    o.fork_from_setup = b.fork_from_setup;
     o.concurrency = b.concurrency > 0 ? b.concurrency : 1;
     o.max_creating = b.max_creating > 0 ? b.max_creating : 4;
     o.max_commands = b.max_commands > 0 ? b.max_commands : o.concurrency;

@@ -212,12 +212,18 @@ static int cmd_ls(int argc, char **argv)
             json_str(v[i].format);
             printf(",\"source\":");
             json_str(v[i].source);
-            printf(",\"size\":%llu,\"created\":%.0f}", (unsigned long long)v[i].size,
+            printf(",\"size\":%llu,\"created\":%.0f,\"parent\":", (unsigned long long)v[i].size,
                    v[i].created);
+            if (v[i].parent[0])
+                json_str(v[i].parent);
+            else
+                printf("null");
+            putchar('}');
         }
         puts("]");
     } else {
-        printf("%-40s %-19s %-10s %-16s %s\n", "NAME:TAG", "DIGEST", "SIZE", "FORMAT", "CREATED");
+        printf("%-40s %-19s %-10s %-16s %-16s %s\n", "NAME:TAG", "DIGEST", "SIZE", "FORMAT",
+               "CREATED", "PARENT");
         for (size_t i = 0; i < n; i++) {
             char sz[32], when[32] = "-";
             human(v[i].size, sz, sizeof sz);
@@ -225,8 +231,11 @@ static int cmd_ls(int argc, char **argv)
             struct tm tm;
             if (t && localtime_r(&t, &tm))
                 strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
-            printf("%-40s %-19.19s %-10s %-16s %s\n", v[i].ref[0] ? v[i].ref : "<none>",
-                   v[i].digest, sz, v[i].format[0] ? v[i].format : "-", when);
+            /* a snapshot's chain: its parent's digest (or directory), each a layer below */
+            printf("%-40s %-19.19s %-10s %-16s %-16s %.*s\n", v[i].ref[0] ? v[i].ref : "<none>",
+                   v[i].digest, sz, v[i].format[0] ? v[i].format : "-", when,
+                   !strncmp(v[i].parent, "sha256:", 7) ? 19 : 4096,
+                   v[i].parent[0] ? v[i].parent : "-");
         }
     }
     free(v);
@@ -243,7 +252,7 @@ static char **in_use(lis_ctx *ctx)
         n = 0;
     char **v = calloc(n + 1, sizeof *v);
     for (size_t i = 0, k = 0; v && i < n; i++)
-        if (!strcmp(st[i].state, "running"))
+        if (strcmp(st[i].state, "dead")) /* running or paused: every layer of its chain */
             v[k++] = strdup(st[i].rootfs);
     free(st);
     return v;
@@ -284,10 +293,18 @@ static int cmd_rm(int argc, char **argv)
         lis_error err = {0};
         char dir[PATH_MAX], rp[PATH_MAX];
         int busy = 0;
-        if (used && lis_store_resolve(dd, argv[i], dir, sizeof dir, &err) == 0 &&
-            realpath(dir, rp))
+        /* busy: the image's own layer (the top of its chain) is a layer of a live one's */
+        if (used && lis_store_resolve(dd, argv[i], dir, sizeof dir, &err) == 0) {
+            dir[strcspn(dir, ":")] = 0;
+            if (!realpath(dir, rp))
+                snprintf(rp, sizeof rp, "%s", dir);
             for (size_t k = 0; used[k] && !busy; k++)
-                busy = !strcmp(used[k], rp);
+                for (const char *c = used[k]; *c && !busy;) {
+                    size_t l = strcspn(c, ":");
+                    busy = l == strlen(rp) && !strncmp(c, rp, l);
+                    c += l + (c[l] == ':');
+                }
+        }
         if (busy) {
             cli_error("image '%s' is in use by a running sandbox (lis sandbox ls; remove the "
                       "sandbox first, or use --force)", argv[i]);

@@ -605,6 +605,23 @@ static void human(uint64_t b, char *out, size_t len)
         snprintf(out, len, "%.0fK", b / 1024.0);
 }
 
+/* A snapshot's chain "<store>/blobs/sha256/HEX:...:base" shown as
+ * "sha256:HEX12 (+N layers)"; anything else as it is. */
+static const char *short_rootfs(const char *rootfs, char *buf, size_t len)
+{
+    const char *colon = strchr(rootfs, ':');
+    if (!colon)
+        return rootfs;
+    int below = 0;
+    for (const char *p = colon; *p; p++)
+        below += *p == ':';
+    const char *hex = strstr(rootfs, "/blobs/sha256/");
+    if (!hex || hex > colon || colon - (hex + 14) != 64)
+        return rootfs;
+    snprintf(buf, len, "sha256:%.12s (+%d layer%s)", hex + 14, below, below == 1 ? "" : "s");
+    return buf;
+}
+
 static int sb_ls(int argc, char **argv)
 {
     opts o;
@@ -630,6 +647,7 @@ static int sb_ls(int argc, char **argv)
             cJSON_AddStringToObject(j, "rootfs", st[i].rootfs);
             cJSON_AddNumberToObject(j, "memory_bytes", (double)st[i].memory_bytes);
             cJSON_AddNumberToObject(j, "processes", (double)st[i].nprocs);
+            cJSON_AddNumberToObject(j, "cpu_seconds", st[i].cpu_seconds);
             cJSON_AddNumberToObject(j, "pid", st[i].pid);
             cJSON_AddBoolToObject(j, "persistent", st[i].persist);
             cJSON_AddStringToObject(j, "limits", st[i].limits);
@@ -658,7 +676,7 @@ static int sb_ls(int argc, char **argv)
         printf("%-24s %-8s %6s %8s %6s %13s %-8s  %s\n", "NAME", "STATE", "AGE", "MEMORY",
                "PROCS", "DISK", "LIMITS", "ROOTFS");
         for (size_t i = 0; i < n; i++) {
-            char mem[32], age[32], used[32], lim[32] = "-", disk[72];
+            char mem[32], age[32], used[32], lim[32] = "-", disk[72], root[160];
             human(st[i].memory_bytes, mem, sizeof mem);
             human(st[i].disk_bytes, used, sizeof used);
             if (st[i].disk_limit && st[i].disk_limit != LIS_UNLIMITED)
@@ -673,7 +691,7 @@ static int sb_ls(int argc, char **argv)
                 snprintf(age, sizeof age, "%.0fh", a / 3600);
             printf("%-24s %-8s %6s %8s %6llu %13s %-8s  %s\n", st[i].name, st[i].state, age, mem,
                    (unsigned long long)st[i].nprocs, disk, st[i].limits[0] ? st[i].limits : "-",
-                   st[i].rootfs);
+                   short_rootfs(st[i].rootfs, root, sizeof root));
         }
     }
     free(st);
@@ -749,7 +767,8 @@ int cmd_sandbox(int argc, char **argv)
 {
     cli_stdio_guard();
     if (argc < 2) {
-        cli_error("usage: lis sandbox run|create|exec|cp|ls|rm|gc|pause|resume ... (lis --help)");
+        cli_error("usage: lis sandbox run|create|exec|cp|ls|rm|gc|pause|resume|snapshot|fork ... "
+                  "(lis --help)");
         return 2;
     }
     const char *sub = argv[1];
@@ -762,10 +781,12 @@ int cmd_sandbox(int argc, char **argv)
     if (!strcmp(sub, "ls") || !strcmp(sub, "list")) return sb_ls(argc, argv);
     if (!strcmp(sub, "rm")) return sb_rm(argc, argv);
     if (!strcmp(sub, "gc")) return sb_gc(argc, argv);
+    if (!strcmp(sub, "snapshot") || !strcmp(sub, "fork"))
+        return cli_run_plugin("liblis-rootfs.so", "lis_cli_snapshot_main", argc, argv);
     if (!strcmp(sub, "pause")) return cmd_sandbox_state(argc, argv, 1);
     if (!strcmp(sub, "resume")) return cmd_sandbox_state(argc, argv, 0);
-    cli_error("unknown sandbox command '%s' (run, create, exec, cp, ls, rm, gc, pause, resume)",
-              sub);
+    cli_error("unknown sandbox command '%s' (run, create, exec, cp, ls, rm, gc, pause, resume, "
+              "snapshot, fork)", sub);
     return 2;
 }
 

@@ -26,6 +26,8 @@ static void usage(FILE *f)
           "  lis sandbox rm NAME... | --all        kill and delete sandboxes\n"
           "  lis sandbox gc                        clean up sandboxes whose PID 1 died\n"
           "  lis sandbox pause|resume NAME...      stop a sandbox's processes (no CPU), go on\n"
+          "  lis sandbox snapshot NAME [--tag T]   its files as an image (not its processes)\n"
+          "  lis sandbox fork NAME -n N            one snapshot + N independent sandboxes on it\n"
           "  lis rootfs import|pull|ls|inspect|tag|rm|gc   manage root filesystems\n"
           "  lis serve [--socket PATH] [--tcp ADDR]  a Docker-compatible API socket (lis serve --help)\n"
           "  lis doctor [--json]                   check this host\n"

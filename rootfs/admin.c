@@ -120,7 +120,42 @@ static void fill_image(const char *data_dir, const char *ref, const char *hex,
         im->size = (uint64_t)v->valuedouble;
     if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(m, "created")))
         im->created = v->valuedouble;
+    if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(m, "parent")) ||
+        cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(m, "parent_dir")))
+        snprintf(im->parent, sizeof im->parent, "%s", v->valuestring);
     cJSON_Delete(m);
+}
+
+/* The hex of a snapshot's parent image into out (65), or 0 when it has none in the store. */
+static int parent_hex(const char *data_dir, const char *hex, char out[65])
+{
+    cJSON *m = read_meta(data_dir, hex);
+    const cJSON *p = m ? cJSON_GetObjectItemCaseSensitive(m, "parent") : NULL;
+    const char *h = cJSON_IsString(p) ? rf_digest_hex(p->valuestring) : NULL;
+    if (h)
+        snprintf(out, 65, "%s", h);
+    cJSON_Delete(m);
+    return h != NULL;
+}
+
+/* The first image whose parent is hex (its hex into child), or 0. */
+static int has_child(const char *data_dir, const char *hex, char child[65])
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/rootfs/blobs/sha256", data_dir);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int found = 0;
+    while (d && !found && (e = readdir(d))) {
+        char ph[65];
+        if (rf_valid_hex(e->d_name) && parent_hex(data_dir, e->d_name, ph) && !strcmp(ph, hex)) {
+            snprintf(child, 65, "%s", e->d_name);
+            found = 1;
+        }
+    }
+    if (d)
+        closedir(d);
+    return found;
 }
 
 int lis_rootfs_list(const char *data_dir, lis_rootfs_image **out, size_t *n, lis_error *err)
@@ -332,9 +367,15 @@ int lis_rootfs_rm(const char *data_dir, const char *ref, int *removed_image, lis
                 others++;
         }
         free(tags.v);
+        char child[65];
+        if (!*tagpath && has_child(data_dir, hex, child)) {
+            close(lock);
+            return rf_fail(err, EBUSY, "image sha256:%.12s is the parent of snapshot "
+                           "sha256:%.12s: remove that first", hex, child);
+        }
         if (*tagpath)
             unlink_tag(data_dir, tagpath);
-        if (!others && rf_blob_exists(data_dir, hex)) {
+        if (!others && rf_blob_exists(data_dir, hex) && !has_child(data_dir, hex, child)) {
             remove_image(data_dir, hex);
             if (removed_image)
                 *removed_image = 1;
@@ -382,32 +423,75 @@ int lis_rootfs_gc(const char *data_dir, const char *const *keep, int *removed,
         snprintf(p, sizeof p, "%s/rootfs/tags/%s/%s", data_dir, name, tag);
         unlink_tag(data_dir, p);
     }
-    /* untagged images not in use */
+    /* untagged images not in use: those of no tag, of no live sandbox's chain
+     * and parent of no image kept */
     snprintf(dir, sizeof dir, "%s/rootfs/blobs/sha256", data_dir);
+    char (*hexes)[65] = NULL;
+    char *used = NULL;
+    size_t nh = 0, ch = 0;
     d = opendir(dir);
     while (d && (e = readdir(d))) {
         if (!rf_valid_hex(e->d_name))
             continue;
-        int used = 0;
-        for (size_t i = 0; i < tags.n && !used; i++)
-            used = !strcmp(tags.v[i].hex, e->d_name);
-        char p[PATH_MAX];
+        if (nh == ch) {
+            ch = ch ? 2 * ch : 64;
+            void *nv = realloc(hexes, ch * sizeof *hexes), *nu = realloc(used, ch);
+            if (nv)
+                hexes = nv;
+            if (nu)
+                used = nu;
+            if (!nv || !nu) {
+                closedir(d);
+                free(hexes);
+                free(used);
+                free(tags.v);
+                close(lock);
+                return rf_fail(err, ENOMEM, "out of memory");
+            }
+        }
+        snprintf(hexes[nh], 65, "%s", e->d_name);
+        used[nh] = 0;
+        for (size_t i = 0; i < tags.n && !used[nh]; i++)
+            used[nh] = !strcmp(tags.v[i].hex, e->d_name);
+        char p[PATH_MAX], rp[PATH_MAX];
         rf_blob_path(data_dir, e->d_name, p, sizeof p);
-        char rp[PATH_MAX];
         if (!realpath(p, rp))
             snprintf(rp, sizeof rp, "%s", p);
-        for (size_t i = 0; keep && keep[i] && !used; i++)
-            used = !strcmp(keep[i], p) || !strcmp(keep[i], rp);
-        if (used)
-            continue;
-        if (freed)
-            *freed += rf_tree_size(p);
-        remove_image(data_dir, e->d_name);
-        if (removed)
-            (*removed)++;
+        for (size_t i = 0; keep && keep[i] && !used[nh]; i++)
+            for (const char *c = keep[i]; *c && !used[nh];) { /* each layer of a chain */
+                size_t l = strcspn(c, ":");
+                used[nh] = (l == strlen(p) && !strncmp(c, p, l)) ||
+                           (l == strlen(rp) && !strncmp(c, rp, l));
+                c += l + (c[l] == ':');
+            }
+        nh++;
     }
     if (d)
         closedir(d);
+    for (int pass = 0, changed = 1; changed && pass <= LIS_MAX_LAYERS; pass++) {
+        changed = 0;
+        for (size_t i = 0; i < nh; i++) {
+            char ph[65];
+            if (!used[i] || !parent_hex(data_dir, hexes[i], ph))
+                continue;
+            for (size_t j = 0; j < nh; j++)
+                if (!used[j] && !strcmp(hexes[j], ph))
+                    used[j] = changed = 1;
+        }
+    }
+    for (size_t i = 0; i < nh; i++) {
+        if (used[i])
+            continue;
+        char p[PATH_MAX];
+        rf_blob_path(data_dir, hexes[i], p, sizeof p);
+        if (freed)
+            *freed += rf_tree_size(p);
+        remove_image(data_dir, hexes[i]);
+        if (removed)
+            (*removed)++;
+    }
+    free(hexes);
+    free(used);
     /* metadata without an image */
     snprintf(dir, sizeof dir, "%s/rootfs/meta/sha256", data_dir);
     d = opendir(dir);

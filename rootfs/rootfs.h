@@ -68,6 +68,7 @@ typedef struct lis_rootfs_image {
     char format[24];
     uint64_t size;
     double created;       /* unix time of the import */
+    char parent[4096];    /* a snapshot's parent: "sha256:<hex>" or a directory; else "" */
 } lis_rootfs_image;
 
 /* Lists tagged images (one row per tag) and untagged ones (ref ""). *out is
@@ -77,11 +78,14 @@ int lis_rootfs_list(const char *data_dir, lis_rootfs_image **out, size_t *n, lis
 int lis_rootfs_inspect(const char *data_dir, const char *ref, char **json, lis_error *err);
 /* Tags an image already in the store: lis_rootfs_tag(d, "sha256:..." or "a:b", "c:d"). */
 int lis_rootfs_tag(const char *data_dir, const char *ref, const char *new_ref, lis_error *err);
-/* Removes a tag, and the image when no tag is left; a digest removes the image
- * and every tag pointing to it. *removed_image tells whether files were deleted. */
+/* Removes a tag, and the image when no tag is left and no snapshot is made
+ * on it (then gc removes it after its last snapshot); a digest removes the
+ * image and every tag pointing to it, refused while a snapshot is made on it.
+ * *removed_image tells whether files were deleted. */
 int lis_rootfs_rm(const char *data_dir, const char *ref, int *removed_image, lis_error *err);
 /* Deletes untagged images (except those in keep, NULL-terminated directory
- * paths still in use) and leftovers of interrupted imports. */
+ * paths or chains "a:b:c" still in use, and the parents of every image kept)
+ * and leftovers of interrupted imports. */
 int lis_rootfs_gc(const char *data_dir, const char *const *keep, int *removed,
                   uint64_t *freed, lis_error *err);
 

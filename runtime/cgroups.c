@@ -657,6 +657,9 @@ void lis_cg_stats(const lis_cg *cg, lis_stats *st)
         st->memory_bytes = rd_u64(cg->dir, "memory.current");
         st->memory_peak = rd_u64(cg->dir, "memory.peak");
         st->oom_kills = rd_key(cg->dir, "memory.events", "oom_kill");
+        uint64_t us = rd_key(cg->dir, "cpu.stat", "usage_usec");
+        if (us)
+            st->cpu_seconds = (double)us / 1e6;
         uint64_t n = rd_u64(cg->dir, "pids.current");
         if (n)
             st->nprocs = n;
@@ -817,13 +820,19 @@ int lis_cg_freeze(const lis_cg *cg, int on, lis_error *err)
         return lis_fail(err, -e, "writing %s/cgroup.freeze: %s", cg->dir, strerror(-e));
     if (!on) /* thawing takes effect at once; nothing to wait for */
         return 1;
-    for (int i = 0; i < 1000; i++) { /* at most ~5 s */
+    /* usually frozen at once: look first, then at growing intervals (0.1 ms
+     * doubling to 5 ms), at most ~5 s in all */
+    long wait_us = 100, total_us = 0;
+    while (total_us < 5000000) {
         char ev[256];
         if (rd(cg->dir, "cgroup.events", ev, sizeof ev) < 0)
             break;
         if (strstr(ev, "frozen 1"))
             return 1;
-        nap_ms(5);
+        struct timespec ts = {0, wait_us * 1000};
+        nanosleep(&ts, NULL);
+        total_us += wait_us;
+        wait_us = wait_us < 5000 ? wait_us * 2 : 5000;
     }
     wr(cg->dir, "cgroup.freeze", "0");
     return lis_fail(err, ETIMEDOUT, "cgroup %s did not freeze within 5 s (thawed again)",

@@ -3,6 +3,7 @@
  * The layers of runtime/, bottom-up: each file calls only files of the rows
  * below it (scripts/check-layers.py checks it in `make test`; the rule and
  * the other areas: docs/architecture.md).
+ *   7  capture.c                  a sandbox's writable layer copied out (snapshots)
  *   6  exec.c files.c pool.c      what is done with a sandbox;
  *      state.c                    pause and resume
  *   5  sandbox.c                  its life: create, open, destroy, list, gc
@@ -12,7 +13,8 @@
  *   1  util.c meta.c cgroups.c seccomp.c
  *                                 util.c: clocks, names, paths, mkdir -p, rm -rf, sysctls;
  *                                 meta.c: a sandbox's meta.json
- *   0  error.c usage.c ext.c      ext.c: the opaque slots net/ keeps per ctx and sandbox
+ *   0  error.c usage.c ext.c      ext.c: the opaque slots net/ keeps per ctx and sandbox;
+ *      copytree.c                 an overlay layer copied exactly, without malloc
  * The runtime knows no proxy: --net proxy is net/ (net/lis_net.h) over the
  * listen_port hook and the ext slots.
  * lis-init (init/) is its own static program: it shares proto.h only. */
@@ -84,9 +86,11 @@ struct lis_sandbox {
     struct lis_cg *cg;           /* cgroups.c: its cgroup, NULL when no limits */
     int fallback_limits;         /* no cgroup: rlimits and PID 1's memory watchdog */
     uint64_t disk_limit;         /* the writable budget (LIS_UNLIMITED: none) */
+    lis_limits limits;           /* as asked at create (0: default); a fork's default */
     int net;                     /* lis_net_mode */
     int listener_fd;             /* spec.listen_port's, until taken; else -1 */
     int paused;                  /* state.c: paused (also in meta.json when state_dir) */
+    int scratch_fd;              /* lis-init's fd of the set-up tmpfs (capture.c), or -1 */
     void *ext;                   /* ext.c: the slot of the layer above (net/) */
     void (*ext_release)(void *ext);
 };
@@ -100,6 +104,21 @@ static inline uint64_t lis_disk_budget(const lis_limits *l)
 /* usage.c: bytes of the writable budget in use (the sandbox's tmpfs seen
  * through PID 1, plus a disk upper layer under layer_dir when not ""). */
 uint64_t lis_disk_usage(pid_t pid1, const char *layer_dir);
+
+/* copytree.c: copies the contents of directory sfd into directory dfd (both
+ * O_RDONLY|O_DIRECTORY) as an overlay layer: whiteouts, fifos, modes, owners
+ * (keep_owner), times, hard links, xattrs; nothing followed, no malloc (safe
+ * in a raw clone3 child). 0 or -errno, where = the entry it failed on. */
+typedef struct lis_tree_copy {
+    int keep_owner;
+    void (*hash)(void *arg, const void *data, size_t len); /* NULL: none */
+    void *hash_arg;
+    uint64_t max_bytes;               /* of data (holes not counted); 0: no bound */
+    uint64_t files, bytes, reflinked; /* added to; bytes: file sizes */
+    uint64_t data_bytes;              /* added to: bytes of data (not holes) */
+    char where[256];
+} lis_tree_copy;
+int lis_copy_tree(int sfd, int dfd, lis_tree_copy *c);
 
 /* util.c: the bottom helpers, no context */
 double lis_now(void);        /* CLOCK_MONOTONIC seconds */
@@ -158,6 +177,7 @@ typedef struct lis_spawn_req {
     int full_map;
     const struct lis_cg *cg;            /* cgroup to clone PID 1 into, or NULL */
     int *listener_fd;                   /* spec.listen_port: set to it (init it to -1) */
+    int *scratch_fd;                    /* set to lis-init's fd of the set-up tmpfs */
     /* Fallback limits, when cg is NULL (0 = none): processes per sandbox
      * (RLIMIT_NPROC counts per user namespace), memory (PID 1's watchdog),
      * and nice 10 for everything in it. */

@@ -142,6 +142,8 @@ typedef struct lis_stats {
     uint64_t memory_peak;   /* 0 when unknown */
     uint64_t nprocs;
     uint64_t oom_kills;
+    double cpu_seconds;     /* CPU time used, exited processes included (cgroup v2's
+                             * cpu.stat, else its processes' and their reaped children's) */
     int persist;
     int limits_enforced;
     /* "cgroup" (enforced by the kernel), "fallback" (no cgroup: rlimits and
@@ -175,23 +177,33 @@ typedef struct lis_capture_info {
     uint64_t bytes;      /* bytes of regular files */
     uint64_t reflinked;  /* of those files, how many were cloned (FICLONE), not copied */
     double paused_ms;    /* how long the sandbox's processes were stopped for it */
-    char sha256[65];     /* digest of the captured tree: names, types, modes, owners,
-                          * link targets, overlay xattrs and contents, in name order */
+    unsigned char digest[64]; /* what opts->hash_end wrote */
 } lis_capture_info;
+
+typedef struct lis_capture_opts {
+    /* Fed every entry's record (path, type, mode, owner, size, link target,
+     * kept xattrs) and every byte of its contents, in name order; called in
+     * the copying child process, which is a raw clone of the caller: it must
+     * not allocate. NULL: no digest. */
+    void (*hash)(void *arg, const void *data, size_t len);
+    void (*hash_end)(void *arg, unsigned char out[64]); /* at the end, in the child */
+    void *arg;
+} lis_capture_opts;
 
 /* Captures what sb wrote: pauses it (unless paused already), copies its
  * writable layer - files written or changed, whiteouts of deleted ones,
- * opaque directories, owners, modes, xattrs - and what is in its /tmp into
- * dest (created; must not exist), then resumes it. Only files: processes,
- * memory, /dev/shm and open connections are not captured. Files are
- * reflinked where the filesystem supports it, else copied; dest never
- * shares an inode with the live upper layer. */
-int lis_sandbox_capture(lis_sandbox *sb, const char *dest, lis_capture_info *info,
-                        lis_error *err);
+ * opaque directories, owners, modes, times, xattrs - and what is in its /tmp
+ * (as the layer's tmp/) into dest (created; must not exist), then resumes
+ * it. Only files: processes, memory, /dev/shm and open connections are not
+ * captured. Files are reflinked where the filesystem allows, else copied;
+ * dest never shares an inode with the live upper layer. opts may be NULL. */
+int lis_sandbox_capture(lis_sandbox *sb, const char *dest, const lis_capture_opts *opts,
+                        lis_capture_info *info, lis_error *err);
 /* What a fork of sb inherits by default: its env (NULL-terminated, owned by
- * sb) and its network mode. */
+ * sb), its network mode and the limits it was created with. */
 const char *const *lis_sandbox_env(const lis_sandbox *sb);
 lis_net_mode lis_sandbox_net(const lis_sandbox *sb);
+lis_limits lis_sandbox_limits(const lis_sandbox *sb);
 const char *lis_sandbox_rootfs(const lis_sandbox *sb);
 
 /* Lists sandboxes of this user (persistent ones and live ephemeral ones with

@@ -58,6 +58,14 @@ int lis_meta_write(lis_sandbox *sb, lis_error *err)
     cJSON_AddStringToObject(j, "layer_dir", sb->layer_dir);
     cJSON_AddStringToObject(j, "limits", sb->cg ? "cgroup" : "fallback");
     cJSON_AddBoolToObject(j, "paused", sb->paused);
+    cJSON_AddNumberToObject(j, "scratch_fd", sb->scratch_fd);
+    /* the limits as asked (0: default; 2^64-1 as 1.8e19: unlimited), a fork's default */
+    cJSON *lim = cJSON_AddObjectToObject(j, "asked");
+    static const char *const lk[] = {"memory", "pids", "cpu_millis", "disk"};
+    const uint64_t lv[] = {sb->limits.memory_bytes, sb->limits.pids, sb->limits.cpu_millis,
+                           sb->limits.disk_bytes};
+    for (int i = 0; i < 4; i++)
+        cJSON_AddNumberToObject(lim, lk[i], lv[i] == LIS_UNLIMITED ? 1.8e19 : (double)lv[i]);
     if (sb->disk_limit != LIS_UNLIMITED) /* absent: unlimited (2^64-1 is no JSON number) */
         cJSON_AddNumberToObject(j, "disk_limit", (double)sb->disk_limit);
     cJSON *env = cJSON_AddArrayToObject(j, "env");

@@ -28,12 +28,12 @@
 #include <unistd.h>
 
 enum op_kind { OP_MOUNT, OP_OVERLAY, OP_BIND, OP_MKDIR, OP_OPENROOT, OP_SYMLINK, OP_WRITE,
-               OP_HOSTNAME, OP_LO_UP, OP_PIVOT };
+               OP_HOSTNAME, OP_LO_UP, OP_PIVOT, OP_HOLD, OP_FILLTMP };
 
 typedef struct mount_op {
     enum op_kind kind;
     const char *src, *dst, *fstype, *data;
-    const char *upper, *work; /* OP_OVERLAY: src is the lower layer */
+    const char *upper, *work; /* OP_OVERLAY: src is the lower layer(s), "top:...:base" */
     unsigned long flags;
     unsigned mode;  /* OP_MKDIR: chmod to this after mkdir (0: 0755, umask applies) */
     int in_root;   /* dst is relative to the new root */
@@ -83,6 +83,18 @@ static int bad_overlay_path(const char *s)
     return strpbrk(s, ",:\\") != NULL;
 }
 
+/* A chain of lower layers "top:...:base": no empty one, none with ',' or '\\',
+ * at most LIS_MAX_LAYERS. */
+static int bad_lower_chain(const char *s)
+{
+    int n = 1;
+    if (!*s || strpbrk(s, ",\\") || s[0] == ':' || s[strlen(s) - 1] == ':' || strstr(s, "::"))
+        return 1;
+    for (; *s; s++)
+        n += *s == ':';
+    return n > LIS_MAX_LAYERS;
+}
+
 /* An empty read-only tmpfs over each dir (NULL-terminated; absent ones are
  * skipped at run time). */
 static int mask_dirs(lis_mount_plan *p, const char *const *dirs, const char *stage)
@@ -121,10 +133,11 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
         upper = tup;
         work = twk;
     }
-    if (bad_overlay_path(req->rootfs) || bad_overlay_path(upper) || bad_overlay_path(base)) {
+    if (bad_lower_chain(req->rootfs) || bad_overlay_path(upper) || bad_overlay_path(base)) {
         lis_mount_plan_free(p);
-        lis_fail(err, EINVAL, "paths used by overlayfs may not contain ',', ':' or '\\' (%s)",
-                 bad_overlay_path(req->rootfs) ? req->rootfs : upper);
+        lis_fail(err, EINVAL, "paths used by overlayfs may not contain ',', ':' or '\\', and "
+                 "a chain has at most %d layers (%s)", LIS_MAX_LAYERS,
+                 bad_lower_chain(req->rootfs) ? req->rootfs : upper);
         return NULL;
     }
     mount_op *o;
@@ -150,6 +163,12 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
     o->dst = keep(p, base);
     o->flags = MS_NOSUID | MS_NODEV;
     o->data = keep(p, tmpfs_opts);
+    /* lis-init keeps this tmpfs open: after pivot_root it is reachable only
+     * through that fd, which the owner opens as /proc/<pid>/fd/N to capture
+     * the tmpfs upper layer and /tmp (capture.c). Nothing in the sandbox
+     * can: lis-init is not dumpable and commands have no CAP_SYS_PTRACE. */
+    ADD(OP_HOLD, "opening the set-up tmpfs");
+    o->dst = keep(p, base);
     ADD(OP_MKDIR, "creating the root mount point");
     o->dst = keep(p, root);
     static const char *const scratch_dirs[] = {"tmp", "shm"};
@@ -297,6 +316,10 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
             goto full;
     }
     snprintf(buf, sizeof buf, "%s/tmp", base);
+    /* What a snapshot layer holds in /tmp, into this sandbox's own /tmp. */
+    ADD(OP_FILLTMP, "copying the image's /tmp into the sandbox's /tmp");
+    o->src = keep(p, buf);
+    o->in_root = 1;
     ADD(OP_BIND, "mounting /tmp");
     o->src = keep(p, buf);
     o->dst = "tmp";
@@ -502,36 +525,77 @@ static int write_upper_file(const mount_op *o)
 }
 
 /* The layers are given as /proc/self/fd/N: mountinfo inside the sandbox then
- * shows those, not the host paths of the image and the upper dir. */
+ * shows those, not the host paths of the image(s) and the upper dir. */
 static int mount_overlay(const mount_op *o)
 {
-    int fds[3] = {open(o->src, O_PATH | O_DIRECTORY | O_CLOEXEC),
-                  open(o->upper, O_PATH | O_DIRECTORY | O_CLOEXEC),
-                  open(o->work, O_PATH | O_DIRECTORY | O_CLOEXEC)};
-    int rc = 0;
-    for (int i = 0; i < 3 && !rc; i++)
-        if (fds[i] < 0)
-            rc = errno;
-    if (!rc) {
-        static const char *const keys[] = {"lowerdir=", ",upperdir=", ",workdir="};
-        char data[256], *q = data;
-        for (int i = 0; i < 3; i++) {
-            size_t k = strlen(keys[i]);
-            memcpy(q, keys[i], k);
-            q += k;
-            fd_path(fds[i], q);
-            q += strlen(q);
+    int fds[LIS_MAX_LAYERS + 2], n = 0, rc = 0;
+    char data[64 * (LIS_MAX_LAYERS + 4)], *q = data;
+    q += sprintf(q, "lowerdir=");
+    for (const char *s = o->src; *s && !rc;) {
+        const char *colon = strchr(s, ':');
+        size_t len = colon ? (size_t)(colon - s) : strlen(s);
+        char dir[PATH_MAX];
+        if (len >= sizeof dir || n >= LIS_MAX_LAYERS) {
+            rc = ENAMETOOLONG;
+            break;
         }
+        memcpy(dir, s, len);
+        dir[len] = 0;
+        fds[n] = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fds[n] < 0) {
+            rc = errno;
+            break;
+        }
+        if (n)
+            *q++ = ':';
+        fd_path(fds[n++], q);
+        q += strlen(q);
+        s += len + (colon ? 1 : 0);
+    }
+    const char *rw[2] = {o->upper, o->work};
+    static const char *const keys[] = {",upperdir=", ",workdir="};
+    for (int i = 0; i < 2 && !rc; i++) {
+        fds[n] = open(rw[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fds[n] < 0) {
+            rc = errno;
+            break;
+        }
+        q += sprintf(q, "%s", keys[i]);
+        fd_path(fds[n++], q);
+        q += strlen(q);
+    }
+    if (!rc) {
         memcpy(q, ",userxattr", sizeof ",userxattr");
         rc = mount("overlay", o->dst, "overlay", 0, data) < 0 ? errno : 0;
     }
-    for (int i = 0; i < 3; i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
     return rc;
 }
 
-static int run_op(const mount_op *o, int *rootfd)
+/* Copies the merged root's /tmp (what an image or a snapshot layer holds
+ * there) into the scratch /tmp about to be mounted over it. */
+static int fill_tmp(const mount_op *o, int rootfd)
+{
+    int src = open_in_root(rootfd, "tmp", O_RDONLY | O_DIRECTORY);
+    if (src < 0)
+        return errno == ENOENT || errno == ENOTDIR ? 0 : errno;
+    char probe[512];
+    long got = syscall(SYS_getdents64, src, probe, sizeof probe);
+    int rc = 0;
+    if (got > 48) { /* more than "." and ".." (24 bytes each) */
+        lseek(src, 0, SEEK_SET);
+        int dst = open(o->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        lis_tree_copy c = {.keep_owner = 1};
+        rc = dst < 0 ? errno : -lis_copy_tree(src, dst, &c);
+        if (dst >= 0)
+            close(dst);
+    }
+    close(src);
+    return rc;
+}
+
+static int run_op(const mount_op *o, int *rootfd, int *held)
 {
     char fdp[32];
     int tfd = -1, rc = 0;
@@ -584,6 +648,13 @@ static int run_op(const mount_op *o, int *rootfd)
     case OP_LO_UP:
         rc = lo_up();
         break;
+    case OP_HOLD:
+        *held = open(o->dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        rc = *held < 0 ? errno : 0;
+        break;
+    case OP_FILLTMP:
+        rc = fill_tmp(o, *rootfd);
+        break;
     case OP_PIVOT:
         if (fchdir(*rootfd) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
             umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
@@ -617,11 +688,12 @@ int lis_mount_plan_listener(const lis_mount_plan *plan, int life, const char **s
     return rc;
 }
 
-int lis_mount_plan_run(const lis_mount_plan *plan, const char **stage)
+int lis_mount_plan_run(const lis_mount_plan *plan, const char **stage, int *held)
 {
     int rootfd = -1;
+    *held = -1;
     for (int i = 0; i < plan->n; i++) {
-        int rc = run_op(&plan->ops[i], &rootfd);
+        int rc = run_op(&plan->ops[i], &rootfd, held);
         if (rc && !plan->ops[i].optional) {
             *stage = plan->ops[i].stage;
             return rc;

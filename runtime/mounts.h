@@ -10,8 +10,9 @@ typedef struct lis_mount_plan lis_mount_plan;
 
 lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_error *err);
 void lis_mount_plan_free(lis_mount_plan *plan);
-/* Runs in the child. Returns 0, or an errno with *stage naming the step. */
-int lis_mount_plan_run(const lis_mount_plan *plan, const char **stage);
+/* Runs in the child. Returns 0, or an errno with *stage naming the step.
+ * *held: an fd (O_CLOEXEC) of the set-up tmpfs, for lis-init to keep. */
+int lis_mount_plan_run(const lis_mount_plan *plan, const char **stage, int *held);
 /* Runs in the child after the plan (loopback is up): with spec.listen_port,
  * opens the listener on 127.0.0.1:listen_port in the sandbox's network
  * namespace and sends it to the owner on the lifeline. Returns 0, or an

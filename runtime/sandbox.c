@@ -102,7 +102,7 @@ static lis_sandbox *sandbox_alloc(lis_ctx *ctx)
     if (!sb)
         return NULL;
     sb->ctx = ctx;
-    sb->pidfd = sb->life_fd = sb->root_fd = sb->listener_fd = -1;
+    sb->pidfd = sb->life_fd = sb->root_fd = sb->listener_fd = sb->scratch_fd = -1;
     return sb;
 }
 
@@ -167,6 +167,44 @@ static void warn_unmapped_owner(lis_ctx *ctx, const char *rootfs, int full_map)
              rootfs, (unsigned)st.st_uid);
 }
 
+/* spec.rootfs, a directory or a chain "top:...:base", with each directory
+ * made absolute and checked. */
+static int resolve_chain(const char *in, char *out, size_t len, lis_error *err)
+{
+    size_t used = 0;
+    int n = 0;
+    out[0] = 0;
+    for (const char *s = in;;) {
+        const char *colon = strchr(s, ':');
+        size_t l = colon ? (size_t)(colon - s) : strlen(s);
+        char one[PATH_MAX], real[PATH_MAX];
+        if (!l || l >= sizeof one)
+            return lis_fail(err, EINVAL, "rootfs '%s': an empty or too long layer", in);
+        if (++n > LIS_MAX_LAYERS)
+            return lis_fail(err, E2BIG, "rootfs '%s': more than %d layers", in, LIS_MAX_LAYERS);
+        memcpy(one, s, l);
+        one[l] = 0;
+        struct stat st;
+        if (!realpath(one, real) || stat(real, &st) < 0)
+            return lis_fail(err, errno, "rootfs %s: %s", one, strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+            return lis_fail(err, ENOTDIR, "rootfs %s is not a directory", one);
+        if (strpbrk(real, ":,\\"))
+            return lis_fail(err, EINVAL, "rootfs %s: overlayfs cannot take a path with ':', ',' "
+                            "or '\\'", real);
+        size_t rl = strlen(real);
+        if (used + rl + 2 > len)
+            return lis_fail(err, ENAMETOOLONG, "rootfs '%s': the chain is too long", in);
+        if (used)
+            out[used++] = ':';
+        memcpy(out + used, real, rl + 1);
+        used += rl;
+        if (!colon)
+            return 0;
+        s = colon + 1;
+    }
+}
+
 int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox **out,
                        lis_error *err)
 {
@@ -176,15 +214,9 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
     lis_sandbox *sb = sandbox_alloc(ctx);
     if (!sb)
         return lis_fail(err, ENOMEM, "out of memory");
-    struct stat st;
-    if (!realpath(spec->rootfs, sb->rootfs) || stat(sb->rootfs, &st) < 0) {
-        int e = errno;
+    if (resolve_chain(spec->rootfs, sb->rootfs, sizeof sb->rootfs, err) < 0) {
         sandbox_free(sb);
-        return lis_fail(err, e, "rootfs %s: %s", spec->rootfs, strerror(e));
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        sandbox_free(sb);
-        return lis_fail(err, ENOTDIR, "rootfs %s is not a directory", spec->rootfs);
+        return -1;
     }
     if (spec->name) {
         if (!lis_valid_name(spec->name)) {
@@ -208,7 +240,8 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
                         (unsigned)ctx->uid);
     }
     sb->full_map = spec->uidmap != LIS_UIDMAP_SINGLE && can_full;
-    warn_unmapped_owner(ctx, sb->rootfs, sb->full_map);
+    const char *base = strrchr(sb->rootfs, ':'); /* the image at the bottom of a chain */
+    warn_unmapped_owner(ctx, base ? base + 1 : sb->rootfs, sb->full_map);
     sb->persist = spec->persist;
     sb->created = lis_wallclock();
     sb->net = spec->net;
@@ -274,6 +307,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         .full_map = sb->full_map,
         .cg = sb->cg,
         .listener_fd = &sb->listener_fd,
+        .scratch_fd = &sb->scratch_fd,
         .fsize = spec->upper == LIS_UPPER_DISK ? lis_disk_budget(&spec->limits) : 0,
     };
     if (!sb->cg) { /* no cgroup: the fallback limits (docs/cgroups.md) */
@@ -286,6 +320,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         sb->fallback_limits = 1;
     }
     sb->disk_limit = lis_disk_budget(&spec->limits);
+    sb->limits = spec->limits;
     if (lis_spawn(ctx, &req, &sb->pid, &sb->pidfd, &sb->life_fd, err) < 0)
         goto fail;
     if (listen_fd >= 0)
@@ -346,6 +381,17 @@ int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_erro
     cJSON *c = cJSON_GetObjectItem(m, "created");
     sb->created = cJSON_IsNumber(c) ? c->valuedouble : 0;
     sb->paused = cJSON_IsTrue(cJSON_GetObjectItem(m, "paused"));
+    cJSON *lim = cJSON_GetObjectItem(m, "asked");
+    static const char *const lk[] = {"memory", "pids", "cpu_millis", "disk"};
+    uint64_t *lv[] = {&sb->limits.memory_bytes, &sb->limits.pids, &sb->limits.cpu_millis,
+                      &sb->limits.disk_bytes};
+    for (int i = 0; i < 4; i++) {
+        cJSON *v = cJSON_GetObjectItem(lim, lk[i]);
+        if (cJSON_IsNumber(v) && v->valuedouble >= 0)
+            *lv[i] = v->valuedouble >= 1.8e19 ? LIS_UNLIMITED : (uint64_t)v->valuedouble;
+    }
+    cJSON *sfd = cJSON_GetObjectItem(m, "scratch_fd");
+    sb->scratch_fd = cJSON_IsNumber(sfd) ? (int)sfd->valuedouble : -1;
     /* kept when the metadata is written again (rename, pause) */
     cJSON *dl = cJSON_GetObjectItem(m, "disk_limit");
     sb->disk_limit = cJSON_IsNumber(dl) && dl->valuedouble >= 0 && dl->valuedouble < 9e18
@@ -511,13 +557,16 @@ int lis_sandbox_root_fd(lis_sandbox *sb, lis_error *err)
     return sb->root_fd = fd;
 }
 
-/* Processes whose pid namespace is the sandbox's; RSS summed. */
-static void proc_usage(pid_t pid, uint64_t *nprocs, uint64_t *rss)
+/* Processes whose pid namespace is the sandbox's; RSS and CPU time summed
+ * (with the time of the children each reaped: lis-init reaps them all). */
+static void proc_usage(pid_t pid, uint64_t *nprocs, uint64_t *rss, double *cpu)
 {
     char want[64], link[64], path[64];
     snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
     ssize_t n = readlink(path, want, sizeof want - 1);
     *nprocs = *rss = 0;
+    *cpu = 0;
+    unsigned long long ticks = 0;
     if (n <= 0)
         return;
     want[n] = 0;
@@ -543,8 +592,22 @@ static void proc_usage(pid_t pid, uint64_t *nprocs, uint64_t *rss)
             *rss += (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
         if (f)
             fclose(f);
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        char buf[1024];
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t len = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        buf[len > 0 ? len : 0] = 0;
+        char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
+        unsigned long long ut, stt, cut, cst;
+        if (p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+                        &ut, &stt, &cut, &cst) == 4)
+            ticks += ut + stt + cut + cst;
     }
     closedir(d);
+    long hz = sysconf(_SC_CLK_TCK);
+    *cpu = (double)ticks / (double)(hz > 0 ? hz : 100);
 }
 
 static void fill_stats(lis_stats *st, const char *name, pid_t pid, int alive, const char *rootfs,
@@ -558,7 +621,7 @@ static void fill_stats(lis_stats *st, const char *name, pid_t pid, int alive, co
     st->persist = persist;
     st->age_seconds = created > 0 ? lis_wallclock() - created : 0;
     if (alive)
-        proc_usage(pid, &st->nprocs, &st->memory_bytes);
+        proc_usage(pid, &st->nprocs, &st->memory_bytes, &st->cpu_seconds);
 }
 
 int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err)

@@ -146,10 +146,16 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
         _exit(1); /* the owner went away during set-up */
 
     const char *stage = NULL;
-    int e = lis_mount_plan_run(plan, &stage);
+    int held = -1;
+    int e = lis_mount_plan_run(plan, &stage, &held);
     if (e) {
         send_msg(life, LIS_MSG_SETUP_ERR, e, stage);
         _exit(1);
+    }
+    if (held >= 0 && held < 3) { /* 0-2 are closed: the plan's fd may be one of them */
+        int moved = fcntl(held, F_DUPFD_CLOEXEC, 3);
+        close(held);
+        held = moved;
     }
     if ((e = lis_mount_plan_listener(plan, life, &stage))) {
         send_msg(life, LIS_MSG_SETUP_ERR, e, stage);
@@ -180,13 +186,15 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
         send_msg(life, LIS_MSG_SETUP_ERR, e, "setting the fallback limits");
         _exit(1);
     }
-    char a1[16], a2[16], a3[16], a4[24];
+    fcntl(held, F_SETFD, 0); /* lis-init keeps the set-up tmpfs (mounts.c) */
+    char a1[16], a2[16], a3[16], a4[24], a5[16];
+    itoa10(held, a5);
     itoa10(life, a1);
     itoa10(listen_fd, a2);
     itoa10(bpf_fd, a3);
     utoa10(req->fb_memory, a4);
     char *argv[] = {"lis-init", a1, a2, persist ? "1" : "0", a3, a4, req->fb_nice ? "1" : "0",
-                    NULL};
+                    a5, NULL};
     char *envp[] = {NULL};
     syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
     send_msg(life, LIS_MSG_SETUP_ERR, errno, "executing lis-init");
@@ -422,8 +430,11 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         else if (m.type == LIS_MSG_SETUP_ERR) {
             m.text[sizeof m.text - 1] = 0;
             rc = setup_error(m.a, m.text, err);
-        } else if (m.type != LIS_MSG_READY)
+        } else if (m.type != LIS_MSG_READY) {
             rc = lis_fail(err, EPROTO, "sandbox set-up: unexpected message %u", m.type);
+        } else if (req->scratch_fd) {
+            *req->scratch_fd = m.a;
+        }
     }
     if (rc < 0) {
         if (req->listener_fd && *req->listener_fd >= 0) {

@@ -89,21 +89,19 @@ static int signal_all(lis_sandbox *sb, int sig, lis_error *err)
     return running;
 }
 
-static void nap_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static int stop_all(lis_sandbox *sb, lis_error *err)
 {
     /* SIGSTOP is delivered asynchronously: repeat until a pass finds every
      * process stopped already (which also catches the ones forked meanwhile). */
-    for (int i = 0; i < 1000; i++) {
+    long wait_us = 50, total_us = 0; /* 0.05 ms doubling to 5 ms: at most ~5 s */
+    while (total_us < 5000000) {
         int running = signal_all(sb, SIGSTOP, err);
         if (running <= 0)
             return running;
-        nap_ms(5);
+        struct timespec ts = {0, wait_us * 1000};
+        nanosleep(&ts, NULL);
+        total_us += wait_us;
+        wait_us = wait_us < 5000 ? wait_us * 2 : 5000;
     }
     lis_error ignore;
     signal_all(sb, SIGCONT, &ignore);

@@ -492,3 +492,72 @@ Test(batch, repeat_and_mode_llm, .timeout = 120)
     free(out);
     t_fake_stop(&f);
 }
+
+/* --repeat 4 --fork-from-setup: a row's set-up (its input file) is made once
+ * and its 4 attempts run on forks of it: the input file has the same
+ * nanosecond mtime in each (without the flag each attempt writes its own),
+ * the attempts do not see each other's writes, and no snapshot is left. */
+static void fork_run(const char *name, const char *flag, cJSON **rows_out, char **out_text)
+{
+    char *d = dir_for(name);
+    char tasks[600];
+    snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
+    write_file(tasks, "{\"id\":\"a\",\"problem_statement\":\"FORKROW\",\"ground_truth\":\"x\","
+                      "\"input_files\":{\"in.txt\":\"row a\"}}\n"
+                      "{\"id\":\"b\",\"problem_statement\":\"FORKROW\",\"ground_truth\":\"x\","
+                      "\"input_files\":{\"in.txt\":\"row b\"}}\n");
+    t_fake f;
+    t_fake_start(&f, "{\"rows\":{\"FORKROW\":[{\"calls\":[[\"execute_bash\",{\"command\":"
+                     "\"echo x >> /testbed/marker; echo $(wc -l < /testbed/marker) "
+                     "$(cat /testbed/input/in.txt) $(stat -c %y /testbed/input/in.txt) > "
+                     "/testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}}");
+    int code = 0;
+    char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --repeat 4 %s "
+                      "--concurrency 3 --output-dir %s/out", f.url, t_busybox(), tasks, flag, d);
+    cr_assert_eq(code, 0, "%s", out);
+    char rdir[1024];
+    run_dir(d, rdir, sizeof rdir);
+    *rows_out = t_results_rows(rdir);
+    *out_text = out;
+    t_fake_stop(&f);
+}
+
+Test(batch, repeat_fork_from_setup, .timeout = 180)
+{
+    cJSON *rows;
+    char *out;
+    fork_run("fork", "--fork-from-setup", &rows, &out);
+    cr_assert_eq(cJSON_GetArraySize(rows), 8, "%s", out);
+    const char *ids[] = {"a", "b"};
+    char first[2][200];
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 4; k++) {
+            const cJSON *r = row_by_id(rows, ids[i], k, NULL);
+            cr_assert_not_null(r, "%s/%d: %s", ids[i], k, out);
+            const char *ans = str(r, "answer");
+            char want[16];
+            snprintf(want, sizeof want, "1 row %s ", ids[i]);
+            /* its own input file, and only its own write to /testbed/marker */
+            cr_expect_eq(strncmp(ans, want, strlen(want)), 0, "%s/%d: '%s'", ids[i], k, ans);
+            if (k == 0)
+                snprintf(first[i], sizeof first[i], "%s", ans);
+            else /* the same file, made once: the same mtime to the nanosecond */
+                cr_expect_str_eq(ans, first[i], "%s/%d was set up on its own", ids[i], k);
+        }
+    cr_expect_str_neq(first[0], first[1]);
+    cJSON_Delete(rows);
+    free(out);
+    int code;
+    out = t_lis(&code, "rootfs ls");
+    cr_expect_null(strstr(out, "snapshot"), "a set-up snapshot was left: %s", out);
+    free(out);
+    /* without the flag, each attempt writes its own input file */
+    fork_run("nofork", "", &rows, &out);
+    const char *a0 = str(row_by_id(rows, "a", 0, NULL), "answer");
+    int differ = 0;
+    for (int k = 1; k < 4; k++)
+        differ |= strcmp(a0, str(row_by_id(rows, "a", k, NULL), "answer")) != 0;
+    cr_expect(differ, "the mtime check cannot tell a fork from a fresh set-up: %s", a0);
+    cJSON_Delete(rows);
+    free(out);
+}

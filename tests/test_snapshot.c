@@ -214,3 +214,30 @@ Test(pause, cli_pause_ls_exec_resume_rm, .timeout = 120)
     cr_assert_null(strstr(out, "pbox"), "%s", out);
     free(out);
 }
+
+/* lis_stats.cpu_seconds: what the sandbox's processes used, growing while a
+ * loop runs, flat while paused. */
+Test(pause, stats_cpu_seconds_grow_and_stop_while_paused, .timeout = 120)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    lis_error err = {0};
+    lis_stats st;
+    start_busy_loop(sb);
+    double c0 = 0;
+    for (int i = 0; i < 200 && c0 < 0.2; i++) {
+        nap_ms(100);
+        cr_assert_eq(lis_sandbox_stats(sb, &st, &err), 0);
+        c0 = st.cpu_seconds;
+    }
+    cr_assert(c0 >= 0.2, "cpu_seconds never grew: %f", c0);
+    cr_assert_eq(lis_sandbox_pause(sb, &err), 0, "%s", err.msg);
+    cr_assert_eq(lis_sandbox_stats(sb, &st, &err), 0);
+    double p0 = st.cpu_seconds;
+    nap_ms(700);
+    cr_assert_eq(lis_sandbox_stats(sb, &st, &err), 0);
+    cr_assert_float_eq(st.cpu_seconds, p0, 0.011, "grew while paused: %f -> %f", p0,
+                       st.cpu_seconds);
+    cr_assert_eq(lis_sandbox_destroy(sb, &err), 0);
+    lis_ctx_free(ctx);
+}

@@ -321,3 +321,81 @@ Test(vm_cgroup, owner_kill9_then_gc)
     cr_assert(gone, "cgroup %s left behind", dir);
     lis_ctx_free(ctx);
 }
+
+static unsigned long long usage_usec(const char *dir)
+{
+    return key(dir, "cpu.stat", "usage_usec");
+}
+
+/* With a cgroup v2, pause is the kernel's freezer: the whole cgroup (lis-init
+ * too) is frozen, its CPU time stops, exec is refused; a snapshot of the
+ * frozen sandbox works and leaves it frozen; resume thaws it. Through the C
+ * API and, for a persistent sandbox, through the CLI (another process). */
+Test(vm_cgroup, pause_is_the_freezer_and_snapshots_work_frozen)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = mk(ctx, 0, 0, 0);
+    char dir[1024], b[256];
+    cg_of(lis_sandbox_pid(sb), dir, sizeof dir);
+    lis_result r;
+    t_sh(sb, "sh -c 'while :; do :; done' >/dev/null 2>&1 </dev/null & echo ok", &r);
+    lis_result_free(&r);
+    lis_error err = {0};
+    double t0 = now();
+    cr_assert_eq(lis_sandbox_pause(sb, &err), 0, "%s", err.msg);
+    printf("VM-PAUSE: freezer pause %.2f ms\n", (now() - t0) * 1000);
+    rdfile(dir, "cgroup.freeze", b, sizeof b);
+    cr_assert_eq(atoi(b), 1, "cgroup.freeze %s", b);
+    rdfile(dir, "cgroup.events", b, sizeof b);
+    cr_assert(strstr(b, "frozen 1"), "cgroup.events %s", b);
+    unsigned long long u0 = usage_usec(dir);
+    usleep(600000);
+    unsigned long long u1 = usage_usec(dir);
+    cr_assert(u1 - u0 < 20000, "CPU time grew by %llu us while frozen", u1 - u0);
+    lis_exec_spec ex = {.shell = "true"};
+    cr_assert_eq(lis_exec(sb, &ex, &r, &err), -1);
+    cr_assert(strstr(err.msg, "is paused"), "%s", err.msg);
+    t0 = now();
+    cr_assert_eq(lis_sandbox_resume(sb, &err), 0, "%s", err.msg);
+    printf("VM-PAUSE: freezer resume %.2f ms\n", (now() - t0) * 1000);
+    rdfile(dir, "cgroup.freeze", b, sizeof b);
+    cr_assert_eq(atoi(b), 0, "cgroup.freeze %s", b);
+    for (int i = 0; i < 50 && usage_usec(dir) - u1 < 50000; i++)
+        usleep(100000);
+    cr_assert(usage_usec(dir) - u1 >= 50000, "the busy loop did not go on after resume");
+    cr_assert_eq(lis_sandbox_destroy(sb, &err), 0, "%s", err.msg);
+    lis_ctx_free(ctx);
+
+    /* the CLI, on a persistent sandbox: pause from one process, snapshot it
+     * frozen, a sandbox of the snapshot sees the file, resume from another */
+    int code;
+    char *out = t_lis(&code, "sandbox create --rootfs %s --name frz", t_busybox());
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox exec frz -- sh -c 'echo kept > /root/f'");
+    free(out);
+    out = t_lis(&code, "sandbox pause frz");
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox ls");
+    cr_assert(strstr(out, " paused "), "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox snapshot frz --tag frz:snap");
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox ls");
+    cr_assert(strstr(out, " paused "), "the snapshot resumed a paused sandbox: %s", out);
+    free(out);
+    out = t_lis(&code, "sandbox run --image frz:snap -- cat /root/f");
+    cr_assert_eq(code, 0, "%s", out);
+    cr_assert(strstr(out, "kept"), "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox resume frz");
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox exec frz -- cat /root/f");
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox rm frz");
+    free(out);
+}

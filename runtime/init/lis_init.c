@@ -237,8 +237,13 @@ int main(int argc, char **argv)
      * of the sandbox's running commands (lis batch drains on the first one;
      * as PID 1 we would drop it, the sessions would die of it). */
     setsid();
-    if (argc != 7)
+    if (argc != 8)
         return 2;
+    /* argv[7]: the set-up tmpfs (tmpfs upper layer, /tmp), held open for the
+     * owner's snapshots (runtime/capture.c); never used here, closed on every
+     * exec. Its number goes to the owner with READY. */
+    int scratch = atoi(argv[7]);
+    fcntl(scratch, F_SETFD, FD_CLOEXEC);
     struct init_state st = {.life = atoi(argv[1]), .listen_fd = atoi(argv[2]),
                             .persist = argv[3][0] == '1',
                             .mem_limit = strtoull(argv[5], NULL, 10),
@@ -255,7 +260,7 @@ int main(int argc, char **argv)
     st.sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
     if (st.sfd < 0)
         return 1;
-    if (init_send(st.life, LIS_MSG_READY, 0, 0, NULL) < 0 && !st.persist)
+    if (init_send(st.life, LIS_MSG_READY, scratch, 0, NULL) < 0 && !st.persist)
         return 1;
     struct pollfd *pf = NULL;
     int pfcap = 0;

@@ -27,7 +27,7 @@ done
 OUT=$(mktemp -d /tmp/lis-vm.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 mkdir -p "$OUT/build/tests"
-cp "$B/lis" "$B/lis-init" "$OUT/build/"
+cp "$B/lis" "$B/lis-init" "$B/liblis-rootfs.so" "$OUT/build/"
 cp "$B/tests/vm_cgroup" "$B/tests/test_bombs" "$B/tests/sysprobe" "$OUT/build/tests/"
 cp "$HERE/guest-suite.sh" "$OUT/"
 # the busybox fixture, built here (~400 symlinks cost ~30 s of forks under TCG) and unpacked there

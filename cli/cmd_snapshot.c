@@ -1,0 +1,200 @@
+/* cmd_snapshot.c - `lis sandbox snapshot NAME` and `lis sandbox fork NAME
+ * -n N` (issue 15; in liblis-rootfs.so, which has the store's writing side).
+ * Parse, call rootfs.h, print. */
+#include "cli_util.h"
+#include "lis_net.h"
+#include "rootfs.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int lis_cli_snapshot_main(int argc, char **argv);
+
+static const char snapshot_usage[] =
+    "usage: lis sandbox snapshot NAME [--tag NAME[:TAG]] [--json]\n"
+    "  Stores the files sandbox NAME wrote (its writable layer and /tmp) as an image\n"
+    "  over the image it runs on; the sandbox is paused for the copy only. A snapshot\n"
+    "  holds files, not processes: a sandbox made from it starts fresh on those files.\n"
+    "  Use it with lis sandbox create|run --image T, lis run --image T, docker run T.\n";
+static const char fork_usage[] =
+    "usage: lis sandbox fork NAME -n N [--name PREFIX] [--tag NAME[:TAG]] [--json]\n"
+    "  One snapshot of sandbox NAME, then N persistent sandboxes on it (PREFIX-1..N,\n"
+    "  default NAME-fork-1..N), each independent of the others and of NAME. They get\n"
+    "  NAME's environment, limits and network mode (not its --allow-domain rules, nor\n"
+    "  its processes: a snapshot holds files only).\n";
+
+static void print_snapshot(const lis_snapshot_result *r, cJSON *j)
+{
+    if (j) {
+        cJSON_AddStringToObject(j, "id", r->digest);
+        if (r->ref[0])
+            cJSON_AddStringToObject(j, "tag", r->ref);
+        else
+            cJSON_AddNullToObject(j, "tag");
+        cJSON_AddStringToObject(j, "parent", r->parent);
+        cJSON_AddNumberToObject(j, "depth", r->depth);
+        cJSON_AddNumberToObject(j, "files", (double)r->capture.files);
+        cJSON_AddNumberToObject(j, "bytes", (double)r->capture.bytes);
+        cJSON_AddNumberToObject(j, "paused_ms", r->capture.paused_ms);
+        cJSON_AddBoolToObject(j, "existed", r->existed);
+        return;
+    }
+    printf("%s%s%s\n", r->digest, r->ref[0] ? " " : "", r->ref);
+    fprintf(stderr, "lis: snapshot of %llu files (%llu bytes) over %s, %d layers; paused "
+            "%.1f ms%s; it holds files, not processes\n",
+            (unsigned long long)r->capture.files, (unsigned long long)r->capture.bytes,
+            r->parent, r->depth, r->capture.paused_ms,
+            r->existed ? "; the same snapshot was in the store" : "");
+}
+
+static int emit_json(cJSON *j)
+{
+    char *s = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!s)
+        return CLI_EXIT_LIS;
+    puts(s);
+    free(s);
+    return 0;
+}
+
+/* Persistent forks; --net proxy ones through lis proxyd, as `lis sandbox create`. */
+static int create_fork(void *arg, const lis_sandbox_spec *spec, int i, lis_sandbox **out,
+                       lis_error *err)
+{
+    (void)i;
+    return lis_net_sandbox_create(arg, spec, NULL, out, err);
+}
+
+int lis_cli_snapshot_main(int argc, char **argv)
+{
+    int fork_mode = !strcmp(argv[0], "fork");
+    const char *usage = fork_mode ? fork_usage : snapshot_usage;
+    enum { O_TAG = 1, O_JSON, O_NAME };
+    static const struct option opts[] = {{"tag", required_argument, 0, O_TAG},
+                                         {"json", no_argument, 0, O_JSON},
+                                         {"name", required_argument, 0, O_NAME},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *tag = NULL, *prefix = NULL;
+    int json = 0, n = 0;
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, fork_mode ? "n:h" : "h", opts, NULL)) != -1;) {
+        switch (c) {
+        case O_TAG: tag = optarg; break;
+        case O_JSON: json = 1; break;
+        case O_NAME: prefix = optarg; break;
+        case 'n': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > 1024) {
+                cli_error("sandbox fork: -n takes a number from 1 to 1024 (got '%s')", optarg);
+                return 2;
+            }
+            n = (int)v;
+            break;
+        }
+        case 'h': fputs(usage, stdout); return 0;
+        default:
+            cli_error("sandbox %s: unknown or incomplete option '%s' (lis sandbox %s --help)",
+                      argv[0], argv[optind - 1], argv[0]);
+            return 2;
+        }
+    }
+    if (optind != argc - 1 || (fork_mode && !n) || (!fork_mode && prefix)) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *name = argv[optind];
+    lis_error err = {0};
+    lis_ctx *ctx = lis_ctx_new(NULL, &err);
+    if (!ctx)
+        return cli_fail(&err);
+    lis_sandbox *sb = NULL;
+    int rc = 0;
+    if (lis_sandbox_open(ctx, name, &sb, &err) < 0) {
+        rc = cli_fail(&err);
+        goto out;
+    }
+    lis_snapshot_result snap;
+    if (!fork_mode) {
+        if (lis_rootfs_snapshot(lis_ctx_data_dir(ctx), sb, tag, &snap, &err) < 0) {
+            rc = cli_fail(&err);
+        } else if (json) {
+            cJSON *j = cJSON_CreateObject();
+            print_snapshot(&snap, j);
+            rc = emit_json(j);
+        } else {
+            print_snapshot(&snap, NULL);
+        }
+        goto out;
+    }
+    lis_sandbox **forks = calloc((size_t)n, sizeof *forks);
+    lis_error *errs = calloc((size_t)n, sizeof *errs);
+    char (*names)[80] = calloc((size_t)n, sizeof *names);
+    const char **nv = calloc((size_t)n, sizeof *nv);
+    if (!forks || !errs || !names || !nv) {
+        cli_error("out of memory");
+        rc = CLI_EXIT_LIS;
+    } else {
+        for (int i = 0; i < n; i++) {
+            snprintf(names[i], sizeof names[i], "%s-%s%d", prefix ? prefix : name,
+                     prefix ? "" : "fork-", i + 1);
+            nv[i] = names[i];
+        }
+        lis_sandbox_spec spec = {.env = lis_sandbox_env(sb), .net = lis_sandbox_net(sb),
+                                 .limits = lis_sandbox_limits(sb), .upper = LIS_UPPER_DISK,
+                                 .persist = 1};
+        lis_fork_opts fo = {.spec = &spec, .names = nv, .tag = tag, .create = create_fork,
+                            .create_arg = ctx};
+        int made = lis_sandbox_fork(ctx, sb, n, &fo, forks, errs, &snap, &err);
+        if (made < 0) {
+            rc = cli_fail(&err);
+        } else {
+            cJSON *j = json ? cJSON_CreateObject() : NULL;
+            cJSON *arr = NULL;
+            if (j) {
+                print_snapshot(&snap, cJSON_AddObjectToObject(j, "snapshot"));
+                arr = cJSON_AddArrayToObject(j, "sandboxes");
+            } else {
+                print_snapshot(&snap, NULL);
+            }
+            for (int i = 0; i < n; i++) {
+                cJSON *e = arr ? cJSON_CreateObject() : NULL;
+                if (forks[i]) {
+                    if (e)
+                        cJSON_AddStringToObject(e, "name", lis_sandbox_name(forks[i]));
+                    else
+                        printf("%s\n", lis_sandbox_name(forks[i]));
+                    lis_sandbox_release(forks[i]);
+                } else {
+                    if (e)
+                        cJSON_AddStringToObject(e, "error", errs[i].msg);
+                    else
+                        fprintf(stderr, "lis: fork %d (%s): %s\n", i + 1, names[i], errs[i].msg);
+                    rc = CLI_EXIT_LIS;
+                }
+                if (e)
+                    cJSON_AddItemToArray(arr, e);
+            }
+            if (j) {
+                int jr = emit_json(j);
+                rc = rc ? rc : jr;
+            }
+        }
+    }
+    free(forks);
+    free(errs);
+    free(names);
+    free(nv);
+out:
+    if (sb)
+        lis_sandbox_release(sb);
+    lis_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,178 @@
+/* snapshot.c - snapshots and forks (issue 15, docs/snapshots.md).
+ *
+ * A snapshot is an image of the store made of one layer - the files a
+ * sandbox wrote, captured by lis_sandbox_capture - over its parent: the
+ * image the sandbox runs on (itself maybe a snapshot), or the --rootfs
+ * directory it was made from. Its digest is sha256 over the parent and the
+ * layer (records and contents, in name order), so the same state captured
+ * twice is stored once. lis_store_resolve gives its chain of layers, which
+ * the runtime stacks as overlayfs lower layers: a fork costs a copy of what
+ * the sandbox wrote, never of its image. */
+#include "rf.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The digest is computed in the copying child, which may not allocate: the
+ * context is made here, before the fork, and only updated there. */
+static void sha_update(void *arg, const void *data, size_t len)
+{
+    EVP_DigestUpdate((EVP_MD_CTX *)arg, data, len);
+}
+
+static void sha_end(void *arg, unsigned char out[64])
+{
+    unsigned int n = 0;
+    EVP_DigestFinal_ex((EVP_MD_CTX *)arg, out, &n);
+}
+
+/* "sha256:<hex>" when dir is a blob of this store, else "" . */
+static void store_digest_of(const char *data_dir, const char *dir, char *out, size_t len)
+{
+    char real[PATH_MAX], blobs[PATH_MAX + 32];
+    out[0] = 0;
+    if (!realpath(data_dir, real))
+        return;
+    snprintf(blobs, sizeof blobs, "%s/rootfs/blobs/sha256/", real);
+    size_t n = strlen(blobs);
+    if (!strncmp(dir, blobs, n) && rf_valid_hex(dir + n))
+        snprintf(out, len, "sha256:%s", dir + n);
+}
+
+static int depth_of(const char *chain)
+{
+    int n = 1;
+    for (; *chain; chain++)
+        n += *chain == ':';
+    return n;
+}
+
+int lis_rootfs_snapshot(const char *data_dir, lis_sandbox *sb, const char *ref,
+                        lis_snapshot_result *res, lis_error *err)
+{
+    memset(res, 0, sizeof *res);
+    char name[512], tag[128];
+    if (ref && rf_parse_ref(ref, name, sizeof name, tag, sizeof tag, err) < 0)
+        return -1;
+    const char *chain = lis_sandbox_rootfs(sb);
+    int depth = depth_of(chain) + 1;
+    if (depth > LIS_MAX_LAYERS)
+        return rf_fail(err, E2BIG, "sandbox %s runs on a chain of %d layers: a snapshot of it "
+                       "would pass the limit of %d (snapshot a sandbox made from an image "
+                       "nearer the base)", lis_sandbox_name(sb), depth - 1, LIS_MAX_LAYERS);
+    /* the parent: the top layer's image when the chain comes from this store */
+    char top[PATH_MAX];
+    snprintf(top, sizeof top, "%.*s", (int)strcspn(chain, ":"), chain);
+    char parent[80];
+    store_digest_of(data_dir, top, parent, sizeof parent);
+    snprintf(res->parent, sizeof res->parent, "%s", parent[0] ? parent : chain);
+    int lock = rf_store_open(data_dir, 0, err);
+    if (lock < 0)
+        return -1;
+    char tmp[PATH_MAX], layer[PATH_MAX + 16];
+    int rc = -1;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    cJSON *meta = NULL;
+    if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+        rf_fail(err, ENOMEM, "cannot set up sha256");
+        goto out_lock;
+    }
+    char head[4200];
+    int hl = snprintf(head, sizeof head, "lis-snapshot-v1\nparent %s\n", res->parent);
+    EVP_DigestUpdate(md, head, (size_t)hl);
+    if (rf_store_tmpdir(data_dir, "snap", tmp, sizeof tmp, err) < 0)
+        goto out_lock;
+    snprintf(layer, sizeof layer, "%s/layer", tmp);
+    lis_capture_opts co = {.hash = sha_update, .hash_end = sha_end, .arg = md};
+    if (lis_sandbox_capture(sb, layer, &co, &res->capture, err) < 0) {
+        rf_rm_tree(tmp);
+        goto out_lock;
+    }
+    char hex[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", res->capture.digest[i]);
+    snprintf(res->digest, sizeof res->digest, "sha256:%s", hex);
+    lis_error ignore;
+    if (rf_blob_exists(data_dir, hex)) {
+        res->existed = 1;
+        lis_host_rmtree(tmp, &ignore);
+    } else {
+        meta = cJSON_CreateObject();
+        cJSON_AddStringToObject(meta, "kind", "snapshot");
+        cJSON_AddStringToObject(meta, parent[0] ? "parent" : "parent_dir", res->parent);
+        char src[160];
+        snprintf(src, sizeof src, "sandbox %s", lis_sandbox_name(sb));
+        cJSON_AddStringToObject(meta, "source", src);
+        cJSON_AddStringToObject(meta, "format", "snapshot");
+        cJSON_AddNumberToObject(meta, "size", (double)res->capture.bytes);
+        cJSON_AddNumberToObject(meta, "files", (double)res->capture.files);
+        cJSON_AddNumberToObject(meta, "depth", depth);
+        cJSON_AddStringToObject(meta, "holds", "files only: the sandbox's writable layer and "
+                                "/tmp; no processes, memory, /dev/shm or connections");
+        if (rf_store_commit(data_dir, layer, hex, meta, err) < 0) {
+            lis_host_rmtree(tmp, &ignore);
+            goto out_lock;
+        }
+        rmdir(tmp);
+    }
+    if (ref && rf_tag_write(data_dir, ref, hex, res->ref, sizeof res->ref, err) < 0)
+        goto out_lock;
+    if (lis_store_resolve(data_dir, res->digest, res->rootfs, sizeof res->rootfs, err) < 0)
+        goto out_lock;
+    res->depth = depth_of(res->rootfs);
+    rc = 0;
+out_lock:
+    cJSON_Delete(meta);
+    EVP_MD_CTX_free(md);
+    close(lock);
+    return rc;
+}
+
+int lis_sandbox_fork(lis_ctx *ctx, lis_sandbox *sb, int n, const lis_fork_opts *o,
+                     lis_sandbox **out, lis_error *errs, lis_snapshot_result *snap,
+                     lis_error *err)
+{
+    lis_snapshot_result local, *s = snap ? snap : &local;
+    if (n < 1)
+        return rf_fail(err, EINVAL, "fork: the number of forks must be at least 1 (got %d)", n);
+    for (int i = 0; i < n; i++)
+        out[i] = NULL;
+    if (lis_rootfs_snapshot(lis_ctx_data_dir(ctx), sb, o ? o->tag : NULL, s, err) < 0)
+        return -1;
+    lis_sandbox_spec spec = {0};
+    if (o && o->spec) {
+        spec = *o->spec;
+    } else {
+        spec.env = lis_sandbox_env(sb);
+        spec.net = lis_sandbox_net(sb);
+        spec.limits = lis_sandbox_limits(sb);
+        spec.upper = LIS_UPPER_TMPFS;
+    }
+    spec.rootfs = s->rootfs;
+    int made = 0;
+    for (int i = 0; i < n; i++) {
+        spec.name = o && o->names ? o->names[i] : NULL;
+        lis_error e = {0};
+        int rc = o && o->create ? o->create(o->create_arg, &spec, i, &out[i], &e)
+                                : lis_sandbox_create(ctx, &spec, &out[i], &e);
+        if (rc < 0 || !out[i]) {
+            out[i] = NULL;
+            if (!e.msg[0])
+                snprintf(e.msg, sizeof e.msg, "fork %d of sandbox %s failed", i + 1,
+                         lis_sandbox_name(sb));
+            if (errs)
+                errs[i] = e;
+            continue;
+        }
+        if (errs)
+            memset(&errs[i], 0, sizeof errs[i]);
+        made++;
+    }
+    return made;
+}
