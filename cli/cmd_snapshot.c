@@ -150,8 +150,9 @@ int lis_cli_snapshot_main(int argc, char **argv)
         lis_sandbox_spec spec = {.env = lis_sandbox_env(sb), .net = lis_sandbox_net(sb),
                                  .limits = lis_sandbox_limits(sb), .upper = LIS_UPPER_DISK,
                                  .persist = 1};
+        /* lis_net_sandbox_create may run on several threads at once (lis batch does) */
         lis_fork_opts fo = {.spec = &spec, .names = nv, .tag = tag, .create = create_fork,
-                            .create_arg = ctx};
+                            .create_arg = ctx, .threads = 4};
         int made = lis_sandbox_fork(ctx, sb, n, &fo, forks, errs, &snap, &err);
         if (made < 0) {
             rc = cli_fail(&err);

@@ -121,6 +121,10 @@ typedef struct lis_fork_opts {
     const char *tag;           /* tag the snapshot with this NAME[:TAG]; NULL: untagged */
     lis_fork_create_fn create; /* NULL: lis_sandbox_create */
     void *create_arg;
+    /* Forks made at once, by that many threads (max 16). 0: 4 with the
+     * default create, 1 with a create of the caller's (set more only when
+     * it may be called from several threads at once). */
+    int threads;
 } lis_fork_opts;
 
 /* One snapshot of sb, then n sandboxes on it, each independent of the others

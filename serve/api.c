@@ -1,10 +1,11 @@
 /* api.c - lis serve's native API under /lis/v1/ (docs/api.md): sandboxes
  * create / get / list / delete (a create may carry an Idempotency-Key), files
- * read / write / list / stat, health and capacity; exec is api_exec.c.
- * Sandboxes are the Docker side's containers (containers.c) made without a
- * started command, so both APIs see the same ones. The slow calls (create,
- * delete, files) run as worker jobs, the container's busy count keeping the
- * sandbox alive meanwhile. Snapshot, fork, pause and resume answer 501. */
+ * read / write / list / stat, health and capacity, and the routes of the
+ * rest: exec is api_exec.c; pause, resume, stats, snapshot, fork and the
+ * snapshot list are state.c. Sandboxes are the Docker side's containers
+ * (containers.c) made without a started command, so both APIs see the same
+ * ones. The slow calls (create, delete, files) run as worker jobs, the
+ * container's busy count keeping the sandbox alive meanwhile. */
 #include "serve.h"
 
 #include <errno.h>
@@ -17,60 +18,6 @@
 #define API_DEFAULT_MEM (256ull << 20)
 #define API_HOST_RESERVE (256ull << 20)
 
-static const char *net_name(lis_net_mode n)
-{
-    return n == LIS_NET_HOST ? "host" : n == LIS_NET_PROXY ? "proxy" : "none";
-}
-
-static const char *state(const sv_container *c)
-{
-    if (!strcmp(c->status, "removing") || !strcmp(c->status, "removed"))
-        return "removing";
-    return c->sb ? "running" : "creating";
-}
-
-static cJSON *sandbox_json(sv_container *c)
-{
-    cJSON *o = cJSON_CreateObject();
-    char t[64];
-    cJSON_AddStringToObject(o, "id", c->id);
-    cJSON_AddStringToObject(o, "name", c->name);
-    cJSON_AddStringToObject(o, "image", c->image);
-    cJSON_AddStringToObject(o, "state", state(c));
-    sv_rfc3339(c->created, t, sizeof t);
-    cJSON_AddStringToObject(o, "created", t);
-    cJSON_AddNumberToObject(o, "memory", (double)c->limits.memory_bytes);
-    cJSON_AddStringToObject(o, "net", net_name(c->net));
-    cJSON_AddBoolToObject(o, "native", c->native);
-    return o;
-}
-
-/* "512m", "1g", 1048576: bytes, or -1. */
-static double parse_mem(const cJSON *v)
-{
-    if (!v || cJSON_IsNull(v))
-        return 0;
-    if (cJSON_IsNumber(v))
-        return v->valuedouble >= 0 ? v->valuedouble : -1;
-    if (!cJSON_IsString(v))
-        return -1;
-    char *end;
-    double n = strtod(v->valuestring, &end);
-    if (end == v->valuestring || n < 0)
-        return -1;
-    double mul = 1;
-    switch (*end ? (end[0] | 0x20) : 0) {
-    case 0: break;
-    case 'k': mul = 1024.0; break;
-    case 'm': mul = 1024.0 * 1024; break;
-    case 'g': mul = 1024.0 * 1024 * 1024; break;
-    default: return -1;
-    }
-    if (*end && end[1] && strcasecmp(end + 1, "b") && strcasecmp(end + 1, "ib"))
-        return -1;
-    return n * mul;
-}
-
 /* ---- create ---------------------------------------------------------------------------- */
 
 static void created(sv_req *q, sv_container *c, const char *err)
@@ -79,7 +26,7 @@ static void created(sv_req *q, sv_container *c, const char *err)
         sv_req_finish_error(q, 500, "creating the sandbox: %s", err);
         return;
     }
-    sv_req_finish(q, 201, sv_resp_json(sandbox_json(c)));
+    sv_req_finish(q, 201, sv_resp_json(sv_sandbox_json(c)));
 }
 
 static enum MHD_Result create(sv_req *q)
@@ -101,12 +48,12 @@ static enum MHD_Result create(sv_req *q)
                 if (!c->sb)
                     return sv_reply_error(q, 409, "a create with Idempotency-Key %s is in progress; "
                                           "retry it", key);
-                struct MHD_Response *r = sv_resp_json(sandbox_json(c));
+                struct MHD_Response *r = sv_resp_json(sv_sandbox_json(c));
                 MHD_add_response_header(r, "Idempotent-Replayed", "true");
                 return sv_reply(q, 200, r);
             }
     const char *image = sv_jstr(b, "image"), *net = sv_jstr(b, "net"), *name = sv_jstr(b, "name");
-    double mem = parse_mem(cJSON_GetObjectItemCaseSensitive(b, "memory"));
+    double mem = sv_jsize(cJSON_GetObjectItemCaseSensitive(b, "memory"));
     const cJSON *env = cJSON_GetObjectItemCaseSensitive(b, "env");
     const char *bad = !image ? "\"image\" is required"
                     : mem < 0 ? "\"memory\" must be bytes or a size such as \"512m\""
@@ -124,18 +71,10 @@ static enum MHD_Result create(sv_req *q)
     cJSON *cmd = cJSON_AddArrayToObject(cfg, "Cmd");
     cJSON_AddItemToArray(cmd, cJSON_CreateString("sleep"));
     cJSON_AddItemToArray(cmd, cJSON_CreateString("infinity"));
-    cJSON *ev = cJSON_AddArrayToObject(cfg, "Env");
-    for (const cJSON *e = cJSON_IsObject(env) ? env->child : NULL; e; e = e->next) {
-        if (!cJSON_IsString(e) || strchr(e->string, '=') || !*e->string) {
-            cJSON_Delete(cfg);
-            cJSON_Delete(b);
-            return sv_reply_error(q, 400, "\"env\" must map names (without '=') to strings");
-        }
-        size_t n = strlen(e->string) + strlen(e->valuestring) + 2;
-        char *kv = malloc(n);
-        snprintf(kv, n, "%s=%s", e->string, e->valuestring);
-        cJSON_AddItemToArray(ev, cJSON_CreateString(kv));
-        free(kv);
+    if (sv_env_append(cJSON_AddArrayToObject(cfg, "Env"), env) < 0) {
+        cJSON_Delete(cfg);
+        cJSON_Delete(b);
+        return sv_reply_error(q, 400, "\"env\" must map names (without '=') to strings");
     }
     cJSON *hc = cJSON_AddObjectToObject(cfg, "HostConfig");
     if (mem > 0)
@@ -153,7 +92,7 @@ static enum MHD_Result list(sv_req *q)
 {
     cJSON *a = cJSON_CreateArray();
     for (sv_container *c = q->s->containers; c; c = c->next)
-        cJSON_AddItemToArray(a, sandbox_json(c));
+        cJSON_AddItemToArray(a, sv_sandbox_json(c));
     return sv_reply_json(q, 200, a);
 }
 
@@ -364,34 +303,29 @@ static enum MHD_Result health(sv_req *q)
 
 /* ---- routing ---------------------------------------------------------------------------------- */
 
-static enum MHD_Result not_yet(sv_req *q, const char *what)
-{
-    return sv_reply_error(q, 501, "%s is not yet implemented in lis serve", what);
-}
-
 static enum MHD_Result on_sandbox(sv_req *q, sv_container *c, const char *op)
 {
     const char *m = q->method;
     int get = !strcmp(m, "GET"), post = !strcmp(m, "POST");
     if (!*op) {
         if (get)
-            return sv_reply_json(q, 200, sandbox_json(c));
+            return sv_reply_json(q, 200, sv_sandbox_json(c));
         if (!strcmp(m, "DELETE")) {
             if (!strcmp(c->status, "removing"))
                 return sv_reply_error(q, 409, "sandbox %s is already being deleted", c->id);
             if (c->busy)
-                return sv_reply_error(q, 409, "sandbox %s is busy (being created or copied); try "
-                                      "again", c->id);
+                return sv_reply_error(q, 409, "sandbox %s is busy (being created, copied or "
+                                      "snapshotted); try again", c->id);
             sv_container_remove(c, q);
             return MHD_YES;
         }
         return sv_reply_error(q, 405, "%s is not allowed on a sandbox", m);
     }
-    if (!strcmp(op, "snapshot") || !strcmp(op, "fork") || !strcmp(op, "pause") ||
-        !strcmp(op, "resume"))
-        return not_yet(q, op);
     if (!c->sb || !strcmp(c->status, "removing"))
-        return sv_reply_error(q, 409, "sandbox %s is %s", c->id, state(c));
+        return sv_reply_error(q, 409, "sandbox %s is %s", c->id, sv_sandbox_state(c));
+    if (!strcmp(op, "snapshot") || !strcmp(op, "fork") || !strcmp(op, "pause") ||
+        !strcmp(op, "resume") || !strcmp(op, "stats"))
+        return sv_state_route(q, c, op);
     if (!strcmp(op, "exec") && post)
         return sv_api_exec(q, c);
     if (!strcmp(op, "files") && get)
@@ -421,8 +355,11 @@ enum MHD_Result sv_api_route(sv_req *q, const char *rest)
             return list(q);
         return sv_reply_error(q, 405, "%s is not allowed on /lis/v1/sandboxes", m);
     }
-    if (!strncmp(rest, "snapshots", 9))
-        return not_yet(q, "snapshots");
+    if (!strcmp(rest, "snapshots") || !strncmp(rest, "snapshots/", 10)) {
+        if (!get)
+            return sv_reply_error(q, 405, "%s is not allowed on /lis/v1/snapshots", m);
+        return sv_snapshots(q, rest[9] ? rest + 10 : "");
+    }
     if (!strncmp(rest, "sandboxes/", 10)) {
         const char *id = rest + 10;
         const char *slash = strchr(id, '/');

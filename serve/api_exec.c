@@ -276,6 +276,12 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
         cJSON_Delete(b);
         return sv_reply_error(q, 400, "%s", bad);
     }
+    if (c->snapping == SV_SNAP) { /* the capture stops its processes for a moment */
+        sv_strv_free(argv);
+        cJSON_Delete(b);
+        return sv_reply_error(q, 409, "sandbox %s is being snapshotted; retry when the snapshot "
+                              "is done", c->id);
+    }
     char **envv = exec_env(c->env, cJSON_IsObject(env) ? env : NULL);
     lis_exec_spec sp = {.argv = (const char *const *)argv,
                         .shell = argv ? NULL : cmd->valuestring,
@@ -293,6 +299,8 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
     cJSON_Delete(b);
     if (rc < 0) {
         free(x);
+        if (err.code == EBUSY) /* paused: the runtime's line says so */
+            return sv_reply_error(q, 409, "%s", err.msg);
         return sv_reply_error(q, 500, "starting the command: %s", err.msg);
     }
     x->s = q->s;

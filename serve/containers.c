@@ -341,6 +341,7 @@ typedef struct create_job {
     sv_container *c;
     lis_error err;
     int rc;
+    lis_sandbox *sb;            /* made on the worker, handed to c on the loop thread */
     sv_created_cb cb;           /* the native API's answer; NULL: Docker's */
 } create_job;
 
@@ -360,24 +361,37 @@ static void container_free(sv_container *c)
     free(c);
 }
 
-static void create_work(void *arg)
+void sv_container_spec(const sv_container *c, lis_sandbox_spec *spec, char name[32], char host[16])
 {
-    create_job *j = arg;
-    sv_container *c = j->c;
-    char name[32], host[16];
-    snprintf(name, sizeof name, "dk-%.16s", c->id);
-    snprintf(host, sizeof host, "%.12s", c->id);
-    lis_sandbox_spec spec = {.rootfs = c->rootfs, .name = name, .hostname = host,
-                             .limits = c->limits, .net = c->net};
-    j->rc = c->net == LIS_NET_PROXY ? lis_net_sandbox_create(c->s->ctx, &spec, NULL, &c->sb, &j->err)
-                                    : lis_sandbox_create(c->s->ctx, &spec, &c->sb, &j->err);
-    if (j->rc == 0 && c->workdir[0] && strcmp(c->workdir, "/")) { /* Docker makes WorkingDir */
+    snprintf(name, 32, "dk-%.16s", c->id);
+    snprintf(host, 16, "%.12s", c->id);
+    *spec = (lis_sandbox_spec){.rootfs = c->rootfs, .name = name, .hostname = host,
+                               .limits = c->limits, .net = c->net};
+}
+
+int sv_container_sandbox(const sv_container *c, const lis_sandbox_spec *spec, lis_sandbox **out,
+                         lis_error *err)
+{
+    int rc = c->net == LIS_NET_PROXY ? lis_net_sandbox_create(c->s->ctx, spec, NULL, out, err)
+                                     : lis_sandbox_create(c->s->ctx, spec, out, err);
+    if (rc == 0 && c->workdir[0] && strcmp(c->workdir, "/")) { /* Docker makes WorkingDir */
         const char *argv[] = {"mkdir", "-p", "--", c->workdir, NULL};
         lis_exec_spec e = {.argv = argv};
         lis_result r;
-        if (lis_exec(c->sb, &e, &r, &j->err) == 0)
+        lis_error ignore;
+        if (lis_exec(*out, &e, &r, &ignore) == 0)
             lis_result_free(&r);
     }
+    return rc;
+}
+
+static void create_work(void *arg)
+{
+    create_job *j = arg;
+    char name[32], host[16];
+    lis_sandbox_spec spec;
+    sv_container_spec(j->c, &spec, name, host);
+    j->rc = sv_container_sandbox(j->c, &spec, &j->sb, &j->err);
 }
 
 static void create_done(void *arg)
@@ -385,6 +399,7 @@ static void create_done(void *arg)
     create_job *j = arg;
     sv_container *c = j->c;
     c->busy--;
+    c->sb = j->sb;
     if (j->rc < 0) {
         if (j->cb)
             j->cb(j->q, NULL, j->err.msg);
@@ -416,36 +431,6 @@ static void create_done(void *arg)
     free(j);
 }
 
-static int valid_name(const char *n)
-{
-    if (!isalnum((unsigned char)n[0]))
-        return 0;
-    for (const char *p = n; *p; p++)
-        if (!isalnum((unsigned char)*p) && !strchr("_.-", *p))
-            return 0;
-    return strlen(n) < sizeof ((sv_container *)0)->name;
-}
-
-static char **concat(char **a, char **b)
-{
-    size_t na = sv_strv_len(a), nb = sv_strv_len(b);
-    char **r = calloc(na + nb + 1, sizeof *r);
-    for (size_t i = 0; i < na; i++)
-        r[i] = strdup(a[i]);
-    for (size_t i = 0; i < nb; i++)
-        r[na + i] = strdup(b[i]);
-    return r;
-}
-
-static int env_has(char **env, const char *key)
-{
-    size_t k = strlen(key);
-    for (size_t i = 0; env && env[i]; i++)
-        if (!strncmp(env[i], key, k) && env[i][k] == '=')
-            return 1;
-    return 0;
-}
-
 static enum MHD_Result create(sv_req *q)
 {
     cJSON *cfg = q->len ? cJSON_ParseWithLength(q->body, q->len) : NULL;
@@ -456,109 +441,25 @@ static enum MHD_Result create(sv_req *q)
     return sv_container_create(q, cfg, sv_arg(q, "name"), NULL, NULL);
 }
 
+void sv_container_discard(sv_container *c)
+{
+    container_free(c);
+}
+
 enum MHD_Result sv_container_create(sv_req *q, cJSON *cfg, const char *name, const char *idem,
                                     sv_created_cb cb)
 {
-    sv_server *s = q->s;
-    if (name && name[0] == '/')
-        name++;
-    if (name && *name && !valid_name(name)) {
-        cJSON_Delete(cfg);
-        return sv_reply_error(q, 400, "Invalid container name (%s), only [a-zA-Z0-9][a-zA-Z0-9_.-] "
-                              "are allowed", name);
-    }
-    if (name && *name) {
-        for (sv_container *o = s->containers; o; o = o->next)
-            if (!strcmp(o->name, name)) {
-                cJSON_Delete(cfg);
-                return sv_reply_error(q, 409, "Conflict. The container name \"/%s\" is already in "
-                                      "use by container \"%s\". You have to remove (or rename) that "
-                                      "container to be able to reuse that name.", name, o->id);
-            }
-    }
-    const char *image = sv_jstr(cfg, "Image");
-    if (!image) {
-        cJSON_Delete(cfg);
-        return sv_reply_error(q, 400, "Config.Image is required");
-    }
-    sv_container *c = calloc(1, sizeof *c);
-    if (!c) {
-        cJSON_Delete(cfg);
-        return sv_reply_error(q, 500, "out of memory");
-    }
-    c->s = s;
-    if (sv_image_resolve(s, image, c->rootfs, sizeof c->rootfs, c->image_id, sizeof c->image_id) < 0) {
-        free(c);
-        enum MHD_Result r = sv_reply_error(q, 404, "No such image: %s", image);
-        cJSON_Delete(cfg); /* after: image points into it */
-        return r;
-    }
-    char **ep = sv_jstrv(cfg, "Entrypoint"), **cmd = sv_jstrv(cfg, "Cmd");
-    c->cmd = concat(ep, cmd);
-    sv_strv_free(ep);
-    sv_strv_free(cmd);
-    if (!c->cmd[0]) {
-        sv_strv_free(c->cmd);
-        free(c);
-        cJSON_Delete(cfg);
-        return sv_reply_error(q, 400, "No command specified");
-    }
-    sv_hexid(c->id);
-    c->native = cb != NULL;
-    snprintf(c->idem, sizeof c->idem, "%s", idem ? idem : "");
-    snprintf(c->image, sizeof c->image, "%s", image);
-    if (name && *name)
-        snprintf(c->name, sizeof c->name, "%s", name);
-    else
-        snprintf(c->name, sizeof c->name, "lis_%.8s", c->id);
-    snprintf(c->workdir, sizeof c->workdir, "%s", sv_jstr(cfg, "WorkingDir") ? sv_jstr(cfg, "WorkingDir") : "");
-    snprintf(c->user, sizeof c->user, "%s", sv_jstr(cfg, "User") ? sv_jstr(cfg, "User") : "");
-    c->tty = sv_jbool(cfg, "Tty");
-    c->open_stdin = sv_jbool(cfg, "OpenStdin");
-    char **env = sv_jstrv(cfg, "Env");
-    char *base[4] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL, NULL, NULL};
-    char hostname[32], *extra[3] = {NULL, NULL, NULL};
-    snprintf(hostname, sizeof hostname, "HOSTNAME=%.12s", c->id);
-    int ne = 0;
-    extra[ne++] = hostname;
-    if (!env_has(env, "HOME"))
-        extra[ne++] = "HOME=/root";
-    char **e1 = concat(env_has(env, "PATH") ? NULL : base, env);
-    c->env = concat(e1, extra);
-    sv_strv_free(e1);
-    sv_strv_free(env);
-    const cJSON *hc = cJSON_GetObjectItemCaseSensitive(cfg, "HostConfig");
-    c->auto_remove = sv_jbool(hc, "AutoRemove");
-    c->limits = s->opts.limits;
-    double mem = sv_jnum(hc, "Memory"), pids = sv_jnum(hc, "PidsLimit"), ncpu = sv_jnum(hc, "NanoCpus");
-    if (mem > 0)
-        c->limits.memory_bytes = (uint64_t)mem;
-    if (pids > 0)
-        c->limits.pids = (uint64_t)pids;
-    if (ncpu > 0)
-        c->limits.cpu_millis = (uint64_t)(ncpu / 1e6);
-    c->net = s->opts.net;
-    const char *nm = sv_jstr(hc, "NetworkMode");
-    if (nm && !strcmp(nm, "none"))
-        c->net = LIS_NET_NONE;
-    else if (nm && !strcmp(nm, "host"))
-        c->net = LIS_NET_HOST;
-    else if (nm && !strcmp(nm, "proxy")) /* lis's own mode (the native API's net) */
-        c->net = LIS_NET_PROXY;
-    if (sv_jbool(cfg, "NetworkDisabled"))
-        c->net = LIS_NET_NONE;
-    c->config = cfg;
-    c->created = wall_now();
-    snprintf(c->status, sizeof c->status, "created");
-    c->busy = 1;
-    c->next = s->containers;
-    s->containers = c;
+    unsigned status;
+    char msg[512];
+    sv_container *c = sv_container_new(q->s, cfg, name, idem, cb != NULL, NULL, &status, msg,
+                                       sizeof msg);
+    if (!c)
+        return sv_reply_error(q, status, "%s", msg);
     create_job *j = calloc(1, sizeof *j);
-    j->q = q;
-    j->c = c;
-    j->cb = cb;
+    if (j)
+        *j = (create_job){.q = q, .c = c, .cb = cb};
     sv_req_suspend(q);
-    if (sv_job(s->loop, create_work, create_done, j) < 0) {
+    if (!j || sv_job(q->s->loop, create_work, create_done, j) < 0) {
         free(j);
         c->busy--;
         container_free(c);
@@ -900,7 +801,7 @@ void sv_containers_shutdown(sv_server *s)
     while (s->containers) {
         sv_container *c = s->containers;
         lis_error err = {0};
-        if (c->busy && !c->sb) { /* its create job still runs: let it finish */
+        if (c->busy) { /* a job (create, copy, snapshot...) still runs on it: let it finish */
             sv_loop_run_once(s->loop, 50);
             continue;
         }

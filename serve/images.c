@@ -1,5 +1,6 @@
 /* images.c - Docker image references on the rootfs store's tags: inspect,
- * list, tag, delete, and images/create answered by lis's registry pull. */
+ * list, tag, delete, and images/create answered by lis's registry pull. A
+ * snapshot (docker commit, state.c) is an image whose Parent is named. */
 #include "rootfs.h"
 #include "serve.h"
 
@@ -76,11 +77,37 @@ int sv_image_resolve(sv_server *s, const char *ref, char *dir, size_t dlen, char
             lis_store_resolve(s->data_dir, dg, dir, dlen, &err) < 0)
             return -1;
     }
-    if (digest) {
-        const char *b = strrchr(dir, '/');
-        snprintf(digest, glen, "sha256:%s", b ? b + 1 : dir);
+    if (digest) { /* the store's directory, or a snapshot's chain: its top layer */
+        size_t top = strcspn(dir, ":");
+        const char *b = memrchr(dir, '/', top);
+        snprintf(digest, glen, "sha256:%.*s", (int)(b ? top - (size_t)(b + 1 - dir) : top),
+                 b ? b + 1 : dir);
     }
     return 0;
+}
+
+cJSON *sv_image_meta(sv_server *s, const char *digest)
+{
+    char *txt = NULL;
+    lis_error err = {0};
+    if (lis_rootfs_inspect(s->data_dir, digest, &txt, &err) < 0)
+        return NULL;
+    cJSON *m = cJSON_Parse(txt);
+    free(txt);
+    if (!cJSON_IsObject(m)) {
+        cJSON_Delete(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* Docker's Parent: the parent image of a snapshot ("" for the rest). */
+static void parent_of(sv_server *s, const char *digest, char *out, size_t len)
+{
+    cJSON *m = sv_image_meta(s, digest);
+    const char *p = sv_jstr(m, "parent");
+    snprintf(out, len, "%s", p && !strncmp(p, "sha256:", 7) ? p : "");
+    cJSON_Delete(m);
 }
 
 static int ref_matches(const char *filters, const char *ref);
@@ -138,7 +165,9 @@ static enum MHD_Result inspect(sv_req *q, const char *name)
     cJSON_AddStringToObject(o, "Os", "linux");
     cJSON_AddStringToObject(o, "Architecture", "amd64");
     cJSON_AddItemToObject(o, "Config", image_config());
-    cJSON_AddStringToObject(o, "Parent", "");
+    char parent[128];
+    parent_of(q->s, digest, parent, sizeof parent);
+    cJSON_AddStringToObject(o, "Parent", parent);
     cJSON *rootfs = cJSON_AddObjectToObject(o, "RootFS");
     cJSON_AddStringToObject(rootfs, "Type", "layers");
     return sv_reply_json(q, 200, o);
@@ -192,8 +221,10 @@ static enum MHD_Result list(sv_req *q)
         if (!any)
             continue;
         cJSON *o = cJSON_CreateObject();
+        char parent[128];
+        parent_of(q->s, imgs[i].digest, parent, sizeof parent);
         cJSON_AddStringToObject(o, "Id", imgs[i].digest);
-        cJSON_AddStringToObject(o, "ParentId", "");
+        cJSON_AddStringToObject(o, "ParentId", parent);
         cJSON_AddItemToObject(o, "RepoTags", tags_of(imgs, n, imgs[i].digest, filters));
         cJSON_AddArrayToObject(o, "RepoDigests");
         cJSON_AddNumberToObject(o, "Created", (double)(long)imgs[i].created);

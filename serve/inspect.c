@@ -16,6 +16,36 @@ static double wall_now(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* ---- the native API's view ------------------------------------------------------------------ */
+
+static const char *net_name(lis_net_mode n)
+{
+    return n == LIS_NET_HOST ? "host" : n == LIS_NET_PROXY ? "proxy" : "none";
+}
+
+const char *sv_sandbox_state(const sv_container *c)
+{
+    if (!strcmp(c->status, "removing") || !strcmp(c->status, "removed"))
+        return "removing";
+    return !c->sb ? "creating" : c->paused ? "paused" : "running";
+}
+
+cJSON *sv_sandbox_json(sv_container *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    char t[64];
+    cJSON_AddStringToObject(o, "id", c->id);
+    cJSON_AddStringToObject(o, "name", c->name);
+    cJSON_AddStringToObject(o, "image", c->image);
+    cJSON_AddStringToObject(o, "state", sv_sandbox_state(c));
+    sv_rfc3339(c->created, t, sizeof t);
+    cJSON_AddStringToObject(o, "created", t);
+    cJSON_AddNumberToObject(o, "memory", (double)c->limits.memory_bytes);
+    cJSON_AddStringToObject(o, "net", net_name(c->net));
+    cJSON_AddBoolToObject(o, "native", c->native);
+    return o;
+}
+
 /* ---- inspect and list ------------------------------------------------------------------------- */
 
 static cJSON *strv_json(char **v)
@@ -43,10 +73,10 @@ cJSON *sv_container_inspect(sv_container *c)
     cJSON_AddStringToObject(o, "Path", c->cmd[0]);
     cJSON_AddItemToObject(o, "Args", strv_json(c->cmd + 1));
     cJSON *st = cJSON_AddObjectToObject(o, "State");
-    cJSON_AddStringToObject(st, "Status", c->status);
+    cJSON_AddStringToObject(st, "Status", c->paused && c->main ? "paused" : c->status);
     int running = c->main != NULL;
     cJSON_AddBoolToObject(st, "Running", running);
-    cJSON_AddBoolToObject(st, "Paused", 0);
+    cJSON_AddBoolToObject(st, "Paused", c->paused && c->sb);
     cJSON_AddBoolToObject(st, "Restarting", 0);
     cJSON_AddBoolToObject(st, "OOMKilled", 0);
     cJSON_AddBoolToObject(st, "Dead", 0);

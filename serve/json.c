@@ -175,6 +175,51 @@ double sv_jnum(const cJSON *o, const char *key)
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
+double sv_jsize(const cJSON *v)
+{
+    if (!v || cJSON_IsNull(v))
+        return 0;
+    if (cJSON_IsNumber(v))
+        return v->valuedouble >= 0 ? v->valuedouble : -1;
+    if (!cJSON_IsString(v))
+        return -1;
+    char *end;
+    double n = strtod(v->valuestring, &end);
+    if (end == v->valuestring || n < 0)
+        return -1;
+    double mul = 1;
+    switch (*end ? (end[0] | 0x20) : 0) {
+    case 0: break;
+    case 'k': mul = 1024.0; break;
+    case 'm': mul = 1024.0 * 1024; break;
+    case 'g': mul = 1024.0 * 1024 * 1024; break;
+    default: return -1;
+    }
+    if (*end && end[1] && strcasecmp(end + 1, "b") && strcasecmp(end + 1, "ib"))
+        return -1;
+    return n * mul;
+}
+
+int sv_env_append(cJSON *arr, const cJSON *v)
+{
+    if (!v || cJSON_IsNull(v))
+        return 0;
+    if (!cJSON_IsObject(v))
+        return -1;
+    for (const cJSON *e = v->child; e; e = e->next) {
+        if (!cJSON_IsString(e) || strchr(e->string, '=') || !*e->string)
+            return -1;
+        size_t n = strlen(e->string) + strlen(e->valuestring) + 2;
+        char *kv = malloc(n);
+        if (!kv)
+            return -1;
+        snprintf(kv, n, "%s=%s", e->string, e->valuestring);
+        cJSON_AddItemToArray(arr, cJSON_CreateString(kv));
+        free(kv);
+    }
+    return 0;
+}
+
 char **sv_jstrv(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);

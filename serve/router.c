@@ -146,6 +146,8 @@ enum MHD_Result sv_route(sv_req *q, const char *url)
         return sv_exec_route(q, p + 6);
     if (!strncmp(p, "/images/", 8))
         return sv_images_route(q, p + 8);
+    if (!strcmp(p, "/commit") && !strcmp(m, "POST"))
+        return sv_commit(q);
     if (!strcmp(p, "/build"))
         return sv_reply_error(q, 501, "lis serve does not build images (import a rootfs with "
                               "lis rootfs import, then lis rootfs tag)");

@@ -4,12 +4,15 @@
  *   0 json.c loop.c    replies and JSON helpers; the epoll loop, timers, worker jobs
  *   1 stream.c         an upgraded (hijacked) connection: framing, buffered writes
  *   2 images.c archive.c ports.c
- *   3 inspect.c        container inspect and list (read-only views)
+ *   3 inspect.c        container inspect and list, the native API's view (read-only)
+ *   3 create.c         a create body made into a container object
  *   4 containers.c     container state and life; attach, wait, logs
  *   5 exec.c           exec create / start / inspect
- *   5 api.c api_exec.c the native API under /lis/v1/ (docs/api.md)
- *   6 router.c         method + path -> handler
- *   7 server.c         libmicrohttpd, the sockets, the main loop, shutdown
+ *   5 api_exec.c       the native API's exec (server-sent events)
+ *   5 state.c          pause, resume, stats, snapshot, fork; Docker's commit
+ *   6 api.c            the native API under /lis/v1/ (docs/api.md): routes, create, files
+ *   7 router.c         method + path -> handler
+ *   8 server.c         libmicrohttpd, the sockets, the main loop, shutdown
  * Everything runs on the one loop thread except the jobs (loop.c), which do
  * only the slow runtime calls and hand their result back to the loop. */
 #ifndef LIS_SERVE_INTERNAL_H
@@ -103,6 +106,12 @@ int sv_arg_bool(sv_req *q, const char *key); /* moby's BoolValue */
 const char *sv_jstr(const cJSON *o, const char *key); /* NULL for missing/null/"" */
 int sv_jbool(const cJSON *o, const char *key);
 double sv_jnum(const cJSON *o, const char *key);
+/* A size: bytes, or "512m", "1g", "64k" (an optional b/ib after the unit);
+ * 0 for absent or null, -1 when malformed. */
+double sv_jsize(const cJSON *v);
+/* {"NAME": "value"} as "NAME=value" strings appended to arr: 0, or -1 (arr
+ * unchanged past the bad entry) when v is not such an object (null is fine). */
+int sv_env_append(cJSON *arr, const cJSON *v);
 /* NULL-terminated string array from a JSON array (or a lone string); NULL if absent. */
 char **sv_jstrv(const cJSON *o, const char *key);
 char **sv_strv_dup(char *const *v);
@@ -126,6 +135,7 @@ struct sv_server {
     sv_exec *execs;
     sv_req *suspended;
     unsigned long started_total;
+    struct sv_fork *forks;      /* forks by Idempotency-Key (state.c) */
 };
 
 /* ---- stream.c: an upgraded connection ------------------------------------------ */
@@ -158,6 +168,8 @@ void sv_image_norm(const char *ref, char *out, size_t len);
 /* Resolves to the store directory and the digest; -1 when missing. */
 int sv_image_resolve(sv_server *s, const char *ref, char *dir, size_t dlen, char *digest,
                      size_t glen);
+/* The store's metadata of an image (parsed), NULL when there is none. */
+cJSON *sv_image_meta(sv_server *s, const char *digest);
 enum MHD_Result sv_images_route(sv_req *q, const char *rest);
 
 /* ---- archive.c ------------------------------------------------------------------ */
@@ -198,6 +210,9 @@ struct sv_container {
     char status[16];            /* created running exited removing dead */
     int exit_code;
     int busy;                   /* a job runs on it */
+    int paused;                 /* paused through the native API (state.c) */
+    int snapping;               /* SV_SNAP: a snapshot, fork or commit of it runs; SV_PAUSING: a
+                                 * pause or resume (state.c: one at a time) */
     lis_sandbox *sb;
     lis_proc *main;
     sv_watch w_main, w_out, w_err;
@@ -216,8 +231,14 @@ struct sv_container {
     sv_container *next;
 };
 
+enum { SV_SNAP = 1, SV_PAUSING = 2 };
+
 /* inspect.c */
 cJSON *sv_container_inspect(sv_container *c);
+/* The native API's view of a container (docs/api.md): id, name, image, state... */
+cJSON *sv_sandbox_json(sv_container *c);
+/* "creating", "running", "paused" or "removing". */
+const char *sv_sandbox_state(const sv_container *c);
 enum MHD_Result sv_containers_list(sv_req *q);
 
 /* Finds by full id, unique id prefix, or name (with or without '/'). */
@@ -231,6 +252,22 @@ void sv_containers_shutdown(sv_server *s);
 typedef void (*sv_created_cb)(sv_req *q, sv_container *c, const char *err);
 enum MHD_Result sv_container_create(sv_req *q, cJSON *cfg, const char *name, const char *idem,
                                     sv_created_cb cb);
+/* create.c: the first half of a create, on the loop thread: the container (in s's list,
+ * busy, "created", no sandbox yet) from a Docker create body (taken). rootfs
+ * NULL: cfg's Image is resolved in the store; else rootfs is used as it is
+ * (the caller sets image and image_id). NULL with *status and msg on failure. */
+sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const char *idem,
+                               int native, const char *rootfs, unsigned *status, char *msg,
+                               size_t mlen);
+/* Its sandbox's spec (name and host are the spec's buffers). */
+void sv_container_spec(const sv_container *c, lis_sandbox_spec *spec, char name[32],
+                       char host[16]);
+/* Makes a sandbox of c from spec, on a worker: through net/ for the proxy
+ * mode, then its WorkingDir. The caller hands *out to c->sb on the loop. */
+int sv_container_sandbox(const sv_container *c, const lis_sandbox_spec *spec, lis_sandbox **out,
+                         lis_error *err);
+/* Forgets a container from sv_container_new whose sandbox was never made. */
+void sv_container_discard(sv_container *c);
 /* Kills its processes and destroys the sandbox on a worker; answers q 204. */
 void sv_container_remove(sv_container *c, sv_req *q);
 /* A running exec of c: on removal, containers.c calls detach(owner), which
@@ -248,11 +285,19 @@ void sv_container_del_child(sv_container *c, sv_child *ch);
 
 enum MHD_Result sv_exec_create(sv_req *q, sv_container *c);
 enum MHD_Result sv_exec_route(sv_req *q, const char *rest);
-/* ---- api.c, api_exec.c: the native API under /lis/v1/ (layer 5) ------------ */
+/* ---- api.c, api_exec.c, state.c: the native API under /lis/v1/ ------------- */
 
 enum MHD_Result sv_api_route(sv_req *q, const char *rest);
 /* POST /lis/v1/sandboxes/{id}/exec: server-sent events. */
 enum MHD_Result sv_api_exec(sv_req *q, sv_container *c);
+/* state.c: POST .../pause, .../resume, .../snapshot, .../fork, GET .../stats. */
+enum MHD_Result sv_state_route(sv_req *q, sv_container *c, const char *op);
+/* GET /lis/v1/snapshots[/{ref}]: rest is "" or the ref. */
+enum MHD_Result sv_snapshots(sv_req *q, const char *ref);
+/* Docker's POST /commit?container=&repo=&tag=: a snapshot tagged repo:tag. */
+enum MHD_Result sv_commit(sv_req *q);
+/* At exit: the fork records. */
+void sv_state_free(sv_server *s);
 
 /* ---- router.c ---- */
 enum MHD_Result sv_route(sv_req *q, const char *url);

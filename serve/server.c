@@ -262,11 +262,20 @@ int lis_serve_run(const lis_serve_opts *opts, lis_error *err)
     sv_loop_watch(s->loop, &sw, stop[1], EPOLLIN, sig_ev, stop);
     fprintf(stderr, "lis serve: listening on unix://%s%s%s (API " SV_API_VERSION ")\n", sock,
             opts->tcp ? " and tcp://" : "", opts->tcp ? opts->tcp : "");
+    int wait_ms = 1000;
     while (!stop[0]) {
-        if (sv_loop_run_once(s->loop, 1000) < 0)
+        if (sv_loop_run_once(s->loop, wait_ms) < 0)
             break;
-        for (int i = 0; i < nd; i++) /* resumed connections and MHD's own timeouts */
+        wait_ms = 1000;
+        for (int i = 0; i < nd; i++) { /* resumed connections and MHD's own timeouts */
             MHD_run(dr[i].d);
+            /* MHD may have work left that no fd will announce (the rest of a
+             * resumed response, the end of a stream, buffered upload data):
+             * its timeout says so (0: at once) */
+            MHD_UNSIGNED_LONG_LONG to;
+            if (MHD_get_timeout(dr[i].d, &to) == MHD_YES && to < (MHD_UNSIGNED_LONG_LONG)wait_ms)
+                wait_ms = (int)to;
+        }
     }
     fprintf(stderr, "lis serve: stopping: removing %s containers\n", s->containers ? "the" : "no");
     for (int i = 0; i < nd; i++)
@@ -290,6 +299,7 @@ out:
     if (tfd >= 0)
         close(tfd);
     sv_execs_free(s);
+    sv_state_free(s);
     sv_loop_free(s->loop);
     lis_error e2 = {0};
     lis_host_rmtree(s->tmp_dir, &e2);

@@ -98,6 +98,8 @@ Test(serve, docker_py_sequences, .timeout = 240)
     cr_assert(strstr(out, "ok 3 MB stdout + 1 MB stderr framed"), "%s", out);
     cr_assert(strstr(out, "ok images.get missing -> ImageNotFound"), "%s", out);
     cr_assert(strstr(out, "ok user=\"1000\" -> uid 1000 gid 0"), "%s", out);
+    cr_assert(strstr(out, "ok containers.run on the committed image sees its files"), "%s", out);
+    cr_assert(strstr(out, "ok the committed image names its Parent"), "%s", out);
     free(out);
     cr_assert_eq(serve_stop(&s), 0);
 }
@@ -115,6 +117,8 @@ Test(serve, docker_cli_sequences, .timeout = 240)
     cr_assert(strstr(out, "ok run --rm: exit code"), "%s", out);
     cr_assert(strstr(out, "ok -p: 127.0.0.1:HOSTPORT reaches the sandbox's port 8000"), "%s", out);
     cr_assert(strstr(out, "ok -p: a large body relayed whole"), "%s", out);
+    cr_assert(strstr(out, "ok run on the committed image sees its files"), "%s", out);
+    cr_assert(strstr(out, "ok inspect: the commit's Parent is the image"), "%s", out);
     free(out);
     cr_assert_eq(serve_stop(&s), 0);
 }

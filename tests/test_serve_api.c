@@ -79,7 +79,18 @@ Test(serve_api, native_endpoints, .timeout = 240)
     cr_assert(strstr(out, "ok exec: 3 MB of stdout arrive whole"), "%s", out);
     cr_assert(strstr(out, "ok files list"), "%s", out);
     cr_assert(strstr(out, "ok delete ends a running exec's stream with an exit event"), "%s", out);
-    cr_assert(strstr(out, "ok snapshot -> 501 not yet"), "%s", out);
+    cr_assert(strstr(out, "ok paused: the CPU time does not grow (busy loop stopped)"), "%s", out);
+    cr_assert(strstr(out, "ok exec into a paused sandbox -> 409 with the runtime's one line"), "%s", out);
+    cr_assert(strstr(out, "ok resumed: the busy loop runs again"), "%s", out);
+    cr_assert(strstr(out, "ok create from the snapshot (tag) sees its files, /tmp and deletions"), "%s", out);
+    cr_assert(strstr(out, "ok create from the snapshot (id) sees its files, /tmp and deletions"), "%s", out);
+    cr_assert(strstr(out, "ok fork count 4 -> 201: one snapshot, 4 sandboxes on it"), "%s", out);
+    cr_assert(strstr(out, "ok forks are independent: a write in one is seen by no other fork nor "
+                          "the parent"), "%s", out);
+    cr_assert(strstr(out, "ok a retried fork with the same Idempotency-Key returns the same set and "
+                          "makes none"), "%s", out);
+    cr_assert(strstr(out, "ok fork with count 0 -> 400"), "%s", out);
+    cr_assert(strstr(out, "ok fork of a missing sandbox -> 404"), "%s", out);
     free(out);
     cr_assert_eq(serve_stop(&s), 0);
 }

@@ -48,6 +48,23 @@ int init_harden_self(void)
     return 0;
 }
 
+int init_drop_ptrace(void)
+{
+    /* Our own CAP_SYS_PTRACE is what lets a process reach PID 1's fds
+     * (/proc/1/fd/N: PID 1 is not dumpable). A command child drops it before
+     * it enters the asked working directory, so `-w /proc/1/fd/N` cannot
+     * hand a command the set-up tmpfs PID 1 holds (CVE-2024-21626's class). */
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) < 0)
+        return errno;
+    d[CAP_SYS_PTRACE / 32].effective &= ~(1u << (CAP_SYS_PTRACE % 32));
+    d[CAP_SYS_PTRACE / 32].permitted &= ~(1u << (CAP_SYS_PTRACE % 32));
+    if (syscall(SYS_capset, &h, d) < 0)
+        return errno;
+    return 0;
+}
+
 int init_harden(const struct sock_fprog *prog)
 {
     if (!prog->len)

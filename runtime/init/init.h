@@ -65,6 +65,8 @@ void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms);
  * 0 or an errno. */
 int init_harden_self(void);
 int init_harden(const struct sock_fprog *prog);
+/* A command child, before its chdir: CAP_SYS_PTRACE dropped (0 or errno). */
+int init_drop_ptrace(void);
 
 /* one lis_msg to a client connection, never blocking PID 1 */
 int init_send(int fd, uint32_t type, int32_t a, int64_t b, const char *text);

@@ -144,7 +144,9 @@ static void child(const struct request *rq, int slave, int status_w, int go_r,
     dup2(out >= 0 ? out : null, 1);
     dup2(errfd >= 0 ? errfd : null, 2);
     syscall(SYS_close_range, 3, ~0u, 4 /* CLOSE_RANGE_CLOEXEC */);
-    if (rq->cwd[0] && chdir(rq->cwd) < 0) {
+    if ((r.err = init_drop_ptrace())) {
+        r.stage = 'h';
+    } else if (rq->cwd[0] && chdir(rq->cwd) < 0) {
         r.err = errno;
         r.stage = 'c';
     } else if ((r.err = init_harden(prog))) {

@@ -61,6 +61,16 @@ check "-p: a large body relayed whole" "$(docker exec web stat -c %s /usr/bin/ba
 docker rm -f web >/dev/null
 python3 -c "import socket; s=socket.create_connection(('127.0.0.1', $hp), timeout=2)" 2>/dev/null
 check "-p: the port closes with the container" "1" "$?"
+# docker commit: the container's files as an image, then docker run on it
+docker run -d --name cm1 "$IMG" sleep 1000 >/dev/null
+docker exec cm1 sh -c 'echo cli-commit > /root/cli.txt'
+cid=$(docker commit cm1 lis-cli-commit:v1 2>&1)
+check "commit prints the image id" "sha256:" "${cid:0:7}"
+check "run on the committed image sees its files" "cli-commit" "$(docker run --rm lis-cli-commit:v1 cat /root/cli.txt 2>&1)"
+check "images lists the commit" "lis-cli-commit:v1" "$(docker images --format '{{.Repository}}:{{.Tag}}' lis-cli-commit)"
+check "inspect: the commit's Parent is the image" "$(docker inspect -f '{{.Id}}' "$IMG")" "$(docker inspect -f '{{.Parent}}' lis-cli-commit:v1 2>&1)"
+docker commit nosuchct x:y >/dev/null 2>&1; check "commit of a missing container: rc 1" "1" "$?"
+docker rm -f cm1 >/dev/null
 docker inspect nosuch:image >/dev/null 2>&1; check "inspect missing: rc 1" "1" "$?"
 docker inspect "$IMG" >/dev/null 2>&1; check "inspect an image: rc 0" "0" "$?"
 docker exec nosuchct true >/dev/null 2>&1; check "exec in a missing container: rc 1" "1" "$?"

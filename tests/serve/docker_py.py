@@ -284,6 +284,23 @@ def main_checks():
         check("images.remove untags", False)
     except docker.errors.ImageNotFound:
         check("images.remove untags", True)
+    # commit: a snapshot of the container's files as an image
+    ct = c.containers.run(IMG, "sleep infinity", detach=True, name="to-commit")
+    ct.exec_run(["sh", "-c", "echo committed > /root/c.txt; rm /etc/debian_version"])
+    img = ct.commit("lis-commit", "v1")
+    check("commit -> an image tagged repo:tag", img.id.startswith("sha256:") and "lis-commit:v1" in img.tags,
+          (img.id, img.tags))
+    check("the committed image names its Parent", img.attrs["Parent"] == c.images.get(IMG).id, img.attrs)
+    out = c.containers.run("lis-commit:v1", ["sh", "-c", "cat /root/c.txt; test -e /etc/debian_version || echo gone"],
+                           remove=True)
+    check("containers.run on the committed image sees its files", out == b"committed\ngone\n", out)
+    check("the committed container runs on", ct.exec_run(["echo", "up"]).output == b"up\n")
+    try:
+        c.api.commit("nosuchct", "x", "y")
+        check("commit of a missing container -> NotFound", False)
+    except docker.errors.NotFound as e:
+        check("commit of a missing container -> NotFound", "No such container" in str(e), str(e))
+    ct.remove(force=True)
     # run attached (not detached) returns the output; auto_remove
     out = c.containers.run(IMG, ["sh", "-c", "echo attached"], remove=True)
     check("containers.run attached, remove=True", out == b"attached\n", out)

@@ -23,13 +23,13 @@ class Conn(http.client.HTTPConnection):
         self.sock.connect(SOCK)
 
 
-def req(method, path, body=None, headers=None):
+def req(method, path, body=None, headers=None, prefix="/lis/v1/"):
     c = Conn()
     h = dict(headers or {})
     if isinstance(body, (dict, list)):
         body = json.dumps(body).encode()
         h["Content-Type"] = "application/json"
-    c.request(method, "/lis/v1/" + path, body=body, headers=h)
+    c.request(method, prefix + path, body=body, headers=h)
     r = c.getresponse()
     data = r.read()
     c.close()
@@ -160,9 +160,6 @@ check("files with a relative path -> 400", st == 400, d)
 st, _, d = jreq("GET", "sandboxes/%s/files/stat?path=/../../etc/shadow" % sid)
 check("files stay inside the sandbox", st == 404 or (st == 200 and d["type"] != "file") or st == 400, d)
 
-for op in ("snapshot", "fork", "pause", "resume"):
-    st, _, d = jreq("POST", "sandboxes/%s/%s" % (sid, op), {})
-    check("%s -> 501 not yet" % op, st == 501 and "not yet" in d["message"], d)
 st, _, d = jreq("GET", "nothing-here")
 check("unknown endpoint -> JSON 404", st == 404 and d["message"], d)
 c = Conn()
@@ -193,6 +190,183 @@ check("concurrent creates with one Idempotency-Key make one sandbox",
       and sum(st == 201 for st, _, _ in answers) == 1 and len(lst) == 2, (answers, lst))
 for i in ids:
     req("DELETE", "sandboxes/" + i)
+
+# ---- pause, resume, stats ---------------------------------------------------------------------
+
+
+def stats(i):
+    st, _, d = jreq("GET", "sandboxes/%s/stats" % i)
+    return d if st == 200 else {"status": st, "body": d}
+
+
+def cpu_grows(i, base, secs=15):
+    """polls until the sandbox's CPU time passes base (a busy loop runs)"""
+    t0 = time.time()
+    while time.time() - t0 < secs:
+        d = stats(i)
+        if d.get("cpu_seconds") is not None and d["cpu_seconds"] > base + 0.1:
+            return d["cpu_seconds"]
+        time.sleep(0.2)
+    return None
+
+
+d = stats(sid)
+check("stats -> 200 with the sandbox's numbers", d.get("id") == sid and d["state"] == "running"
+      and isinstance(d["cpu_seconds"], (int, float)) and d["cpu_seconds"] >= 0
+      and d["memory_bytes"] >= 0 and d["pids"] >= 1 and d["age_seconds"] > 0
+      and d["memory_limit_bytes"] == 256 << 20 and d["disk_bytes"] >= 0
+      and "disk_limit_bytes" in d and d["limits"] in ("cgroup", "fallback"), d)
+out, _, end, _ = run(sid, {"cmd": "sh -c 'while :; do :; done' >/dev/null 2>&1 & echo $! > /tmp/busy.pid"})
+c0 = cpu_grows(sid, d["cpu_seconds"])
+check("a busy loop's CPU time shows in stats", c0 is not None, stats(sid))
+st, _, d = jreq("POST", "sandboxes/%s/pause" % sid)
+check("pause -> 200, state paused", st == 200 and d["id"] == sid and d["state"] == "paused", (st, d))
+st, _, d = jreq("POST", "sandboxes/%s/pause" % sid)
+check("pause again: a no-op, still paused", st == 200 and d["state"] == "paused", (st, d))
+st, _, g = jreq("GET", "sandboxes/" + sid)
+st2, _, lst = jreq("GET", "sandboxes")
+check("get and list show paused", g["state"] == "paused"
+      and [x["state"] for x in lst if x["id"] == sid] == ["paused"], (g, lst))
+st, _, dj = req("GET", "containers/%s/json" % sid, prefix="/v1.41/")
+check("the Docker side's inspect shows State.Paused", st == 200 and json.loads(dj)["State"]["Paused"] is True,
+      (st, dj[:300]))
+s1 = stats(sid)
+time.sleep(1)
+s2 = stats(sid)
+check("paused: the CPU time does not grow (busy loop stopped)", s1["state"] == "paused"
+      and s2["state"] == "paused" and abs(s2["cpu_seconds"] - s1["cpu_seconds"]) <= 0.02, (s1, s2))
+st, _, d = jreq("POST", "sandboxes/%s/exec" % sid, {"cmd": "echo no"})
+check("exec into a paused sandbox -> 409 with the runtime's one line", st == 409
+      and "paused" in d["message"] and "\n" not in d["message"], (st, d))
+st, _, data = req("GET", "sandboxes/%s/files?path=/work/dir/blob.bin" % sid)
+check("files still read while paused", st == 200 and data == blob, st)
+st, _, d = jreq("POST", "sandboxes/%s/resume" % sid)
+check("resume -> 200, state running", st == 200 and d["state"] == "running", (st, d))
+st, _, d = jreq("POST", "sandboxes/%s/resume" % sid)
+check("resume again: a no-op", st == 200 and d["state"] == "running", (st, d))
+check("resumed: the busy loop runs again", cpu_grows(sid, s2["cpu_seconds"]) is not None, stats(sid))
+out, _, end, _ = run(sid, {"cmd": "kill $(cat /tmp/busy.pid); echo yes"})
+check("exec works after resume", out == b"yes\n" and end["exit_code"] == 0, (out, end))
+st, _, d = jreq("GET", "sandboxes/%s/pause" % sid)
+check("GET pause -> 405", st == 405, (st, d))
+st, _, d = jreq("POST", "sandboxes/nosuch/pause")
+check("pause of a missing sandbox -> 404", st == 404, (st, d))
+
+# ---- snapshots: files only --------------------------------------------------------------------
+st, _, dimg = req("GET", "images/%s/json" % IMAGE, prefix="/v1.41/")  # the Docker side: its id
+base_id = json.loads(dimg)["Id"] if st == 200 else None
+out, _, end, _ = run(sid, {"cmd": "mkdir -p /work/snap && echo from-parent > /work/snap/a.txt && "
+                                  "echo tmpdata > /tmp/t.txt && rm /etc/debian_version"})
+check("snapshot set-up", end["exit_code"] == 0, (out, end))
+st, _, snap = jreq("POST", "sandboxes/%s/snapshot" % sid, {"tag": "api-snap:v1"})
+check("snapshot -> 201: id, tag, parent, depth, files, bytes, paused_ms",
+      st == 201 and snap["id"].startswith("sha256:") and len(snap["id"]) == 71
+      and snap["tag"] == "api-snap:v1" and snap["parent"] == base_id and snap["depth"] == 2
+      and snap["files"] > 0 and snap["bytes"] >= len(blob) and snap["paused_ms"] >= 0
+      and snap["existed"] is False, (st, snap, base_id))
+st, _, again = jreq("POST", "sandboxes/%s/snapshot" % sid)
+check("an unchanged sandbox snapshots to the same image (content-addressed)",
+      st == 201 and again["id"] == snap["id"] and again["existed"] is True and again["tag"] is None,
+      (st, again))
+st, _, g = jreq("GET", "sandboxes/" + sid)
+check("the parent runs on after its snapshot", g["state"] == "running", g)
+st, _, sl = jreq("GET", "snapshots")
+mine = [x for x in sl if x["id"] == snap["id"]] if st == 200 else []
+check("snapshots lists it with its tag and parent", len(mine) == 1
+      and mine[0]["tags"] == ["api-snap:v1"] and mine[0]["parent"] == base_id
+      and mine[0]["created"] and mine[0]["size"] >= 0 and mine[0]["depth"] == 2
+      and all(x["id"] != base_id for x in sl),
+      (st, sl))
+st, _, one = jreq("GET", "snapshots/api-snap:v1")
+check("snapshots/{tag}", st == 200 and one["id"] == snap["id"], (st, one))
+st, _, d = jreq("GET", "snapshots/" + IMAGE)
+check("snapshots/{an image that is no snapshot} -> 404", st == 404, (st, d))
+st, _, d = jreq("POST", "sandboxes/%s/snapshot" % sid, {"tag": 5})
+check("snapshot with a bad tag -> 400", st == 400 and "tag" in d["message"], (st, d))
+st, _, d = req("POST", "sandboxes/%s/snapshot" % sid, b"[1]")
+check("snapshot with a body that is no object -> 400", st == 400, (st, d))
+st, _, d = jreq("POST", "sandboxes/nosuch/snapshot", {})
+check("snapshot of a missing sandbox -> 404", st == 404, (st, d))
+made = []
+for ref in ("api-snap:v1", snap["id"]):
+    st, _, sb2 = jreq("POST", "sandboxes", {"image": ref})
+    ok = st == 201
+    if ok:
+        made.append(sb2["id"])
+    out, _, end, _ = run(sb2["id"], {"cmd": "cat /work/snap/a.txt /tmp/t.txt; test -e /etc/debian_version "
+                                            "&& echo present; wc -c < /work/dir/blob.bin"}) if ok else (None, 0, 0, 0)
+    check("create from the snapshot (%s) sees its files, /tmp and deletions" % ("tag" if ref == "api-snap:v1" else "id"),
+          ok and sb2["image"] == ref and out == b"from-parent\ntmpdata\n%d\n" % len(blob), (st, sb2, out))
+
+# ---- fork -----------------------------------------------------------------------------------------------
+fkey = {"Idempotency-Key": "fork-%d" % time.time_ns()}
+st, _, fk = jreq("POST", "sandboxes/%s/fork" % sid, {"count": 4}, fkey)
+kids = [x for x in fk["sandboxes"] if "error" not in x] if st == 201 else []
+check("fork count 4 -> 201: one snapshot, 4 sandboxes on it", st == 201
+      and fk["snapshot"]["id"].startswith("sha256:") and fk["snapshot"]["parent"] == base_id
+      and len(kids) == 4 and len({x["id"] for x in kids}) == 4
+      and all(x["state"] == "running" and x["image"] == fk["snapshot"]["id"] for x in kids), (st, fk))
+kid_ids = [x["id"] for x in kids]
+made += kid_ids
+reads = [run(k, {"cmd": "cat /work/snap/a.txt"})[0] for k in kid_ids]
+check("every fork starts from the parent's files", reads == [b"from-parent\n"] * 4, reads)
+if kid_ids:
+    run(kid_ids[0], {"cmd": "echo fork0 > /work/snap/a.txt; echo mine > /work/snap/only0"})
+    run(sid, {"cmd": "echo parent-later > /work/snap/a.txt"})
+probe = {"cmd": "cat /work/snap/a.txt; test -e /work/snap/only0 && echo has-only0; true"}
+reads = [run(k, probe)[0] for k in kid_ids]
+pout = run(sid, probe)[0]
+check("forks are independent: a write in one is seen by no other fork nor the parent",
+      reads == [b"fork0\nhas-only0\n"] + [b"from-parent\n"] * 3 and pout == b"parent-later\n",
+      (reads, pout))
+st, h, fk2 = jreq("POST", "sandboxes/%s/fork" % sid, {"count": 4}, fkey)
+st3, _, lst = jreq("GET", "sandboxes")
+check("a retried fork with the same Idempotency-Key returns the same set and makes none",
+      st == 200 and h.get("Idempotent-Replayed") == "true"
+      and [x.get("id") for x in fk2["sandboxes"]] == kid_ids
+      and fk2["snapshot"]["id"] == fk["snapshot"]["id"] and len(lst) == 1 + len(made), (st, fk2, len(lst)))
+for bad in (0, 65, "4", 1.5, -1):
+    st, _, d = jreq("POST", "sandboxes/%s/fork" % sid, {"count": bad})
+    check("fork with count %r -> 400" % (bad,), st == 400 and "count" in d["message"], (st, d))
+st, _, d = jreq("POST", "sandboxes/%s/fork" % sid, {"count": 1, "net": "moon"})
+check("fork with a bad net -> 400", st == 400 and "net" in d["message"], (st, d))
+st, _, d = jreq("POST", "sandboxes/nosuch/fork", {"count": 2})
+check("fork of a missing sandbox -> 404", st == 404 and "no such sandbox" in d["message"], (st, d))
+st, _, fk3 = jreq("POST", "sandboxes/%s/fork" % sid, {"memory": "128m", "env": {"FORKVAR": "x"},
+                                                      "tag": "api-fork:v1"})
+k3 = fk3["sandboxes"][0] if st == 201 else {}
+if k3.get("id"):
+    made.append(k3["id"])
+out = run(k3["id"], {"cmd": "echo $GREETING $FORKVAR; cat /work/snap/a.txt"})[0] if k3.get("id") else None
+check("fork overrides (count defaults to 1): memory, env over the parent's, a tagged snapshot",
+      st == 201 and len(fk3["sandboxes"]) == 1 and k3["memory"] == 128 << 20
+      and fk3["snapshot"]["tag"] == "api-fork:v1" and fk3["snapshot"]["depth"] == 2
+      and out == b"hello x\nparent-later\n", (st, fk3, out))
+if kid_ids:
+    out = run(kid_ids[1], {"cmd": "echo again > /work/snap/b.txt"})
+    st, _, gs = jreq("POST", "sandboxes/%s/snapshot" % kid_ids[1])
+    check("a fork's snapshot is a layer over the fork's snapshot (depth 3)",
+          st == 201 and gs["parent"] == fk["snapshot"]["id"] and gs["depth"] == 3, (st, gs))
+    st, _, gsb = jreq("POST", "sandboxes", {"image": gs["id"]})
+    if st == 201:
+        made.append(gsb["id"])
+    out = run(gsb["id"], {"cmd": "cat /work/snap/a.txt /work/snap/b.txt"})[0] if st == 201 else None
+    check("a sandbox on a chain of three layers sees them all", out == b"from-parent\nagain\n", (st, out))
+if len(kid_ids) > 2:
+    st, _, d = jreq("POST", "sandboxes/%s/pause" % kid_ids[2])
+    check("a fork pauses on its own", st == 200 and d["state"] == "paused"
+          and jreq("GET", "sandboxes/" + kid_ids[3])[2]["state"] == "running", (st, d))
+for i in made:  # a paused one among them
+    st, _, _ = req("DELETE", "sandboxes/" + i)
+    if st != 204:
+        check("delete " + i, False, st)
+st, _, lst = jreq("GET", "sandboxes")
+check("the forks and snapshot sandboxes are deleted", [x["id"] for x in lst] == [sid], lst)
+st, h, fk4 = jreq("POST", "sandboxes/%s/fork" % sid, {"count": 1}, fkey)
+if st == 201:
+    for x in fk4["sandboxes"]:
+        req("DELETE", "sandboxes/" + x.get("id", "none"))
+check("a fork's key is forgotten once its sandboxes are deleted", st == 201, (st, fk4))
 
 # a delete while a command runs ends its stream with an exit event
 result = {}
