@@ -51,6 +51,9 @@ def test_files(sb):
         sb.files.read("/data/nope")
     assert "/data/nope" in str(ei.value)
     assert sb.commands.run("cat /data/a/notes.txt").stdout == "line 1\n"
+    big = os.urandom(2 << 20)  # whole, both ways
+    assert sb.files.write("/data/big.bin", big).size == len(big)
+    assert sb.files.read("/data/big.bin", format="bytes") == big
 
 
 def test_archives_keep_modes_and_links(sb):
