@@ -2,6 +2,7 @@
 for the session as the user running pytest (the unprivileged test user under
 `make test`), with the Debian fixture (LIS_TEST_DEBIAN) imported as an image
 into a private rootfs store; the client is imported from the checkout."""
+import json
 import os
 import shutil
 import signal
@@ -61,6 +62,22 @@ class Server:
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(60)
 
+    def remove_store(self):
+        """Deletes the private store with lis (its files may belong to the user's
+        subordinate ids, which only lis's own removal reaches), then the rest."""
+        for _ in range(5):
+            r = self.lis("rootfs", "ls", "--json", check=False)
+            try:
+                images = json.loads(r.stdout or "[]")
+            except ValueError:
+                break
+            if not images:
+                break
+            for im in images:
+                self.lis("rootfs", "rm", im.get("ref") or im["digest"], "--force", check=False)
+            self.lis("rootfs", "gc", check=False)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
 
 @pytest.fixture(scope="session")
 def server():
@@ -75,10 +92,16 @@ def server():
     os.chmod(tmp, 0o700)
     s = Server(tmp)
     tar = os.path.join(tmp, "img.tar")
-    subprocess.run(["tar", "-C", deb, "-cf", tar, "."], check=True)
-    s.lis("rootfs", "import", tar, "--name", IMAGE, "-q")
-    os.unlink(tar)
-    s.start()
+    try:
+        subprocess.run(["tar", "-C", deb, "-cf", tar, "."], check=True)
+        s.lis("rootfs", "import", tar, "--name", IMAGE, "-q")
+        os.unlink(tar)
+        s.start()
+    except BaseException:
+        if s.proc:
+            s.stop()
+        s.remove_store()
+        raise
     saved = {k: os.environ.get(k) for k in ("LIS_SOCKET", "XDG_RUNTIME_DIR", "XDG_DATA_HOME")}
     os.environ.update(LIS_SOCKET=s.sock, XDG_RUNTIME_DIR=s.env["XDG_RUNTIME_DIR"],
                       XDG_DATA_HOME=s.env["XDG_DATA_HOME"])
@@ -89,7 +112,7 @@ def server():
         else:
             os.environ[k] = v
     rc = s.stop()
-    shutil.rmtree(tmp, ignore_errors=True)
+    s.remove_store()
     assert rc == 0, "lis serve exited with %s" % rc
 
 

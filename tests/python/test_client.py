@@ -173,6 +173,8 @@ class DroppingProxy:
 
     def close(self):
         self.srv.close()
+        os.unlink(self.path)
+        os.rmdir(self.dir)
 
 
 def _key_of(head):
