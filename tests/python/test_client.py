@@ -189,8 +189,9 @@ def test_a_create_retried_after_a_dropped_connection_makes_one_sandbox(server):
     px = DroppingProxy(server.sock)
     try:
         sb = lis.Sandbox.create(image=IMAGE, socket=px.path)
-    finally:
+    except BaseException:
         px.close()
+        raise
     try:
         posts = [h for h in px.requests if h.startswith("POST /lis/v1/sandboxes ")]
         assert len(posts) == 2, px.requests
@@ -200,4 +201,5 @@ def test_a_create_retried_after_a_dropped_connection_makes_one_sandbox(server):
         assert made == {sb.sandbox_id}
         assert lis.Sandbox.connect(sb.sandbox_id).commands.run("echo ok").stdout == "ok\n"
     finally:
-        sb.kill()
+        sb.kill()  # through the proxy, which relays what follows the first request
+        px.close()
