@@ -121,6 +121,13 @@ typedef struct lis_tree_copy {
 int lis_copy_tree(int sfd, int dfd, lis_tree_copy *c);
 
 /* util.c: the bottom helpers, no context */
+/* /proc/<pid>/stat read into buf: a pointer to its state field (what follows
+ * "(name) "), or NULL when the process is gone. */
+char *lis_proc_stat(pid_t pid, char *buf, size_t len);
+/* fn(pid, its stat from the state field on, arg) for every process in the
+ * pid namespace of pid1 (pid1 included) until fn returns non-zero; that
+ * value, 0, or -errno when pid1's namespace cannot be read. */
+int lis_pidns_each(pid_t pid1, int (*fn)(pid_t pid, const char *stat, void *arg), void *arg);
 double lis_now(void);        /* CLOCK_MONOTONIC seconds */
 double lis_wallclock(void);  /* CLOCK_REALTIME seconds */
 int lis_mkdir_p(const char *path, unsigned mode, lis_error *err);

@@ -14,31 +14,16 @@
 /* Field 22 of /proc/<pid>/stat: with the pid it names one process forever. */
 static unsigned long long start_time(pid_t pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    if (!p)
+    char buf[1024];
+    char *p = lis_proc_stat(pid, buf, sizeof buf);
+    /* a zombie PID 1 is a dead sandbox whose parent has not reaped it yet */
+    if (!p || p[0] == 'Z' || p[0] == 'X')
         return 0;
     unsigned long long v = 0;
-    int field = 2;
-    char *save = NULL;
-    for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-        /* a zombie PID 1 is a dead sandbox whose parent has not reaped it yet */
-        if (++field == 3 && (tok[0] == 'Z' || tok[0] == 'X'))
-            return 0;
-        if (field == 22) {
-            v = strtoull(tok, NULL, 10);
-            break;
-        }
-    }
+    /* field 22 (starttime); p is at field 3 */
+    if (sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+               "%*d %llu", &v) != 1)
+        return 0;
     return v;
 }
 

@@ -41,6 +41,7 @@ typedef struct mount_op {
     int is_dir;    /* create dst as a directory (else a file) when missing */
     int read_only; /* OP_BIND: make the bind read-only (recursively) */
     int optional;  /* a failure is ignored */
+    int volatile_upper; /* OP_OVERLAY: the upper layer goes with the sandbox: no syncs */
     const char *stage;
 } mount_op;
 
@@ -228,6 +229,10 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
     o->upper = keep(p, upper);
     o->work = keep(p, work);
     o->dst = keep(p, root);
+    /* A disk upper layer that is deleted with the sandbox needs no sync: without
+     * `volatile` the unmount at PID 1's exit waits for the writeback of the
+     * host filesystem (seconds when it is busy), and so does every destroy. */
+    o->volatile_upper = req->upper_dir && !spec->persist;
     if (!o->src || !o->upper || !o->work)
         goto full;
     ADD(OP_OPENROOT, "opening the new root");
@@ -565,7 +570,7 @@ static int mount_overlay(const mount_op *o)
         q += strlen(q);
     }
     if (!rc) {
-        memcpy(q, ",userxattr", sizeof ",userxattr");
+        q += sprintf(q, ",userxattr%s", o->volatile_upper ? ",volatile" : "");
         rc = mount("overlay", o->dst, "overlay", 0, data) < 0 ? errno : 0;
     }
     for (int i = 0; i < n; i++)

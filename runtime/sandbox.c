@@ -557,57 +557,40 @@ int lis_sandbox_root_fd(lis_sandbox *sb, lis_error *err)
     return sb->root_fd = fd;
 }
 
+struct usage {
+    uint64_t nprocs, rss;
+    unsigned long long ticks;
+};
+
+static int add_usage(pid_t pid, const char *stat, void *arg)
+{
+    struct usage *u = arg;
+    u->nprocs++;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+    FILE *f = fopen(path, "re");
+    unsigned long size, res;
+    if (f && fscanf(f, "%lu %lu", &size, &res) == 2)
+        u->rss += (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+    if (f)
+        fclose(f);
+    unsigned long long ut, st, cut, cst;
+    if (sscanf(stat, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu", &ut, &st,
+               &cut, &cst) == 4)
+        u->ticks += ut + st + cut + cst;
+    return 0;
+}
+
 /* Processes whose pid namespace is the sandbox's; RSS and CPU time summed
  * (with the time of the children each reaped: lis-init reaps them all). */
 static void proc_usage(pid_t pid, uint64_t *nprocs, uint64_t *rss, double *cpu)
 {
-    char want[64], link[64], path[64];
-    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
-    ssize_t n = readlink(path, want, sizeof want - 1);
-    *nprocs = *rss = 0;
-    *cpu = 0;
-    unsigned long long ticks = 0;
-    if (n <= 0)
-        return;
-    want[n] = 0;
-    DIR *d = opendir("/proc");
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof path, "/proc/%s/ns/pid", e->d_name);
-        n = readlink(path, link, sizeof link - 1);
-        if (n <= 0)
-            continue;
-        link[n] = 0;
-        if (strcmp(link, want))
-            continue;
-        (*nprocs)++;
-        snprintf(path, sizeof path, "/proc/%s/statm", e->d_name);
-        FILE *f = fopen(path, "re");
-        unsigned long size, res;
-        if (f && fscanf(f, "%lu %lu", &size, &res) == 2)
-            *rss += (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
-        if (f)
-            fclose(f);
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        char buf[1024];
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ssize_t len = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-        if (fd >= 0)
-            close(fd);
-        buf[len > 0 ? len : 0] = 0;
-        char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
-        unsigned long long ut, stt, cut, cst;
-        if (p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
-                        &ut, &stt, &cut, &cst) == 4)
-            ticks += ut + stt + cut + cst;
-    }
-    closedir(d);
+    struct usage u = {0};
+    lis_pidns_each(pid, add_usage, &u);
     long hz = sysconf(_SC_CLK_TCK);
-    *cpu = (double)ticks / (double)(hz > 0 ? hz : 100);
+    *nprocs = u.nprocs;
+    *rss = u.rss;
+    *cpu = (double)u.ticks / (double)(hz > 0 ? hz : 100);
 }
 
 static void fill_stats(lis_stats *st, const char *name, pid_t pid, int alive, const char *rootfs,

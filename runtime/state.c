@@ -15,7 +15,6 @@
  * lis-init is never asked while paused. */
 #include "internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -32,61 +31,33 @@ static int sb_alive(const lis_sandbox *sb)
     return sb->pidfd >= 0 && poll(&p, 1, 0) == 0;
 }
 
-/* The state letter of /proc/<pid>/stat (field 3), 0 when gone. */
-static char proc_state(const char *pid)
+struct signal_pass {
+    pid_t pid1;
+    int sig, running;
+};
+
+static int signal_one(pid_t pid, const char *stat, void *arg)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%s/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    struct signal_pass *sp = arg;
+    char s = stat[0];
+    if (pid == sp->pid1 || s == 'Z' || s == 'X')
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' ? p[2] : 0;
+    if (s != 'T' && s != 't')
+        sp->running++;
+    kill(pid, sp->sig); /* it may have exited since: nothing to stop then */
+    return 0;
 }
 
 /* Sends sig to every process of sb's pid namespace but PID 1. Returns how
  * many of them were not stopped (state T/t, zombie or gone) before, or -1. */
 static int signal_all(lis_sandbox *sb, int sig, lis_error *err)
 {
-    char want[64], link[64], path[64];
-    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)sb->pid);
-    ssize_t n = readlink(path, want, sizeof want - 1);
-    if (n <= 0)
-        return lis_fail(err, errno, "sandbox %s: reading %s: %s", sb->name, path,
-                        strerror(errno));
-    want[n] = 0;
-    DIR *d = opendir("/proc");
-    if (!d)
-        return lis_fail(err, errno, "opendir /proc: %s", strerror(errno));
-    int running = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9')
-            continue;
-        pid_t pid = (pid_t)atoi(e->d_name);
-        if (pid == sb->pid)
-            continue;
-        snprintf(path, sizeof path, "/proc/%s/ns/pid", e->d_name);
-        n = readlink(path, link, sizeof link - 1);
-        if (n <= 0)
-            continue;
-        link[n] = 0;
-        if (strcmp(link, want))
-            continue;
-        char s = proc_state(e->d_name);
-        if (!s || s == 'Z' || s == 'X')
-            continue;
-        if (s != 'T' && s != 't')
-            running++;
-        kill(pid, sig); /* it may have exited since: nothing to stop then */
-    }
-    closedir(d);
-    return running;
+    struct signal_pass sp = {sb->pid, sig, 0};
+    int rc = lis_pidns_each(sb->pid, signal_one, &sp);
+    if (rc < 0)
+        return lis_fail(err, -rc, "sandbox %s: reading its processes: %s", sb->name,
+                        strerror(-rc));
+    return sp.running;
 }
 
 static int stop_all(lis_sandbox *sb, lis_error *err)

@@ -159,3 +159,52 @@ int lis_apparmor_restricts_userns(const char *proc_sys)
 {
     return lis_read_sysctl(proc_sys, "kernel/apparmor_restrict_unprivileged_userns", 0) == 1;
 }
+
+char *lis_proc_stat(pid_t pid, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n <= 0)
+        return NULL;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
+    return p && p[1] == ' ' ? p + 2 : NULL;
+}
+
+int lis_pidns_each(pid_t pid1, int (*fn)(pid_t pid, const char *stat, void *arg), void *arg)
+{
+    char want[64], link[64], path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid1);
+    ssize_t n = readlink(path, want, sizeof want - 1);
+    if (n <= 0)
+        return -errno;
+    want[n] = 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -errno;
+    struct dirent *e;
+    int rc = 0;
+    while (!rc && (e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/ns/pid", e->d_name);
+        n = readlink(path, link, sizeof link - 1);
+        if (n <= 0)
+            continue;
+        link[n] = 0;
+        if (strcmp(link, want))
+            continue;
+        char buf[1024];
+        pid_t pid = (pid_t)atoi(e->d_name);
+        const char *st = lis_proc_stat(pid, buf, sizeof buf);
+        if (st)
+            rc = fn(pid, st, arg);
+    }
+    closedir(d);
+    return rc;
+}

@@ -17,6 +17,10 @@ fi
 rm -rf "$work"
 mkdir -p "$work"
 chmod 755 "$work"
+# the suites' temporary directories (each test's run and data dirs, images
+# imported by the serve suites: ~0.5 GB a run) live here and go at the end
+mkdir -p "$work/tmp"
+chmod 1777 "$work/tmp"
 # The suites run from a copy readable by the test user (a checkout under /root is not).
 cp -a "${B:-build}" "$work/build"
 cp -a tests "$work/src-tests"
@@ -61,7 +65,7 @@ san_reports() { # prints (to stderr) and counts the reports since the last call
 as_user() {
     if [ "$(id -u)" -eq 0 ]; then
         runuser -u "$user" -- env HOME="$(getent passwd "$user" | cut -d: -f6)" \
-            XDG_RUNTIME_DIR= TMPDIR=/tmp \
+            XDG_RUNTIME_DIR= TMPDIR="$work/tmp" \
             LIS_TEST_BUSYBOX="${LIS_TEST_BUSYBOX:-}" LIS_TEST_DEBIAN="${LIS_TEST_DEBIAN:-}" \
             LIS_BIN="$LIS_BIN" LIS_TEST_SRC="$LIS_TEST_SRC" \
             LIS_TEST_FOREIGN="${LIS_TEST_FOREIGN:-}" \
@@ -146,5 +150,6 @@ if [ "$(id -u)" -eq 0 ]; then
     done
 fi
 [ $fail -ne 0 ] && failed=$((failed + 1))
+rm -rf "$work/tmp" 2>/dev/null # as a user, files of subordinate ids may stay: the next run's rm -rf
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
