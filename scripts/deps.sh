@@ -13,10 +13,11 @@ PKGS="build-essential pkg-config libc6-dev \
 # Test-only extras: a real registry and OCI tools, the cgroup v2 VM, apparmor_parser to
 # check scripts/apparmor/lis, and clang with libFuzzer for `make fuzz` (libclang-rt-14-dev
 # is Debian 12's; clang-N wants libclang-rt-N-dev). python3-docker and docker.io: the
-# real clients of `lis serve`'s suite (the docker CLI only as a client: tests never start dockerd).
+# real clients of `lis serve`'s suite (the docker CLI only as a client: tests never start dockerd);
+# python3-pytest: the Python client's suite tests/python (tests/test_python_client.c).
 # A single-node Slurm with munge for scripts/slurm/ci-test.sh (its daemons are started by hand,
 # never by the packages).
-EXTRA="python3-docker docker.io docker-registry umoci skopeo qemu-system-x86 cpio kmod apparmor \
+EXTRA="python3-docker python3-pytest docker.io docker-registry umoci skopeo qemu-system-x86 cpio kmod apparmor \
  clang libclang-rt-14-dev slurmctld slurmd slurm-client munge"
 case "${1:-}" in
   --minimal) EXTRA="" ;;

@@ -25,7 +25,9 @@ chmod 1777 "$work/tmp"
 cp -a "${B:-build}" "$work/build"
 cp -a tests "$work/src-tests"
 cp -a scripts/apparmor "$work/src-tests/apparmor" # test_doctor checks the profile
-cp -a python "$work/src-tests/python"          # test_serve_api imports the client from it
+# the client python/lis beside its pytest suite tests/python: test_serve_api and
+# test_python_client import it from src-tests/python (PYTHONPATH, conftest.py)
+mkdir -p "$work/src-tests/python" && cp -a python/. "$work/src-tests/python/"
 bash scripts/make-test-rootfs.sh busybox "$work/busybox" || fail=1
 export LIS_TEST_BUSYBOX="$work/busybox"
 if bash scripts/make-test-rootfs.sh debian "$work/debian" 2>"$work/debian.err"; then

@@ -1,10 +1,12 @@
-"""lis: a stdlib-only client for `lis serve`'s native API (docs/api.md)."""
+"""lis: a stdlib-only client for `lis serve`'s native API (docs/api.md, python/README.md)."""
 from .aio import AsyncSandbox
 from .errors import (ConflictException, InvalidArgumentException, NotFoundException,
                      NotImplementedException, SandboxException, TimeoutException)
-from .sandbox import CommandResult, EntryInfo, Sandbox
+from .sandbox import (CommandResult, EntryInfo, ForkResult, Sandbox, SandboxMetrics,
+                      Snapshot)
 
-__all__ = ["Sandbox", "AsyncSandbox", "CommandResult", "EntryInfo", "SandboxException",
-           "InvalidArgumentException", "NotFoundException", "ConflictException",
-           "NotImplementedException", "TimeoutException"]
+__all__ = ["Sandbox", "AsyncSandbox", "CommandResult", "EntryInfo", "Snapshot",
+           "SandboxMetrics", "ForkResult", "SandboxException", "InvalidArgumentException",
+           "NotFoundException", "ConflictException", "NotImplementedException",
+           "TimeoutException"]
 __version__ = "0.1.0"

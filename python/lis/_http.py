@@ -71,6 +71,12 @@ def ensure_server(path, start=True, wait=15.0):
     raise SandboxException("lis serve did not answer on %s within %.0f s" % (path, wait))
 
 
+# What a retried request may have hit: the connection refused, reset or closed
+# before a whole answer came (the server restarting, a dropped socket).
+_RETRYABLE = (OSError, http.client.HTTPException)
+RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
+
+
 class Client:
     """One request per connection (simple and safe across threads)."""
 
@@ -79,39 +85,74 @@ class Client:
         self.started = ensure_server(self.socket_path, start)  # the Popen of a server we started
         self.timeout = timeout
 
-    def open(self, method, path, body=None, headers=None, timeout=None):
-        """Sends a request; returns the HTTPResponse (raises on an error status)."""
+    def _send(self, method, url, body, headers, timeout):
         conn = _UnixConnection(self.socket_path, timeout if timeout is not None else self.timeout)
         hdrs = dict(headers or {})
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
             hdrs.setdefault("Content-Type", "application/json")
         try:
-            conn.request(method, "/lis/v1/" + path, body=body, headers=hdrs)
-            resp = conn.getresponse()
-        except OSError as e:
+            conn.request(method, url, body=body, headers=hdrs)
+            return conn, conn.getresponse()
+        except BaseException:
             conn.close()
+            raise
+
+    @staticmethod
+    def _error(resp, conn):
+        data = resp.read()
+        conn.close()
+        try:
+            msg = json.loads(data)["message"]
+        except (ValueError, KeyError, TypeError):
+            msg = data.decode(errors="replace").strip() or resp.reason
+        return from_status(resp.status, msg)
+
+    def open(self, method, path, body=None, headers=None, timeout=None, prefix="/lis/v1/"):
+        """Sends a request once; returns the HTTPResponse (raises on an error status).
+        path is under prefix (the native API; "/" for the Docker-compatible one)."""
+        try:
+            conn, resp = self._send(method, prefix + path, body, headers, timeout)
+        except _RETRYABLE as e:
             raise SandboxException("talking to lis serve on %s: %s" % (self.socket_path, e))
         if resp.status >= 400:
-            data = resp.read()
-            conn.close()
-            try:
-                msg = json.loads(data)["message"]
-            except (ValueError, KeyError, TypeError):
-                msg = data.decode(errors="replace").strip() or resp.reason
-            raise from_status(resp.status, msg)
+            raise self._error(resp, conn)
         resp._lis_conn = conn
         return resp
 
-    def call(self, method, path, body=None, headers=None, raw=False):
-        resp = self.open(method, path, body, headers)
-        try:
-            data = resp.read()
-        finally:
-            resp._lis_conn.close()
-        if raw:
-            return data
-        return json.loads(data) if data else None
+    def call(self, method, path, body=None, headers=None, raw=False, retry=False,
+             prefix="/lis/v1/"):
+        """One whole request. With retry (a request that is safe to send again: a
+        GET, or one carrying an Idempotency-Key), a connection error before the
+        whole answer is read sends it again, with the same headers, after a short
+        wait (RETRY_DELAYS); so does a 409 to such a retry (the first attempt is
+        still being made on the server)."""
+        attempt = 0
+        while True:
+            try:
+                conn, resp = self._send(method, prefix + path, body, headers, None)
+                try:
+                    if resp.status >= 400:
+                        err = self._error(resp, conn)
+                        if not (retry and attempt > 0 and resp.status == 409
+                                and attempt < len(RETRY_DELAYS)):
+                            raise err
+                        data = None
+                    else:
+                        data = resp.read()
+                finally:
+                    conn.close()
+            except _RETRYABLE as e:
+                if not retry or attempt >= len(RETRY_DELAYS):
+                    raise SandboxException("talking to lis serve on %s: %s"
+                                           % (self.socket_path, e))
+                data = None
+            if data is not None:
+                if raw:
+                    return data
+                return json.loads(data) if data else None
+            time.sleep(RETRY_DELAYS[attempt])
+            attempt += 1
 
 
 def events(resp):

@@ -2,8 +2,9 @@
 client on a worker thread (asyncio.to_thread), so the event loop never blocks;
 callbacks (on_stdout/on_stderr) run on that thread."""
 import asyncio
+from typing import List, Optional
 
-from .sandbox import Sandbox
+from .sandbox import ForkResult, Sandbox, SandboxMetrics, Snapshot
 
 
 class _AsyncCommands:
@@ -27,28 +28,73 @@ class _AsyncFiles:
 
 
 class AsyncSandbox:
-    def __init__(self, sb):
+    """Sandbox's methods as coroutines: `sb = await AsyncSandbox.create(...)`,
+    `async with`, `await sb.commands.run(...)`, `await sb.fork(4)`, ..."""
+
+    def __init__(self, sb: Sandbox):
         self._sb = sb
         self.sandbox_id = sb.sandbox_id
         self.commands = _AsyncCommands(sb)
         self.files = _AsyncFiles(sb)
 
+    @property
+    def sync(self) -> Sandbox:
+        """The blocking Sandbox under this one."""
+        return self._sb
+
     @classmethod
-    async def create(cls, image, **kw):
+    async def create(cls, image, **kw) -> "AsyncSandbox":
         return cls(await asyncio.to_thread(Sandbox.create, image, **kw))
 
     @classmethod
-    async def connect(cls, sandbox_id, **kw):
+    async def connect(cls, sandbox_id, **kw) -> "AsyncSandbox":
         return cls(await asyncio.to_thread(Sandbox.connect, sandbox_id, **kw))
 
-    async def kill(self):
+    @classmethod
+    async def list(cls, **kw):
+        return await asyncio.to_thread(Sandbox.list, **kw)
+
+    @classmethod
+    async def list_snapshots(cls, **kw) -> List[Snapshot]:
+        return await asyncio.to_thread(Sandbox.list_snapshots, **kw)
+
+    @classmethod
+    async def get_snapshot(cls, ref, **kw) -> Snapshot:
+        return await asyncio.to_thread(Sandbox.get_snapshot, ref, **kw)
+
+    async def kill(self) -> bool:
         return await asyncio.to_thread(self._sb.kill)
 
-    async def is_running(self):
+    async def is_running(self) -> bool:
         return await asyncio.to_thread(self._sb.is_running)
+
+    async def is_paused(self) -> bool:
+        return await asyncio.to_thread(self._sb.is_paused)
 
     async def get_info(self):
         return await asyncio.to_thread(self._sb.get_info)
+
+    async def pause(self) -> str:
+        return await asyncio.to_thread(self._sb.pause)
+
+    async def resume(self) -> "AsyncSandbox":
+        await asyncio.to_thread(self._sb.resume)
+        return self
+
+    async def get_metrics(self) -> SandboxMetrics:
+        return await asyncio.to_thread(self._sb.get_metrics)
+
+    async def snapshot(self, tag: Optional[str] = None) -> Snapshot:
+        """See Sandbox.snapshot: the files only, not the processes."""
+        return await asyncio.to_thread(self._sb.snapshot, tag)
+
+    create_snapshot = snapshot  # E2B's name
+
+    async def fork(self, count: int = 1, **kw) -> ForkResult:
+        """See Sandbox.fork: elements are AsyncSandboxes or exceptions."""
+        res = await asyncio.to_thread(self._sb.fork, count, **kw)
+        return ForkResult([AsyncSandbox(s) if isinstance(s, Sandbox) else s for s in res],
+                          res.snapshot)
 
     async def __aenter__(self):
         return self

@@ -54,10 +54,14 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(lis.InvalidArgumentException):
             lis.Sandbox.create(image=IMAGE, net="everywhere")
         sb = lis.Sandbox.create(image=IMAGE)
-        with self.assertRaises(lis.NotImplementedException):
-            sb.snapshot("t1")
-        with self.assertRaises(lis.NotImplementedException):
-            sb.pause()
+        with self.assertRaises(lis.InvalidArgumentException):
+            sb.snapshot("bad tag!")
+        with self.assertRaises(lis.InvalidArgumentException):
+            sb.fork(0)
+        self.assertEqual(sb.pause(), sb.sandbox_id)
+        with self.assertRaises(lis.ConflictException):
+            sb.commands.run("true")
+        self.assertTrue(sb.resume().is_running())
         same = lis.Sandbox.connect(sb.sandbox_id)
         self.assertEqual(same.sandbox_id, sb.sandbox_id)
         self.assertTrue(sb.kill())

@@ -1,0 +1,33 @@
+/* test_python_client.c - the Python client python/lis (with its DockerRuntime
+ * drop-in) through its pytest suite tests/python, which starts a real
+ * `lis serve` as this (unprivileged) user with the Debian fixture imported
+ * (tests/python/conftest.py). Fails when a Python test fails, is skipped or
+ * goes missing, and when pytest itself is missing. */
+#include "testlib.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* test functions in tests/python/test_*.py: a test dropped from the suite shows here */
+#define PY_TESTS 28
+
+Test(python_client, pytest_suite, .timeout = 900)
+{
+    t_debian(); /* skips without the fixture, as the suites of lis serve do */
+    t_lis_bin();
+    int code;
+    char *out = t_host(&code, "python3 -c 'import pytest' 2>&1");
+    cr_assert_eq(code, 0, "pytest is missing (apt-get install -y python3-pytest; scripts/deps.sh "
+                 "installs it): %s", out);
+    free(out);
+    /* from LIS_TEST_SRC, where test.sh puts python/lis beside tests/python */
+    out = t_host(&code, "cd %s && PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -rs --tb=short "
+                 "-p no:cacheprovider python 2>&1", t_src_dir());
+    cr_assert_eq(code, 0, "pytest failed (exit %d):\n%s", code, out);
+    char want[64];
+    snprintf(want, sizeof want, "\n%d passed in ", PY_TESTS); /* pytest -q's summary line */
+    cr_assert(strstr(out, want), "expected %d passed and nothing else:\n%s", PY_TESTS, out);
+    cr_assert(!strstr(out, "skipped") && !strstr(out, "error"), "%s", out);
+    free(out);
+}
