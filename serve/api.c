@@ -356,6 +356,8 @@ enum MHD_Result sv_api_route(sv_req *q, const char *rest)
         return sv_reply_error(q, 405, "%s is not allowed on /lis/v1/sandboxes", m);
     }
     if (!strcmp(rest, "snapshots") || !strncmp(rest, "snapshots/", 10)) {
+        if (rest[9] && rest[10] && !strcmp(m, "DELETE"))
+            return sv_snapshot_delete(q, rest + 10);
         if (!get)
             return sv_reply_error(q, 405, "%s is not allowed on /lis/v1/snapshots", m);
         return sv_snapshots(q, rest[9] ? rest + 10 : "");

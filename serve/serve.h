@@ -294,6 +294,9 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c);
 enum MHD_Result sv_state_route(sv_req *q, sv_container *c, const char *op);
 /* GET /lis/v1/snapshots[/{ref}]: rest is "" or the ref. */
 enum MHD_Result sv_snapshots(sv_req *q, const char *ref);
+/* DELETE /lis/v1/snapshots/{ref}: a snapshot image and all its tags (409 while a sandbox
+ * runs on it or another snapshot is made on it). */
+enum MHD_Result sv_snapshot_delete(sv_req *q, const char *ref);
 /* Docker's POST /commit?container=&repo=&tag=: a snapshot tagged repo:tag. */
 enum MHD_Result sv_commit(sv_req *q);
 /* At exit: the fork records. */

@@ -622,6 +622,30 @@ enum MHD_Result sv_snapshots(sv_req *q, const char *ref)
     return sv_reply_json(q, 200, one);
 }
 
+enum MHD_Result sv_snapshot_delete(sv_req *q, const char *ref)
+{
+    char dir[4096], digest[80];
+    if (sv_image_resolve(q->s, ref, dir, sizeof dir, digest, sizeof digest) < 0)
+        return sv_reply_error(q, 404, "no such snapshot: %s", ref);
+    cJSON *m = sv_image_meta(q->s, digest);
+    const char *kind = sv_jstr(m, "kind");
+    int is_snap = kind && !strcmp(kind, "snapshot");
+    cJSON_Delete(m);
+    if (!is_snap) /* base images go through the Docker side or lis rootfs rm */
+        return sv_reply_error(q, 404, "no such snapshot: %s (an image, not a snapshot)", ref);
+    for (sv_container *c = q->s->containers; c; c = c->next)
+        if (!strcmp(c->image_id, digest) && strcmp(c->status, "removing"))
+            return sv_reply_error(q, 409, "snapshot %s is in use by sandbox %.12s: delete that "
+                                  "first", ref, c->id);
+    lis_error err = {0};
+    int gone = 0;
+    if (lis_rootfs_rm(q->s->data_dir, digest, &gone, &err) < 0)
+        return sv_reply_error(q, err.code == EBUSY ? 409 : 500, "%s", err.msg);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "deleted", digest);
+    return sv_reply_json(q, 200, o);
+}
+
 /* ---- routing ------------------------------------------------------------------------------------------ */
 
 enum MHD_Result sv_state_route(sv_req *q, sv_container *c, const char *op)

@@ -62,6 +62,10 @@ class AsyncSandbox:
     async def get_snapshot(cls, ref, **kw) -> Snapshot:
         return await asyncio.to_thread(Sandbox.get_snapshot, ref, **kw)
 
+    @classmethod
+    async def delete_snapshot(cls, ref, **kw) -> bool:
+        return await asyncio.to_thread(Sandbox.delete_snapshot, ref, **kw)
+
     async def kill(self) -> bool:
         return await asyncio.to_thread(self._sb.kill)
 

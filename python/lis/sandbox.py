@@ -280,6 +280,16 @@ class Sandbox:
         """One snapshot by tag or id (NotFoundException when there is none)."""
         return Snapshot._from(Client(socket).call("GET", "snapshots/%s" % _q(ref), retry=True))
 
+    @classmethod
+    def delete_snapshot(cls, ref, socket: Optional[str] = None) -> bool:
+        """Deletes a snapshot (by tag, id or Snapshot) and all its tags from the store
+        (E2B's name). ConflictException while a sandbox runs on it or another snapshot
+        is made on it; NotFoundException when there is none. A fork's snapshot stays
+        until deleted (or `lis rootfs gc`): RL loops delete it once its forks are gone."""
+        ref = ref.id if isinstance(ref, Snapshot) else ref
+        Client(socket).call("DELETE", "snapshots/%s" % _q(ref))
+        return True
+
     def get_info(self):
         """The sandbox as the server has it: id, name, image, state ("running",
         "paused", ...), memory, net, ..."""

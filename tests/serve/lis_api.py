@@ -297,6 +297,24 @@ for ref in ("api-snap:v1", snap["id"]):
                                             "&& echo present; wc -c < /work/dir/blob.bin"}) if ok else (None, 0, 0, 0)
     check("create from the snapshot (%s) sees its files, /tmp and deletions" % ("tag" if ref == "api-snap:v1" else "id"),
           ok and sb2["image"] == ref and out == b"from-parent\ntmpdata\n%d\n" % len(blob), (st, sb2, out))
+# DELETE /lis/v1/snapshots/{ref}: refused while a sandbox runs on it, then gone with its tags
+out, _, end, _ = run(sid, {"cmd": "echo to-delete > /work/snap/del.txt"})
+st, _, ds = jreq("POST", "sandboxes/%s/snapshot" % sid, {"tag": "api-del:v1"})
+st2, _, on = jreq("POST", "sandboxes", {"image": "api-del:v1"}) if st == 201 else (0, 0, {})
+st3, _, d = jreq("DELETE", "snapshots/api-del:v1")
+check("delete of a snapshot a sandbox runs on -> 409", st == 201 and st2 == 201 and st3 == 409
+      and on.get("id", "")[:12] in d["message"], (st, st2, st3, d))
+if st2 == 201:
+    jreq("DELETE", "sandboxes/" + on["id"])
+st, _, d = jreq("DELETE", "snapshots/api-del:v1")
+st2, _, g = jreq("GET", "snapshots/" + ds.get("id", "x"))
+st3, _, d3 = jreq("DELETE", "snapshots/" + ds.get("id", "x"))
+check("delete of a snapshot -> 200; then it is gone (404), by id too", st == 200
+      and d.get("deleted") == ds.get("id") and st2 == 404 and st3 == 404, (st, d, st2, st3))
+st, _, d = jreq("DELETE", "snapshots/" + IMAGE)
+check("delete of an image that is no snapshot -> 404 (the image stays)", st == 404
+      and jreq("GET", "snapshots")[0] == 200
+      and req("GET", "images/%s/json" % IMAGE, prefix="/v1.41/")[0] == 200, (st, d))
 
 # ---- fork -----------------------------------------------------------------------------------------------
 fkey = {"Idempotency-Key": "fork-%d" % time.time_ns()}
