@@ -125,7 +125,8 @@ static int find_mount(const char *ctrl, char *mnt, size_t mlen, char *mroot, siz
             continue;
         if (ctrl) {
             int has = 0;
-            for (char *t = strtok(opts, ","); t && !has; t = strtok(NULL, ","))
+            char *save = NULL; /* strtok_r: contexts may probe on several threads at once */
+            for (char *t = strtok_r(opts, ",", &save); t && !has; t = strtok_r(NULL, ",", &save))
                 has = !strcmp(t, ctrl);
             if (!has)
                 continue;
@@ -161,7 +162,8 @@ static int own_cgroup(pid_t pid, const char *ctrl, char *out, size_t len)
         } else {
             char tmp[256];
             snprintf(tmp, sizeof tmp, "%s", list);
-            for (char *t = strtok(tmp, ","); t && !match; t = strtok(NULL, ","))
+            char *save = NULL;
+            for (char *t = strtok_r(tmp, ",", &save); t && !match; t = strtok_r(NULL, ",", &save))
                 match = !strcmp(t, ctrl);
         }
         if (match) {
@@ -597,7 +599,8 @@ static void kill_tasks(const char *dir)
     char buf[65536];
     if (rd(dir, "cgroup.procs", buf, sizeof buf) <= 0)
         return;
-    for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n"))
+    char *save = NULL;
+    for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
         kill((pid_t)atoi(l), SIGKILL);
 }
 

@@ -345,7 +345,8 @@ static int resolve_user(sv_container *c, const char *user, long *uid, long *gid,
     size_t len = 0;
     lis_error err = {0};
     if (lis_file_read(c->sb, "/etc/passwd", 1 << 20, &pw, &len, &err) == 0) {
-        for (char *line = strtok(pw, "\n"); line; line = strtok(NULL, "\n")) {
+        char *save = NULL; /* strtok_r: jobs run on worker threads */
+        for (char *line = strtok_r(pw, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
             char *f[7] = {0};
             int nf = 0;
             for (char *p = line; nf < 7; nf++) {
