@@ -118,44 +118,7 @@ int rf_mkdirs(const char *path, mode_t mode)
 
 int rf_rm_tree_at(int pdfd, const char *name)
 {
-    if (unlinkat(pdfd, name, 0) == 0 || errno == ENOENT)
-        return 0;
-    if (errno != EISDIR && errno != EPERM && errno != EACCES)
-        return -1;
-    int fd = openat(pdfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        /* a directory without read/search permission for us: fix and retry */
-        if (errno != EACCES || fchmodat(pdfd, name, 0700, 0) < 0)
-            return -1;
-        fd = openat(pdfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-            return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) == 0 && (st.st_mode & 0700) != 0700)
-        fchmod(fd, 0700);
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -1;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        if (e->d_type == DT_DIR) {
-            if (rf_rm_tree_at(dirfd(d), e->d_name) < 0)
-                rc = -1;
-        } else if (unlinkat(dirfd(d), e->d_name, 0) < 0 && errno != ENOENT) {
-            if (rf_rm_tree_at(dirfd(d), e->d_name) < 0)
-                rc = -1;
-        }
-    }
-    closedir(d);
-    if (unlinkat(pdfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-        rc = -1;
-    return rc;
+    return lis_host_rmtree_at(pdfd, name);
 }
 
 int rf_rm_tree(const char *path)

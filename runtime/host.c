@@ -3,6 +3,8 @@
  * one; no file below this one creates a context. */
 #include "internal.h"
 
+#include <errno.h>
+
 int lis_host_rmtree(const char *path, lis_error *err)
 {
     int rc = lis_rmtree_here(path);
@@ -15,4 +17,14 @@ int lis_host_rmtree(const char *path, lis_error *err)
     int r = lis_rmtree(ctx, path, 1, err);
     lis_ctx_free(ctx);
     return r;
+}
+
+int lis_host_rmtree_at(int pdfd, const char *name)
+{
+    int rc = lis_rmtree_at(pdfd, name);
+    if (rc < 0) {
+        errno = -rc;
+        return -1;
+    }
+    return 0;
 }

@@ -135,7 +135,10 @@ int lis_valid_name(const char *name);
 /* An absolute path without "..". */
 int lis_path_check(const char *path, lis_error *err);
 /* rm -rf of what we may remove ourselves (000 directories too); 0 or -errno. */
+/* rmtree.c: rm -rf of a tree we own; no malloc (safe in raw clones of a
+ * threaded owner), bounded stack and fds. 0 or -errno. */
 int lis_rmtree_here(const char *path);
+int lis_rmtree_at(int pdfd, const char *name);
 /* The number in a file (a sysctl: proc_sys/name, proc_sys NULL: /proc/sys), else dflt. */
 long lis_read_long(const char *path, long dflt);
 long lis_read_sysctl(const char *proc_sys, const char *name, long dflt);

@@ -143,7 +143,8 @@ typedef struct lis_stats {
     uint64_t nprocs;
     uint64_t oom_kills;
     double cpu_seconds;     /* CPU time used, exited processes included (cgroup v2's
-                             * cpu.stat, else its processes' and their reaped children's) */
+                             * cpu.stat, else its processes' and their reaped children's,
+                             * lis-init's own bookkeeping left out) */
     int persist;
     int limits_enforced;
     /* "cgroup" (enforced by the kernel), "fallback" (no cgroup: rlimits and
@@ -371,6 +372,10 @@ int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *e
 /* rm -rf on the host; trees holding files of subordinate ids are removed
  * inside the mapped user namespace. */
 int lis_host_rmtree(const char *path, lis_error *err);
+/* rm -rf of name in directory pdfd as the caller only (no mapped retry):
+ * no malloc, so a raw clone of a threaded process may call it; bounded stack
+ * and fds however deep the tree. 0, or -1 with errno set. */
+int lis_host_rmtree_at(int pdfd, const char *name);
 /* mkdir -p on the host (for exporting results next to the caller). */
 int lis_host_mkdir_p(const char *path, unsigned mode, lis_error *err);
 

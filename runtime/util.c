@@ -1,6 +1,6 @@
 /* util.c - the bottom of runtime/: small helpers that need no context and
  * use nothing of runtime/ but lis_fail (error.c): clocks, names, paths,
- * mkdir -p, rm -rf of a tree we own, sysctl reads. */
+ * mkdir -p, sysctl reads (rm -rf is rmtree.c). */
 #include "internal.h"
 
 #include <dirent.h>
@@ -78,62 +78,6 @@ int lis_path_check(const char *path, lis_error *err)
         p = e;
     }
     return 0;
-}
-
-/* Removes the contents of dirfd, then nothing else. Returns 0 or -errno. */
-static int rm_contents(int dirfd)
-{
-    DIR *d = fdopendir(dirfd);
-    if (!d) {
-        close(dirfd);
-        return -errno;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        if (unlinkat(dirfd, e->d_name, 0) == 0)
-            continue;
-        if (errno != EISDIR && errno != EPERM && errno != EACCES) {
-            if (errno != ENOENT)
-                rc = -errno;
-            continue;
-        }
-        /* A directory (maybe mode 000, like overlay's work/work). */
-        fchmodat(dirfd, e->d_name, 0700, AT_SYMLINK_NOFOLLOW);
-        int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sub < 0) {
-            rc = -errno;
-            continue;
-        }
-        int r = rm_contents(sub);
-        if (r)
-            rc = r;
-        if (unlinkat(dirfd, e->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-            rc = -errno;
-    }
-    closedir(d);
-    return rc;
-}
-
-int lis_rmtree_here(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        if (errno == ENOTDIR || errno == ELOOP)
-            return unlink(path) < 0 ? -errno : 0;
-        chmod(path, 0700);
-        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-            return -errno;
-    }
-    int rc = rm_contents(fd);
-    if (rmdir(path) < 0 && errno != ENOENT && !rc)
-        rc = -errno;
-    return rc;
 }
 
 long lis_read_long(const char *path, long dflt)

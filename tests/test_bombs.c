@@ -1,5 +1,5 @@
 /* Bombs contained (issue 10, item 12): memory, fork, disk, output flood, CPU
- * hog, 100,000 files to copy out, a process that ignores SIGTERM and one that
+ * hog, 100,000 files to copy out, a directory nest thousands deep, a process that ignores SIGTERM and one that
  * closes stdout but keeps running. Each runs in one sandbox while a neighbour
  * sandbox keeps answering; the neighbour's exec latency during the bomb is
  * printed against its idle latency (a ratio, never asserted: these machines
@@ -10,10 +10,14 @@
 
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -225,4 +229,91 @@ Test(bombs, hundred_thousand_files_copied_out, .timeout = 600)
     free(n);
     lis_sandbox_destroy(sb, &err);
     lis_ctx_free(ctx);
+}
+
+/* Removal runs on a small thread stack, like a worker of lis serve's. */
+struct destroyer {
+    lis_sandbox *sb;
+    int rc;
+    lis_error err;
+};
+
+static void *destroy_thread(void *arg)
+{
+    struct destroyer *d = arg;
+    d->rc = lis_sandbox_destroy(d->sb, &d->err);
+    return NULL;
+}
+
+/* Hostile code nests directories 10,000 deep, some mode 000, the deepest
+ * owned by a subordinate id (so only root of the mapped namespace removes it).
+ * Removing the sandbox must neither overflow a 256 KiB thread stack nor run
+ * out of fds, and must leave nothing behind. */
+Test(bombs, directory_nest_is_removed_with_a_small_stack, .timeout = 300)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_DISK};
+    lis_sandbox *sb = NULL;
+    lis_error err = {0};
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create: %s", err.msg);
+    char upper[600];
+    snprintf(upper, sizeof upper, "%s/data/sandboxes/%s", t_tmpdir(), lis_sandbox_name(sb));
+    lis_result r;
+    /* chains of 100 moved under each other: a shell cannot cd that deep */
+    run(sb, "mkdir /nest && cd /nest && p=d; i=1; while [ $i -lt 100 ]; do p=$p/d; i=$((i+1)); done; "
+        "mkdir -p n/$p/x && touch n/$p/x/f && chown -R 1000:1000 n/$p/x && "
+        "i=0; while [ $i -lt 100 ]; do mkdir -p m/$p && mv n m/$p/ && mv m n || exit 9; "
+        "[ $((i % 17)) = 3 ] && chmod 000 n/d/d; i=$((i+1)); done; echo built",
+        240, &r);
+    cr_assert_str_eq(r.out.data, "built\n", "exit %d: %s", r.exit_code, r.err.data);
+    lis_result_free(&r);
+    struct stat st;
+    cr_assert_eq(stat(upper, &st), 0, "no writable layer at %s", upper);
+
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setstacksize(&a, 256 << 10);
+    struct destroyer d = {.sb = sb};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, &a, destroy_thread, &d), 0);
+    pthread_join(th, NULL);
+    pthread_attr_destroy(&a);
+    cr_assert_eq(d.rc, 0, "destroy: %s", d.err.msg);
+    cr_assert(stat(upper, &st) < 0 && errno == ENOENT, "%s is still there", upper);
+    lis_ctx_free(ctx);
+}
+
+/* The same removal with 24 fds to spare, and a symlink out of the tree that
+ * must be removed, not followed. */
+Test(bombs, directory_nest_removed_with_few_fds_and_links_not_followed, .timeout = 120)
+{
+    char top[400], keep[420];
+    snprintf(top, sizeof top, "%s/nest-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    cr_assert(mkdtemp(top));
+    snprintf(keep, sizeof keep, "%s.keep", top);
+    cr_assert_eq(mkdir(keep, 0700), 0);
+    int fd = open(top, O_RDONLY | O_DIRECTORY);
+    for (int i = 0; i < 20000 && fd >= 0; i++) {
+        cr_assert_eq(mkdirat(fd, "d", 0700), 0, "mkdir at depth %d", i);
+        if (i % 1000 == 3)
+            cr_assert_eq(symlinkat(keep, fd, "out"), 0);
+        int sub = openat(fd, "d", O_RDONLY | O_DIRECTORY);
+        close(fd);
+        fd = sub;
+    }
+    cr_assert(fd >= 0);
+    close(fd);
+    pid_t c = fork();
+    if (c == 0) {
+        struct rlimit rl = {24, 24};
+        setrlimit(RLIMIT_NOFILE, &rl);
+        _exit(lis_host_rmtree_at(AT_FDCWD, top) == 0 ? 0 : 10 + errno);
+    }
+    int status;
+    cr_assert_eq(waitpid(c, &status, 0), c);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rm failed: status %#x", status);
+    struct stat st;
+    cr_assert(stat(top, &st) < 0 && errno == ENOENT, "%s is still there", top);
+    cr_assert_eq(stat(keep, &st), 0, "the symlink's target was removed");
+    rmdir(keep);
 }
