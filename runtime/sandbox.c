@@ -558,6 +558,7 @@ int lis_sandbox_root_fd(lis_sandbox *sb, lis_error *err)
 }
 
 struct usage {
+    pid_t pid1;
     uint64_t nprocs, rss;
     unsigned long long ticks;
 };
@@ -577,15 +578,19 @@ static int add_usage(pid_t pid, const char *stat, void *arg)
     unsigned long long ut, st, cut, cst;
     if (sscanf(stat, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu", &ut, &st,
                &cut, &cst) == 4)
-        u->ticks += ut + st + cut + cst;
+        /* lis-init's own time is lis's bookkeeping (the CPU and memory
+         * watch of the fallback limits, which goes on while paused): only
+         * what it reaped is the sandbox's */
+        u->ticks += (pid == u->pid1 ? 0 : ut + st) + cut + cst;
     return 0;
 }
 
 /* Processes whose pid namespace is the sandbox's; RSS and CPU time summed
- * (with the time of the children each reaped: lis-init reaps them all). */
+ * (with the time of the children each reaped: lis-init reaps them all;
+ * lis-init's own CPU time left out). */
 static void proc_usage(pid_t pid, uint64_t *nprocs, uint64_t *rss, double *cpu)
 {
-    struct usage u = {0};
+    struct usage u = {.pid1 = pid};
     lis_pidns_each(pid, add_usage, &u);
     long hz = sysconf(_SC_CLK_TCK);
     *nprocs = u.nprocs;
