@@ -323,17 +323,17 @@ static void unlink_tag(const char *data_dir, const char *path)
     }
 }
 
-static void remove_image(const char *data_dir, const char *hex)
+/* Takes the image out of the store (under the store lock); the tree itself
+ * is removed by the caller after the lock is released: a big image takes
+ * a while, and readers need not wait for it. trash: the tree to remove. */
+static void unstore_image(const char *data_dir, const char *hex, char *trash, size_t tlen)
 {
     char p[PATH_MAX];
     rf_blob_path(data_dir, hex, p, sizeof p);
     /* rename first, so a half-deleted tree is never visible under its digest */
-    char trash[PATH_MAX + 64];
-    snprintf(trash, sizeof trash, "%s/rootfs/tmp/%d-rm-%s", data_dir, (int)getpid(), hex);
-    if (rename(p, trash) == 0)
-        rf_rm_tree(trash);
-    else
-        rf_rm_tree(p);
+    snprintf(trash, tlen, "%s/rootfs/tmp/%d-rm-%s", data_dir, (int)getpid(), hex);
+    if (rename(p, trash) < 0)
+        snprintf(trash, tlen, "%s", p);
     rf_meta_path(data_dir, hex, p, sizeof p);
     unlink(p);
 }
@@ -345,7 +345,7 @@ int lis_rootfs_rm(const char *data_dir, const char *ref, int *removed_image, lis
     int lock = rf_store_open(data_dir, 1, err);
     if (lock < 0)
         return -1;
-    char hex[65], tagpath[PATH_MAX];
+    char hex[65], tagpath[PATH_MAX], trash[PATH_MAX + 64] = "";
     int rc = resolve_hex(data_dir, ref, hex, tagpath, sizeof tagpath, err);
     if (rc == 0) {
         tagv tags;
@@ -376,12 +376,14 @@ int lis_rootfs_rm(const char *data_dir, const char *ref, int *removed_image, lis
         if (*tagpath)
             unlink_tag(data_dir, tagpath);
         if (!others && rf_blob_exists(data_dir, hex) && !has_child(data_dir, hex, child)) {
-            remove_image(data_dir, hex);
+            unstore_image(data_dir, hex, trash, sizeof trash);
             if (removed_image)
                 *removed_image = 1;
         }
     }
     close(lock);
+    if (*trash)
+        rf_rm_tree(trash);
     return rc;
 }
 
@@ -486,7 +488,9 @@ int lis_rootfs_gc(const char *data_dir, const char *const *keep, int *removed,
         rf_blob_path(data_dir, hexes[i], p, sizeof p);
         if (freed)
             *freed += rf_tree_size(p);
-        remove_image(data_dir, hexes[i]);
+        char trash[PATH_MAX + 64];
+        unstore_image(data_dir, hexes[i], trash, sizeof trash);
+        rf_rm_tree(trash); /* gc is rare: under the lock, so no leftover outlives it */
         if (removed)
             (*removed)++;
     }

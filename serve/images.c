@@ -5,6 +5,7 @@
 #include "serve.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,23 @@ static int resolve_prefix(sv_server *s, const char *ref, char *digest, size_t gl
     return found == 1 ? 0 : -1;
 }
 
+/* An image removed by digest on a worker (sv_image_remove, below). */
+typedef struct sv_rm_job {
+    sv_req *q;
+    char target[700], digest[80];
+    int native, by_digest, gone, rc;
+    lis_error err;
+    struct sv_rm_job *next;     /* in s->removing while by_digest */
+} rm_job;
+
+static int being_removed(sv_server *s, const char *digest)
+{
+    for (rm_job *j = s->removing; j; j = j->next)
+        if (!strcmp(j->digest, digest))
+            return 1;
+    return 0;
+}
+
 int sv_image_resolve(sv_server *s, const char *ref, char *dir, size_t dlen, char *digest,
                      size_t glen)
 {
@@ -77,12 +95,15 @@ int sv_image_resolve(sv_server *s, const char *ref, char *dir, size_t dlen, char
             lis_store_resolve(s->data_dir, dg, dir, dlen, &err) < 0)
             return -1;
     }
-    if (digest) { /* the store's directory, or a snapshot's chain: its top layer */
-        size_t top = strcspn(dir, ":");
-        const char *b = memrchr(dir, '/', top);
-        snprintf(digest, glen, "sha256:%.*s", (int)(b ? top - (size_t)(b + 1 - dir) : top),
-                 b ? b + 1 : dir);
-    }
+    /* the store's directory, or a snapshot's chain: its top layer */
+    size_t top = strcspn(dir, ":");
+    const char *b = memrchr(dir, '/', top);
+    snprintf(dg, sizeof dg, "sha256:%.*s", (int)(b ? top - (size_t)(b + 1 - dir) : top),
+             b ? b + 1 : dir);
+    if (being_removed(s, dg))
+        return -1;
+    if (digest)
+        snprintf(digest, glen, "%s", dg);
     return 0;
 }
 
@@ -268,20 +289,67 @@ static enum MHD_Result del(sv_req *q, const char *name)
             return sv_reply_error(q, 409, "conflict: unable to remove repository reference \"%s\" "
                                   "(must force) - container %.12s is using its referenced image "
                                   "%.19s", name, c->id, digest + 7);
-    int gone = 0;
-    lis_error err = {0};
-    if (lis_rootfs_rm(q->s->data_dir, is_id ? digest : norm, &gone, &err) < 0)
-        return sv_reply_error(q, 500, "%s", err.msg);
-    cJSON *a = cJSON_CreateArray();
-    cJSON *u = cJSON_CreateObject();
-    cJSON_AddStringToObject(u, "Untagged", is_id ? digest : norm);
-    cJSON_AddItemToArray(a, u);
-    if (gone) {
-        cJSON *d = cJSON_CreateObject();
-        cJSON_AddStringToObject(d, "Deleted", digest);
-        cJSON_AddItemToArray(a, d);
+    return sv_image_remove(q, is_id ? digest : norm, digest, 0);
+}
+
+/* ---- removal on a worker: a big image takes a while to delete --------------------- */
+
+static void rm_work(void *arg)
+{
+    rm_job *j = arg;
+    j->rc = lis_rootfs_rm(j->q->s->data_dir, j->target, &j->gone, &j->err);
+}
+
+static void rm_done(void *arg)
+{
+    rm_job *j = arg;
+    sv_server *s = j->q->s;
+    for (rm_job **p = &s->removing; *p; p = &(*p)->next)
+        if (*p == j) {
+            *p = j->next;
+            break;
+        }
+    if (j->rc < 0) {
+        sv_req_finish_error(j->q, j->err.code == EBUSY ? 409 : 500, "%s", j->err.msg);
+    } else if (j->native) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "deleted", j->digest);
+        sv_req_finish(j->q, 200, sv_resp_json(o));
+    } else {
+        cJSON *a = cJSON_CreateArray();
+        cJSON *u = cJSON_CreateObject();
+        cJSON_AddStringToObject(u, "Untagged", j->target);
+        cJSON_AddItemToArray(a, u);
+        if (j->gone) {
+            cJSON *d = cJSON_CreateObject();
+            cJSON_AddStringToObject(d, "Deleted", j->digest);
+            cJSON_AddItemToArray(a, d);
+        }
+        sv_req_finish(j->q, 200, sv_resp_json(a));
     }
-    return sv_reply_json(q, 200, a);
+    free(j);
+}
+
+enum MHD_Result sv_image_remove(sv_req *q, const char *target, const char *digest, int native)
+{
+    rm_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return sv_reply_error(q, 500, "out of memory");
+    j->q = q;
+    j->native = native;
+    snprintf(j->target, sizeof j->target, "%s", target);
+    snprintf(j->digest, sizeof j->digest, "%s", digest);
+    j->by_digest = !strncmp(target, "sha256:", 7);
+    if (j->by_digest) {
+        j->next = q->s->removing;
+        q->s->removing = j;
+    }
+    sv_req_suspend(q);
+    if (sv_job(q->s->loop, rm_work, rm_done, j) < 0) {
+        rm_done(j);
+        return MHD_YES;
+    }
+    return MHD_YES;
 }
 
 typedef struct pull_job {

@@ -136,6 +136,7 @@ struct sv_server {
     sv_req *suspended;
     unsigned long started_total;
     struct sv_fork *forks;      /* forks by Idempotency-Key (state.c) */
+    struct sv_rm_job *removing; /* images being removed by a worker (images.c) */
 };
 
 /* ---- stream.c: an upgraded connection ------------------------------------------ */
@@ -170,6 +171,12 @@ int sv_image_resolve(sv_server *s, const char *ref, char *dir, size_t dlen, char
                      size_t glen);
 /* The store's metadata of an image (parsed), NULL when there is none. */
 cJSON *sv_image_meta(sv_server *s, const char *digest);
+/* Removes target (a tag, or a digest: the image) from the store on a worker
+ * and answers q: Docker's list of Untagged/Deleted, or with native the API's
+ * {"deleted": digest}. An image removed by digest resolves as missing from
+ * now on (nothing new can start on it meanwhile). Answers 409 when it is the
+ * parent of a snapshot. */
+enum MHD_Result sv_image_remove(sv_req *q, const char *target, const char *digest, int native);
 enum MHD_Result sv_images_route(sv_req *q, const char *rest);
 
 /* ---- archive.c ------------------------------------------------------------------ */

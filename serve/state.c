@@ -637,13 +637,7 @@ enum MHD_Result sv_snapshot_delete(sv_req *q, const char *ref)
         if (!strcmp(c->image_id, digest) && strcmp(c->status, "removing"))
             return sv_reply_error(q, 409, "snapshot %s is in use by sandbox %.12s: delete that "
                                   "first", ref, c->id);
-    lis_error err = {0};
-    int gone = 0;
-    if (lis_rootfs_rm(q->s->data_dir, digest, &gone, &err) < 0)
-        return sv_reply_error(q, err.code == EBUSY ? 409 : 500, "%s", err.msg);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "deleted", digest);
-    return sv_reply_json(q, 200, o);
+    return sv_image_remove(q, digest, digest, 1);
 }
 
 /* ---- routing ------------------------------------------------------------------------------------------ */
