@@ -263,7 +263,11 @@ int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *e
     lis_fail(&sh->err, EIO, "the mapped child died");
     if (result_len)
         memcpy(sh + 1, result, result_len);
-    pid_t pid = quiet_fork();
+    /* fork(), not quiet_fork(): fn may allocate (libarchive extracting an
+     * image), and only glibc's fork makes malloc usable in the child of a
+     * threaded owner (it holds the arena locks across the fork). The status
+     * is not needed: the result comes back through sh. */
+    pid_t pid = fork();
     if (pid < 0) {
         munmap(sh, len);
         return lis_fail(err, errno, "fork: %s", strerror(errno));

@@ -87,6 +87,13 @@ def test_snapshot_holds_the_files_and_creates_new_sandboxes(server):
             assert child.commands.run("pgrep -x sleep").exit_code == 1
     with lis.Sandbox.create(image=again) as child:
         assert child.files.read("/work/state.txt") == "step 8\n"
+        with pytest.raises(lis.ConflictException):  # a sandbox runs on it
+            lis.Sandbox.delete_snapshot(again)
+    assert lis.Sandbox.delete_snapshot(again) is True
+    with pytest.raises(lis.NotFoundException):
+        lis.Sandbox.get_snapshot(again.id)
+    with pytest.raises(lis.NotFoundException):
+        lis.Sandbox.delete_snapshot(again.id)
 
 
 def test_fork_4_each_independent(server):
