@@ -11,10 +11,11 @@
  *   3  userns.c doctor.c          id maps, holder namespace, mapped rm -rf; host checks
  *   2  context.c mounts.c         the lis_ctx (never created below host.c); the mount plan
  *   1  util.c meta.c cgroups.c seccomp.c
- *                                 util.c: clocks, names, paths, mkdir -p, rm -rf, sysctls;
+ *                                 util.c: clocks, names, paths, mkdir -p, sysctls;
  *                                 meta.c: a sandbox's meta.json
  *   0  error.c usage.c ext.c      ext.c: the opaque slots net/ keeps per ctx and sandbox;
  *      copytree.c                 an overlay layer copied exactly, without malloc
+ *      rmtree.c                   rm -rf without malloc, recursion or an fd a level
  * The runtime knows no proxy: --net proxy is net/ (net/lis_net.h) over the
  * listen_port hook and the ext slots.
  * lis-init (init/) is its own static program: it shares proto.h only. */
