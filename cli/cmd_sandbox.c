@@ -659,7 +659,7 @@ static int sb_ls(int argc, char **argv)
             if (st[i].net == LIS_NET_PROXY) {
                 /* persistent ones are served by `lis proxyd`, which counts */
                 lis_net_counters nc = {0};
-                if (st[i].persist && !strcmp(st[i].state, "running"))
+                if (st[i].persist && strcmp(st[i].state, "dead"))
                     lis_net_counters_by_name(ctx, st[i].name, &nc);
                 cJSON_AddNumberToObject(j, "net_requests", (double)nc.requests);
                 cJSON_AddNumberToObject(j, "net_denied", (double)nc.denied);
@@ -721,7 +721,7 @@ static int sb_rm(int argc, char **argv)
         if (lis_sandbox_list(ctx, &st, &n, &err) < 0)
             rc = cli_fail(&err);
         for (size_t i = 0; i < n; i++)
-            if (!strcmp(st[i].state, "running"))
+            if (strcmp(st[i].state, "dead")) /* running or paused */
                 cli_list_add(&names, st[i].name);
     }
     for (int i = first; i < argc; i++)

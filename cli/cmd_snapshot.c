@@ -7,7 +7,9 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <pthread.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +64,60 @@ static int emit_json(cJSON *j)
     return 0;
 }
 
+/* Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT) in the middle of the copy would
+ * leave the sandbox paused, and in the middle of a fork half of the forks
+ * behind: these signals are held from the start; the step in progress ends,
+ * no fork begins after one arrived, what was made is removed, and then the
+ * process dies of the signal as it would have (the shell sees 130 for ^C). */
+static void hold_signals(sigset_t *set, sigset_t *old)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGQUIT);
+    pthread_sigmask(SIG_BLOCK, set, old); /* before any thread: the fork threads inherit it */
+}
+
+static int interrupted(void *arg)
+{
+    const sigset_t *held = arg;
+    sigset_t p;
+    if (sigpending(&p) < 0)
+        return 0;
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sigismember(held, sig) == 1 && sigismember(&p, sig) == 1)
+            return 1;
+    return 0;
+}
+
+/* Removes what an interrupted command made: forks (n of out) and, unless it
+ * was in the store before, the snapshot; then lets the held signal in. */
+static void undo_and_die(lis_ctx *ctx, const char *name, lis_sandbox **out, int n,
+                         const lis_snapshot_result *snap, const sigset_t *old)
+{
+    int gone = 0;
+    lis_error e = {0};
+    for (int i = 0; i < n; i++)
+        if (out[i]) {
+            if (lis_sandbox_destroy(out[i], &e) == 0)
+                gone++;
+            out[i] = NULL;
+        }
+    int kept = snap->existed;
+    if (!kept && lis_rootfs_rm(lis_ctx_data_dir(ctx), snap->digest, NULL, &e) < 0)
+        kept = 1;
+    char forks[64] = "";
+    if (out)
+        snprintf(forks, sizeof forks, "%d fork%s removed, ", gone, gone == 1 ? "" : "s");
+    fprintf(stderr, "lis: interrupted: %sthe snapshot %s; sandbox %s runs on as before\n", forks,
+            kept ? "kept (it was in the store already, or could not be removed)" : "removed",
+            name);
+    fflush(stdout);
+    fflush(stderr);
+    pthread_sigmask(SIG_SETMASK, old, NULL); /* the pending signal ends the process here */
+}
+
 /* Persistent forks; --net proxy ones through lis proxyd, as `lis sandbox create`. */
 static int create_fork(void *arg, const lis_sandbox_spec *spec, int i, lis_sandbox **out,
                        lis_error *err)
@@ -111,6 +167,8 @@ int lis_cli_snapshot_main(int argc, char **argv)
         return 2;
     }
     const char *name = argv[optind];
+    sigset_t held, old;
+    hold_signals(&held, &old);
     lis_error err = {0};
     lis_ctx *ctx = lis_ctx_new(NULL, &err);
     if (!ctx)
@@ -125,6 +183,9 @@ int lis_cli_snapshot_main(int argc, char **argv)
     if (!fork_mode) {
         if (lis_rootfs_snapshot(lis_ctx_data_dir(ctx), sb, tag, &snap, &err) < 0) {
             rc = cli_fail(&err);
+        } else if (interrupted(&held)) {
+            undo_and_die(ctx, name, NULL, 0, &snap, &old);
+            rc = 130;
         } else if (json) {
             cJSON *j = cJSON_CreateObject();
             print_snapshot(&snap, j);
@@ -152,10 +213,14 @@ int lis_cli_snapshot_main(int argc, char **argv)
                                  .persist = 1};
         /* lis_net_sandbox_create may run on several threads at once (lis batch does) */
         lis_fork_opts fo = {.spec = &spec, .names = nv, .tag = tag, .create = create_fork,
-                            .create_arg = ctx, .threads = 4};
+                            .create_arg = ctx, .threads = 4, .cancelled = interrupted,
+                            .cancel_arg = &held};
         int made = lis_sandbox_fork(ctx, sb, n, &fo, forks, errs, &snap, &err);
         if (made < 0) {
             rc = cli_fail(&err);
+        } else if (interrupted(&held)) {
+            undo_and_die(ctx, name, forks, n, &snap, &old);
+            rc = 130;
         } else {
             cJSON *j = json ? cJSON_CreateObject() : NULL;
             cJSON *arr = NULL;
@@ -197,5 +262,6 @@ out:
     if (sb)
         lis_sandbox_release(sb);
     lis_ctx_free(ctx);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
 }

@@ -125,6 +125,10 @@ typedef struct lis_fork_opts {
      * default create, 1 with a create of the caller's (set more only when
      * it may be called from several threads at once). */
     int threads;
+    /* Asked before each fork (from the fork threads): non-zero stops there;
+     * the forks not begun are not made (errs[i]: "cancelled"). NULL: never. */
+    int (*cancelled)(void *arg);
+    void *cancel_arg;
 } lis_fork_opts;
 
 /* One snapshot of sb, then n sandboxes on it, each independent of the others

@@ -158,6 +158,12 @@ static void *fork_worker(void *arg)
         pthread_mutex_unlock(&j->mu);
         if (i < 0)
             return NULL;
+        if (j->o && j->o->cancelled && j->o->cancelled(j->o->cancel_arg)) {
+            if (j->errs)
+                rf_fail(&j->errs[i], ECANCELED, "fork %d of sandbox %s: cancelled", i + 1,
+                        j->parent);
+            continue;
+        }
         lis_sandbox_spec spec = *j->spec;
         spec.name = j->o && j->o->names ? j->o->names[i] : NULL;
         lis_error e = {0};

@@ -311,6 +311,48 @@ Test(snapshot, cli_snapshot_fork_ls_and_errors, .timeout = 180)
     free(out);
 }
 
+/* SIGTERM (or Ctrl-C) halfway through `lis sandbox fork -n 1024`: the forks
+ * already made and the snapshot are removed, the parent runs on (not left
+ * paused), and the process dies of the signal. */
+Test(snapshot, cli_fork_interrupted_leaves_nothing_behind, .timeout = 180)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_ctx_free(ctx);
+    int code;
+    char *out = t_lis(&code, "sandbox create --rootfs %s --name ibox", t_busybox());
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox exec ibox -- sh -c 'head -c 4000000 /dev/urandom > /root/f'");
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    const char *d = t_tmpdir();
+    out = t_host(&code,
+                 "cd %s && export XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data; "
+                 "%s sandbox fork ibox -n 1024 >out 2>err & p=$!; i=0; "
+                 "until %s sandbox ls | grep -q ibox-fork-; do sleep 0.05; i=$((i+1)); "
+                 "[ $i -lt 600 ] || break; done; kill -TERM $p; wait $p; echo \"rc=$?\"; "
+                 "grep -v warning: err",
+                 d, d, d, t_lis_bin(), t_lis_bin());
+    cr_assert(strstr(out, "rc=143\n"), "not ended by its SIGTERM: %s", out);
+    cr_assert(strstr(out, "lis: interrupted: ") && strstr(out, " removed, the snapshot removed; "
+              "sandbox ibox runs on as before"), "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox ls --json");
+    cr_assert_eq(code, 0, "%s", out);
+    cr_assert_null(strstr(out, "ibox-fork-"), "forks left behind: %s", out);
+    cr_assert(strstr(out, "\"running\""), "the parent is not running: %s", out);
+    free(out);
+    out = t_lis(&code, "rootfs ls");
+    cr_assert_null(strstr(out, "snapshot"), "the snapshot was left behind: %s", out);
+    free(out);
+    out = t_lis(&code, "sandbox exec ibox -- wc -c /root/f");
+    cr_assert(strstr(out, "4000000"), "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox rm ibox");
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+}
+
 /* A sparse file stays sparse (a hostile 1 TB hole neither fills the host's
  * disk nor takes time), and the set-up tmpfs lis-init holds for snapshots is
  * out of the sandbox's reach. */

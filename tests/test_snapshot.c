@@ -215,6 +215,19 @@ Test(pause, cli_pause_ls_exec_resume_rm, .timeout = 120)
     out = t_lis(&code, "sandbox ls");
     cr_assert_null(strstr(out, "pbox"), "%s", out);
     free(out);
+    /* and by rm --all */
+    out = t_lis(&code, "sandbox create --rootfs %s --name qbox", t_busybox());
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox pause qbox");
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox rm --all");
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
+    out = t_lis(&code, "sandbox ls");
+    cr_assert_null(strstr(out, "qbox"), "rm --all left a paused sandbox:\n%s", out);
+    free(out);
 }
 
 /* lis_stats.cpu_seconds: what the sandbox's processes used, growing while a
