@@ -17,6 +17,34 @@
 #include <termios.h>
 #include <unistd.h>
 
+void cli_warn_once_fn(void *arg, const char *line)
+{
+    cli_warn_once *w = arg;
+    unsigned long h = 5381;
+    for (const char *p = line; *p; p++) {
+        if (!strncmp(p, "sandbox ", 8)) { /* the name that follows differs */
+            h = h * 33 + 's';
+            p += 8;
+            while (p[0] && p[0] != ' ' && !(p[0] == ':' && (!p[1] || p[1] == ' ')) &&
+                   !(p[0] == ',' && p[1] == ' '))
+                p++;
+            if (!*p)
+                break;
+        }
+        h = h * 33 + (unsigned char)*p;
+    }
+    pthread_mutex_lock(&w->mu);
+    int seen = 0;
+    for (size_t i = 0; i < w->n; i++)
+        seen |= w->seen[i] == h;
+    if (!seen && w->n < sizeof w->seen / sizeof w->seen[0])
+        w->seen[w->n++] = h;
+    pthread_mutex_unlock(&w->mu);
+    if (!seen)
+        fprintf(stderr, "lis: warning: %s (shown once for all sandboxes %s)\n", line,
+                w->scope ? w->scope : "of this command");
+}
+
 void cli_error(const char *fmt, ...)
 {
     va_list ap;

@@ -3,6 +3,7 @@
 #define LIS_CLI_UTIL_H
 
 #include "lis.h"
+#include <pthread.h>
 #include <stddef.h>
 
 /* Exit codes, as docker/podman: 125 lis itself failed, 126 the command could
@@ -21,6 +22,17 @@ typedef struct cli_list {
 } cli_list;
 int cli_list_add(cli_list *l, const char *s);
 void cli_list_free(cli_list *l);
+/* A lis_ctx_opts.warn for commands that make many sandboxes (lis batch, lis
+ * sandbox fork): the runtime warns once per sandbox (e.g. fallback limits);
+ * each kind of warning is shown once, compared without the sandbox's name,
+ * followed by "(shown once for all sandboxes <scope>)". */
+typedef struct cli_warn_once {
+    pthread_mutex_t mu; /* sandboxes are created on several threads */
+    const char *scope;
+    unsigned long seen[32];
+    size_t n;
+} cli_warn_once;
+void cli_warn_once_fn(void *arg, const char *line);
 /* Runs `main_name` from a plugin (liblis-agent.so, liblis-rootfs.so) found
  * next to the executable. */
 int cli_run_plugin(const char *lib, const char *main_name, int argc, char **argv);

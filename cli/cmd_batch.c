@@ -14,43 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The runtime warns once per sandbox (e.g. fallback limits): for hundreds of
- * them, each kind of warning is shown once, the sandbox's name left out. */
-typedef struct warn_once {
-    pthread_mutex_t mu; /* sandboxes are created on several threads */
-    unsigned long seen[32];
-    size_t n;
-} warn_once;
-
-static void warn_batch(void *arg, const char *line)
-{
-    warn_once *w = arg;
-    char norm[512];
-    size_t o = 0;
-    for (const char *p = line; *p && o < sizeof norm - 1; p++) {
-        if (!strncmp(p, "lis-", 4)) { /* a generated sandbox name */
-            p += 4;
-            while (p[1] && p[1] != ' ' && p[1] != ':' && p[1] != ',')
-                p++;
-            continue;
-        }
-        norm[o++] = *p;
-    }
-    norm[o] = 0;
-    unsigned long h = 5381;
-    for (const char *p = norm; *p; p++)
-        h = h * 33 + (unsigned char)*p;
-    pthread_mutex_lock(&w->mu);
-    int seen = 0;
-    for (size_t i = 0; i < w->n; i++)
-        seen |= w->seen[i] == h;
-    if (!seen && w->n < sizeof w->seen / sizeof w->seen[0])
-        w->seen[w->n++] = h;
-    pthread_mutex_unlock(&w->mu);
-    if (!seen)
-        fprintf(stderr, "lis: warning: %s (shown once for all sandboxes of this run)\n", line);
-}
-
 static void usage(FILE *f)
 {
     fputs("usage: lis batch --task DIR | --tasks FILE [options]\n"
@@ -442,8 +405,8 @@ int cmd_batch_main(int argc, char **argv)
         goto out;
     }
     rc = CLI_EXIT_LIS;
-    warn_once wo = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    lis_ctx_opts co = {.warn = warn_batch, .warn_arg = &wo};
+    cli_warn_once wo = {.mu = PTHREAD_MUTEX_INITIALIZER, .scope = "of this run"};
+    lis_ctx_opts co = {.warn = cli_warn_once_fn, .warn_arg = &wo};
     ctx = lis_ctx_new(&co, &err);
     if (!ctx) {
         cli_fail(&err);

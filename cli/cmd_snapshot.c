@@ -170,7 +170,9 @@ int lis_cli_snapshot_main(int argc, char **argv)
     sigset_t held, old;
     hold_signals(&held, &old);
     lis_error err = {0};
-    lis_ctx *ctx = lis_ctx_new(NULL, &err);
+    cli_warn_once wo = {.mu = PTHREAD_MUTEX_INITIALIZER, .scope = "of this fork"};
+    lis_ctx_opts co = {.warn = cli_warn_once_fn, .warn_arg = &wo};
+    lis_ctx *ctx = lis_ctx_new(&co, &err);
     if (!ctx)
         return cli_fail(&err);
     lis_sandbox *sb = NULL;

@@ -282,6 +282,9 @@ Test(snapshot, cli_snapshot_fork_ls_and_errors, .timeout = 180)
     out = t_lis(&code, "sandbox fork sbox -n 3 --json");
     cr_assert_eq(code, 0, "%s", out);
     cr_assert(strstr(out, "sbox-fork-1") && strstr(out, "sbox-fork-3"), "%s", out);
+    /* a warning about each fork (fallback limits here) is shown once */
+    const char *w = strstr(out, "lis: warning: ");
+    cr_assert(!w || !strstr(w + 1, "lis: warning: "), "a warning repeated per fork:\n%s", out);
     free(out);
     out = t_lis(&code, "sandbox exec sbox-fork-2 -- sh -c 'cat /root/f; echo mine > /root/f'");
     cr_assert_eq(code, 0, "%s", out);
