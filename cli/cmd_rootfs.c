@@ -14,7 +14,7 @@ int lis_cli_rootfs_main(int argc, char **argv);
 
 static const char usage_text[] =
     "usage:\n"
-    "  lis rootfs import PATH [--name NAME[:TAG]] [--platform OS/ARCH] [-q]\n"
+    "  lis rootfs import PATH [--name|--tag NAME[:TAG]] [--platform OS/ARCH] [-q]\n"
     "      PATH: a rootfs tarball (.tar, .tar.gz, .tar.xz, .tar.zst), an OCI image layout\n"
     "      directory or tar (skopeo copy ... oci:DIR / oci-archive:FILE), or a docker-archive\n"
     "      tar (docker save, skopeo copy ... docker-archive:FILE)\n"
@@ -116,6 +116,7 @@ static int cmd_get(int argc, char **argv, int pull)
 {
     static const struct option lo[] = {
         {"name", required_argument, 0, O_NAME},         {"platform", required_argument, 0, O_PLATFORM},
+        {"tag", required_argument, 0, O_NAME}, /* as lis sandbox snapshot --tag, docker build -t */
         {"tls-verify", required_argument, 0, O_TLS},    {"insecure", no_argument, 0, O_INSECURE},
         {"quiet", no_argument, 0, 'q'},                 {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};

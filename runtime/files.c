@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -85,8 +87,8 @@ static int open_parent(lis_sandbox *sb, const char *path, int mkdirs, char *last
     return fd;
 }
 
-int lis_file_read(lis_sandbox *sb, const char *path, size_t max, char **data, size_t *len,
-                  lis_error *err)
+static int do_read(lis_sandbox *sb, const char *path, size_t max, char **data, size_t *len,
+                   lis_error *err)
 {
     *data = NULL;
     *len = 0;
@@ -142,15 +144,16 @@ int lis_file_read(lis_sandbox *sb, const char *path, size_t max, char **data, si
     return 0;
 }
 
-int lis_file_write(lis_sandbox *sb, const char *path, const void *data, size_t len,
-                   unsigned mode, lis_error *err)
+static int do_write(lis_sandbox *sb, const char *path, const void *data, size_t len,
+                    unsigned mode, lis_error *err)
 {
     char last[NAME_MAX + 1];
     int dir = open_parent(sb, path, 1, last, err);
     if (dir < 0)
         return -1;
     struct stat st;
-    if (fstatat(dir, last, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    int existed = fstatat(dir, last, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (existed) {
         if (S_ISLNK(st.st_mode)) {
             close(dir);
             return lis_fail(err, ELOOP, "%s is a symlink; refusing to write through it", path);
@@ -189,6 +192,12 @@ int lis_file_write(lis_sandbox *sb, const char *path, const void *data, size_t l
             left -= (size_t)n;
         }
     }
+    /* a rewritten file keeps its owner (another uid inside: only as root of
+     * the mapped namespace, so EPERM here sends the write there) */
+    struct stat tst;
+    if (!e && existed && fstat(fd, &tst) == 0 && (tst.st_uid != st.st_uid || tst.st_gid != st.st_gid)
+        && fchown(fd, st.st_uid, st.st_gid) < 0)
+        e = errno;
     if (!e && fchmod(fd, mode) < 0)
         e = errno;
     if (close(fd) < 0 && !e)
@@ -203,7 +212,7 @@ int lis_file_write(lis_sandbox *sb, const char *path, const void *data, size_t l
     return 0;
 }
 
-int lis_file_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size, lis_error *err)
+static int do_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size, lis_error *err)
 {
     char last[NAME_MAX + 1];
     int dir;
@@ -226,6 +235,126 @@ int lis_file_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size,
     *kind = S_ISREG(st.st_mode) ? 'f' : S_ISDIR(st.st_mode) ? 'd' : S_ISLNK(st.st_mode) ? 'l' : 'o';
     if (size)
         *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+/* ---- the same as root of the mapped user namespace ------------------------------
+ *
+ * The owner reaches a sandbox's files as itself: with a full map, a file
+ * or directory that belongs to another uid inside (a user of the image, a
+ * mode 0600 file) is out of its reach, while root inside the sandbox, as
+ * Docker's put/get archive, reads and writes it. On EACCES/EPERM the
+ * operation is done again by a child that is root of the holder namespace
+ * (the sandbox's map, so the same power over these files as the sandbox's
+ * own root); paths are still resolved inside the sandbox's root. */
+
+static int denied(const lis_sandbox *sb, const lis_error *err)
+{
+    return sb->full_map && (err->code == EACCES || err->code == EPERM);
+}
+
+struct mapped_op {
+    lis_sandbox *sb;
+    const char *path;
+    const void *data; /* write */
+    size_t len, max;
+    unsigned mode;
+    char *shared;     /* read: max + 1 bytes shared with the child */
+};
+
+struct mapped_res {
+    size_t len;
+    char kind;
+    uint64_t size;
+};
+
+static int mapped_read(void *arg, void *result, lis_error *err)
+{
+    struct mapped_op *op = arg;
+    struct mapped_res *r = result;
+    char *data;
+    if (do_read(op->sb, op->path, op->max, &data, &r->len, err) < 0)
+        return -1;
+    memcpy(op->shared, data, r->len);
+    free(data);
+    return 0;
+}
+
+static int mapped_write(void *arg, void *result, lis_error *err)
+{
+    struct mapped_op *op = arg;
+    (void)result;
+    return do_write(op->sb, op->path, op->data, op->len, op->mode, err);
+}
+
+static int mapped_stat(void *arg, void *result, lis_error *err)
+{
+    struct mapped_op *op = arg;
+    struct mapped_res *r = result;
+    return do_stat(op->sb, op->path, &r->kind, &r->size, err);
+}
+
+/* fn as root of the mapped namespace; the first error stays when that is
+ * not possible (no subordinate ids). */
+static int retry_mapped(lis_sandbox *sb, int (*fn)(void *, void *, lis_error *),
+                        struct mapped_op *op, struct mapped_res *res, lis_error *err)
+{
+    lis_error e2 = {0};
+    int rc = lis_run_mapped(sb->ctx, fn, op, res, sizeof *res, &e2);
+    if (rc < 0 && e2.code != ENOTSUP)
+        *err = e2;
+    return rc;
+}
+
+int lis_file_read(lis_sandbox *sb, const char *path, size_t max, char **data, size_t *len,
+                  lis_error *err)
+{
+    if (do_read(sb, path, max, data, len, err) == 0)
+        return 0;
+    if (!denied(sb, err) || max >= SIZE_MAX / 2)
+        return -1;
+    struct mapped_op op = {.sb = sb, .path = path, .max = max};
+    op.shared = mmap(NULL, max + 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (op.shared == MAP_FAILED)
+        return -1;
+    struct mapped_res res = {0};
+    int rc = retry_mapped(sb, mapped_read, &op, &res, err);
+    if (rc == 0 && !(*data = malloc(res.len + 1)))
+        rc = lis_fail(err, ENOMEM, "out of memory reading %s", path);
+    if (rc == 0) {
+        memcpy(*data, op.shared, res.len);
+        (*data)[res.len] = 0;
+        *len = res.len;
+    }
+    munmap(op.shared, max + 1);
+    return rc;
+}
+
+int lis_file_write(lis_sandbox *sb, const char *path, const void *data, size_t len,
+                   unsigned mode, lis_error *err)
+{
+    if (do_write(sb, path, data, len, mode, err) == 0)
+        return 0;
+    if (!denied(sb, err))
+        return -1;
+    struct mapped_op op = {.sb = sb, .path = path, .data = data, .len = len, .mode = mode};
+    struct mapped_res res = {0};
+    return retry_mapped(sb, mapped_write, &op, &res, err);
+}
+
+int lis_file_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size, lis_error *err)
+{
+    if (do_stat(sb, path, kind, size, err) == 0)
+        return 0;
+    if (!denied(sb, err))
+        return -1;
+    struct mapped_op op = {.sb = sb, .path = path};
+    struct mapped_res res = {0};
+    if (retry_mapped(sb, mapped_stat, &op, &res, err) < 0)
+        return -1;
+    *kind = res.kind;
+    if (size)
+        *size = res.size;
     return 0;
 }
 

@@ -335,12 +335,16 @@ void lis_proc_close_stdio(lis_proc *p, int n);
 int lis_proc_wait(lis_proc *p, lis_result *res, lis_error *err);
 
 /* ---- files (paths resolved inside the sandbox root, never outside) ------ */
+/* They act as root inside does: a file or directory of another uid inside
+ * (with a full map, a subordinate id the owner cannot touch) is reached by
+ * doing the operation again as root of the mapped user namespace. */
 
 /* Reads a regular file. Fails if it is larger than max bytes. */
 int lis_file_read(lis_sandbox *sb, const char *path, size_t max,
                   char **data, size_t *len, lis_error *err);
 /* Creates or replaces a regular file (parents created). Refuses to write
- * through a symlink at the final component. */
+ * through a symlink at the final component. A replaced file keeps its owner
+ * and, with mode 0, its mode. */
 int lis_file_write(lis_sandbox *sb, const char *path, const void *data, size_t len,
                    unsigned mode, lis_error *err);
 /* kind: 'f' file, 'd' dir, 'l' symlink, 'o' other; returns -1 with

@@ -427,6 +427,55 @@ Test(persist, file_write_read_keep_every_byte)
     lis_ctx_free(ctx);
 }
 
+/* As root inside (and Docker's archive calls) do: files and directories of
+ * another uid inside, mode 0600/0700, are read, written and stat'ed (with a
+ * full map they belong to subordinate ids the owner itself cannot touch). */
+Test(persist, file_ops_reach_files_of_other_users_inside)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    lis_error err = {0};
+    lis_result r;
+    t_sh(sb, "[ $(wc -l < /proc/self/uid_map) -gt 1 ] && echo 1 || echo 0", &r);
+    int full = r.out.data[0] == '1';
+    lis_result_free(&r);
+    if (!full) { /* a single map: every file inside is the owner's anyway */
+        lis_sandbox_destroy(sb, &err);
+        lis_ctx_free(ctx);
+        cr_skip_test("no subordinate id range for this user: a single-uid map");
+    }
+    t_sh(sb, "mkdir -p /home/u/priv && echo secret > /home/u/priv/s && chmod 600 /home/u/priv/s "
+         "&& chmod 700 /home/u/priv /home/u && chown -R 1000:1000 /home/u", &r);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err.data);
+    lis_result_free(&r);
+    char *data;
+    size_t len;
+    cr_assert_eq(lis_file_read(sb, "/home/u/priv/s", 1 << 20, &data, &len, &err), 0, "%s",
+                 err.msg);
+    cr_assert_eq(len, 7);
+    cr_assert_str_eq(data, "secret\n");
+    free(data);
+    cr_assert_eq(lis_file_write(sb, "/home/u/priv/s", "changed\n", 8, 0, &err), 0, "%s", err.msg);
+    cr_assert_eq(lis_file_write(sb, "/home/u/priv/new/deeper/f", "n", 1, 0640, &err), 0, "%s",
+                 err.msg);
+    char kind;
+    uint64_t size;
+    cr_assert_eq(lis_file_stat(sb, "/home/u/priv/s", &kind, &size, &err), 0, "%s", err.msg);
+    cr_assert(kind == 'f' && size == 8);
+    t_sh(sb, "cat /home/u/priv/s; stat -c '%a %u' /home/u/priv/s /home/u/priv/new/deeper/f", &r);
+    cr_assert_str_eq(r.out.data, "changed\n600 1000\n640 0\n", "%s", r.out.data);
+    lis_result_free(&r);
+    /* still confined: a symlink planted inside is not written through */
+    t_sh(sb, "ln -s /etc/passwd /home/u/priv/link", &r);
+    lis_result_free(&r);
+    cr_assert_eq(lis_file_write(sb, "/home/u/priv/link", "x", 1, 0, &err), -1);
+    cr_assert_eq(err.code, ELOOP, "%s", err.msg);
+    cr_assert_eq(lis_file_read(sb, "/home/u/missing", 10, &data, &len, &err), -1);
+    cr_assert_eq(err.code, ENOENT, "%s", err.msg);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
+
 /* The pid-namespace inode of a process, or "" when gone. */
 static void ns_of(pid_t pid, char *out, size_t len)
 {
