@@ -574,7 +574,7 @@ static const char *base_name(const char *path, char *buf, size_t len)
     return s ? s + 1 : buf;
 }
 
-int lis_copy_in(lis_sandbox *sb, const char *host_src, const char *path, lis_error *err)
+static int do_copy_in(lis_sandbox *sb, const char *host_src, const char *path, lis_error *err)
 {
     char hb[PATH_MAX], hdir[PATH_MAX];
     const char *hname = base_name(host_src, hb, sizeof hb);
@@ -609,6 +609,27 @@ int lis_copy_in(lis_sandbox *sb, const char *host_src, const char *path, lis_err
         close(dd);
     close(sdir);
     return rc;
+}
+
+static int mapped_copy_in(void *arg, void *result, lis_error *err)
+{
+    struct mapped_op *op = arg;
+    (void)result;
+    return do_copy_in(op->sb, op->data, op->path, err);
+}
+
+/* A copy into a directory of another uid inside is done again, whole, as
+ * root of the mapped namespace (cp semantics: what the first try copied is
+ * replaced). */
+int lis_copy_in(lis_sandbox *sb, const char *host_src, const char *path, lis_error *err)
+{
+    if (do_copy_in(sb, host_src, path, err) == 0)
+        return 0;
+    if (!denied(sb, err))
+        return -1;
+    struct mapped_op op = {.sb = sb, .path = path, .data = host_src};
+    struct mapped_res res = {0};
+    return retry_mapped(sb, mapped_copy_in, &op, &res, err);
 }
 
 /* ---- the second half of the export filter, on the finished host copy ---- */

@@ -428,7 +428,8 @@ Test(persist, file_write_read_keep_every_byte)
 }
 
 /* As root inside (and Docker's archive calls) do: files and directories of
- * another uid inside, mode 0600/0700, are read, written and stat'ed (with a
+ * another uid inside, mode 0600/0700, are read, written, stat'ed and copied
+ * into (with a
  * full map they belong to subordinate ids the owner itself cannot touch). */
 Test(persist, file_ops_reach_files_of_other_users_inside)
 {
@@ -464,6 +465,17 @@ Test(persist, file_ops_reach_files_of_other_users_inside)
     cr_assert(kind == 'f' && size == 8);
     t_sh(sb, "cat /home/u/priv/s; stat -c '%a %u' /home/u/priv/s /home/u/priv/new/deeper/f", &r);
     cr_assert_str_eq(r.out.data, "changed\n600 1000\n640 0\n", "%s", r.out.data);
+    lis_result_free(&r);
+    /* a copy into that directory too (docker cp, put_archive) */
+    char host[600];
+    snprintf(host, sizeof host, "%s/in.txt", t_tmpdir());
+    FILE *f = fopen(host, "w");
+    cr_assert(f);
+    fputs("copied\n", f);
+    fclose(f);
+    cr_assert_eq(lis_copy_in(sb, host, "/home/u/priv", &err), 0, "%s", err.msg);
+    t_sh(sb, "cat /home/u/priv/in.txt", &r);
+    cr_assert_str_eq(r.out.data, "copied\n");
     lis_result_free(&r);
     /* still confined: a symlink planted inside is not written through */
     t_sh(sb, "ln -s /etc/passwd /home/u/priv/link", &r);
