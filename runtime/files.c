@@ -1,4 +1,5 @@
-/* files.c - reading, writing and copying files of a sandbox from the owner.
+/* files.c - reading, writing and stat'ing files of a sandbox from the owner
+ * (trees: copy.c).
  *
  * Every sandbox path is resolved with openat2(RESOLVE_IN_ROOT) against the
  * sandbox's root (/proc/<pid1>/root), so absolute symlinks and ".." planted
@@ -28,7 +29,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static int open_in(int rootfd, const char *rel, int flags)
+int lis_open_in(int rootfd, const char *rel, int flags)
 {
     struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
                            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
@@ -36,7 +37,7 @@ static int open_in(int rootfd, const char *rel, int flags)
 }
 
 /* Splits "/a/b/c" into the parent's dir fd (created when mkdirs) and "c". */
-static int open_parent(lis_sandbox *sb, const char *path, int mkdirs, char *last, lis_error *err)
+int lis_open_parent(lis_sandbox *sb, const char *path, int mkdirs, char *last, lis_error *err)
 {
     if (lis_path_check(path, err) < 0)
         return -1;
@@ -56,14 +57,14 @@ static int open_parent(lis_sandbox *sb, const char *path, int mkdirs, char *last
     const char *rel = buf;
     while (*rel == '/')
         rel++;
-    int fd = open_in(root, rel, O_PATH | O_DIRECTORY);
+    int fd = lis_open_in(root, rel, O_PATH | O_DIRECTORY);
     if (fd >= 0 || errno != ENOENT || !mkdirs) {
         if (fd < 0)
             return lis_fail(err, errno, "%s: %s", path, strerror(errno));
         return fd;
     }
     /* create the missing directories one component at a time */
-    fd = open_in(root, "", O_PATH | O_DIRECTORY);
+    fd = lis_open_in(root, "", O_PATH | O_DIRECTORY);
     for (char *p = (char *)rel; fd >= 0 && *p;) {
         char *e = strchrnul(p, '/');
         char save = *e;
@@ -97,7 +98,7 @@ static int do_read(lis_sandbox *sb, const char *path, size_t max, char **data, s
     int root = lis_sandbox_root_fd(sb, err);
     if (root < 0)
         return -1;
-    int fd = open_in(root, path + 1, O_RDONLY | O_NONBLOCK);
+    int fd = lis_open_in(root, path + 1, O_RDONLY | O_NONBLOCK);
     if (fd < 0)
         return lis_fail(err, errno, "%s: %s", path, strerror(errno));
     struct stat st;
@@ -148,7 +149,7 @@ static int do_write(lis_sandbox *sb, const char *path, const void *data, size_t 
                     unsigned mode, lis_error *err)
 {
     char last[NAME_MAX + 1];
-    int dir = open_parent(sb, path, 1, last, err);
+    int dir = lis_open_parent(sb, path, 1, last, err);
     if (dir < 0)
         return -1;
     struct stat st;
@@ -224,7 +225,7 @@ static int do_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size
         if (fstat(root, &st) < 0)
             return lis_fail(err, errno, "/: %s", strerror(errno));
     } else {
-        if ((dir = open_parent(sb, path, 0, last, err)) < 0)
+        if ((dir = lis_open_parent(sb, path, 0, last, err)) < 0)
             return -1;
         int rc = fstatat(dir, last, &st, AT_SYMLINK_NOFOLLOW);
         int e = errno;
@@ -294,14 +295,14 @@ static int mapped_stat(void *arg, void *result, lis_error *err)
     return do_stat(op->sb, op->path, &r->kind, &r->size, err);
 }
 
-/* fn as root of the mapped namespace; the first error stays when that is
- * not possible (no subordinate ids). */
-static int retry_mapped(lis_sandbox *sb, int (*fn)(void *, void *, lis_error *),
-                        struct mapped_op *op, struct mapped_res *res, lis_error *err)
+int lis_files_redo_mapped(lis_sandbox *sb, int (*fn)(void *, void *, lis_error *), void *arg,
+                          void *res, size_t res_len, lis_error *err)
 {
+    if (!denied(sb, err))
+        return -1;
     lis_error e2 = {0};
-    int rc = lis_run_mapped(sb->ctx, fn, op, res, sizeof *res, &e2);
-    if (rc < 0 && e2.code != ENOTSUP)
+    int rc = lis_run_mapped(sb->ctx, fn, arg, res, res_len, &e2);
+    if (rc < 0 && e2.code != ENOTSUP) /* ENOTSUP: no subordinate ids; the first error stays */
         *err = e2;
     return rc;
 }
@@ -311,14 +312,14 @@ int lis_file_read(lis_sandbox *sb, const char *path, size_t max, char **data, si
 {
     if (do_read(sb, path, max, data, len, err) == 0)
         return 0;
-    if (!denied(sb, err) || max >= SIZE_MAX / 2)
+    if (max >= SIZE_MAX / 2)
         return -1;
     struct mapped_op op = {.sb = sb, .path = path, .max = max};
     op.shared = mmap(NULL, max + 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (op.shared == MAP_FAILED)
         return -1;
     struct mapped_res res = {0};
-    int rc = retry_mapped(sb, mapped_read, &op, &res, err);
+    int rc = lis_files_redo_mapped(sb, mapped_read, &op, &res, sizeof res, err);
     if (rc == 0 && !(*data = malloc(res.len + 1)))
         rc = lis_fail(err, ENOMEM, "out of memory reading %s", path);
     if (rc == 0) {
@@ -335,493 +336,20 @@ int lis_file_write(lis_sandbox *sb, const char *path, const void *data, size_t l
 {
     if (do_write(sb, path, data, len, mode, err) == 0)
         return 0;
-    if (!denied(sb, err))
-        return -1;
     struct mapped_op op = {.sb = sb, .path = path, .data = data, .len = len, .mode = mode};
-    struct mapped_res res = {0};
-    return retry_mapped(sb, mapped_write, &op, &res, err);
+    return lis_files_redo_mapped(sb, mapped_write, &op, NULL, 0, err);
 }
 
 int lis_file_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size, lis_error *err)
 {
     if (do_stat(sb, path, kind, size, err) == 0)
         return 0;
-    if (!denied(sb, err))
-        return -1;
     struct mapped_op op = {.sb = sb, .path = path};
     struct mapped_res res = {0};
-    if (retry_mapped(sb, mapped_stat, &op, &res, err) < 0)
+    if (lis_files_redo_mapped(sb, mapped_stat, &op, &res, sizeof res, err) < 0)
         return -1;
     *kind = res.kind;
     if (size)
         *size = res.size;
     return 0;
-}
-
-/* ---- recursive copies between two directory fds, never following links ---- */
-
-/* The export filter of lis_copy_out_data (Python tarfile's "data" filter,
- * PEP 706): rel is the entry's path inside the exported tree, depth the
- * number of directories between it and the tree's top. */
-typedef struct copy_filter {
-    lis_skip_fn skipped;
-    void *arg;
-    char rel[PATH_MAX];
-    int depth;
-} copy_filter;
-
-/* Nesting limit of every copy: the walk recurses, and a sandbox can nest
- * directories far deeper than PATH_MAX by creating them from inside. */
-#define COPY_MAX_DEPTH 512
-
-static int copy_entry(int sdir, const char *sname, int ddir, const char *dname, int depth,
-                      copy_filter *f, lis_error *err);
-
-static void skip(copy_filter *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void skip(copy_filter *f, const char *fmt, ...)
-{
-    char why[PATH_MAX + 128];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    if (f->skipped)
-        f->skipped(f->arg, f->rel[0] ? f->rel : ".", why);
-}
-
-/* Does a relative link target climb above the exported tree, read as plain
- * names from a link depth directories down? (Symlinks inside the target are
- * resolved afterwards, on the finished copy: see drop_escaping_links.) */
-static int lexically_escapes(const char *target, int depth)
-{
-    for (const char *p = target; *p;) {
-        while (*p == '/')
-            p++;
-        const char *e = strchrnul(p, '/');
-        if (e - p == 2 && p[0] == '.' && p[1] == '.') {
-            if (--depth < 0)
-                return 1;
-        } else if (e > p && !(e - p == 1 && p[0] == '.')) {
-            depth++;
-        }
-        p = e;
-    }
-    return 0;
-}
-
-/* The data filter's modes: no setuid/setgid/sticky, no group/other write,
- * and the owner can always read and write (and enter directories). */
-static mode_t filter_mode(const copy_filter *f, mode_t mode, int dir)
-{
-    if (!f)
-        return mode & 07777;
-    return (mode & 0755) | (dir ? 0700 : 0600);
-}
-
-static __attribute__((noinline)) int copy_file_fd(int in, int out)
-{
-    char buf[65536];
-    for (;;) {
-        ssize_t n = read(in, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return errno;
-        if (n == 0)
-            return 0;
-        for (char *p = buf; n > 0;) {
-            ssize_t w = write(out, p, (size_t)n);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                return w < 0 ? errno : EIO;
-            p += w;
-            n -= w;
-        }
-    }
-}
-
-static int copy_dir(int sdir, const char *sname, int ddir, const char *dname, mode_t mode,
-                    int depth, copy_filter *f, lis_error *err)
-{
-    if (depth >= COPY_MAX_DEPTH)
-        return lis_fail(err, ELOOP, "%s: more than %d nested directories", sname,
-                        COPY_MAX_DEPTH);
-    if (mkdirat(ddir, dname, 0700) < 0 && errno != EEXIST)
-        return lis_fail(err, errno, "mkdir %s: %s", dname, strerror(errno));
-    int s = openat(sdir, sname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (s < 0)
-        return lis_fail(err, errno, "%s: %s", sname, strerror(errno));
-    int d = openat(ddir, dname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (d < 0) {
-        int e = errno;
-        close(s);
-        return lis_fail(err, e, "%s: %s", dname, e == ENOTDIR || e == ELOOP
-                        ? "exists and is not a directory (symlinks are not followed)"
-                        : strerror(e));
-    }
-    DIR *it = fdopendir(s);
-    int rc = 0;
-    struct dirent *e;
-    size_t rlen = f ? strlen(f->rel) : 0;
-    if (f)
-        f->depth++;
-    while (it && rc == 0 && (e = readdir(it))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        if (f) {
-            if (rlen + 1 + strlen(e->d_name) >= sizeof f->rel) {
-                rc = lis_fail(err, ENAMETOOLONG, "%s/%s: path too long", f->rel, e->d_name);
-                break;
-            }
-            snprintf(f->rel + rlen, sizeof f->rel - rlen, "%s%s", rlen ? "/" : "", e->d_name);
-        }
-        rc = copy_entry(dirfd(it), e->d_name, d, e->d_name, depth + 1, f, err);
-        if (f)
-            f->rel[rlen] = 0;
-    }
-    if (f)
-        f->depth--;
-    fchmod(d, filter_mode(f, mode, 1));
-    if (it)
-        closedir(it);
-    else
-        close(s);
-    close(d);
-    return rc;
-}
-
-/* Out of line, as copy_file_fd: the recursion's frames stay small. */
-static __attribute__((noinline)) int copy_link(int sdir, const char *sname, int ddir,
-                                               const char *dname, copy_filter *f,
-                                               lis_error *err)
-{
-    char target[PATH_MAX];
-    ssize_t n = readlinkat(sdir, sname, target, sizeof target - 1);
-    if (n < 0)
-        return lis_fail(err, errno, "readlink %s: %s", sname, strerror(errno));
-    target[n] = 0;
-    /* the target read once is the one checked and the one written */
-    if (f && target[0] == '/') {
-        skip(f, "absolute symlink to %s", target);
-        return 0;
-    }
-    if (f && (f->depth == 0 || lexically_escapes(target, f->depth - 1))) {
-        skip(f, "symlink to %s leads outside the exported tree", target);
-        return 0;
-    }
-    unlinkat(ddir, dname, 0);
-    if (symlinkat(target, ddir, dname) < 0)
-        return lis_fail(err, errno, "symlink %s: %s", dname, strerror(errno));
-    return 0;
-}
-
-static const char *kind_name(mode_t m)
-{
-    return S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
-         : S_ISFIFO(m) ? "a fifo" : S_ISSOCK(m) ? "a socket" : "not a regular file";
-}
-
-static int copy_entry(int sdir, const char *sname, int ddir, const char *dname, int depth,
-                      copy_filter *f, lis_error *err)
-{
-    struct stat st;
-    if (fstatat(sdir, sname, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return lis_fail(err, errno, "%s: %s", sname, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return copy_dir(sdir, sname, ddir, dname, st.st_mode, depth, f, err);
-    if (S_ISLNK(st.st_mode))
-        return copy_link(sdir, sname, ddir, dname, f, err);
-    if (!S_ISREG(st.st_mode)) { /* devices, fifos and sockets are not copied */
-        if (f)
-            skip(f, "%s", kind_name(st.st_mode));
-        return 0;
-    }
-    int in = openat(sdir, sname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (in < 0)
-        return lis_fail(err, errno, "%s: %s", sname, strerror(errno));
-    if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) { /* swapped since the fstatat */
-        close(in);
-        if (f)
-            skip(f, "%s", kind_name(st.st_mode));
-        return 0;
-    }
-    int out = openat(ddir, dname, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                     st.st_mode & 0777 & (f ? 0755 : 0777));
-    if (out < 0) {
-        int e = errno;
-        close(in);
-        return lis_fail(err, e, "%s: %s", dname, e == ELOOP
-                        ? "is a symlink; refusing to write through it" : strerror(e));
-    }
-    int e = copy_file_fd(in, out);
-    fchmod(out, filter_mode(f, st.st_mode, 0));
-    close(in);
-    if (close(out) < 0 && !e)
-        e = errno;
-    if (e)
-        return lis_fail(err, e, "copying %s: %s", sname, strerror(e));
-    return 0;
-}
-
-static const char *base_name(const char *path, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s", path);
-    size_t n = strlen(buf);
-    while (n > 1 && buf[n - 1] == '/')
-        buf[--n] = 0;
-    char *s = strrchr(buf, '/');
-    return s ? s + 1 : buf;
-}
-
-static int do_copy_in(lis_sandbox *sb, const char *host_src, const char *path, lis_error *err)
-{
-    char hb[PATH_MAX], hdir[PATH_MAX];
-    const char *hname = base_name(host_src, hb, sizeof hb);
-    snprintf(hdir, sizeof hdir, "%s", host_src);
-    char *s = strrchr(hdir, '/');
-    if (s)
-        *(s == hdir ? s + 1 : s) = 0;
-    else
-        strcpy(hdir, ".");
-    int sdir = open(hdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (sdir < 0)
-        return lis_fail(err, errno, "%s: %s", host_src, strerror(errno));
-    /* cp semantics: into an existing directory, or as the given name */
-    char kind;
-    lis_error ignore;
-    char target[PATH_MAX + NAME_MAX + 2];
-    if (lis_file_stat(sb, path, &kind, NULL, &ignore) == 0 && kind == 'd')
-        snprintf(target, sizeof target, "%s/%s", strcmp(path, "/") ? path : "", hname);
-    else
-        snprintf(target, sizeof target, "%s", path);
-    char last[NAME_MAX + 1];
-    int ddir = open_parent(sb, target, 1, last, err);
-    if (ddir < 0) {
-        close(sdir);
-        return -1;
-    }
-    int dd = openat(ddir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    close(ddir);
-    int rc = dd < 0 ? lis_fail(err, errno, "%s: %s", target, strerror(errno))
-                    : copy_entry(sdir, hname, dd, last, 0, NULL, err);
-    if (dd >= 0)
-        close(dd);
-    close(sdir);
-    return rc;
-}
-
-static int mapped_copy_in(void *arg, void *result, lis_error *err)
-{
-    struct mapped_op *op = arg;
-    (void)result;
-    return do_copy_in(op->sb, op->data, op->path, err);
-}
-
-/* A copy into a directory of another uid inside is done again, whole, as
- * root of the mapped namespace (cp semantics: what the first try copied is
- * replaced). */
-int lis_copy_in(lis_sandbox *sb, const char *host_src, const char *path, lis_error *err)
-{
-    if (do_copy_in(sb, host_src, path, err) == 0)
-        return 0;
-    if (!denied(sb, err))
-        return -1;
-    struct mapped_op op = {.sb = sb, .path = path, .data = host_src};
-    struct mapped_res res = {0};
-    return retry_mapped(sb, mapped_copy_in, &op, &res, err);
-}
-
-/* ---- the second half of the export filter, on the finished host copy ---- */
-
-/* Resolves a relative symlink target found in directory dir (a path below the
- * tree's top, "" for the top) the way the kernel would inside the exported
- * tree, following the tree's own symlinks. Returns NULL when it stays inside,
- * else why not. Every directory name pushed on the way was seen not to be a
- * symlink, so the fstatat of a longer path never follows one either. */
-static const char *link_escapes(int top, const char *dir, const char *target)
-{
-    char at[PATH_MAX], todo[2 * PATH_MAX];
-    snprintf(at, sizeof at, "%s", dir);
-    if ((size_t)snprintf(todo, sizeof todo, "%s", target) >= sizeof todo)
-        return "its target is too long to check";
-    int hops = 0;
-    char *p = todo;
-    while (*p) {
-        while (*p == '/')
-            p++;
-        char *e = strchrnul(p, '/');
-        size_t len = (size_t)(e - p);
-        if (!len || (len == 1 && p[0] == '.')) {
-            p = e;
-            continue;
-        }
-        if (len == 2 && p[0] == '.' && p[1] == '.') {
-            if (!at[0])
-                return "it leads outside the exported tree";
-            char *s = strrchr(at, '/');
-            *(s ? s : at) = 0;
-            p = e;
-            continue;
-        }
-        size_t alen = strlen(at);
-        if (alen + 1 + len >= sizeof at)
-            return "its target is too long to check";
-        snprintf(at + alen, sizeof at - alen, "%s%.*s", alen ? "/" : "", (int)len, p);
-        struct stat st;
-        if (fstatat(top, at, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISLNK(st.st_mode)) {
-            p = e; /* a directory, a file or nothing: a name like any other */
-            continue;
-        }
-        /* a symlink: its target replaces the name, relative to where we are */
-        char t[PATH_MAX];
-        ssize_t n = readlinkat(top, at, t, sizeof t - 1);
-        at[alen] = 0;
-        if (n < 0)
-            return "one of its symlinks cannot be read";
-        t[n] = 0;
-        if (t[0] == '/')
-            return "it goes through an absolute symlink";
-        if (++hops > 40) /* a loop never resolves, so never reaches outside */
-            return NULL;
-        char rest[2 * PATH_MAX];
-        if ((size_t)snprintf(rest, sizeof rest, "%s/%s", t, e) >= sizeof todo)
-            return "its target is too long to check";
-        memcpy(todo, rest, strlen(rest) + 1);
-        p = todo;
-    }
-    return NULL;
-}
-
-/* Checks one symlink of the copy (rel: its path, dlen: the length of its
- * directory's part) and removes it when it escapes. Out of line: the
- * recursion of drop_pass keeps small frames. */
-static __attribute__((noinline)) int drop_if_escaping(int top, int dfd, const char *name,
-                                                      size_t dlen, copy_filter *f)
-{
-    char t[PATH_MAX], dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%.*s", (int)dlen, f->rel);
-    ssize_t n = readlinkat(dfd, name, t, sizeof t - 1);
-    const char *why = "it cannot be read";
-    if (n >= 0) {
-        t[n] = 0;
-        why = t[0] == '/' ? "it is absolute" : link_escapes(top, dir, t);
-    }
-    if (!why || unlinkat(dfd, name, 0) < 0)
-        return 0;
-    skip(f, "symlink to %s: %s", n >= 0 ? t : "?", why);
-    return 1;
-}
-
-/* One pass over the tree below top: removes each symlink whose target
- * escapes (reported to f). Returns how many were removed. */
-static int drop_pass(int top, int dfd, int depth, copy_filter *f)
-{
-    int dup_fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *it = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-    if (!it) {
-        if (dup_fd >= 0)
-            close(dup_fd);
-        return 0;
-    }
-    int dropped = 0;
-    size_t rlen = strlen(f->rel);
-    struct dirent *e;
-    while ((e = readdir(it))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        struct stat st;
-        if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-            continue;
-        if (rlen + 1 + strlen(e->d_name) >= sizeof f->rel)
-            continue; /* cannot happen: the copy refused such paths */
-        snprintf(f->rel + rlen, sizeof f->rel - rlen, "%s%s", rlen ? "/" : "", e->d_name);
-        if (S_ISDIR(st.st_mode) && depth < COPY_MAX_DEPTH) {
-            int sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub >= 0) {
-                dropped += drop_pass(top, sub, depth + 1, f);
-                close(sub);
-            }
-        } else if (S_ISLNK(st.st_mode)) {
-            dropped += drop_if_escaping(top, dfd, e->d_name, rlen, f);
-        }
-        f->rel[rlen] = 0;
-    }
-    closedir(it);
-    return dropped;
-}
-
-/* Removing a link can only make paths through it dangle, never escape, but
- * another pass costs little and makes that argument unnecessary. */
-static void drop_escaping_links(int ddir, const char *tname, copy_filter *f)
-{
-    struct stat st;
-    if (fstatat(ddir, tname, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
-        return;
-    int top = openat(ddir, tname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (top < 0)
-        return;
-    for (int pass = 0; pass < 8; pass++) {
-        f->rel[0] = 0;
-        if (!drop_pass(top, top, 0, f))
-            break;
-    }
-    close(top);
-}
-
-static int copy_out(lis_sandbox *sb, const char *path, const char *host_dst, copy_filter *f,
-                    lis_error *err)
-{
-    char last[NAME_MAX + 1];
-    int sp = open_parent(sb, path, 0, last, err);
-    if (sp < 0)
-        return -1;
-    int sdir = openat(sp, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    close(sp);
-    if (sdir < 0)
-        return lis_fail(err, errno, "%s: %s", path, strerror(errno));
-    struct stat st;
-    char target[PATH_MAX + NAME_MAX + 2];
-    if (stat(host_dst, &st) == 0 && S_ISDIR(st.st_mode))
-        snprintf(target, sizeof target, "%s/%s", host_dst, last);
-    else
-        snprintf(target, sizeof target, "%s", host_dst);
-    char tb[PATH_MAX + NAME_MAX + 2], tdir[PATH_MAX + NAME_MAX + 2];
-    const char *tname = base_name(target, tb, sizeof tb);
-    snprintf(tdir, sizeof tdir, "%s", target);
-    char *s = strrchr(tdir, '/');
-    if (s)
-        *(s == tdir ? s + 1 : s) = 0;
-    else
-        strcpy(tdir, ".");
-    int ddir = open(tdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (ddir < 0) {
-        int e = errno;
-        close(sdir);
-        return lis_fail(err, e, "%s: %s", tdir, strerror(e));
-    }
-    int rc = copy_entry(sdir, last, ddir, tname, 0, f, err);
-    if (f) /* also after a failed copy: what did land must be safe too */
-        drop_escaping_links(ddir, tname, f);
-    close(sdir);
-    close(ddir);
-    return rc;
-}
-
-int lis_copy_out(lis_sandbox *sb, const char *path, const char *host_dst, lis_error *err)
-{
-    return copy_out(sb, path, host_dst, NULL, err);
-}
-
-int lis_copy_out_data(lis_sandbox *sb, const char *path, const char *host_dst,
-                      lis_skip_fn skipped, void *arg, lis_error *err)
-{
-    copy_filter *f = calloc(1, sizeof *f);
-    if (!f)
-        return lis_fail(err, ENOMEM, "out of memory");
-    f->skipped = skipped;
-    f->arg = arg;
-    int rc = copy_out(sb, path, host_dst, f, err);
-    free(f);
-    return rc;
 }

@@ -3,7 +3,8 @@
  * The layers of runtime/, bottom-up: each file calls only files of the rows
  * below it (scripts/check-layers.py checks it in `make test`; the rule and
  * the other areas: docs/architecture.md).
- *   7  capture.c                  a sandbox's writable layer copied out (snapshots)
+ *   7  capture.c                  a sandbox's writable layer copied out (snapshots);
+ *      copy.c                     trees copied in and out, over files.c's path resolution
  *   6  exec.c files.c pool.c      what is done with a sandbox;
  *      state.c                    pause and resume
  *   5  sandbox.c                  its life: create, open, destroy, list, gc
@@ -135,7 +136,6 @@ int lis_mkdir_p(const char *path, unsigned mode, lis_error *err);
 int lis_valid_name(const char *name);
 /* An absolute path without "..". */
 int lis_path_check(const char *path, lis_error *err);
-/* rm -rf of what we may remove ourselves (000 directories too); 0 or -errno. */
 /* rmtree.c: rm -rf of a tree we own; no malloc (safe in raw clones of a
  * threaded owner), bounded stack and fds. 0 or -errno. */
 int lis_rmtree_here(const char *path);
@@ -170,6 +170,18 @@ int lis_meta_alive(struct cJSON *m, pid_t *pid);
 /* Whether sb is paused right now: its meta.json says so (another process may
  * have paused it since sb was opened), or, without state, the handle does. */
 int lis_meta_paused(lis_sandbox *sb);
+
+/* files.c, for copy.c */
+/* openat2 of rel below the sandbox root rootfd (RESOLVE_IN_ROOT, no magic links). */
+int lis_open_in(int rootfd, const char *rel, int flags);
+/* The parent directory of a sandbox path as an O_PATH fd (made when mkdirs),
+ * its last component in last. */
+int lis_open_parent(lis_sandbox *sb, const char *path, int mkdirs, char *last, lis_error *err);
+/* After an operation failed with *err: when that was EACCES/EPERM on a full
+ * map, fn again as root of the mapped namespace (its result, res_len bytes
+ * at res); else -1 with *err as it was. */
+int lis_files_redo_mapped(lis_sandbox *sb, int (*fn)(void *, void *, lis_error *), void *arg,
+                          void *res, size_t res_len, lis_error *err);
 
 /* userns.c */
 int lis_write_id_maps(lis_ctx *ctx, pid_t pid, int full, lis_error *err);
