@@ -1,6 +1,7 @@
 /* api.c - lis serve's native API under /lis/v1/ (docs/api.md): sandboxes
  * create / get / list / delete (a create may carry an Idempotency-Key), files
- * read / write / list / stat, health and capacity, and the routes of the
+ * read / write / list / stat, a sandbox's timeout (removed when it ends),
+ * health and capacity, and the routes of the
  * rest: exec is api_exec.c; pause, resume, stats, snapshot, fork and the
  * snapshot list are state.c. Sandboxes are the Docker side's containers
  * (containers.c) made without a started command, so both APIs see the same
@@ -18,6 +19,21 @@
 #define API_DEFAULT_MEM (256ull << 20)
 #define API_HOST_RESERVE (256ull << 20)
 
+/* ---- a sandbox's timeout ---------------------------------------------------------------- */
+
+static enum MHD_Result timeout_op(sv_req *q, sv_container *c)
+{
+    cJSON *b = q->len ? cJSON_ParseWithLength(q->body, q->len) : NULL;
+    double t = cJSON_IsObject(b) && cJSON_GetObjectItemCaseSensitive(b, "timeout")
+                   ? sv_body_timeout(b) : -1;
+    cJSON_Delete(b);
+    if (t < 0)
+        return sv_reply_error(q, 400, "the body must be {\"timeout\": seconds from now, 0 to "
+                              "%.0f; 0 for none}", SV_TIMEOUT_MAX);
+    sv_container_set_timeout(c, t);
+    return sv_reply_json(q, 200, sv_sandbox_json(c));
+}
+
 /* ---- create ---------------------------------------------------------------------------- */
 
 static void created(sv_req *q, sv_container *c, const char *err)
@@ -26,6 +42,8 @@ static void created(sv_req *q, sv_container *c, const char *err)
         sv_req_finish_error(q, 500, "creating the sandbox: %s", err);
         return;
     }
+    /* counted from the end of the creation; kept in the create body */
+    sv_container_set_timeout(c, sv_jnum(c->config, "LisTimeout"));
     sv_req_finish(q, 201, sv_resp_json(sv_sandbox_json(c)));
 }
 
@@ -54,13 +72,16 @@ static enum MHD_Result create(sv_req *q)
             }
     const char *image = sv_jstr(b, "image"), *net = sv_jstr(b, "net"), *name = sv_jstr(b, "name");
     double mem = sv_jsize(cJSON_GetObjectItemCaseSensitive(b, "memory"));
+    double life = sv_body_timeout(b);
     const cJSON *env = cJSON_GetObjectItemCaseSensitive(b, "env");
     const char *bad = !image ? "\"image\" is required"
                     : mem < 0 ? "\"memory\" must be bytes or a size such as \"512m\""
                     : net && strcmp(net, "none") && strcmp(net, "proxy") && strcmp(net, "host")
                         ? "\"net\" must be none, proxy or host"
                     : env && !cJSON_IsObject(env) && !cJSON_IsNull(env)
-                        ? "\"env\" must be an object of strings" : NULL;
+                        ? "\"env\" must be an object of strings"
+                    : life < 0 ? "\"timeout\" must be seconds, 0 to 2592000 (30 days); 0 or "
+                                 "null for none" : NULL;
     if (bad) {
         cJSON_Delete(b);
         return sv_reply_error(q, 400, "%s", bad);
@@ -76,6 +97,8 @@ static enum MHD_Result create(sv_req *q)
         cJSON_Delete(b);
         return sv_reply_error(q, 400, "\"env\" must map names (without '=') to strings");
     }
+    if (life > 0)
+        cJSON_AddNumberToObject(cfg, "LisTimeout", life);
     cJSON *hc = cJSON_AddObjectToObject(cfg, "HostConfig");
     if (mem > 0)
         cJSON_AddNumberToObject(hc, "Memory", mem);
@@ -328,6 +351,8 @@ static enum MHD_Result on_sandbox(sv_req *q, sv_container *c, const char *op)
         return sv_state_route(q, c, op);
     if (!strcmp(op, "exec") && post)
         return sv_api_exec(q, c);
+    if (!strcmp(op, "timeout") && post)
+        return timeout_op(q, c);
     if (!strcmp(op, "files") && get)
         return files(q, c, F_READ);
     if (!strcmp(op, "files") && (!strcmp(m, "PUT") || post))

@@ -347,6 +347,7 @@ typedef struct create_job {
 
 static void container_free(sv_container *c)
 {
+    sv_timer_cancel(c->s->loop, &c->life);
     for (sv_container **p = &c->s->containers; *p; p = &(*p)->next)
         if (*p == c) {
             *p = c->next;
@@ -510,6 +511,38 @@ static void rm_done(void *arg)
     container_free(c);
 }
 
+/* ---- a native sandbox's timeout (E2B's): the end of a leaked one -------------------------- */
+
+static void expire(void *arg)
+{
+    sv_container *c = arg;
+    if (!strcmp(c->status, "removing"))
+        return;
+    if (c->busy || !c->sb) { /* a job on it: it goes once that is done */
+        sv_timer_arm(c->s->loop, &c->life, 0.5, expire, c);
+        return;
+    }
+    container_remove(c, NULL);
+}
+
+void sv_container_set_timeout(sv_container *c, double seconds)
+{
+    sv_timer_cancel(c->s->loop, &c->life);
+    c->ends_at = seconds > 0 ? wall_now() + seconds : 0;
+    if (seconds > 0)
+        sv_timer_arm(c->s->loop, &c->life, seconds, expire, c);
+}
+
+double sv_body_timeout(const cJSON *b)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(b, "timeout");
+    if (!t || cJSON_IsNull(t))
+        return 0;
+    if (!cJSON_IsNumber(t) || t->valuedouble < 0 || t->valuedouble > SV_TIMEOUT_MAX)
+        return -1;
+    return t->valuedouble;
+}
+
 void sv_container_remove(sv_container *c, sv_req *q)
 {
     container_remove(c, q);
@@ -541,6 +574,8 @@ static void container_remove(sv_container *c, sv_req *q)
     unpark(c, 0);
     waiters_fire(c, 0);
     snprintf(c->status, sizeof c->status, "removing");
+    sv_timer_cancel(c->s->loop, &c->life);
+    c->ends_at = 0;
     if (c->ports) {
         sv_ports_stop(c->ports);
         c->ports = NULL;

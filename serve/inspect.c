@@ -43,6 +43,12 @@ cJSON *sv_sandbox_json(sv_container *c)
     cJSON_AddNumberToObject(o, "memory", (double)c->limits.memory_bytes);
     cJSON_AddStringToObject(o, "net", net_name(c->net));
     cJSON_AddBoolToObject(o, "native", c->native);
+    if (c->ends_at > 0) { /* the end of its timeout (E2B's end_at) */
+        sv_rfc3339(c->ends_at, t, sizeof t);
+        cJSON_AddStringToObject(o, "end_at", t);
+    } else {
+        cJSON_AddNullToObject(o, "end_at");
+    }
     return o;
 }
 

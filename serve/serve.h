@@ -224,6 +224,8 @@ struct sv_container {
     lis_proc *main;
     sv_watch w_main, w_out, w_err;
     sv_timer stop_timer;
+    sv_timer life;              /* the native API's timeout: removed when it fires (api.c) */
+    double ends_at;             /* wall clock of that; 0: none */
     struct sv_waiter *waiters;
     struct sv_attach *attaches;
     struct sv_pending *pending; /* requests parked until the job ends */
@@ -277,6 +279,12 @@ int sv_container_sandbox(const sv_container *c, const lis_sandbox_spec *spec, li
 void sv_container_discard(sv_container *c);
 /* Kills its processes and destroys the sandbox on a worker; answers q 204. */
 void sv_container_remove(sv_container *c, sv_req *q);
+/* The native API's timeout: the sandbox is removed `seconds` from now (0:
+ * never; a job on it delays that until it ends). */
+#define SV_TIMEOUT_MAX (30.0 * 86400)
+void sv_container_set_timeout(sv_container *c, double seconds);
+/* A body's "timeout": 0 when absent or null, -1 unless 0..SV_TIMEOUT_MAX. */
+double sv_body_timeout(const cJSON *b);
 /* A running exec of c: on removal, containers.c calls detach(owner), which
  * must stop watching proc and forget c; then it kills and reaps proc. */
 typedef struct sv_child {

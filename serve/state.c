@@ -340,6 +340,7 @@ typedef struct fork_job {
     char host[16];
     lis_snapshot_result snap;
     lis_error err;
+    double timeout;             /* each fork's (sv_container_set_timeout), 0: none */
 } fork_job;
 
 /* lis_sandbox_fork's create callback, on the worker: fork i is kids[i]'s sandbox. */
@@ -412,6 +413,7 @@ static void fork_done(void *arg)
             snprintf(c->image, sizeof c->image, "%s", j->snap.digest);
             snprintf(c->image_id, sizeof c->image_id, "%s", j->snap.digest);
             snprintf(f->ids[i], sizeof f->ids[i], "%s", c->id);
+            sv_container_set_timeout(c, j->timeout);
         } else {
             f->errs[i] = strdup(j->errs[i].msg[0] ? j->errs[i].msg : "the fork failed");
             sv_container_discard(c);
@@ -464,6 +466,7 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
     const cJSON *env = cJSON_GetObjectItemCaseSensitive(b, "env");
     const char *net = sv_jstr(b, "net"), *tag = sv_jstr(b, "tag");
     double mem = sv_jsize(cJSON_GetObjectItemCaseSensitive(b, "memory"));
+    double life = sv_body_timeout(b);
     int n = !cnt || cJSON_IsNull(cnt) ? 1 : cJSON_IsNumber(cnt) ? (int)cnt->valuedouble : 0;
     if (cJSON_IsNumber(cnt) && cnt->valuedouble != (double)n)
         n = 0;
@@ -472,7 +475,9 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
         : mem < 0 ? "\"memory\" must be bytes or a size such as \"512m\""
         : net && strcmp(net, "none") && strcmp(net, "proxy") && strcmp(net, "host")
             ? "\"net\" must be none, proxy or host"
-        : sv_env_append(probe, env) < 0 ? "\"env\" must map names (without '=') to strings" : NULL;
+        : sv_env_append(probe, env) < 0 ? "\"env\" must map names (without '=') to strings"
+        : life < 0 ? "\"timeout\" must be seconds, 0 to 2592000 (30 days); 0 or null for none"
+        : NULL;
     cJSON_Delete(probe);
     const char *key = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Idempotency-Key");
     if (!bad && key && (!*key || strlen(key) >= sizeof ((sv_fork *)0)->key))
@@ -503,7 +508,8 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
         cJSON_Delete(b);
         return sv_reply_error(q, 500, "out of memory");
     }
-    *j = (fork_job){.q = q, .parent = c, .sb = c->sb, .n = n, .rec = f, .keyed = key != NULL};
+    *j = (fork_job){.q = q, .parent = c, .sb = c->sb, .n = n, .rec = f, .keyed = key != NULL,
+                    .timeout = life};
     f->n = n;
     if (tag)
         sv_image_norm(tag, j->tag, sizeof j->tag);

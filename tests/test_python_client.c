@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* test functions in tests/python/test_*.py: a test dropped from the suite shows here */
-#define PY_TESTS 28
+#define PY_TESTS 29
 
 Test(python_client, pytest_suite, .timeout = 900)
 {
@@ -22,8 +22,12 @@ Test(python_client, pytest_suite, .timeout = 900)
                  "installs it): %s", out);
     free(out);
     /* from LIS_TEST_SRC, where test.sh puts python/lis beside tests/python */
-    out = t_host(&code, "cd %s && PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -rs --tb=short "
-                 "-p no:cacheprovider python 2>&1", t_src_dir());
+    /* a test stuck for 120 s prints every thread's traceback (faulthandler),
+     * and the whole run is ended with SIGINT before this test's own timeout,
+     * so a hang shows where it is instead of a bare "Timed out" */
+    out = t_host(&code, "cd %s && PYTHONDONTWRITEBYTECODE=1 timeout -s INT -k 20 780 python3 -m "
+                 "pytest -q -rs --tb=short -o faulthandler_timeout=120 -p no:cacheprovider "
+                 "python 2>&1", t_src_dir());
     cr_assert_eq(code, 0, "pytest failed (exit %d):\n%s", code, out);
     char want[64];
     snprintf(want, sizeof want, "\n%d passed in ", PY_TESTS); /* pytest -q's summary line */

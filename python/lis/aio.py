@@ -78,6 +78,9 @@ class AsyncSandbox:
     async def get_info(self):
         return await asyncio.to_thread(self._sb.get_info)
 
+    async def set_timeout(self, timeout: float) -> None:
+        await asyncio.to_thread(self._sb.set_timeout, timeout)
+
     async def pause(self) -> str:
         return await asyncio.to_thread(self._sb.pause)
 

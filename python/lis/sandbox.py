@@ -238,10 +238,13 @@ class Sandbox:
     def create(cls, image: Union[str, Snapshot], memory: Union[int, str, None] = None,
                net: Optional[str] = None, envs=None, name: Optional[str] = None,
                idempotency_key: Optional[str] = None,
-               socket: Optional[str] = None) -> "Sandbox":
+               socket: Optional[str] = None, timeout: Optional[float] = None) -> "Sandbox":
         """image: a tag of lis's rootfs store, or a snapshot (a Snapshot, its id
         "sha256:..." or its tag); memory: bytes or "512m"; net: none, proxy or
-        host (default: the server's). Every create carries an Idempotency-Key
+        host (default: the server's); timeout: seconds the sandbox lives (as
+        E2B's, but None, the default, is no limit): the server deletes it then,
+        even when this process died; set_timeout() changes it. Every create
+        carries an Idempotency-Key
         (idempotency_key, else a new uuid4) and is sent again with it when the
         connection fails, so a retry never makes two sandboxes; a create with the
         key of a live sandbox returns that sandbox."""
@@ -255,6 +258,8 @@ class Sandbox:
             body["env"] = dict(envs)
         if name:
             body["name"] = name
+        if timeout is not None:
+            body["timeout"] = timeout
         return cls(client.call("POST", "sandboxes", body, _key(idempotency_key), retry=True),
                    client)
 
@@ -316,6 +321,12 @@ class Sandbox:
         except NotFoundException:
             return False
 
+    def set_timeout(self, timeout: float) -> None:
+        """The sandbox is deleted `timeout` seconds from now (0: never), whoever
+        holds it; get_info()["end_at"] says when (E2B's set_timeout)."""
+        self._info = self._client.call("POST", "sandboxes/%s/timeout" % self.sandbox_id,
+                                       {"timeout": timeout})
+
     def pause(self) -> str:
         """Stops every process of the sandbox (they keep their memory and cost no
         CPU) until resume(); commands.run is refused meanwhile (ConflictException),
@@ -349,16 +360,18 @@ class Sandbox:
 
     def fork(self, count: int = 1, tag: Optional[str] = None,
              memory: Union[int, str, None] = None, net: Optional[str] = None, envs=None,
-             idempotency_key: Optional[str] = None) -> ForkResult:
+             idempotency_key: Optional[str] = None,
+             timeout: Optional[float] = None) -> ForkResult:
         """One snapshot of this sandbox's files, and `count` new sandboxes on it,
         each independent of the others and of this one (a write in one is seen by
         none of them). Like snapshot(), a fork copies files, not processes.
         Returns a list of `count` elements: a Sandbox, or a SandboxException with
         the server's message where that fork failed (the others stand);
         .snapshot is the snapshot. memory/net/envs override what the forks
-        inherit. Carries an Idempotency-Key like create()."""
+        inherit; timeout is each fork's lifetime as in create() (not inherited).
+        Carries an Idempotency-Key like create()."""
         body = {"count": int(count)}
-        for k, v in (("tag", tag), ("memory", memory), ("net", net)):
+        for k, v in (("tag", tag), ("memory", memory), ("net", net), ("timeout", timeout)):
             if v is not None:
                 body[k] = v
         if envs:

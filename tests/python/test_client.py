@@ -1,5 +1,6 @@
 """The client's basic features against a real lis serve: commands, files,
-errors, kill, idempotent create (also across a dropped connection)."""
+errors, kill, a sandbox's timeout, idempotent create (also across a dropped
+connection)."""
 import io
 import os
 import socket
@@ -10,7 +11,7 @@ import threading
 import pytest
 
 import lis
-from conftest import IMAGE
+from conftest import IMAGE, wait_until
 
 
 def test_commands_run_streams_and_returns_the_result(server):
@@ -90,6 +91,37 @@ def test_errors_carry_the_servers_message_and_kill(server):
         sb.commands.run("true")
     with pytest.raises(lis.NotFoundException):
         lis.Sandbox.connect(sb.sandbox_id)
+
+
+def test_timeout_ends_a_sandbox_nobody_deletes(server):
+    # the default is no limit
+    with lis.Sandbox.create(image=IMAGE) as sb:
+        assert sb.get_info()["end_at"] is None
+    for bad in (-1, "soon", 31 * 86400):
+        with pytest.raises(lis.InvalidArgumentException) as ei:
+            lis.Sandbox.create(image=IMAGE, timeout=bad)
+        assert "timeout" in ei.value.message
+    sb = lis.Sandbox.create(image=IMAGE, timeout=600)
+    end = sb.get_info()["end_at"]
+    assert end and end.startswith("20")
+    sb.set_timeout(0)  # no limit any more
+    assert sb.get_info()["end_at"] is None
+    with pytest.raises(lis.InvalidArgumentException):
+        sb.set_timeout(-5)
+    forks = sb.fork(2, timeout=1)
+    assert all(isinstance(f, lis.Sandbox) for f in forks), forks
+    assert forks[0].get_info()["end_at"]
+    sb.set_timeout(1)  # as a client that died would leave it: the server ends it
+    def gone(s):
+        try:
+            s.get_info()  # "removing" for a moment, then 404
+            return False
+        except lis.NotFoundException:
+            return True
+    assert wait_until(lambda: gone(sb) and all(gone(f) for f in forks), 30), \
+        "a sandbox outlived its timeout"
+    with pytest.raises(lis.NotFoundException):
+        sb.commands.run("true")
 
 
 def test_idempotency_key(server):

@@ -386,6 +386,26 @@ if st == 201:
         req("DELETE", "sandboxes/" + x.get("id", "none"))
 check("a fork's key is forgotten once its sandboxes are deleted", st == 201, (st, fk4))
 
+# a sandbox's timeout: the server deletes it when it ends
+st, _, d = jreq("POST", "sandboxes", {"image": IMAGE, "timeout": "soon"})
+check("create with a bad timeout -> 400", st == 400 and "timeout" in d["message"], d)
+st, _, g = jreq("GET", "sandboxes/" + sid)
+check("no timeout by default", st == 200 and g.get("end_at", 1) is None, g)
+st, _, t1 = jreq("POST", "sandboxes", {"image": IMAGE, "timeout": 300})
+check("create with a timeout names its end", st == 201 and (t1.get("end_at") or "").endswith("Z"), t1)
+st, _, d = jreq("POST", "sandboxes/%s/timeout" % t1.get("id"), {"timeout": -3})
+check("a negative timeout -> 400", st == 400 and "timeout" in d["message"], d)
+st, _, d = jreq("POST", "sandboxes/%s/timeout" % t1.get("id"), {})
+check("a timeout body without timeout -> 400", st == 400, d)
+st, _, d = jreq("POST", "sandboxes/%s/timeout" % t1.get("id"), {"timeout": 1})
+check("set timeout -> 200 with the new end", st == 200 and d.get("end_at"), d)
+for _ in range(300):
+    st, _, d = jreq("GET", "sandboxes/%s" % t1.get("id"))
+    if st == 404:
+        break
+    time.sleep(0.1)
+check("a sandbox whose timeout ended is deleted", st == 404, d)
+
 # a delete while a command runs ends its stream with an exit event
 result = {}
 
