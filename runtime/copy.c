@@ -479,9 +479,28 @@ static int copy_out(lis_sandbox *sb, const char *path, const char *host_dst, cop
     return rc;
 }
 
+struct copy_out_job {
+    lis_sandbox *sb;
+    const char *path, *host_dst;
+};
+
+static int mapped_copy_out(void *arg, void *result, lis_error *err)
+{
+    struct copy_out_job *j = arg;
+    (void)result;
+    return copy_out(j->sb, j->path, j->host_dst, NULL, err);
+}
+
+/* Out of a directory of another uid inside: again, whole, as root of the
+ * mapped namespace (what it makes on the host belongs to the caller, that
+ * namespace's root). The export (lis_copy_out_data) is not redone: its
+ * callbacks are the caller's. */
 int lis_copy_out(lis_sandbox *sb, const char *path, const char *host_dst, lis_error *err)
 {
-    return copy_out(sb, path, host_dst, NULL, err);
+    if (copy_out(sb, path, host_dst, NULL, err) == 0)
+        return 0;
+    struct copy_out_job j = {sb, path, host_dst};
+    return lis_files_redo_mapped(sb, mapped_copy_out, &j, NULL, 0, err);
 }
 
 int lis_copy_out_data(lis_sandbox *sb, const char *path, const char *host_dst,

@@ -429,7 +429,7 @@ Test(persist, file_write_read_keep_every_byte)
 
 /* As root inside (and Docker's archive calls) do: files and directories of
  * another uid inside, mode 0600/0700, are read, written, stat'ed and copied
- * into (with a
+ * in and out (with a
  * full map they belong to subordinate ids the owner itself cannot touch). */
 Test(persist, file_ops_reach_files_of_other_users_inside)
 {
@@ -477,6 +477,18 @@ Test(persist, file_ops_reach_files_of_other_users_inside)
     t_sh(sb, "cat /home/u/priv/in.txt", &r);
     cr_assert_str_eq(r.out.data, "copied\n");
     lis_result_free(&r);
+    /* and out of it (docker cp out, get_archive) */
+    char back[600];
+    snprintf(back, sizeof back, "%s/out", t_tmpdir());
+    cr_assert_eq(lis_copy_out(sb, "/home/u/priv", back, &err), 0, "%s", err.msg);
+    char hp[700];
+    snprintf(hp, sizeof hp, "%s/s", back);
+    f = fopen(hp, "r");
+    cr_assert(f, "%s was not copied out", hp);
+    char line[32] = "";
+    cr_assert(fgets(line, sizeof line, f));
+    fclose(f);
+    cr_assert_str_eq(line, "changed\n");
     /* still confined: a symlink planted inside is not written through */
     t_sh(sb, "ln -s /etc/passwd /home/u/priv/link", &r);
     lis_result_free(&r);
