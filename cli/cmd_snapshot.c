@@ -7,8 +7,8 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <pthread.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,8 +173,10 @@ int lis_cli_snapshot_main(int argc, char **argv)
     cli_warn_once wo = {.mu = PTHREAD_MUTEX_INITIALIZER, .scope = "of this fork"};
     lis_ctx_opts co = {.warn = cli_warn_once_fn, .warn_arg = &wo};
     lis_ctx *ctx = lis_ctx_new(&co, &err);
-    if (!ctx)
+    if (!ctx) {
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
         return cli_fail(&err);
+    }
     lis_sandbox *sb = NULL;
     int rc = 0;
     if (lis_sandbox_open(ctx, name, &sb, &err) < 0) {
