@@ -7,7 +7,7 @@ import socket
 import subprocess
 import time
 
-from .errors import SandboxException, from_status
+from .errors import SandboxException, TimeoutException, from_status
 
 
 def default_socket():
@@ -72,21 +72,35 @@ def ensure_server(path, start=True, wait=15.0):
 
 
 # What a retried request may have hit: the connection refused, reset or closed
-# before a whole answer came (the server restarting, a dropped socket).
+# before a whole answer came (the server restarting, a dropped socket). Not a
+# timeout: a server that did not answer in time is not asked again.
 _RETRYABLE = (OSError, http.client.HTTPException)
 RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
+# How long a request waits for the server at most (seconds without a byte of
+# its answer): a stuck server gives an error, never a hang. Generous: a
+# snapshot of a big sandbox is one request. An exec's stream waits as long as
+# its command may run, plus EXEC_GRACE.
+REQUEST_TIMEOUT = 600.0
+EXEC_GRACE = 60.0
+
+
+def _timed_out(path, timeout):
+    return TimeoutException("lis serve on %s did not answer within %.0f s" % (path, timeout))
 
 
 class Client:
-    """One request per connection (simple and safe across threads)."""
+    """One request per connection (simple and safe across threads). timeout:
+    seconds a request waits for the server (None: REQUEST_TIMEOUT)."""
 
     def __init__(self, socket_path=None, start=True, timeout=None):
         self.socket_path = socket_path or default_socket()
         self.started = ensure_server(self.socket_path, start)  # the Popen of a server we started
-        self.timeout = timeout
+        self.timeout = REQUEST_TIMEOUT if timeout is None else timeout
 
     def _send(self, method, url, body, headers, timeout):
-        conn = _UnixConnection(self.socket_path, timeout if timeout is not None else self.timeout)
+        """timeout: None for the client's, 0 for none."""
+        t = self.timeout if timeout is None else timeout
+        conn = _UnixConnection(self.socket_path, t or None)
         hdrs = dict(headers or {})
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
@@ -113,6 +127,8 @@ class Client:
         path is under prefix (the native API; "/" for the Docker-compatible one)."""
         try:
             conn, resp = self._send(method, prefix + path, body, headers, timeout)
+        except socket.timeout:
+            raise _timed_out(self.socket_path, self.timeout if timeout is None else timeout)
         except _RETRYABLE as e:
             raise SandboxException("talking to lis serve on %s: %s" % (self.socket_path, e))
         if resp.status >= 400:
@@ -142,6 +158,8 @@ class Client:
                         data = resp.read()
                 finally:
                     conn.close()
+            except socket.timeout:
+                raise _timed_out(self.socket_path, self.timeout)
             except _RETRYABLE as e:
                 if not retry or attempt >= len(RETRY_DELAYS):
                     raise SandboxException("talking to lis serve on %s: %s"

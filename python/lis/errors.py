@@ -27,7 +27,8 @@ class NotImplementedException(SandboxException):
 
 
 class TimeoutException(SandboxException):
-    """A command ran longer than its timeout and was killed."""
+    """A command ran longer than its timeout and was killed; or lis serve did
+    not answer a request within the client's timeout (REQUEST_TIMEOUT)."""
 
 
 def from_status(status, message):

@@ -1,13 +1,14 @@
 """lis.Sandbox: a lis sandbox through lis serve's native API, shaped like E2B's Sandbox."""
 import base64
 import codecs
+import socket
 import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Union
 
-from ._http import Client, events
+from ._http import EXEC_GRACE, Client, events
 from .errors import NotFoundException, SandboxException, TimeoutException, from_status
 
 
@@ -48,7 +49,11 @@ class Commands:
             body["env"] = dict(envs)
         if cwd:
             body["cwd"] = cwd
-        resp = self._sb._client.open("POST", "sandboxes/%s/exec" % self._sb.sandbox_id, body)
+        # the stream may be silent as long as the command runs: wait that long (and
+        # a grace), or without end for a command without a timeout
+        wait = timeout + EXEC_GRACE if timeout else 0
+        resp = self._sb._client.open("POST", "sandboxes/%s/exec" % self._sb.sandbox_id, body,
+                                     timeout=wait)
         out, err, end = [], [], None
         # a chunk may end inside a UTF-8 character: decode each stream incrementally
         dec = {n: codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -67,6 +72,9 @@ class Commands:
                 elif name == "exit":
                     end = data
                     break  # always the last event: no need to wait for the stream's end
+        except socket.timeout:
+            raise TimeoutException("lis serve sent nothing for %.0f s while the command was "
+                                   "to end within %s s" % (wait, timeout))
         finally:
             resp._lis_conn.close()
         for name, d in dec.items():

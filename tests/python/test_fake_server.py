@@ -17,11 +17,13 @@ SB = {"id": "a" * 64, "name": "lis_aaaa", "image": "x", "state": "running"}
 
 class Fake:
     """Answers each request with the next scripted step for its path: a
-    (status, body) pair, or "drop" to close the connection unanswered."""
+    (status, body) pair, "drop" to close the connection unanswered, or "hang"
+    to answer nothing."""
 
     def __init__(self, script):
         self.script = {k: list(v) for k, v in script.items()}
         self.seen = []
+        self.release = threading.Event()
         fake = self
 
         class H(BaseHTTPRequestHandler):
@@ -42,6 +44,9 @@ class Fake:
                     self.close_connection = True
                     self.connection.shutdown(2)
                     return
+                if step == "hang":  # a stuck server: no answer until closed
+                    fake.release.wait(30)
+                    return
                 status, doc = step
                 data = json.dumps(doc).encode()
                 self.send_response(status)
@@ -61,6 +66,7 @@ class Fake:
         threading.Thread(target=self.srv.serve_forever, daemon=True).start()
 
     def close(self):
+        self.release.set()
         self.srv.shutdown()
         self.srv.server_close()
         os.unlink(self.path)
@@ -167,3 +173,17 @@ def test_snapshot_list_and_metrics_shapes(fake):
     assert (m.state, m.cpu_seconds, m.mem_used, m.mem_total, m.pids, m.disk_used,
             m.disk_total) == ("running", 1.25, 4096, None, 3, 512, 1 << 30)
     assert m["memory_peak_bytes"] == 8192
+
+
+def test_a_server_that_does_not_answer_is_a_timeout_not_a_hang(fake):
+    import lis._http
+    f = fake({"GET /lis/v1/sandboxes/x": ["hang"], "POST /lis/v1/sandboxes": ["hang"]})
+    c = lis._http.Client(f.path, start=False, timeout=0.5)
+    with pytest.raises(lis.TimeoutException) as ei:
+        c.call("GET", "sandboxes/x", retry=True)
+    assert "did not answer within" in ei.value.message
+    with pytest.raises(lis.TimeoutException):
+        c.call("POST", "sandboxes", {"image": "x"}, {"Idempotency-Key": "k"}, retry=True)
+    # not sent again: a stuck server is not asked twice
+    assert [p for _, p, _, _ in f.seen] == ["/lis/v1/sandboxes/x", "/lis/v1/sandboxes"], f.seen
+    assert lis._http.Client(f.path, start=False).timeout == lis._http.REQUEST_TIMEOUT
