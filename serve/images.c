@@ -69,9 +69,9 @@ static int resolve_prefix(sv_server *s, const char *ref, char *digest, size_t gl
 typedef struct sv_rm_job {
     sv_req *q;
     char target[700], digest[80];
-    int native, by_digest, gone, rc;
+    int native, gone, rc;
     lis_error err;
-    struct sv_rm_job *next;     /* in s->removing while by_digest */
+    struct sv_rm_job *next;     /* in s->removing when removed by digest */
 } rm_job;
 
 static int being_removed(sv_server *s, const char *digest)
@@ -339,15 +339,14 @@ enum MHD_Result sv_image_remove(sv_req *q, const char *target, const char *diges
     j->native = native;
     snprintf(j->target, sizeof j->target, "%s", target);
     snprintf(j->digest, sizeof j->digest, "%s", digest);
-    j->by_digest = !strncmp(target, "sha256:", 7);
-    if (j->by_digest) {
+    if (!strncmp(target, "sha256:", 7)) { /* the image goes: it resolves as missing from now */
         j->next = q->s->removing;
         q->s->removing = j;
     }
     sv_req_suspend(q);
     if (sv_job(q->s->loop, rm_work, rm_done, j) < 0) {
+        j->rc = lis_fail(&j->err, ENOMEM, "out of memory");
         rm_done(j);
-        return MHD_YES;
     }
     return MHD_YES;
 }
