@@ -110,6 +110,11 @@ enum MHD_Result sv_exec_create(sv_req *q, sv_container *c)
         cJSON_Delete(b);
         return sv_reply_error(q, 409, "Container %s is not running", c->id);
     }
+    if (c->paused) { /* dockerd's words */
+        cJSON_Delete(b);
+        return sv_reply_error(q, 409, "Container %s is paused, unpause the container before exec",
+                              c->id);
+    }
     char **argv = sv_jstrv(b, "Cmd");
     if (!argv || !argv[0]) {
         sv_strv_free(argv);

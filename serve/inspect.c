@@ -30,6 +30,13 @@ const char *sv_sandbox_state(const sv_container *c)
     return !c->sb ? "creating" : c->paused ? "paused" : "running";
 }
 
+/* Docker's State: "paused" while a running container is paused (native API or
+ * docker pause), else the container's own status. */
+static const char *docker_state(const sv_container *c)
+{
+    return c->paused && c->main ? "paused" : c->status;
+}
+
 cJSON *sv_sandbox_json(sv_container *c)
 {
     cJSON *o = cJSON_CreateObject();
@@ -79,7 +86,7 @@ cJSON *sv_container_inspect(sv_container *c)
     cJSON_AddStringToObject(o, "Path", c->cmd[0]);
     cJSON_AddItemToObject(o, "Args", strv_json(c->cmd + 1));
     cJSON *st = cJSON_AddObjectToObject(o, "State");
-    cJSON_AddStringToObject(st, "Status", c->paused && c->main ? "paused" : c->status);
+    cJSON_AddStringToObject(st, "Status", docker_state(c));
     int running = c->main != NULL;
     cJSON_AddBoolToObject(st, "Running", running);
     cJSON_AddBoolToObject(st, "Paused", c->paused && c->sb);
@@ -141,6 +148,10 @@ static void status_text(sv_container *c, char *buf, size_t len)
             snprintf(buf, len, "Up %d seconds", (int)up < 1 ? 1 : (int)up);
         else
             snprintf(buf, len, "Up %d minutes", (int)(up / 60));
+        if (c->paused) {
+            size_t l = strlen(buf);
+            snprintf(buf + l, len - l, " (Paused)");
+        }
     } else if (!strcmp(c->status, "exited")) {
         snprintf(buf, len, "Exited (%d) %d seconds ago", c->exit_code, (int)(now - c->finished_at));
     } else {
@@ -184,7 +195,7 @@ static int m_id(sv_container *c, const char *v)
 }
 static int m_status(sv_container *c, const char *v)
 {
-    return !strcmp(c->status, v);
+    return !strcmp(docker_state(c), v);
 }
 
 enum MHD_Result sv_containers_list(sv_req *q)
@@ -220,7 +231,7 @@ enum MHD_Result sv_containers_list(sv_req *q)
         }
         cJSON_AddStringToObject(o, "Command", cmd);
         cJSON_AddNumberToObject(o, "Created", (double)(long)c->created);
-        cJSON_AddStringToObject(o, "State", c->status);
+        cJSON_AddStringToObject(o, "State", docker_state(c));
         status_text(c, st, sizeof st);
         cJSON_AddStringToObject(o, "Status", st);
         cJSON_AddArrayToObject(o, "Ports");

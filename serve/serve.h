@@ -307,6 +307,8 @@ enum MHD_Result sv_api_route(sv_req *q, const char *rest);
 enum MHD_Result sv_api_exec(sv_req *q, sv_container *c);
 /* state.c: POST .../pause, .../resume, .../snapshot, .../fork, GET .../stats. */
 enum MHD_Result sv_state_route(sv_req *q, sv_container *c, const char *op);
+/* Docker's POST /containers/{id}/pause (pause 1) and /unpause (0). */
+enum MHD_Result sv_state_docker_pause(sv_req *q, sv_container *c, int pause);
 /* GET /lis/v1/snapshots[/{ref}]: rest is "" or the ref. */
 enum MHD_Result sv_snapshots(sv_req *q, const char *ref);
 /* DELETE /lis/v1/snapshots/{ref}: a snapshot image and all its tags (409 while a sandbox

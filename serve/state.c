@@ -101,6 +101,7 @@ typedef struct state_job {
     sv_container *c;
     lis_sandbox *sb;
     int op, rc;
+    int docker; /* Docker's pause/unpause: 204 and no body */
     lis_error err;
     lis_stats st;
 } state_job;
@@ -163,19 +164,19 @@ static void state_done(void *arg)
         sv_req_finish(j->q, 200, sv_resp_json(stats_json(j)));
     } else {
         c->paused = j->op == OP_PAUSE;
-        sv_req_finish(j->q, 200, sv_resp_json(sv_sandbox_json(c)));
+        sv_req_finish(j->q, j->docker ? 204 : 200, j->docker ? NULL : sv_resp_json(sv_sandbox_json(c)));
     }
     free(j);
 }
 
-static enum MHD_Result state_op(sv_req *q, sv_container *c, int op)
+static enum MHD_Result state_op(sv_req *q, sv_container *c, int op, int docker)
 {
     if (op != OP_STATS && c->snapping)
         return refuse_busy(q, c);
     state_job *j = calloc(1, sizeof *j);
     if (!j)
         return sv_reply_error(q, 500, "out of memory");
-    *j = (state_job){.q = q, .c = c, .sb = c->sb, .op = op};
+    *j = (state_job){.q = q, .c = c, .sb = c->sb, .op = op, .docker = docker};
     c->busy++;
     if (op != OP_STATS)
         c->snapping = SV_PAUSING;
@@ -188,6 +189,19 @@ static enum MHD_Result state_op(sv_req *q, sv_container *c, int op)
         sv_req_finish_error(q, 500, "out of memory");
     }
     return MHD_YES;
+}
+
+/* Docker's POST /containers/{id}/pause and /unpause: the same state change, with
+ * dockerd's answers (204; 409 when not running, already paused, or not paused). */
+enum MHD_Result sv_state_docker_pause(sv_req *q, sv_container *c, int pause)
+{
+    if (!c->main)
+        return sv_reply_error(q, 409, "Container %s is not running", c->id);
+    if (pause && c->paused)
+        return sv_reply_error(q, 409, "Container %s is already paused", c->id);
+    if (!pause && !c->paused)
+        return sv_reply_error(q, 409, "Container %s is not paused", c->id);
+    return state_op(q, c, pause ? OP_PAUSE : OP_RESUME, 1);
 }
 
 /* ---- snapshot and commit --------------------------------------------------------------------------- */
@@ -652,14 +666,14 @@ enum MHD_Result sv_state_route(sv_req *q, sv_container *c, const char *op)
 {
     int post = !strcmp(q->method, "POST");
     if (!strcmp(op, "stats"))
-        return !strcmp(q->method, "GET") ? state_op(q, c, OP_STATS)
+        return !strcmp(q->method, "GET") ? state_op(q, c, OP_STATS, 0)
                                          : sv_reply_error(q, 405, "stats wants GET");
     if (!post)
         return sv_reply_error(q, 405, "%s wants POST", op);
     if (!strcmp(op, "pause"))
-        return state_op(q, c, OP_PAUSE);
+        return state_op(q, c, OP_PAUSE, 0);
     if (!strcmp(op, "resume"))
-        return state_op(q, c, OP_RESUME);
+        return state_op(q, c, OP_RESUME, 0);
     if (!strcmp(op, "snapshot"))
         return snapshot(q, c);
     return fork_(q, c);

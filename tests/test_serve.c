@@ -100,6 +100,9 @@ Test(serve, docker_py_sequences, .timeout = 240)
     cr_assert(strstr(out, "ok user=\"1000\" -> uid 1000 gid 0"), "%s", out);
     cr_assert(strstr(out, "ok containers.run on the committed image sees its files"), "%s", out);
     cr_assert(strstr(out, "ok the committed image names its Parent"), "%s", out);
+    cr_assert(strstr(out, "ok pause -> status paused, State.Paused"), "%s", out);
+    cr_assert(strstr(out, "ok exec in a paused container -> 409 paused"), "%s", out);
+    cr_assert(strstr(out, "ok unpause -> running"), "%s", out);
     free(out);
     cr_assert_eq(serve_stop(&s), 0);
 }
@@ -119,6 +122,8 @@ Test(serve, docker_cli_sequences, .timeout = 240)
     cr_assert(strstr(out, "ok -p: a large body relayed whole"), "%s", out);
     cr_assert(strstr(out, "ok run on the committed image sees its files"), "%s", out);
     cr_assert(strstr(out, "ok inspect: the commit's Parent is the image"), "%s", out);
+    cr_assert(strstr(out, "ok ps shows a paused one as (Paused)"), "%s", out);
+    cr_assert(strstr(out, "ok unpause, then exec"), "%s", out);
     free(out);
     cr_assert_eq(serve_stop(&s), 0);
 }

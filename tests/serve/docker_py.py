@@ -230,6 +230,35 @@ def main_checks():
     check('user="1000" -> uid 1000 gid 0', r.output[0] == b"1000\n0\n", r)
     r = ct.exec_run(["id"], user="nosuchuser")
     check("unknown user: 126 + message", r.exit_code == 126 and b"unable to find user nosuchuser" in r.output, r)
+    # --- docker pause / unpause ---------------------------------------------------
+    ct.pause()
+    ct.reload()
+    check("pause -> status paused, State.Paused", ct.status == "paused"
+          and ct.attrs["State"]["Paused"] is True and ct.attrs["State"]["Running"] is True,
+          ct.attrs["State"])
+    ps = c.api.containers(filters={"status": "paused"})
+    check("listed as paused (status filter), Status ends in (Paused)",
+          [x["Id"] for x in ps] == [ct.id] and ps[0]["State"] == "paused"
+          and ps[0]["Status"].endswith("(Paused)"), ps)
+    for what, call, word in (("exec in a paused container", lambda: ct.exec_run("true"), "paused"),
+                             ("pause again", ct.pause, "already paused")):
+        try:
+            call()
+            check(what + " -> 409", False)
+        except docker.errors.APIError as e:
+            check(what + " -> 409 " + word, e.status_code == 409 and word in str(e), str(e))
+    ct.unpause()
+    ct.reload()
+    check("unpause -> running", ct.status == "running" and ct.attrs["State"]["Paused"] is False,
+          ct.attrs["State"])
+    r = ct.exec_run(["echo", "back"])
+    check("exec after unpause", r.exit_code == 0 and r.output == b"back\n", r)
+    try:
+        ct.unpause()
+        check("unpause a running container -> 409", False)
+    except docker.errors.APIError as e:
+        check("unpause a running container -> 409 not paused",
+              e.status_code == 409 and "not paused" in str(e), str(e))
     ct.kill()
     ct.reload()
     check("kill -> exited 137", ct.status == "exited" and ct.attrs["State"]["ExitCode"] == 137, ct.attrs["State"])
@@ -238,6 +267,12 @@ def main_checks():
         check("kill when not running -> 409", False)
     except docker.errors.APIError as e:
         check("kill when not running -> 409", e.status_code == 409)
+    try:
+        ct.pause()
+        check("pause when not running -> 409", False)
+    except docker.errors.APIError as e:
+        check("pause when not running -> 409", e.status_code == 409 and "not running" in str(e),
+              str(e))
     ct.remove(force=True)
     # --- errors and lists -----------------------------------------------------
     try:
