@@ -781,8 +781,6 @@ static enum MHD_Result on_container(sv_req *q, sv_container *c, const char *op)
     }
     if (post && !strcmp(op, "kill"))
         return kill_(q, c);
-    if (post && (!strcmp(op, "pause") || !strcmp(op, "unpause")))
-        return sv_state_docker_pause(q, c, !strcmp(op, "pause"));
     if (post && !strcmp(op, "attach"))
         return attach(q, c);
     if (post && !strcmp(op, "resize"))

@@ -131,14 +131,20 @@ enum MHD_Result sv_route(sv_req *q, const char *url)
         return info(q);
     if (!strncmp(p, "/containers/", 12)) {
         const char *rest = p + 12;
-        size_t n = strlen(rest);
-        if (!strcmp(m, "POST") && n > 5 && !strcmp(rest + n - 5, "/exec")) {
+        /* the container's ops that live above containers.c: exec, pause, unpause */
+        const char *op = strrchr(rest, '/');
+        if (!strcmp(m, "POST") && op && op > rest &&
+            (!strcmp(op, "/exec") || !strcmp(op, "/pause") || !strcmp(op, "/unpause"))) {
             char ref[1024];
-            snprintf(ref, sizeof ref, "%.*s", (int)(n - 5), rest);
+            snprintf(ref, sizeof ref, "%.*s", (int)(op - rest), rest);
             sv_container *c = sv_container_find(q->s, ref);
             if (!c)
                 return sv_reply_error(q, 404, "No such container: %s", ref);
-            return sv_exec_create(q, c);
+            if (!strcmp(op, "/exec"))
+                return sv_exec_create(q, c);
+            if (!strcmp(c->status, "removing"))
+                return sv_reply_error(q, 409, "removal of container %s is already in progress", c->id);
+            return sv_state_docker_pause(q, c, !strcmp(op, "/pause"));
         }
         return sv_containers_route(q, rest);
     }
