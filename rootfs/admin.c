@@ -387,6 +387,47 @@ int lis_rootfs_rm(const char *data_dir, const char *ref, int *removed_image, lis
     return rc;
 }
 
+int lis_rootfs_unstore_unused(const char *data_dir, const char *digest, char *trash, size_t tlen,
+                              int *what, lis_error *err)
+{
+    *what = LIS_UNSTORE_GONE;
+    trash[0] = 0;
+    const char *hex = !strncmp(digest, "sha256:", 7) ? digest + 7 : digest;
+    if (!rf_valid_hex(hex))
+        return rf_fail(err, EINVAL, "not an image digest: %s", digest);
+    int lock = rf_store_open(data_dir, RF_LOCK_TRY, err);
+    if (lock < 0) {
+        if (err->code != EWOULDBLOCK)
+            return -1;
+        *what = LIS_UNSTORE_BUSY;
+        return 0;
+    }
+    if (rf_blob_exists(data_dir, hex)) {
+        tagv tags;
+        all_tags(data_dir, &tags);
+        int tagged = 0;
+        for (size_t i = 0; i < tags.n && !tagged; i++)
+            tagged = !strcmp(tags.v[i].hex, hex);
+        free(tags.v);
+        char child[65];
+        if (tagged) {
+            *what = LIS_UNSTORE_TAGGED;
+        } else if (has_child(data_dir, hex, child)) {
+            *what = LIS_UNSTORE_PARENT;
+        } else {
+            unstore_image(data_dir, hex, trash, tlen);
+            *what = LIS_UNSTORE_DONE;
+        }
+    }
+    close(lock);
+    return 0;
+}
+
+int lis_rootfs_trash_rm(const char *trash)
+{
+    return rf_rm_tree(trash);
+}
+
 int lis_rootfs_gc(const char *data_dir, const char *const *keep, int *removed,
                   uint64_t *freed, lis_error *err)
 {

@@ -40,6 +40,7 @@ const char *rf_digest_hex(const char *s);
 
 /* Creates <data_dir>/rootfs/{blobs/sha256,meta,tags,tmp}; returns a lock fd
  * (flock shared or exclusive) to close when done, -1 on error. */
+#define RF_LOCK_TRY 2 /* exclusive, without waiting: EWOULDBLOCK when another holds it */
 int rf_store_open(const char *data_dir, int exclusive, lis_error *err);
 /* A fresh directory under <data_dir>/rootfs/tmp. */
 int rf_store_tmpdir(const char *data_dir, const char *what, char *out, size_t len,

@@ -83,6 +83,23 @@ int lis_rootfs_tag(const char *data_dir, const char *ref, const char *new_ref, l
  * image and every tag pointing to it, refused while a snapshot is made on it.
  * *removed_image tells whether files were deleted. */
 int lis_rootfs_rm(const char *data_dir, const char *ref, int *removed_image, lis_error *err);
+/* What lis_rootfs_unstore_unused did. */
+enum {
+    LIS_UNSTORE_DONE,   /* its files were moved to trash: lis_rootfs_trash_rm(trash) */
+    LIS_UNSTORE_GONE,   /* not in the store */
+    LIS_UNSTORE_TAGGED, /* kept: a tag names it */
+    LIS_UNSTORE_PARENT, /* kept: another image is made on it (try again when that is gone) */
+    LIS_UNSTORE_BUSY,   /* the store's lock is held: try again later */
+};
+/* Takes an image made for one's own use (lis serve's fork snapshots) out of the
+ * store when nothing needs it: no tag names it and it is no image's parent. It
+ * does not wait for the store's lock (the caller is an event loop): BUSY then.
+ * The files move to trash (PATH_MAX + 64 bytes) at once, so nothing starts on
+ * them; deleting them is lis_rootfs_trash_rm's (slow for a big image). Whether a
+ * sandbox runs on the image is the caller's to know. */
+int lis_rootfs_unstore_unused(const char *data_dir, const char *digest, char *trash, size_t tlen,
+                              int *what, lis_error *err);
+int lis_rootfs_trash_rm(const char *trash);
 /* Deletes untagged images (except those in keep, NULL-terminated directory
  * paths or chains "a:b:c" still in use, and the parents of every image kept)
  * and leftovers of interrupted imports. */

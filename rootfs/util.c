@@ -290,7 +290,8 @@ int rf_store_open(const char *data_dir, int exclusive, lis_error *err)
     int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
         return rf_fail(err, errno, "cannot open %s: %s", p, strerror(errno));
-    if (flock(fd, exclusive ? LOCK_EX : LOCK_SH) < 0) {
+    int how = exclusive == RF_LOCK_TRY ? LOCK_EX | LOCK_NB : exclusive ? LOCK_EX : LOCK_SH;
+    if (flock(fd, how) < 0) {
         int e = errno;
         close(fd);
         return rf_fail(err, e, "cannot lock %s: %s", p, strerror(e));

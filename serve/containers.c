@@ -508,7 +508,9 @@ static void rm_done(void *arg)
     unpark(c, 1);
     free(j->procs);
     free(j);
+    sv_server *s = c->s;
     container_free(c);
+    sv_autosnap_sweep(s); /* the fork snapshot it ran on may be unused now */
 }
 
 /* ---- a native sandbox's timeout (E2B's): the end of a leaked one -------------------------- */

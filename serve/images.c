@@ -327,6 +327,7 @@ static void rm_done(void *arg)
         }
         sv_req_finish(j->q, 200, sv_resp_json(a));
     }
+    sv_autosnap_sweep(s); /* a fork snapshot it was made on may be unused now */
     free(j);
 }
 

@@ -3,6 +3,7 @@
  * Layers (bottom-up; a file calls only files of lower rows):
  *   0 json.c loop.c    replies and JSON helpers; the epoll loop, timers, worker jobs
  *   1 stream.c         an upgraded (hijacked) connection: framing, buffered writes
+ *   1 autosnap.c       a fork's untagged snapshot, removed when nothing needs it
  *   2 images.c archive.c ports.c
  *   3 inspect.c        container inspect and list, the native API's view (read-only)
  *   3 create.c         a create body made into a container object
@@ -137,6 +138,9 @@ struct sv_server {
     unsigned long started_total;
     struct sv_fork *forks;      /* forks by Idempotency-Key (state.c) */
     struct sv_rm_job *removing; /* images being removed by a worker (images.c) */
+    struct sv_autosnap *autosnaps; /* fork snapshots to remove when unused (autosnap.c) */
+    int trash_jobs;             /* their rm -rf on workers */
+    sv_timer autosnap_retry;    /* the store was locked: sweep again */
 };
 
 /* ---- stream.c: an upgraded connection ------------------------------------------ */
@@ -178,6 +182,20 @@ cJSON *sv_image_meta(sv_server *s, const char *digest);
  * parent of a snapshot. */
 enum MHD_Result sv_image_remove(sv_req *q, const char *target, const char *digest, int native);
 enum MHD_Result sv_images_route(sv_req *q, const char *rest);
+
+/* ---- autosnap.c: a fork's untagged snapshot, removed when nothing needs it -------- */
+
+typedef struct sv_autosnap sv_autosnap;
+/* A fork made digest over parent for its sandboxes alone (untagged, new in the store). */
+void sv_autosnap_add(sv_server *s, const char *digest, const char *parent);
+/* A client was handed digest (a snapshot request): it is no longer ours to remove. */
+void sv_autosnap_forget(sv_server *s, const char *digest);
+/* Removes those no sandbox of the server runs on, that are no image's parent and
+ * have no tag; not one a snapshot in flight may come out as (call it again after
+ * that). Runs on the loop thread; the rm -rf goes to a worker. */
+void sv_autosnap_sweep(sv_server *s);
+/* At exit, after the containers: the rest, and waits for the rm -rf jobs. */
+void sv_autosnap_shutdown(sv_server *s);
 
 /* ---- archive.c ------------------------------------------------------------------ */
 

@@ -166,6 +166,8 @@ static void state_done(void *arg)
         c->paused = j->op == OP_PAUSE;
         sv_req_finish(j->q, j->docker ? 204 : 200, j->docker ? NULL : sv_resp_json(sv_sandbox_json(c)));
     }
+    if (j->op != OP_STATS)
+        sv_autosnap_sweep(c->s); /* none ran while this was in flight */
     free(j);
 }
 
@@ -260,6 +262,9 @@ static void snap_done(void *arg)
     } else {
         sv_req_finish(j->q, 201, sv_resp_json(snapshot_json(&j->res)));
     }
+    if (j->rc == 0) /* the client holds it now, even when a fork made the same one */
+        sv_autosnap_forget(j->c->s, j->res.digest);
+    sv_autosnap_sweep(j->c->s); /* none ran while this was in flight */
     free(j);
 }
 
@@ -438,6 +443,11 @@ static void fork_done(void *arg)
     sv_req_finish(j->q, 201, sv_resp_json(fork_reply(s, f, cJSON_Duplicate(f->snapshot, 1))));
     if (!j->keyed)
         fork_rec_free(f);
+    /* an untagged snapshot made for these forks goes with the last of them
+     * (autosnap.c); one that was in the store already is not ours */
+    if (!j->tag[0] && !j->snap.existed)
+        sv_autosnap_add(s, j->snap.digest, j->snap.parent);
+    sv_autosnap_sweep(s);
     free(j);
 }
 

@@ -91,8 +91,23 @@ Test(serve_api, native_endpoints, .timeout = 240)
                           "makes none"), "%s", out);
     cr_assert(strstr(out, "ok fork with count 0 -> 400"), "%s", out);
     cr_assert(strstr(out, "ok fork of a missing sandbox -> 404"), "%s", out);
+    cr_assert(strstr(out, "ok an untagged fork snapshot is removed with its last sandbox"), "%s", out);
+    cr_assert(strstr(out, "ok a fork snapshot stays while a fork of its fork runs"), "%s", out);
+    /* a fork was left running on two fork snapshots: the server's exit removes both */
+    char a[80] = "", b[80] = "";
+    const char *left = strstr(out, "info leftover fork snapshots ");
+    cr_assert(left && sscanf(left, "info leftover fork snapshots %79s %79s", a, b) == 2, "%s", out);
     free(out);
     cr_assert_eq(serve_stop(&s), 0);
+    const char *digests[] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        out = t_lis(&code, "rootfs inspect %s 2>&1", digests[i]);
+        cr_assert_neq(code, 0, "fork snapshot %s outlived lis serve: %s", digests[i], out);
+        free(out);
+    }
+    out = t_lis(&code, "rootfs inspect api-fork:v1 2>&1"); /* a tagged one stays */
+    cr_assert_eq(code, 0, "%s", out);
+    free(out);
 }
 
 /* The Python client against a running server, then starting one on demand. */

@@ -297,8 +297,8 @@ class Sandbox:
     def delete_snapshot(cls, ref, socket: Optional[str] = None) -> bool:
         """Deletes a snapshot (by tag, id or Snapshot) and all its tags from the store
         (E2B's name). ConflictException while a sandbox runs on it or another snapshot
-        is made on it; NotFoundException when there is none. A fork's snapshot stays
-        until deleted (or `lis rootfs gc`): RL loops delete it once its forks are gone."""
+        is made on it; NotFoundException when there is none. An untagged fork's
+        snapshot needs no deleting: lis serve removes it with its last sandbox."""
         ref = ref.id if isinstance(ref, Snapshot) else ref
         Client(socket).call("DELETE", "snapshots/%s" % _q(ref))
         return True
