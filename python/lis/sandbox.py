@@ -375,7 +375,8 @@ class Sandbox:
         none of them). Like snapshot(), a fork copies files, not processes.
         Returns a list of `count` elements: a Sandbox, or a SandboxException with
         the server's message where that fork failed (the others stand);
-        .snapshot is the snapshot. memory/net/envs override what the forks
+        .snapshot is the snapshot; untagged, lis serve removes it with the last
+        sandbox on it (give a tag to keep it). memory/net/envs override what the forks
         inherit; timeout is each fork's lifetime as in create() (not inherited).
         Carries an Idempotency-Key like create()."""
         body = {"count": int(count)}
