@@ -93,6 +93,8 @@ Test(serve_api, native_endpoints, .timeout = 240)
     cr_assert(strstr(out, "ok fork of a missing sandbox -> 404"), "%s", out);
     cr_assert(strstr(out, "ok an untagged fork snapshot is removed with its last sandbox"), "%s", out);
     cr_assert(strstr(out, "ok a fork snapshot stays while a fork of its fork runs"), "%s", out);
+    cr_assert(strstr(out, "ok a second fork of an unchanged sandbox is on the same snapshot"), "%s", out);
+    cr_assert(strstr(out, "ok ... which stays while the second fork's sandbox runs"), "%s", out);
     /* a fork was left running on two fork snapshots: the server's exit removes both */
     char a[80] = "", b[80] = "";
     const char *left = strstr(out, "info leftover fork snapshots ");

@@ -410,6 +410,21 @@ if len(k5) == 2:
     req("DELETE", "sandboxes/" + k5[1])
     check("an untagged fork snapshot is removed with its last sandbox",
           snap_status(fk5["snapshot"]["id"]) == 404)
+    run(sid, {"cmd": "echo nine > /work/snap/nine"})
+    fa = jreq("POST", "sandboxes/%s/fork" % sid, {"count": 1})[2]
+    fb = jreq("POST", "sandboxes/%s/fork" % sid, {"count": 1})[2]  # nothing changed since
+    ka = [x["id"] for x in fa.get("sandboxes", []) if x.get("id")]
+    kb = [x["id"] for x in fb.get("sandboxes", []) if x.get("id")]
+    check("a second fork of an unchanged sandbox is on the same snapshot (existed)",
+          len(ka) == 1 and len(kb) == 1 and fa["snapshot"]["id"] == fb["snapshot"]["id"]
+          and fb["snapshot"]["existed"], (fa, fb))
+    if ka and kb:
+        req("DELETE", "sandboxes/" + ka[0])
+        check("... which stays while the second fork's sandbox runs",
+              snap_status(fa["snapshot"]["id"]) == 200
+              and run(kb[0], {"cmd": "cat /work/snap/nine"})[0] == b"nine\n")
+        req("DELETE", "sandboxes/" + kb[0])
+        check("... and goes with it", snap_status(fa["snapshot"]["id"]) == 404)
     run(sid, {"cmd": "echo seven > /work/snap/seven"})
     st, _, fk7 = jreq("POST", "sandboxes/%s/fork" % sid, {"count": 1})
     k7 = [x["id"] for x in fk7.get("sandboxes", []) if x.get("id")]
