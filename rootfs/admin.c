@@ -392,8 +392,8 @@ int lis_rootfs_unstore_unused(const char *data_dir, const char *digest, char *tr
 {
     *what = LIS_UNSTORE_GONE;
     trash[0] = 0;
-    const char *hex = !strncmp(digest, "sha256:", 7) ? digest + 7 : digest;
-    if (!rf_valid_hex(hex))
+    const char *hex = rf_digest_hex(digest);
+    if (!hex)
         return rf_fail(err, EINVAL, "not an image digest: %s", digest);
     int lock = rf_store_open(data_dir, RF_LOCK_TRY, err);
     if (lock < 0) {

@@ -24,6 +24,7 @@ struct sv_autosnap {
     char digest[80];
     char parent[80]; /* the image it was made over */
     int last; /* what the last try did: LIS_UNSTORE_BUSY or _PARENT (kept for now) */
+    unsigned long tried_at; /* s->images_removed then: a parent is tried again after a removal */
     struct sv_autosnap *next;
 };
 
@@ -77,9 +78,11 @@ static void trash_done(void *arg)
     free(j);
 }
 
+static void sweep(sv_server *s, int force);
+
 static void retry(void *arg)
 {
-    sv_autosnap_sweep(arg);
+    sweep(arg, 0);
 }
 
 /* A sandbox runs on it, or a snapshot in flight may come out as it (one of a
@@ -93,7 +96,9 @@ static int in_use(sv_server *s, const sv_autosnap *a)
     return 0;
 }
 
-void sv_autosnap_sweep(sv_server *s)
+/* force: also those kept as a parent with no image removed since (at exit: an
+ * image may have gone by another process's hand) */
+static void sweep(sv_server *s, int force)
 {
     if (!s->autosnaps)
         return;
@@ -103,6 +108,9 @@ void sv_autosnap_sweep(sv_server *s)
         for (sv_autosnap *a = s->autosnaps, *next; a; a = next) {
             next = a->next;
             if (in_use(s, a))
+                continue;
+            /* a parent stays one until an image goes: no store scan per sandbox removal */
+            if (!force && a->last == LIS_UNSTORE_PARENT && a->tried_at == s->images_removed)
                 continue;
             char trash[PATH_MAX + 64];
             int what;
@@ -115,12 +123,13 @@ void sv_autosnap_sweep(sv_server *s)
                 continue;
             }
             a->last = what;
+            a->tried_at = s->images_removed;
             if (what == LIS_UNSTORE_BUSY || what == LIS_UNSTORE_PARENT) {
                 busy |= what == LIS_UNSTORE_BUSY;
                 continue;
             }
             if (what == LIS_UNSTORE_DONE) {
-                again = 1;
+                s->images_removed++;
                 trash_job *j = calloc(1, sizeof *j);
                 if (j) {
                     j->s = s;
@@ -140,12 +149,17 @@ void sv_autosnap_sweep(sv_server *s)
         sv_timer_arm(s->loop, &s->autosnap_retry, 1.0, retry, s);
 }
 
+void sv_autosnap_sweep(sv_server *s)
+{
+    sweep(s, 0);
+}
+
 void sv_autosnap_shutdown(sv_server *s)
 {
     /* the containers are gone: what is left goes, unless the store stays busy */
     for (int i = 0; s->autosnaps && i < 100; i++) {
         sv_timer_cancel(s->loop, &s->autosnap_retry);
-        sv_autosnap_sweep(s);
+        sweep(s, 1);
         int waiting = 0;
         for (sv_autosnap *a = s->autosnaps; a && !waiting; a = a->next)
             waiting = a->last == LIS_UNSTORE_BUSY || in_use(s, a);

@@ -327,6 +327,8 @@ static void rm_done(void *arg)
         }
         sv_req_finish(j->q, 200, sv_resp_json(a));
     }
+    if (j->rc == 0)
+        s->images_removed++;
     sv_autosnap_sweep(s); /* a fork snapshot it was made on may be unused now */
     free(j);
 }

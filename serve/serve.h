@@ -140,6 +140,7 @@ struct sv_server {
     struct sv_rm_job *removing; /* images being removed by a worker (images.c) */
     struct sv_autosnap *autosnaps; /* fork snapshots to remove when unused (autosnap.c) */
     int trash_jobs;             /* their rm -rf on workers */
+    unsigned long images_removed; /* by this server: a kept parent may be free now */
     sv_timer autosnap_retry;    /* the store was locked: sweep again */
 };
 
