@@ -16,25 +16,22 @@
 
 /* ---- small helpers (util.c) -------------------------------------------- */
 
-typedef struct sbuf {
+typedef struct strbuf {
     char *s;
     size_t len, cap;
     int oom;
-} sbuf;
+} strbuf;
 
-void sb_putn(sbuf *b, const char *p, size_t n);
-void sb_puts(sbuf *b, const char *s);
-void sb_putc(sbuf *b, char c);
-void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void strbuf_putn(strbuf *b, const char *p, size_t n);
+void strbuf_puts(strbuf *b, const char *s);
+void strbuf_putc(strbuf *b, char c);
+void strbuf_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Returns the malloc'ed NUL-terminated string (never NULL unless out of memory). */
-char *sb_take(sbuf *b);
-void sb_free(sbuf *b);
+char *strbuf_take(strbuf *b);
+void strbuf_release(strbuf *b);
 
-int agent_fail(lis_error *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 char *agent_strdup(const char *s);
 char *agent_strndup(const char *s, size_t n);
-double agent_now(void);
 void agent_sleep(double seconds);
 /* Reads a whole host file (settings, prompt configs); NULL on error. */
 char *agent_read_host_file(const char *path, size_t *len, lis_error *err);
@@ -223,7 +220,8 @@ typedef struct llm_client llm_client;
 llm_client *llm_new(const llm_config *cfg, lis_error *err);
 void llm_free(llm_client *c);
 /* One chat completion with tools; retries per the config. On failure err
- * names the cause; err->code is an HTTP status or 0 for transport errors. */
+ * names the cause; err->http_status is the HTTP status (0: no reply, then
+ * err->code is EHOSTUNREACH). */
 int llm_chat(llm_client *c, const cJSON *messages, const cJSON *tools, llm_reply *out,
              lis_error *err);
 void llm_reply_free(llm_reply *r);
@@ -247,18 +245,18 @@ CURL *llm_call_handle(const llm_call *k);
 void llm_call_set_log(llm_call *k, FILE *log);
 /* The transfer of the attempt ended with rc: LLM_CALL_DONE (out filled),
  * LLM_CALL_RETRY (start the next attempt after *wait seconds) or
- * LLM_CALL_FAILED (err says why; err->code the HTTP status, 0 transport). */
+ * LLM_CALL_FAILED (err says why; err->http_status the HTTP status, 0 transport). */
 int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_error *err);
 void llm_call_free(llm_call *k);
 
 /* Parses a text/event-stream body chunk by chunk (sse.c). */
 typedef struct sse_state {
-    sbuf line;       /* the current partial line */
-    sbuf data;       /* data: lines of the current event */
+    strbuf line;       /* the current partial line */
+    strbuf data;       /* data: lines of the current event */
     int done;        /* [DONE] seen */
     int events;
     /* the assembled reply */
-    sbuf content, reasoning;
+    strbuf content, reasoning;
     cJSON *tool_calls;   /* array being assembled */
     cJSON *error;        /* an error object sent in the stream */
     char finish_reason[32];

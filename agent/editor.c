@@ -22,24 +22,24 @@ static const char TRUNCATED_MESSAGE[] =
 /* Python's str.expandtabs(8); columns count code points, reset at \n. */
 static char *expand_tabs(const char *s)
 {
-    sbuf b = {0};
-    sb_putn(&b, "", 0);
+    strbuf b = {0};
+    strbuf_putn(&b, "", 0);
     size_t col = 0;
     for (const char *p = s; *p; p++) {
         if (*p == '\t') {
             size_t n = 8 - col % 8;
             for (size_t i = 0; i < n; i++)
-                sb_putc(&b, ' ');
+                strbuf_putc(&b, ' ');
             col += n;
             continue;
         }
-        sb_putc(&b, *p);
+        strbuf_putc(&b, *p);
         if (*p == '\n' || *p == '\r')
             col = 0;
         else if (((unsigned char)*p & 0xC0) != 0x80)
             col++;
     }
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 static char *maybe_truncate(const char *s)
@@ -47,14 +47,14 @@ static char *maybe_truncate(const char *s)
     size_t n = strlen(s), cut = agent_utf8_prefix(s, n, ED_MAX_RESPONSE);
     if (cut >= n)
         return agent_strdup(s);
-    sbuf b = {0};
-    sb_putn(&b, s, cut);
-    sb_puts(&b, TRUNCATED_MESSAGE);
-    return sb_take(&b);
+    strbuf b = {0};
+    strbuf_putn(&b, s, cut);
+    strbuf_puts(&b, TRUNCATED_MESSAGE);
+    return strbuf_take(&b);
 }
 
 /* Appends lines [from, to) of text (split on \n) numbered like cat -n. */
-static void numbered(sbuf *b, const char *text, long from, long to, long first_no)
+static void numbered(strbuf *b, const char *text, long from, long to, long first_no)
 {
     long line = 0, k = 0;
     const char *p = text;
@@ -63,9 +63,9 @@ static void numbered(sbuf *b, const char *text, long from, long to, long first_n
         size_t len = e ? (size_t)(e - p) : strlen(p);
         if (line >= from && (to < 0 || line < to)) {
             if (k++)
-                sb_putc(b, '\n');
-            sb_printf(b, "%6ld\t", first_no + line - from);
-            sb_putn(b, p, len);
+                strbuf_putc(b, '\n');
+            strbuf_printf(b, "%6ld\t", first_no + line - from);
+            strbuf_putn(b, p, len);
         }
         line++;
         if (!e || (to >= 0 && line >= to))
@@ -83,14 +83,14 @@ static long count_lines_split(const char *s)
 }
 
 /* The original's make_output: clip, expand tabs, number. */
-static void make_output(sbuf *b, const char *content, const char *desc, long init_line)
+static void make_output(strbuf *b, const char *content, const char *desc, long init_line)
 {
     char *clipped = maybe_truncate(content);
     char *exp = clipped ? expand_tabs(clipped) : NULL;
-    sb_printf(b, "Here's the result of running `cat -n` on %s:\n", desc);
+    strbuf_printf(b, "Here's the result of running `cat -n` on %s:\n", desc);
     if (exp)
         numbered(b, exp, 0, -1, init_line);
-    sb_putc(b, '\n');
+    strbuf_putc(b, '\n');
     free(clipped);
     free(exp);
 }
@@ -98,8 +98,8 @@ static void make_output(sbuf *b, const char *content, const char *desc, long ini
 /* Lines [from, to) of s joined with \n (Python's "\n".join(lines[from:to])). */
 static char *slice_lines(const char *s, long from, long to)
 {
-    sbuf b = {0};
-    sb_putn(&b, "", 0);
+    strbuf b = {0};
+    strbuf_putn(&b, "", 0);
     long line = 0;
     int first = 1;
     const char *p = s;
@@ -108,16 +108,16 @@ static char *slice_lines(const char *s, long from, long to)
         size_t len = e ? (size_t)(e - p) : strlen(p);
         if (line >= from && line < to) {
             if (!first)
-                sb_putc(&b, '\n');
+                strbuf_putc(&b, '\n');
             first = 0;
-            sb_putn(&b, p, len);
+            strbuf_putn(&b, p, len);
         }
         line++;
         if (!e || line >= to)
             break;
         p = e + 1;
     }
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 /* ---- pure edit operations ---------------------------------------------- */
@@ -144,9 +144,9 @@ size_t ed_count(const char *hay, size_t hn, const char *needle, size_t nn, size_
  * output byte i (map may be NULL). */
 static char *normalize(const char *s, size_t n, size_t **map, size_t *out_n)
 {
-    sbuf b = {0};
+    strbuf b = {0};
     size_t cap = 0, *m = NULL, col = 0;
-    sb_putn(&b, "", 0);
+    strbuf_putn(&b, "", 0);
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (c == '\r')
@@ -154,19 +154,14 @@ static char *normalize(const char *s, size_t n, size_t **map, size_t *out_n)
         size_t reps = c == '\t' ? 8 - col % 8 : 1;
         for (size_t r = 0; r < reps; r++) {
             if (map) {
-                if (b.len >= cap) {
-                    cap = cap ? cap * 2 : 1024;
-                    size_t *g = realloc(m, cap * sizeof *m);
-                    if (!g) {
-                        free(m);
-                        sb_free(&b);
-                        return NULL;
-                    }
-                    m = g;
+                if (LIS_GROW(m, cap, b.len + 1) < 0) {
+                    free(m);
+                    strbuf_release(&b);
+                    return NULL;
                 }
                 m[b.len] = i;
             }
-            sb_putc(&b, c == '\t' ? ' ' : c);
+            strbuf_putc(&b, c == '\t' ? ' ' : c);
         }
         if (c == '\t')
             col += reps;
@@ -178,7 +173,7 @@ static char *normalize(const char *s, size_t n, size_t **map, size_t *out_n)
     *out_n = b.len;
     if (map)
         *map = m;
-    char *r = sb_take(&b);
+    char *r = strbuf_take(&b);
     if (!r && map) {
         free(m);
         *map = NULL;
@@ -189,14 +184,14 @@ static char *normalize(const char *s, size_t n, size_t **map, size_t *out_n)
 /* \n not preceded by \r becomes \r\n */
 static char *to_crlf(const char *s)
 {
-    sbuf b = {0};
-    sb_putn(&b, "", 0);
+    strbuf b = {0};
+    strbuf_putn(&b, "", 0);
     for (const char *p = s; *p; p++) {
         if (*p == '\n' && (p == s || p[-1] != '\r'))
-            sb_putc(&b, '\r');
-        sb_putc(&b, *p);
+            strbuf_putc(&b, '\r');
+        strbuf_putc(&b, *p);
     }
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 static size_t count_nl(const char *s, size_t n)
@@ -276,20 +271,20 @@ int ed_insert(const char *data, size_t len, long line, const char *text, char **
         const char *e = memchr(data + off, '\n', len - off);
         off = e ? (size_t)(e - data) + 1 : len;
     }
-    sbuf b = {0};
-    sb_putn(&b, data, off);
+    strbuf b = {0};
+    strbuf_putn(&b, data, off);
     if (line == nl && len && data[len - 1] != '\n') {
-        sb_puts(&b, eol);
-        sb_putn(&b, t, tn);
+        strbuf_puts(&b, eol);
+        strbuf_putn(&b, t, tn);
     } else {
-        sb_putn(&b, t, tn);
+        strbuf_putn(&b, t, tn);
         if (!tn || t[tn - 1] != '\n')
-            sb_puts(&b, eol);
+            strbuf_puts(&b, eol);
     }
-    sb_putn(&b, data + off, len - off);
+    strbuf_putn(&b, data + off, len - off);
     free(conv);
     *out_len = b.len;
-    *out = sb_take(&b);
+    *out = strbuf_take(&b);
     return *out ? 0 : -1;
 }
 
@@ -298,16 +293,16 @@ int ed_insert(const char *data, size_t len, long line, const char *text, char **
 /* Absolute, lexically normalized ("." and ".." folded, no trailing /). */
 static char *norm_path(const char *workdir, const char *p)
 {
-    sbuf in = {0};
+    strbuf in = {0};
     if (p[0] != '/') {
-        sb_puts(&in, workdir);
-        sb_putc(&in, '/');
+        strbuf_puts(&in, workdir);
+        strbuf_putc(&in, '/');
     }
-    sb_puts(&in, p);
-    char *s = sb_take(&in);
+    strbuf_puts(&in, p);
+    char *s = strbuf_take(&in);
     if (!s)
         return NULL;
-    sbuf b = {0};
+    strbuf b = {0};
     char *save = NULL;
     for (char *t = strtok_r(s, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
         if (!strcmp(t, "."))
@@ -318,13 +313,13 @@ static char *norm_path(const char *workdir, const char *p)
                 b.len = (size_t)(slash - b.s), b.s[b.len] = 0;
             continue;
         }
-        sb_putc(&b, '/');
-        sb_puts(&b, t);
+        strbuf_putc(&b, '/');
+        strbuf_puts(&b, t);
     }
     free(s);
     if (!b.len)
-        sb_putc(&b, '/');
-    return sb_take(&b);
+        strbuf_putc(&b, '/');
+    return strbuf_take(&b);
 }
 
 static int under(const char *path, const char *dir)
@@ -361,17 +356,17 @@ static char *safe_path(const ed_fs *fs, const char *workdir, const char *abs, co
         return agent_strdup(abs);
     lis_error err = {0};
     char *real = fs->resolve(fs->ctx, abs, &err);
-    sbuf b = {0};
+    strbuf b = {0};
     if (!real) {
-        sb_printf(&b, "Error: cannot resolve the symlink in %s: %s", shown, err.msg);
+        strbuf_printf(&b, "Error: cannot resolve the symlink in %s: %s", shown, err.msg);
     } else if (under(abs, workdir) && !under(real, workdir)) {
-        sb_printf(&b, "Error: %s is a symlink to %s, outside %s; refusing to follow it.", shown,
+        strbuf_printf(&b, "Error: %s is a symlink to %s, outside %s; refusing to follow it.", shown,
                   real, workdir);
     } else {
         return real;
     }
     free(real);
-    *msg = sb_take(&b);
+    *msg = strbuf_take(&b);
     return NULL;
 }
 
@@ -379,10 +374,10 @@ static int is_binary(const char *data, size_t len) { return memchr(data, 0, len)
 
 static char *binary_msg(const char *shown)
 {
-    sbuf b = {0};
-    sb_printf(&b, "Error: %s is a binary file; str_replace_editor only handles text files. Use "
+    strbuf b = {0};
+    strbuf_printf(&b, "Error: %s is a binary file; str_replace_editor only handles text files. Use "
               "execute_bash to inspect or change it.", shown);
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 static char *str_param(const cJSON *params, const char *name, char **owned)
@@ -400,39 +395,39 @@ static char *str_param(const cJSON *params, const char *name, char **owned)
 
 static char *view(const ed_fs *fs, const char *path, const char *shown, const cJSON *params)
 {
-    sbuf b = {0};
+    strbuf b = {0};
     char kind = 0;
     uint64_t size = 0;
     lis_error err = {0};
     if (fs->stat(fs->ctx, path, &kind, &size, &err) < 0 || (kind != 'd' && kind != 'f')) {
-        sb_printf(&b, "Error: Path not found: %s", shown);
-        return sb_take(&b);
+        strbuf_printf(&b, "Error: Path not found: %s", shown);
+        return strbuf_take(&b);
     }
     if (kind == 'd') {
         char *list = fs->list(fs->ctx, path, &err);
         if (!list)
-            sb_printf(&b, "Error: cannot list %s: %s", shown, err.msg);
+            strbuf_printf(&b, "Error: cannot list %s: %s", shown, err.msg);
         else if (!*list)
-            sb_printf(&b, "(empty directory: %s)", shown);
+            strbuf_printf(&b, "(empty directory: %s)", shown);
         else {
             char *clean = agent_clean_output(list, strlen(list));
-            sb_printf(&b, "Here's the files and directories up to 2 levels deep in %s, "
+            strbuf_printf(&b, "Here's the files and directories up to 2 levels deep in %s, "
                       "excluding hidden:\n%s", shown, clean ? clean : "");
             free(clean);
         }
         free(list);
-        return sb_take(&b);
+        return strbuf_take(&b);
     }
     char *data = NULL;
     size_t len = 0;
     if (fs->read(fs->ctx, path, ED_MAX_FILE, &data, &len, &err) < 0) {
         if (err.code == EFBIG)
-            sb_printf(&b, "Error: %s is too large for the editor (%llu bytes, the limit is %u "
+            strbuf_printf(&b, "Error: %s is too large for the editor (%llu bytes, the limit is %u "
                       "MiB); use execute_bash (head, sed -n, grep -n) to read parts of it.",
                       shown, (unsigned long long)size, ED_MAX_FILE >> 20);
         else
-            sb_printf(&b, "Error: Could not read file %s: %s", shown, err.msg);
-        return sb_take(&b);
+            strbuf_printf(&b, "Error: Could not read file %s: %s", shown, err.msg);
+        return strbuf_take(&b);
     }
     if (is_binary(data, len)) {
         free(data);
@@ -440,8 +435,8 @@ static char *view(const ed_fs *fs, const char *path, const char *shown, const cJ
     }
     if (!len) {
         free(data);
-        sb_printf(&b, "(empty file: %s)", shown);
-        return sb_take(&b);
+        strbuf_printf(&b, "(empty file: %s)", shown);
+        return strbuf_take(&b);
     }
     char *clean = agent_clean_output(data, len);
     free(data);
@@ -451,18 +446,18 @@ static char *view(const ed_fs *fs, const char *path, const char *shown, const cJ
         return NULL;
     long total = count_lines_split(exp);
     const cJSON *vr = cJSON_GetObjectItemCaseSensitive(params, "view_range");
-    sbuf r = {0};
-    sb_printf(&r, "Here's the result of running `cat -n` on %s:\n", shown);
+    strbuf r = {0};
+    strbuf_printf(&r, "Here's the result of running `cat -n` on %s:\n", shown);
     if (cJSON_IsArray(vr) && cJSON_GetArraySize(vr) == 2) {
         long start = agent_json_long(cJSON_GetArrayItem(vr, 0));
         long end = agent_json_long(cJSON_GetArrayItem(vr, 1));
         if (!(1 <= start && start <= total)) {
-            sb_printf(&b, "Error: Invalid view_range [%ld, %ld]: start line must be in [1, %ld]",
+            strbuf_printf(&b, "Error: Invalid view_range [%ld, %ld]: start line must be in [1, %ld]",
                       start, end, total);
             goto range_err;
         }
         if (end != -1 && (end < start || end > total)) {
-            sb_printf(&b, "Error: Invalid view_range [%ld, %ld]: end must be >= start and <= "
+            strbuf_printf(&b, "Error: Invalid view_range [%ld, %ld]: end must be >= start and <= "
                       "%ld, or -1 to view until end.", start, end, total);
             goto range_err;
         }
@@ -471,14 +466,14 @@ static char *view(const ed_fs *fs, const char *path, const char *shown, const cJ
         numbered(&r, exp, 0, -1, 1);
     }
     free(exp);
-    char *res = sb_take(&r);
+    char *res = strbuf_take(&r);
     char *out = res ? maybe_truncate(res) : NULL;
     free(res);
     return out;
 range_err:
     free(exp);
-    sb_free(&r);
-    return sb_take(&b);
+    strbuf_release(&r);
+    return strbuf_take(&b);
 }
 
 static char *create(const ed_fs *fs, const char *path, const char *shown, const cJSON *params)
@@ -487,20 +482,20 @@ static char *create(const ed_fs *fs, const char *path, const char *shown, const 
     const char *text = str_param(params, "file_text", &owned);
     if (!text)
         text = "";
-    sbuf b = {0};
+    strbuf b = {0};
     lis_error err = {0};
     if (fs->write(fs->ctx, path, text, strlen(text), &err) < 0) {
-        sb_printf(&b, "Error creating file: %s", err.msg);
+        strbuf_printf(&b, "Error creating file: %s", err.msg);
     } else {
         char *clean = agent_clean_output(text, strlen(text));
-        sb_printf(&b, "File created at %s. ", shown);
+        strbuf_printf(&b, "File created at %s. ", shown);
         make_output(&b, clean ? clean : "", shown, 1);
-        sb_puts(&b, "Review the file and make sure that it is as expected. Edit the file if "
+        strbuf_puts(&b, "Review the file and make sure that it is as expected. Edit the file if "
                     "necessary.");
         free(clean);
     }
     free(owned);
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 /* Reads a text file for an edit; returns NULL with *msg set on failure. */
@@ -509,14 +504,14 @@ static char *read_text(const ed_fs *fs, const char *path, const char *shown, siz
 {
     char *data = NULL;
     lis_error err = {0};
-    sbuf b = {0};
+    strbuf b = {0};
     if (fs->read(fs->ctx, path, ED_MAX_FILE, &data, len, &err) < 0) {
         if (err.code == EFBIG)
-            sb_printf(&b, "Error: %s is too large for the editor (the limit is %u MiB)", shown,
+            strbuf_printf(&b, "Error: %s is too large for the editor (the limit is %u MiB)", shown,
                       ED_MAX_FILE >> 20);
         else
-            sb_printf(&b, "Error: Could not read file %s", shown);
-        *msg = sb_take(&b);
+            strbuf_printf(&b, "Error: Could not read file %s", shown);
+        *msg = strbuf_take(&b);
         return NULL;
     }
     if (is_binary(data, *len)) {
@@ -533,9 +528,9 @@ static char *str_replace(const ed_fs *fs, const char *path, const char *shown,
     char *own_old, *own_new, *msg = NULL;
     const char *old_s = str_param(params, "old_str", &own_old);
     const char *new_s = str_param(params, "new_str", &own_new);
-    sbuf b = {0};
+    strbuf b = {0};
     if (!old_s || !*old_s) {
-        sb_puts(&b, "Error: old_str is required for str_replace.");
+        strbuf_puts(&b, "Error: old_str is required for str_replace.");
         goto out;
     }
     if (!new_s)
@@ -543,7 +538,7 @@ static char *str_replace(const ed_fs *fs, const char *path, const char *shown,
     size_t len = 0;
     char *data = read_text(fs, path, shown, &len, &msg);
     if (!data) {
-        sb_puts(&b, msg ? msg : "Error: out of memory");
+        strbuf_puts(&b, msg ? msg : "Error: out of memory");
         goto out;
     }
     char *edited = NULL;
@@ -552,18 +547,18 @@ static char *str_replace(const ed_fs *fs, const char *path, const char *shown,
     free(data);
     if (rc < 0) {
         if (count == 0)
-            sb_printf(&b, "Error: No occurrences of old_str found in %s for replacement.", shown);
+            strbuf_printf(&b, "Error: No occurrences of old_str found in %s for replacement.", shown);
         else if (count > 1)
-            sb_printf(&b, "Error: Multiple occurrences (%zu) of old_str found in %s. Please "
+            strbuf_printf(&b, "Error: Multiple occurrences (%zu) of old_str found in %s. Please "
                       "ensure it is unique before using str_replace.", count, shown);
         else
-            sb_puts(&b, "Error: out of memory");
+            strbuf_puts(&b, "Error: out of memory");
         goto out;
     }
     lis_error err = {0};
     if (fs->write(fs->ctx, path, edited, elen, &err) < 0) {
         free(edited);
-        sb_printf(&b, "Error writing file: %s", shown);
+        strbuf_printf(&b, "Error writing file: %s", shown);
         goto out;
     }
     char *clean = agent_clean_output(edited, elen);
@@ -575,9 +570,9 @@ static char *str_replace(const ed_fs *fs, const char *path, const char *shown,
     char *snippet = clean ? slice_lines(clean, start, end + 1) : NULL;
     char desc[4200];
     snprintf(desc, sizeof desc, "a snippet of %s", shown);
-    sb_printf(&b, "The file %s has been edited. ", shown);
+    strbuf_printf(&b, "The file %s has been edited. ", shown);
     make_output(&b, snippet ? snippet : "", desc, start + 1);
-    sb_puts(&b, "Review the changes and make sure they are as expected. Edit the file again if "
+    strbuf_puts(&b, "Review the changes and make sure they are as expected. Edit the file again if "
                 "necessary.");
     free(snippet);
     free(clean);
@@ -585,7 +580,7 @@ out:
     free(msg);
     free(own_old);
     free(own_new);
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 static char *insert(const ed_fs *fs, const char *path, const char *shown, const cJSON *params)
@@ -598,15 +593,15 @@ static char *insert(const ed_fs *fs, const char *path, const char *shown, const 
         k = agent_json_long(il);
     else if (cJSON_IsString(il))
         k = strtol(il->valuestring, NULL, 10);
-    sbuf b = {0};
+    strbuf b = {0};
     if (!new_s || !*new_s) {
-        sb_puts(&b, "Error: new_str is required for insert.");
+        strbuf_puts(&b, "Error: new_str is required for insert.");
         goto out;
     }
     size_t len = 0;
     char *data = read_text(fs, path, shown, &len, &msg);
     if (!data) {
-        sb_puts(&b, msg ? msg : "Error: out of memory");
+        strbuf_puts(&b, msg ? msg : "Error: out of memory");
         goto out;
     }
     char *edited = NULL;
@@ -615,13 +610,13 @@ static char *insert(const ed_fs *fs, const char *path, const char *shown, const 
     int rc = ed_insert(data, len, k, new_s, &edited, &elen, &nlines);
     free(data);
     if (rc < 0) {
-        sb_printf(&b, "Error: Invalid insert_line %ld. Must be in [0, %ld].", k, nlines);
+        strbuf_printf(&b, "Error: Invalid insert_line %ld. Must be in [0, %ld].", k, nlines);
         goto out;
     }
     lis_error err = {0};
     if (fs->write(fs->ctx, path, edited, elen, &err) < 0) {
         free(edited);
-        sb_printf(&b, "Error writing file: %s", shown);
+        strbuf_printf(&b, "Error writing file: %s", shown);
         goto out;
     }
     char *clean = agent_clean_output(edited, elen);
@@ -630,17 +625,17 @@ static char *insert(const ed_fs *fs, const char *path, const char *shown, const 
     long m = (long)count_nl(new_s, nn) + 1 - (nn && new_s[nn - 1] == '\n' ? 1 : 0);
     long from = k - ED_SNIPPET_LINES < 0 ? 0 : k - ED_SNIPPET_LINES;
     char *snippet = clean ? slice_lines(clean, from, k + m + ED_SNIPPET_LINES) : NULL;
-    sb_printf(&b, "The file %s has been edited. ", shown);
+    strbuf_printf(&b, "The file %s has been edited. ", shown);
     make_output(&b, snippet ? snippet : "", "a snippet of the edited file",
                 k - ED_SNIPPET_LINES + 1 > 1 ? k - ED_SNIPPET_LINES + 1 : 1);
-    sb_puts(&b, "Review the changes and make sure they are as expected (correct indentation, no "
+    strbuf_puts(&b, "Review the changes and make sure they are as expected (correct indentation, no "
                 "duplicate lines, etc). Edit the file again if necessary.");
     free(snippet);
     free(clean);
 out:
     free(msg);
     free(own_new);
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 char *agent_editor_run(const ed_fs *fs, const char *workdir, const cJSON *params)
@@ -655,9 +650,9 @@ char *agent_editor_run(const ed_fs *fs, const char *workdir, const cJSON *params
     }
     if (strcmp(command, "view") && strcmp(command, "create") && strcmp(command, "str_replace") &&
         strcmp(command, "insert")) {
-        sbuf b = {0};
-        sb_printf(&b, "Unknown command: %s", command);
-        res = sb_take(&b);
+        strbuf b = {0};
+        strbuf_printf(&b, "Unknown command: %s", command);
+        res = strbuf_take(&b);
         goto out;
     }
     abs = norm_path(workdir, shown);
@@ -684,18 +679,18 @@ out:
 
 /* ---- the sandbox file system ------------------------------------------- */
 
-static int sb_read(void *ctx, const char *path, size_t max, char **data, size_t *len,
+static int sandbox_fs_read(void *ctx, const char *path, size_t max, char **data, size_t *len,
                    lis_error *err)
 {
     return lis_file_read(((const agent_tool_env *)ctx)->sb, path, max, data, len, err);
 }
 
-static int sb_write(void *ctx, const char *path, const char *data, size_t len, lis_error *err)
+static int sandbox_fs_write(void *ctx, const char *path, const char *data, size_t len, lis_error *err)
 {
     return lis_file_write(((const agent_tool_env *)ctx)->sb, path, data, len, 0, err);
 }
 
-static int sb_stat(void *ctx, const char *path, char *kind, uint64_t *size, lis_error *err)
+static int sandbox_fs_stat(void *ctx, const char *path, char *kind, uint64_t *size, lis_error *err)
 {
     return lis_file_stat(((const agent_tool_env *)ctx)->sb, path, kind, size, err);
 }
@@ -709,16 +704,16 @@ static char *run_capture(const agent_tool_env *env, const char *const *argv, lis
         return NULL;
     char *out = NULL;
     if (res.exec_failed)
-        agent_fail(err, ENOENT, "%s", res.err_msg);
+        lis_fail(err, ENOENT, "%s", res.err_msg);
     else if (res.exit_code != 0)
-        agent_fail(err, EIO, "%s failed: %.300s", argv[0], res.err.data ? res.err.data : "");
+        lis_fail(err, EIO, "%s failed: %.300s", argv[0], res.err.data ? res.err.data : "");
     else
         out = agent_strndup(res.out.data ? res.out.data : "", res.out.len);
     lis_result_free(&res);
     return out;
 }
 
-static char *sb_list(void *ctx, const char *path, lis_error *err)
+static char *sandbox_fs_list(void *ctx, const char *path, lis_error *err)
 {
     const char *argv[] = {"find", path, "-maxdepth", "2", "!", "-path", "*/.*", NULL};
     char *out = run_capture(ctx, argv, err);
@@ -736,7 +731,7 @@ static char *sb_list(void *ctx, const char *path, lis_error *err)
     return out;
 }
 
-static char *sb_resolve(void *ctx, const char *path, lis_error *err)
+static char *sandbox_fs_resolve(void *ctx, const char *path, lis_error *err)
 {
     const char *argv[] = {"readlink", "-f", path, NULL};
     char *out = run_capture(ctx, argv, err);
@@ -744,7 +739,7 @@ static char *sb_resolve(void *ctx, const char *path, lis_error *err)
         out[strcspn(out, "\n")] = 0;
         if (out[0] != '/') {
             free(out);
-            agent_fail(err, EINVAL, "readlink -f gave no absolute path");
+            lis_fail(err, EINVAL, "readlink -f gave no absolute path");
             return NULL;
         }
     }
@@ -754,9 +749,9 @@ static char *sb_resolve(void *ctx, const char *path, lis_error *err)
 void agent_editor_sandbox_fs(ed_fs *fs, const agent_tool_env *env)
 {
     fs->ctx = (void *)env;
-    fs->read = sb_read;
-    fs->write = sb_write;
-    fs->stat = sb_stat;
-    fs->list = sb_list;
-    fs->resolve = sb_resolve;
+    fs->read = sandbox_fs_read;
+    fs->write = sandbox_fs_write;
+    fs->stat = sandbox_fs_stat;
+    fs->list = sandbox_fs_list;
+    fs->resolve = sandbox_fs_resolve;
 }

@@ -37,7 +37,7 @@ int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_en
         return -1;
     int bad = res.exit_code != 0;
     if (bad)
-        agent_fail(err, EIO, "mkdir -p %s %s %s in the sandbox failed: %.200s", p->working_dir,
+        lis_fail(err, EIO, "mkdir -p %s %s %s in the sandbox failed: %.200s", p->working_dir,
                    p->input_dir, p->output_dir, res.err.data ? res.err.data : res.err_msg);
     lis_result_free(&res);
     if (bad)
@@ -61,11 +61,11 @@ static int write_text(const char *path, const char *text, lis_error *err)
 {
     FILE *f = fopen(path, "w");
     if (!f)
-        return agent_fail(err, errno, "cannot write %s: %s", path, strerror(errno));
+        return lis_fail_errno(err, "cannot write %s", path);
     fputs(text, f);
     fputc('\n', f);
     if (fclose(f) != 0)
-        return agent_fail(err, errno, "cannot write %s: %s", path, strerror(errno));
+        return lis_fail_errno(err, "cannot write %s", path);
     return 0;
 }
 
@@ -91,7 +91,7 @@ int agent_copy_input(lis_sandbox *sb, const char *host, const char *dst, lis_err
         return -1;
     int rc = 0;
     if (r.exit_code != 0)
-        rc = agent_fail(err, EIO, "cp -a in the sandbox failed: %.200s",
+        rc = lis_fail(err, EIO, "cp -a in the sandbox failed: %.200s",
                         r.err.data ? r.err.data : r.err_msg);
     lis_result_free(&r);
     s.argv = rm;
@@ -155,7 +155,7 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
     lis_error e2 = {0};
     if (r->input_dir && *r->input_dir && agent_copy_input(sb, r->input_dir, p->input_dir, err) < 0) {
         lis_sandbox_destroy(sb, &e2);
-        return agent_fail(err, err->code, "copying --input-dir %s into the sandbox: %s",
+        return lis_fail(err, err->code, "copying --input-dir %s into the sandbox: %s",
                           r->input_dir, err->msg);
     }
     if (agent_prepare_sandbox(sb, p, &env, err) < 0) {
@@ -193,7 +193,7 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
     cJSON_Delete(traj);
     int rc = 0;
     if (!json)
-        rc = agent_fail(err, ENOMEM, "out of memory writing the trajectory");
+        rc = lis_fail(err, ENOMEM, "out of memory writing the trajectory");
     else if (write_text(tpath, json, err) < 0)
         rc = -1;
     free(json);

@@ -25,12 +25,12 @@ struct llm_client {
 llm_client *llm_new(const llm_config *cfg, lis_error *err)
 {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        agent_fail(err, EIO, "cannot initialise libcurl");
+        lis_fail(err, EIO, "cannot initialise libcurl");
         return NULL;
     }
     llm_client *c = calloc(1, sizeof *c);
     if (!c) {
-        agent_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         return NULL;
     }
     c->cfg = *cfg;
@@ -46,7 +46,7 @@ llm_client *llm_new(const llm_config *cfg, lis_error *err)
     c->curl = curl_easy_init();
     if (!c->curl) {
         free(c);
-        agent_fail(err, EIO, "cannot create a libcurl handle");
+        lis_fail(err, EIO, "cannot create a libcurl handle");
         return NULL;
     }
     const char *base = cfg->base_url ? cfg->base_url : "";
@@ -198,7 +198,7 @@ cJSON *llm_anthropic_request(const cJSON *messages, const cJSON *tools, const ll
     cJSON *b = cJSON_CreateObject();
     cJSON_AddStringToObject(b, "model", cfg->model ? cfg->model : "");
     cJSON_AddNumberToObject(b, "max_tokens", (double)max_tokens);
-    sbuf system = {0};
+    strbuf system = {0};
     cJSON *msgs = cJSON_CreateArray();
     const cJSON *m;
     cJSON_ArrayForEach(m, messages)
@@ -209,8 +209,8 @@ cJSON *llm_anthropic_request(const cJSON *messages, const cJSON *tools, const ll
             continue;
         if (!strcmp(role, "system")) {
             if (system.len)
-                sb_puts(&system, "\n\n");
-            sb_puts(&system, content ? content : "");
+                strbuf_puts(&system, "\n\n");
+            strbuf_puts(&system, content ? content : "");
         } else if (!strcmp(role, "user")) {
             cJSON *blocks = cJSON_CreateArray();
             cJSON_AddItemToArray(blocks, text_block(content ? content : ""));
@@ -256,7 +256,7 @@ cJSON *llm_anthropic_request(const cJSON *messages, const cJSON *tools, const ll
     }
     if (system.len)
         cJSON_AddStringToObject(b, "system", system.s);
-    sb_free(&system);
+    strbuf_release(&system);
     cJSON_AddItemToObject(b, "messages", msgs);
     if (tools) {
         cJSON *at = cJSON_AddArrayToObject(b, "tools");
@@ -283,7 +283,7 @@ cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, 
 {
     cJSON *msg = cJSON_CreateObject();
     cJSON_AddStringToObject(msg, "role", "assistant");
-    sbuf text = {0}, thinking = {0};
+    strbuf text = {0}, thinking = {0};
     cJSON *calls = cJSON_CreateArray(), *blocks = cJSON_CreateArray();
     const cJSON *b;
     cJSON_ArrayForEach(b, cJSON_GetObjectItem(resp, "content"))
@@ -293,11 +293,11 @@ cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, 
             continue;
         if (!strcmp(type, "text")) {
             const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "text"));
-            sb_puts(&text, t ? t : "");
+            strbuf_puts(&text, t ? t : "");
         } else if (!strcmp(type, "thinking") || !strcmp(type, "redacted_thinking")) {
             const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "thinking"));
             if (t)
-                sb_puts(&thinking, t);
+                strbuf_puts(&thinking, t);
             cJSON_AddItemToArray(blocks, cJSON_Duplicate(b, 1));
         } else if (!strcmp(type, "tool_use")) {
             cJSON *tc = cJSON_CreateObject();
@@ -324,8 +324,8 @@ cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, 
         cJSON_AddItemToObject(msg, "thinking_blocks", blocks);
     else
         cJSON_Delete(blocks);
-    sb_free(&text);
-    sb_free(&thinking);
+    strbuf_release(&text);
+    strbuf_release(&thinking);
     const cJSON *u = cJSON_GetObjectItem(resp, "usage");
     if (cJSON_IsObject(u) && usage) {
         usage->prompt_tokens = agent_json_long(cJSON_GetObjectItem(u, "input_tokens"));
@@ -343,7 +343,7 @@ cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, 
 /* ---- HTTP -------------------------------------------------------------- */
 
 typedef struct xfer {
-    sbuf body;
+    strbuf body;
     int is_sse;
     int too_big;
     sse_state *sse;
@@ -389,14 +389,14 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
     if (x->is_sse && x->sse) {
         sse_feed(x->sse, p, len);
         if (x->body.len < 65536)
-            sb_putn(&x->body, p, len);
+            strbuf_putn(&x->body, p, len);
         return len;
     }
     if (x->body.len + len > MAX_BODY) {
         x->too_big = 1;
         return 0;
     }
-    sb_putn(&x->body, p, len);
+    strbuf_putn(&x->body, p, len);
     return x->body.oom ? 0 : len;
 }
 
@@ -550,7 +550,7 @@ llm_call *llm_call_new(llm_client *c, const cJSON *messages, const cJSON *tools,
 {
     llm_call *k = calloc(1, sizeof *k);
     if (!k) {
-        agent_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         return NULL;
     }
     k->c = c;
@@ -558,7 +558,7 @@ llm_call *llm_call_new(llm_client *c, const cJSON *messages, const cJSON *tools,
     k->tools = tools;
     k->own_handle = own_handle;
     k->max_tokens = c->cfg.max_tokens > 0 ? c->cfg.max_tokens : 65536;
-    k->t0 = agent_now();
+    k->t0 = lis_now();
     k->log = c->cfg.log;
     sse_init(&k->sse);
     return k;
@@ -570,7 +570,7 @@ static void attempt_free(llm_call *k)
     k->hd = NULL;
     free(k->body);
     k->body = NULL;
-    sb_free(&k->x.body);
+    strbuf_release(&k->x.body);
     sse_free(&k->sse);
     sse_init(&k->sse);
 }
@@ -606,7 +606,7 @@ CURL *llm_call_attempt(llm_call *k, lis_error *err)
     k->body = body ? cJSON_PrintUnformatted(body) : NULL;
     cJSON_Delete(body);
     if (!k->body) {
-        agent_fail(err, ENOMEM, "out of memory building the LLM request");
+        lis_fail(err, ENOMEM, "out of memory building the LLM request");
         return NULL;
     }
     memset(&k->x, 0, sizeof k->x);
@@ -615,7 +615,7 @@ CURL *llm_call_attempt(llm_call *k, lis_error *err)
     if (!k->h)
         k->h = k->own_handle ? curl_easy_init() : c->curl;
     if (!k->h) {
-        agent_fail(err, EIO, "cannot create a libcurl handle");
+        lis_fail(err, EIO, "cannot create a libcurl handle");
         return NULL;
     }
     CURL *h = k->h;
@@ -672,7 +672,7 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
                                                            out, why, sizeof why);
         if (prc == 0) {
             out->attempts = k->attempt;
-            out->seconds = agent_now() - k->t0;
+            out->seconds = lis_now() - k->t0;
             out->max_tokens_used = k->max_tokens;
             attempt_free(k);
             return LLM_CALL_DONE;
@@ -699,39 +699,47 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
             k->attempt--; /* as the original: not counted as a retry */
             return LLM_CALL_RETRY;
         }
-        agent_fail(err, (int)status, "the conversation no longer fits the model's "
-                   "context (HTTP %ld): %s", status, why);
+        lis_fail(err, E2BIG, "the conversation no longer fits the model's "
+                 "context (HTTP %ld): %s", status, why);
+        err->http_status = (int)status;
         return LLM_CALL_FAILED;
     }
     const char *model = c->cfg.model ? c->cfg.model : "";
     if (status == 401) {
-        agent_fail(err, 401, "the API key was rejected (HTTP 401) by %s: %s; check "
-                   "--api-key / OPENAI_API_KEY", c->url, why);
+        lis_fail(err, EACCES, "the API key was rejected (HTTP 401) by %s: %s; check "
+                 "--api-key / OPENAI_API_KEY", c->url, why);
+        err->http_status = 401;
         return LLM_CALL_FAILED;
     }
     if (status == 403) {
-        agent_fail(err, 403, "access denied (HTTP 403) by %s: %s; the key may "
-                   "not have access to model '%s'", c->url, why, model);
+        lis_fail(err, EACCES, "access denied (HTTP 403) by %s: %s; the key may "
+                 "not have access to model '%s'", c->url, why, model);
+        err->http_status = 403;
         return LLM_CALL_FAILED;
     }
     if (status == 404) {
-        agent_fail(err, 404, "not found (HTTP 404) at %s: %s; check --llm-base-url "
-                   "(OpenAI-compatible servers usually end in /v1) and the model "
-                   "name '%s'", c->url, why, model);
+        lis_fail(err, ENOENT, "not found (HTTP 404) at %s: %s; check --llm-base-url "
+                 "(OpenAI-compatible servers usually end in /v1) and the model "
+                 "name '%s'", c->url, why, model);
+        err->http_status = 404;
         return LLM_CALL_FAILED;
     }
     if (status == 400 || status == 422) {
-        agent_fail(err, (int)status, "the LLM server rejected the request (HTTP "
-                   "%ld): %s", status, why);
+        lis_fail(err, EINVAL, "the LLM server rejected the request (HTTP "
+                 "%ld): %s", status, why);
+        err->http_status = (int)status;
         return LLM_CALL_FAILED;
     }
     if (k->attempt >= c->cfg.max_retries) {
-        if (status)
-            agent_fail(err, (int)status, "LLM request failed after %d attempts "
-                       "(HTTP %ld from %s): %s", k->attempt, status, c->url, why);
-        else
-            agent_fail(err, 0, "LLM request failed after %d attempts (%s): %s", k->attempt,
-                       c->url, why);
+        if (status) {
+            lis_fail(err, EAGAIN, "LLM request failed after %d attempts "
+                     "(HTTP %ld from %s): %s", k->attempt, status, c->url, why);
+            err->http_status = (int)status;
+        } else {
+            /* no HTTP reply at all: the endpoint is down, unknown or refuses us */
+            lis_fail(err, EHOSTUNREACH, "LLM request failed after %d attempts (%s): %s",
+                     k->attempt, c->url, why);
+        }
         return LLM_CALL_FAILED;
     }
     double w;

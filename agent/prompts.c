@@ -86,7 +86,7 @@ static int from_yaml(agent_prompts *p, const char *text, size_t len, const char 
         return -1;
     if (!cJSON_IsObject(cfg)) {
         cJSON_Delete(cfg);
-        return agent_fail(err, EINVAL, "%s: expected a mapping with system_prompt and "
+        return lis_fail(err, EINVAL, "%s: expected a mapping with system_prompt and "
                           "instance_prompt", what);
     }
     p->system_prompt = get_str(cfg, "system_prompt", "");
@@ -98,7 +98,7 @@ static int from_yaml(agent_prompts *p, const char *text, size_t len, const char 
     if (!p->system_prompt || !p->instance_prompt || !p->working_dir || !p->input_dir ||
         !p->output_dir) {
         agent_prompts_free(p);
-        return agent_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     }
     return 0;
 }
@@ -114,7 +114,7 @@ int agent_prompts_load(agent_prompts *p, const char *path, lis_error *err)
     size_t len = 0;
     char *text = agent_read_host_file(path, &len, err);
     if (!text)
-        return agent_fail(err, err->code, "prompt config not found: %s", path);
+        return lis_fail(err, err->code, "prompt config not found: %s", path);
     int rc = from_yaml(p, text, len, path, err);
     free(text);
     return rc;
@@ -132,20 +132,20 @@ void agent_prompts_free(agent_prompts *p)
 
 static char *replace_all(const char *s, const char *from, const char *to)
 {
-    sbuf b = {0};
-    sb_putn(&b, "", 0);
+    strbuf b = {0};
+    strbuf_putn(&b, "", 0);
     size_t fn = strlen(from);
     for (const char *p = s;;) {
         const char *m = strstr(p, from);
         if (!m) {
-            sb_puts(&b, p);
+            strbuf_puts(&b, p);
             break;
         }
-        sb_putn(&b, p, (size_t)(m - p));
-        sb_puts(&b, to);
+        strbuf_putn(&b, p, (size_t)(m - p));
+        strbuf_puts(&b, to);
         p = m + fn;
     }
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 static char *fill_dirs(const agent_prompts *p, const char *tmpl)
@@ -161,11 +161,11 @@ static char *fill_dirs(const agent_prompts *p, const char *tmpl)
 /* str.format with the given fields; unknown fields are left as they are. */
 static char *format(const char *t, const char *const *keys, const char *const *vals, size_t n)
 {
-    sbuf b = {0};
-    sb_putn(&b, "", 0);
+    strbuf b = {0};
+    strbuf_putn(&b, "", 0);
     for (const char *p = t; *p;) {
         if ((p[0] == '{' && p[1] == '{') || (p[0] == '}' && p[1] == '}')) {
-            sb_putc(&b, p[0]);
+            strbuf_putc(&b, p[0]);
             p += 2;
             continue;
         }
@@ -177,14 +177,14 @@ static char *format(const char *t, const char *const *keys, const char *const *v
                     break;
             }
             if (i < n) {
-                sb_puts(&b, vals[i]);
+                strbuf_puts(&b, vals[i]);
                 p += strlen(keys[i]) + 2;
                 continue;
             }
         }
-        sb_putc(&b, *p++);
+        strbuf_putc(&b, *p++);
     }
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 char *agent_prompt_system(const agent_prompts *p)

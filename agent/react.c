@@ -46,10 +46,10 @@ static cJSON *msg(const char *role, const char *content)
 static void append_content(cJSON *m, const char *suffix)
 {
     const char *c = cJSON_GetStringValue(cJSON_GetObjectItem(m, "content"));
-    sbuf b = {0};
-    sb_puts(&b, c ? c : "");
-    sb_puts(&b, suffix);
-    char *s = sb_take(&b);
+    strbuf b = {0};
+    strbuf_puts(&b, c ? c : "");
+    strbuf_puts(&b, suffix);
+    char *s = strbuf_take(&b);
     if (!s)
         return;
     if (cJSON_GetObjectItem(m, "content"))

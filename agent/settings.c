@@ -70,12 +70,12 @@ cJSON *agent_yaml_load(const char *text, size_t len, lis_error *err)
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser)) {
-        agent_fail(err, ENOMEM, "cannot initialise the YAML parser");
+        lis_fail(err, ENOMEM, "cannot initialise the YAML parser");
         return NULL;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
-        agent_fail(err, EINVAL, "YAML error at line %zu: %s",
+        lis_fail(err, EINVAL, "YAML error at line %zu: %s",
                    parser.problem_mark.line + 1, parser.problem ? parser.problem : "?");
         yaml_parser_delete(&parser);
         return NULL;
@@ -87,7 +87,7 @@ cJSON *agent_yaml_load(const char *text, size_t len, lis_error *err)
     yaml_parser_delete(&parser);
     if (!budget) {
         cJSON_Delete(j);
-        agent_fail(err, EINVAL, "YAML error: the document expands to more than %d values "
+        lis_fail(err, EINVAL, "YAML error: the document expands to more than %d values "
                    "(aliases)", YAML_MAX_NODES);
         return NULL;
     }
@@ -173,12 +173,12 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_er
             return 0;
         }
         if (strncmp(a, "--", 2))
-            return agent_fail(err, EINVAL, "unexpected argument '%s' (lis %s --help)", a, cmd);
+            return lis_fail(err, EINVAL, "unexpected argument '%s' (lis %s --help)", a, cmd);
         char name[64];
         const char *eq = strchr(a, '=');
         size_t n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
         if (n >= sizeof name)
-            return agent_fail(err, EINVAL, "unknown option '%s' (lis %s --help)", a, cmd);
+            return lis_fail(err, EINVAL, "unknown option '%s' (lis %s --help)", a, cmd);
         memcpy(name, a + 2, n);
         name[n] = 0;
         for (char *p = name; *p; p++)
@@ -195,7 +195,7 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_er
             if (!strcmp(OPTS[k].name, name))
                 o = &OPTS[k];
         if (!o)
-            return agent_fail(err, EINVAL, "unknown option '%s' (lis %s --help)", a, cmd);
+            return lis_fail(err, EINVAL, "unknown option '%s' (lis %s --help)", a, cmd);
         char *field = (char *)c + o->off;
         if (o->type == T_BOOL) {
             *(int *)field = !eq || !strcasecmp(eq + 1, "true") || !strcmp(eq + 1, "1");
@@ -203,7 +203,7 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_er
         }
         const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!v)
-            return agent_fail(err, EINVAL, "option --%s needs a value", name);
+            return lis_fail(err, EINVAL, "option --%s needs a value", name);
         char *end = NULL;
         errno = 0;
         switch (o->type) {
@@ -214,7 +214,7 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_er
         case T_LONG: {
             long x = strtol(v, &end, 10);
             if (!*v || *end || errno || x <= 0)
-                return agent_fail(err, EINVAL, "--%s: '%s' is not a positive integer", name, v);
+                return lis_fail(err, EINVAL, "--%s: '%s' is not a positive integer", name, v);
             if (o->type == T_INT)
                 *(int *)field = (int)x;
             else
@@ -224,7 +224,7 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_er
         case T_DBL: {
             double x = strtod(v, &end);
             if (!*v || *end || errno || x < 0)
-                return agent_fail(err, EINVAL, "--%s: '%s' is not a number", name, v);
+                return lis_fail(err, EINVAL, "--%s: '%s' is not a number", name, v);
             *(double *)field = x;
             break;
         }
@@ -234,13 +234,13 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_er
     }
     int run = !strcmp(cmd, "run");
     if (run && (!c->query || !*c->query))
-        return agent_fail(err, EINVAL, "--query TEXT is required (lis run --help)");
+        return lis_fail(err, EINVAL, "--query TEXT is required (lis run --help)");
     if (!run && (c->query || c->input_dir))
-        return agent_fail(err, EINVAL, "--%s is a flag of lis run: lis %s takes the problems "
+        return lis_fail(err, EINVAL, "--%s is a flag of lis run: lis %s takes the problems "
                           "and their input files from the task's rows", c->query ? "query"
                           : "input-dir", cmd);
     if (c->image && c->rootfs)
-        return agent_fail(err, EINVAL, "--image and --rootfs exclude each other");
+        return lis_fail(err, EINVAL, "--image and --rootfs exclude each other");
     return 0;
 }
 
@@ -269,7 +269,7 @@ int agent_cli_settings(agent_cli *c, lis_error *err)
     const char *home = getenv("HOME");
     if (c->settings) {
         if (!exists(c->settings))
-            return agent_fail(err, ENOENT, "settings file %s not found", c->settings);
+            return lis_fail(err, ENOENT, "settings file %s not found", c->settings);
         snprintf(cand[n++], sizeof cand[0], "%s", c->settings);
     }
     const char *envp = getenv("LLM_IN_SANDBOX_CONFIG");
@@ -296,7 +296,7 @@ int agent_cli_settings(agent_cli *c, lis_error *err)
         cJSON *s = agent_yaml_load(text, len, err);
         free(text);
         if (!s)
-            return agent_fail(err, EINVAL, "settings file %s: %s", cand[i], err->msg);
+            return lis_fail(err, EINVAL, "settings file %s: %s", cand[i], err->msg);
         if (cJSON_IsObject(s)) {
             if (!c->llm_name || !*c->llm_name)
                 c->llm_name = keep(c, cJSON_GetObjectItem(s, "llm_name"));
@@ -317,7 +317,7 @@ int agent_cli_settings(agent_cli *c, lis_error *err)
     if ((!c->api_key || !*c->api_key) && getenv("LLM_API_KEY") && *getenv("LLM_API_KEY"))
         c->api_key = getenv("LLM_API_KEY");
     if (!c->llm_name || !*c->llm_name)
-        return agent_fail(err, EINVAL, "no model given: pass --llm-name NAME (or set llm_name "
+        return lis_fail(err, EINVAL, "no model given: pass --llm-name NAME (or set llm_name "
                           "in a settings file, see lis run --help)");
     int anthropic = !strncmp(c->llm_name, "anthropic/", 10);
     if (!c->llm_base_url || !*c->llm_base_url) {
@@ -329,7 +329,7 @@ int agent_cli_settings(agent_cli *c, lis_error *err)
         else if (anthropic)
             c->llm_base_url = "https://api.anthropic.com";
         else
-            return agent_fail(err, EINVAL, "no LLM endpoint: pass --llm-base-url URL (e.g. "
+            return lis_fail(err, EINVAL, "no LLM endpoint: pass --llm-base-url URL (e.g. "
                               "http://localhost:8000/v1) or set LLM_BASE_URL");
     }
     if (!c->api_key || !*c->api_key) {
@@ -339,7 +339,7 @@ int agent_cli_settings(agent_cli *c, lis_error *err)
         if (e && *e)
             c->api_key = e;
         else
-            return agent_fail(err, EINVAL, "no API key: pass --api-key KEY or set %s (any "
+            return lis_fail(err, EINVAL, "no API key: pass --api-key KEY or set %s (any "
                               "value, e.g. dummy, for a server without authentication)",
                               anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
     }
@@ -405,7 +405,7 @@ int agent_cli_llm(const agent_cli *c, llm_config *cfg, cJSON **extra, lis_error 
         cJSON *j = cJSON_Parse(c->extra_body);
         if (!cJSON_IsObject(j)) {
             cJSON_Delete(j);
-            return agent_fail(err, EINVAL, "--extra-body: not a JSON object: %s", c->extra_body);
+            return lis_fail(err, EINVAL, "--extra-body: not a JSON object: %s", c->extra_body);
         }
         fix_bools(j);
         *extra = j;

@@ -13,10 +13,10 @@ void sse_init(sse_state *s)
 
 void sse_free(sse_state *s)
 {
-    sb_free(&s->line);
-    sb_free(&s->data);
-    sb_free(&s->content);
-    sb_free(&s->reasoning);
+    strbuf_release(&s->line);
+    strbuf_release(&s->data);
+    strbuf_release(&s->content);
+    strbuf_release(&s->reasoning);
     cJSON_Delete(s->tool_calls);
     cJSON_Delete(s->error);
     free(s->bad);
@@ -31,10 +31,10 @@ static void append_str(cJSON *obj, const char *key, const char *add)
         cJSON_AddStringToObject(obj, key, add);
         return;
     }
-    sbuf b = {0};
-    sb_puts(&b, cur->valuestring);
-    sb_puts(&b, add);
-    char *s = sb_take(&b);
+    strbuf b = {0};
+    strbuf_puts(&b, cur->valuestring);
+    strbuf_puts(&b, add);
+    char *s = strbuf_take(&b);
     if (s) {
         cJSON_ReplaceItemInObjectCaseSensitive(obj, key, cJSON_CreateString(s));
         free(s);
@@ -87,7 +87,7 @@ static void dispatch(sse_state *s)
 {
     if (!s->data.len && !s->data.s)
         return;
-    char *data = sb_take(&s->data);
+    char *data = strbuf_take(&s->data);
     if (!data)
         return;
     s->events++;
@@ -121,12 +121,12 @@ static void dispatch(sse_state *s)
         d = cJSON_GetObjectItem(ch, "message");
     const cJSON *c = cJSON_GetObjectItem(d, "content");
     if (cJSON_IsString(c))
-        sb_puts(&s->content, c->valuestring);
+        strbuf_puts(&s->content, c->valuestring);
     const cJSON *r = cJSON_GetObjectItem(d, "reasoning_content");
     if (!cJSON_IsString(r))
         r = cJSON_GetObjectItem(d, "reasoning");
     if (cJSON_IsString(r))
-        sb_puts(&s->reasoning, r->valuestring);
+        strbuf_puts(&s->reasoning, r->valuestring);
     const cJSON *tcs = cJSON_GetObjectItem(d, "tool_calls"), *t;
     cJSON_ArrayForEach(t, tcs)
     tool_delta(s, t);
@@ -152,8 +152,8 @@ static void line(sse_state *s, const char *l, size_t n)
         if (vn && *v == ' ')
             v++, vn--;
         if (s->data.s)
-            sb_putc(&s->data, '\n');
-        sb_putn(&s->data, v, vn);
+            strbuf_putc(&s->data, '\n');
+        strbuf_putn(&s->data, v, vn);
     }
 }
 
@@ -166,7 +166,7 @@ void sse_feed(sse_state *s, const char *p, size_t n)
             if (s->line.s)
                 s->line.s[0] = 0;
         } else {
-            sb_putc(&s->line, p[i]);
+            strbuf_putc(&s->line, p[i]);
         }
     }
 }

@@ -142,8 +142,8 @@ size_t agent_parse_text_calls(const char *content, const cJSON *tools, text_call
                               size_t max, char **rest)
 {
     size_t n = 0;
-    sbuf r = {0};
-    sb_putn(&r, "", 0);
+    strbuf r = {0};
+    strbuf_putn(&r, "", 0);
     const char *p = content ? content : "";
     for (;;) {
         const char *tc = strstr(p, "<tool_call>");
@@ -151,7 +151,7 @@ size_t agent_parse_text_calls(const char *content, const cJSON *tools, text_call
         const char *at = tc && (!fn || tc < fn) ? tc : fn;
         if (!at)
             break;
-        sb_putn(&r, p, (size_t)(at - p));
+        strbuf_putn(&r, p, (size_t)(at - p));
         text_call call = {0};
         int ok = 0;
         if (at == tc) {
@@ -178,13 +178,13 @@ size_t agent_parse_text_calls(const char *content, const cJSON *tools, text_call
             free(call.arguments);
         }
     }
-    sb_puts(&r, p);
+    strbuf_puts(&r, p);
     if (rest) {
-        char *all = sb_take(&r);
+        char *all = strbuf_take(&r);
         *rest = all ? trim_dup(all, strlen(all)) : NULL;
         free(all);
     } else {
-        sb_free(&r);
+        strbuf_release(&r);
     }
     return n;
 }

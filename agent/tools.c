@@ -166,22 +166,22 @@ char *agent_truncate_lines(const char *s, int num_lines)
         free(span);
         return agent_strdup(s);
     }
-    sbuf b = {0};
+    strbuf b = {0};
     for (size_t k = 0; k < (size_t)num_lines; k++) {
         if (k)
-            sb_putc(&b, '\n');
-        sb_putn(&b, s + span[k][0], span[k][1] - span[k][0]);
+            strbuf_putc(&b, '\n');
+        strbuf_putn(&b, s + span[k][0], span[k][1] - span[k][0]);
     }
-    sb_puts(&b, "\n--------------------------------------------------\n"
+    strbuf_puts(&b, "\n--------------------------------------------------\n"
                 "<Observation truncated in middle for saving context>\n"
                 "--------------------------------------------------\n");
     for (size_t k = nl - (size_t)num_lines; k < nl; k++) {
         if (k != nl - (size_t)num_lines)
-            sb_putc(&b, '\n');
-        sb_putn(&b, s + span[k][0], span[k][1] - span[k][0]);
+            strbuf_putc(&b, '\n');
+        strbuf_putn(&b, s + span[k][0], span[k][1] - span[k][0]);
     }
     free(span);
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 char *agent_cap_bytes(const char *s, size_t cap, uint64_t extra_dropped)
@@ -197,15 +197,15 @@ char *agent_cap_bytes(const char *s, size_t cap, uint64_t extra_dropped)
     while (tail && ts < n && ((unsigned char)s[ts] & 0xC0) == 0x80)
         ts++;
     uint64_t omitted = (uint64_t)(ts - head) + extra_dropped;
-    sbuf b = {0};
-    sb_putn(&b, s, head);
-    sb_printf(&b, "\n--------------------------------------------------\n"
+    strbuf b = {0};
+    strbuf_putn(&b, s, head);
+    strbuf_printf(&b, "\n--------------------------------------------------\n"
                   "<Observation truncated in middle for saving context: %llu bytes omitted>\n"
                   "--------------------------------------------------\n",
               (unsigned long long)omitted);
     if (ts < n)
-        sb_putn(&b, s + ts, n - ts);
-    return sb_take(&b);
+        strbuf_putn(&b, s + ts, n - ts);
+    return strbuf_take(&b);
 }
 
 static int blank(const char *s)
@@ -218,16 +218,16 @@ static int blank(const char *s)
 
 char *agent_obs_bash(const char *exit_str, const char *out, const char *err)
 {
-    sbuf b = {0};
-    sb_printf(&b, "Exit code: %s\nExecution output of \\[execute_bash]:\n", exit_str);
-    sb_puts(&b, "\\[STDOUT]\n");
+    strbuf b = {0};
+    strbuf_printf(&b, "Exit code: %s\nExecution output of \\[execute_bash]:\n", exit_str);
+    strbuf_puts(&b, "\\[STDOUT]\n");
     if (!blank(out))
-        sb_puts(&b, out);
+        strbuf_puts(&b, out);
     if (!blank(err)) {
-        sb_puts(&b, "\n\\[STDERR]\n");
-        sb_puts(&b, err);
+        strbuf_puts(&b, "\n\\[STDERR]\n");
+        strbuf_puts(&b, err);
     }
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 /* One stream as the model sees it: cleaned, line-cut, byte-capped. */
@@ -317,9 +317,9 @@ static void run_bash(const agent_tool_env *env, const char *command, agent_tool_
     agent_bash_prepare(env, command, &b);
     lis_result res = {0};
     lis_error err = {0};
-    double t0 = agent_now();
+    double t0 = lis_now();
     int rc = lis_exec(env->sb, &b.spec, &res, &err);
-    out->exec_seconds = agent_now() - t0;
+    out->exec_seconds = lis_now() - t0;
     agent_bash_observe(env, &b, rc, &res, &err, out);
     if (rc == 0)
         lis_result_free(&res);
@@ -344,23 +344,23 @@ void agent_tool_exec(const agent_tool_env *env, const char *name, const cJSON *p
     } else if (!strcmp(name, "str_replace_editor")) {
         ed_fs fs;
         agent_editor_sandbox_fs(&fs, env);
-        double t0 = agent_now();
+        double t0 = lis_now();
         char *r = agent_editor_run(&fs, env->workdir, params);
-        out->exec_seconds = agent_now() - t0;
+        out->exec_seconds = lis_now() - t0;
         if (r) {
-            sbuf b = {0};
-            sb_puts(&b, "Execution output of \\[str_replace_editor]:\n");
-            sb_puts(&b, r);
-            out->obs = sb_take(&b);
+            strbuf b = {0};
+            strbuf_puts(&b, "Execution output of \\[str_replace_editor]:\n");
+            strbuf_puts(&b, r);
+            out->obs = strbuf_take(&b);
             free(r);
         }
     } else if (!strcmp(name, "submit")) {
         out->obs = agent_strdup("<<< Finished >>>");
         out->done = 1;
     } else {
-        sbuf b = {0};
-        sb_printf(&b, "Unknown action: %s", name);
-        out->obs = sb_take(&b);
+        strbuf b = {0};
+        strbuf_printf(&b, "Unknown action: %s", name);
+        out->obs = strbuf_take(&b);
     }
     if (!out->obs)
         out->obs = agent_strdup("Error: out of memory while running the tool");

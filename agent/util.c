@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-static void sb_grow(sbuf *b, size_t extra)
+static void strbuf_grow(strbuf *b, size_t extra)
 {
     if (b->oom)
         return;
@@ -26,9 +26,9 @@ static void sb_grow(sbuf *b, size_t extra)
     b->cap = cap;
 }
 
-void sb_putn(sbuf *b, const char *p, size_t n)
+void strbuf_putn(strbuf *b, const char *p, size_t n)
 {
-    sb_grow(b, n);
+    strbuf_grow(b, n);
     if (b->oom)
         return;
     if (n)
@@ -37,10 +37,10 @@ void sb_putn(sbuf *b, const char *p, size_t n)
     b->s[b->len] = 0;
 }
 
-void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-void sb_putc(sbuf *b, char c) { sb_putn(b, &c, 1); }
+void strbuf_puts(strbuf *b, const char *s) { strbuf_putn(b, s, strlen(s)); }
+void strbuf_putc(strbuf *b, char c) { strbuf_putn(b, &c, 1); }
 
-void sb_printf(sbuf *b, const char *fmt, ...)
+void strbuf_printf(strbuf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -48,7 +48,7 @@ void sb_printf(sbuf *b, const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         return;
-    sb_grow(b, (size_t)n);
+    strbuf_grow(b, (size_t)n);
     if (b->oom)
         return;
     va_start(ap, fmt);
@@ -57,14 +57,14 @@ void sb_printf(sbuf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-char *sb_take(sbuf *b)
+char *strbuf_take(strbuf *b)
 {
     if (b->oom) {
-        sb_free(b);
+        strbuf_release(b);
         return NULL;
     }
     if (!b->s)
-        sb_grow(b, 0);
+        strbuf_grow(b, 0);
     if (b->oom)
         return NULL;
     b->s[b->len] = 0;
@@ -73,22 +73,10 @@ char *sb_take(sbuf *b)
     return s;
 }
 
-void sb_free(sbuf *b)
+void strbuf_release(strbuf *b)
 {
     free(b->s);
     memset(b, 0, sizeof *b);
-}
-
-int agent_fail(lis_error *err, int code, const char *fmt, ...)
-{
-    if (err) {
-        err->code = code;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
 }
 
 char *agent_strndup(const char *s, size_t n)
@@ -103,13 +91,6 @@ char *agent_strndup(const char *s, size_t n)
 
 char *agent_strdup(const char *s) { return agent_strndup(s, strlen(s)); }
 
-double agent_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 void agent_sleep(double seconds)
 {
     if (seconds <= 0)
@@ -123,26 +104,26 @@ char *agent_read_host_file(const char *path, size_t *len, lis_error *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        agent_fail(err, errno, "cannot read %s: %s", path, strerror(errno));
+        lis_fail_errno(err, "cannot read %s", path);
         return NULL;
     }
-    sbuf b = {0};
+    strbuf b = {0};
     char buf[8192];
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        sb_putn(&b, buf, n);
+        strbuf_putn(&b, buf, n);
     int bad = ferror(f);
     fclose(f);
     if (bad) {
-        sb_free(&b);
-        agent_fail(err, EIO, "error reading %s", path);
+        strbuf_release(&b);
+        lis_fail(err, EIO, "error reading %s", path);
         return NULL;
     }
     if (len)
         *len = b.len;
-    char *s = sb_take(&b);
+    char *s = strbuf_take(&b);
     if (!s)
-        agent_fail(err, ENOMEM, "out of memory reading %s", path);
+        lis_fail(err, ENOMEM, "out of memory reading %s", path);
     return s;
 }
 
@@ -154,21 +135,21 @@ char *agent_json_pretty(const cJSON *j)
     char *raw = cJSON_Print(j);
     if (!raw)
         return NULL;
-    sbuf b = {0};
+    strbuf b = {0};
     int line_start = 1;
     for (const char *p = raw; *p; p++) {
         if (*p == '\t') {
             if (line_start)
-                sb_puts(&b, "  ");
+                strbuf_puts(&b, "  ");
             else
-                sb_putc(&b, ' ');
+                strbuf_putc(&b, ' ');
             continue;
         }
         line_start = *p == '\n';
-        sb_putc(&b, *p);
+        strbuf_putc(&b, *p);
     }
     free(raw);
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 size_t agent_utf8_prefix(const char *s, size_t n, size_t max_chars)
@@ -228,8 +209,8 @@ static size_t utf8_len(const unsigned char *p, size_t n)
 char *agent_clean_output(const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
-    sbuf b = {0};
-    sb_putn(&b, "", 0);
+    strbuf b = {0};
+    strbuf_putn(&b, "", 0);
     size_t i = 0;
     while (i < n) {
         unsigned c = p[i];
@@ -250,12 +231,12 @@ char *agent_clean_output(const char *s, size_t n)
         }
         size_t l = utf8_len(p + i, n - i);
         if (!l) {
-            sb_puts(&b, "\xEF\xBF\xBD");
+            strbuf_puts(&b, "\xEF\xBF\xBD");
             i++;
             continue;
         }
-        sb_putn(&b, s + i, l);
+        strbuf_putn(&b, s + i, l);
         i += l;
     }
-    return sb_take(&b);
+    return strbuf_take(&b);
 }

@@ -64,7 +64,7 @@ typedef struct bep {
     bep_sandbox sbs;
     lis_sandbox *sb;
     agent_tool_env env;
-    char sb_error[512];
+    char setup_error[512];
     int wants_tool;              /* a tool call waits for the sandbox */
     /* the LLM call */
     bep_llm lq;

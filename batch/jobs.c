@@ -103,7 +103,7 @@ static int group_snapshot(bep *e)
     }
     int ok = g->state == 1;
     if (!ok)
-        snprintf(e->sb_error, sizeof e->sb_error, "%s", g->error);
+        snprintf(e->setup_error, sizeof e->setup_error, "%s", g->error);
     pthread_mutex_unlock(&g->mu);
     return ok ? 0 : -1;
 }
@@ -118,7 +118,7 @@ static void setup_from_group(bep *e)
     spec.rootfs = e->group->chain;
     lis_error err = {0};
     if (lis_net_sandbox_create(r->ctx, &spec, NULL, &e->sb, &err) < 0) {
-        snprintf(e->sb_error, sizeof e->sb_error, "starting the forked sandbox: %s", err.msg);
+        snprintf(e->setup_error, sizeof e->setup_error, "starting the forked sandbox: %s", err.msg);
         e->sb = NULL;
         return;
     }
@@ -149,10 +149,10 @@ void bjob_setup(void *arg)
         setup_from_group(e);
         return;
     }
-    if (!e->sb && make_sandbox(e->run, &e->sb, &e->env, e->sb_error, sizeof e->sb_error) < 0)
+    if (!e->sb && make_sandbox(e->run, &e->sb, &e->env, e->setup_error, sizeof e->setup_error) < 0)
         return;
     if (write_inputs(e, e->sb, &err) < 0) { /* the row's own files, also into a spare */
-        snprintf(e->sb_error, sizeof e->sb_error, "preparing the sandbox: %s", err.msg);
+        snprintf(e->setup_error, sizeof e->setup_error, "preparing the sandbox: %s", err.msg);
         lis_error ign;
         lis_sandbox_destroy(e->sb, &ign);
         e->sb = NULL;
@@ -315,7 +315,7 @@ void bjob_finish(void *arg)
             e->score = s;
         }
     }
-    double wall = agent_now() - e->t0;
+    double wall = lis_now() - e->t0;
     if (e->log) {
         fprintf(e->log, "\n%s\n### Result ###\nProblem ID: %s\nAgent Answer: %s\n",
                 "================================================================================",

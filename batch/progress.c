@@ -70,7 +70,7 @@ void bprog_tick(brun *r, int force)
     const lis_batch_opts *o = r->o;
     if (o->quiet)
         return;
-    double now = agent_now();
+    double now = lis_now();
     double every = o->tty ? 1.0 : 10.0;
     if (!force && now - r->last_progress < every)
         return;

@@ -24,8 +24,6 @@
 #define JSON_MAX (256u << 20) /* a trajectory or row file larger than this is not read */
 #define LOG_MAX (256u << 10)
 
-static int oom(lis_error *err) { return agent_fail(err, ENOMEM, "out of memory"); }
-
 typedef struct rp_ep {
     cJSON *row;
     char *id;
@@ -50,15 +48,9 @@ static int collect_row(void *arg, cJSON *row, size_t line, lis_error *err)
         cJSON_Delete(row);
         return 0;
     }
-    if (R->n == R->cap) {
-        size_t cap = R->cap ? R->cap * 2 : 256;
-        rp_ep *t = realloc(R->e, cap * sizeof *t);
-        if (!t) {
-            cJSON_Delete(row);
-            return oom(err);
-        }
-        R->e = t;
-        R->cap = cap;
+    if (LIS_GROW(R->e, R->cap, R->n + 1) < 0) {
+        cJSON_Delete(row);
+        return lis_oom(err);
     }
     char *k = bo_ident_key(id, attempt), *idc = agent_strdup(id);
     kslot *s = k ? bo_kset_get(&R->keys, k) : NULL;
@@ -66,7 +58,7 @@ static int collect_row(void *arg, cJSON *row, size_t line, lis_error *err)
     if (!s || !idc) {
         free(idc);
         cJSON_Delete(row);
-        return oom(err);
+        return lis_oom(err);
     }
     if (s->state != ST_FREE) /* the later row of an episode is the one that counts */
         R->e[s->line].skip = 1;
@@ -142,11 +134,11 @@ static void add_cut(cJSON *to, const char *key, const cJSON *from, size_t max)
     if (!s)
         return;
     size_t n = strlen(s), k = agent_utf8_prefix(s, n, max);
-    sbuf b = {0};
-    sb_putn(&b, s, k);
+    strbuf b = {0};
+    strbuf_putn(&b, s, k);
     if (k < n)
-        sb_puts(&b, "\xe2\x80\xa6"); /* an ellipsis: the episode has the rest */
-    char *c = sb_take(&b);
+        strbuf_puts(&b, "\xe2\x80\xa6"); /* an ellipsis: the episode has the rest */
+    char *c = strbuf_take(&b);
     if (c)
         cJSON_AddStringToObject(to, key, c);
     free(c);
@@ -187,7 +179,7 @@ static int write_at(int dfd, const char *dir, const char *name, const char *a, c
     bo_tmp_name(tmp, sizeof tmp, name);
     int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0)
-        return agent_fail(err, errno, "cannot write %s/%s: %s", dir, name, strerror(errno));
+        return lis_fail_errno(err, "cannot write %s/%s", dir, name);
     const char *parts[] = {a, b, c};
     for (int i = 0; i < 3; i++) {
         size_t n = parts[i] ? strlen(parts[i]) : 0, off = 0;
@@ -197,7 +189,7 @@ static int write_at(int dfd, const char *dir, const char *name, const char *a, c
                 int e = errno;
                 close(fd);
                 unlinkat(dfd, tmp, 0);
-                return agent_fail(err, e, "cannot write %s/%s: %s", dir, name, strerror(e));
+                return lis_fail_errnum(err, e, "cannot write %s/%s", dir, name);
             }
             off += (size_t)w;
         }
@@ -205,7 +197,7 @@ static int write_at(int dfd, const char *dir, const char *name, const char *a, c
     if (close(fd) < 0 || renameat(dfd, tmp, dfd, name) < 0) {
         int e = errno;
         unlinkat(dfd, tmp, 0);
-        return agent_fail(err, e, "cannot write %s/%s: %s", dir, name, strerror(e));
+        return lis_fail_errnum(err, e, "cannot write %s/%s", dir, name);
     }
     return 0;
 }
@@ -244,7 +236,7 @@ static int write_episode(rp_out *o, size_t n, const cJSON *row, const char *id, 
     if (!ep || !problems) {
         cJSON_Delete(ep);
         cJSON_Delete(problems);
-        return oom(err);
+        return lis_oom(err);
     }
     cJSON_AddNumberToObject(ep, "ep", (double)n);
     if (row)
@@ -275,7 +267,7 @@ static int write_episode(rp_out *o, size_t n, const cJSON *row, const char *id, 
     char *json = rp_json_script(ep), name[64], head[64];
     cJSON_Delete(ep);
     if (!json)
-        return oom(err);
+        return lis_oom(err);
     snprintf(name, sizeof name, "ep-%zu.js", n);
     snprintf(head, sizeof head, "lisEpisode(%zu,", n);
     int rc = write_at(o->rdfd, o->rdir, name, head, json, ");\n", err);
@@ -328,7 +320,7 @@ static int batch_index(rp_out *o, cJSON *index, lis_error *err)
         int judged = bo_judged_find(&R.judged, e->id, e->attempt, &js);
         if (!key || !rows) {
             free(key);
-            oom(err);
+            lis_oom(err);
             goto out;
         }
         if (judged) {
@@ -375,7 +367,7 @@ static int run_index(rp_out *o, cJSON *index, lis_error *err)
 {
     cJSON *traj = read_json(o->dfd, "trajectory.json", NULL, NULL);
     if (!traj)
-        return agent_fail(err, EINVAL, "%s/trajectory.json is not JSON; give the output "
+        return lis_fail(err, EINVAL, "%s/trajectory.json is not JSON; give the output "
                           "directory of a lis run (<output>/<timestamp>/)", o->dir);
     const cJSON *md = cJSON_GetObjectItemCaseSensitive(traj, "metadata");
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(traj, "steps");
@@ -425,7 +417,7 @@ static int make_nonce(char *out, size_t len, lis_error *err)
 {
     unsigned char r[16];
     if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-        return agent_fail(err, errno, "getrandom: %s", strerror(errno));
+        return lis_fail_errno(err, "getrandom");
     for (size_t i = 0; i < sizeof r && 2 * i + 2 < len; i++)
         snprintf(out + 2 * i, 3, "%02x", r[i]);
     return 0;
@@ -434,24 +426,24 @@ static int make_nonce(char *out, size_t len, lis_error *err)
 /* The page with the index JSON at its mark and the nonce at each of its. */
 static char *fill_page(const char *page, const char *json, const char *nonce)
 {
-    sbuf b = {0};
+    strbuf b = {0};
     size_t lm = strlen(RP_PAGE_MARK), ln = strlen(RP_NONCE_MARK);
     for (const char *p = page; *p;) {
         if (!strncmp(p, RP_PAGE_MARK, lm)) {
-            sb_puts(&b, json);
+            strbuf_puts(&b, json);
             p += lm;
         } else if (!strncmp(p, RP_NONCE_MARK, ln)) {
-            sb_puts(&b, nonce);
+            strbuf_puts(&b, nonce);
             p += ln;
         } else {
             const char *q = p + 1;
             while (*q && *q != RP_PAGE_MARK[0] && *q != RP_NONCE_MARK[0])
                 q++;
-            sb_putn(&b, p, (size_t)(q - p));
+            strbuf_putn(&b, p, (size_t)(q - p));
             p = q;
         }
     }
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 int lis_report_html(const char *dir, char *path, size_t len, lis_error *err)
@@ -459,30 +451,30 @@ int lis_report_html(const char *dir, char *path, size_t len, lis_error *err)
     rp_out o = {.dfd = -1, .rdfd = -1, .dir = dir};
     o.dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (o.dfd < 0)
-        return agent_fail(err, errno, "%s: %s; give the output directory of a lis batch or a "
+        return lis_fail(err, errno, "%s: %s; give the output directory of a lis batch or a "
                           "lis run", dir, strerror(errno));
     int batch = faccessat(o.dfd, "results.jsonl", F_OK, 0) == 0;
     if (!batch && faccessat(o.dfd, "trajectory.json", F_OK, 0) != 0) {
         close(o.dfd);
-        return agent_fail(err, EINVAL, "%s holds neither results.jsonl (a lis batch output) "
+        return lis_fail(err, EINVAL, "%s holds neither results.jsonl (a lis batch output) "
                           "nor trajectory.json (a lis run output: <output>/<timestamp>/)", dir);
     }
     snprintf(o.rdir, sizeof o.rdir, "%s/report", dir);
     if (mkdirat(o.dfd, "report", 0755) < 0 && errno != EEXIST) {
         int e = errno;
         close(o.dfd);
-        return agent_fail(err, e, "cannot create %s: %s", o.rdir, strerror(e));
+        return lis_fail_errnum(err, e, "cannot create %s", o.rdir);
     }
     o.rdfd = openat(o.dfd, "report", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     cJSON *index = cJSON_CreateObject();
     char *json = NULL, *html = NULL;
     int rc = -1;
     if (o.rdfd < 0) {
-        agent_fail(err, errno, "cannot open %s: %s", o.rdir, strerror(errno));
+        lis_fail_errno(err, "cannot open %s", o.rdir);
         goto out;
     }
     if (!index) {
-        oom(err);
+        lis_oom(err);
         goto out;
     }
     cJSON_AddStringToObject(index, "kind", batch ? "batch" : "run");
@@ -498,7 +490,7 @@ int lis_report_html(const char *dir, char *path, size_t len, lis_error *err)
     if (make_nonce(nonce, sizeof nonce, err) < 0)
         goto out;
     if (!(json = rp_json_script(index)) || !(html = fill_page(rp_page(), json, nonce))) {
-        oom(err);
+        lis_oom(err);
         goto out;
     }
     rc = write_at(o.dfd, dir, "report.html", html, NULL, NULL, err);

@@ -162,12 +162,8 @@ static void walk_dir(walk *w, int dfd, const char *prefix, int depth)
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
-        if (n == cap) {
-            char **t = realloc(names, (cap = cap ? cap * 2 : 32) * sizeof *t);
-            if (!t)
-                break;
-            names = t;
-        }
+        if (LIS_GROW(names, cap, n + 1) < 0)
+            break;
         if (!(names[n] = agent_strdup(de->d_name)))
             break;
         n++;
@@ -224,18 +220,18 @@ char *rp_json_script(const cJSON *j)
     char *raw = cJSON_PrintUnformatted(j);
     if (!raw)
         return NULL;
-    sbuf b = {0};
+    strbuf b = {0};
     for (const char *p = raw; *p; p++) {
         unsigned char c = (unsigned char)*p;
         if (c == '<' || c == '>' || c == '&')
-            sb_printf(&b, "\\u%04x", c);
+            strbuf_printf(&b, "\\u%04x", c);
         else if (c == 0xE2 && (unsigned char)p[1] == 0x80 &&
                  ((unsigned char)p[2] == 0xA8 || (unsigned char)p[2] == 0xA9)) {
-            sb_printf(&b, "\\u%04x", (unsigned char)p[2] == 0xA8 ? 0x2028 : 0x2029);
+            strbuf_printf(&b, "\\u%04x", (unsigned char)p[2] == 0xA8 ? 0x2028 : 0x2029);
             p += 2;
         } else
-            sb_putc(&b, (char)c);
+            strbuf_putc(&b, (char)c);
     }
     free(raw);
-    return sb_take(&b);
+    return strbuf_take(&b);
 }

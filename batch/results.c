@@ -36,8 +36,6 @@ struct batch_out {
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static int oom(lis_error *err) { return agent_fail(err, ENOMEM, "out of memory"); }
-
 uint64_t bo_fnv(const char *s, uint64_t h)
 {
     for (; *s; s++)
@@ -103,7 +101,7 @@ int bo_read_jsonl_at(int dfd, const char *dir, const char *name, int must, row_f
     if (fd < 0) {
         if (errno == ENOENT && !must)
             return 0;
-        return agent_fail(err, errno, "cannot read %s: %s", path, strerror(errno));
+        return lis_fail_errno(err, "cannot read %s", path);
     }
     int rc = bo_read_jsonl(fd, path, cb, arg, NULL, NULL, err);
     close(fd);
@@ -127,16 +125,10 @@ int bo_judged_add(void *arg, cJSON *row, size_t line, lis_error *err)
     kslot *s = k ? bo_kset_get(&j->keys, k) : NULL;
     free(k);
     if (!s)
-        return agent_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     if (s->state == ST_FREE) {
-        if (j->n == j->cap) {
-            size_t cap = j->cap ? j->cap * 2 : 256;
-            double *t = realloc(j->score, cap * sizeof *t);
-            if (!t)
-                return agent_fail(err, ENOMEM, "out of memory");
-            j->score = t;
-            j->cap = cap;
-        }
+        if (LIS_GROW(j->score, j->cap, j->n + 1) < 0)
+            return lis_oom(err);
         s->state = ST_DONE;
         s->line = j->n++;
     }
@@ -191,47 +183,47 @@ int bo_row_ident(const cJSON *row, char *id, size_t idn, int *attempt)
 
 char *bo_ident_key(const char *id, int attempt)
 {
-    sbuf b = {0};
-    sb_printf(&b, "%d:%s", attempt, id);
-    return sb_take(&b);
+    strbuf b = {0};
+    strbuf_printf(&b, "%d:%s", attempt, id);
+    return strbuf_take(&b);
 }
 
 #define KEY_MAX 200
 
 char *batch_out_key(const char *id, int attempt)
 {
-    sbuf b = {0};
+    strbuf b = {0};
     static const char hex[] = "0123456789ABCDEF";
     for (const unsigned char *p = (const unsigned char *)id; *p; p++) {
         int keep = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
                    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p >= 0x80 ||
                    (*p == '.' && p != (const unsigned char *)id);
         if (keep) {
-            sb_putc(&b, (char)*p);
+            strbuf_putc(&b, (char)*p);
         } else {
             char e[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-            sb_putn(&b, e, 3);
+            strbuf_putn(&b, e, 3);
         }
     }
     if (attempt > 0)
-        sb_printf(&b, "@%d", attempt);
+        strbuf_printf(&b, "@%d", attempt);
     if (!b.oom && b.len > KEY_MAX) {
         /* too long for a file name: a prefix, '~' (escaped everywhere else,
          * so never equal to a short key) and 128 bits of hash of the whole */
-        char *full = sb_take(&b);
+        char *full = strbuf_take(&b);
         if (!full)
             return NULL;
         size_t cut = 150;
         while (cut > 0 && (((unsigned char)full[cut] & 0xC0) == 0x80 || full[cut - 1] == '%' ||
                            (cut > 1 && full[cut - 2] == '%')))
             cut--;
-        sb_putn(&b, full, cut);
-        sb_printf(&b, "~%016llx%016llx",
+        strbuf_putn(&b, full, cut);
+        strbuf_printf(&b, "~%016llx%016llx",
                   (unsigned long long)bo_fnv(full, 1469598103934665603ull),
                   (unsigned long long)bo_fnv(full, 0x84222325cbf29ce4ull ^ 0x5bd1e995ull));
         free(full);
     }
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 void bo_tmp_name(char *buf, size_t n, const char *name)
@@ -242,7 +234,7 @@ void bo_tmp_name(char *buf, size_t n, const char *name)
 int bo_fsync_dir(int dfd, const char *what, lis_error *err)
 {
     if (fsync(dfd) < 0 && errno != EINVAL)
-        return agent_fail(err, errno, "syncing %s: %s", what, strerror(errno));
+        return lis_fail_errno(err, "syncing %s", what);
     return 0;
 }
 
@@ -254,7 +246,7 @@ int bo_write_atomic(int dfd, const char *dir, const char *name, const char *data
     bo_tmp_name(tmp, sizeof tmp, name);
     int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        return agent_fail(err, errno, "cannot write %s/%s: %s", dir, name, strerror(errno));
+        return lis_fail_errno(err, "cannot write %s/%s", dir, name);
     size_t off = 0;
     while (off < len) {
         ssize_t n = write(fd, data + off, len - off);
@@ -264,19 +256,19 @@ int bo_write_atomic(int dfd, const char *dir, const char *name, const char *data
             int e = n < 0 ? errno : EIO;
             close(fd);
             unlinkat(dfd, tmp, 0);
-            return agent_fail(err, e, "cannot write %s/%s: %s", dir, name, strerror(e));
+            return lis_fail_errnum(err, e, "cannot write %s/%s", dir, name);
         }
         off += (size_t)n;
     }
     if (fdatasync(fd) < 0 || close(fd) < 0) {
         int e = errno;
         unlinkat(dfd, tmp, 0);
-        return agent_fail(err, e, "cannot write %s/%s: %s", dir, name, strerror(e));
+        return lis_fail_errnum(err, e, "cannot write %s/%s", dir, name);
     }
     if (renameat(dfd, tmp, dfd, name) < 0) {
         int e = errno;
         unlinkat(dfd, tmp, 0);
-        return agent_fail(err, e, "cannot rename into %s/%s: %s", dir, name, strerror(e));
+        return lis_fail_errnum(err, e, "cannot rename into %s/%s", dir, name);
     }
     return bo_fsync_dir(dfd, dir, err);
 }
@@ -292,7 +284,7 @@ int bo_read_jsonl(int fd, const char *path, row_fn cb, void *arg, off_t *good,
     if (!f) {
         if (dfd >= 0)
             close(dfd);
-        return agent_fail(err, errno, "cannot read %s: %s", path, strerror(errno));
+        return lis_fail_errno(err, "cannot read %s", path);
     }
     rewind(f);
     char *buf = NULL;
@@ -303,7 +295,7 @@ int bo_read_jsonl(int fd, const char *path, row_fn cb, void *arg, off_t *good,
     while ((n = getline(&buf, &cap, f)) > 0) {
         line++;
         if (bad_line) { /* an unparsable line with more after it: no crash does that */
-            rc = agent_fail(err, EINVAL, "%s:%zu: not a JSON row (only the last line can be "
+            rc = lis_fail(err, EINVAL, "%s:%zu: not a JSON row (only the last line can be "
                             "torn by a crash); fix or delete that line", path, bad_line);
             break;
         }
@@ -323,7 +315,7 @@ int bo_read_jsonl(int fd, const char *path, row_fn cb, void *arg, off_t *good,
         }
     }
     if (rc == 0 && ferror(f))
-        rc = agent_fail(err, EIO, "cannot read %s", path);
+        rc = lis_fail(err, EIO, "cannot read %s", path);
     free(buf);
     fclose(f);
     if (good)
@@ -386,7 +378,7 @@ static int index_row(void *arg, cJSON *row, size_t line, lis_error *err)
     int attempt;
     if (bo_row_ident(row, id, sizeof id, &attempt) < 0) {
         cJSON_Delete(row);
-        return agent_fail(err, EINVAL, "%s:%zu: a row without an id and attempt; fix or "
+        return lis_fail(err, EINVAL, "%s:%zu: a row without an id and attempt; fix or "
                           "delete that line", c->path, line);
     }
     const cJSON *reason = cJSON_GetObjectItemCaseSensitive(row, "reason");
@@ -396,9 +388,9 @@ static int index_row(void *arg, cJSON *row, size_t line, lis_error *err)
     kslot *s = k ? bo_kset_get(&c->o->keys, k) : NULL;
     free(k);
     if (!s)
-        return oom(err);
+        return lis_oom(err);
     if (s->state == ST_DONE)
-        return agent_fail(err, EEXIST, "%s:%zu: a second row for id \"%.100s\" attempt %d "
+        return lis_fail(err, EEXIST, "%s:%zu: a second row for id \"%.100s\" attempt %d "
                           "(first at line %zu); delete one of them", c->path, line, id,
                           attempt, s->line);
     if (s->state == ST_FREE && !cancelled)
@@ -437,10 +429,10 @@ static void sync_new_parents(const char *dir, size_t existed_len)
 static int open_subdir(batch_out *o, const char *name, lis_error *err)
 {
     if (mkdirat(o->dfd, name, 0755) < 0 && errno != EEXIST)
-        return agent_fail(err, errno, "cannot create %s/%s: %s", o->dir, name, strerror(errno));
+        return lis_fail_errno(err, "cannot create %s/%s", o->dir, name);
     int fd = openat(o->dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return agent_fail(err, errno, "cannot open %s/%s: %s", o->dir, name, strerror(errno));
+        return lis_fail_errno(err, "cannot open %s/%s", o->dir, name);
     /* temporaries of a crashed run */
     int d2 = dup(fd);
     DIR *dp = d2 < 0 ? NULL : fdopendir(d2);
@@ -481,12 +473,12 @@ static int check_config(batch_out *o, const cJSON *config, lis_error *err)
     size_t len = 0;
     char *text = agent_read_host_file(path, &len, err);
     if (!text)
-        return agent_fail(err, err->code, "--resume %s: no run.json there (%s); give the "
+        return lis_fail(err, err->code, "--resume %s: no run.json there (%s); give the "
                           "directory of an earlier lis batch run", o->dir, strerror(err->code));
     cJSON *old = cJSON_ParseWithLength(text, len);
     free(text);
     if (!old)
-        return agent_fail(err, EINVAL, "%s: not valid JSON; restore it or start a new "
+        return lis_fail(err, EINVAL, "%s: not valid JSON; restore it or start a new "
                           "--output-dir", path);
     char key[256] = "";
     const cJSON *va = NULL, *vb = NULL;
@@ -495,7 +487,7 @@ static int check_config(batch_out *o, const cJSON *config, lis_error *err)
         char a[96], b[96];
         short_json(va, a, sizeof a);
         short_json(vb, b, sizeof b);
-        rc = agent_fail(err, EINVAL, "--resume %s: %s differs (run.json: %s, this run: %s); "
+        rc = lis_fail(err, EINVAL, "--resume %s: %s differs (run.json: %s, this run: %s); "
                         "resume with the same task and flags, or start a new --output-dir",
                         o->dir, *key ? key : "the configuration", a, b);
     }
@@ -508,11 +500,11 @@ int batch_out_open(const char *dir, const cJSON *config, int resume, batch_out *
 {
     *out = NULL;
     if (!dir || !*dir)
-        return agent_fail(err, EINVAL, "no output directory given");
+        return lis_fail(err, EINVAL, "no output directory given");
     batch_out *o = calloc(1, sizeof *o);
     if (!o || !(o->dir = agent_strdup(dir))) {
         free(o);
-        return oom(err);
+        return lis_oom(err);
     }
     o->dfd = o->tdfd = o->ldfd = o->fd = -1;
     pthread_mutex_init(&o->mu, NULL);
@@ -528,15 +520,15 @@ int batch_out_open(const char *dir, const cJSON *config, int resume, batch_out *
         if (lis_host_mkdir_p(dir, 0755, err) < 0) {
             char m[sizeof err->msg];
             snprintf(m, sizeof m, "%s", err->msg);
-            agent_fail(err, err->code, "cannot create the output directory %s: %s", dir, m);
+            lis_fail(err, err->code, "cannot create the output directory %s: %s", dir, m);
             goto fail;
         }
         sync_new_parents(dir, existed);
     }
     o->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (o->dfd < 0) {
-        agent_fail(err, errno, resume ? "--resume %s: %s; give the directory of an earlier "
-                   "lis batch run" : "cannot open %s: %s", dir, strerror(errno));
+        lis_fail_errno(err, resume ? "--resume %s (give the directory of an earlier "
+                       "lis batch run)" : "cannot open %s", dir);
         goto fail;
     }
     /* before anything is created: a wrong --resume DIR stays untouched */
@@ -544,26 +536,28 @@ int batch_out_open(const char *dir, const cJSON *config, int resume, batch_out *
         goto fail;
     o->fd = openat(o->dfd, "results.jsonl", O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (o->fd < 0) {
-        agent_fail(err, errno, "cannot open %s/results.jsonl: %s", dir, strerror(errno));
+        lis_fail_errno(err, "cannot open %s/results.jsonl", dir);
         goto fail;
     }
     /* one writer per directory: a second batch on it would run (and count)
      * the same episodes again; the lock dies with its process, even by kill -9 */
     if (flock(o->fd, LOCK_EX | LOCK_NB) < 0) {
-        agent_fail(err, errno, errno == EWOULDBLOCK ? "%s is in use by another lis batch; "
-                   "wait for it to end (or stop it) before resuming" : "cannot lock %s: %s",
-                   dir, strerror(errno));
+        if (errno == EWOULDBLOCK)
+            lis_fail(err, EBUSY, "%s is in use by another lis batch; wait for it to end "
+                     "(or stop it) before resuming", dir);
+        else
+            lis_fail_errno(err, "cannot lock %s", dir);
         goto fail;
     }
     if (!resume) {
         if (faccessat(o->dfd, "run.json", F_OK, 0) == 0) {
-            agent_fail(err, EEXIST, "%s already holds a run (run.json); continue it with "
+            lis_fail(err, EEXIST, "%s already holds a run (run.json); continue it with "
                        "--resume %s or choose another --output-dir", dir, dir);
             goto fail;
         }
         cfg_text = agent_json_pretty(config);
         if (!cfg_text) {
-            oom(err);
+            lis_oom(err);
             goto fail;
         }
         if (bo_write_atomic(o->dfd, dir, "run.json", cfg_text, strlen(cfg_text), err) < 0)
@@ -581,8 +575,7 @@ int batch_out_open(const char *dir, const cJSON *config, int resume, batch_out *
         goto fail;
     if (st.st_size != o->size) { /* a torn last line: cut it off */
         if (ftruncate(o->fd, o->size) < 0 || fdatasync(o->fd) < 0) {
-            agent_fail(err, errno, "cannot cut the torn last line of %s: %s", path,
-                       strerror(errno));
+            lis_fail_errno(err, "cannot cut the torn last line of %s", path);
             goto fail;
         }
     }
@@ -628,7 +621,7 @@ int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
     char id[BATCH_ID_MAX];
     int attempt;
     if (bo_row_ident(row, id, sizeof id, &attempt) < 0)
-        return agent_fail(err, EINVAL, "a result row needs an id (text, under %d bytes) and "
+        return lis_fail(err, EINVAL, "a result row needs an id (text, under %d bytes) and "
                           "an attempt (0, 1, ...)", BATCH_ID_MAX);
     const cJSON *reason = cJSON_GetObjectItemCaseSensitive(row, "reason");
     int cancelled = cJSON_IsString(reason) && !strcmp(reason->valuestring, "cancelled");
@@ -638,7 +631,7 @@ int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
     int rc = -1, prev = ST_FREE;
     kslot *s = NULL;
     if (!k || !key || !line || (trajectory && !traj)) {
-        oom(err);
+        lis_oom(err);
         goto out;
     }
     /* reserve (id, attempt): a second append of it is refused, also while
@@ -647,7 +640,7 @@ int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
     s = bo_kset_get(&o->keys, k);
     if (s && (s->state == ST_DONE || s->state == ST_PENDING)) {
         pthread_mutex_unlock(&o->mu);
-        agent_fail(err, EEXIST, "id \"%.100s\" attempt %d has a result row already; it is "
+        lis_fail(err, EEXIST, "id \"%.100s\" attempt %d has a result row already; it is "
                    "never recorded twice", id, attempt);
         s = NULL;
         goto out;
@@ -658,7 +651,7 @@ int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
     }
     pthread_mutex_unlock(&o->mu);
     if (!s) {
-        oom(err);
+        lis_oom(err);
         goto out;
     }
     char name[NAME_MAX + 1], tdir[PATH_MAX], ldir[PATH_MAX];
@@ -691,7 +684,7 @@ int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
         s->state = prev;
         pthread_mutex_unlock(&o->mu);
         line[len] = 0;
-        agent_fail(err, e, "cannot append to %s/results.jsonl: %s", o->dir, strerror(e));
+        lis_fail_errnum(err, e, "cannot append to %s/results.jsonl", o->dir);
         goto out;
     }
     o->size += (off_t)(len + 1);
@@ -704,8 +697,8 @@ int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
     line[len] = 0;
     /* outside the lock: concurrent appends share the device flush */
     if (fdatasync(o->fd) < 0) {
-        agent_fail(err, errno, "the row is in %s/results.jsonl but cannot be synced: %s",
-                   o->dir, strerror(errno));
+        lis_fail_errno(err, "the row is in %s/results.jsonl but cannot be synced",
+                   o->dir);
         goto out;
     }
     rc = 0;

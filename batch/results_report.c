@@ -12,8 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static int oom(lis_error *err) { return agent_fail(err, ENOMEM, "out of memory"); }
-
 typedef struct rep_row {
     cJSON *row;
     char *id;
@@ -36,18 +34,12 @@ static int collect_row(void *arg, cJSON *row, size_t line, lis_error *err)
     int attempt;
     if (bo_row_ident(row, id, sizeof id, &attempt) < 0) {
         cJSON_Delete(row);
-        return agent_fail(err, EINVAL, "%s:%zu: a row without an id and attempt; fix or "
+        return lis_fail(err, EINVAL, "%s:%zu: a row without an id and attempt; fix or "
                           "delete that line", R->path, line);
     }
-    if (R->n == R->cap) {
-        size_t cap = R->cap ? R->cap * 2 : 256;
-        rep_row *t = realloc(R->r, cap * sizeof *t);
-        if (!t) {
-            cJSON_Delete(row);
-            return oom(err);
-        }
-        R->r = t;
-        R->cap = cap;
+    if (LIS_GROW(R->r, R->cap, R->n + 1) < 0) {
+        cJSON_Delete(row);
+        return lis_oom(err);
     }
     char *k = bo_ident_key(id, attempt);
     kslot *s = k ? bo_kset_get(&R->keys, k) : NULL;
@@ -56,12 +48,12 @@ static int collect_row(void *arg, cJSON *row, size_t line, lis_error *err)
     if (!s || !idc) {
         free(idc);
         cJSON_Delete(row);
-        return oom(err);
+        return lis_oom(err);
     }
     if (s->state == ST_DONE) {
         free(idc);
         cJSON_Delete(row);
-        return agent_fail(err, EEXIST, "%s:%zu: a second row for id \"%.100s\" attempt %d; "
+        return lis_fail(err, EEXIST, "%s:%zu: a second row for id \"%.100s\" attempt %d; "
                           "delete one of them", R->path, line, id, attempt);
     }
     if (s->state == ST_CANCELLED)
@@ -84,14 +76,14 @@ static cJSON *read_steps(int tdfd, const rep_row *r)
     int fd = key ? openat(tdfd, name, O_RDONLY | O_CLOEXEC) : -1;
     cJSON *steps = NULL;
     if (fd >= 0) {
-        sbuf b = {0};
+        strbuf b = {0};
         char chunk[65536];
         ssize_t n;
         while ((n = read(fd, chunk, sizeof chunk)) > 0)
-            sb_putn(&b, chunk, (size_t)n);
+            strbuf_putn(&b, chunk, (size_t)n);
         close(fd);
         cJSON *j = b.s ? cJSON_ParseWithLength(b.s, b.len) : NULL;
-        sb_free(&b);
+        strbuf_release(&b);
         cJSON *st = cJSON_IsObject(j) ? cJSON_DetachItemFromObjectCaseSensitive(j, "steps")
                                       : NULL;
         if (cJSON_IsArray(st))
@@ -161,7 +153,7 @@ static int write_trajectories(int dfd, const char *dir, const report *R, lis_err
             close(fd);
         if (tdfd >= 0)
             close(tdfd);
-        return agent_fail(err, e, "cannot write %s/trajectory.json: %s", dir, strerror(e));
+        return lis_fail_errnum(err, e, "cannot write %s/trajectory.json", dir);
     }
     int rc = 0, first = 1;
     fputc('{', f);
@@ -170,11 +162,11 @@ static int write_trajectories(int dfd, const char *dir, const report *R, lis_err
         if (r->skip)
             continue;
         int judged;
-        sbuf key = {0};
-        sb_puts(&key, r->id);
+        strbuf key = {0};
+        strbuf_puts(&key, r->id);
         if (r->attempt > 0)
-            sb_printf(&key, "@%d", r->attempt);
-        char *ks = sb_take(&key);
+            strbuf_printf(&key, "@%d", r->attempt);
+        char *ks = strbuf_take(&key);
         cJSON *kj = ks ? cJSON_CreateString(ks) : NULL;
         char *kt = kj ? cJSON_PrintUnformatted(kj) : NULL;
         cJSON *e = cJSON_CreateObject();
@@ -188,7 +180,7 @@ static int write_trajectories(int dfd, const char *dir, const report *R, lis_err
         }
         char *et = e ? agent_json_pretty(e) : NULL;
         if (!kt || !et) {
-            rc = oom(err);
+            rc = lis_oom(err);
         } else {
             fputs(first ? "\n  " : ",\n  ", f);
             fputs(kt, f);
@@ -209,14 +201,12 @@ static int write_trajectories(int dfd, const char *dir, const report *R, lis_err
         close(tdfd);
     if (fflush(f) != 0 || ferror(f) || fdatasync(fileno(f)) < 0) {
         if (rc == 0)
-            rc = agent_fail(err, errno, "cannot write %s/trajectory.json: %s", dir,
-                            strerror(errno));
+            rc = lis_fail_errno(err, "cannot write %s/trajectory.json", dir);
     }
     if (fclose(f) != 0 && rc == 0)
-        rc = agent_fail(err, errno, "cannot write %s/trajectory.json: %s", dir, strerror(errno));
+        rc = lis_fail_errno(err, "cannot write %s/trajectory.json", dir);
     if (rc == 0 && renameat(dfd, tmp, dfd, "trajectory.json") < 0)
-        rc = agent_fail(err, errno, "cannot rename into %s/trajectory.json: %s", dir,
-                        strerror(errno));
+        rc = lis_fail_errno(err, "cannot rename into %s/trajectory.json", dir);
     if (rc < 0)
         unlinkat(dfd, tmp, 0);
     return rc == 0 ? bo_fsync_dir(dfd, dir, err) : rc;
@@ -227,14 +217,14 @@ static cJSON *read_json_at(int dfd, const char *name)
     int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return NULL;
-    sbuf b = {0};
+    strbuf b = {0};
     char chunk[65536];
     ssize_t n;
     while ((n = read(fd, chunk, sizeof chunk)) > 0)
-        sb_putn(&b, chunk, (size_t)n);
+        strbuf_putn(&b, chunk, (size_t)n);
     close(fd);
     cJSON *j = b.s ? cJSON_ParseWithLength(b.s, b.len) : NULL;
-    sb_free(&b);
+    strbuf_release(&b);
     return j;
 }
 
@@ -360,14 +350,14 @@ int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_err
         *summary = NULL;
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
-        return agent_fail(err, errno, "%s: %s; give the output directory of a lis batch run",
+        return lis_fail(err, errno, "%s: %s; give the output directory of a lis batch run",
                           dir, strerror(errno));
     report R = {0};
     int rc = -1;
     char *text = NULL;
     cJSON *res = NULL, *config = read_json_at(dfd, "run.json");
     if (!config) {
-        agent_fail(err, EINVAL, "%s/run.json is missing or not JSON; give the output "
+        lis_fail(err, EINVAL, "%s/run.json is missing or not JSON; give the output "
                    "directory of a lis batch run", dir);
         goto out;
     }
@@ -381,7 +371,7 @@ int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_err
     res = summarize(&R, config, dir, elapsed, dfd);
     config = NULL;
     if (!res || !(text = agent_json_pretty(res))) {
-        oom(err);
+        lis_oom(err);
         goto out;
     }
     if (write_trajectories(dfd, dir, &R, err) < 0 ||

@@ -219,7 +219,7 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
                 o->repeat, r.total, r.already, o->concurrency,
                 o->mode_llm ? "plain LLM (no sandbox)" : "LLM-in-Sandbox", sum->dir);
 
-    double t0 = agent_now();
+    double t0 = lis_now();
     if (bsched_run(&r, err) < 0)
         goto out;
     bprog_clear(&r);
@@ -236,7 +236,7 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     sum->interrupted = r.signals > 0;
     cJSON *summary = NULL;
     lis_error rerr = {0};
-    if (batch_report_write(sum->dir, agent_now() - t0, &summary, &rerr) < 0) {
+    if (batch_report_write(sum->dir, lis_now() - t0, &summary, &rerr) < 0) {
         if (!o->quiet)
             fprintf(o->err, "lis: warning: writing results.json: %s\n", rerr.msg);
     } else {

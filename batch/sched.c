@@ -74,7 +74,7 @@ static int on_timer(CURLM *m, long timeout_ms, void *userp)
 {
     (void)m;
     brun *r = userp;
-    r->curl_due = timeout_ms < 0 ? -1 : agent_now() + (double)timeout_ms / 1000.0;
+    r->curl_due = timeout_ms < 0 ? -1 : lis_now() + (double)timeout_ms / 1000.0;
     return 0;
 }
 
@@ -146,9 +146,9 @@ static void run_fatal(brun *r, const char *msg);
 /* What would fail every row: stop the run rather than burn through it. */
 static int is_fatal(const brun *r, const lis_error *err)
 {
-    if (err->code == 401 || err->code == 403 || err->code == 404)
+    if (err->http_status == 401 || err->http_status == 403 || err->http_status == 404)
         return 1;
-    return err->code == 0 && !r->llm_ok; /* unreachable before anything worked */
+    return err->code == EHOSTUNREACH && !r->llm_ok; /* unreachable before anything worked */
 }
 
 static void llm_done(brun *r, CURL *h, CURLcode rc)
@@ -176,7 +176,7 @@ static void llm_done(brun *r, CURL *h, CURLcode rc)
     }
     if (res == LLM_CALL_RETRY) {
         e->lq = LQ_RETRY;
-        e->retry_at = agent_now() + wait;
+        e->retry_at = lis_now() + wait;
         r->retrying++;
         return;
     }
@@ -245,7 +245,7 @@ static void cmd_start(bep *e, const char *cmd)
     e->wants_cmd = 0;
     agent_bash_prepare(&e->env, cmd, &e->bash);
     lis_error err = {0};
-    e->cmd_t0 = agent_now();
+    e->cmd_t0 = lis_now();
     if (lis_exec_start(e->sb, &e->bash.spec, &e->proc, &err) < 0) {
         lis_result res = {0};
         agent_tool_out t = {0};
@@ -290,7 +290,7 @@ static void cmd_event(brun *r, bep *e)
     int wrc = lis_proc_wait(e->proc, &res, &err);
     e->proc = NULL;
     r->commands--;
-    double secs = agent_now() - e->cmd_t0;
+    double secs = lis_now() - e->cmd_t0;
     r->tool_seconds += secs;
     if (e->stopped) {
         if (wrc == 0)
@@ -377,7 +377,7 @@ static void setup_done(void *arg)
             llm_cancel(e);
             e->stopped = 1;
             snprintf(e->stop_reason, sizeof e->stop_reason, "sandbox_error");
-            snprintf(e->stop_error, sizeof e->stop_error, "%s", e->sb_error);
+            snprintf(e->stop_error, sizeof e->stop_error, "%s", e->setup_error);
         }
     }
     if (e->stopped)
@@ -413,7 +413,7 @@ static void setup_start(bep *e)
         if (bw_pool_submit(r->setup, bjob_setup, setup_done, e, &err) < 0) {
             lis_sandbox_destroy(e->sb, &err);
             e->sb = NULL;
-            snprintf(e->sb_error, sizeof e->sb_error, "out of memory");
+            snprintf(e->setup_error, sizeof e->setup_error, "out of memory");
             setup_done(e);
         }
         spare_top_up(r);
@@ -428,7 +428,7 @@ static void setup_start(bep *e)
     e->in_job = 1;
     r->creating++;
     if (bw_pool_submit(r->setup, bjob_setup, setup_done, e, &err) < 0) {
-        snprintf(e->sb_error, sizeof e->sb_error, "%s", err.msg);
+        snprintf(e->setup_error, sizeof e->setup_error, "%s", err.msg);
         setup_done(e);
     }
 }
@@ -531,7 +531,7 @@ static void stop(bep *e, const char *reason, const char *error)
     if (e->proc) {
         lis_error ign;
         lis_proc_signal(e->proc, SIGKILL, &ign);
-        e->kill_at = agent_now() + 5;
+        e->kill_at = lis_now() + 5;
     }
     try_finish(e);
 }
@@ -580,7 +580,7 @@ static void start(bep *e)
     brun *r = e->run;
     e->phase = EP_LIVE;
     e->reason = -1;
-    e->t0 = agent_now();
+    e->t0 = lis_now();
     e->deadline = r->o->episode_timeout > 0 ? e->t0 + r->o->episode_timeout : 0;
     r->live++;
     e->log = open_memstream(&e->log_buf, &e->log_len);
@@ -646,7 +646,7 @@ static void on_signal(brun *r)
         if (r->signals == 1 && si.ssi_signo == SIGINT) {
             r->draining = 1;
             if (r->o->drain_timeout > 0)
-                r->drain_deadline = agent_now() + r->o->drain_timeout;
+                r->drain_deadline = lis_now() + r->o->drain_timeout;
             bprog_clear(r);
             fprintf(r->o->err, "lis: Ctrl-C: starting nothing new, waiting for the %zu running "
                     "episodes (Ctrl-C again cancels them)\n", r->live);
@@ -730,7 +730,7 @@ static int setup_loop(brun *r, lis_error *err)
     r->epfd = epoll_create1(EPOLL_CLOEXEC);
     r->multi = curl_multi_init();
     if (r->sigfd < 0 || r->epfd < 0 || !r->multi)
-        return lis_fail(err, errno, "setting up the event loop: %s", strerror(errno));
+        return lis_fail_errno(err, "setting up the event loop");
     curl_multi_setopt(r->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
     curl_multi_setopt(r->multi, CURLMOPT_SOCKETDATA, r);
     curl_multi_setopt(r->multi, CURLMOPT_TIMERFUNCTION, on_timer);
@@ -750,7 +750,7 @@ static int setup_loop(brun *r, lis_error *err)
 int bsched_run(brun *r, lis_error *err)
 {
     int rc = setup_loop(r, err);
-    r->t0 = r->last_sweep = r->last_progress = agent_now();
+    r->t0 = r->last_sweep = r->last_progress = lis_now();
     if (rc == 0)
         admit(r);
     struct epoll_event evs[64];
@@ -758,13 +758,13 @@ int bsched_run(brun *r, lis_error *err)
                        (!r->draining && !r->fatal && r->next < r->neps))) {
         int timeout = 100; /* the sweep's tick */
         if (r->curl_due >= 0) {
-            double ms = (r->curl_due - agent_now()) * 1000.0;
+            double ms = (r->curl_due - lis_now()) * 1000.0;
             if (ms < timeout)
                 timeout = ms <= 0 ? 0 : (int)ms + 1;
         }
         int n = epoll_wait(r->epfd, evs, 64, timeout);
         if (n < 0 && errno != EINTR) {
-            rc = lis_fail(err, errno, "epoll_wait: %s", strerror(errno));
+            rc = lis_fail_errno(err, "epoll_wait");
             break;
         }
         int running;
@@ -793,7 +793,7 @@ int bsched_run(brun *r, lis_error *err)
                 break;
             }
         }
-        double now = agent_now();
+        double now = lis_now();
         if (r->curl_due >= 0 && now >= r->curl_due) {
             r->curl_due = -1;
             curl_multi_socket_action(r->multi, CURL_SOCKET_TIMEOUT, 0, &running);

@@ -73,7 +73,7 @@ int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error 
     *out = NULL;
     batch_scorer *s = calloc(1, sizeof *s);
     if (!s)
-        return agent_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     pthread_mutex_init(&s->mu, NULL);
     const char *sc = o->scorer && *o->scorer && strcmp(o->scorer, "auto") != 0 ? o->scorer : NULL;
     const char *task = o->task_name ? o->task_name : "";
@@ -85,7 +85,7 @@ int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error 
     if (sc && strncmp(sc, "builtin:", 8) == 0) {
         int b = find_builtin(sc + 8);
         if (b < 0) {
-            rc = agent_fail(err, EINVAL, "--scorer %s: no such built-in scorer (builtin:match, "
+            rc = lis_fail(err, EINVAL, "--scorer %s: no such built-in scorer (builtin:match, "
                                          "builtin:letter, builtin:math; or demo, chem, biomed)", sc);
             goto fail;
         }
@@ -94,7 +94,7 @@ int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error 
         snprintf(s->name, sizeof s->name, "builtin:%s", builtins[b].name);
     } else if (sc && strcmp(sc, "python") == 0) {
         if (!reward) {
-            rc = agent_fail(err, ENOENT, "--scorer python: %s has no reward.py",
+            rc = lis_fail(err, ENOENT, "--scorer python: %s has no reward.py",
                             o->task_dir ? o->task_dir : "the task (--tasks FILE)");
             goto fail;
         }
@@ -122,7 +122,7 @@ int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error 
             note = " (the task has judge.py: its reward.py is the original's placeholder; "
                    "--judge-model scores it, or `lis batch judge DIR` afterwards)";
     } else {
-        rc = agent_fail(err, ENOENT, "no scorer for task %s: it has no reward.py (use --scorer "
+        rc = lis_fail(err, ENOENT, "no scorer for task %s: it has no reward.py (use --scorer "
                                      "builtin:NAME, --scorer CMD or --judge-model)", *task ? task : "?");
         goto fail;
     }
@@ -168,16 +168,10 @@ static llm_client *take_client(batch_scorer *s, lis_error *err)
 static void give_client(batch_scorer *s, llm_client *c)
 {
     pthread_mutex_lock(&s->mu);
-    if (s->nidle == s->capidle) {
-        size_t cap = s->capidle ? s->capidle * 2 : 8;
-        llm_client **n = realloc(s->idle, cap * sizeof *n);
-        if (!n) {
-            pthread_mutex_unlock(&s->mu);
-            llm_free(c);
-            return;
-        }
-        s->idle = n;
-        s->capidle = cap;
+    if (LIS_GROW(s->idle, s->capidle, s->nidle + 1) < 0) {
+        pthread_mutex_unlock(&s->mu);
+        llm_free(c);
+        return;
     }
     s->idle[s->nidle++] = c;
     pthread_mutex_unlock(&s->mu);
@@ -214,7 +208,7 @@ int batch_scorer_score(batch_scorer *s, const char *answer, const cJSON *row, do
     case SK_BUILTIN: {
         char num[64];
         if (!cJSON_IsString(gt) && py_str(gt, num, sizeof num) < 0)
-            return agent_fail(err, EINVAL, "%s: ground_truth is %s, not a string or a number",
+            return lis_fail(err, EINVAL, "%s: ground_truth is %s, not a string or a number",
                               s->name, gt ? "an object, array or null" : "missing");
         *score = s->builtin(answer ? answer : "", cJSON_IsString(gt) ? gt->valuestring : num);
         return 0;
@@ -234,7 +228,7 @@ int batch_scorer_score(batch_scorer *s, const char *answer, const cJSON *row, do
         return rc;
     }
     }
-    return agent_fail(err, EINVAL, "unknown scorer");
+    return lis_fail(err, EINVAL, "unknown scorer");
 }
 
 char *batch_scorer_prompt(batch_scorer *s, const cJSON *row, lis_error *err)
@@ -248,7 +242,7 @@ char *batch_scorer_prompt(batch_scorer *s, const cJSON *row, lis_error *err)
         }
         pthread_mutex_unlock(&s->mu);
         if (s->prompt_err[0]) {
-            agent_fail(err, EIO, "%s", s->prompt_err);
+            lis_fail(err, EIO, "%s", s->prompt_err);
             return NULL;
         }
         if (score_worker_has(s->worker, "prompt"))
@@ -256,12 +250,12 @@ char *batch_scorer_prompt(batch_scorer *s, const cJSON *row, lis_error *err)
     }
     const char *p = cJSON_GetStringValue(cJSON_GetObjectItem(row, "problem_statement"));
     if (!p) {
-        agent_fail(err, EINVAL, "the row has no problem_statement");
+        lis_fail(err, EINVAL, "the row has no problem_statement");
         return NULL;
     }
     char *out = agent_strdup(p);
     if (!out)
-        agent_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
     return out;
 }
 

@@ -21,7 +21,7 @@ int score_cmd_run(const char *cmd, const char *answer, const cJSON *row, double 
     cJSON *g = gt ? cJSON_Duplicate(gt, 1) : cJSON_CreateNull();
     if (!req || !r || !g) {
         cJSON_Delete(req), cJSON_Delete(r), cJSON_Delete(g);
-        return agent_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     }
     cJSON_DeleteItemFromObject(r, "ground_truth");
     cJSON_AddStringToObject(req, "answer", answer ? answer : "");
@@ -30,7 +30,7 @@ int score_cmd_run(const char *cmd, const char *answer, const cJSON *row, double 
     char *in = cJSON_PrintUnformatted(req);
     cJSON_Delete(req);
     if (!in)
-        return agent_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
 
     char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
     sproc p;
@@ -38,7 +38,7 @@ int score_cmd_run(const char *cmd, const char *answer, const cJSON *row, double 
         free(in);
         return lis_wrap(err, "--scorer command");
     }
-    sbuf out = {0}, tail = {0};
+    strbuf out = {0}, tail = {0};
     sproc_rc rc = sproc_talk(&p, in, strlen(in), 0, &out, &tail, timeout);
     free(in);
     int st = sproc_end(&p, rc != SP_OK);
@@ -47,11 +47,11 @@ int score_cmd_run(const char *cmd, const char *answer, const cJSON *row, double 
     sproc_status_text(st, sts, sizeof sts);
     int ret = -1;
     if (rc == SP_TIMEOUT) {
-        agent_fail(err, ETIMEDOUT, "--scorer command gave no answer in %.0f s (killed)", timeout);
+        lis_fail(err, ETIMEDOUT, "--scorer command gave no answer in %.0f s (killed)", timeout);
     } else if (rc != SP_OK) {
-        agent_fail(err, EIO, "--scorer command: reading its output failed (more than 1 MB?)");
+        lis_fail(err, EIO, "--scorer command: reading its output failed (more than 1 MB?)");
     } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        agent_fail(err, EIO, "--scorer command failed (%s)%s%s", sts, *last ? ": " : "", last);
+        lis_fail(err, EIO, "--scorer command failed (%s)%s%s", sts, *last ? ": " : "", last);
     } else {
         /* one number, surrounding white space allowed */
         const char *s = out.s ? out.s : "";
@@ -64,13 +64,13 @@ int score_cmd_run(const char *cmd, const char *answer, const cJSON *row, double 
             char shown[64];
             size_t n = strcspn(s, "\n");
             snprintf(shown, sizeof shown, "%.*s%s", (int)(n > 40 ? 40 : n), s, n > 40 ? "..." : "");
-            agent_fail(err, EINVAL, "--scorer command printed \"%s\", not a number", shown);
+            lis_fail(err, EINVAL, "--scorer command printed \"%s\", not a number", shown);
         } else {
             *score = x;
             ret = 0;
         }
     }
-    sb_free(&out);
-    sb_free(&tail);
+    strbuf_release(&out);
+    strbuf_release(&tail);
     return ret;
 }

@@ -27,8 +27,8 @@ char *score_judge_prompt(const char *question, const char *ground_truth, const c
         after = agent_strndup(b, (size_t)(e - b));
         a = after ? after : "";
     }
-    sbuf s = {0};
-    sb_printf(&s,
+    strbuf s = {0};
+    strbuf_printf(&s,
               "Assess whether the following CANDIDATE ANSWER is CORRECT or INCORRECT.\n"
               "For the CANDIDATE ANSWER to be correct, it must be consistent with the OFFICIAL ANSWER.\n"
               "\n"
@@ -39,7 +39,7 @@ char *score_judge_prompt(const char *question, const char *ground_truth, const c
               "Reply only with CORRECT or INCORRECT.",
               question ? question : "", ground_truth ? ground_truth : "", a);
     free(after);
-    return sb_take(&s);
+    return strbuf_take(&s);
 }
 
 const char *score_judge_verdict(const char *reply)
@@ -81,7 +81,7 @@ int score_judge_ask(llm_client *c, const char *question, const cJSON *ground_tru
         free(prompt);
         cJSON_Delete(msgs);
         cJSON_Delete(m);
-        return agent_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     }
     cJSON_AddStringToObject(m, "role", "user");
     cJSON_AddStringToObject(m, "content", prompt);
@@ -126,10 +126,10 @@ static char *row_key(const cJSON *id, int attempt)
     char *t = id ? cJSON_PrintUnformatted(id) : agent_strdup("null");
     if (!t)
         return NULL;
-    sbuf b = {0};
-    sb_printf(&b, "%s@%d", t, attempt);
+    strbuf b = {0};
+    strbuf_printf(&b, "%s@%d", t, attempt);
     free(t);
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 /* Parses every complete JSON line of path into an array (a torn last line
@@ -238,7 +238,7 @@ int batch_judge_dir(const char *dir, const llm_config *judge, int concurrency, F
     st.rows = calloc(nres ? nres : 1, sizeof *st.rows);
     int ret = -1;
     if (!st.rows) {
-        agent_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         goto out;
     }
     /* the keys already judged, and those taken from results.jsonl so far, sorted
@@ -246,7 +246,7 @@ int batch_judge_dir(const char *dir, const llm_config *judge, int concurrency, F
     size_t nj = (size_t)cJSON_GetArraySize(judged), nk = 0;
     keys = calloc(nj + nres + 1, sizeof *keys);
     if (!keys) {
-        agent_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         goto out;
     }
     const cJSON *j;
@@ -296,7 +296,7 @@ int batch_judge_dir(const char *dir, const llm_config *judge, int concurrency, F
     st.out_fd = open(jpath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     st.out = st.out_fd >= 0 ? fdopen(st.out_fd, "a") : NULL;
     if (!st.out) {
-        agent_fail(err, errno, "cannot open %s: %s", jpath, strerror(errno));
+        lis_fail_errno(err, "cannot open %s", jpath);
         if (st.out_fd >= 0)
             close(st.out_fd);
         goto out;
@@ -319,7 +319,7 @@ int batch_judge_dir(const char *dir, const llm_config *judge, int concurrency, F
     if (log)
         fprintf(log, "lis batch judge: %zu judged, %zu failed\n", st.done, st.failed);
     if (st.failed)
-        agent_fail(err, EIO, "%zu of %zu episodes could not be judged (run again to retry them): %s",
+        lis_fail(err, EIO, "%zu of %zu episodes could not be judged (run again to retry them): %s",
                    st.failed, st.n, st.first_err);
     else
         ret = 0;

@@ -45,7 +45,7 @@ static const char *const drops[] = {"\\displaystyle", "\\qquad", "\\quad", "\\ml
 
 char *score_math_normalize(const char *latex)
 {
-    sbuf b = {0};
+    strbuf b = {0};
     const char *s = latex;
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
@@ -67,7 +67,7 @@ char *score_math_normalize(const char *latex)
                 char *inner = agent_strndup(s + i + w + 1, e - i - w - 2);
                 char *norm = inner ? score_math_normalize(inner) : NULL;
                 if (norm)
-                    sb_puts(&b, norm);
+                    strbuf_puts(&b, norm);
                 free(inner);
                 free(norm);
                 i = e;
@@ -85,29 +85,29 @@ char *score_math_normalize(const char *latex)
         if (done)
             continue;
         if (starts(s + i, "\\dfrac") || starts(s + i, "\\tfrac") || starts(s + i, "\\cfrac")) {
-            sb_puts(&b, "\\frac");
+            strbuf_puts(&b, "\\frac");
             i += 6;
         } else if (starts(s + i, "\\sqrt") && s[i + 5] && s[i + 5] != '{' && s[i + 5] != '[' &&
                    !isalpha((unsigned char)s[i + 5]) && !isspace((unsigned char)s[i + 5]) && s[i + 5] != '\\') {
             /* \sqrt2 -> \sqrt{2} */
-            sb_printf(&b, "\\sqrt{%c}", s[i + 5]);
+            strbuf_printf(&b, "\\sqrt{%c}", s[i + 5]);
             i += 6;
         } else if (starts(s + i, "{,}")) {
-            sb_putc(&b, ',');
+            strbuf_putc(&b, ',');
             i += 3;
         } else if (isspace((unsigned char)s[i])) {
             i++;
         } else if (starts(s + i, "\\%")) {
-            sb_putc(&b, '%');
+            strbuf_putc(&b, '%');
             i += 2;
         } else if (starts(s + i, "percent") && (i == 0 || !isalpha((unsigned char)s[i - 1]))) {
-            sb_putc(&b, '%');
+            strbuf_putc(&b, '%');
             i += 7;
         } else {
-            sb_putc(&b, s[i++]);
+            strbuf_putc(&b, s[i++]);
         }
     }
-    char *t = sb_take(&b);
+    char *t = strbuf_take(&b);
     if (!t)
         return NULL;
     /* trailing dots, one pair of outer braces, a leading "." */

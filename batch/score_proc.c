@@ -22,24 +22,24 @@ int sproc_spawn(char *const argv[], int worker, sproc *p, lis_error *err)
     p->in = p->out = p->err = -1;
     int sin[2], sout[2], serr[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sin))
-        return agent_fail(err, errno, "socketpair: %s", strerror(errno));
+        return lis_fail_errno(err, "socketpair");
     if (pipe2(sout, O_CLOEXEC)) {
         close(sin[0]);
         close(sin[1]);
-        return agent_fail(err, errno, "pipe: %s", strerror(errno));
+        return lis_fail_errno(err, "pipe");
     }
     if (pipe2(serr, O_CLOEXEC)) {
         close(sin[0]);
         close(sin[1]);
         close(sout[0]);
         close(sout[1]);
-        return agent_fail(err, errno, "pipe: %s", strerror(errno));
+        return lis_fail_errno(err, "pipe");
     }
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
         close(sin[0]), close(sin[1]), close(sout[0]), close(sout[1]), close(serr[0]), close(serr[1]);
-        return agent_fail(err, e, "fork: %s", strerror(e));
+        return lis_fail_errnum(err, e, "fork");
     }
     if (pid == 0) {
         setpgid(0, 0);
@@ -76,7 +76,7 @@ int sproc_spawn(char *const argv[], int worker, sproc *p, lis_error *err)
     return 0;
 }
 
-static void keep_tail(sbuf *t)
+static void keep_tail(strbuf *t)
 {
     if (t->len > 2 * ERRTAIL_KEEP) {
         memmove(t->s, t->s + t->len - ERRTAIL_KEEP, ERRTAIL_KEEP);
@@ -85,10 +85,10 @@ static void keep_tail(sbuf *t)
     }
 }
 
-sproc_rc sproc_talk(sproc *p, const char *in, size_t n, int line_mode, sbuf *out, sbuf *errtail,
+sproc_rc sproc_talk(sproc *p, const char *in, size_t n, int line_mode, strbuf *out, strbuf *errtail,
                     double timeout)
 {
-    double deadline = agent_now() + timeout;
+    double deadline = lis_now() + timeout;
     size_t off = 0;
     int out_open = p->out >= 0, err_open = p->err >= 0;
     if (!in && !line_mode && p->in >= 0) {
@@ -102,7 +102,7 @@ sproc_rc sproc_talk(sproc *p, const char *in, size_t n, int line_mode, sbuf *out
             return SP_OK;
         if (line_mode && !out_open)
             return SP_EOF;
-        double left = deadline - agent_now();
+        double left = deadline - lis_now();
         if (left <= 0)
             return SP_TIMEOUT;
         struct pollfd fds[3];
@@ -141,7 +141,7 @@ sproc_rc sproc_talk(sproc *p, const char *in, size_t n, int line_mode, sbuf *out
         if (io >= 0 && fds[io].revents) {
             ssize_t k = read(p->out, buf, sizeof buf);
             if (k > 0)
-                sb_putn(out, buf, (size_t)k);
+                strbuf_putn(out, buf, (size_t)k);
             else if (k == 0 || (errno != EINTR && errno != EAGAIN))
                 out_open = 0;
             if (!line_mode && out->len > (1u << 20))
@@ -150,7 +150,7 @@ sproc_rc sproc_talk(sproc *p, const char *in, size_t n, int line_mode, sbuf *out
         if (ie >= 0 && fds[ie].revents) {
             ssize_t k = read(p->err, buf, sizeof buf);
             if (k > 0) {
-                sb_putn(errtail, buf, (size_t)k);
+                strbuf_putn(errtail, buf, (size_t)k);
                 keep_tail(errtail);
             } else if (k == 0 || (errno != EINTR && errno != EAGAIN)) {
                 err_open = 0;
@@ -193,7 +193,7 @@ void sproc_status_text(int status, char *buf, size_t len)
         snprintf(buf, len, "status %d", status);
 }
 
-void sproc_last_line(const sbuf *t, char *buf, size_t len)
+void sproc_last_line(const strbuf *t, char *buf, size_t len)
 {
     buf[0] = 0;
     if (!t->s)

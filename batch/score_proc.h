@@ -23,7 +23,7 @@ typedef enum sproc_rc { SP_OK = 0, SP_EOF, SP_TIMEOUT, SP_IOERR } sproc_rc;
 /* Writes in (len n; NULL: nothing) then reads until one full line came on
  * out (line_mode) or until out and err are at end of file (then stdin is
  * closed after writing). stderr is kept in *errtail (its last few KB). */
-sproc_rc sproc_talk(sproc *p, const char *in, size_t n, int line_mode, sbuf *out, sbuf *errtail,
+sproc_rc sproc_talk(sproc *p, const char *in, size_t n, int line_mode, strbuf *out, strbuf *errtail,
                     double timeout);
 /* Kills the group (when kill_it), closes the fds, reaps; returns the wait
  * status (or -1). */
@@ -31,6 +31,6 @@ int sproc_end(sproc *p, int kill_it);
 /* "exit 3", "signal 9 (Killed)" for a wait status */
 void sproc_status_text(int status, char *buf, size_t len);
 /* The last non-empty line of t (at most 300 bytes), or "" */
-void sproc_last_line(const sbuf *t, char *buf, size_t len);
+void sproc_last_line(const strbuf *t, char *buf, size_t len);
 
 #endif

@@ -37,7 +37,7 @@ struct score_worker {
     int has_score, has_prompt;
     int broken;              /* a restart failed: every later call fails with why */
     char why[400];
-    sbuf errtail;
+    strbuf errtail;
 };
 
 const char *score_worker_script(void) { return lis_reward_worker_py; }
@@ -48,10 +48,10 @@ static int start(score_worker *w, lis_error *err)
     w->errtail.len = 0;
     if (sproc_spawn(argv, 1, &w->p, err))
         return -1;
-    sbuf out = {0};
+    strbuf out = {0};
     sproc_rc rc = sproc_talk(&w->p, NULL, 0, 1, &out, &w->errtail, WORKER_START_TIMEOUT);
     cJSON *j = rc == SP_OK ? cJSON_Parse(out.s) : NULL;
-    sb_free(&out);
+    strbuf_release(&out);
     if (j && cJSON_IsTrue(cJSON_GetObjectItem(j, "ready"))) {
         w->has_score = cJSON_IsTrue(cJSON_GetObjectItem(j, "score"));
         w->has_prompt = cJSON_IsTrue(cJSON_GetObjectItem(j, "prompt"));
@@ -63,9 +63,9 @@ static int start(score_worker *w, lis_error *err)
     char line[320];
     sproc_last_line(&w->errtail, line, sizeof line);
     if (e)
-        agent_fail(err, EINVAL, "loading %s/reward.py: %s", w->task_dir, e);
+        lis_fail(err, EINVAL, "loading %s/reward.py: %s", w->task_dir, e);
     else if (rc == SP_TIMEOUT)
-        agent_fail(err, ETIMEDOUT, "loading %s/reward.py: no answer in %.0f s", w->task_dir,
+        lis_fail(err, ETIMEDOUT, "loading %s/reward.py: no answer in %.0f s", w->task_dir,
                    WORKER_START_TIMEOUT);
     cJSON_Delete(j);
     int st = sproc_end(&w->p, 1);
@@ -73,10 +73,10 @@ static int start(score_worker *w, lis_error *err)
         char sts[64];
         sproc_status_text(st, sts, sizeof sts);
         if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && !*line)
-            agent_fail(err, ENOENT, "reward.py needs python3 on the host: apt-get install python3, "
+            lis_fail(err, ENOENT, "reward.py needs python3 on the host: apt-get install python3, "
                                     "or --scorer builtin:NAME");
         else
-            agent_fail(err, EIO, "the reward.py worker (%s) ended at start (%s)%s%s", w->python, sts,
+            lis_fail(err, EIO, "the reward.py worker (%s) ended at start (%s)%s%s", w->python, sts,
                        *line ? ": " : "", line);
     }
     return -1;
@@ -87,14 +87,14 @@ int score_worker_open(const char *python, const char *task_dir, score_worker **o
     *out = NULL;
     score_worker *w = calloc(1, sizeof *w);
     if (!w)
-        return agent_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     pthread_mutex_init(&w->mu, NULL);
     w->python = agent_strdup(python && *python ? python : "python3");
     w->task_dir = agent_strdup(task_dir);
     w->p.pid = -1;
     if (!w->python || !w->task_dir) {
         score_worker_close(w);
-        return agent_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     }
     if (start(w, err)) {
         score_worker_close(w);
@@ -114,38 +114,38 @@ static int call(score_worker *w, const cJSON *req, cJSON **reply, lis_error *err
 {
     *reply = NULL;
     if (w->broken)
-        return agent_fail(err, EIO, "%s", w->why);
+        return lis_fail(err, EIO, "%s", w->why);
     if (!w->alive) {
         /* the last one died: one restart, and if that fails the scorer stays broken */
         lis_error e2 = {0};
         if (start(w, &e2)) {
             w->broken = 1;
             snprintf(w->why, sizeof w->why, "the reward.py worker could not be restarted: %s", e2.msg);
-            return agent_fail(err, EIO, "%s", w->why);
+            return lis_fail(err, EIO, "%s", w->why);
         }
     }
     char *line = cJSON_PrintUnformatted(req);
     if (!line)
-        return agent_fail(err, ENOMEM, "out of memory");
-    sbuf msg = {0};
-    sb_puts(&msg, line);
-    sb_putc(&msg, '\n');
+        return lis_oom(err);
+    strbuf msg = {0};
+    strbuf_puts(&msg, line);
+    strbuf_putc(&msg, '\n');
     free(line);
-    sbuf out = {0};
+    strbuf out = {0};
     w->errtail.len = 0;
     if (w->errtail.s)
         w->errtail.s[0] = 0;
     sproc_rc rc = msg.oom ? SP_IOERR : sproc_talk(&w->p, msg.s, msg.len, 1, &out, &w->errtail,
                                                   WORKER_CALL_TIMEOUT);
-    sb_free(&msg);
+    strbuf_release(&msg);
     if (rc == SP_OK) {
         *reply = cJSON_Parse(out.s);
-        sb_free(&out);
+        strbuf_release(&out);
         if (*reply)
             return 0;
         rc = SP_IOERR;
     }
-    sb_free(&out);
+    strbuf_release(&out);
     /* dead, hung or garbled: this row fails with the worker's last words */
     int st = sproc_end(&w->p, 1);
     w->alive = 0;
@@ -153,9 +153,9 @@ static int call(score_worker *w, const cJSON *req, cJSON **reply, lis_error *err
     sproc_status_text(st, sts, sizeof sts);
     sproc_last_line(&w->errtail, last, sizeof last);
     if (rc == SP_TIMEOUT)
-        return agent_fail(err, ETIMEDOUT, "reward.py gave no answer in %.0f s (worker killed)%s%s",
+        return lis_fail(err, ETIMEDOUT, "reward.py gave no answer in %.0f s (worker killed)%s%s",
                           WORKER_CALL_TIMEOUT, *last ? ": " : "", last);
-    return agent_fail(err, EIO, "the reward.py worker died (%s)%s%s", sts, *last ? ": " : "", last);
+    return lis_fail(err, EIO, "the reward.py worker died (%s)%s%s", sts, *last ? ": " : "", last);
 }
 
 int score_worker_score(score_worker *w, const char *answer, const cJSON *row, double *score,
@@ -167,7 +167,7 @@ int score_worker_score(score_worker *w, const char *answer, const cJSON *row, do
     cJSON *g = gt ? cJSON_Duplicate(gt, 1) : cJSON_CreateNull();
     if (!req || !r || !g) {
         cJSON_Delete(req), cJSON_Delete(r), cJSON_Delete(g);
-        return agent_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     }
     cJSON_DeleteItemFromObject(r, "ground_truth");
     cJSON_AddStringToObject(req, "op", "score");
@@ -187,7 +187,7 @@ int score_worker_score(score_worker *w, const char *answer, const cJSON *row, do
         *score = s->valuedouble;
         rc = 0;
     } else {
-        rc = agent_fail(err, EINVAL, "reward.py: %s", e ? e : "malformed reply from the worker");
+        rc = lis_fail(err, EINVAL, "reward.py: %s", e ? e : "malformed reply from the worker");
     }
     cJSON_Delete(reply);
     return rc;
@@ -199,7 +199,7 @@ char *score_worker_prompt(score_worker *w, const cJSON *row, lis_error *err)
     cJSON *r = cJSON_IsObject(row) ? cJSON_Duplicate(row, 1) : cJSON_CreateObject();
     if (!req || !r) {
         cJSON_Delete(req), cJSON_Delete(r);
-        agent_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         return NULL;
     }
     cJSON_AddStringToObject(req, "op", "prompt");
@@ -215,7 +215,7 @@ char *score_worker_prompt(score_worker *w, const cJSON *row, lis_error *err)
     const char *e = cJSON_GetStringValue(cJSON_GetObjectItem(reply, "error"));
     char *out = p ? agent_strdup(p) : NULL;
     if (!p)
-        agent_fail(err, EINVAL, "vanilla_llm_prompt.py: %s", e ? e : "malformed reply from the worker");
+        lis_fail(err, EINVAL, "vanilla_llm_prompt.py: %s", e ? e : "malformed reply from the worker");
     cJSON_Delete(reply);
     return out;
 }
@@ -230,12 +230,12 @@ void score_worker_close(score_worker *w)
             close(w->p.in);
             w->p.in = -1;
         }
-        sbuf o = {0};
+        strbuf o = {0};
         sproc_talk(&w->p, NULL, 0, 1, &o, &w->errtail, 5.0);
-        sb_free(&o);
+        strbuf_release(&o);
         sproc_end(&w->p, 1);
     }
-    sb_free(&w->errtail);
+    strbuf_release(&w->errtail);
     free(w->python);
     free(w->task_dir);
     pthread_mutex_destroy(&w->mu);

@@ -23,8 +23,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int oom(lis_error *err) { return agent_fail(err, ENOMEM, "out of memory"); }
-
 /* ---- which shard -------------------------------------------------------- */
 
 /* A non-negative decimal integer that fits an int; -1 when s is not one. */
@@ -45,7 +43,7 @@ static int env_index(lis_batch_getenv get, const char *name, long *v, lis_error 
     const char *s = get(name);
     *v = parse_index(s);
     if (*v < 0)
-        return agent_fail(err, EINVAL, "%s: '%s' is not a shard number (0, 1, ...)", name,
+        return lis_fail(err, EINVAL, "%s: '%s' is not a shard number (0, 1, ...)", name,
                           s ? s : "");
     return 0;
 }
@@ -67,17 +65,17 @@ int lis_batch_shard_resolve(const char *flag, int shards, lis_batch_getenv get, 
         const char *slash = strchr(flag, '/');
         char kb[16];
         if (!slash || (size_t)(slash - flag) >= sizeof kb)
-            return agent_fail(err, EINVAL, "--shard: '%s' is not K/N (0-based, e.g. 0/4) or "
+            return lis_fail(err, EINVAL, "--shard: '%s' is not K/N (0-based, e.g. 0/4) or "
                               "auto", flag);
         memcpy(kb, flag, (size_t)(slash - flag));
         kb[slash - flag] = 0;
         k = parse_index(kb);
         long fn = parse_index(slash + 1);
         if (k < 0 || fn < 1)
-            return agent_fail(err, EINVAL, "--shard: '%s' is not K/N (0-based, e.g. 0/4) or "
+            return lis_fail(err, EINVAL, "--shard: '%s' is not K/N (0-based, e.g. 0/4) or "
                               "auto", flag);
         if (shards > 0 && fn != shards)
-            return agent_fail(err, EINVAL, "--shard %s and --shards %d disagree; give one of "
+            return lis_fail(err, EINVAL, "--shard %s and --shards %d disagree; give one of "
                               "them", flag, shards);
         n = fn;
     } else if (flag) { /* auto: all from a Slurm array, or k8s with --shards */
@@ -92,44 +90,44 @@ int lis_batch_shard_resolve(const char *flag, int shards, lis_batch_getenv get, 
                 env_index(get, "SLURM_ARRAY_TASK_STEP", &step, err) < 0)
                 return -1;
             if (step < 1)
-                return agent_fail(err, EINVAL, "SLURM_ARRAY_TASK_STEP: 0 is not a step");
+                return lis_fail(err, EINVAL, "SLURM_ARRAY_TASK_STEP: 0 is not a step");
             if (id < min || (id - min) % step)
-                return agent_fail(err, EINVAL, "SLURM_ARRAY_TASK_ID %ld is not in the array "
+                return lis_fail(err, EINVAL, "SLURM_ARRAY_TASK_ID %ld is not in the array "
                                   "%ld, %ld, ...; --shard auto needs a plain range "
                                   "(--array=0-N)", id, min, min + step);
             k = (id - min) / step;
             if (n <= 0) {
                 if (!get("SLURM_ARRAY_TASK_COUNT"))
-                    return agent_fail(err, EINVAL, "--shard auto: SLURM_ARRAY_TASK_COUNT is "
+                    return lis_fail(err, EINVAL, "--shard auto: SLURM_ARRAY_TASK_COUNT is "
                                       "not set; give --shards N");
                 if (env_index(get, "SLURM_ARRAY_TASK_COUNT", &cnt, err) < 0)
                     return -1;
                 n = cnt;
             }
         } else if (get("JOB_COMPLETION_INDEX")) {
-            return agent_fail(err, EINVAL, "--shard auto in a Kubernetes Indexed Job needs "
+            return lis_fail(err, EINVAL, "--shard auto in a Kubernetes Indexed Job needs "
                               "--shards N (the Job's completions)");
         } else {
-            return agent_fail(err, EINVAL, "--shard auto: neither SLURM_ARRAY_TASK_ID nor "
+            return lis_fail(err, EINVAL, "--shard auto: neither SLURM_ARRAY_TASK_ID nor "
                               "JOB_COMPLETION_INDEX is set; give --shard K/N");
         }
     } else { /* --shards N: K is the array index as it is (resubmitting --array=2 keeps 2) */
         const char *name = get("SLURM_ARRAY_TASK_ID") ? "SLURM_ARRAY_TASK_ID"
                            : get("JOB_COMPLETION_INDEX") ? "JOB_COMPLETION_INDEX" : NULL;
         if (!name)
-            return agent_fail(err, EINVAL, "--shards %d: no shard number in the environment "
+            return lis_fail(err, EINVAL, "--shards %d: no shard number in the environment "
                               "(SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX); give --shard K/%d",
                               shards, shards);
         if (env_index(get, name, &k, err) < 0)
             return -1;
         if (k >= n)
-            return agent_fail(err, EINVAL, "%s is %ld, not below --shards %ld; number the "
+            return lis_fail(err, EINVAL, "%s is %ld, not below --shards %ld; number the "
                               "shards from 0 (sbatch --array=0-%ld)", name, k, n, n - 1);
     }
     if (n < 1 || n > 100000)
-        return agent_fail(err, EINVAL, "shard count %ld: give 1 to 100000 shards", n);
+        return lis_fail(err, EINVAL, "shard count %ld: give 1 to 100000 shards", n);
     if (k >= n)
-        return agent_fail(err, EINVAL, "shard %ld/%ld: K must be below N (0-based: 0/%ld to "
+        return lis_fail(err, EINVAL, "shard %ld/%ld: K must be below N (0-based: 0/%ld to "
                           "%ld/%ld)", k, n, n, n - 1, n);
     *index = (int)k;
     *count = (int)n;
@@ -192,7 +190,7 @@ static cJSON *read_json(const char *dir, const char *name, lis_error *err)
     cJSON *j = cJSON_ParseWithLength(text, len);
     free(text);
     if (!j)
-        agent_fail(err, EINVAL, "%s: not valid JSON", path);
+        lis_fail(err, EINVAL, "%s: not valid JSON", path);
     return j;
 }
 
@@ -200,19 +198,19 @@ static int load_shard(shard_in *s, lis_error *err)
 {
     lis_error e = {0};
     if (!(s->cfg = read_json(s->dir, "run.json", &e)))
-        return agent_fail(err, e.code ? e.code : EINVAL, "%s is not the directory of a lis "
+        return lis_fail(err, e.code ? e.code : EINVAL, "%s is not the directory of a lis "
                           "batch run (%s)", s->dir, e.msg);
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(s->cfg, "shard");
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(sh, "index");
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(sh, "count");
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(sh, "rows");
     if (!sh)
-        return agent_fail(err, EINVAL, "%s is not a shard (its run.json has no \"shard\"); "
+        return lis_fail(err, EINVAL, "%s is not a shard (its run.json has no \"shard\"); "
                           "merge joins the directories of lis batch --shard K/N", s->dir);
     if (!cJSON_IsNumber(k) || !cJSON_IsNumber(n) || !cJSON_IsNumber(r) || n->valuedouble < 1 ||
         k->valuedouble < 0 || k->valuedouble >= n->valuedouble || r->valuedouble < 0 ||
         n->valuedouble > 100000 || r->valuedouble > 1e12)
-        return agent_fail(err, EINVAL, "%s/run.json: a bad \"shard\" (index, count, rows)",
+        return lis_fail(err, EINVAL, "%s/run.json: a bad \"shard\" (index, count, rows)",
                           s->dir);
     s->k = (int)k->valuedouble;
     s->n = (int)n->valuedouble;
@@ -253,42 +251,42 @@ static int check_set(merge *m, lis_error *err)
             char va[80], vb[80];
             short_value(cJSON_GetObjectItemCaseSensitive(a->cfg, key), va, sizeof va);
             short_value(cJSON_GetObjectItemCaseSensitive(b->cfg, key), vb, sizeof vb);
-            return agent_fail(err, EINVAL, "%s and %s are not shards of one run: %s differs "
+            return lis_fail(err, EINVAL, "%s and %s are not shards of one run: %s differs "
                               "(%s, %s)", a->dir, b->dir, key, va, vb);
         }
         if (b->n != a->n)
-            return agent_fail(err, EINVAL, "%s is shard %d/%d but %s is shard %d/%d: shards "
+            return lis_fail(err, EINVAL, "%s is shard %d/%d but %s is shard %d/%d: shards "
                               "of one run have one N", a->dir, a->k, a->n, b->dir, b->k, b->n);
     }
     int n = a->n;
     size_t *seen = calloc((size_t)n, sizeof *seen); /* 1 + the index in s */
     if (!seen)
-        return oom(err);
+        return lis_oom(err);
     int rc = 0;
     for (size_t i = 0; i < m->n && !rc; i++) {
         if (seen[m->s[i].k])
-            rc = agent_fail(err, EINVAL, "shard %d/%d is given twice (%s and %s)", m->s[i].k, n,
+            rc = lis_fail(err, EINVAL, "shard %d/%d is given twice (%s and %s)", m->s[i].k, n,
                             m->s[seen[m->s[i].k] - 1].dir, m->s[i].dir);
         seen[m->s[i].k] = i + 1;
     }
     if (!rc) {
-        sbuf b = {0};
+        strbuf b = {0};
         int missing = 0;
         for (int k = 0; k < n; k++)
             if (!seen[k]) {
                 if (missing < 8)
-                    sb_printf(&b, "%s%d/%d", missing ? ", " : "", k, n);
+                    strbuf_printf(&b, "%s%d/%d", missing ? ", " : "", k, n);
                 missing++;
             }
         if (missing) {
-            char *t = sb_take(&b);
-            rc = agent_fail(err, ENOENT, "shard%s %s%s missing; give every shard's directory "
+            char *t = strbuf_take(&b);
+            rc = lis_fail(err, ENOENT, "shard%s %s%s missing; give every shard's directory "
                             "(a shard that never ran: lis batch --shard K/%d with the run's "
                             "flags)", missing > 1 ? "s" : "", t ? t : "?",
                             missing > 8 ? ", ..." : "", n);
             free(t);
         } else {
-            sb_free(&b);
+            strbuf_release(&b);
         }
     }
     free(seen);
@@ -303,14 +301,14 @@ static int lock_shard(shard_in *s, lis_error *err)
     if (s->lockfd < 0) {
         if (errno == ENOENT)
             return 0; /* no row at all: counted as incomplete below */
-        return agent_fail(err, errno, "cannot read %s: %s", path, strerror(errno));
+        return lis_fail_errno(err, "cannot read %s", path);
     }
     /* the writer holds LOCK_EX while it runs */
     if (flock(s->lockfd, LOCK_SH | LOCK_NB) < 0) {
         if (errno == EWOULDBLOCK)
-            return agent_fail(err, errno, "shard %d/%d (%s) is still running; merge when it "
+            return lis_fail(err, errno, "shard %d/%d (%s) is still running; merge when it "
                               "has ended", s->k, s->n, s->dir);
-        return agent_fail(err, errno, "cannot lock %s: %s", path, strerror(errno));
+        return lis_fail_errno(err, "cannot lock %s", path);
     }
     return 0;
 }
@@ -325,23 +323,23 @@ static int count_row(void *arg, cJSON *row, size_t line, lis_error *err)
     int cancelled = cJSON_IsString(reason) && !strcmp(reason->valuestring, "cancelled");
     cJSON_Delete(row);
     if (!ok)
-        return agent_fail(err, EINVAL, "%s:%zu: a row without an id and attempt", m->path, line);
+        return lis_fail(err, EINVAL, "%s:%zu: a row without an id and attempt", m->path, line);
     char *k = bo_ident_key(id, attempt);
     kslot *s = k ? bo_kset_get(&m->keys, k) : NULL;
     free(k);
     if (!s)
-        return oom(err);
+        return lis_oom(err);
     size_t here = m->cur << LINE_BITS | line;
     if (s->state != ST_FREE) {
         size_t other = s->line >> LINE_BITS;
         if (other != m->cur) {
             const shard_in *a = &m->s[other], *b = &m->s[m->cur];
-            return agent_fail(err, EEXIST, "id \"%.80s\" attempt %d is in shard %d/%d (%s) and "
+            return lis_fail(err, EEXIST, "id \"%.80s\" attempt %d is in shard %d/%d (%s) and "
                               "in shard %d/%d (%s); were they run on different data?", id,
                               attempt, a->k, a->n, a->dir, b->k, b->n, b->dir);
         }
         if (s->state == ST_DONE)
-            return agent_fail(err, EEXIST, "%s:%zu: a second row for id \"%.80s\" attempt %d",
+            return lis_fail(err, EEXIST, "%s:%zu: a second row for id \"%.80s\" attempt %d",
                               m->path, line, id, attempt);
     }
     if (!cancelled)
@@ -379,7 +377,7 @@ static int check_rows(merge *m, lis_error *err)
         const shard_in *s = &m->s[i];
         size_t want = (size_t)s->rows * (size_t)repeat;
         if (s->done > want)
-            return agent_fail(err, EINVAL, "shard %d/%d (%s) has %zu episodes but its run.json "
+            return lis_fail(err, EINVAL, "shard %d/%d (%s) has %zu episodes but its run.json "
                               "says %zu; was its data changed?", s->k, s->n, s->dir, s->done,
                               want);
         if (s->done < want && !bad++)
@@ -390,7 +388,7 @@ static int check_rows(merge *m, lis_error *err)
         char more[64] = "";
         if (bad > 1)
             snprintf(more, sizeof more, " (and %zu more shard%s)", bad - 1, bad > 2 ? "s" : "");
-        return agent_fail(err, EINVAL, "shard %d/%d (%s) is incomplete: %zu of %zu episodes "
+        return lis_fail(err, EINVAL, "shard %d/%d (%s) is incomplete: %zu of %zu episodes "
                           "have no row%s; finish it with lis batch --resume %s --shard %d/%d "
                           "and the run's flags, then merge again", first->k, first->n,
                           first->dir, want - first->done, want, more, first->dir, first->k,
@@ -419,8 +417,8 @@ static int write_row(void *arg, cJSON *row, size_t line, lis_error *err)
     if (s && s->key && s->state == ST_DONE && s->line == (w->m->cur << LINE_BITS | line)) {
         char *t = cJSON_PrintUnformatted(row);
         if (!t || fputs(t, w->f) < 0 || fputc('\n', w->f) < 0)
-            rc = t ? agent_fail(err, errno, "writing results.jsonl: %s", strerror(errno))
-                   : oom(err);
+            rc = t ? lis_fail_errno(err, "writing results.jsonl")
+                   : lis_oom(err);
         free(t);
     }
     cJSON_Delete(row);
@@ -456,7 +454,7 @@ static int copy_tree(int sdfd, int ddfd, const char *what, lis_error *err)
     if (!d) {
         if (fd >= 0)
             close(fd);
-        return agent_fail(err, errno, "cannot read %s: %s", what, strerror(errno));
+        return lis_fail_errno(err, "cannot read %s", what);
     }
     struct dirent *e;
     int rc = 0;
@@ -466,20 +464,19 @@ static int copy_tree(int sdfd, int ddfd, const char *what, lis_error *err)
             continue;
         struct stat st;
         if (fstatat(sdfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            rc = agent_fail(err, errno, "%s/%s: %s", what, e->d_name, strerror(errno));
+            rc = lis_fail_errno(err, "%s/%s", what, e->d_name);
             break;
         }
         char sub[PATH_MAX];
         snprintf(sub, sizeof sub, "%s/%s", what, e->d_name);
         if (S_ISDIR(st.st_mode)) {
             if (mkdirat(ddfd, e->d_name, 0755) < 0 && errno != EEXIST) {
-                rc = agent_fail(err, errno, "cannot create %s: %s", sub, strerror(errno));
+                rc = lis_fail_errno(err, "cannot create %s", sub);
                 break;
             }
             int s2 = openat(sdfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             int d2 = openat(ddfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            rc = s2 < 0 || d2 < 0 ? agent_fail(err, errno, "cannot open %s: %s", sub,
-                                               strerror(errno))
+            rc = s2 < 0 || d2 < 0 ? lis_fail_errno(err, "cannot open %s", sub)
                                   : copy_tree(s2, d2, sub, err);
             if (s2 >= 0)
                 close(s2);
@@ -490,15 +487,15 @@ static int copy_tree(int sdfd, int ddfd, const char *what, lis_error *err)
             int out = in < 0 ? -1 : openat(ddfd, e->d_name, O_WRONLY | O_CREAT | O_EXCL |
                                            O_CLOEXEC, st.st_mode & 0777);
             if (in < 0 || out < 0)
-                rc = agent_fail(err, errno, errno == EEXIST ? "%s is in two shards; merge "
-                                "shards of one run" : "cannot copy %s: %s", sub,
-                                strerror(errno));
+                rc = errno == EEXIST
+                         ? lis_fail(err, EEXIST, "%s is in two shards; merge shards of one run", sub)
+                         : lis_fail_errno(err, "cannot copy %s", sub);
             else if (copy_fd(in, out) < 0)
-                rc = agent_fail(err, errno, "cannot copy %s: %s", sub, strerror(errno));
+                rc = lis_fail_errno(err, "cannot copy %s", sub);
             if (in >= 0)
                 close(in);
             if (out >= 0 && close(out) < 0 && !rc)
-                rc = agent_fail(err, errno, "cannot copy %s: %s", sub, strerror(errno));
+                rc = lis_fail_errno(err, "cannot copy %s", sub);
         } /* anything else (a symlink, a fifo) is not the batch's and stays behind */
     }
     closedir(d);
@@ -511,14 +508,13 @@ static int copy_sub(const shard_in *s, int odfd, const char *name, lis_error *er
     snprintf(src, sizeof src, "%s/%s", s->dir, name);
     int sfd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (sfd < 0)
-        return errno == ENOENT ? 0 : agent_fail(err, errno, "cannot read %s: %s", src,
-                                               strerror(errno));
+        return errno == ENOENT ? 0 : lis_fail_errno(err, "cannot read %s", src);
     int rc = -1;
     if (mkdirat(odfd, name, 0755) < 0 && errno != EEXIST) {
-        agent_fail(err, errno, "cannot create %s in the merge: %s", name, strerror(errno));
+        lis_fail_errno(err, "cannot create %s in the merge", name);
     } else {
         int dfd = openat(odfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        rc = dfd < 0 ? agent_fail(err, errno, "cannot open %s: %s", name, strerror(errno))
+        rc = dfd < 0 ? lis_fail_errno(err, "cannot open %s", name)
                      : copy_tree(sfd, dfd, src, err);
         if (dfd >= 0)
             close(dfd);
@@ -534,15 +530,14 @@ static int append_judge(const shard_in *s, FILE *out, lis_error *err)
     snprintf(path, sizeof path, "%s/judge.jsonl", s->dir);
     FILE *f = fopen(path, "re");
     if (!f)
-        return errno == ENOENT ? 0 : agent_fail(err, errno, "cannot read %s: %s", path,
-                                               strerror(errno));
+        return errno == ENOENT ? 0 : lis_fail_errno(err, "cannot read %s", path);
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
     int rc = 0;
     while ((n = getline(&line, &cap, f)) > 0)
         if (line[n - 1] == '\n' && fwrite(line, 1, (size_t)n, out) != (size_t)n) {
-            rc = agent_fail(err, EIO, "writing judge.jsonl");
+            rc = lis_fail(err, EIO, "writing judge.jsonl");
             break;
         }
     free(line);
@@ -557,7 +552,7 @@ static int open_out(const char *out, merge *m, lis_error *err)
     for (size_t i = 0; i < m->n; i++) {
         char rs[PATH_MAX];
         if (realpath(out, real) && realpath(m->s[i].dir, rs) && !strcmp(real, rs))
-            return agent_fail(err, EINVAL, "the merge cannot go into shard %s itself; give a "
+            return lis_fail(err, EINVAL, "the merge cannot go into shard %s itself; give a "
                               "new directory", m->s[i].dir);
     }
     DIR *d = opendir(out);
@@ -569,14 +564,14 @@ static int open_out(const char *out, merge *m, lis_error *err)
                 empty = 0;
         closedir(d);
         if (!empty)
-            return agent_fail(err, EEXIST, "%s exists and is not empty; merge into a new "
+            return lis_fail(err, EEXIST, "%s exists and is not empty; merge into a new "
                               "directory", out);
     } else if (lis_host_mkdir_p(out, 0755, err) < 0) {
         return -1;
     }
     int fd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return agent_fail(err, errno, "cannot open %s: %s", out, strerror(errno));
+        return lis_fail_errno(err, "cannot open %s", out);
     return fd;
 }
 
@@ -592,14 +587,14 @@ static int write_out(merge *m, const char *out, double *elapsed, lis_error *err)
     bo_tmp_name(jtmp, sizeof jtmp, "judge.jsonl");
     int fd = openat(odfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 || !(f = fdopen(fd, "w"))) {
-        agent_fail(err, errno, "cannot write %s/results.jsonl: %s", out, strerror(errno));
+        lis_fail_errno(err, "cannot write %s/results.jsonl", out);
         if (fd >= 0)
             close(fd);
         goto done;
     }
     int jfd = openat(odfd, jtmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (jfd < 0 || !(jf = fdopen(jfd, "w"))) {
-        agent_fail(err, errno, "cannot write %s/judge.jsonl: %s", out, strerror(errno));
+        lis_fail_errno(err, "cannot write %s/judge.jsonl", out);
         if (jfd >= 0)
             close(jfd);
         goto done;
@@ -622,12 +617,12 @@ static int write_out(merge *m, const char *out, double *elapsed, lis_error *err)
     }
     int jempty = ftell(jf) == 0;
     if (fflush(f) || fdatasync(fileno(f)) || fflush(jf) || fdatasync(fileno(jf))) {
-        agent_fail(err, errno, "cannot write %s: %s", out, strerror(errno));
+        lis_fail_errno(err, "cannot write %s", out);
         goto done;
     }
     if (renameat(odfd, tmp, odfd, "results.jsonl") < 0 ||
         (jempty ? unlinkat(odfd, jtmp, 0) : renameat(odfd, jtmp, odfd, "judge.jsonl")) < 0) {
-        agent_fail(err, errno, "cannot rename into %s: %s", out, strerror(errno));
+        lis_fail_errno(err, "cannot rename into %s", out);
         goto done;
     }
     tmp[0] = jtmp[0] = 0;
@@ -637,7 +632,7 @@ static int write_out(merge *m, const char *out, double *elapsed, lis_error *err)
     char *text = cfg ? agent_json_pretty(cfg) : NULL;
     cJSON_Delete(cfg);
     if (!text) {
-        oom(err);
+        lis_oom(err);
         goto done;
     }
     rc = bo_write_atomic(odfd, out, "run.json", text, strlen(text), err);
@@ -664,10 +659,10 @@ int lis_batch_merge(const char *out_dir, const char *const *dirs, size_t n, FILE
                     lis_error *err)
 {
     if (!out_dir || !*out_dir || n == 0)
-        return agent_fail(err, EINVAL, "usage: lis batch merge OUT SHARD_DIR...");
+        return lis_fail(err, EINVAL, "usage: lis batch merge OUT SHARD_DIR...");
     merge m = {.n = n};
     if (!(m.s = calloc(n, sizeof *m.s)))
-        return oom(err);
+        return lis_oom(err);
     for (size_t i = 0; i < n; i++) {
         m.s[i].dir = dirs[i];
         m.s[i].lockfd = -1;

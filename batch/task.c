@@ -42,20 +42,18 @@ typedef struct loader {
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static int oom(lis_error *err) { return agent_fail(err, ENOMEM, "out of memory loading the task"); }
-
 static int exists(const char *path) { return access(path, F_OK) == 0; }
 
 static char *path_join(const char *dir, const char *name)
 {
     if (!dir || !*dir || name[0] == '/')
         return agent_strdup(name);
-    sbuf b = {0};
-    sb_puts(&b, dir);
+    strbuf b = {0};
+    strbuf_puts(&b, dir);
     if (b.len && b.s[b.len - 1] != '/')
-        sb_putc(&b, '/');
-    sb_puts(&b, name);
-    return sb_take(&b);
+        strbuf_putc(&b, '/');
+    strbuf_puts(&b, name);
+    return strbuf_take(&b);
 }
 
 /* The last path component without trailing slashes; ext_strip also drops
@@ -100,11 +98,11 @@ static int take_str(char **dst, const cJSON *cfg, const char *key, const char *f
     if (!v || cJSON_IsNull(v))
         return 0;
     if (!cJSON_IsString(v))
-        return agent_fail(err, EINVAL, "%s: %s must be text (a YAML string or block)", file,
+        return lis_fail(err, EINVAL, "%s: %s must be text (a YAML string or block)", file,
                           key);
     char *s = agent_strdup(v->valuestring);
     if (!s)
-        return oom(err);
+        return lis_oom(err);
     free(*dst);
     *dst = s;
     return 0;
@@ -117,7 +115,7 @@ static int apply_layer(agent_prompts *p, const cJSON *cfg, const char *file, lis
     if (cJSON_GetObjectItemCaseSensitive(cfg, "system_prompt")) {
         char *empty = agent_strdup("");
         if (!empty)
-            return oom(err);
+            return lis_oom(err);
         free(p->instance_prompt);
         p->instance_prompt = empty;
         if (take_str(&p->system_prompt, cfg, "system_prompt", file, err) < 0)
@@ -136,19 +134,19 @@ static cJSON *load_yaml_map(const char *path, const char *what, lis_error *err)
     size_t len = 0;
     char *text = agent_read_host_file(path, &len, err);
     if (!text) {
-        agent_fail(err, err->code, "%s %s cannot be read: %s", what, path, strerror(err->code));
+        lis_fail_errnum(err, err->code, "%s %s cannot be read", what, path);
         return NULL;
     }
     lis_error e2 = {0};
     cJSON *j = agent_yaml_load(text, len, &e2);
     free(text);
     if (!j) {
-        agent_fail(err, EINVAL, "%s: %s; fix the YAML", path, e2.msg);
+        lis_fail(err, EINVAL, "%s: %s; fix the YAML", path, e2.msg);
         return NULL;
     }
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
-        agent_fail(err, EINVAL, "%s: expected a YAML mapping (key: value lines)", path);
+        lis_fail(err, EINVAL, "%s: expected a YAML mapping (key: value lines)", path);
         return NULL;
     }
     return j;
@@ -160,7 +158,7 @@ static int set_dirs(agent_prompts *p, const char *w, const char *in, const char 
     char *a = agent_strdup(w), *b = agent_strdup(in), *c = agent_strdup(out);
     if (!a || !b || !c) {
         free(a), free(b), free(c);
-        return oom(err);
+        return lis_oom(err);
     }
     free(p->working_dir), free(p->input_dir), free(p->output_dir);
     p->working_dir = a, p->input_dir = b, p->output_dir = c;
@@ -223,7 +221,7 @@ static int add_row(loader *L, cJSON *obj, uint32_t file, uint32_t line, lis_erro
     const char *fname = L->files[file];
     if (!cJSON_IsObject(obj)) {
         cJSON_Delete(obj);
-        return agent_fail(err, EINVAL, "%s:%u: a row must be a JSON object with id, "
+        return lis_fail(err, EINVAL, "%s:%u: a row must be a JSON object with id, "
                           "problem_statement and ground_truth", fname, (unsigned)line);
     }
     if (L->n == L->cap) {
@@ -231,13 +229,13 @@ static int add_row(loader *L, cJSON *obj, uint32_t file, uint32_t line, lis_erro
         batch_row *r = realloc(L->rows, cap * sizeof *r);
         if (!r) {
             cJSON_Delete(obj);
-            return oom(err);
+            return lis_oom(err);
         }
         L->rows = r;
         row_src *s = realloc(L->src, cap * sizeof *s);
         if (!s) {
             cJSON_Delete(obj);
-            return oom(err);
+            return lis_oom(err);
         }
         L->src = s;
         L->cap = cap;
@@ -259,24 +257,24 @@ static int add_row(loader *L, cJSON *obj, uint32_t file, uint32_t line, lis_erro
         r->id = agent_strdup(num);
     } else {
         cJSON_Delete(obj);
-        return agent_fail(err, EINVAL, "%s:%u: id must be a non-empty string or a number",
+        return lis_fail(err, EINVAL, "%s:%u: id must be a non-empty string or a number",
                           fname, (unsigned)line);
     }
     if (!r->id) {
         cJSON_Delete(obj);
-        return oom(err);
+        return lis_oom(err);
     }
     L->n++; /* the row is the loader's from here on */
     if (strlen(r->id) >= BATCH_ID_MAX)
-        return agent_fail(err, EINVAL, "%s:%u: id longer than %d bytes; shorten it", fname,
+        return lis_fail(err, EINVAL, "%s:%u: id longer than %d bytes; shorten it", fname,
                           (unsigned)line, BATCH_ID_MAX - 1);
     size_t dup = 0;
     int d = ids_insert(L, L->n - 1, &dup);
     if (d < 0)
-        return oom(err);
+        return lis_oom(err);
     if (d > 0) {
         char a[PATH_MAX + 16];
-        return agent_fail(err, EINVAL, "%s:%u: duplicate id \"%.100s\" (first at %s); give "
+        return lis_fail(err, EINVAL, "%s:%u: duplicate id \"%.100s\" (first at %s); give "
                           "every row its own id (results and --resume key on it)", fname,
                           (unsigned)line, r->id, where(L, dup, a, sizeof a));
     }
@@ -288,7 +286,7 @@ static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'
 /* Where a cJSON parse stopped, as "line N" context for a message. */
 static void parse_fail(lis_error *err, const char *fname, unsigned line, const char *what)
 {
-    agent_fail(err, EINVAL, "%s:%u: %s; a data file is a JSON array of row objects or JSONL "
+    lis_fail(err, EINVAL, "%s:%u: %s; a data file is a JSON array of row objects or JSONL "
                "(one row object per line)", fname, line, what);
 }
 
@@ -381,7 +379,7 @@ static int load_jsonl(loader *L, uint32_t file, FILE *f, int first, unsigned lin
     }
     free(buf);
     if (ferror(f))
-        return agent_fail(err, EIO, "%s: read error", fname);
+        return lis_fail(err, EIO, "%s: read error", fname);
     return 0;
 }
 
@@ -390,7 +388,7 @@ static int load_file(loader *L, uint32_t file, lis_error *err)
     const char *fname = L->files[file];
     FILE *f = fopen(fname, "rb");
     if (!f)
-        return agent_fail(err, errno, "%s: %s; check %s", fname, strerror(errno),
+        return lis_fail(err, errno, "%s: %s; check %s", fname, strerror(errno),
                           L->hint);
     unsigned line = 1;
     int c = getc(f);
@@ -410,18 +408,18 @@ static int load_file(loader *L, uint32_t file, lis_error *err)
     if (c == EOF) {
         rc = 0; /* an empty file holds no rows */
     } else if (c == '[') {
-        sbuf b = {0};
+        strbuf b = {0};
         char chunk[65536];
         size_t k;
         while ((k = fread(chunk, 1, sizeof chunk, f)) > 0)
-            sb_putn(&b, chunk, k);
+            strbuf_putn(&b, chunk, k);
         if (ferror(f))
-            rc = agent_fail(err, EIO, "%s: read error", fname);
+            rc = lis_fail(err, EIO, "%s: read error", fname);
         else if (b.oom)
-            rc = oom(err);
+            rc = lis_oom(err);
         else
             rc = load_array(L, file, b.s ? b.s : "", b.len, line, err);
-        sb_free(&b);
+        strbuf_release(&b);
     } else {
         rc = load_jsonl(L, file, f, c, line, err);
     }
@@ -556,7 +554,7 @@ static int refuse_hf(const char *cfg_path, const char *dir, const cJSON *cfg, co
     char c[160] = "";
     if (cJSON_IsString(conf))
         snprintf(c, sizeof c, "'%.120s', ", conf->valuestring);
-    return agent_fail(err, EINVAL, "%s: dataset %.120s is a HuggingFace dataset, which lis "
+    return lis_fail(err, EINVAL, "%s: dataset %.120s is a HuggingFace dataset, which lis "
                       "cannot fetch offline; export it once with python3 -c \"from datasets "
                       "import load_dataset; load_dataset('%.120s', %ssplit='%.40s')"
                       ".to_json('%.100s/data.jsonl')\" and set dataset: json, data_files: "
@@ -570,7 +568,7 @@ static int add_data_file(loader *L, const char *dir, const char *name, const cha
                          lis_error *err)
 {
     if (L->nfiles == FILE_MAX)
-        return agent_fail(err, EINVAL, "%s: more than %d data_files", cfg_path, FILE_MAX);
+        return lis_fail(err, EINVAL, "%s: more than %d data_files", cfg_path, FILE_MAX);
     char *p = path_join(dir, name);
     if (p && !exists(p) && name[0] != '/') {
         char *parent = agent_strdup(dir);
@@ -594,7 +592,7 @@ static int add_data_file(loader *L, const char *dir, const char *name, const cha
         }
     }
     if (!p)
-        return oom(err);
+        return lis_oom(err);
     L->files[L->nfiles++] = p;
     return 0;
 }
@@ -603,12 +601,12 @@ static int task_config(const batch_task_opts *o, batch_task *t, loader *L, lis_e
 {
     char *cfg_path = path_join(o->task_dir, "config.yaml");
     if (!cfg_path)
-        return oom(err);
+        return lis_oom(err);
     int rc = -1;
     cJSON *cfg = NULL, *legacy = NULL;
     char *legacy_path = NULL;
     if (!exists(cfg_path)) {
-        agent_fail(err, ENOENT, "%s: no config.yaml; a task folder holds config.yaml "
+        lis_fail(err, ENOENT, "%s: no config.yaml; a task folder holds config.yaml "
                    "(dataset: json, data_files: data.jsonl, system_prompt, instance_prompt)",
                    o->task_dir);
         goto out;
@@ -622,7 +620,7 @@ static int task_config(const batch_task_opts *o, batch_task *t, loader *L, lis_e
         goto out;
     }
     if (ds && !cJSON_IsString(ds)) {
-        agent_fail(err, EINVAL, "%s: dataset must be json (or a HuggingFace name)", cfg_path);
+        lis_fail(err, EINVAL, "%s: dataset must be json (or a HuggingFace name)", cfg_path);
         goto out;
     }
     if (cJSON_IsObject(df)) /* HuggingFace's {split: files}; the original reads "train" */
@@ -633,14 +631,14 @@ static int task_config(const batch_task_opts *o, batch_task *t, loader *L, lis_e
     } else if (cJSON_IsArray(df) && cJSON_GetArraySize(df) > 0) {
         for (const cJSON *e = df->child; e; e = e->next) {
             if (!cJSON_IsString(e)) {
-                agent_fail(err, EINVAL, "%s: data_files entries must be file names", cfg_path);
+                lis_fail(err, EINVAL, "%s: data_files entries must be file names", cfg_path);
                 goto out;
             }
             if (add_data_file(L, o->task_dir, e->valuestring, cfg_path, err) < 0)
                 goto out;
         }
     } else {
-        agent_fail(err, EINVAL, "%s: no data_files; add dataset: json and data_files: "
+        lis_fail(err, EINVAL, "%s: no data_files; add dataset: json and data_files: "
                    "data.jsonl (a file, or a list of files, relative to the folder)", cfg_path);
         goto out;
     }
@@ -648,7 +646,7 @@ static int task_config(const batch_task_opts *o, batch_task *t, loader *L, lis_e
      * the legacy prompt_config file, then config.yaml itself */
     if (agent_prompts_default(&t->prompts) < 0 ||
         set_dirs(&t->prompts, "/testbed", "/testbed/documents", "/testbed", err) < 0) {
-        oom(err);
+        lis_oom(err);
         goto out;
     }
     const cJSON *pc = cJSON_GetObjectItemCaseSensitive(cfg, "prompt_config");
@@ -659,7 +657,7 @@ static int task_config(const batch_task_opts *o, batch_task *t, loader *L, lis_e
             legacy_path = agent_strdup(pc->valuestring);
         }
         if (!legacy_path) {
-            oom(err);
+            lis_oom(err);
             goto out;
         }
         if (!(legacy = load_yaml_map(legacy_path, "prompt_config", err)) ||
@@ -692,7 +690,7 @@ int batch_task_load(const batch_task_opts *o, batch_task *t, lis_error *err)
     memset(t, 0, sizeof *t);
     int has_dir = o->task_dir && *o->task_dir, has_file = o->tasks_file && *o->tasks_file;
     if (has_dir == has_file)
-        return agent_fail(err, EINVAL, has_dir ? "give --task DIR or --tasks FILE, not both"
+        return lis_fail(err, EINVAL, has_dir ? "give --task DIR or --tasks FILE, not both"
                                                : "no task: give --task DIR (a benchmark "
                                                  "folder) or --tasks FILE (JSON or JSONL)");
     loader L = {0};
@@ -703,7 +701,7 @@ int batch_task_load(const batch_task_opts *o, batch_task *t, lis_error *err)
         t->dir = agent_strdup(o->task_dir);
         t->name = base_name(o->task_dir, 0);
         if (!t->dir || !t->name) {
-            oom(err);
+            lis_oom(err);
             goto out;
         }
         if (task_config(o, t, &L, err) < 0)
@@ -715,7 +713,7 @@ int batch_task_load(const batch_task_opts *o, batch_task *t, lis_error *err)
         t->name = base_name(o->tasks_file, 1);
         L.files[L.nfiles++] = agent_strdup(o->tasks_file);
         if (!t->name || !L.files[0] || agent_prompts_default(&t->prompts) < 0) {
-            oom(err);
+            lis_oom(err);
             goto out;
         }
     }
@@ -730,15 +728,15 @@ int batch_task_load(const batch_task_opts *o, batch_task *t, lis_error *err)
         if (load_file(&L, (uint32_t)i, err) < 0)
             goto out;
     if (L.n == 0) {
-        agent_fail(err, EINVAL, "%s holds no rows; a data file is a JSON array of row objects "
+        lis_fail(err, EINVAL, "%s holds no rows; a data file is a JSON array of row objects "
                    "or JSONL (one per line)", L.files[0]);
         goto out;
     }
-    sbuf paths = {0};
+    strbuf paths = {0};
     for (size_t i = 0; i < L.nfiles; i++)
-        sb_printf(&paths, "%s%s", i ? ", " : "", L.files[i]);
-    if (!(t->data_path = sb_take(&paths))) {
-        oom(err);
+        strbuf_printf(&paths, "%s%s", i ? ", " : "", L.files[i]);
+    if (!(t->data_path = strbuf_take(&paths))) {
+        lis_oom(err);
         goto out;
     }
     size_t lo, hi;

@@ -58,7 +58,7 @@ bw_pool *bw_pool_new(unsigned threads, lis_error *err)
 {
     bw_pool *p = calloc(1, sizeof *p);
     if (!p) {
-        lis_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         return NULL;
     }
     pthread_mutex_init(&p->mu, NULL);
@@ -79,7 +79,7 @@ bw_pool *bw_pool_new(unsigned threads, lis_error *err)
         int rc = pthread_create(&p->threads[i], &at, worker, p);
         pthread_attr_destroy(&at);
         if (rc) {
-            lis_fail(err, rc, "starting a worker thread: %s", strerror(rc));
+            lis_fail_errnum(err, rc, "starting a worker thread");
             bw_pool_free(p);
             return NULL;
         }
@@ -98,7 +98,7 @@ int bw_pool_submit(bw_pool *p, void (*run)(void *arg), void (*done)(void *arg), 
 {
     job *j = calloc(1, sizeof *j);
     if (!j)
-        return lis_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     j->run = run;
     j->done = done;
     j->arg = arg;

@@ -92,14 +92,8 @@ int cli_parse_size(const char *s, uint64_t *out)
 
 int cli_list_add(cli_list *l, const char *s)
 {
-    if (l->n + 2 > l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 8;
-        const char **v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        l->v = v;
-        l->cap = cap;
-    }
+    if (LIS_GROW(l->v, l->cap, l->n + 2) < 0)
+        return -1;
     l->v[l->n++] = s;
     l->v[l->n] = NULL;
     return 0;

@@ -38,13 +38,6 @@ typedef struct bar {
     int drawn;
 } bar;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void human(uint64_t b, char *out, size_t len)
 {
     if (b >= (1ull << 30))
@@ -60,7 +53,7 @@ static void human(uint64_t b, char *out, size_t len)
 static void bar_draw(void *arg, const char *phase, uint64_t done, uint64_t total)
 {
     bar *b = arg;
-    double t = now_s();
+    double t = lis_now();
     int same = !strcmp(b->phase, phase);
     if (same && t - b->last < 0.1 && done < total)
         return;
@@ -154,14 +147,14 @@ static int cmd_get(int argc, char **argv, int pull)
     }
     lis_rootfs_result r;
     lis_error err = {0};
-    double t0 = now_s();
+    double t0 = lis_now();
     int rc = pull ? lis_rootfs_pull(lis_ctx_data_dir(ctx), argv[optind], &o, &r, &err)
                   : lis_rootfs_import(lis_ctx_data_dir(ctx), argv[optind], &o, &r, &err);
     bar_end(&b);
     lis_ctx_free(ctx);
     if (rc < 0)
         return cli_fail(&err);
-    print_result(&r, now_s() - t0);
+    print_result(&r, lis_now() - t0);
     return 0;
 }
 

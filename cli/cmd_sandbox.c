@@ -303,7 +303,7 @@ static const char run_usage[] =
     "  -i (pass stdin)  -t (pseudo-terminal)  --disk 1G (writable space)\n"
     "  --upper tmpfs|disk (where writes go; run: tmpfs, create: disk)\n";
 
-static int sb_run(int argc, char **argv)
+static int cmd_sandbox_run(int argc, char **argv)
 {
     opts o;
     int first = parse(argc, argv, &o, run_usage);
@@ -457,7 +457,7 @@ static int pool_claim(lis_ctx *ctx, const char *prefix, const char *want, char *
     return claimed;
 }
 
-static int sb_create(int argc, char **argv)
+static int cmd_sandbox_create(int argc, char **argv)
 {
     opts o;
     int first = parse(argc, argv, &o, create_usage);
@@ -515,7 +515,7 @@ static int sb_create(int argc, char **argv)
 static const char exec_usage[] =
     "usage: lis sandbox exec NAME [--timeout SEC] [-w/--cwd DIR] [-e K=V] [-i] [-t] -- CMD [ARG...]\n";
 
-static int sb_exec(int argc, char **argv)
+static int cmd_sandbox_exec(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') {
         if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -566,7 +566,7 @@ static int split_ref(char *s, char **name, char **path)
     return 0;
 }
 
-static int sb_cp(int argc, char **argv)
+static int cmd_sandbox_cp(int argc, char **argv)
 {
     if (argc != 3) {
         cli_error("usage: lis sandbox cp SRC DST   (one of them NAME:/path)");
@@ -622,7 +622,7 @@ static const char *short_rootfs(const char *rootfs, char *buf, size_t len)
     return buf;
 }
 
-static int sb_ls(int argc, char **argv)
+static int cmd_sandbox_ls(int argc, char **argv)
 {
     opts o;
     if (parse(argc, argv, &o, "usage: lis sandbox ls [--json]\n") < 0)
@@ -699,7 +699,7 @@ static int sb_ls(int argc, char **argv)
     return 0;
 }
 
-static int sb_rm(int argc, char **argv)
+static int cmd_sandbox_rm(int argc, char **argv)
 {
     opts o;
     int first = parse(argc, argv, &o, "usage: lis sandbox rm NAME... | --all\n");
@@ -748,7 +748,7 @@ static int sb_rm(int argc, char **argv)
     return rc;
 }
 
-static int sb_gc(int argc, char **argv)
+static int cmd_sandbox_gc(int argc, char **argv)
 {
     lis_ctx *ctx = open_ctx();
     if (!ctx)
@@ -774,13 +774,13 @@ int cmd_sandbox(int argc, char **argv)
     const char *sub = argv[1];
     argc--;
     argv++;
-    if (!strcmp(sub, "run")) return sb_run(argc, argv);
-    if (!strcmp(sub, "create")) return sb_create(argc, argv);
-    if (!strcmp(sub, "exec")) return sb_exec(argc, argv);
-    if (!strcmp(sub, "cp")) return sb_cp(argc, argv);
-    if (!strcmp(sub, "ls") || !strcmp(sub, "list")) return sb_ls(argc, argv);
-    if (!strcmp(sub, "rm")) return sb_rm(argc, argv);
-    if (!strcmp(sub, "gc")) return sb_gc(argc, argv);
+    if (!strcmp(sub, "run")) return cmd_sandbox_run(argc, argv);
+    if (!strcmp(sub, "create")) return cmd_sandbox_create(argc, argv);
+    if (!strcmp(sub, "exec")) return cmd_sandbox_exec(argc, argv);
+    if (!strcmp(sub, "cp")) return cmd_sandbox_cp(argc, argv);
+    if (!strcmp(sub, "ls") || !strcmp(sub, "list")) return cmd_sandbox_ls(argc, argv);
+    if (!strcmp(sub, "rm")) return cmd_sandbox_rm(argc, argv);
+    if (!strcmp(sub, "gc")) return cmd_sandbox_gc(argc, argv);
     if (!strcmp(sub, "snapshot") || !strcmp(sub, "fork"))
         return cli_run_plugin("liblis-rootfs.so", "lis_cli_snapshot_main", argc, argv);
     if (!strcmp(sub, "pause")) return cmd_sandbox_state(argc, argv, 1);

@@ -44,7 +44,7 @@ static lis_proxy *ctx_proxy(lis_ctx *ctx, int manual, lis_error *err)
     if (!manual) {
         int rc = net_start_thread(&px->thread, net_proxy_main, px);
         if (rc) {
-            lis_fail(err, rc, "starting the proxy thread: %s", strerror(rc));
+            lis_fail_errnum(err, rc, "starting the proxy thread");
             return NULL;
         }
         px->has_thread = 1;
@@ -69,7 +69,7 @@ int lis_net_step(lis_ctx *ctx, lis_error *err)
     if (!px || !px->manual)
         return 0;
     if (net_proxy_step(px, 0) < 0)
-        return lis_fail(err, errno, "proxy: epoll_wait: %s", strerror(errno));
+        return lis_fail_errno(err, "proxy: epoll_wait");
     return 0;
 }
 
@@ -100,8 +100,7 @@ static int attach(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *r, int lis
         if (fd >= 0)
             close(fd);
         lis_netrules_free(&rules);
-        return lis_fail(err, errno ? errno : ENOMEM, "attaching the proxy: %s",
-                        strerror(errno ? errno : ENOMEM));
+        return lis_fail_errnum(err, errno ? errno : ENOMEM, "attaching the proxy");
     }
     pthread_mutex_lock(&px->mu);
     net_port_add(px, p);
@@ -132,7 +131,7 @@ int lis_net_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec,
     const char **env = calloc(np + n + 1, sizeof *env);
     if (!env) {
         *out = NULL;
-        return lis_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     }
     memcpy(env, proxy_env, np * sizeof *env);
     for (size_t i = 0; i < n; i++)

@@ -19,7 +19,7 @@ void net_sweep(lis_proxy *px)
     if (read(px->timerfd, &v, sizeof v) < 0) {
         /* spurious */
     }
-    double now = net_now();
+    double now = lis_now();
     for (conn *c = px->conns, *next; c; c = next) {
         next = c->next;
         if (!c->deadline || now < c->deadline)
@@ -75,7 +75,7 @@ void net_port_kill(lis_proxy *px, net_port *p)
         p->next->prev = p->prev;
     px->nports--;
     if (!px->nports)
-        px->idle_since = net_now();
+        px->idle_since = lis_now();
     p->grave = px->grave_p;
     px->grave_p = p;
 }

@@ -102,7 +102,7 @@ lis_proxy *net_proxy_new(int daemon, lis_error *err)
 {
     lis_proxy *px = calloc(1, sizeof *px);
     if (!px) {
-        lis_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         return NULL;
     }
     px->daemon = daemon;
@@ -115,7 +115,7 @@ lis_proxy *net_proxy_new(int daemon, lis_error *err)
     px->dnsfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     px->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (px->epfd < 0 || px->wakefd < 0 || px->dnsfd < 0 || px->timerfd < 0) {
-        lis_fail(err, errno, "creating the proxy's event loop: %s", strerror(errno));
+        lis_fail_errno(err, "creating the proxy's event loop");
         net_proxy_release(px);
         return NULL;
     }
@@ -130,7 +130,7 @@ lis_proxy *net_proxy_new(int daemon, lis_error *err)
     epoll_ctl(px->epfd, EPOLL_CTL_ADD, px->timerfd, &e);
     e.data.ptr = &px->dns_ref;
     epoll_ctl(px->epfd, EPOLL_CTL_ADD, px->dnsfd, &e);
-    px->idle_since = net_now();
+    px->idle_since = lis_now();
     if (daemon)
         net_timer_arm(px, 1);
     return px;

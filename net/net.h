@@ -175,7 +175,6 @@ enum { PXD_ALLOW_HOST_NETWORK = 1 };
 
 
 /* util.c */
-double net_now(void); /* CLOCK_MONOTONIC seconds */
 /* A helper thread that takes no signals (they belong to the application). */
 int net_start_thread(pthread_t *t, void *(*fn)(void *), void *arg);
 

@@ -163,7 +163,7 @@ static int spawn_proxyd(lis_ctx *ctx, lis_error *err)
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     if (rc)
-        return lis_fail(err, rc, "starting %s proxyd: %s", exe, strerror(rc));
+        return lis_fail_errnum(err, rc, "starting %s proxyd", exe);
     /* It forks the daemon once it listens, then exits. */
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
@@ -184,7 +184,7 @@ int net_proxyd_register(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *spec
         m.flags |= PXD_ALLOW_HOST_NETWORK;
     char *payload = malloc(PXD_PAYLOAD_MAX), *o = payload;
     if (!payload)
-        return lis_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     const char *const *lists[2] = {spec->allow_domains, spec->deny_domains};
     uint32_t *counts[2] = {&m.nallow, &m.ndeny};
     for (int k = 0; k < 2; k++)
@@ -365,7 +365,7 @@ int lis_proxyd_serve(const char *run_dir, lis_error *err)
     strcpy(a.sun_path, path);
     int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lfd < 0)
-        return lis_fail(err, errno, "open %s: %s", lock, strerror(errno));
+        return lis_fail_errno(err, "open %s", lock);
     if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
         close(lfd);
         return 0; /* another daemon serves this run dir */
@@ -373,7 +373,7 @@ int lis_proxyd_serve(const char *run_dir, lis_error *err)
     int sfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (sfd < 0) {
         close(lfd);
-        return lis_fail(err, errno, "socket: %s", strerror(errno));
+        return lis_fail_errno(err, "socket");
     }
     unlink(path);
     mode_t old = umask(077);
@@ -383,7 +383,7 @@ int lis_proxyd_serve(const char *run_dir, lis_error *err)
         int e = errno;
         close(sfd);
         close(lfd);
-        return lis_fail(err, e, "listening on %s: %s", path, strerror(e));
+        return lis_fail_errnum(err, e, "listening on %s", path);
     }
     pid_t pid = fork();
     if (pid < 0) {
@@ -391,7 +391,7 @@ int lis_proxyd_serve(const char *run_dir, lis_error *err)
         unlink(path);
         close(sfd);
         close(lfd);
-        return lis_fail(err, e, "fork: %s", strerror(e));
+        return lis_fail_errnum(err, e, "fork");
     }
     if (pid > 0)
         _exit(0); /* the starter waits for this; the daemon is reparented */
@@ -418,7 +418,7 @@ int lis_proxyd_serve(const char *run_dir, lis_error *err)
     epoll_ctl(px->epfd, EPOLL_CTL_ADD, sfd, &e);
     for (;;) {
         net_proxy_step(px, 1000);
-        if (!px->nports && !px->nconns && net_now() - px->idle_since > PROXYD_IDLE)
+        if (!px->nports && !px->nconns && lis_now() - px->idle_since > PROXYD_IDLE)
             break;
     }
     /* New clients now fail to connect and start a fresh daemon, which waits

@@ -87,7 +87,7 @@ void net_reply(lis_proxy *px, conn *c, int code, const char *reason, const char 
                                    "Proxy-Agent: lis\r\n\r\n%s",
                                    code, reason, strlen(body), body);
     c->state = S_REPLY;
-    c->deadline = net_now() + HEAD_TIMEOUT;
+    c->deadline = lis_now() + HEAD_TIMEOUT;
     net_set_mask(px, c->cfd, &c->cref, &c->cmask, EPOLLOUT);
 }
 
@@ -112,7 +112,7 @@ void net_send_reply(lis_proxy *px, conn *c)
     /* Let the client read the reply before the close (no RST on unread data). */
     shutdown(c->cfd, SHUT_WR);
     c->state = S_LINGER;
-    c->deadline = net_now() + LINGER_TIMEOUT;
+    c->deadline = lis_now() + LINGER_TIMEOUT;
     net_set_mask(px, c->cfd, &c->cref, &c->cmask, EPOLLIN);
 }
 
@@ -288,7 +288,7 @@ void net_on_listen(lis_proxy *px, net_port *p)
         c->cfd = fd;
         c->ufd = -1;
         c->state = S_HEAD;
-        c->deadline = net_now() + HEAD_TIMEOUT;
+        c->deadline = lis_now() + HEAD_TIMEOUT;
         c->next = px->conns;
         if (px->conns)
             px->conns->prev = c;

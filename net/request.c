@@ -112,7 +112,7 @@ void net_read_head(lis_proxy *px, conn *c)
     /* The client may send its body meanwhile; it is read during the relay. */
     net_set_mask(px, c->cfd, &c->cref, &c->cmask, 0);
     c->state = S_RESOLVE;
-    c->deadline = net_now() + RESOLVE_TIMEOUT;
+    c->deadline = lis_now() + RESOLVE_TIMEOUT;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
@@ -186,7 +186,7 @@ void net_try_connect(lis_proxy *px, conn *c)
         }
         if (errno == EINPROGRESS) {
             c->state = S_CONNECT;
-            c->deadline = net_now() + CONNECT_TIMEOUT;
+            c->deadline = lis_now() + CONNECT_TIMEOUT;
             net_set_mask(px, c->ufd, &c->uref, &c->umask, EPOLLOUT);
             return;
         }

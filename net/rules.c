@@ -47,7 +47,7 @@ static int copy_list(const char *const *in, char ***out, size_t *n, const char *
         return 0;
     char **v = calloc(cnt, sizeof *v);
     if (!v)
-        return lis_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     for (size_t i = 0; i < cnt; i++) {
         if (!valid_glob(in[i])) {
             free_list(v, i);
@@ -57,7 +57,7 @@ static int copy_list(const char *const *in, char ***out, size_t *n, const char *
         v[i] = strdup(in[i]);
         if (!v[i]) {
             free_list(v, i);
-            return lis_fail(err, ENOMEM, "out of memory");
+            return lis_oom(err);
         }
         lis_host_normalize(v[i]);
     }

@@ -8,13 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-double net_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int net_start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
 {
     sigset_t all, old;

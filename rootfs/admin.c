@@ -61,14 +61,8 @@ static void walk_tags(const char *base, const char *rel, tagv *out)
             char hex[65];
             if (read_tag(full, hex) < 0)
                 continue;
-            if (out->n == out->cap) {
-                size_t nc = out->cap ? out->cap * 2 : 16;
-                tagrow *nv = realloc(out->v, nc * sizeof *nv);
-                if (!nv)
-                    continue;
-                out->v = nv;
-                out->cap = nc;
-            }
+            if (LIS_GROW(out->v, out->cap, out->n + 1) < 0)
+                continue;
             snprintf(out->v[out->n].ref, sizeof out->v[out->n].ref, "%s:%s", rel, e->d_name);
             snprintf(out->v[out->n].hex, 65, "%s", hex);
             out->n++;
@@ -180,13 +174,8 @@ int lis_rootfs_list(const char *data_dir, lis_rootfs_image **out, size_t *n, lis
             used = !strcmp(tags.v[i].hex, e->d_name);
         if (used)
             continue;
-        if (nu == cu) {
-            cu = cu ? cu * 2 : 8;
-            void *nv = realloc(untagged, cu * sizeof *untagged);
-            if (!nv)
-                break;
-            untagged = nv;
-        }
+        if (LIS_GROW(untagged, cu, nu + 1) < 0)
+            break;
         snprintf(untagged[nu++], 65, "%s", e->d_name);
     }
     if (d)
@@ -195,7 +184,7 @@ int lis_rootfs_list(const char *data_dir, lis_rootfs_image **out, size_t *n, lis
     if (!v) {
         free(tags.v);
         free(untagged);
-        return rf_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     }
     size_t k = 0;
     for (size_t i = 0; i < tags.n; i++) {
@@ -228,7 +217,7 @@ static int resolve_hex(const char *data_dir, const char *ref, char hex[65], char
             struct stat st;
             if (lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
                 if (read_tag(p, hex) < 0)
-                    return rf_fail(err, EINVAL, "the tag file of '%s' is corrupt (lis rootfs rm "
+                    return lis_fail(err, EINVAL, "the tag file of '%s' is corrupt (lis rootfs rm "
                                    "it and import again)", ref);
                 if (tagpath)
                     snprintf(tagpath, tlen, "%s", p);
@@ -258,8 +247,8 @@ static int resolve_hex(const char *data_dir, const char *ref, char hex[65], char
     if (found == 1)
         return 0;
     if (found > 1)
-        return rf_fail(err, EINVAL, "'%s' matches several images; give more digits", ref);
-    return rf_fail(err, ENOENT, "no image '%s' in the store (lis rootfs ls)", ref);
+        return lis_fail(err, EINVAL, "'%s' matches several images; give more digits", ref);
+    return lis_fail(err, ENOENT, "no image '%s' in the store (lis rootfs ls)", ref);
 }
 
 int lis_rootfs_inspect(const char *data_dir, const char *ref, char **json, lis_error *err)
@@ -269,7 +258,7 @@ int lis_rootfs_inspect(const char *data_dir, const char *ref, char **json, lis_e
     if (resolve_hex(data_dir, ref, hex, NULL, 0, err) < 0)
         return -1;
     if (!rf_blob_exists(data_dir, hex))
-        return rf_fail(err, ENOENT, "image '%s' is tagged but its files are missing (lis rootfs "
+        return lis_fail(err, ENOENT, "image '%s' is tagged but its files are missing (lis rootfs "
                        "gc; import it again)", ref);
     cJSON *m = read_meta(data_dir, hex);
     if (!m)
@@ -290,7 +279,7 @@ int lis_rootfs_inspect(const char *data_dir, const char *ref, char **json, lis_e
     free(tags.v);
     *json = cJSON_Print(m);
     cJSON_Delete(m);
-    return *json ? 0 : rf_fail(err, ENOMEM, "out of memory");
+    return *json ? 0 : lis_oom(err);
 }
 
 int lis_rootfs_tag(const char *data_dir, const char *ref, const char *new_ref, lis_error *err)
@@ -301,7 +290,7 @@ int lis_rootfs_tag(const char *data_dir, const char *ref, const char *new_ref, l
         return -1;
     int rc = resolve_hex(data_dir, ref, hex, NULL, 0, err);
     if (rc == 0 && !rf_blob_exists(data_dir, hex))
-        rc = rf_fail(err, ENOENT, "image '%s' has no files (import it again)", ref);
+        rc = lis_fail(err, ENOENT, "image '%s' has no files (import it again)", ref);
     if (rc == 0)
         rc = rf_tag_write(data_dir, new_ref, hex, NULL, 0, err);
     close(lock);
@@ -370,7 +359,7 @@ int lis_rootfs_rm(const char *data_dir, const char *ref, int *removed_image, lis
         char child[65];
         if (!*tagpath && has_child(data_dir, hex, child)) {
             close(lock);
-            return rf_fail(err, EBUSY, "image sha256:%.12s is the parent of snapshot "
+            return lis_fail(err, EBUSY, "image sha256:%.12s is the parent of snapshot "
                            "sha256:%.12s: remove that first", hex, child);
         }
         if (*tagpath)
@@ -394,7 +383,7 @@ int lis_rootfs_unstore_unused(const char *data_dir, const char *digest, char *tr
     trash[0] = 0;
     const char *hex = rf_digest_hex(digest);
     if (!hex)
-        return rf_fail(err, EINVAL, "not an image digest: %s", digest);
+        return lis_fail(err, EINVAL, "not an image digest: %s", digest);
     int lock = rf_store_open(data_dir, RF_LOCK_TRY, err);
     if (lock < 0) {
         if (err->code != EWOULDBLOCK)
@@ -489,7 +478,7 @@ int lis_rootfs_gc(const char *data_dir, const char *const *keep, int *removed,
                 free(used);
                 free(tags.v);
                 close(lock);
-                return rf_fail(err, ENOMEM, "out of memory");
+                return lis_oom(err);
             }
         }
         snprintf(hexes[nh], 65, "%s", e->d_name);

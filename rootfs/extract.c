@@ -146,13 +146,13 @@ rf_extract *rf_extract_new(const char *root, lis_error *err)
 {
     rf_extract *x = calloc(1, sizeof *x);
     if (!x) {
-        rf_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         return NULL;
     }
     snprintf(x->root, sizeof x->root, "%s", root);
     x->root_fd = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (x->root_fd < 0) {
-        rf_fail(err, errno, "cannot open %s: %s", root, strerror(errno));
+        lis_fail_errno(err, "cannot open %s", root);
         free(x);
         return NULL;
     }
@@ -267,7 +267,7 @@ static int open_dir(rf_extract *x, const char *dir, int create, const char *entr
         if (n > NAME_MAX) {
             if (fd != x->root_fd && fd != x->cfd)
                 close(fd);
-            return rf_fail(err, ENAMETOOLONG, "entry '%s': a name is too long", entry);
+            return lis_fail(err, ENAMETOOLONG, "entry '%s': a name is too long", entry);
         }
         memcpy(comp, s, n);
         comp[n] = 0;
@@ -279,8 +279,7 @@ static int open_dir(rf_extract *x, const char *dir, int create, const char *entr
                 int e = errno;
                 if (fd != x->root_fd && fd != x->cfd)
                     close(fd);
-                return rf_fail(err, e, "cannot create directory for '%s': %s", entry,
-                               strerror(e));
+                return lis_fail_errnum(err, e, "cannot create directory for '%s'", entry);
             }
             char sub[PATH_MAX];
             snprintf(sub, sizeof sub, "%.*s", (int)(s - dir + (ptrdiff_t)n), dir);
@@ -294,14 +293,14 @@ static int open_dir(rf_extract *x, const char *dir, int create, const char *entr
             if (fd != x->root_fd && fd != x->cfd)
                 close(fd);
             if (islink)
-                return rf_fail(err, ELOOP, "entry '%s' goes through the symlink '%.*s'; "
+                return lis_fail(err, ELOOP, "entry '%s' goes through the symlink '%.*s'; "
                                "refusing to write through symlinks (unsafe archive)", entry,
                                (int)(s - dir + (ptrdiff_t)n), dir);
             if (e == ENOENT)
-                return rf_fail(err, ENOENT, "entry '%s': '%.*s' does not exist in the tree",
+                return lis_fail(err, ENOENT, "entry '%s': '%.*s' does not exist in the tree",
                                entry, (int)(s - dir + (ptrdiff_t)n), dir);
-            return rf_fail(err, e, "entry '%s': cannot open '%.*s': %s", entry,
-                           (int)(s - dir + (ptrdiff_t)n), dir, strerror(e));
+            return lis_fail_errnum(err, e, "entry '%s': cannot open '%.*s'", entry,
+                           (int)(s - dir + (ptrdiff_t)n), dir);
         }
         if (fd != x->root_fd && fd != x->cfd)
             close(fd);
@@ -400,14 +399,8 @@ static int record_dir(rf_extract *x, const char *path, struct archive_entry *e)
     if (idx) {
         d = &x->dirs[*idx];
     } else {
-        if (x->ndirs == x->capdirs) {
-            size_t nc = x->capdirs ? x->capdirs * 2 : 256;
-            dmeta *nd = realloc(x->dirs, nc * sizeof *nd);
-            if (!nd)
-                return -1;
-            x->dirs = nd;
-            x->capdirs = nc;
-        }
+        if (LIS_GROW(x->dirs, x->capdirs, x->ndirs + 1) < 0)
+            return -1;
         d = &x->dirs[x->ndirs];
         d->path = strdup(path);
         if (!d->path || smap_put(&x->dirmap, path, (int)x->ndirs) < 0)
@@ -432,10 +425,10 @@ static int write_data(rf_extract *x, struct archive *a, int fd, const char *entr
         if (r == ARCHIVE_EOF)
             break;
         if (r < ARCHIVE_WARN)
-            return rf_fail(err, EIO, "entry '%s': %s (the archive is truncated or corrupt)",
+            return lis_fail(err, EIO, "entry '%s': %s (the archive is truncated or corrupt)",
                            entry, archive_error_string(a));
         if (off != pos && lseek(fd, off, SEEK_SET) < 0)
-            return rf_fail(err, errno, "entry '%s': seek: %s", entry, strerror(errno));
+            return lis_fail_errno(err, "entry '%s': seek", entry);
         pos = off;
         const char *p = buf;
         while (len) {
@@ -443,7 +436,7 @@ static int write_data(rf_extract *x, struct archive *a, int fd, const char *entr
             if (w < 0) {
                 if (errno == EINTR)
                     continue;
-                return rf_fail(err, errno, "cannot write '%s': %s", entry, strerror(errno));
+                return lis_fail_errno(err, "cannot write '%s'", entry);
             }
             p += w;
             len -= (size_t)w;
@@ -451,7 +444,7 @@ static int write_data(rf_extract *x, struct archive *a, int fd, const char *entr
         }
     }
     if (size > pos && ftruncate(fd, size) < 0)
-        return rf_fail(err, errno, "cannot write '%s': %s", entry, strerror(errno));
+        return lis_fail_errno(err, "cannot write '%s'", entry);
     x->bytes += (uint64_t)(size > pos ? size : pos);
     return 0;
 }
@@ -471,7 +464,7 @@ static int opaque_clean(rf_extract *x, const char *path, lis_error *err)
     DIR *d = fdopendir(fd);
     if (!d) {
         close(fd);
-        return rf_fail(err, errno, "opaque directory '%s': %s", path, strerror(errno));
+        return lis_fail_errno(err, "opaque directory '%s'", path);
     }
     char **names = NULL;
     size_t n = 0, cap = 0;
@@ -479,13 +472,8 @@ static int opaque_clean(rf_extract *x, const char *path, lis_error *err)
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            char **nn = realloc(names, cap * sizeof *nn);
-            if (!nn)
-                break;
-            names = nn;
-        }
+        if (LIS_GROW(names, cap, n + 1) < 0)
+            break;
         names[n++] = strdup(de->d_name);
     }
     int rc = 0;
@@ -517,7 +505,7 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
     const char *raw = archive_entry_pathname(e);
     const char *why = NULL;
     if (normalize(raw, path, sizeof path, &why) < 0)
-        return rf_fail(err, EPERM, "entry '%s' %s; refusing it (unsafe archive)",
+        return lis_fail(err, EPERM, "entry '%s' %s; refusing it (unsafe archive)",
                        raw ? raw : "?", why);
     mode_t type = archive_entry_filetype(e);
     const char *hl = archive_entry_hardlink(e);
@@ -526,7 +514,7 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
             x->have_root_meta = 1;
             return record_dir(x, "", e);
         }
-        return rf_fail(err, EPERM, "entry '%s' would replace the root directory; refusing "
+        return lis_fail(err, EPERM, "entry '%s' would replace the root directory; refusing "
                        "it (unsafe archive)", raw);
     }
     const char *leaf = split(path, dir, sizeof dir);
@@ -541,7 +529,7 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
             return 0; /* aufs metadata */
         const char *victim = leaf + 4;
         if (!*victim || !strcmp(victim, ".") || !strcmp(victim, ".."))
-            return rf_fail(err, EPERM, "entry '%s' is an invalid whiteout (unsafe archive)",
+            return lis_fail(err, EPERM, "entry '%s' is an invalid whiteout (unsafe archive)",
                            raw);
         uncache(x);
         pfd = open_dir(x, dir, 0, path, err);
@@ -560,13 +548,13 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
     if (pfd < 0)
         return -1;
     if (track(x, path) < 0)
-        return rf_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     x->files++;
 
     if (hl) {
         char tpath[PATH_MAX], tdir[PATH_MAX];
         if (normalize(hl, tpath, sizeof tpath, &why) < 0 || !*tpath)
-            return rf_fail(err, EPERM, "hard link '%s' -> '%s': the target %s; refusing it "
+            return lis_fail(err, EPERM, "hard link '%s' -> '%s': the target %s; refusing it "
                            "(unsafe archive)", raw, hl, why ? why : "is the root");
         const char *tleaf = split(tpath, tdir, sizeof tdir);
         int tfd = open_dir(x, tdir, 0, path, err);
@@ -578,7 +566,7 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
             S_ISDIR(st.st_mode)) {
             if (tfd >= 0)
                 close(tfd);
-            return rf_fail(err, EPERM, "hard link '%s' -> '%s': the target is not a file "
+            return lis_fail(err, EPERM, "hard link '%s' -> '%s': the target is not a file "
                            "in the archive; refusing it (unsafe archive)", raw, hl);
         }
         pfd = open_dir(x, dir, 1, path, err);
@@ -605,7 +593,7 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
         int e2 = errno;
         close(tfd);
         if (lr < 0)
-            return rf_fail(err, e2, "hard link '%s' -> '%s': %s", raw, hl, strerror(e2));
+            return lis_fail_errnum(err, e2, "hard link '%s' -> '%s'", raw, hl);
         return 0;
     }
 
@@ -613,14 +601,13 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
     case AE_IFDIR: {
         if (mkdirat(pfd, leaf, 0700) < 0) {
             if (errno != EEXIST)
-                return rf_fail(err, errno, "cannot create directory '%s': %s", path,
-                               strerror(errno));
+                return lis_fail_errno(err, "cannot create directory '%s'", path);
             struct stat st;
             if (fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
                 uncache(x);
                 if (unlinkat(pfd, leaf, 0) < 0 || mkdirat(pfd, leaf, 0700) < 0)
-                    return rf_fail(err, errno, "cannot replace '%s' by a directory: %s",
-                                   path, strerror(errno));
+                    return lis_fail_errno(err, "cannot replace '%s' by a directory",
+                                   path);
             } else if (!(st.st_mode & S_IWUSR) || !(st.st_mode & S_IXUSR)) {
                 fchmodat(pfd, leaf, 0700, 0);
             }
@@ -634,7 +621,7 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
             }
         }
         if (record_dir(x, path, e) < 0)
-            return rf_fail(err, ENOMEM, "out of memory");
+            return lis_oom(err);
         return 0;
     }
     case AE_IFREG: {
@@ -645,10 +632,10 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
             struct stat st;
             if (!whiteouts && fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                 S_ISLNK(st.st_mode))
-                return rf_fail(err, ELOOP, "entry '%s' would write through the symlink of "
+                return lis_fail(err, ELOOP, "entry '%s' would write through the symlink of "
                                "the same name; refusing it (unsafe archive)", raw);
             if (remove_existing(x, pfd, leaf) < 0)
-                return rf_fail(err, errno, "cannot replace '%s': %s", path, strerror(errno));
+                return lis_fail_errno(err, "cannot replace '%s'", path);
             pfd = open_dir(x, dir, 1, path, err);
             if (pfd < 0)
                 return -1;
@@ -656,7 +643,7 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
                         mode & 0777);
         }
         if (fd < 0)
-            return rf_fail(err, errno, "cannot create '%s': %s", path, strerror(errno));
+            return lis_fail_errno(err, "cannot create '%s'", path);
         int rc = write_data(x, a, fd, path, archive_entry_size(e), err);
         if (rc == 0)
             own(x, pfd, leaf, e, fd);
@@ -675,16 +662,14 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
             target = "";
         if (symlinkat(target, pfd, leaf) < 0) {
             if (errno != EEXIST)
-                return rf_fail(err, errno, "cannot create symlink '%s': %s", path,
-                               strerror(errno));
+                return lis_fail_errno(err, "cannot create symlink '%s'", path);
             if (remove_existing(x, pfd, leaf) < 0)
-                return rf_fail(err, errno, "cannot replace '%s': %s", path, strerror(errno));
+                return lis_fail_errno(err, "cannot replace '%s'", path);
             pfd = open_dir(x, dir, 1, path, err);
             if (pfd < 0)
                 return -1;
             if (symlinkat(target, pfd, leaf) < 0)
-                return rf_fail(err, errno, "cannot create symlink '%s': %s", path,
-                               strerror(errno));
+                return lis_fail_errno(err, "cannot create symlink '%s'", path);
         }
         own(x, pfd, leaf, e, -1);
         set_times(pfd, leaf, e, 1, -1);
@@ -695,8 +680,7 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
             if (errno != EEXIST || remove_existing(x, pfd, leaf) < 0 ||
                 (pfd = open_dir(x, dir, 1, path, err)) < 0 ||
                 mkfifoat(pfd, leaf, archive_entry_perm(e) & 0777) < 0)
-                return rf_fail(err, errno, "cannot create fifo '%s': %s", path,
-                               strerror(errno));
+                return lis_fail_errno(err, "cannot create fifo '%s'", path);
         }
         own(x, pfd, leaf, e, -1);
         set_times(pfd, leaf, e, 1, -1);
@@ -722,7 +706,7 @@ int rf_extract_layer(rf_extract *x, struct archive *a, int whiteouts, const char
             break;
         if (r < ARCHIVE_WARN) {
             const char *m = archive_error_string(a);
-            return rf_fail(err, EIO, "%s: %s (not a valid or complete tar archive)", what,
+            return lis_fail(err, EIO, "%s: %s (not a valid or complete tar archive)", what,
                            m ? m : "read error");
         }
         if (extract_entry(x, a, e, whiteouts, err) < 0) {
@@ -734,7 +718,7 @@ int rf_extract_layer(rf_extract *x, struct archive *a, int whiteouts, const char
         n++;
     }
     if (n == 0 && !whiteouts)
-        return rf_fail(err, EINVAL, "%s: the archive has no entries", what);
+        return lis_fail(err, EINVAL, "%s: the archive has no entries", what);
     return 0;
 }
 
@@ -845,12 +829,12 @@ struct archive *rf_archive_open(const char *path, rf_sha *sha, rf_progress *pg,
 {
     rf_src *s = calloc(1, sizeof *s);
     if (!s) {
-        rf_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         return NULL;
     }
     s->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (s->fd < 0) {
-        rf_fail(err, errno, "cannot open %s: %s", path, strerror(errno));
+        lis_fail_errno(err, "cannot open %s", path);
         free(s);
         return NULL;
     }
@@ -866,13 +850,13 @@ struct archive *rf_archive_open(const char *path, rf_sha *sha, rf_progress *pg,
         free(s);
         if (a)
             archive_read_free(a);
-        rf_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         return NULL;
     }
     archive_read_support_filter_all(a);
     archive_read_support_format_tar(a);
     if (archive_read_open(a, s, NULL, src_read, src_close) != ARCHIVE_OK) {
-        rf_fail(err, EIO, "%s: %s (not a tar archive, or compressed in a format this "
+        lis_fail(err, EIO, "%s: %s (not a tar archive, or compressed in a format this "
                 "libarchive cannot read)", path, archive_error_string(a));
         archive_read_free(a);
         return NULL;
@@ -891,7 +875,7 @@ int rf_extract_file(rf_extract *x, const char *path, int whiteouts, const char *
 {
     rf_sha *sha = want_hex ? rf_sha_new() : NULL;
     if (want_hex && !sha)
-        return rf_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     struct archive *a = rf_archive_open(path, sha, pg, err);
     if (!a) {
         rf_sha_free(sha);
@@ -903,7 +887,7 @@ int rf_extract_file(rf_extract *x, const char *path, int whiteouts, const char *
         char hex[65];
         rf_sha_hex(sha, hex);
         if (strcmp(hex, want_hex))
-            rc = rf_fail(err, EBADMSG, "%s: sha256 mismatch (expected %.12s, got %.12s): the "
+            rc = lis_fail(err, EBADMSG, "%s: sha256 mismatch (expected %.12s, got %.12s): the "
                          "blob is corrupt; refusing it", what, want_hex, hex);
     }
     rf_sha_free(sha);

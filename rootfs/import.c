@@ -22,10 +22,10 @@ static int peek_image_archive(const char *path, int *is_image, lis_error *err)
     int r = archive_read_next_header(a, &e);
     if (r == ARCHIVE_EOF) {
         rf_archive_close(a);
-        return rf_fail(err, EINVAL, "%s: the archive is empty", path);
+        return lis_fail(err, EINVAL, "%s: the archive is empty", path);
     }
     if (r < ARCHIVE_WARN) {
-        rf_fail(err, EIO, "%s: %s (not a tar archive, or truncated)", path,
+        lis_fail(err, EIO, "%s: %s (not a tar archive, or truncated)", path,
                 archive_error_string(a));
         rf_archive_close(a);
         return -1;
@@ -82,7 +82,7 @@ static int import_image_archive(const char *data_dir, const char *path, const ch
             if (access(p, F_OK) == 0)
                 rc = rf_import_docker_dir(data_dir, tmp, hex, source, o, res, err);
             else
-                rc = rf_fail(err, EINVAL, "%s looks like an image archive but has neither "
+                rc = lis_fail(err, EINVAL, "%s looks like an image archive but has neither "
                              "oci-layout nor manifest.json (is it complete?)", path);
         }
     }
@@ -100,7 +100,7 @@ int lis_rootfs_import(const char *data_dir, const char *path, const lis_rootfs_o
         res = &dummy;
     memset(res, 0, sizeof *res);
     if (!data_dir || !path || !*path)
-        return rf_fail(err, EINVAL, "import: no file given (lis rootfs import PATH)");
+        return lis_fail(err, EINVAL, "import: no file given (lis rootfs import PATH)");
     char name[512], tag[160];
     if (o && o->name && rf_parse_ref(o->name, name, sizeof name, tag, sizeof tag, err) < 0)
         return -1;
@@ -113,7 +113,7 @@ int lis_rootfs_import(const char *data_dir, const char *path, const lis_rootfs_o
         snprintf(pbuf, sizeof pbuf, "%s", path);
         char *colon = strrchr(pbuf, ':');
         if (!colon || strchr(colon, '/') || !colon[1] || stat((*colon = 0, pbuf), &st) < 0)
-            return rf_fail(err, e, "cannot import %s: %s", path, strerror(e));
+            return lis_fail_errnum(err, e, "cannot import %s", path);
         refsel = colon + 1;
         path = pbuf;
     }
@@ -128,20 +128,20 @@ int lis_rootfs_import(const char *data_dir, const char *path, const lis_rootfs_o
         char p[4200];
         snprintf(p, sizeof p, "%s/oci-layout", path);
         if (access(p, F_OK) != 0)
-            rc = rf_fail(err, EINVAL, "%s is a directory but not an OCI image layout (no "
+            rc = lis_fail(err, EINVAL, "%s is a directory but not an OCI image layout (no "
                          "oci-layout file); import a tarball of a root tree instead "
                          "(tar -C DIR -czf root.tar.gz .)", path);
         else
             rc = rf_import_oci_dir(data_dir, path, "oci-layout", source, refsel, o, res, err);
     } else if (!S_ISREG(st.st_mode)) {
-        rc = rf_fail(err, EINVAL, "cannot import %s: not a regular file or directory", path);
+        rc = lis_fail(err, EINVAL, "cannot import %s: not a regular file or directory", path);
     } else {
         int is_image = 0;
         rc = peek_image_archive(path, &is_image, err);
         if (rc == 0 && is_image) {
             rc = import_image_archive(data_dir, path, source, refsel, o, res, err);
         } else if (rc == 0 && refsel) {
-            rc = rf_fail(err, EINVAL, "%s is a plain rootfs tarball: ':%s' (an image tag) only "
+            rc = lis_fail(err, EINVAL, "%s is a plain rootfs tarball: ':%s' (an image tag) only "
                          "applies to OCI layouts", path, refsel);
         } else if (rc == 0) {
             char hex[65];

@@ -51,7 +51,7 @@ cJSON *rf_pick_manifest(cJSON *index, const char *platform, lis_error *err)
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(index, "manifests");
     int n = cJSON_IsArray(ms) ? cJSON_GetArraySize(ms) : 0;
     if (n == 0) {
-        rf_fail(err, EINVAL, "the image index lists no manifests");
+        lis_fail(err, EINVAL, "the image index lists no manifests");
         return NULL;
     }
     char want[128], *wos = want, *warch, *wvar;
@@ -60,7 +60,7 @@ cJSON *rf_pick_manifest(cJSON *index, const char *platform, lis_error *err)
         snprintf(want, sizeof want, "linux/%s", rf_host_arch());
     warch = strchr(want, '/');
     if (!warch) {
-        rf_fail(err, EINVAL, "invalid platform '%s' (use OS/ARCH[/VARIANT], e.g. linux/amd64)",
+        lis_fail(err, EINVAL, "invalid platform '%s' (use OS/ARCH[/VARIANT], e.g. linux/amd64)",
                 want);
         return NULL;
     }
@@ -98,7 +98,7 @@ cJSON *rf_pick_manifest(cJSON *index, const char *platform, lis_error *err)
         return best;
     if (!any_platform)
         return latest ? latest : first;
-    rf_fail(err, ENOENT, "the image has no manifest for %s/%s%s%s (it has: %s); choose one "
+    lis_fail(err, ENOENT, "the image has no manifest for %s/%s%s%s (it has: %s); choose one "
             "with --platform", wos, warch, wvar ? "/" : "", wvar ? wvar : "", avail);
     return NULL;
 }
@@ -131,18 +131,18 @@ static int inside(const char *dir, const char *rel, char *out, size_t len, lis_e
 {
     char rdir[PATH_MAX], p[PATH_MAX * 2], rp[PATH_MAX];
     if (!realpath(dir, rdir))
-        return rf_fail(err, errno, "%s: %s", dir, strerror(errno));
+        return lis_fail_errno(err, "%s", dir);
     snprintf(p, sizeof p, "%s/%s", dir, rel);
     if (rel[0] == '/' || strstr(rel, "..") || !realpath(p, rp))
-        return rf_fail(err, ENOENT, "the image refers to '%s', which is missing or outside "
+        return lis_fail(err, ENOENT, "the image refers to '%s', which is missing or outside "
                        "the image (incomplete or unsafe archive)", rel);
     size_t n = strlen(rdir);
     if (strncmp(rp, rdir, n) || rp[n] != '/')
-        return rf_fail(err, EPERM, "the image file '%s' points outside the image; refusing it "
+        return lis_fail(err, EPERM, "the image file '%s' points outside the image; refusing it "
                        "(unsafe archive)", rel);
     struct stat st;
     if (stat(rp, &st) < 0 || !S_ISREG(st.st_mode))
-        return rf_fail(err, EINVAL, "the image file '%s' is not a regular file", rel);
+        return lis_fail(err, EINVAL, "the image file '%s' is not a regular file", rel);
     snprintf(out, len, "%s", rp);
     return 0;
 }
@@ -152,7 +152,7 @@ static char *read_blob(const char *dir, const char *digest, size_t *len, lis_err
 {
     const char *hex = rf_digest_hex(digest);
     if (!hex) {
-        rf_fail(err, EINVAL, "unsupported or invalid digest '%s' (only sha256 is supported)",
+        lis_fail(err, EINVAL, "unsupported or invalid digest '%s' (only sha256 is supported)",
                 digest ? digest : "(none)");
         return NULL;
     }
@@ -163,14 +163,14 @@ static char *read_blob(const char *dir, const char *digest, size_t *len, lis_err
     size_t n = 0;
     char *data = rf_read_file(path, MAX_JSON, &n);
     if (!data) {
-        rf_fail(err, errno, "cannot read %s: %s", rel, strerror(errno));
+        lis_fail_errno(err, "cannot read %s", rel);
         return NULL;
     }
     char got[65];
     rf_sha256_mem(data, n, got);
     if (strcmp(got, hex)) {
         free(data);
-        rf_fail(err, EBADMSG, "blob %.19s has sha256 %.12s: corrupt image; refusing it", digest,
+        lis_fail(err, EBADMSG, "blob %.19s has sha256 %.12s: corrupt image; refusing it", digest,
                 got);
         return NULL;
     }
@@ -224,14 +224,14 @@ static cJSON *pick_top(cJSON *index, const char *refsel, const char *source,
     }
     if (refsel) {
         if (!hit)
-            rf_fail(err, ENOENT, "%s has no image tagged '%s' (it has: %s)", source, refsel,
+            lis_fail(err, ENOENT, "%s has no image tagged '%s' (it has: %s)", source, refsel,
                     *names ? names : "no tags");
         return hit;
     }
     if (named > 1 && !with_platform) {
         if (latest)
             return latest;
-        rf_fail(err, EINVAL, "%s holds several images (%s); choose one with PATH:TAG", source,
+        lis_fail(err, EINVAL, "%s holds several images (%s); choose one with PATH:TAG", source,
                 names);
         return NULL;
     }
@@ -247,12 +247,12 @@ int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
     snprintf(p, sizeof p, "%s/index.json", dir);
     char *txt = rf_read_file(p, MAX_JSON, NULL);
     if (!txt)
-        return rf_fail(err, errno, "%s: cannot read index.json: %s (not an OCI image layout)",
+        return lis_fail(err, errno, "%s: cannot read index.json: %s (not an OCI image layout)",
                        source, strerror(errno));
     cJSON *index = cJSON_Parse(txt);
     free(txt);
     if (!index)
-        return rf_fail(err, EINVAL, "%s: index.json is not valid JSON", source);
+        return lis_fail(err, EINVAL, "%s: index.json is not valid JSON", source);
     int rc = -1;
     cJSON *manifest = NULL, *sub = NULL, *meta = NULL;
     char *mtxt = NULL;
@@ -266,7 +266,7 @@ int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
     /* a nested index (multi-platform image): pick the platform inside it */
     for (int depth = 0; rf_is_index_type(jstr(desc, "mediaType")); depth++) {
         if (depth > 4) {
-            rf_fail(err, ELOOP, "%s: image indexes nested too deeply", source);
+            lis_fail(err, ELOOP, "%s: image indexes nested too deeply", source);
             goto out;
         }
         char *itxt = read_blob(dir, jstr(desc, "digest"), NULL, err);
@@ -276,7 +276,7 @@ int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
         sub = cJSON_Parse(itxt);
         free(itxt);
         if (!sub) {
-            rf_fail(err, EINVAL, "%s: an image index is not valid JSON", source);
+            lis_fail(err, EINVAL, "%s: an image index is not valid JSON", source);
             goto out;
         }
         if (!(desc = rf_pick_manifest(sub, o ? o->platform : NULL, err)))
@@ -298,7 +298,7 @@ int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
         goto out;
     }
     if (!(manifest = cJSON_Parse(mtxt))) {
-        rf_fail(err, EINVAL, "%s: the image manifest is not valid JSON", source);
+        lis_fail(err, EINVAL, "%s: the image manifest is not valid JSON", source);
         goto out;
     }
     meta = cJSON_CreateObject();
@@ -316,7 +316,7 @@ int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(manifest, "layers");
     int n = cJSON_IsArray(ls) ? cJSON_GetArraySize(ls) : 0;
     if (n == 0) {
-        rf_fail(err, EINVAL, "%s: the image manifest lists no layers", source);
+        lis_fail(err, EINVAL, "%s: the image manifest lists no layers", source);
         goto out;
     }
     layers = calloc((size_t)n, sizeof *layers);
@@ -324,7 +324,7 @@ int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
     lpath = calloc((size_t)n, sizeof *lpath);
     cJSON *jl = cJSON_AddArrayToObject(meta, "layers");
     if (!layers || !lhex || !lpath) {
-        rf_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         goto out;
     }
     int i = 0;
@@ -333,7 +333,7 @@ int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
         const char *d = jstr(l, "digest");
         const char *lh = rf_digest_hex(d);
         if (!lh) {
-            rf_fail(err, EINVAL, "%s: layer %d has an invalid digest", source, i + 1);
+            lis_fail(err, EINVAL, "%s: layer %d has an invalid digest", source, i + 1);
             goto out;
         }
         char rel[100];
@@ -373,12 +373,12 @@ int rf_import_docker_dir(const char *data_dir, const char *dir, const char *arch
     const cJSON *img = cJSON_IsArray(m) ? cJSON_GetArrayItem(m, 0) : NULL;
     if (!cJSON_IsObject(img)) {
         cJSON_Delete(m);
-        return rf_fail(err, EINVAL, "%s: manifest.json is missing or not a docker-archive "
+        return lis_fail(err, EINVAL, "%s: manifest.json is missing or not a docker-archive "
                        "manifest", source);
     }
     if (cJSON_GetArraySize(m) > 1) {
         cJSON_Delete(m);
-        return rf_fail(err, EINVAL, "%s holds several images; save one image per archive "
+        return lis_fail(err, EINVAL, "%s holds several images; save one image per archive "
                        "(docker save IMAGE, skopeo copy ... docker-archive:FILE)", source);
     }
     int rc = -1;
@@ -424,13 +424,13 @@ int rf_import_docker_dir(const char *data_dir, const char *dir, const char *arch
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(img, "Layers");
     int n = cJSON_IsArray(ls) ? cJSON_GetArraySize(ls) : 0;
     if (n == 0) {
-        rf_fail(err, EINVAL, "%s: the docker-archive manifest lists no layers", source);
+        lis_fail(err, EINVAL, "%s: the docker-archive manifest lists no layers", source);
         goto out;
     }
     layers = calloc((size_t)n, sizeof *layers);
     lpath = calloc((size_t)n, sizeof *lpath);
     if (!layers || !lpath) {
-        rf_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         goto out;
     }
     cJSON *jl = cJSON_AddArrayToObject(meta, "layers");
@@ -439,7 +439,7 @@ int rf_import_docker_dir(const char *data_dir, const char *dir, const char *arch
     cJSON_ArrayForEach(l, ls) {
         if (!cJSON_IsString(l) || inside(dir, l->valuestring, lpath[i], sizeof lpath[i], err) < 0) {
             if (!cJSON_IsString(l))
-                rf_fail(err, EINVAL, "%s: invalid layer entry in manifest.json", source);
+                lis_fail(err, EINVAL, "%s: invalid layer entry in manifest.json", source);
             goto out;
         }
         layers[i] = lpath[i];

@@ -88,17 +88,9 @@ static size_t on_body(char *p, size_t sz, size_t n, void *arg)
         r->write_failed = EFBIG;
         return 0;
     }
-    if (r->len + len + 1 > r->cap) {
-        size_t nc = r->cap ? r->cap : 16384;
-        while (nc < r->len + len + 1)
-            nc *= 2;
-        char *nb = realloc(r->body, nc);
-        if (!nb) {
-            r->write_failed = ENOMEM;
-            return 0;
-        }
-        r->body = nb;
-        r->cap = nc;
+    if (LIS_GROW(r->body, r->cap, r->len + len + 1) < 0) {
+        r->write_failed = ENOMEM;
+        return 0;
     }
     memcpy(r->body + r->len, p, len);
     r->len += len;
@@ -148,7 +140,7 @@ static int get_once(reg *g, const char *url, const char *accept, int auth, resp 
         resp_reset(r);
         if (r->fd >= 0) {
             if (ftruncate(r->fd, 0) < 0 || lseek(r->fd, 0, SEEK_SET) < 0)
-                return rf_fail(err, errno, "cannot write the download: %s", strerror(errno));
+                return lis_fail_errno(err, "cannot write the download");
             if (r->sha) {
                 rf_sha_free(r->sha);
                 r->sha = rf_sha_new();
@@ -157,7 +149,7 @@ static int get_once(reg *g, const char *url, const char *accept, int auth, resp 
         uint64_t pg_start = r->pg ? r->pg->done : 0;
         CURL *c = curl_easy_init();
         if (!c)
-            return rf_fail(err, ENOMEM, "cannot start libcurl");
+            return lis_fail(err, ENOMEM, "cannot start libcurl");
         struct curl_slist *h = NULL;
         char ab[8300];
         if (accept)
@@ -193,7 +185,7 @@ static int get_once(reg *g, const char *url, const char *accept, int auth, resp 
         curl_easy_cleanup(c);
         curl_slist_free_all(h);
         if (r->write_failed)
-            return rf_fail(err, r->write_failed, "%s: %s", url,
+            return lis_fail(err, r->write_failed, "%s: %s", url,
                            r->write_failed == EFBIG ? "response too large"
                                                     : strerror(r->write_failed));
         int transient = cc != CURLE_OK || r->code == 429 || r->code >= 500;
@@ -201,7 +193,7 @@ static int get_once(reg *g, const char *url, const char *accept, int auth, resp 
             return 0;
         if (attempt >= tries) {
             if (cc != CURLE_OK)
-                return rf_fail(err, EIO, "cannot reach %s: %s (check the network, the proxy "
+                return lis_fail(err, EIO, "cannot reach %s: %s (check the network, the proxy "
                                "settings, or --tls-verify=false for a plain-HTTP registry)",
                                g->api, errbuf[0] ? errbuf : curl_easy_strerror(cc));
             return 0; /* the caller reports the HTTP status */
@@ -237,7 +229,7 @@ static void auth_param(const char *hdr, const char *key, char *out, size_t len)
 static int get_token(reg *g, const char *challenge, lis_error *err)
 {
     if (strncasecmp(challenge, "Bearer ", 7))
-        return rf_fail(err, EACCES, "%s wants '%.40s' authentication; lis pulls anonymously "
+        return lis_fail(err, EACCES, "%s wants '%.40s' authentication; lis pulls anonymously "
                        "(public images only)", g->api, challenge);
     char realm[1024], service[256], scope[600];
     auth_param(challenge + 7, "realm", realm, sizeof realm);
@@ -246,7 +238,7 @@ static int get_token(reg *g, const char *challenge, lis_error *err)
     if (!*scope)
         snprintf(scope, sizeof scope, "repository:%s:pull", g->repo);
     if (strncmp(realm, "http://", 7) && strncmp(realm, "https://", 8))
-        return rf_fail(err, EPROTO, "%s sent an invalid token realm '%s'", g->api, realm);
+        return lis_fail(err, EPROTO, "%s sent an invalid token realm '%s'", g->api, realm);
     CURL *c = curl_easy_init();
     char *es = c ? curl_easy_escape(c, service, 0) : NULL;
     char *ep = c ? curl_easy_escape(c, scope, 0) : NULL;
@@ -260,7 +252,7 @@ static int get_token(reg *g, const char *challenge, lis_error *err)
     resp r = {.fd = -1, .max = 1 << 20};
     int rc = get_once(g, url, NULL, 0, &r, err);
     if (rc == 0 && r.code != 200)
-        rc = rf_fail(err, EACCES, "the token service of %s refused an anonymous token for %s "
+        rc = lis_fail(err, EACCES, "the token service of %s refused an anonymous token for %s "
                      "(HTTP %ld): the image is private or does not exist", g->api, g->repo,
                      r.code);
     cJSON *j = rc == 0 ? cJSON_Parse(r.body ? r.body : "") : NULL;
@@ -271,7 +263,7 @@ static int get_token(reg *g, const char *challenge, lis_error *err)
         if (cJSON_IsString(t) && strlen(t->valuestring) < sizeof g->token)
             snprintf(g->token, sizeof g->token, "%s", t->valuestring);
         else
-            rc = rf_fail(err, EPROTO, "the token service of %s sent no usable token", g->api);
+            rc = lis_fail(err, EPROTO, "the token service of %s sent no usable token", g->api);
     }
     cJSON_Delete(j);
     free(r.body);
@@ -299,12 +291,12 @@ static int reg_get(reg *g, const char *path, const char *accept, resp *r, lis_er
 static int http_fail(reg *g, const resp *r, const char *what, lis_error *err)
 {
     if (r->code == 404)
-        return rf_fail(err, ENOENT, "%s: %s not found on %s (check the name and tag)", g->canon,
+        return lis_fail(err, ENOENT, "%s: %s not found on %s (check the name and tag)", g->canon,
                        what, g->api);
     if (r->code == 401 || r->code == 403)
-        return rf_fail(err, EACCES, "%s: access to %s denied by %s (HTTP %ld; lis pulls "
+        return lis_fail(err, EACCES, "%s: access to %s denied by %s (HTTP %ld; lis pulls "
                        "anonymously: public images only)", g->canon, what, g->api, r->code);
-    return rf_fail(err, EIO, "%s: %s: HTTP %ld from %s", g->canon, what, r->code, g->api);
+    return lis_fail(err, EIO, "%s: %s: HTTP %ld from %s", g->canon, what, r->code, g->api);
 }
 
 /* REF -> host, repository, tag/digest (docker's rules for short names). */
@@ -312,14 +304,14 @@ static int parse_pull_ref(const char *ref, reg *g, lis_error *err)
 {
     char buf[700];
     if (!ref || !*ref || strlen(ref) >= sizeof buf || strchr(ref, ' '))
-        return rf_fail(err, EINVAL, "invalid image reference '%s' (e.g. ubuntu:24.04, "
+        return lis_fail(err, EINVAL, "invalid image reference '%s' (e.g. ubuntu:24.04, "
                        "ghcr.io/o/r:t, HOST:PORT/NAME:TAG)", ref ? ref : "");
     snprintf(buf, sizeof buf, "%s", ref);
     char *at = strchr(buf, '@');
     if (at) {
         *at = 0;
         if (!rf_digest_hex(at + 1))
-            return rf_fail(err, EINVAL, "invalid digest in '%s' (want NAME@sha256:<64 hex>)",
+            return lis_fail(err, EINVAL, "invalid digest in '%s' (want NAME@sha256:<64 hex>)",
                            ref);
         snprintf(g->digest, sizeof g->digest, "%s", at + 1);
     }
@@ -350,10 +342,10 @@ static int parse_pull_ref(const char *ref, reg *g, lis_error *err)
     snprintf(chk, sizeof chk, "%s/%s:%s", g->host, g->repo, g->tag[0] ? g->tag : "latest");
     for (char *p = g->repo; *p; p++)
         if (*p >= 'A' && *p <= 'Z')
-            return rf_fail(err, EINVAL, "invalid image reference '%s': repository names are "
+            return lis_fail(err, EINVAL, "invalid image reference '%s': repository names are "
                            "lowercase", ref);
     if (!*repo || rf_parse_ref(chk, n, sizeof n, t, sizeof t, NULL) < 0)
-        return rf_fail(err, EINVAL, "invalid image reference '%s' (e.g. ubuntu:24.04, "
+        return lis_fail(err, EINVAL, "invalid image reference '%s' (e.g. ubuntu:24.04, "
                        "ghcr.io/o/r:t, HOST:PORT/NAME:TAG)", ref);
     if (g->digest[0])
         snprintf(g->canon, sizeof g->canon, "%s/%s@%s", g->host, g->repo, g->digest);
@@ -376,7 +368,7 @@ static int fetch_manifest(reg *g, const char *reference, const char *want_digest
     rf_sha256_mem(r->body ? r->body : "", r->len, hex);
     const char *want = rf_digest_hex(want_digest);
     if (want && strcmp(want, hex))
-        return rf_fail(err, EBADMSG, "%s: the manifest sha256:%.12s does not match its digest "
+        return lis_fail(err, EBADMSG, "%s: the manifest sha256:%.12s does not match its digest "
                        "%.19s; refusing it", g->canon, hex, want_digest);
     return 0;
 }
@@ -385,7 +377,7 @@ static int fetch_blob(reg *g, const char *digest, int fd, resp *r, lis_error *er
 {
     const char *want = rf_digest_hex(digest);
     if (!want)
-        return rf_fail(err, EINVAL, "%s: unsupported blob digest '%s'", g->canon,
+        return lis_fail(err, EINVAL, "%s: unsupported blob digest '%s'", g->canon,
                        digest ? digest : "(none)");
     char path[1024];
     snprintf(path, sizeof path, "%s/blobs/%s", g->repo, digest);
@@ -402,7 +394,7 @@ static int fetch_blob(reg *g, const char *digest, int fd, resp *r, lis_error *er
             rf_sha256_mem(r->body ? r->body : "", r->len, hex);
         }
         if (strcmp(hex, want))
-            rc = rf_fail(err, EBADMSG, "%s: blob %.19s does not match its digest (got "
+            rc = lis_fail(err, EBADMSG, "%s: blob %.19s does not match its digest (got "
                          "sha256:%.12s): corrupt download or registry; refusing it", g->canon,
                          digest, hex);
     }
@@ -430,7 +422,7 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
     snprintf(res->format, sizeof res->format, "registry");
     reg *g = calloc(1, sizeof *g);
     if (!g)
-        return rf_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     int rc = -1, lock = -1;
     char tmp[4096] = "";
     resp r = {.fd = -1, .max = MAX_MANIFEST};
@@ -482,13 +474,13 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
     if (fetch_manifest(g, reference, g->digest, &r, hex, err) < 0)
         goto out;
     if (!g->digest[0] && r.dcd[0] && rf_digest_hex(r.dcd) && strcmp(rf_digest_hex(r.dcd), hex)) {
-        rf_fail(err, EBADMSG, "%s: the manifest does not match the digest the registry "
+        lis_fail(err, EBADMSG, "%s: the manifest does not match the digest the registry "
                 "announced (%.19s); refusing it", g->canon, r.dcd);
         goto out;
     }
     man = cJSON_Parse(r.body ? r.body : "");
     if (!man) {
-        rf_fail(err, EPROTO, "%s: the manifest is not valid JSON", g->canon);
+        lis_fail(err, EPROTO, "%s: the manifest is not valid JSON", g->canon);
         goto out;
     }
     const cJSON *mtj = cJSON_GetObjectItemCaseSensitive(man, "mediaType");
@@ -498,7 +490,7 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
                          cJSON_GetObjectItemCaseSensitive(man, "manifests"));
          depth++) {
         if (depth > 3) {
-            rf_fail(err, ELOOP, "%s: image indexes nested too deeply", g->canon);
+            lis_fail(err, ELOOP, "%s: image indexes nested too deeply", g->canon);
             goto out;
         }
         cJSON_Delete(idx);
@@ -509,7 +501,7 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
             goto out;
         const cJSON *dd = cJSON_GetObjectItemCaseSensitive(d, "digest");
         if (!cJSON_IsString(dd) || !rf_digest_hex(dd->valuestring)) {
-            rf_fail(err, EPROTO, "%s: the image index has an invalid digest", g->canon);
+            lis_fail(err, EPROTO, "%s: the image index has an invalid digest", g->canon);
             goto out;
         }
         char dg[80];
@@ -517,7 +509,7 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
         if (fetch_manifest(g, dg, dg, &r, hex, err) < 0)
             goto out;
         if (!(man = cJSON_Parse(r.body ? r.body : ""))) {
-            rf_fail(err, EPROTO, "%s: the manifest is not valid JSON", g->canon);
+            lis_fail(err, EPROTO, "%s: the manifest is not valid JSON", g->canon);
             goto out;
         }
         mtj = cJSON_GetObjectItemCaseSensitive(man, "mediaType");
@@ -525,7 +517,7 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
     }
     const cJSON *sv = cJSON_GetObjectItemCaseSensitive(man, "schemaVersion");
     if (!cJSON_IsNumber(sv) || sv->valueint != 2) {
-        rf_fail(err, EPROTO, "%s: unsupported manifest (schema 1 or unknown); lis needs "
+        lis_fail(err, EPROTO, "%s: unsupported manifest (schema 1 or unknown); lis needs "
                 "OCI or docker schema 2 images", g->canon);
         goto out;
     }
@@ -557,7 +549,7 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(man, "layers");
     int n = cJSON_IsArray(ls) ? cJSON_GetArraySize(ls) : 0;
     if (n == 0) {
-        rf_fail(err, EPROTO, "%s: the manifest lists no layers", g->canon);
+        lis_fail(err, EPROTO, "%s: the manifest lists no layers", g->canon);
         goto out;
     }
     const cJSON *l;
@@ -568,7 +560,7 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
         if (cJSON_IsNumber(sz) && sz->valuedouble >= 0 && sz->valuedouble < 9e18)
             pg.total += (uint64_t)sz->valuedouble;
         if (!layer_type_ok(cJSON_IsString(lmt) ? lmt->valuestring : NULL)) {
-            rf_fail(err, EPROTO, "%s: unsupported layer type %s", g->canon, lmt->valuestring);
+            lis_fail(err, EPROTO, "%s: unsupported layer type %s", g->canon, lmt->valuestring);
             goto out;
         }
     }
@@ -577,7 +569,7 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
     files = calloc((size_t)n + 1, sizeof *files);
     cJSON *jl = cJSON_AddArrayToObject(meta, "layers");
     if (!files) {
-        rf_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         goto out;
     }
     cJSON_ArrayForEach(l, ls) {
@@ -587,13 +579,13 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
         snprintf(fp, sizeof fp, "%s/layer%zu", tmp, nl);
         files[nl] = strdup(fp);
         if (!files[nl]) {
-            rf_fail(err, ENOMEM, "out of memory");
+            lis_oom(err);
             goto out;
         }
         nl++;
         int fd = open(fp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0) {
-            rf_fail(err, errno, "cannot create %s: %s", fp, strerror(errno));
+            lis_fail_errno(err, "cannot create %s", fp);
             goto out;
         }
         resp br = {.fd = fd, .max = 0, .pg = &pg};

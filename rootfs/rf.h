@@ -12,7 +12,6 @@ typedef struct cJSON cJSON;
 
 /* ---- util.c ------------------------------------------------------------- */
 
-int rf_fail(lis_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Reads a whole (small) file; *len set; NUL-terminated. NULL on failure (errno). */
 char *rf_read_file(const char *path, size_t max, size_t *len);
 /* Writes data to path atomically (temp file + rename). */

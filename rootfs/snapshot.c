@@ -64,7 +64,7 @@ int lis_rootfs_snapshot(const char *data_dir, lis_sandbox *sb, const char *ref,
     const char *chain = lis_sandbox_rootfs(sb);
     int depth = depth_of(chain) + 1;
     if (depth > LIS_MAX_LAYERS)
-        return rf_fail(err, E2BIG, "sandbox %s runs on a chain of %d layers: a snapshot of it "
+        return lis_fail(err, E2BIG, "sandbox %s runs on a chain of %d layers: a snapshot of it "
                        "would pass the limit of %d (snapshot a sandbox made from an image "
                        "nearer the base)", lis_sandbox_name(sb), depth - 1, LIS_MAX_LAYERS);
     /* the parent: the top layer's image when the chain comes from this store */
@@ -81,7 +81,7 @@ int lis_rootfs_snapshot(const char *data_dir, lis_sandbox *sb, const char *ref,
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     cJSON *meta = NULL;
     if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
-        rf_fail(err, ENOMEM, "cannot set up sha256");
+        lis_fail(err, ENOMEM, "cannot set up sha256");
         goto out_lock;
     }
     char head[4200];
@@ -160,7 +160,7 @@ static void *fork_worker(void *arg)
             return NULL;
         if (j->o && j->o->cancelled && j->o->cancelled(j->o->cancel_arg)) {
             if (j->errs)
-                rf_fail(&j->errs[i], ECANCELED, "fork %d of sandbox %s: cancelled", i + 1,
+                lis_fail(&j->errs[i], ECANCELED, "fork %d of sandbox %s: cancelled", i + 1,
                         j->parent);
             continue;
         }
@@ -190,7 +190,7 @@ int lis_sandbox_fork(lis_ctx *ctx, lis_sandbox *sb, int n, const lis_fork_opts *
 {
     lis_snapshot_result local, *s = snap ? snap : &local;
     if (n < 1)
-        return rf_fail(err, EINVAL, "fork: the number of forks must be at least 1 (got %d)", n);
+        return lis_fail(err, EINVAL, "fork: the number of forks must be at least 1 (got %d)", n);
     for (int i = 0; i < n; i++)
         out[i] = NULL;
     if (lis_rootfs_snapshot(lis_ctx_data_dir(ctx), sb, o ? o->tag : NULL, s, err) < 0)

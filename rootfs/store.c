@@ -19,15 +19,6 @@ static int valid_hex(const char *s, size_t n)
     return 1;
 }
 
-static int fail(lis_error *err, int code, const char *msg, const char *ref)
-{
-    if (err) {
-        err->code = code;
-        snprintf(err->msg, sizeof err->msg, msg, ref);
-    }
-    return -1;
-}
-
 /* The "parent" (a digest) or "parent_dir" of a snapshot image's metadata, in
  * out ("" for an image that is no snapshot). 0, or -1 for unreadable meta. */
 static int parent_of(const char *data_dir, const char *hex, char *out, size_t len, int *is_dir)
@@ -64,35 +55,35 @@ static int resolve_chain(const char *data_dir, const char *hex, const char *ref,
     snprintf(cur, sizeof cur, "%s", hex);
     for (int depth = 0;; depth++) {
         if (depth >= LIS_MAX_LAYERS)
-            return fail(err, ELOOP, "image '%s' has a chain of more than 32 layers", ref);
+            return lis_fail(err, ELOOP, "image '%s' has a chain of more than 32 layers", ref);
         char blob[4096];
         snprintf(blob, sizeof blob, "%s/rootfs/blobs/sha256/%s", data_dir, cur);
         struct stat st;
         if (stat(blob, &st) < 0 || !S_ISDIR(st.st_mode))
-            return fail(err, ENOENT, depth ? "a parent layer of image '%s' is missing from the "
+            return lis_fail(err, ENOENT, depth ? "a parent layer of image '%s' is missing from the "
                         "store (lis rootfs ls)" : "image '%s' is tagged but its files are "
                         "missing (lis rootfs gc; import it again)", ref);
         int w = snprintf(dir + used, len - used, "%s%s", used ? ":" : "", blob);
         if (w < 0 || (size_t)w >= len - used)
-            return fail(err, ENAMETOOLONG, "the chain of layers of image '%s' is too long", ref);
+            return lis_fail(err, ENAMETOOLONG, "the chain of layers of image '%s' is too long", ref);
         used += (size_t)w;
         char parent[4096];
         int is_dir = 0;
         if (parent_of(data_dir, cur, parent, sizeof parent, &is_dir) < 0)
-            return fail(err, EINVAL, "corrupt metadata of image '%s'", ref);
+            return lis_fail(err, EINVAL, "corrupt metadata of image '%s'", ref);
         if (!parent[0])
             return 0;
         if (is_dir) { /* a snapshot of a sandbox made from --rootfs DIR */
             if (stat(parent, &st) < 0 || !S_ISDIR(st.st_mode))
-                return fail(err, ENOENT, "the parent directory of image '%s' is gone", ref);
+                return lis_fail(err, ENOENT, "the parent directory of image '%s' is gone", ref);
             w = snprintf(dir + used, len - used, ":%s", parent);
             if (w < 0 || (size_t)w >= len - used)
-                return fail(err, ENAMETOOLONG, "the chain of layers of image '%s' is too long",
+                return lis_fail(err, ENAMETOOLONG, "the chain of layers of image '%s' is too long",
                             ref);
             return 0;
         }
         if (strncmp(parent, "sha256:", 7) || !valid_hex(parent + 7, 64))
-            return fail(err, EINVAL, "corrupt parent in the metadata of image '%s'", ref);
+            return lis_fail(err, EINVAL, "corrupt parent in the metadata of image '%s'", ref);
         snprintf(cur, sizeof cur, "%s", parent + 7);
     }
 }
@@ -112,12 +103,12 @@ int lis_store_resolve(const char *data_dir, const char *ref, char *dir, size_t l
             snprintf(tag, sizeof tag, "%s", colon + 1);
         }
         if (!*name || strstr(name, "..") || !*tag || strchr(tag, '/') || tag[0] == '.')
-            return fail(err, EINVAL, "invalid image reference '%s'", ref);
+            return lis_fail(err, EINVAL, "invalid image reference '%s'", ref);
         char path[4096];
         snprintf(path, sizeof path, "%s/rootfs/tags/%s/%s", data_dir, name, tag);
         FILE *f = fopen(path, "re");
         if (!f)
-            return fail(err, ENOENT, "no image '%s' in the store (lis rootfs ls; lis rootfs "
+            return lis_fail(err, ENOENT, "no image '%s' in the store (lis rootfs ls; lis rootfs "
                         "import or pull it)", ref);
         char line[128] = "";
         if (!fgets(line, sizeof line, f))
@@ -125,10 +116,10 @@ int lis_store_resolve(const char *data_dir, const char *ref, char *dir, size_t l
         fclose(f);
         line[strcspn(line, "\n")] = 0;
         if (strncmp(line, "sha256:", 7))
-            return fail(err, EINVAL, "corrupt tag file for '%s'", ref);
+            return lis_fail(err, EINVAL, "corrupt tag file for '%s'", ref);
         snprintf(digest, sizeof digest, "%s", line + 7);
     }
     if (!valid_hex(digest, 64))
-        return fail(err, EINVAL, "invalid digest in '%s'", ref);
+        return lis_fail(err, EINVAL, "invalid digest in '%s'", ref);
     return resolve_chain(data_dir, digest, ref, dir, len, err);
 }

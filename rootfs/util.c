@@ -15,21 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-int rf_fail(lis_error *err, int code, const char *fmt, ...)
-{
-    if (err) {
-        err->code = code ? code : EINVAL;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-        for (char *p = err->msg; *p; p++)
-            if (*p == '\n' || *p == '\r')
-                *p = ' ';
-    }
-    return -1;
-}
-
 char *rf_read_file(const char *path, size_t max, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -67,7 +52,7 @@ int rf_write_atomic(const char *path, const void *data, size_t len, lis_error *e
     snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0)
-        return rf_fail(err, errno, "cannot write %s: %s", tmp, strerror(errno));
+        return lis_fail_errno(err, "cannot write %s", tmp);
     const char *p = data;
     size_t left = len;
     while (left) {
@@ -78,7 +63,7 @@ int rf_write_atomic(const char *path, const void *data, size_t len, lis_error *e
             int e = errno;
             close(fd);
             unlink(tmp);
-            return rf_fail(err, e, "cannot write %s: %s", tmp, strerror(e));
+            return lis_fail_errnum(err, e, "cannot write %s", tmp);
         }
         p += w;
         left -= (size_t)w;
@@ -87,7 +72,7 @@ int rf_write_atomic(const char *path, const void *data, size_t len, lis_error *e
     if (rename(tmp, path) < 0) {
         int e = errno;
         unlink(tmp);
-        return rf_fail(err, e, "cannot rename %s: %s", tmp, strerror(e));
+        return lis_fail_errnum(err, e, "cannot rename %s", tmp);
     }
     return 0;
 }
@@ -226,7 +211,7 @@ int rf_sha256_file(const char *path, char hex[65], lis_error *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return rf_fail(err, errno, "cannot open %s: %s", path, strerror(errno));
+        return lis_fail_errno(err, "cannot open %s", path);
     rf_sha *s = rf_sha_new();
     size_t cap = 1 << 20;
     char *buf = malloc(cap);
@@ -234,7 +219,7 @@ int rf_sha256_file(const char *path, char hex[65], lis_error *err)
         close(fd);
         free(buf);
         rf_sha_free(s);
-        return rf_fail(err, ENOMEM, "out of memory hashing %s", path);
+        return lis_fail(err, ENOMEM, "out of memory hashing %s", path);
     }
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     ssize_t r;
@@ -246,7 +231,7 @@ int rf_sha256_file(const char *path, char hex[65], lis_error *err)
             close(fd);
             free(buf);
             rf_sha_free(s);
-            return rf_fail(err, e, "cannot read %s: %s", path, strerror(e));
+            return lis_fail_errnum(err, e, "cannot read %s", path);
         }
         rf_sha_update(s, buf, (size_t)r);
     }
@@ -283,18 +268,18 @@ int rf_store_open(const char *data_dir, int exclusive, lis_error *err)
     for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++) {
         snprintf(p, sizeof p, "%s/rootfs/%s", data_dir, sub[i]);
         if (rf_mkdirs(p, 0700) < 0)
-            return rf_fail(err, errno, "cannot create the image store %s: %s (check "
+            return lis_fail(err, errno, "cannot create the image store %s: %s (check "
                            "the data directory's permissions)", p, strerror(errno));
     }
     snprintf(p, sizeof p, "%s/rootfs/lock", data_dir);
     int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
-        return rf_fail(err, errno, "cannot open %s: %s", p, strerror(errno));
+        return lis_fail_errno(err, "cannot open %s", p);
     int how = exclusive == RF_LOCK_TRY ? LOCK_EX | LOCK_NB : exclusive ? LOCK_EX : LOCK_SH;
     if (flock(fd, how) < 0) {
         int e = errno;
         close(fd);
-        return rf_fail(err, e, "cannot lock %s: %s", p, strerror(e));
+        return lis_fail_errnum(err, e, "cannot lock %s", p);
     }
     return fd;
 }
@@ -304,8 +289,8 @@ int rf_store_tmpdir(const char *data_dir, const char *what, char *out, size_t le
 {
     snprintf(out, len, "%s/rootfs/tmp/%d-%s-XXXXXX", data_dir, (int)getpid(), what);
     if (!mkdtemp(out))
-        return rf_fail(err, errno, "cannot create a temporary directory in %s/rootfs/tmp: %s",
-                       data_dir, strerror(errno));
+        return lis_fail_errno(err, "cannot create a temporary directory in %s/rootfs/tmp",
+                       data_dir);
     return 0;
 }
 
@@ -341,7 +326,7 @@ int rf_store_commit(const char *data_dir, const char *tmp, const char *hex, cJSO
         cJSON_AddNumberToObject(meta, "created", (double)time(NULL));
         char *s = cJSON_Print(meta);
         if (!s)
-            return rf_fail(err, ENOMEM, "out of memory writing image metadata");
+            return lis_fail(err, ENOMEM, "out of memory writing image metadata");
         int rc = rf_write_atomic(mp, s, strlen(s), err);
         free(s);
         if (rc < 0)
@@ -353,7 +338,7 @@ int rf_store_commit(const char *data_dir, const char *tmp, const char *hex, cJSO
             rf_rm_tree(tmp); /* a concurrent import of the same image won */
             return 0;
         }
-        return rf_fail(err, e, "cannot move the image into %s: %s", blob, strerror(e));
+        return lis_fail_errnum(err, e, "cannot move the image into %s", blob);
     }
     return 0;
 }
@@ -378,7 +363,7 @@ int rf_parse_ref(const char *ref, char *name, size_t nlen, char *tag, size_t tle
 {
     char buf[512];
     if (!ref || !*ref || strlen(ref) >= sizeof buf - 1)
-        return rf_fail(err, EINVAL, "invalid image name '%s' (use NAME[:TAG], e.g. "
+        return lis_fail(err, EINVAL, "invalid image name '%s' (use NAME[:TAG], e.g. "
                        "myimage:1.0)", ref ? ref : "");
     snprintf(buf, sizeof buf, "%s", ref);
     const char *t = "latest";
@@ -412,7 +397,7 @@ int rf_parse_ref(const char *ref, char *name, size_t nlen, char *tag, size_t tle
     }
     size_t tl = strlen(t);
     if (!ok || tl == 0 || tl > 128 || !valid_component(t, tl, 0))
-        return rf_fail(err, EINVAL, "invalid image name '%s' (use NAME[:TAG] with letters, "
+        return lis_fail(err, EINVAL, "invalid image name '%s' (use NAME[:TAG] with letters, "
                        "digits, '.', '_', '-' and '/', e.g. myimage:1.0)", ref);
     snprintf(name, nlen, "%s", buf);
     snprintf(tag, tlen, "%s", t);
@@ -427,12 +412,12 @@ int rf_tag_write(const char *data_dir, const char *ref, const char *hex, char *c
         return -1;
     snprintf(dir, sizeof dir, "%s/rootfs/tags/%s", data_dir, name);
     if (rf_mkdirs(dir, 0700) < 0)
-        return rf_fail(err, errno, "cannot tag '%s:%s': %s (another image name is a prefix "
+        return lis_fail(err, errno, "cannot tag '%s:%s': %s (another image name is a prefix "
                        "of this one? choose another name)", name, tag, strerror(errno));
     snprintf(path, sizeof path, "%s/%s", dir, tag);
     struct stat st;
     if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return rf_fail(err, EEXIST, "cannot tag '%s:%s': an image name '%s/%s' exists "
+        return lis_fail(err, EEXIST, "cannot tag '%s:%s': an image name '%s/%s' exists "
                        "(choose another tag)", name, tag, name, tag);
     char line[100];
     int n = snprintf(line, sizeof line, "sha256:%s\n", hex);

@@ -72,23 +72,22 @@ static int copy_layer(void *arg, void *result, lis_error *err)
         return lis_fail(err, EFBIG, "its files hold more than its disk budget of %llu bytes",
                         (unsigned long long)j->max_bytes);
     if (rc)
-        return lis_fail(err, -rc, "copying the writable layer (at %s): %s", o->c.where,
-                        strerror(-rc));
+        return lis_fail_errnum(err, -rc, "copying the writable layer (at %s)", o->c.where);
     if (j->tmp >= 0) {
         if (o->c.hash)
             o->c.hash(o->c.hash_arg, "\0/tmp\0", 6); /* the second tree starts */
         if (mkdirat(j->dest, "tmp", 01777) < 0 && errno != EEXIST)
-            return lis_fail(err, errno, "creating tmp/ in the snapshot: %s", strerror(errno));
+            return lis_fail_errno(err, "creating tmp/ in the snapshot");
         int d = openat(j->dest, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (d < 0)
-            return lis_fail(err, errno, "opening tmp/ in the snapshot: %s", strerror(errno));
+            return lis_fail_errno(err, "opening tmp/ in the snapshot");
         rc = lis_copy_tree(j->tmp, d, &o->c);
         close(d);
         if (rc == -EFBIG)
             return lis_fail(err, EFBIG, "its files hold more than its disk budget of %llu "
                             "bytes", (unsigned long long)j->max_bytes);
         if (rc)
-            return lis_fail(err, -rc, "copying /tmp (at %s): %s", o->c.where, strerror(-rc));
+            return lis_fail_errnum(err, -rc, "copying /tmp (at %s)", o->c.where);
     }
     if (j->opts && j->opts->hash_end)
         j->opts->hash_end(j->opts->arg, o->digest);
@@ -96,7 +95,7 @@ static int copy_layer(void *arg, void *result, lis_error *err)
 }
 
 /* Its PID 1 has not exited (a zombie not yet reaped counts as gone). */
-static int sb_alive(const lis_sandbox *sb)
+static int sandbox_alive(const lis_sandbox *sb)
 {
     struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
     return sb->pidfd >= 0 && poll(&p, 1, 0) == 0;
@@ -113,8 +112,8 @@ static int open_scratch(lis_sandbox *sb, lis_error *err)
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)sb->pid, sb->scratch_fd);
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return lis_fail(err, errno, "sandbox %s: opening its writable layer (%s): %s", sb->name,
-                        path, strerror(errno));
+        return lis_fail_errno(err, "sandbox %s: opening its writable layer (%s)", sb->name,
+                        path);
     struct statfs fs;
     if (fstatfs(fd, &fs) < 0 || fs.f_type != TMPFS_MAGIC) {
         close(fd);
@@ -127,7 +126,7 @@ int lis_sandbox_capture(lis_sandbox *sb, const char *dest, const lis_capture_opt
                         lis_capture_info *info, lis_error *err)
 {
     memset(info, 0, sizeof *info);
-    if (!sb_alive(sb))
+    if (!sandbox_alive(sb))
         return lis_fail(err, ESRCH, "sandbox %s is not running", sb->name);
     struct capture_job j = {.upper = -1, .tmp = -1, .dest = -1, .keep_owner = sb->full_map,
                             .max_bytes = sb->disk_limit == LIS_UNLIMITED ? 0 : sb->disk_limit,
@@ -144,18 +143,18 @@ int lis_sandbox_capture(lis_sandbox *sb, const char *dest, const lis_capture_opt
         j.upper = openat(scratch, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     }
     if (j.upper < 0) {
-        lis_fail(err, errno, "sandbox %s: opening its upper layer: %s", sb->name, strerror(errno));
+        lis_fail_errno(err, "sandbox %s: opening its upper layer", sb->name);
         goto out;
     }
     j.tmp = openat(scratch, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (mkdir(dest, 0700) < 0) {
-        lis_fail(err, errno, "creating %s: %s", dest, strerror(errno));
+        lis_fail_errno(err, "creating %s", dest);
         goto out;
     }
     made = 1;
     j.dest = open(dest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (j.dest < 0) {
-        lis_fail(err, errno, "opening %s: %s", dest, strerror(errno));
+        lis_fail_errno(err, "opening %s", dest);
         goto out;
     }
     int was_paused = lis_sandbox_is_paused(sb);

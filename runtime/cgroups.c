@@ -400,7 +400,7 @@ int lis_cg_create(lis_ctx *ctx, const char *name, const lis_limits *lim, lis_cg 
     *out = NULL;
     struct lis_cgroot *r = root_get(ctx);
     if (!r)
-        return lis_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     uint64_t mem = pick(lim->memory_bytes, DEFAULT_MEMORY);
     uint64_t pids = pick(lim->pids, DEFAULT_PIDS);
     uint64_t cpu = pick(lim->cpu_millis, LIS_UNLIMITED);
@@ -416,7 +416,7 @@ int lis_cg_create(lis_ctx *ctx, const char *name, const lis_limits *lim, lis_cg 
     }
     lis_cg *cg = calloc(1, sizeof *cg);
     if (!cg)
-        return lis_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     cg->kind = r->info.kind;
     cg->fd = -1;
     char leaf[LIS_NAME_MAX + 8];
@@ -544,8 +544,7 @@ int lis_cg_attach(const lis_cg *cg, pid_t pid, lis_error *err)
             continue;
         int e = wr(dirs[i], "cgroup.procs", v);
         if (e)
-            return lis_fail(err, -e, "moving sandbox PID 1 into cgroup %s: %s", dirs[i],
-                            strerror(-e));
+            return lis_fail_errnum(err, -e, "moving sandbox PID 1 into cgroup %s", dirs[i]);
     }
     return 0;
 }
@@ -820,7 +819,7 @@ int lis_cg_freeze(const lis_cg *cg, int on, lis_error *err)
         return 0;
     int e = wr(cg->dir, "cgroup.freeze", on ? "1" : "0");
     if (e)
-        return lis_fail(err, -e, "writing %s/cgroup.freeze: %s", cg->dir, strerror(-e));
+        return lis_fail_errnum(err, -e, "writing %s/cgroup.freeze", cg->dir);
     if (!on) /* thawing takes effect at once; nothing to wait for */
         return 1;
     /* usually frozen at once: look first, then at growing intervals (0.1 ms

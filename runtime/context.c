@@ -20,12 +20,12 @@ static int private_dir(const char *path, uid_t uid, lis_error *err)
         return -1;
     struct stat st;
     if (lstat(path, &st) < 0)
-        return lis_fail(err, errno, "stat %s: %s", path, strerror(errno));
+        return lis_fail_errno(err, "stat %s", path);
     if (!S_ISDIR(st.st_mode) || st.st_uid != uid)
         return lis_fail(err, EPERM, "%s is not a directory owned by uid %u; remove it or set "
                         "XDG_RUNTIME_DIR", path, (unsigned)uid);
     if ((st.st_mode & 0077) && chmod(path, 0700) < 0)
-        return lis_fail(err, errno, "chmod %s: %s", path, strerror(errno));
+        return lis_fail_errno(err, "chmod %s", path);
     return 0;
 }
 
@@ -52,7 +52,7 @@ static int find_init(lis_ctx *ctx, const char *given, lis_error *err)
     } else {
         ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (n < 0)
-            return lis_fail(err, errno, "readlink /proc/self/exe: %s", strerror(errno));
+            return lis_fail_errno(err, "readlink /proc/self/exe");
         exe[n] = 0;
         char *slash = strrchr(exe, '/');
         *slash = 0;
@@ -162,7 +162,7 @@ lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err)
         opts = &none;
     lis_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
-        lis_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         return NULL;
     }
     ctx->init_fd = -1;
@@ -204,7 +204,7 @@ lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err)
     char mnt[PATH_MAX + 8];
     snprintf(mnt, sizeof mnt, "%s/.mnt", ctx->run_dir);
     if (mkdir(mnt, 0700) < 0 && errno != EEXIST) {
-        lis_fail(err, errno, "mkdir %s: %s", mnt, strerror(errno));
+        lis_fail_errno(err, "mkdir %s", mnt);
         lis_ctx_free(ctx);
         return NULL;
     }

@@ -117,10 +117,10 @@ static int copy_dir(int sdir, const char *sname, int ddir, const char *dname, mo
         return lis_fail(err, ELOOP, "%s: more than %d nested directories", sname,
                         COPY_MAX_DEPTH);
     if (mkdirat(ddir, dname, 0700) < 0 && errno != EEXIST)
-        return lis_fail(err, errno, "mkdir %s: %s", dname, strerror(errno));
+        return lis_fail_errno(err, "mkdir %s", dname);
     int s = openat(sdir, sname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (s < 0)
-        return lis_fail(err, errno, "%s: %s", sname, strerror(errno));
+        return lis_fail_errno(err, "%s", sname);
     int d = openat(ddir, dname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (d < 0) {
         int e = errno;
@@ -168,7 +168,7 @@ static __attribute__((noinline)) int copy_link(int sdir, const char *sname, int 
     char target[PATH_MAX];
     ssize_t n = readlinkat(sdir, sname, target, sizeof target - 1);
     if (n < 0)
-        return lis_fail(err, errno, "readlink %s: %s", sname, strerror(errno));
+        return lis_fail_errno(err, "readlink %s", sname);
     target[n] = 0;
     /* the target read once is the one checked and the one written */
     if (f && target[0] == '/') {
@@ -181,7 +181,7 @@ static __attribute__((noinline)) int copy_link(int sdir, const char *sname, int 
     }
     unlinkat(ddir, dname, 0);
     if (symlinkat(target, ddir, dname) < 0)
-        return lis_fail(err, errno, "symlink %s: %s", dname, strerror(errno));
+        return lis_fail_errno(err, "symlink %s", dname);
     return 0;
 }
 
@@ -196,7 +196,7 @@ static int copy_entry(int sdir, const char *sname, int ddir, const char *dname, 
 {
     struct stat st;
     if (fstatat(sdir, sname, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return lis_fail(err, errno, "%s: %s", sname, strerror(errno));
+        return lis_fail_errno(err, "%s", sname);
     if (S_ISDIR(st.st_mode))
         return copy_dir(sdir, sname, ddir, dname, st.st_mode, depth, f, err);
     if (S_ISLNK(st.st_mode))
@@ -208,7 +208,7 @@ static int copy_entry(int sdir, const char *sname, int ddir, const char *dname, 
     }
     int in = openat(sdir, sname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (in < 0)
-        return lis_fail(err, errno, "%s: %s", sname, strerror(errno));
+        return lis_fail_errno(err, "%s", sname);
     if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) { /* swapped since the fstatat */
         close(in);
         if (f)
@@ -229,7 +229,7 @@ static int copy_entry(int sdir, const char *sname, int ddir, const char *dname, 
     if (close(out) < 0 && !e)
         e = errno;
     if (e)
-        return lis_fail(err, e, "copying %s: %s", sname, strerror(e));
+        return lis_fail_errnum(err, e, "copying %s", sname);
     return 0;
 }
 
@@ -255,7 +255,7 @@ static int do_copy_in(lis_sandbox *sb, const char *host_src, const char *path, l
         strcpy(hdir, ".");
     int sdir = open(hdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (sdir < 0)
-        return lis_fail(err, errno, "%s: %s", host_src, strerror(errno));
+        return lis_fail_errno(err, "%s", host_src);
     /* cp semantics: into an existing directory, or as the given name */
     char kind;
     lis_error ignore;
@@ -272,7 +272,7 @@ static int do_copy_in(lis_sandbox *sb, const char *host_src, const char *path, l
     }
     int dd = openat(ddir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     close(ddir);
-    int rc = dd < 0 ? lis_fail(err, errno, "%s: %s", target, strerror(errno))
+    int rc = dd < 0 ? lis_fail_errno(err, "%s", target)
                     : copy_entry(sdir, hname, dd, last, 0, NULL, err);
     if (dd >= 0)
         close(dd);
@@ -450,7 +450,7 @@ static int copy_out(lis_sandbox *sb, const char *path, const char *host_dst, cop
     int sdir = openat(sp, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     close(sp);
     if (sdir < 0)
-        return lis_fail(err, errno, "%s: %s", path, strerror(errno));
+        return lis_fail_errno(err, "%s", path);
     struct stat st;
     char target[PATH_MAX + NAME_MAX + 2];
     if (stat(host_dst, &st) == 0 && S_ISDIR(st.st_mode))
@@ -469,7 +469,7 @@ static int copy_out(lis_sandbox *sb, const char *path, const char *host_dst, cop
     if (ddir < 0) {
         int e = errno;
         close(sdir);
-        return lis_fail(err, e, "%s: %s", tdir, strerror(e));
+        return lis_fail_errnum(err, e, "%s", tdir);
     }
     int rc = copy_entry(sdir, last, ddir, tname, 0, f, err);
     if (f) /* also after a failed copy: what did land must be safe too */
@@ -508,7 +508,7 @@ int lis_copy_out_data(lis_sandbox *sb, const char *path, const char *host_dst,
 {
     copy_filter *f = calloc(1, sizeof *f);
     if (!f)
-        return lis_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     f->skipped = skipped;
     f->arg = arg;
     int rc = copy_out(sb, path, host_dst, f, err);

@@ -1,21 +1,64 @@
-/* error.c - filling lis_error with one line of context. */
+/* error.c - the one way every area reports a failure: lis_error filled with
+ * one line of context (git's usage.c is the model: error_errno adds strerror). */
 #include "internal.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+static void fill(lis_error *err, int code, const char *suffix, const char *fmt, va_list ap)
+{
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    if (suffix) {
+        size_t n = strlen(err->msg);
+        snprintf(err->msg + n, sizeof err->msg - n, ": %s", suffix);
+    }
+    /* one line, whatever the pieces held (a server's error text, a path) */
+    for (char *p = err->msg; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    err->code = code ? code : EINVAL;
+    err->http_status = 0;
+}
 
 int lis_fail(lis_error *err, int code, const char *fmt, ...)
 {
     if (err) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        fill(err, code, NULL, fmt, ap);
         va_end(ap);
-        err->code = code;
     }
     return -1;
 }
+
+int lis_fail_errnum(lis_error *err, int errnum, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        fill(err, errnum, strerror(errnum), fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int lis_fail_errno(lis_error *err, const char *fmt, ...)
+{
+    int saved = errno; /* vsnprintf may change it */
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        fill(err, saved, strerror(saved), fmt, ap);
+        va_end(ap);
+    }
+    errno = saved;
+    return -1;
+}
+
+int lis_oom(lis_error *err) { return lis_fail(err, ENOMEM, "out of memory"); }
 
 int lis_wrap(lis_error *err, const char *fmt, ...)
 {

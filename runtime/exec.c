@@ -253,7 +253,7 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
                         sb->name);
     lis_proc *p = calloc(1, sizeof *p);
     if (!p)
-        return lis_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     p->sb = sb;
     p->conn = p->epfd = p->out_rd = p->err_rd = p->in_wr = p->pty_fd = -1;
     p->pipe_fd[0] = p->pipe_fd[1] = p->pipe_fd[2] = -1;
@@ -277,7 +277,7 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
         } else if (spec->in == LIS_STDIO_PIPE) {
             int pp[2];
             if (pipe2(pp, O_CLOEXEC) < 0) {
-                lis_fail(err, errno, "pipe: %s", strerror(errno));
+                lis_fail_errno(err, "pipe");
                 goto out;
             }
             child_ends[0] = pp[0];
@@ -288,7 +288,7 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
         } else if (spec->in == LIS_STDIO_DATA) {
             int pp[2];
             if (pipe2(pp, O_CLOEXEC) < 0) {
-                lis_fail(err, errno, "pipe: %s", strerror(errno));
+                lis_fail_errno(err, "pipe");
                 goto out;
             }
             child_ends[0] = pp[0];
@@ -296,7 +296,7 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
             fcntl(p->in_wr, F_SETFL, O_NONBLOCK);
             p->in_data = malloc(spec->in_len ? spec->in_len : 1);
             if (!p->in_data) {
-                lis_fail(err, ENOMEM, "out of memory");
+                lis_oom(err);
                 goto out;
             }
             memcpy(p->in_data, spec->in_data, spec->in_len);
@@ -313,7 +313,7 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
             } else if (modes[i] == LIS_STDIO_PIPE) {
                 int pp[2];
                 if (pipe2(pp, O_CLOEXEC) < 0) {
-                    lis_fail(err, errno, "pipe: %s", strerror(errno));
+                    lis_fail_errno(err, "pipe");
                     goto out;
                 }
                 fcntl(pp[0], F_SETFL, O_NONBLOCK);
@@ -323,7 +323,7 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
             } else if (modes[i] == LIS_STDIO_CAPTURE) {
                 int pp[2];
                 if (pipe2(pp, O_CLOEXEC) < 0) {
-                    lis_fail(err, errno, "pipe: %s", strerror(errno));
+                    lis_fail_errno(err, "pipe");
                     goto out;
                 }
                 fcntl(pp[0], F_SETFL, O_NONBLOCK);
@@ -332,7 +332,7 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
                 capbuf *c = i ? &p->err : &p->out;
                 if (cap_init(c, cap) < 0) {
                     close(pp[0]);
-                    lis_fail(err, ENOMEM, "out of memory");
+                    lis_oom(err);
                     goto out;
                 }
                 if (i) {
@@ -354,7 +354,7 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
     payload = env ? build_payload(spec->cwd ? spec->cwd : "/", argv, env, &len, &argc, &envc)
                   : NULL;
     if (!payload) {
-        lis_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         goto out;
     }
     if (len > LIS_PAYLOAD_MAX) {
@@ -369,8 +369,7 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
     if (p->conn < 0)
         goto out;
     if (send_request(p->conn, &h, send_fds, nfds, payload, len) < 0) {
-        lis_fail(err, errno, "sandbox %s did not take the command: %s", sb->name,
-                 strerror(errno));
+        lis_fail_errno(err, "sandbox %s did not take the command", sb->name);
         goto out;
     }
     for (int i = 0; i < 3; i++)
@@ -395,7 +394,7 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
         (p->out_rd >= 0 && watch(p->epfd, p->out_rd, EPOLLIN) < 0) ||
         (p->err_rd >= 0 && watch(p->epfd, p->err_rd, EPOLLIN) < 0) ||
         (p->in_wr >= 0 && watch(p->epfd, p->in_wr, EPOLLOUT) < 0)) {
-        lis_fail(err, errno, "epoll: %s", strerror(errno));
+        lis_fail_errno(err, "epoll");
         goto out;
     }
     rc = 0;
@@ -523,7 +522,7 @@ int lis_proc_signal(lis_proc *p, int sig, lis_error *err)
 {
     struct lis_msg m = {.type = LIS_MSG_SIGNAL, .a = sig};
     if (send(p->conn, &m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m)
-        return lis_fail(err, errno, "signalling the command: %s", strerror(errno));
+        return lis_fail_errno(err, "signalling the command");
     return 0;
 }
 
@@ -534,7 +533,7 @@ int lis_proc_wait(lis_proc *p, lis_result *res, lis_error *err)
     while ((rc = lis_proc_step(p, err)) == 0) {
         struct pollfd pf = {.fd = p->epfd, .events = POLLIN};
         if (poll(&pf, 1, -1) < 0 && errno != EINTR) {
-            rc = lis_fail(err, errno, "poll: %s", strerror(errno));
+            rc = lis_fail_errno(err, "poll");
             break;
         }
     }

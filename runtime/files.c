@@ -60,7 +60,7 @@ int lis_open_parent(lis_sandbox *sb, const char *path, int mkdirs, char *last, l
     int fd = lis_open_in(root, rel, O_PATH | O_DIRECTORY);
     if (fd >= 0 || errno != ENOENT || !mkdirs) {
         if (fd < 0)
-            return lis_fail(err, errno, "%s: %s", path, strerror(errno));
+            return lis_fail_errno(err, "%s", path);
         return fd;
     }
     /* create the missing directories one component at a time */
@@ -72,7 +72,7 @@ int lis_open_parent(lis_sandbox *sb, const char *path, int mkdirs, char *last, l
         if (*p && mkdirat(fd, p, 0755) < 0 && errno != EEXIST) {
             int er = errno;
             close(fd);
-            return lis_fail(err, er, "mkdir %s in the sandbox: %s", p, strerror(er));
+            return lis_fail_errnum(err, er, "mkdir %s in the sandbox", p);
         }
         int next = *p ? openat(fd, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : dup(fd);
         int er = errno;
@@ -100,7 +100,7 @@ static int do_read(lis_sandbox *sb, const char *path, size_t max, char **data, s
         return -1;
     int fd = lis_open_in(root, path + 1, O_RDONLY | O_NONBLOCK);
     if (fd < 0)
-        return lis_fail(err, errno, "%s: %s", path, strerror(errno));
+        return lis_fail_errno(err, "%s", path);
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);
@@ -177,7 +177,7 @@ static int do_write(lis_sandbox *sb, const char *path, const void *data, size_t 
     if (fd < 0) {
         int e = errno;
         close(dir);
-        return lis_fail(err, e, "writing %s: %s", path, strerror(e));
+        return lis_fail_errnum(err, e, "writing %s", path);
     }
     const char *p = data;
     size_t left = len;
@@ -209,7 +209,7 @@ static int do_write(lis_sandbox *sb, const char *path, const void *data, size_t 
         unlinkat(dir, tmp, 0);
     close(dir);
     if (e)
-        return lis_fail(err, e, "writing %s: %s", path, strerror(e));
+        return lis_fail_errnum(err, e, "writing %s", path);
     return 0;
 }
 
@@ -223,7 +223,7 @@ static int do_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size
         if (root < 0)
             return -1;
         if (fstat(root, &st) < 0)
-            return lis_fail(err, errno, "/: %s", strerror(errno));
+            return lis_fail_errno(err, "/");
     } else {
         if ((dir = lis_open_parent(sb, path, 0, last, err)) < 0)
             return -1;
@@ -231,7 +231,7 @@ static int do_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size
         int e = errno;
         close(dir);
         if (rc < 0)
-            return lis_fail(err, e, "%s: %s", path, strerror(e));
+            return lis_fail_errnum(err, e, "%s", path);
     }
     *kind = S_ISREG(st.st_mode) ? 'f' : S_ISDIR(st.st_mode) ? 'd' : S_ISLNK(st.st_mode) ? 'l' : 'o';
     if (size)

@@ -130,8 +130,6 @@ char *lis_proc_stat(pid_t pid, char *buf, size_t len);
  * pid namespace of pid1 (pid1 included) until fn returns non-zero; that
  * value, 0, or -errno when pid1's namespace cannot be read. */
 int lis_pidns_each(pid_t pid1, int (*fn)(pid_t pid, const char *stat, void *arg), void *arg);
-double lis_now(void);        /* CLOCK_MONOTONIC seconds */
-double lis_wallclock(void);  /* CLOCK_REALTIME seconds */
 int lis_mkdir_p(const char *path, unsigned mode, lis_error *err);
 int lis_valid_name(const char *name);
 /* An absolute path without "..". */

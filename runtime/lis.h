@@ -21,16 +21,43 @@ extern "C" {
 /* ---- errors ------------------------------------------------------------ */
 
 typedef struct lis_error {
-    int code;        /* errno-style cause, 0 when none */
+    int code;        /* the errno-style cause (never 0 once filled: EINVAL by default) */
+    int http_status; /* the HTTP status of the reply that failed (agent/'s LLM client), else 0 */
     char msg[512];   /* one line: what failed, why, and the fix when known */
 } lis_error;
 
-/* Fill err (when not NULL) with code and a formatted line; return -1. For the
- * areas built on the runtime too (net/), so every layer reports the same way. */
+/* The one error constructor, for every area (git's usage.c is the model).
+ * lis_fail fills err (when not NULL) with code (0: EINVAL) and a formatted line,
+ * newlines folded to spaces, and returns -1. lis_fail_errno does the same with
+ * code = errno and ": strerror(errno)" appended (as git's error_errno);
+ * lis_fail_errnum with a cause saved earlier (an errno, a -rc of a syscall
+ * wrapper). Never print strerror by hand in a message. */
 int lis_fail(lis_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+int lis_fail_errno(lis_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int lis_fail_errnum(lis_error *err, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* lis_fail(err, ENOMEM, "out of memory"): the one out-of-memory failure. */
+int lis_oom(lis_error *err);
 /* Prefixes err->msg with context ("creating sandbox x: ..."); returns -1. */
 int lis_wrap(lis_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- the clock ------------------------------------------------------- */
+
+/* The one clock pair of every area: lis_now for durations and deadlines
+ * (CLOCK_MONOTONIC), lis_wallclock for what is shown or stored as a date
+ * (CLOCK_REALTIME), both in seconds. */
+double lis_now(void);
+double lis_wallclock(void);
+
+/* ---- growing arrays ---------------------------------------------------- */
+
+/* Makes the array at *arrp (elements of elem bytes, *cap of them) hold at least
+ * need elements: doubles the capacity, from 16. 0; or -1 with errno ENOMEM and
+ * the array and *cap unchanged. LIS_GROW(a, cap, need) is the call (git's
+ * ALLOC_GROW): `if (LIS_GROW(v, cap, n + 1) < 0) return lis_oom(err); v[n++] = x;` */
+int lis_grow(void *arrp, size_t *cap, size_t need, size_t elem);
+#define LIS_GROW(arr, cap, need) lis_grow(&(arr), &(cap), (need), sizeof *(arr))
 
 /* ---- context ----------------------------------------------------------- */
 

@@ -59,7 +59,7 @@ int lis_meta_write(lis_sandbox *sb, lis_error *err)
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     if (!text)
-        return lis_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     char tmp[PATH_MAX + 16], path[PATH_MAX + 16];
     snprintf(tmp, sizeof tmp, "%s/meta.json.tmp", sb->state_dir);
     snprintf(path, sizeof path, "%s/meta.json", sb->state_dir);
@@ -71,7 +71,7 @@ int lis_meta_write(lis_sandbox *sb, lis_error *err)
         close(fd);
     free(text);
     if (!ok || rename(tmp, path) < 0)
-        return lis_fail(err, ok ? errno : e, "writing %s: %s", path, strerror(ok ? errno : e));
+        return lis_fail_errnum(err, ok ? errno : e, "writing %s", path);
     return 0;
 }
 

@@ -119,7 +119,7 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
     lis_mount_plan *p = calloc(1, sizeof *p);
     if (!p || !(p->arena = malloc(p->cap = 64 * 1024))) {
         free(p);
-        lis_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         return NULL;
     }
     char buf[3 * PATH_MAX + 128], root[PATH_MAX + 16], stage[PATH_MAX + 64];
@@ -339,7 +339,7 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
             return NULL;
         }
         if (stat(b->host_path, &st) < 0) {
-            lis_fail(err, errno, "bind source %s: %s", b->host_path, strerror(errno));
+            lis_fail_errno(err, "bind source %s", b->host_path);
             lis_mount_plan_free(p);
             return NULL;
         }

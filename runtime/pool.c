@@ -105,7 +105,7 @@ lis_pool *lis_pool_new(lis_ctx *ctx, const lis_sandbox_spec *spec, unsigned size
     }
     lis_pool *p = calloc(1, sizeof *p);
     if (!p) {
-        lis_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         return NULL;
     }
     p->ctx = ctx;

@@ -115,12 +115,12 @@ static int listen_socket(const char *path, lis_error *err)
     strcpy(a.sun_path, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return lis_fail(err, errno, "socket: %s", strerror(errno));
+        return lis_fail_errno(err, "socket");
     unlink(path);
     if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 256) < 0) {
         int e = errno;
         close(fd);
-        return lis_fail(err, e, "listening on %s: %s", path, strerror(e));
+        return lis_fail_errnum(err, e, "listening on %s", path);
     }
     return fd;
 }
@@ -186,7 +186,7 @@ static int resolve_chain(const char *in, char *out, size_t len, lis_error *err)
         one[l] = 0;
         struct stat st;
         if (!realpath(one, real) || stat(real, &st) < 0)
-            return lis_fail(err, errno, "rootfs %s: %s", one, strerror(errno));
+            return lis_fail_errno(err, "rootfs %s", one);
         if (!S_ISDIR(st.st_mode))
             return lis_fail(err, ENOTDIR, "rootfs %s is not a directory", one);
         if (strpbrk(real, ":,\\"))
@@ -213,7 +213,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         return lis_fail(err, EINVAL, "no root filesystem given (--rootfs DIR or --image NAME)");
     lis_sandbox *sb = sandbox_alloc(ctx);
     if (!sb)
-        return lis_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     if (resolve_chain(spec->rootfs, sb->rootfs, sizeof sb->rootfs, err) < 0) {
         sandbox_free(sb);
         return -1;
@@ -248,7 +248,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
     sb->env = lis_env_merge(default_env, spec->env);
     if (!sb->env) {
         sandbox_free(sb);
-        return lis_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     }
     if (spec->persist && spec->upper == LIS_UPPER_TMPFS) {
         sandbox_free(sb);
@@ -277,7 +277,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
             if (e == EEXIST)
                 return lis_fail(err, e, "a sandbox named '%s' already exists (lis sandbox rm %s)",
                                 spec->name ? spec->name : "", spec->name ? spec->name : "");
-            return lis_fail(err, e, "mkdir %s/%s: %s", ctx->run_dir, sb->name, strerror(e));
+            return lis_fail_errnum(err, e, "mkdir %s/%s", ctx->run_dir, sb->name);
         }
     }
     if (spec->upper == LIS_UPPER_DISK) {
@@ -364,7 +364,7 @@ int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_erro
         return lis_fail(err, EINVAL, "invalid sandbox name '%s'", name);
     lis_sandbox *sb = sandbox_alloc(ctx);
     if (!sb)
-        return lis_fail(err, ENOMEM, "out of memory");
+        return lis_oom(err);
     snprintf(sb->name, sizeof sb->name, "%s", name);
     snprintf(sb->state_dir, sizeof sb->state_dir, "%s/%s", ctx->run_dir, name);
     cJSON *m = lis_meta_read(sb->state_dir);
@@ -414,7 +414,7 @@ int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_erro
     if (sb->pidfd < 0) {
         int e = errno;
         sandbox_free(sb);
-        return lis_fail(err, e, "sandbox '%s': pidfd_open: %s", name, strerror(e));
+        return lis_fail_errnum(err, e, "sandbox '%s': pidfd_open", name);
     }
     sb->cg = lis_cg_of_pid(ctx, sb->pid);
     snprintf(sb->ctl_path, sizeof sb->ctl_path, "%s/ctl.sock", sb->state_dir);
@@ -471,17 +471,17 @@ int lis_sandbox_socket(lis_sandbox *sb, int domain, int type, lis_error *err)
 {
     if (sb->net == LIS_NET_HOST) {
         int s = socket(domain, type | SOCK_CLOEXEC, 0);
-        return s >= 0 ? s : lis_fail(err, errno, "socket: %s", strerror(errno));
+        return s >= 0 ? s : lis_fail_errno(err, "socket");
     }
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-        return lis_fail(err, errno, "socketpair: %s", strerror(errno));
+        return lis_fail_errno(err, "socketpair");
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
         close(sv[0]);
         close(sv[1]);
-        return lis_fail(err, e, "fork: %s", strerror(e));
+        return lis_fail_errnum(err, e, "fork");
     }
     if (pid == 0) { /* single-threaded here, as setns(CLONE_NEWUSER) wants; syscalls only */
         int s = -1, e = 0;
@@ -502,7 +502,7 @@ int lis_sandbox_socket(lis_sandbox *sb, int domain, int type, lis_error *err)
             close(fd);
         if (n != (ssize_t)sizeof e || !e)
             e = EIO;
-        return lis_fail(err, e, "a socket in sandbox %s's network: %s", sb->name, strerror(e));
+        return lis_fail_errnum(err, e, "a socket in sandbox %s's network", sb->name);
     }
     return fd;
 }
@@ -512,13 +512,13 @@ int lis_sandbox_connect(lis_sandbox *sb, lis_error *err)
     if (sb->life_fd >= 0) {
         int sv[2];
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-            return lis_fail(err, errno, "socketpair: %s", strerror(errno));
+            return lis_fail_errno(err, "socketpair");
         int sent = lis_msg_send(sb->life_fd, LIS_MSG_CONN, 0, 0, NULL, sv[1]);
         int e = errno;
         close(sv[1]);
         if (sent < 0) {
             close(sv[0]);
-            return lis_fail(err, e, "sandbox %s is gone: %s", sb->name, strerror(e));
+            return lis_fail_errnum(err, e, "sandbox %s is gone", sb->name);
         }
         return sv[0];
     }
@@ -529,11 +529,11 @@ int lis_sandbox_connect(lis_sandbox *sb, lis_error *err)
     snprintf(a.sun_path, sizeof a.sun_path, "%s", sb->ctl_path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return lis_fail(err, errno, "socket: %s", strerror(errno));
+        return lis_fail_errno(err, "socket");
     if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
         int e = errno;
         close(fd);
-        return lis_fail(err, e, "connecting to sandbox %s: %s", sb->name, strerror(e));
+        return lis_fail_errnum(err, e, "connecting to sandbox %s", sb->name);
     }
     return fd;
 }
@@ -546,8 +546,7 @@ int lis_sandbox_root_fd(lis_sandbox *sb, lis_error *err)
     snprintf(path, sizeof path, "/proc/%d/root", (int)sb->pid);
     int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return lis_fail(err, errno, "opening the root of sandbox %s: %s", sb->name,
-                        strerror(errno));
+        return lis_fail_errno(err, "opening the root of sandbox %s", sb->name);
     /* The pid could have been reused between our check and the open. */
     struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
     if (sb->pidfd >= 0 && poll(&p, 1, 0) > 0) {
@@ -634,7 +633,7 @@ int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err)
     *n = 0;
     DIR *d = opendir(ctx->run_dir);
     if (!d)
-        return lis_fail(err, errno, "opendir %s: %s", ctx->run_dir, strerror(errno));
+        return lis_fail_errno(err, "opendir %s", ctx->run_dir);
     size_t cap = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
@@ -645,15 +644,10 @@ int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err)
         cJSON *m = lis_meta_read(dir);
         if (!m)
             continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 16;
-            lis_stats *grown = realloc(*out, cap * sizeof **out);
-            if (!grown) {
-                cJSON_Delete(m);
-                closedir(d);
-                return lis_fail(err, ENOMEM, "out of memory");
-            }
-            *out = grown;
+        if (LIS_GROW(*out, cap, *n + 1) < 0) {
+            cJSON_Delete(m);
+            closedir(d);
+            return lis_oom(err);
         }
         pid_t pid = 0;
         int alive = lis_meta_alive(m, &pid);
@@ -687,7 +681,7 @@ int lis_sandbox_gc(lis_ctx *ctx, int *removed, lis_error *err)
     int rc = 0;
     DIR *d = opendir(ctx->run_dir);
     if (!d)
-        return lis_fail(err, errno, "opendir %s: %s", ctx->run_dir, strerror(errno));
+        return lis_fail_errno(err, "opendir %s", ctx->run_dir);
     struct dirent *e;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.' || !lis_valid_name(e->d_name))
@@ -758,9 +752,9 @@ int lis_sandbox_rename(lis_ctx *ctx, const char *old_name, const char *new_name,
         return lis_fail(err, EPERM, "sandbox '%s' is not persistent", old_name);
     /* The state dir is the claim: exactly one renamer wins. */
     if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) < 0)
-        return lis_fail(err, errno, errno == EEXIST ? "a sandbox named '%s' already exists"
-                                                    : "renaming sandbox '%s': %s",
-                        errno == EEXIST ? new_name : old_name, strerror(errno));
+        return errno == EEXIST
+                   ? lis_fail(err, EEXIST, "a sandbox named '%s' already exists", new_name)
+                   : lis_fail_errno(err, "renaming sandbox '%s'", old_name);
     lis_sandbox *sb;
     if (lis_sandbox_open(ctx, new_name, &sb, err) < 0)
         return -1;

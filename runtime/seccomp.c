@@ -104,7 +104,7 @@ static int add_main_rules(scmp_filter_ctx sc, lis_error *err)
                               SCMP_A0(SCMP_CMP_NE, CLONE_NEWUTS));
     }
     if (rc)
-        return lis_fail(err, -rc, "seccomp rule for %s: %s", what, strerror(-rc));
+        return lis_fail_errnum(err, -rc, "seccomp rule for %s", what);
     return 0;
 }
 
@@ -113,7 +113,7 @@ static int export(scmp_filter_ctx sc, int *fd_out, lis_error *err)
 {
     int fd = memfd_create("lis-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
-        return lis_fail(err, errno, "memfd_create: %s", strerror(errno));
+        return lis_fail_errno(err, "memfd_create");
     int rc = seccomp_export_bpf(sc, fd);
     struct stat st;
     if (rc < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 ||
@@ -149,7 +149,7 @@ int lis_seccomp_compile(struct lis_seccomp *out, lis_error *err)
     seccomp_attr_set(sc, SCMP_FLTATR_CTL_NNP, 0);
     rc = seccomp_rule_add(sc, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 0);
     if (rc)
-        rc = lis_fail(err, -rc, "seccomp rule for unshare: %s", strerror(-rc));
+        rc = lis_fail_errnum(err, -rc, "seccomp rule for unshare");
     else
         rc = export(sc, &out->cmd_fd, err);
     seccomp_release(sc);

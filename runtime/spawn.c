@@ -351,7 +351,7 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         if (e == EMFILE || e == ENFILE)
             return lis_fail(err, e, "out of file descriptors (each sandbox holds 2 in its owner): "
                             "raise the limit with ulimit -n (run `lis doctor`)");
-        return lis_fail(err, e, "socketpair: %s", strerror(e));
+        return lis_fail_errnum(err, e, "socketpair");
     }
     uint64_t flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
                      CLONE_NEWCGROUP | CLONE_PIDFD;
@@ -410,14 +410,14 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         if (ca.flags & CLONE_INTO_CGROUP)
             return lis_fail(err, clone_errno, "clone3 into cgroup %s: %s (run `lis doctor`)",
                             req->cg->dir, strerror(clone_errno));
-        return lis_fail(err, clone_errno, "clone3: %s", strerror(clone_errno));
+        return lis_fail_errnum(err, clone_errno, "clone3");
     }
 
     int rc = lis_cg_attach(req->cg, (pid_t)pid, err); /* v1 only; the child waits for GO */
     if (rc == 0 && !req->full_map) /* the full map was written by clone_nested */
         rc = lis_write_id_maps(ctx, (pid_t)pid, 0, err);
     if (rc == 0 && send_msg(sv[0], LIS_MSG_GO, 0, NULL) < 0)
-        rc = lis_fail(err, errno, "sandbox set-up: %s", strerror(errno));
+        rc = lis_fail_errno(err, "sandbox set-up");
     if (rc == 0) {
         struct pollfd p = {.fd = sv[0], .events = POLLIN};
         struct lis_msg m;

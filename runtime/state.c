@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int sb_alive(const lis_sandbox *sb)
+static int sandbox_alive(const lis_sandbox *sb)
 {
     struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
     return sb->pidfd >= 0 && poll(&p, 1, 0) == 0;
@@ -55,8 +55,7 @@ static int signal_all(lis_sandbox *sb, int sig, lis_error *err)
     struct signal_pass sp = {sb->pid, sig, 0};
     int rc = lis_pidns_each(sb->pid, signal_one, &sp);
     if (rc < 0)
-        return lis_fail(err, -rc, "sandbox %s: reading its processes: %s", sb->name,
-                        strerror(-rc));
+        return lis_fail_errnum(err, -rc, "sandbox %s: reading its processes", sb->name);
     return sp.running;
 }
 
@@ -88,7 +87,7 @@ static int set_paused(lis_sandbox *sb, int on, lis_error *err)
 
 int lis_sandbox_pause(lis_sandbox *sb, lis_error *err)
 {
-    if (!sb_alive(sb))
+    if (!sandbox_alive(sb))
         return lis_fail(err, ESRCH, "sandbox %s is dead (lis sandbox gc cleans it up)", sb->name);
     if (lis_meta_paused(sb))
         return 0; /* already paused: nothing to do */
@@ -108,7 +107,7 @@ int lis_sandbox_pause(lis_sandbox *sb, lis_error *err)
 
 int lis_sandbox_resume(lis_sandbox *sb, lis_error *err)
 {
-    if (!sb_alive(sb))
+    if (!sandbox_alive(sb))
         return lis_fail(err, ESRCH, "sandbox %s is dead (lis sandbox gc cleans it up)", sb->name);
     if (!lis_meta_paused(sb))
         return 0;
@@ -124,5 +123,5 @@ int lis_sandbox_resume(lis_sandbox *sb, lis_error *err)
 
 int lis_sandbox_is_paused(lis_sandbox *sb)
 {
-    return sb_alive(sb) && lis_meta_paused(sb);
+    return sandbox_alive(sb) && lis_meta_paused(sb);
 }

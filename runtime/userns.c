@@ -29,7 +29,7 @@ static int write_file(pid_t pid, const char *what, const char *text, lis_error *
     snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, what);
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
-        return lis_fail(err, errno, "open %s: %s", path, strerror(errno));
+        return lis_fail_errno(err, "open %s", path);
     ssize_t n = write(fd, text, strlen(text));
     int e = errno;
     close(fd);
@@ -81,7 +81,7 @@ int lis_write_id_maps(lis_ctx *ctx, pid_t pid, int full, lis_error *err)
     if (g > 0)
         waitpid(g, &sg, 0);
     if (rc)
-        return lis_fail(err, rc, "running newuidmap/newgidmap: %s", strerror(rc));
+        return lis_fail_errnum(err, rc, "running newuidmap/newgidmap");
     if (!WIFEXITED(su) || WEXITSTATUS(su) || !WIFEXITED(sg) || WEXITSTATUS(sg))
         return lis_fail(err, EPERM, "newuidmap/newgidmap refused the subordinate range of uid %u "
                         "(check /etc/subuid and /etc/subgid, or use --uidmap single)",
@@ -161,13 +161,13 @@ int lis_holder_userns(lis_ctx *ctx, lis_error *err)
     int rc = -1, ready[2], hold[2];
     if (pipe2(ready, O_CLOEXEC) < 0) {
         pthread_mutex_unlock(&ctx->holder_lock);
-        return lis_fail(err, errno, "pipe: %s", strerror(errno));
+        return lis_fail_errno(err, "pipe");
     }
     if (pipe2(hold, O_CLOEXEC) < 0) {
         close(ready[0]);
         close(ready[1]);
         pthread_mutex_unlock(&ctx->holder_lock);
-        return lis_fail(err, errno, "pipe: %s", strerror(errno));
+        return lis_fail_errno(err, "pipe");
     }
     pid_t pid = quiet_fork();
     if (pid == 0) {
@@ -186,7 +186,7 @@ int lis_holder_userns(lis_ctx *ctx, lis_error *err)
     close(hold[0]);
     char ok = 'n';
     if (pid < 0)
-        lis_fail(err, errno, "fork: %s", strerror(errno));
+        lis_fail_errno(err, "fork");
     else if (read(ready[0], &ok, 1) != 1 || ok != 'y')
         lis_fail(err, EPERM, "cannot create a user namespace (run `lis doctor`)");
     else if (lis_write_id_maps(ctx, pid, 1, err) == 0) {
@@ -194,7 +194,7 @@ int lis_holder_userns(lis_ctx *ctx, lis_error *err)
         snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
         ctx->holder_fd = open(path, O_RDONLY | O_CLOEXEC);
         if (ctx->holder_fd < 0)
-            lis_fail(err, errno, "open %s: %s", path, strerror(errno));
+            lis_fail_errno(err, "open %s", path);
         else
             rc = ctx->holder_fd;
     }
@@ -216,7 +216,7 @@ static int rmtree_mapped(lis_ctx *ctx, const char *path, lis_error *err)
         return -1;
     pid_t pid = quiet_fork();
     if (pid < 0)
-        return lis_fail(err, errno, "fork: %s", strerror(errno));
+        return lis_fail_errno(err, "fork");
     if (pid == 0)
         _exit(setns(holder, CLONE_NEWUSER) == 0 && lis_rmtree_here(path) == 0 ? 0 : 1);
     int st;
@@ -237,7 +237,7 @@ int lis_rmtree(lis_ctx *ctx, const char *path, int full_map, lis_error *err)
     if (full_map && lis_ctx_prepare_spawn(ctx, &ignore) == 0 &&
         (ctx->uid == 0 || (ctx->newuidmap[0] && ctx->subuid.count)))
         return rmtree_mapped(ctx, path, err);
-    return lis_fail(err, -rc, "removing %s: %s", path, strerror(-rc));
+    return lis_fail_errnum(err, -rc, "removing %s", path);
 }
 
 int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *err), void *arg,
@@ -258,7 +258,7 @@ int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *e
     size_t len = sizeof *sh + result_len;
     sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED)
-        return lis_fail(err, errno, "mmap: %s", strerror(errno));
+        return lis_fail_errno(err, "mmap");
     sh->rc = -1;
     lis_fail(&sh->err, EIO, "the mapped child died");
     if (result_len)
@@ -270,11 +270,11 @@ int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *e
     pid_t pid = fork();
     if (pid < 0) {
         munmap(sh, len);
-        return lis_fail(err, errno, "fork: %s", strerror(errno));
+        return lis_fail_errno(err, "fork");
     }
     if (pid == 0) {
         if (setns(holder, CLONE_NEWUSER) < 0) {
-            lis_fail(&sh->err, errno, "entering the mapped user namespace: %s", strerror(errno));
+            lis_fail_errno(&sh->err, "entering the mapped user namespace");
             _exit(1);
         }
         memset(&sh->err, 0, sizeof sh->err);

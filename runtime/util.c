@@ -1,6 +1,6 @@
 /* util.c - the bottom of runtime/: small helpers that need no context and
  * use nothing of runtime/ but lis_fail (error.c): clocks, names, paths,
- * mkdir -p, sysctl reads (rm -rf is rmtree.c). */
+ * mkdir -p, sysctl reads, growing arrays (rm -rf is rmtree.c). */
 #include "internal.h"
 
 #include <dirent.h>
@@ -27,6 +27,29 @@ double lis_wallclock(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+int lis_grow(void *arrp, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : 16;
+    while (nc < need && nc <= SIZE_MAX / 2)
+        nc *= 2;
+    if (nc < need || nc > SIZE_MAX / elem) {
+        errno = ENOMEM;
+        return -1;
+    }
+    void *old; /* arrp points at a T *: read and write it as bytes (no aliasing games) */
+    memcpy(&old, arrp, sizeof old);
+    void *grown = realloc(old, nc * elem);
+    if (!grown) {
+        errno = ENOMEM;
+        return -1;
+    }
+    memcpy(arrp, &grown, sizeof grown);
+    *cap = nc;
+    return 0;
+}
+
 int lis_valid_name(const char *name)
 {
     size_t n = strlen(name);
@@ -49,7 +72,7 @@ int lis_mkdir_p(const char *path, unsigned mode, lis_error *err)
             char c = *p;
             *p = 0;
             if (mkdir(buf, mode) < 0 && errno != EEXIST)
-                return lis_fail(err, errno, "mkdir %s: %s", buf, strerror(errno));
+                return lis_fail_errno(err, "mkdir %s", buf);
             *p = c;
             if (!c)
                 break;

@@ -46,14 +46,8 @@ static void queue(api_exec *x, const char *txt, size_t n)
 {
     if (!x->q)
         return; /* nobody reads it */
-    if (x->len + n > x->cap) {
-        size_t cap = (x->len + n) * 2;
-        char *b = realloc(x->buf, cap);
-        if (!b)
-            return;
-        x->buf = b;
-        x->cap = cap;
-    }
+    if (LIS_GROW(x->buf, x->cap, x->len + n) < 0)
+        return;
     memcpy(x->buf + x->len, txt, n);
     x->len += n;
     sv_req_resume(x->q);
@@ -292,7 +286,7 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
                         .err = LIS_STDIO_PIPE};
     api_exec *x = calloc(1, sizeof *x);
     lis_error err = {0};
-    int rc = x ? lis_exec_start(c->sb, &sp, &x->proc, &err) : lis_fail(&err, ENOMEM, "out of memory");
+    int rc = x ? lis_exec_start(c->sb, &sp, &x->proc, &err) : lis_oom(&err);
     sv_strv_free(argv);
     sv_strv_free(envv);
     double timeout = cJSON_IsNumber(to) ? to->valuedouble : 0;

@@ -123,17 +123,9 @@ static void make_stat(arc_job *j, const char *name, const struct stat *st, const
 static la_ssize_t mem_write(struct archive *a, void *arg, const void *buf, size_t n)
 {
     arc_job *j = arg;
-    if (j->tar_len + n > j->tar_cap) {
-        size_t cap = j->tar_cap ? j->tar_cap * 2 : 65536;
-        while (cap < j->tar_len + n)
-            cap *= 2;
-        char *b = realloc(j->tar, cap);
-        if (!b) {
-            archive_set_error(a, ENOMEM, "out of memory");
-            return -1;
-        }
-        j->tar = b;
-        j->tar_cap = cap;
+    if (LIS_GROW(j->tar, j->tar_cap, j->tar_len + n) < 0) {
+        archive_set_error(a, ENOMEM, "out of memory");
+        return -1;
     }
     memcpy(j->tar + j->tar_len, buf, n);
     j->tar_len += n;

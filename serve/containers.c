@@ -42,13 +42,6 @@ typedef struct sv_pending { /* a stop, kill, followed logs or delete waiting for
 } sv_pending;
 enum { P_EXIT, P_LOGS, P_REMOVED };
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* ---- lookup ---------------------------------------------------------------------- */
 
 sv_container *sv_container_find(sv_server *s, const char *ref)
@@ -276,7 +269,7 @@ static void main_exited(sv_container *c, const lis_result *r)
         c->exit_code = 127;
     }
     snprintf(c->status, sizeof c->status, "exited");
-    c->finished_at = wall_now();
+    c->finished_at = lis_wallclock();
     attaches_end(c);
     waiters_fire(c, 0);
     unpark(c, 0);
@@ -327,7 +320,7 @@ static int main_start(sv_container *c, lis_error *err)
     if (er >= 0)
         sv_loop_watch(l, &c->w_err, er, EPOLLIN, main_err_ev, c);
     snprintf(c->status, sizeof c->status, "running");
-    c->started_at = wall_now();
+    c->started_at = lis_wallclock();
     c->finished_at = 0;
     c->exit_code = 0;
     c->s->started_total++;
@@ -530,7 +523,7 @@ static void expire(void *arg)
 void sv_container_set_timeout(sv_container *c, double seconds)
 {
     sv_timer_cancel(c->s->loop, &c->life);
-    c->ends_at = seconds > 0 ? wall_now() + seconds : 0;
+    c->ends_at = seconds > 0 ? lis_wallclock() + seconds : 0;
     if (seconds > 0)
         sv_timer_arm(c->s->loop, &c->life, seconds, expire, c);
 }
@@ -564,7 +557,7 @@ static void container_remove(sv_container *c, sv_req *q)
         j->procs[j->nprocs++] = c->main;
         c->main = NULL;
         c->exit_code = 137;
-        c->finished_at = wall_now();
+        c->finished_at = lis_wallclock();
     }
     while (c->children) {
         sv_child *ch = c->children;

@@ -11,13 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int valid_name(const char *n)
 {
     if (!isalnum((unsigned char)n[0]))
@@ -152,7 +145,7 @@ sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const
     if (sv_jbool(cfg, "NetworkDisabled"))
         c->net = LIS_NET_NONE;
     c->config = cfg;
-    c->created = wall_now();
+    c->created = lis_wallclock();
     snprintf(c->status, sizeof c->status, "created");
     c->busy = 1;
     c->next = s->containers;

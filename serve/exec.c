@@ -64,7 +64,7 @@ static void exec_free(sv_exec *e)
 /* Forget finished execs of containers that are gone, and those done long ago. */
 static void gc(sv_server *s)
 {
-    double now = sv_now();
+    double now = lis_now();
     for (sv_exec **p = &s->execs; *p;) {
         sv_exec *e = *p;
         if (e->state == 2 && (now - e->ended > 600 || !sv_container_find(s, e->cid))) {
@@ -278,7 +278,7 @@ static void finish(sv_exec *e, int code, const char *msg)
 {
     e->exit_code = code;
     e->state = 2;
-    e->ended = sv_now();
+    e->ended = lis_now();
     if (msg && e->st) {
         char m[600];
         int k = snprintf(m, sizeof m, "%s\r\n", msg);

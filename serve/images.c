@@ -348,7 +348,7 @@ enum MHD_Result sv_image_remove(sv_req *q, const char *target, const char *diges
     }
     sv_req_suspend(q);
     if (sv_job(q->s->loop, rm_work, rm_done, j) < 0) {
-        j->rc = lis_fail(&j->err, ENOMEM, "out of memory");
+        j->rc = lis_oom(&j->err);
         rm_done(j);
     }
     return MHD_YES;

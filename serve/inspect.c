@@ -9,13 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* ---- the native API's view ------------------------------------------------------------------ */
 
 static const char *net_name(lis_net_mode n)
@@ -141,7 +134,7 @@ cJSON *sv_container_inspect(sv_container *c)
 
 static void status_text(sv_container *c, char *buf, size_t len)
 {
-    double now = wall_now();
+    double now = lis_wallclock();
     if (c->main) {
         double up = now - c->started_at;
         if (up < 60)

@@ -42,7 +42,12 @@ struct MHD_Response *sv_resp_json(cJSON *doc)
     if (!txt)
         return NULL;
     size_t n = strlen(txt);
-    txt = realloc(txt, n + 2);
+    char *grown = realloc(txt, n + 2);
+    if (!grown) {
+        free(txt);
+        return NULL;
+    }
+    txt = grown;
     txt[n] = '\n';
     txt[n + 1] = 0;
     struct MHD_Response *r = MHD_create_response_from_buffer(n + 1, txt, MHD_RESPMEM_MUST_FREE);

@@ -45,13 +45,6 @@ struct sv_loop {
     int nthreads;
 };
 
-double sv_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void *worker(void *arg)
 {
     sv_loop *l = arg;
@@ -103,7 +96,7 @@ sv_loop *sv_loop_new(int workers, lis_error *err)
 {
     sv_loop *l = calloc(1, sizeof *l);
     if (!l) {
-        lis_fail(err, ENOMEM, "out of memory");
+        lis_oom(err);
         return NULL;
     }
     pthread_mutex_init(&l->mu, NULL);
@@ -111,7 +104,7 @@ sv_loop *sv_loop_new(int workers, lis_error *err)
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
     l->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (l->epfd < 0 || l->evfd < 0) {
-        lis_fail(err, errno, "epoll/eventfd: %s", strerror(errno));
+        lis_fail_errno(err, "epoll/eventfd");
         sv_loop_free(l);
         return NULL;
     }
@@ -191,7 +184,7 @@ void sv_loop_unwatch(sv_loop *l, sv_watch *w)
 void sv_timer_arm(sv_loop *l, sv_timer *t, double delay, void (*cb)(void *), void *arg)
 {
     sv_timer_cancel(l, t);
-    t->when = sv_now() + delay;
+    t->when = lis_now() + delay;
     t->cb = cb;
     t->arg = arg;
     t->next = l->timers;
@@ -242,7 +235,7 @@ int sv_job(sv_loop *l, void (*work)(void *), void (*done)(void *), void *arg)
 
 int sv_loop_run_once(sv_loop *l, int max_ms)
 {
-    double now = sv_now();
+    double now = lis_now();
     int ms = max_ms;
     for (sv_timer *t = l->timers; t; t = t->next) {
         int d = t->when <= now ? 0 : (int)((t->when - now) * 1000) + 1;
@@ -258,7 +251,7 @@ int sv_loop_run_once(sv_loop *l, int max_ms)
         if (w->cb)
             w->cb(w->arg, ev[i].events);
     }
-    now = sv_now();
+    now = lis_now();
     for (;;) { /* fire one due timer at a time: a callback may re-arm or cancel others */
         sv_timer *due = NULL;
         for (sv_timer *t = l->timers; t; t = t->next)

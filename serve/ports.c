@@ -200,7 +200,7 @@ static int listen_on(binding *b, lis_error *err)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return lis_fail(err, e, "listening on %s:%u: %s", b->host_ip, b->host_port, strerror(e));
+        return lis_fail_errnum(err, e, "listening on %s:%u", b->host_ip, b->host_port);
     }
     socklen_t l = sizeof a;
     getsockname(fd, (struct sockaddr *)&a, &l);

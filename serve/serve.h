@@ -60,7 +60,6 @@ void sv_loop_defer(sv_loop *l, void (*fn)(void *), void *arg);
 int sv_job(sv_loop *l, void (*work)(void *), void (*done)(void *), void *arg);
 /* One round: waits up to max_ms (-1: timers only) and dispatches. */
 int sv_loop_run_once(sv_loop *l, int max_ms);
-double sv_now(void);
 
 /* ---- json.c: requests and replies -------------------------------------------- */
 

@@ -49,16 +49,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         if (!q->too_big && q->len + *size > SV_BODY_MAX)
             q->too_big = 1;
         if (!q->too_big) {
-            if (q->len + *size + 1 > q->cap) {
-                size_t cap = q->cap ? q->cap : 65536;
-                while (cap < q->len + *size + 1)
-                    cap *= 2;
-                char *b = realloc(q->body, cap);
-                if (!b)
-                    return MHD_NO;
-                q->body = b;
-                q->cap = cap;
-            }
+            if (LIS_GROW(q->body, q->cap, q->len + *size + 1) < 0)
+                return MHD_NO;
             memcpy(q->body + q->len, data, *size);
             q->len += *size;
             q->body[q->len] = 0;
@@ -119,7 +111,7 @@ static int unix_listener(const char *path, lis_error *err)
     strcpy(a.sun_path, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
-        return lis_fail(err, errno, "socket: %s", strerror(errno));
+        return lis_fail_errno(err, "socket");
     int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (probe >= 0 && connect(probe, (struct sockaddr *)&a, sizeof a) == 0) {
         close(probe);
@@ -136,7 +128,7 @@ static int unix_listener(const char *path, lis_error *err)
     if (rc < 0 || chmod(path, 0600) < 0 || listen(fd, 512) < 0) {
         int e = errno;
         close(fd);
-        return lis_fail(err, e, "listening on %s: %s", path, strerror(e));
+        return lis_fail_errnum(err, e, "listening on %s", path);
     }
     return fd;
 }
@@ -160,7 +152,7 @@ static int tcp_listener(const char *spec, lis_error *err)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return lis_fail(err, e, "listening on %s: %s", spec, strerror(e));
+        return lis_fail_errnum(err, e, "listening on %s", spec);
     }
     return fd;
 }

@@ -573,7 +573,7 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
     c->snapping = SV_SNAP;
     sv_req_suspend(q);
     if (sv_job(s->loop, fork_work, fork_done, j) < 0) {
-        j->rc = lis_fail(&j->err, ENOMEM, "out of memory");
+        j->rc = lis_oom(&j->err);
         fork_done(j); /* drops the busy and snapping just taken */
     }
     return MHD_YES;

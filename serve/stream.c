@@ -155,7 +155,7 @@ static void st_ready_check(void *arg)
 {
     sv_stream *st = arg;
     int unread = 0;
-    if (ioctl(st->sock, SIOCOUTQ, &unread) < 0 || unread <= 0 || sv_now() >= st->ready_deadline) {
+    if (ioctl(st->sock, SIOCOUTQ, &unread) < 0 || unread <= 0 || lis_now() >= st->ready_deadline) {
         st->ready = 1;
         st_flush(st);
         st_update(st);
@@ -178,7 +178,7 @@ sv_stream *sv_stream_new(sv_loop *l, int sock, struct MHD_UpgradeResponseHandle 
     st->framed = framed;
     st->ops = ops;
     st->owner = owner;
-    st->ready_deadline = sv_now() + 1.0;
+    st->ready_deadline = lis_now() + 1.0;
     if (sv_loop_watch(l, &st->w, sock, EPOLLIN | EPOLLRDHUP, st_event, st) < 0) {
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
         free(st);
@@ -192,17 +192,7 @@ sv_stream *sv_stream_new(sv_loop *l, int sock, struct MHD_UpgradeResponseHandle 
 
 static int st_reserve(sv_stream *st, size_t more)
 {
-    if (st->len + more <= st->cap)
-        return 0;
-    size_t cap = st->cap ? st->cap : 65536;
-    while (cap < st->len + more)
-        cap *= 2;
-    char *b = realloc(st->buf, cap);
-    if (!b)
-        return -1;
-    st->buf = b;
-    st->cap = cap;
-    return 0;
+    return LIS_GROW(st->buf, st->cap, st->len + more);
 }
 
 void sv_stream_write(sv_stream *st, int type, const char *buf, size_t n)

@@ -88,7 +88,7 @@ static int one_read(void *ctx, const char *path, size_t max, char **data, size_t
                     lis_error *err)
 {
     if (strcmp(path, "/testbed/f"))
-        return agent_fail(err, ENOENT, "%s: no such file", path);
+        return lis_fail(err, ENOENT, "%s: no such file", path);
     *data = agent_strdup("a\nb\nc\n");
     *len = 6;
     return 0;

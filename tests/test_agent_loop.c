@@ -114,9 +114,9 @@ Test(agent_llm, retry_after_is_honoured_on_429)
     llm_config cfg = cfg_for(&f);
     llm_reply r;
     lis_error err = {0};
-    double t0 = agent_now();
+    double t0 = lis_now();
     cr_assert_eq(chat(&cfg, &r, &err), 0, "%s", err.msg);
-    double dt = agent_now() - t0;
+    double dt = lis_now() - t0;
     cr_assert_eq(r.attempts, 2);
     cr_assert_geq(dt, 0.95, "waited only %.2fs", dt);
     cr_assert_lt(dt, 5);
@@ -167,9 +167,9 @@ Test(agent_llm, a_server_that_never_answers_times_out)
     cfg.max_retries = 2;
     llm_reply r;
     lis_error err = {0};
-    double t0 = agent_now();
+    double t0 = lis_now();
     cr_assert_eq(chat(&cfg, &r, &err), -1);
-    cr_assert_lt(agent_now() - t0, 10);
+    cr_assert_lt(lis_now() - t0, 10);
     cr_assert(strstr(err.msg, "after 2 attempts"), "%s", err.msg);
     cr_assert(strstr(err.msg, "imeout") || strstr(err.msg, "timed out"), "%s", err.msg);
     t_fake_stop(&f);
@@ -185,13 +185,13 @@ Test(agent_llm, auth_and_url_errors_are_not_retried)
     llm_reply r;
     lis_error err = {0};
     cr_assert_eq(chat(&cfg, &r, &err), -1);
-    cr_assert_eq(err.code, 401);
+    cr_assert_eq(err.http_status, 401);
     cr_assert(strstr(err.msg, "API key"), "%s", err.msg);
     cr_assert_eq(chat(&cfg, &r, &err), -1);
-    cr_assert_eq(err.code, 404);
+    cr_assert_eq(err.http_status, 404);
     cr_assert(strstr(err.msg, "--llm-base-url") && strstr(err.msg, "fake-model"), "%s", err.msg);
     cr_assert_eq(chat(&cfg, &r, &err), -1);
-    cr_assert_eq(err.code, 403);
+    cr_assert_eq(err.http_status, 403);
     cr_assert_eq(t_fake_count(&f), 3);
     t_fake_stop(&f);
 }
@@ -539,12 +539,12 @@ Test(agent_tools, editor_in_the_sandbox)
     cr_assert_eq(lis_file_read(w.sb, "/testbed/d/x.txt", 100, &data, &len, &err), 0);
     free(data);
     /* a 1 MB file through create, then an edit at its end */
-    sbuf big = {0};
-    sb_puts(&big, "{\"command\":\"create\",\"path\":\"/testbed/big.txt\",\"file_text\":\"");
+    strbuf big = {0};
+    strbuf_puts(&big, "{\"command\":\"create\",\"path\":\"/testbed/big.txt\",\"file_text\":\"");
     for (int i = 0; i < 16384; i++)
-        sb_printf(&big, "line %07d ......................................................\\n", i);
-    sb_puts(&big, "THE END\"}");
-    char *json = sb_take(&big);
+        strbuf_printf(&big, "line %07d ......................................................\\n", i);
+    strbuf_puts(&big, "THE END\"}");
+    char *json = strbuf_take(&big);
     tool(&w, "str_replace_editor", json, &o);
     free(json);
     cr_assert(strstr(o.obs, "<response clipped>"));

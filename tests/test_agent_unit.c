@@ -62,27 +62,27 @@ Test(agent_unit, bash_observation_text)
 
 Test(agent_unit, forty_plus_forty_cut)
 {
-    sbuf b = {0};
+    strbuf b = {0};
     for (int i = 1; i <= 100; i++)
-        sb_printf(&b, "line %d\n", i);
-    char *in = sb_take(&b), *out = agent_truncate_lines(in, 40);
-    sbuf e = {0};
+        strbuf_printf(&b, "line %d\n", i);
+    char *in = strbuf_take(&b), *out = agent_truncate_lines(in, 40);
+    strbuf e = {0};
     for (int i = 1; i <= 40; i++)
-        sb_printf(&e, "%sline %d", i > 1 ? "\n" : "", i);
-    sb_puts(&e, "\n--------------------------------------------------\n<Observation truncated in "
+        strbuf_printf(&e, "%sline %d", i > 1 ? "\n" : "", i);
+    strbuf_puts(&e, "\n--------------------------------------------------\n<Observation truncated in "
                 "middle for saving context>\n--------------------------------------------------\n");
     for (int i = 61; i <= 100; i++)
-        sb_printf(&e, "%sline %d", i > 61 ? "\n" : "", i);
-    char *exp = sb_take(&e);
+        strbuf_printf(&e, "%sline %d", i > 61 ? "\n" : "", i);
+    char *exp = strbuf_take(&e);
     cr_assert_str_eq(out, exp);
     free(out);
     free(exp);
     free(in);
     /* 80 lines are kept whole, trailing newline included */
-    sbuf c = {0};
+    strbuf c = {0};
     for (int i = 1; i <= 80; i++)
-        sb_printf(&c, "x%d\n", i);
-    in = sb_take(&c);
+        strbuf_printf(&c, "x%d\n", i);
+    in = strbuf_take(&c);
     out = agent_truncate_lines(in, 40);
     cr_assert_str_eq(out, in);
     free(out);
@@ -165,9 +165,9 @@ static int m_read(void *ctx, const char *path, size_t max, char **data, size_t *
 {
     mfile *f = mfind(ctx, path);
     if (!f || f->kind != 'f')
-        return agent_fail(err, ENOENT, "%s: no such file", path);
+        return lis_fail(err, ENOENT, "%s: no such file", path);
     if (f->len > max)
-        return agent_fail(err, EFBIG, "too big");
+        return lis_fail(err, EFBIG, "too big");
     *data = malloc(f->len + 1);
     memcpy(*data, f->data, f->len);
     (*data)[f->len] = 0;
@@ -179,7 +179,7 @@ static int m_write(void *ctx, const char *path, const char *data, size_t len, li
 {
     mfile *f = mfind(ctx, path);
     if (f && f->kind != 'f')
-        return agent_fail(err, EISDIR, "%s is not a file", path);
+        return lis_fail(err, EISDIR, "%s is not a file", path);
     madd(ctx, path, 'f', data, len);
     return 0;
 }
@@ -190,7 +190,7 @@ static int m_stat(void *ctx, const char *path, char *kind, uint64_t *size, lis_e
     if (!f) {
         if (!strcmp(path, "/"))
             return *kind = 'd', 0;
-        return agent_fail(err, ENOENT, "missing");
+        return lis_fail(err, ENOENT, "missing");
     }
     *kind = f->kind;
     if (size)
@@ -201,11 +201,11 @@ static int m_stat(void *ctx, const char *path, char *kind, uint64_t *size, lis_e
 static char *m_list(void *ctx, const char *path, lis_error *err)
 {
     mfs *m = ctx;
-    sbuf b = {0};
+    strbuf b = {0};
     for (int i = 0; i < m->n; i++)
         if (!strncmp(m->f[i].path, path, strlen(path)))
-            sb_printf(&b, "%s\n", m->f[i].path);
-    return sb_take(&b);
+            strbuf_printf(&b, "%s\n", m->f[i].path);
+    return strbuf_take(&b);
 }
 
 static char *m_resolve(void *ctx, const char *path, lis_error *err)

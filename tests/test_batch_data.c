@@ -316,13 +316,13 @@ Test(batch_task, broken_files_fail_with_file_and_line)
     load_fails(file_opts(tpath("g.jsonl")), "g.jsonl:1:", "more than one");
     put(tpath("empty.jsonl"), "\n\n");
     load_fails(file_opts(tpath("empty.jsonl")), "empty.jsonl", "no rows");
-    sbuf longid = {0};
-    sb_puts(&longid, "{\"id\":\"");
+    strbuf longid = {0};
+    strbuf_puts(&longid, "{\"id\":\"");
     for (int i = 0; i < BATCH_ID_MAX; i++)
-        sb_putc(&longid, 'x');
-    sb_puts(&longid, "\"}\n");
+        strbuf_putc(&longid, 'x');
+    strbuf_puts(&longid, "\"}\n");
     put(tpath("long.jsonl"), longid.s);
-    sb_free(&longid);
+    strbuf_release(&longid);
     load_fails(file_opts(tpath("long.jsonl")), "long.jsonl:1:", "id longer than");
     put(tpath("h.jsonl"), "{\"id\":\"\"}\n");
     load_fails(file_opts(tpath("h.jsonl")), "h.jsonl:1:", "non-empty");
@@ -398,11 +398,11 @@ Test(batch_task, missing_ids_are_positions_and_numbers_are_text)
 
 Test(batch_task, start_end_slicing_as_python)
 {
-    sbuf b = {0};
+    strbuf b = {0};
     for (int i = 0; i < 10; i++)
-        sb_printf(&b, "{\"id\":\"r%d\",\"problem_statement\":\"p\"}\n", i);
+        strbuf_printf(&b, "{\"id\":\"r%d\",\"problem_statement\":\"p\"}\n", i);
     put(tpath("d.jsonl"), b.s);
-    sb_free(&b);
+    strbuf_release(&b);
     /* start, start given, end, end given -> Python's list(range(10))[start:end] */
     static const struct { long s; int ss; long e; int es; int lo, n; } cases[] = {
         {-1, 0, -1, 0, 0, 10}, {2, 1, 5, 1, 2, 3},   {3, 1, -1, 0, 3, 7},
