@@ -70,11 +70,11 @@ char *agent_obs_bash(const char *exit_str, const char *out, const char *err);
 
 typedef struct agent_tool_env {
     lis_sandbox *sb;
-    const char *workdir;  /* /testbed */
-    const char *shell;    /* "bash", or "sh" when the image has no bash */
-    double timeout;       /* AGENT_CMD_TIMEOUT */
-    size_t capture_cap;   /* per stream, kept by the runtime (head + tail) */
-    size_t obs_cap;       /* per stream, in the observation */
+    const char *workdir; /* /testbed */
+    const char *shell;   /* "bash", or "sh" when the image has no bash */
+    double timeout;      /* AGENT_CMD_TIMEOUT */
+    size_t capture_cap;  /* per stream, kept by the runtime (head + tail) */
+    size_t obs_cap;      /* per stream, in the observation */
 } agent_tool_env;
 
 typedef struct agent_tool_out {
@@ -99,7 +99,7 @@ void agent_tool_exec(const agent_tool_env *env, const char *name, const cJSON *p
 const char *agent_bash_command(const char *name, const cJSON *params, char **printed);
 typedef struct agent_bash {
     const char *argv[4];
-    lis_exec_spec spec;   /* points into argv and at command: keep both alive */
+    lis_exec_spec spec; /* points into argv and at command: keep both alive */
 } agent_bash;
 void agent_bash_prepare(const agent_tool_env *env, const char *command, agent_bash *b);
 /* The observation of a finished command (rc and err from running it). */
@@ -111,8 +111,7 @@ void agent_bash_observe(const agent_tool_env *env, const agent_bash *b, int rc,
 /* The file system the editor works on: a sandbox, or a test double. */
 typedef struct ed_fs {
     void *ctx;
-    int (*read)(void *ctx, const char *path, size_t max, char **data, size_t *len,
-                lis_error *err);
+    int (*read)(void *ctx, const char *path, size_t max, char **data, size_t *len, lis_error *err);
     int (*write)(void *ctx, const char *path, const char *data, size_t len, lis_error *err);
     int (*stat)(void *ctx, const char *path, char *kind, uint64_t *size, lis_error *err);
     /* find PATH -maxdepth 2, non-hidden, one entry a line; malloc'ed */
@@ -136,8 +135,8 @@ void agent_editor_sandbox_fs(ed_fs *fs, const agent_tool_env *env);
 size_t ed_count(const char *hay, size_t hn, const char *needle, size_t nn, size_t *first);
 /* Replaces the unique occurrence of old_s (exact, or else with tabs expanded
  * and \r ignored). Returns 0 and sets *out; -1 with *count 0 or >1. */
-int ed_replace(const char *data, size_t len, const char *old_s, const char *new_s,
-               char **out, size_t *out_len, size_t *count, size_t *line);
+int ed_replace(const char *data, size_t len, const char *old_s, const char *new_s, char **out,
+               size_t *out_len, size_t *count, size_t *line);
 /* Inserts text after line `line` (0 = top). Returns -1 when line is out of
  * range and sets *nlines. */
 int ed_insert(const char *data, size_t len, long line, const char *text, char **out,
@@ -147,21 +146,21 @@ int ed_insert(const char *data, size_t len, long line, const char *text, char **
 
 typedef struct text_call {
     char *name;
-    char *arguments;   /* JSON text of the arguments object */
+    char *arguments; /* JSON text of the arguments object */
 } text_call;
 
 /* Parses hermes <tool_call>{...}</tool_call> and qwen3_coder
  * <function=N><parameter=P>V</parameter></function> blocks out of content.
  * Returns how many calls were found (up to max); *rest gets the content with
  * the blocks removed (malloc'ed). tools (the schemas) give parameter types. */
-size_t agent_parse_text_calls(const char *content, const cJSON *tools, text_call *calls,
-                              size_t max, char **rest);
+size_t agent_parse_text_calls(const char *content, const cJSON *tools, text_call *calls, size_t max,
+                              char **rest);
 void agent_text_calls_free(text_call *calls, size_t n);
 
 /* ---- prompts (prompts.c) ---------------------------------------------- */
 
 typedef struct agent_prompts {
-    char *system_prompt;     /* templates, placeholders still in */
+    char *system_prompt; /* templates, placeholders still in */
     char *instance_prompt;
     char *working_dir, *input_dir, *output_dir;
 } agent_prompts;
@@ -182,20 +181,20 @@ typedef enum llm_api { LLM_API_OPENAI = 0, LLM_API_ANTHROPIC } llm_api;
 
 typedef struct llm_config {
     llm_api api;
-    const char *base_url;      /* e.g. http://host:8000/v1 (OpenAI) */
-    const char *api_key;       /* may be NULL or "dummy" */
-    const char *model;         /* sent as "model" (routing prefix removed) */
+    const char *base_url; /* e.g. http://host:8000/v1 (OpenAI) */
+    const char *api_key;  /* may be NULL or "dummy" */
+    const char *model;    /* sent as "model" (routing prefix removed) */
     double temperature;
     int send_temperature;
     long max_tokens;
-    const cJSON *extra_body;   /* merged into the request body */
-    int stream;                /* SSE streaming (OpenAI API) */
-    double connect_timeout;    /* seconds */
-    double timeout;            /* seconds, whole request */
-    int max_retries;           /* attempts in all; 5 */
-    double backoff_base;       /* first backoff, seconds (doubles, plus jitter) */
-    double backoff_max;        /* cap on one sleep, Retry-After included */
-    FILE *log;                 /* retries are reported here (NULL: silent) */
+    const cJSON *extra_body; /* merged into the request body */
+    int stream;              /* SSE streaming (OpenAI API) */
+    double connect_timeout;  /* seconds */
+    double timeout;          /* seconds, whole request */
+    int max_retries;         /* attempts in all; 5 */
+    double backoff_base;     /* first backoff, seconds (doubles, plus jitter) */
+    double backoff_max;      /* cap on one sleep, Retry-After included */
+    FILE *log;               /* retries are reported here (NULL: silent) */
 } llm_config;
 
 typedef struct llm_usage {
@@ -204,15 +203,15 @@ typedef struct llm_usage {
 } llm_usage;
 
 typedef struct llm_reply {
-    cJSON *message;            /* OpenAI-style assistant message for the history */
-    const char *content;       /* borrowed from message ("" when none) */
-    const char *reasoning;     /* reasoning_content / thinking ("" when none) */
-    cJSON *tool_calls;         /* borrowed from message; NULL when none */
+    cJSON *message;        /* OpenAI-style assistant message for the history */
+    const char *content;   /* borrowed from message ("" when none) */
+    const char *reasoning; /* reasoning_content / thinking ("" when none) */
+    cJSON *tool_calls;     /* borrowed from message; NULL when none */
     char finish_reason[32];
     llm_usage usage;
-    double seconds;            /* wall time including retries */
+    double seconds; /* wall time including retries */
     int attempts;
-    long max_tokens_used;      /* after context-length shrinking */
+    long max_tokens_used; /* after context-length shrinking */
 } llm_reply;
 
 typedef struct llm_client llm_client;
@@ -251,17 +250,17 @@ void llm_call_free(llm_call *k);
 
 /* Parses a text/event-stream body chunk by chunk (sse.c). */
 typedef struct sse_state {
-    strbuf line;       /* the current partial line */
-    strbuf data;       /* data: lines of the current event */
-    int done;        /* [DONE] seen */
+    strbuf line; /* the current partial line */
+    strbuf data; /* data: lines of the current event */
+    int done;    /* [DONE] seen */
     int events;
     /* the assembled reply */
     strbuf content, reasoning;
-    cJSON *tool_calls;   /* array being assembled */
-    cJSON *error;        /* an error object sent in the stream */
+    cJSON *tool_calls; /* array being assembled */
+    cJSON *error;      /* an error object sent in the stream */
     char finish_reason[32];
     llm_usage usage;
-    char *bad;           /* first unparsable event, for the error text */
+    char *bad; /* first unparsable event, for the error text */
 } sse_state;
 
 void sse_init(sse_state *s);
@@ -290,22 +289,22 @@ int llm_parse_stream(sse_state *s, llm_reply *out, char *why, size_t wl);
 typedef struct agent_opts {
     const char *query;
     const agent_prompts *prompts;
-    int max_steps;               /* 100 */
-    long max_token_limit;        /* 65536: ceiling on the whole conversation */
+    int max_steps;        /* 100 */
+    long max_token_limit; /* 65536: ceiling on the whole conversation */
     llm_config llm;
-    const char *llm_name;        /* as given, for logs and the trajectory */
-    FILE *progress;              /* live progress (stderr); NULL: silent */
+    const char *llm_name; /* as given, for logs and the trajectory */
+    FILE *progress;       /* live progress (stderr); NULL: silent */
 } agent_opts;
 
 typedef struct agent_outcome {
     int steps;
     int submitted;
-    char stop_reason[32];        /* submit | max_steps | token_limit | llm_error | ... */
+    char stop_reason[32]; /* submit | max_steps | token_limit | llm_error | ... */
     char error[512];
     long prompt_tokens, completion_tokens;
-    double llm_seconds, tool_seconds;  /* summed over the steps */
-    int oom_kills;                     /* commands that met the OOM killer */
-    uint64_t memory_peak;              /* the sandbox's peak seen by the commands */
+    double llm_seconds, tool_seconds; /* summed over the steps */
+    int oom_kills;                    /* commands that met the OOM killer */
+    uint64_t memory_peak;             /* the sandbox's peak seen by the commands */
 } agent_outcome;
 
 /* The episode engine (react.c): the ReAct loop as a state machine doing no
@@ -351,11 +350,11 @@ int agent_copy_input(lis_sandbox *sb, const char *host, const char *dst, lis_err
 typedef struct agent_run {
     agent_opts opts;
     const char *rootfs;
-    const char *input_dir;       /* host directory copied into prompts->input_dir */
-    const char *output_dir;      /* host; the run goes to <output_dir>/<timestamp>/ */
+    const char *input_dir;  /* host directory copied into prompts->input_dir */
+    const char *output_dir; /* host; the run goes to <output_dir>/<timestamp>/ */
     lis_net_mode net;
     uint64_t memory_bytes;
-    FILE *out;                   /* answer and paths (stdout) */
+    FILE *out; /* answer and paths (stdout) */
 } agent_run;
 
 /* A whole episode: sandbox, input copy, loop, export, trajectory.json,

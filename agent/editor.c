@@ -361,7 +361,7 @@ static char *safe_path(const ed_fs *fs, const char *workdir, const char *abs, co
         strbuf_printf(&b, "Error: cannot resolve the symlink in %s: %s", shown, err.msg);
     } else if (under(abs, workdir) && !under(real, workdir)) {
         strbuf_printf(&b, "Error: %s is a symlink to %s, outside %s; refusing to follow it.", shown,
-                  real, workdir);
+                      real, workdir);
     } else {
         return real;
     }
@@ -375,8 +375,10 @@ static int is_binary(const char *data, size_t len) { return memchr(data, 0, len)
 static char *binary_msg(const char *shown)
 {
     strbuf b = {0};
-    strbuf_printf(&b, "Error: %s is a binary file; str_replace_editor only handles text files. Use "
-              "execute_bash to inspect or change it.", shown);
+    strbuf_printf(&b,
+                  "Error: %s is a binary file; str_replace_editor only handles text files. Use "
+                  "execute_bash to inspect or change it.",
+                  shown);
     return strbuf_take(&b);
 }
 
@@ -411,8 +413,10 @@ static char *view(const ed_fs *fs, const char *path, const char *shown, const cJ
             strbuf_printf(&b, "(empty directory: %s)", shown);
         else {
             char *clean = agent_clean_output(list, strlen(list));
-            strbuf_printf(&b, "Here's the files and directories up to 2 levels deep in %s, "
-                      "excluding hidden:\n%s", shown, clean ? clean : "");
+            strbuf_printf(&b,
+                          "Here's the files and directories up to 2 levels deep in %s, "
+                          "excluding hidden:\n%s",
+                          shown, clean ? clean : "");
             free(clean);
         }
         free(list);
@@ -422,9 +426,10 @@ static char *view(const ed_fs *fs, const char *path, const char *shown, const cJ
     size_t len = 0;
     if (fs->read(fs->ctx, path, ED_MAX_FILE, &data, &len, &err) < 0) {
         if (err.code == EFBIG)
-            strbuf_printf(&b, "Error: %s is too large for the editor (%llu bytes, the limit is %u "
-                      "MiB); use execute_bash (head, sed -n, grep -n) to read parts of it.",
-                      shown, (unsigned long long)size, ED_MAX_FILE >> 20);
+            strbuf_printf(&b,
+                          "Error: %s is too large for the editor (%llu bytes, the limit is %u "
+                          "MiB); use execute_bash (head, sed -n, grep -n) to read parts of it.",
+                          shown, (unsigned long long)size, ED_MAX_FILE >> 20);
         else
             strbuf_printf(&b, "Error: Could not read file %s: %s", shown, err.msg);
         return strbuf_take(&b);
@@ -452,13 +457,16 @@ static char *view(const ed_fs *fs, const char *path, const char *shown, const cJ
         long start = agent_json_long(cJSON_GetArrayItem(vr, 0));
         long end = agent_json_long(cJSON_GetArrayItem(vr, 1));
         if (!(1 <= start && start <= total)) {
-            strbuf_printf(&b, "Error: Invalid view_range [%ld, %ld]: start line must be in [1, %ld]",
-                      start, end, total);
+            strbuf_printf(&b,
+                          "Error: Invalid view_range [%ld, %ld]: start line must be in [1, %ld]",
+                          start, end, total);
             goto range_err;
         }
         if (end != -1 && (end < start || end > total)) {
-            strbuf_printf(&b, "Error: Invalid view_range [%ld, %ld]: end must be >= start and <= "
-                      "%ld, or -1 to view until end.", start, end, total);
+            strbuf_printf(&b,
+                          "Error: Invalid view_range [%ld, %ld]: end must be >= start and <= "
+                          "%ld, or -1 to view until end.",
+                          start, end, total);
             goto range_err;
         }
         numbered(&r, exp, start - 1, end == -1 ? -1 : end, start);
@@ -491,7 +499,7 @@ static char *create(const ed_fs *fs, const char *path, const char *shown, const 
         strbuf_printf(&b, "File created at %s. ", shown);
         make_output(&b, clean ? clean : "", shown, 1);
         strbuf_puts(&b, "Review the file and make sure that it is as expected. Edit the file if "
-                    "necessary.");
+                        "necessary.");
         free(clean);
     }
     free(owned);
@@ -508,7 +516,7 @@ static char *read_text(const ed_fs *fs, const char *path, const char *shown, siz
     if (fs->read(fs->ctx, path, ED_MAX_FILE, &data, len, &err) < 0) {
         if (err.code == EFBIG)
             strbuf_printf(&b, "Error: %s is too large for the editor (the limit is %u MiB)", shown,
-                      ED_MAX_FILE >> 20);
+                          ED_MAX_FILE >> 20);
         else
             strbuf_printf(&b, "Error: Could not read file %s", shown);
         *msg = strbuf_take(&b);
@@ -522,8 +530,7 @@ static char *read_text(const ed_fs *fs, const char *path, const char *shown, siz
     return data;
 }
 
-static char *str_replace(const ed_fs *fs, const char *path, const char *shown,
-                         const cJSON *params)
+static char *str_replace(const ed_fs *fs, const char *path, const char *shown, const cJSON *params)
 {
     char *own_old, *own_new, *msg = NULL;
     const char *old_s = str_param(params, "old_str", &own_old);
@@ -547,10 +554,13 @@ static char *str_replace(const ed_fs *fs, const char *path, const char *shown,
     free(data);
     if (rc < 0) {
         if (count == 0)
-            strbuf_printf(&b, "Error: No occurrences of old_str found in %s for replacement.", shown);
+            strbuf_printf(&b, "Error: No occurrences of old_str found in %s for replacement.",
+                          shown);
         else if (count > 1)
-            strbuf_printf(&b, "Error: Multiple occurrences (%zu) of old_str found in %s. Please "
-                      "ensure it is unique before using str_replace.", count, shown);
+            strbuf_printf(&b,
+                          "Error: Multiple occurrences (%zu) of old_str found in %s. Please "
+                          "ensure it is unique before using str_replace.",
+                          count, shown);
         else
             strbuf_puts(&b, "Error: out of memory");
         goto out;
@@ -573,7 +583,7 @@ static char *str_replace(const ed_fs *fs, const char *path, const char *shown,
     strbuf_printf(&b, "The file %s has been edited. ", shown);
     make_output(&b, snippet ? snippet : "", desc, start + 1);
     strbuf_puts(&b, "Review the changes and make sure they are as expected. Edit the file again if "
-                "necessary.");
+                    "necessary.");
     free(snippet);
     free(clean);
 out:
@@ -628,7 +638,8 @@ static char *insert(const ed_fs *fs, const char *path, const char *shown, const 
     strbuf_printf(&b, "The file %s has been edited. ", shown);
     make_output(&b, snippet ? snippet : "", "a snippet of the edited file",
                 k - ED_SNIPPET_LINES + 1 > 1 ? k - ED_SNIPPET_LINES + 1 : 1);
-    strbuf_puts(&b, "Review the changes and make sure they are as expected (correct indentation, no "
+    strbuf_puts(&b,
+                "Review the changes and make sure they are as expected (correct indentation, no "
                 "duplicate lines, etc). Edit the file again if necessary.");
     free(snippet);
     free(clean);
@@ -680,12 +691,13 @@ out:
 /* ---- the sandbox file system ------------------------------------------- */
 
 static int sandbox_fs_read(void *ctx, const char *path, size_t max, char **data, size_t *len,
-                   lis_error *err)
+                           lis_error *err)
 {
     return lis_file_read(((const agent_tool_env *)ctx)->sb, path, max, data, len, err);
 }
 
-static int sandbox_fs_write(void *ctx, const char *path, const char *data, size_t len, lis_error *err)
+static int sandbox_fs_write(void *ctx, const char *path, const char *data, size_t len,
+                            lis_error *err)
 {
     return lis_file_write(((const agent_tool_env *)ctx)->sb, path, data, len, 0, err);
 }
@@ -697,8 +709,12 @@ static int sandbox_fs_stat(void *ctx, const char *path, char *kind, uint64_t *si
 
 static char *run_capture(const agent_tool_env *env, const char *const *argv, lis_error *err)
 {
-    lis_exec_spec spec = {.argv = argv, .cwd = env->workdir, .out = LIS_STDIO_CAPTURE,
-                          .err = LIS_STDIO_CAPTURE, .out_cap = 1u << 20, .timeout = 60};
+    lis_exec_spec spec = {.argv = argv,
+                          .cwd = env->workdir,
+                          .out = LIS_STDIO_CAPTURE,
+                          .err = LIS_STDIO_CAPTURE,
+                          .out_cap = 1u << 20,
+                          .timeout = 60};
     lis_result res = {0};
     if (lis_exec(env->sb, &spec, &res, err) < 0)
         return NULL;

@@ -21,7 +21,8 @@ void agent_tool_env_init(lis_sandbox *sb, const agent_prompts *p, agent_tool_env
     lis_error ignore;
     env->shell = (lis_file_stat(sb, "/bin/bash", &kind, NULL, &ignore) == 0 ||
                   lis_file_stat(sb, "/usr/bin/bash", &kind, NULL, &ignore) == 0)
-                     ? "bash" : "sh";
+                     ? "bash"
+                     : "sh";
 }
 
 int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env,
@@ -30,7 +31,9 @@ int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_en
     agent_tool_env_init(sb, p, env);
     lis_error ignore;
     const char *mk[] = {"mkdir", "-p", p->working_dir, p->input_dir, p->output_dir, NULL};
-    lis_exec_spec spec = {.argv = mk, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
+    lis_exec_spec spec = {.argv = mk,
+                          .out = LIS_STDIO_CAPTURE,
+                          .err = LIS_STDIO_CAPTURE,
                           .timeout = 60};
     lis_result res = {0};
     if (lis_exec(sb, &spec, &res, err) < 0)
@@ -38,24 +41,24 @@ int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_en
     int bad = res.exit_code != 0;
     if (bad)
         lis_fail(err, EIO, "mkdir -p %s %s %s in the sandbox failed: %.200s", p->working_dir,
-                   p->input_dir, p->output_dir, res.err.data ? res.err.data : res.err_msg);
+                 p->input_dir, p->output_dir, res.err.data ? res.err.data : res.err_msg);
     lis_result_free(&res);
     if (bad)
         return -1;
     /* git init, as the original, when the image has git */
     const char *gi[] = {"git", "init", "-q", NULL};
-    lis_exec_spec g = {.argv = gi, .cwd = p->working_dir, .out = LIS_STDIO_NULL,
-                       .err = LIS_STDIO_NULL, .timeout = 60};
+    lis_exec_spec g = {.argv = gi,
+                       .cwd = p->working_dir,
+                       .out = LIS_STDIO_NULL,
+                       .err = LIS_STDIO_NULL,
+                       .timeout = 60};
     if (lis_exec(sb, &g, &res, &ignore) == 0)
         lis_result_free(&res);
     return 0;
 }
 
 /* Host directories are made by the runtime: agent/ makes no syscalls. */
-static int mkdir_p(const char *path, lis_error *err)
-{
-    return lis_host_mkdir_p(path, 0755, err);
-}
+static int mkdir_p(const char *path, lis_error *err) { return lis_host_mkdir_p(path, 0755, err); }
 
 static int write_text(const char *path, const char *text, lis_error *err)
 {
@@ -84,15 +87,14 @@ int agent_copy_input(lis_sandbox *sb, const char *host, const char *dst, lis_err
     snprintf(src, sizeof src, "%s/.", stage);
     const char *cp[] = {"cp", "-a", src, dst, NULL};
     const char *rm[] = {"rm", "-rf", stage, NULL};
-    lis_exec_spec s = {.argv = cp, .out = LIS_STDIO_NULL, .err = LIS_STDIO_CAPTURE,
-                       .timeout = 600};
+    lis_exec_spec s = {.argv = cp, .out = LIS_STDIO_NULL, .err = LIS_STDIO_CAPTURE, .timeout = 600};
     lis_result r = {0};
     if (lis_exec(sb, &s, &r, err) < 0)
         return -1;
     int rc = 0;
     if (r.exit_code != 0)
         rc = lis_fail(err, EIO, "cp -a in the sandbox failed: %.200s",
-                        r.err.data ? r.err.data : r.err_msg);
+                      r.err.data ? r.err.data : r.err_msg);
     lis_result_free(&r);
     s.argv = rm;
     if (lis_exec(sb, &s, &r, &ign) == 0)
@@ -153,10 +155,11 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
         return -1;
     agent_tool_env env;
     lis_error e2 = {0};
-    if (r->input_dir && *r->input_dir && agent_copy_input(sb, r->input_dir, p->input_dir, err) < 0) {
+    if (r->input_dir && *r->input_dir &&
+        agent_copy_input(sb, r->input_dir, p->input_dir, err) < 0) {
         lis_sandbox_destroy(sb, &e2);
-        return lis_fail(err, err->code, "copying --input-dir %s into the sandbox: %s",
-                          r->input_dir, err->msg);
+        return lis_fail(err, err->code, "copying --input-dir %s into the sandbox: %s", r->input_dir,
+                        err->msg);
     }
     if (agent_prepare_sandbox(sb, p, &env, err) < 0) {
         lis_sandbox_destroy(sb, &e2);
@@ -172,8 +175,8 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
     export_log x = {.log = log, .root = p->output_dir, .skipped = cJSON_CreateArray()};
     if (lis_copy_out_data(sb, p->output_dir, files, export_skipped, &x, &e2) < 0) {
         if (log)
-            fprintf(log, "lis: warning: could not copy %s out of the sandbox: %s\n",
-                    p->output_dir, e2.msg);
+            fprintf(log, "lis: warning: could not copy %s out of the sandbox: %s\n", p->output_dir,
+                    e2.msg);
     }
     mkdir_p(files, &e2); /* also when the output dir itself was not exported */
     char answer_path[4200];

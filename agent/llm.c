@@ -107,9 +107,11 @@ int llm_is_token_error(const char *text, long *max_context, long *input_tokens)
     if (!is)
         return 0;
     *max_context = match_num(text, "(maximum|context)[^0-9]*([0-9]+)[[:space:]]*tokens", 2);
-    *input_tokens = match_num(text, "([0-9]+)[[:space:]]*tokens?[[:space:]]*(from[[:space:]]*"
+    *input_tokens = match_num(text,
+                              "([0-9]+)[[:space:]]*tokens?[[:space:]]*(from[[:space:]]*"
                               "(the[[:space:]]*)?(input|messages?)|in[[:space:]]*"
-                              "(the[[:space:]]*)?(input|prompt|messages?))", 1);
+                              "(the[[:space:]]*)?(input|prompt|messages?))",
+                              1);
     return 1;
 }
 
@@ -226,8 +228,7 @@ cJSON *llm_anthropic_request(const cJSON *messages, const cJSON *tools, const ll
         } else if (!strcmp(role, "assistant")) {
             cJSON *blocks = cJSON_CreateArray();
             const cJSON *tb = cJSON_GetObjectItem(m, "thinking_blocks"), *x;
-            cJSON_ArrayForEach(x, tb)
-            cJSON_AddItemToArray(blocks, cJSON_Duplicate(x, 1));
+            cJSON_ArrayForEach(x, tb) cJSON_AddItemToArray(blocks, cJSON_Duplicate(x, 1));
             if (content && *content)
                 cJSON_AddItemToArray(blocks, text_block(content));
             const cJSON *tc;
@@ -329,8 +330,7 @@ cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, 
     const cJSON *u = cJSON_GetObjectItem(resp, "usage");
     if (cJSON_IsObject(u) && usage) {
         usage->prompt_tokens = agent_json_long(cJSON_GetObjectItem(u, "input_tokens"));
-        usage->completion_tokens =
-            agent_json_long(cJSON_GetObjectItem(u, "output_tokens"));
+        usage->completion_tokens = agent_json_long(cJSON_GetObjectItem(u, "output_tokens"));
         usage->total_tokens = usage->prompt_tokens + usage->completion_tokens;
         usage->known = 1;
     }
@@ -347,7 +347,7 @@ typedef struct xfer {
     int is_sse;
     int too_big;
     sse_state *sse;
-    double retry_after;   /* seconds, -1 when absent */
+    double retry_after; /* seconds, -1 when absent */
     long status;
 } xfer;
 
@@ -440,8 +440,9 @@ static void finish_reply(llm_reply *out)
     if (!r)
         r = cJSON_GetStringValue(cJSON_GetObjectItem(m, "reasoning"));
     if (!r)
-        r = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(m,
-                                 "provider_specific_fields"), "reasoning_content"));
+        r = cJSON_GetStringValue(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(m, "provider_specific_fields"),
+                                "reasoning_content"));
     out->reasoning = r ? r : "";
     cJSON *tc = cJSON_GetObjectItem(m, "tool_calls");
     out->tool_calls = cJSON_IsArray(tc) && cJSON_GetArraySize(tc) ? tc : NULL;
@@ -491,8 +492,8 @@ int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why,
             cJSON_Delete(j);
             return -1;
         }
-        out->message = llm_anthropic_message(j, &out->usage, out->finish_reason,
-                                             sizeof out->finish_reason);
+        out->message =
+            llm_anthropic_message(j, &out->usage, out->finish_reason, sizeof out->finish_reason);
     } else {
         const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
         cJSON *m = cJSON_GetObjectItem(ch, "message");
@@ -514,12 +515,10 @@ int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why,
         snprintf(out->finish_reason, sizeof out->finish_reason, "%s", fr ? fr : "");
         const cJSON *u = cJSON_GetObjectItem(j, "usage");
         if (cJSON_IsObject(u)) {
-            out->usage.prompt_tokens =
-                agent_json_long(cJSON_GetObjectItem(u, "prompt_tokens"));
+            out->usage.prompt_tokens = agent_json_long(cJSON_GetObjectItem(u, "prompt_tokens"));
             out->usage.completion_tokens =
                 agent_json_long(cJSON_GetObjectItem(u, "completion_tokens"));
-            out->usage.total_tokens =
-                agent_json_long(cJSON_GetObjectItem(u, "total_tokens"));
+            out->usage.total_tokens = agent_json_long(cJSON_GetObjectItem(u, "total_tokens"));
             out->usage.known = 1;
         }
     }
@@ -542,7 +541,7 @@ struct llm_call {
     long max_tokens;
     int attempt;
     double t0;
-    FILE *log;      /* retries are reported here */
+    FILE *log; /* retries are reported here */
 };
 
 llm_call *llm_call_new(llm_client *c, const cJSON *messages, const cJSON *tools, int own_handle,
@@ -586,15 +585,9 @@ void llm_call_free(llm_call *k)
     free(k);
 }
 
-void llm_call_set_log(llm_call *k, FILE *log)
-{
-    k->log = log;
-}
+void llm_call_set_log(llm_call *k, FILE *log) { k->log = log; }
 
-CURL *llm_call_handle(const llm_call *k)
-{
-    return k->h;
-}
+CURL *llm_call_handle(const llm_call *k) { return k->h; }
 
 CURL *llm_call_attempt(llm_call *k, lis_error *err)
 {
@@ -667,8 +660,7 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
     long status = rc == CURLE_OK ? x->status : 0;
     if (rc == CURLE_OK && status >= 200 && status < 300) {
         int prc = x->is_sse && x->sse ? llm_parse_stream(x->sse, out, why, sizeof why)
-                                      : llm_parse_response(c->cfg.api, x->body.s ? x->body.s
-                                                                                  : "",
+                                      : llm_parse_response(c->cfg.api, x->body.s ? x->body.s : "",
                                                            out, why, sizeof why);
         if (prc == 0) {
             out->attempts = k->attempt;
@@ -699,46 +691,58 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
             k->attempt--; /* as the original: not counted as a retry */
             return LLM_CALL_RETRY;
         }
-        lis_fail(err, E2BIG, "the conversation no longer fits the model's "
-                 "context (HTTP %ld): %s", status, why);
+        lis_fail(err, E2BIG,
+                 "the conversation no longer fits the model's "
+                 "context (HTTP %ld): %s",
+                 status, why);
         err->http_status = (int)status;
         return LLM_CALL_FAILED;
     }
     const char *model = c->cfg.model ? c->cfg.model : "";
     if (status == 401) {
-        lis_fail(err, EACCES, "the API key was rejected (HTTP 401) by %s: %s; check "
-                 "--api-key / OPENAI_API_KEY", c->url, why);
+        lis_fail(err, EACCES,
+                 "the API key was rejected (HTTP 401) by %s: %s; check "
+                 "--api-key / OPENAI_API_KEY",
+                 c->url, why);
         err->http_status = 401;
         return LLM_CALL_FAILED;
     }
     if (status == 403) {
-        lis_fail(err, EACCES, "access denied (HTTP 403) by %s: %s; the key may "
-                 "not have access to model '%s'", c->url, why, model);
+        lis_fail(err, EACCES,
+                 "access denied (HTTP 403) by %s: %s; the key may "
+                 "not have access to model '%s'",
+                 c->url, why, model);
         err->http_status = 403;
         return LLM_CALL_FAILED;
     }
     if (status == 404) {
-        lis_fail(err, ENOENT, "not found (HTTP 404) at %s: %s; check --llm-base-url "
+        lis_fail(err, ENOENT,
+                 "not found (HTTP 404) at %s: %s; check --llm-base-url "
                  "(OpenAI-compatible servers usually end in /v1) and the model "
-                 "name '%s'", c->url, why, model);
+                 "name '%s'",
+                 c->url, why, model);
         err->http_status = 404;
         return LLM_CALL_FAILED;
     }
     if (status == 400 || status == 422) {
-        lis_fail(err, EINVAL, "the LLM server rejected the request (HTTP "
-                 "%ld): %s", status, why);
+        lis_fail(err, EINVAL,
+                 "the LLM server rejected the request (HTTP "
+                 "%ld): %s",
+                 status, why);
         err->http_status = (int)status;
         return LLM_CALL_FAILED;
     }
     if (k->attempt >= c->cfg.max_retries) {
         if (status) {
-            lis_fail(err, EAGAIN, "LLM request failed after %d attempts "
-                     "(HTTP %ld from %s): %s", k->attempt, status, c->url, why);
+            lis_fail(err, EAGAIN,
+                     "LLM request failed after %d attempts "
+                     "(HTTP %ld from %s): %s",
+                     k->attempt, status, c->url, why);
             err->http_status = (int)status;
         } else {
             /* no HTTP reply at all: the endpoint is down, unknown or refuses us */
-            lis_fail(err, EHOSTUNREACH, "LLM request failed after %d attempts (%s): %s",
-                     k->attempt, c->url, why);
+            lis_fail(err, EHOSTUNREACH, "LLM request failed after %d attempts (%s): %s", k->attempt,
+                     c->url, why);
         }
         return LLM_CALL_FAILED;
     }
@@ -752,20 +756,19 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
         w = c->cfg.backoff_max;
     if (k->log) {
         if (status)
-            fprintf(k->log, "lis: LLM request failed (HTTP %ld: %.200s); retry %d/%d "
-                    "in %.1fs\n", status, why, k->attempt, c->cfg.max_retries - 1, w);
+            fprintf(k->log,
+                    "lis: LLM request failed (HTTP %ld: %.200s); retry %d/%d "
+                    "in %.1fs\n",
+                    status, why, k->attempt, c->cfg.max_retries - 1, w);
         else
-            fprintf(k->log, "lis: LLM request failed (%.200s); retry %d/%d in %.1fs\n",
-                    why, k->attempt, c->cfg.max_retries - 1, w);
+            fprintf(k->log, "lis: LLM request failed (%.200s); retry %d/%d in %.1fs\n", why,
+                    k->attempt, c->cfg.max_retries - 1, w);
     }
     *wait = w;
     return LLM_CALL_RETRY;
 }
 
-const char *llm_client_url(const llm_client *c)
-{
-    return c->url;
-}
+const char *llm_client_url(const llm_client *c) { return c->url; }
 
 /* The blocking driver of a call (lis run): the same attempts in a loop. */
 int llm_chat(llm_client *c, const cJSON *messages, const cJSON *tools, llm_reply *out,

@@ -86,8 +86,10 @@ static int from_yaml(agent_prompts *p, const char *text, size_t len, const char 
         return -1;
     if (!cJSON_IsObject(cfg)) {
         cJSON_Delete(cfg);
-        return lis_fail(err, EINVAL, "%s: expected a mapping with system_prompt and "
-                          "instance_prompt", what);
+        return lis_fail(err, EINVAL,
+                        "%s: expected a mapping with system_prompt and "
+                        "instance_prompt",
+                        what);
     }
     p->system_prompt = get_str(cfg, "system_prompt", "");
     p->instance_prompt = get_str(cfg, "instance_prompt", "");

@@ -68,8 +68,8 @@ static size_t msg_chars(const cJSON *m)
     const cJSON *tc;
     cJSON_ArrayForEach(tc, cJSON_GetObjectItem(m, "tool_calls"))
     {
-        const char *a = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(tc,
-                                             "function"), "arguments"));
+        const char *a = cJSON_GetStringValue(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(tc, "function"), "arguments"));
         n += a ? strlen(a) : 0;
     }
     return n;
@@ -131,20 +131,11 @@ agent_ep *agent_ep_new(const agent_opts *o)
     return ep;
 }
 
-const cJSON *agent_ep_messages(const agent_ep *ep)
-{
-    return ep->history;
-}
+const cJSON *agent_ep_messages(const agent_ep *ep) { return ep->history; }
 
-const cJSON *agent_ep_tools(const agent_ep *ep)
-{
-    return ep->tools;
-}
+const cJSON *agent_ep_tools(const agent_ep *ep) { return ep->tools; }
 
-int agent_ep_steps(const agent_ep *ep)
-{
-    return ep->step;
-}
+int agent_ep_steps(const agent_ep *ep) { return ep->step; }
 
 int agent_ep_next(agent_ep *ep)
 {
@@ -160,16 +151,16 @@ int agent_ep_next(agent_ep *ep)
     int remaining = ep->max_steps - ep->step;
     char suffix[128];
     snprintf(suffix, sizeof suffix, "\nSteps Remaining: %d", remaining);
-    append_content(cJSON_GetArrayItem(ep->history, cJSON_GetArraySize(ep->history) - 1),
-                   suffix);
+    append_content(cJSON_GetArrayItem(ep->history, cJSON_GetArraySize(ep->history) - 1), suffix);
     long tokens = estimate_tokens(ep->history, ep->known_tokens, ep->known_upto);
     if (tokens > ep->limit) {
         snprintf(ep->out.stop_reason, sizeof ep->out.stop_reason, "token_limit");
-        snprintf(ep->out.error, sizeof ep->out.error, "Total tokens: %ld > %ld", tokens,
-                 ep->limit);
+        snprintf(ep->out.error, sizeof ep->out.error, "Total tokens: %ld > %ld", tokens, ep->limit);
         if (log)
-            fprintf(log, "lis: stopping: the conversation has about %ld tokens, more than "
-                    "--max-token-limit %ld\n", tokens, ep->limit);
+            fprintf(log,
+                    "lis: stopping: the conversation has about %ld tokens, more than "
+                    "--max-token-limit %ld\n",
+                    tokens, ep->limit);
         ep->state = S_END;
         return AGENT_EP_DONE;
     }
@@ -244,8 +235,7 @@ void agent_ep_llm_reply(agent_ep *ep, llm_reply *r)
     ep->name = "";
     ep->params = NULL;
     if (ep->ncalls) {
-        const cJSON *f = cJSON_GetObjectItem(cJSON_GetArrayItem(reply->tool_calls, 0),
-                                             "function");
+        const cJSON *f = cJSON_GetObjectItem(cJSON_GetArrayItem(reply->tool_calls, 0), "function");
         const char *n = cJSON_GetStringValue(cJSON_GetObjectItem(f, "name"));
         const char *a = cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments"));
         ep->params = a ? cJSON_Parse(a) : NULL;
@@ -295,8 +285,8 @@ void agent_ep_tool_done(agent_ep *ep, agent_tool_out *tout)
     cJSON_AddStringToObject(st, "reasoning_content", reply->reasoning ? reply->reasoning : "");
     cJSON *act = cJSON_AddObjectToObject(st, "action");
     cJSON_AddStringToObject(act, "function", name);
-    cJSON_AddItemToObject(act, "parameters", params ? cJSON_Duplicate(params, 1)
-                                                    : cJSON_CreateObject());
+    cJSON_AddItemToObject(act, "parameters",
+                          params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject());
     cJSON_AddStringToObject(st, "observation", obs);
     cJSON *md = cJSON_AddObjectToObject(st, "metadata");
     cJSON_AddNumberToObject(md, "step", ep->step + 1);
@@ -326,8 +316,10 @@ void agent_ep_tool_done(agent_ep *ep, agent_tool_out *tout)
             fprintf(log, "lis: step %d: %s %s (%.2fs; llm %.1fs)\n", ep->step + 1, name, args,
                     tout->exec_seconds, reply->seconds);
         else
-            fprintf(log, "lis: step %d: no usable tool call; sent the continue message "
-                    "(llm %.1fs)\n", ep->step + 1, reply->seconds);
+            fprintf(log,
+                    "lis: step %d: no usable tool call; sent the continue message "
+                    "(llm %.1fs)\n",
+                    ep->step + 1, reply->seconds);
     }
 
     /* the history: the assistant message as the server sent it, then answers */
@@ -339,10 +331,11 @@ void agent_ep_tool_done(agent_ep *ep, agent_tool_out *tout)
     }
     if (ep->ncalls) {
         cJSON *calls = cJSON_GetObjectItem(cJSON_GetArrayItem(ep->history,
-                                           cJSON_GetArraySize(ep->history) - 1), "tool_calls");
+                                                              cJSON_GetArraySize(ep->history) - 1),
+                                           "tool_calls");
         for (int i = 0; i < ep->ncalls; i++) {
-            const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(
-                cJSON_GetArrayItem(calls, i), "id"));
+            const char *id =
+                cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, i), "id"));
             cJSON *t = msg("tool", i == 0 ? obs : IGNORED_CALL_MSG);
             cJSON_AddStringToObject(t, "tool_call_id", id ? id : "");
             cJSON_AddItemToArray(ep->history, t);

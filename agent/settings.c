@@ -39,8 +39,8 @@ static cJSON *yaml_node_json(yaml_document_t *doc, yaml_node_t *node, int depth,
         cJSON *a = cJSON_CreateArray();
         for (yaml_node_item_t *it = node->data.sequence.items.start;
              it < node->data.sequence.items.top; it++)
-            cJSON_AddItemToArray(a, yaml_node_json(doc, yaml_document_get_node(doc, *it),
-                                                   depth + 1, budget));
+            cJSON_AddItemToArray(a, yaml_node_json(doc, yaml_document_get_node(doc, *it), depth + 1,
+                                                   budget));
         return a;
     }
     case YAML_MAPPING_NODE: {
@@ -53,15 +53,15 @@ static cJSON *yaml_node_json(yaml_document_t *doc, yaml_node_t *node, int depth,
             char *key = agent_strndup((const char *)k->data.scalar.value, k->data.scalar.length);
             if (key) {
                 cJSON_DeleteItemFromObjectCaseSensitive(o, key);
-                cJSON_AddItemToObject(o, key, yaml_node_json(doc, yaml_document_get_node(doc,
-                                      pr->value), depth + 1, budget));
+                cJSON_AddItemToObject(o, key,
+                                      yaml_node_json(doc, yaml_document_get_node(doc, pr->value),
+                                                     depth + 1, budget));
             }
             free(key);
         }
         return o;
     }
-    default:
-        return cJSON_CreateNull();
+    default: return cJSON_CreateNull();
     }
 }
 
@@ -75,8 +75,8 @@ cJSON *agent_yaml_load(const char *text, size_t len, lis_error *err)
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
-        lis_fail(err, EINVAL, "YAML error at line %zu: %s",
-                   parser.problem_mark.line + 1, parser.problem ? parser.problem : "?");
+        lis_fail(err, EINVAL, "YAML error at line %zu: %s", parser.problem_mark.line + 1,
+                 parser.problem ? parser.problem : "?");
         yaml_parser_delete(&parser);
         return NULL;
     }
@@ -87,8 +87,10 @@ cJSON *agent_yaml_load(const char *text, size_t len, lis_error *err)
     yaml_parser_delete(&parser);
     if (!budget) {
         cJSON_Delete(j);
-        lis_fail(err, EINVAL, "YAML error: the document expands to more than %d values "
-                   "(aliases)", YAML_MAX_NODES);
+        lis_fail(err, EINVAL,
+                 "YAML error: the document expands to more than %d values "
+                 "(aliases)",
+                 YAML_MAX_NODES);
         return NULL;
     }
     return j;
@@ -143,18 +145,32 @@ typedef struct opt {
     size_t off;
 } opt;
 
-#define O(n, t, f) {n, t, offsetof(agent_cli, f)}
+#define O(n, t, f)                                                                                 \
+    {                                                                                              \
+        n, t, offsetof(agent_cli, f)                                                               \
+    }
 static const opt OPTS[] = {
-    O("query", T_STR, query), O("llm-name", T_STR, llm_name),
-    O("llm-base-url", T_STR, llm_base_url), O("api-key", T_STR, api_key),
-    O("input-dir", T_STR, input_dir), O("output-dir", T_STR, output_dir),
-    O("image", T_STR, image), O("docker-image", T_STR, image), O("rootfs", T_STR, rootfs),
-    O("prompt-config", T_STR, prompt_config), O("settings", T_STR, settings),
-    O("extra-body", T_STR, extra_body), O("net", T_STR, net), O("memory", T_STR, memory),
-    O("max-steps", T_INT, max_steps), O("max-token-limit", T_LONG, max_token_limit),
+    O("query", T_STR, query),
+    O("llm-name", T_STR, llm_name),
+    O("llm-base-url", T_STR, llm_base_url),
+    O("api-key", T_STR, api_key),
+    O("input-dir", T_STR, input_dir),
+    O("output-dir", T_STR, output_dir),
+    O("image", T_STR, image),
+    O("docker-image", T_STR, image),
+    O("rootfs", T_STR, rootfs),
+    O("prompt-config", T_STR, prompt_config),
+    O("settings", T_STR, settings),
+    O("extra-body", T_STR, extra_body),
+    O("net", T_STR, net),
+    O("memory", T_STR, memory),
+    O("max-steps", T_INT, max_steps),
+    O("max-token-limit", T_LONG, max_token_limit),
     O("max-tokens-per-call", T_LONG, max_tokens_per_call),
-    O("temperature", T_DBL, temperature), O("timeout", T_DBL, timeout),
-    O("connect-timeout", T_DBL, connect_timeout), O("stream", T_BOOL, stream),
+    O("temperature", T_DBL, temperature),
+    O("timeout", T_DBL, timeout),
+    O("connect-timeout", T_DBL, connect_timeout),
+    O("stream", T_BOOL, stream),
 };
 
 int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_error *err)
@@ -207,9 +223,7 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_er
         char *end = NULL;
         errno = 0;
         switch (o->type) {
-        case T_STR:
-            *(const char **)field = v;
-            break;
+        case T_STR: *(const char **)field = v; break;
         case T_INT:
         case T_LONG: {
             long x = strtol(v, &end, 10);
@@ -228,17 +242,17 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_er
             *(double *)field = x;
             break;
         }
-        default:
-            break;
+        default: break;
         }
     }
     int run = !strcmp(cmd, "run");
     if (run && (!c->query || !*c->query))
         return lis_fail(err, EINVAL, "--query TEXT is required (lis run --help)");
     if (!run && (c->query || c->input_dir))
-        return lis_fail(err, EINVAL, "--%s is a flag of lis run: lis %s takes the problems "
-                          "and their input files from the task's rows", c->query ? "query"
-                          : "input-dir", cmd);
+        return lis_fail(err, EINVAL,
+                        "--%s is a flag of lis run: lis %s takes the problems "
+                        "and their input files from the task's rows",
+                        c->query ? "query" : "input-dir", cmd);
     if (c->image && c->rootfs)
         return lis_fail(err, EINVAL, "--image and --rootfs exclude each other");
     return 0;
@@ -317,8 +331,9 @@ int agent_cli_settings(agent_cli *c, lis_error *err)
     if ((!c->api_key || !*c->api_key) && getenv("LLM_API_KEY") && *getenv("LLM_API_KEY"))
         c->api_key = getenv("LLM_API_KEY");
     if (!c->llm_name || !*c->llm_name)
-        return lis_fail(err, EINVAL, "no model given: pass --llm-name NAME (or set llm_name "
-                          "in a settings file, see lis run --help)");
+        return lis_fail(err, EINVAL,
+                        "no model given: pass --llm-name NAME (or set llm_name "
+                        "in a settings file, see lis run --help)");
     int anthropic = !strncmp(c->llm_name, "anthropic/", 10);
     if (!c->llm_base_url || !*c->llm_base_url) {
         const char *e = getenv("LLM_BASE_URL");
@@ -329,8 +344,9 @@ int agent_cli_settings(agent_cli *c, lis_error *err)
         else if (anthropic)
             c->llm_base_url = "https://api.anthropic.com";
         else
-            return lis_fail(err, EINVAL, "no LLM endpoint: pass --llm-base-url URL (e.g. "
-                              "http://localhost:8000/v1) or set LLM_BASE_URL");
+            return lis_fail(err, EINVAL,
+                            "no LLM endpoint: pass --llm-base-url URL (e.g. "
+                            "http://localhost:8000/v1) or set LLM_BASE_URL");
     }
     if (!c->api_key || !*c->api_key) {
         const char *e = anthropic ? getenv("ANTHROPIC_API_KEY") : NULL;
@@ -339,9 +355,10 @@ int agent_cli_settings(agent_cli *c, lis_error *err)
         if (e && *e)
             c->api_key = e;
         else
-            return lis_fail(err, EINVAL, "no API key: pass --api-key KEY or set %s (any "
-                              "value, e.g. dummy, for a server without authentication)",
-                              anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
+            return lis_fail(err, EINVAL,
+                            "no API key: pass --api-key KEY or set %s (any "
+                            "value, e.g. dummy, for a server without authentication)",
+                            anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
     }
     return 0;
 }
@@ -359,8 +376,8 @@ static void fix_bools(cJSON *j)
     cJSON *it;
     cJSON_ArrayForEach(it, j)
     {
-        if (cJSON_IsString(it) && (!strcasecmp(it->valuestring, "true") ||
-                                   !strcasecmp(it->valuestring, "false"))) {
+        if (cJSON_IsString(it) &&
+            (!strcasecmp(it->valuestring, "true") || !strcasecmp(it->valuestring, "false"))) {
             cJSON *b = cJSON_CreateBool(!strcasecmp(it->valuestring, "true"));
             if (it->string)
                 cJSON_ReplaceItemInObjectCaseSensitive(j, it->string, b);
@@ -427,9 +444,21 @@ int agent_parse_size(const char *s, uint64_t *out)
         return -1;
     double mul = 1;
     switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 'k':
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1024.0 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1024.0 * 1024 * 1024;
+        end++;
+        break;
     case 0: break;
     default: return -1;
     }

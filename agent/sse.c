@@ -49,11 +49,10 @@ static void tool_delta(sse_state *s, const cJSON *d)
     cJSON_ArrayForEach(it, s->tool_calls)
     {
         const cJSON *i2 = cJSON_GetObjectItem(it, "index");
-        if (cJSON_IsNumber(idx) ? (cJSON_IsNumber(i2) && i2->valueint == idx->valueint)
-                                : (cJSON_IsString(id) &&
-                                   cJSON_IsString(cJSON_GetObjectItem(it, "id")) &&
-                                   !strcmp(cJSON_GetObjectItem(it, "id")->valuestring,
-                                           id->valuestring)))
+        if (cJSON_IsNumber(idx)
+                ? (cJSON_IsNumber(i2) && i2->valueint == idx->valueint)
+                : (cJSON_IsString(id) && cJSON_IsString(cJSON_GetObjectItem(it, "id")) &&
+                   !strcmp(cJSON_GetObjectItem(it, "id")->valuestring, id->valuestring)))
             tc = it;
     }
     if (!tc) {
@@ -61,8 +60,9 @@ static void tool_delta(sse_state *s, const cJSON *d)
             tc = cJSON_GetArrayItem(s->tool_calls, cJSON_GetArraySize(s->tool_calls) - 1);
         else {
             tc = cJSON_CreateObject();
-            cJSON_AddNumberToObject(tc, "index", cJSON_IsNumber(idx) ? idx->valueint
-                                    : cJSON_GetArraySize(s->tool_calls));
+            cJSON_AddNumberToObject(tc, "index",
+                                    cJSON_IsNumber(idx) ? idx->valueint
+                                                        : cJSON_GetArraySize(s->tool_calls));
             cJSON_AddStringToObject(tc, "id", "");
             cJSON_AddStringToObject(tc, "type", "function");
             cJSON *f = cJSON_AddObjectToObject(tc, "function");
@@ -128,8 +128,7 @@ static void dispatch(sse_state *s)
     if (cJSON_IsString(r))
         strbuf_puts(&s->reasoning, r->valuestring);
     const cJSON *tcs = cJSON_GetObjectItem(d, "tool_calls"), *t;
-    cJSON_ArrayForEach(t, tcs)
-    tool_delta(s, t);
+    cJSON_ArrayForEach(t, tcs) tool_delta(s, t);
     const cJSON *fr = cJSON_GetObjectItem(ch, "finish_reason");
     if (cJSON_IsString(fr))
         snprintf(s->finish_reason, sizeof s->finish_reason, "%s", fr->valuestring);
@@ -179,6 +178,5 @@ void sse_finish(sse_state *s)
     }
     dispatch(s);
     cJSON *t;
-    cJSON_ArrayForEach(t, s->tool_calls)
-    cJSON_DeleteItemFromObjectCaseSensitive(t, "index");
+    cJSON_ArrayForEach(t, s->tool_calls) cJSON_DeleteItemFromObjectCaseSensitive(t, "index");
 }

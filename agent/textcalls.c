@@ -17,8 +17,10 @@ static const char *param_type(const cJSON *tools, const char *fn, const char *pa
         const cJSON *n = cJSON_GetObjectItem(f, "name");
         if (!cJSON_IsString(n) || strcmp(n->valuestring, fn))
             continue;
-        const cJSON *p = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(f,
-                                             "parameters"), "properties"), param);
+        const cJSON *p =
+            cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(f, "parameters"),
+                                                    "properties"),
+                                param);
         const cJSON *ty = cJSON_GetObjectItem(p, "type");
         return cJSON_IsString(ty) ? ty->valuestring : NULL;
     }
@@ -138,8 +140,8 @@ static int parse_hermes(const char *s, size_t n, text_call *call)
     return ok;
 }
 
-size_t agent_parse_text_calls(const char *content, const cJSON *tools, text_call *calls,
-                              size_t max, char **rest)
+size_t agent_parse_text_calls(const char *content, const cJSON *tools, text_call *calls, size_t max,
+                              char **rest)
 {
     size_t n = 0;
     strbuf r = {0};

@@ -7,11 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char AGENT_CONTINUE_MSG[] =
-    "\nYou forgot to use a function call in your response. \n"
-    "YOU MUST USE A FUNCTION CALL IN EACH RESPONSE.\n"
-    "\n"
-    "IMPORTANT: YOU SHOULD NEVER ASK FOR HUMAN HELP.\n";
+const char AGENT_CONTINUE_MSG[] = "\nYou forgot to use a function call in your response. \n"
+                                  "YOU MUST USE A FUNCTION CALL IN EACH RESPONSE.\n"
+                                  "\n"
+                                  "IMPORTANT: YOU SHOULD NEVER ASK FOR HUMAN HELP.\n";
 
 static const char EDITOR_DESCRIPTION[] =
     "Custom editing tool for viewing, creating and editing files\n"
@@ -71,25 +70,38 @@ cJSON *agent_tool_schemas(void)
 
     params = tool(arr, "str_replace_editor", EDITOR_DESCRIPTION, &props);
     cJSON *cmd = cJSON_AddObjectToObject(props, "command");
-    cJSON_AddStringToObject(cmd, "description", "The command to run. Allowed options are: "
+    cJSON_AddStringToObject(cmd, "description",
+                            "The command to run. Allowed options are: "
                             "`view`, `create`, `str_replace`, `insert`.");
     const char *cmds[] = {"view", "create", "str_replace", "insert"};
     cJSON_AddItemToObject(cmd, "enum", cJSON_CreateStringArray(cmds, 4));
     cJSON_AddStringToObject(cmd, "type", "string");
-    prop(props, "path", "Absolute path to file or directory, e.g. `/testbed/file.py` or "
-         "`/testbed`.", "string");
-    prop(props, "file_text", "Required for the `create` command, contains the content of the "
-         "file to be created.", "string");
-    prop(props, "old_str", "Required for the `str_replace` command, specifies the string in "
-         "`path` to replace.", "string");
-    prop(props, "new_str", "Optional for the `str_replace` command to specify the replacement "
-         "string. Required for the `insert` command to specify the string to insert.", "string");
-    prop(props, "insert_line", "Required for the `insert` command. The `new_str` will be "
-         "inserted AFTER the line specified.", "integer");
-    cJSON *vr = prop(props, "view_range", "Optional for the `view` command when `path` points "
+    prop(props, "path",
+         "Absolute path to file or directory, e.g. `/testbed/file.py` or "
+         "`/testbed`.",
+         "string");
+    prop(props, "file_text",
+         "Required for the `create` command, contains the content of the "
+         "file to be created.",
+         "string");
+    prop(props, "old_str",
+         "Required for the `str_replace` command, specifies the string in "
+         "`path` to replace.",
+         "string");
+    prop(props, "new_str",
+         "Optional for the `str_replace` command to specify the replacement "
+         "string. Required for the `insert` command to specify the string to insert.",
+         "string");
+    prop(props, "insert_line",
+         "Required for the `insert` command. The `new_str` will be "
+         "inserted AFTER the line specified.",
+         "integer");
+    cJSON *vr = prop(props, "view_range",
+                     "Optional for the `view` command when `path` points "
                      "to a file. Specifies the line range to view. E.g., [11, 12] shows lines 11 "
                      "and 12. Indexing starts at 1. Use [start_line, -1] to show all lines from "
-                     "`start_line` to the end.", "array");
+                     "`start_line` to the end.",
+                     "array");
     cJSON_AddObjectToObject(vr, "items");
     cJSON_AddStringToObject(cJSON_GetObjectItem(vr, "items"), "type", "integer");
     const char *req[] = {"command", "path"};
@@ -98,7 +110,8 @@ cJSON *agent_tool_schemas(void)
     params = tool(arr, "execute_bash", BASH_DESCRIPTION, &props);
     cJSON *c = cJSON_AddObjectToObject(props, "command");
     cJSON_AddStringToObject(c, "type", "string");
-    cJSON_AddStringToObject(c, "description", "The command (and optional arguments) to "
+    cJSON_AddStringToObject(c, "description",
+                            "The command (and optional arguments) to "
                             "execute. For example: 'python my_script.py'");
     const char *req2[] = {"command"};
     cJSON_AddItemToObject(params, "required", cJSON_CreateStringArray(req2, 1));
@@ -173,8 +186,8 @@ char *agent_truncate_lines(const char *s, int num_lines)
         strbuf_putn(&b, s + span[k][0], span[k][1] - span[k][0]);
     }
     strbuf_puts(&b, "\n--------------------------------------------------\n"
-                "<Observation truncated in middle for saving context>\n"
-                "--------------------------------------------------\n");
+                    "<Observation truncated in middle for saving context>\n"
+                    "--------------------------------------------------\n");
     for (size_t k = nl - (size_t)num_lines; k < nl; k++) {
         if (k != nl - (size_t)num_lines)
             strbuf_putc(&b, '\n');
@@ -199,10 +212,11 @@ char *agent_cap_bytes(const char *s, size_t cap, uint64_t extra_dropped)
     uint64_t omitted = (uint64_t)(ts - head) + extra_dropped;
     strbuf b = {0};
     strbuf_putn(&b, s, head);
-    strbuf_printf(&b, "\n--------------------------------------------------\n"
+    strbuf_printf(&b,
+                  "\n--------------------------------------------------\n"
                   "<Observation truncated in middle for saving context: %llu bytes omitted>\n"
                   "--------------------------------------------------\n",
-              (unsigned long long)omitted);
+                  (unsigned long long)omitted);
     if (ts < n)
         strbuf_putn(&b, s + ts, n - ts);
     return strbuf_take(&b);
@@ -245,11 +259,11 @@ static char *stream_text(const lis_buf *buf, size_t obs_cap)
     return capped;
 }
 
-static const char *const BASH_ENV[] = {
-    "PATH=/root/.local/bin:/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:"
-    "/usr/bin:/sbin:/bin",
-    "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_ROOT_USER_ACTION=ignore",
-    "PIP_NO_WARN_SCRIPT_LOCATION=1", NULL};
+static const char *const BASH_ENV[] =
+    {"PATH=/root/.local/bin:/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+     "/usr/bin:/sbin:/bin",
+     "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_ROOT_USER_ACTION=ignore",
+     "PIP_NO_WARN_SCRIPT_LOCATION=1", NULL};
 
 void agent_bash_prepare(const agent_tool_env *env, const char *command, agent_bash *b)
 {
@@ -257,8 +271,11 @@ void agent_bash_prepare(const agent_tool_env *env, const char *command, agent_ba
     b->argv[0] = env->shell ? env->shell : "bash";
     b->argv[1] = "-c";
     b->argv[2] = command;
-    b->spec = (lis_exec_spec){.argv = b->argv, .cwd = env->workdir, .env = BASH_ENV,
-                              .in = LIS_STDIO_NULL, .out = LIS_STDIO_CAPTURE,
+    b->spec = (lis_exec_spec){.argv = b->argv,
+                              .cwd = env->workdir,
+                              .env = BASH_ENV,
+                              .in = LIS_STDIO_NULL,
+                              .out = LIS_STDIO_CAPTURE,
                               .err = LIS_STDIO_CAPTURE,
                               .out_cap = env->capture_cap ? env->capture_cap : AGENT_CAPTURE_CAP,
                               .timeout = env->timeout > 0 ? env->timeout : AGENT_CMD_TIMEOUT};
@@ -276,8 +293,7 @@ void agent_bash_observe(const agent_tool_env *env, const agent_bash *b, int rc,
         out->obs = agent_obs_bash("-1", msg, "");
     } else if (res->timed_out) {
         char msg[128];
-        snprintf(msg, sizeof msg, "The command took too long to execute (>%gs)",
-                 b->spec.timeout);
+        snprintf(msg, sizeof msg, "The command took too long to execute (>%gs)", b->spec.timeout);
         out->exit_code = -1;
         out->obs = agent_obs_bash("-1", msg, "");
     } else {

@@ -28,8 +28,18 @@ typedef enum { LQ_NONE = 0, LQ_WAITING, LQ_FLIGHT, LQ_RETRY } bep_llm;
 
 #define BATCH_REASONS 10
 extern const char *const batch_reason_names[BATCH_REASONS];
-enum { R_SUBMITTED, R_MAX_STEPS, R_TOKEN_LIMIT, R_DEADLINE, R_LLM_ERROR, R_SANDBOX_ERROR,
-       R_SCORER_ERROR, R_INPUT_ERROR, R_CANCELLED, R_OTHER };
+enum {
+    R_SUBMITTED,
+    R_MAX_STEPS,
+    R_TOKEN_LIMIT,
+    R_DEADLINE,
+    R_LLM_ERROR,
+    R_SANDBOX_ERROR,
+    R_SCORER_ERROR,
+    R_INPUT_ERROR,
+    R_CANCELLED,
+    R_OTHER
+};
 
 struct brun;
 
@@ -40,11 +50,11 @@ struct brun;
  * this run ends. */
 typedef struct bgroup {
     pthread_mutex_t mu;
-    int state;                   /* 0: not made, 1: made, 2: failed */
-    char chain[4096];            /* the snapshot's chain of layers (lis_store_resolve) */
+    int state;        /* 0: not made, 1: made, 2: failed */
+    char chain[4096]; /* the snapshot's chain of layers (lis_store_resolve) */
     char digest[72];
     char error[512];
-    size_t pending;              /* episodes of this run still to end */
+    size_t pending; /* episodes of this run still to end */
 } bgroup;
 
 typedef struct bep {
@@ -52,25 +62,25 @@ typedef struct bep {
     size_t index;
     const batch_row *row;
     int attempt;
-    bgroup *group;               /* --fork-from-setup, else NULL */
+    bgroup *group; /* --fork-from-setup, else NULL */
     bep_phase phase;
     double t0, deadline;
-    agent_opts opts;             /* the run's, with this row's query and log */
-    FILE *log;                   /* memstream: the episode's console, for logs/KEY.txt */
+    agent_opts opts; /* the run's, with this row's query and log */
+    FILE *log;       /* memstream: the episode's console, for logs/KEY.txt */
     char *log_buf;
     size_t log_len;
-    agent_ep *ep;                /* NULL in --mode llm */
+    agent_ep *ep; /* NULL in --mode llm */
     /* the sandbox */
     bep_sandbox sbs;
     lis_sandbox *sb;
     agent_tool_env env;
     char setup_error[512];
-    int wants_tool;              /* a tool call waits for the sandbox */
+    int wants_tool; /* a tool call waits for the sandbox */
     /* the LLM call */
     bep_llm lq;
     llm_call *call;
     double retry_at;
-    cJSON *plain_msgs;           /* --mode llm: the one user message */
+    cJSON *plain_msgs; /* --mode llm: the one user message */
     /* the command or job in flight */
     lis_proc *proc;
     agent_bash bash;
@@ -87,12 +97,12 @@ typedef struct bep {
     char *answer;
     cJSON *traj;
     agent_outcome out;
-    int reason;                  /* R_* */
+    int reason; /* R_* */
     char error[600];
     double score;
-    int discard;                 /* cancelled: no row, --resume runs it again */
+    int discard; /* cancelled: no row, --resume runs it again */
     uint64_t memory_peak, oom_kills, proxy_bytes;
-    struct bep *next_wait;       /* in one of the run's wait lists */
+    struct bep *next_wait; /* in one of the run's wait lists */
 } bep;
 
 /* A sandbox made ahead for the next row to be admitted (the warm pool). */
@@ -117,11 +127,11 @@ typedef struct brun {
     bw_pool *setup, *misc;
     CURLM *multi;
     int epfd, sigfd;
-    double curl_due;             /* when curl wants its timeout action, -1: never */
+    double curl_due; /* when curl wants its timeout action, -1: never */
     lis_sandbox_spec spec;
     agent_opts base;
-    bep *eps;                    /* the episodes still to run (no row yet) */
-    bgroup *groups;              /* --fork-from-setup: one per row of the task */
+    bep *eps;       /* the episodes still to run (no row yet) */
+    bgroup *groups; /* --fork-from-setup: one per row of the task */
     size_t neps, next;
     size_t rows, total, already; /* rows of the task, episodes in all, done before (resume) */
     /* in flight */
@@ -140,19 +150,19 @@ typedef struct brun {
     int draining, cancelling, fatal, signals;
     double drain_deadline;
     char fatal_msg[512];
-    int llm_ok;                  /* some request has succeeded */
+    int llm_ok; /* some request has succeeded */
     char write_error[512];
     double t0, last_sweep, last_progress;
-    int progress_lines;          /* lines of the live block on the terminal */
+    int progress_lines; /* lines of the live block on the terminal */
 } brun;
 
 /* jobs.c: the blocking halves, run on a worker thread. */
-void bjob_setup(void *arg);      /* bep: create + prepare the sandbox (unless it has a spare),
+void bjob_setup(void *arg);  /* bep: create + prepare the sandbox (unless it has a spare),
                                   * write the row's input files */
-void bjob_spare(void *arg);      /* bspare: create + prepare a sandbox for a row to come */
-void bjob_tool(void *arg);       /* bep: a tool other than a command */
-void bjob_prompt(void *arg);     /* bep: --mode llm prompt */
-void bjob_finish(void *arg);     /* bep: answer, stats, destroy, score, row */
+void bjob_spare(void *arg);  /* bspare: create + prepare a sandbox for a row to come */
+void bjob_tool(void *arg);   /* bep: a tool other than a command */
+void bjob_prompt(void *arg); /* bep: --mode llm prompt */
+void bjob_finish(void *arg); /* bep: answer, stats, destroy, score, row */
 int batch_reason_index(const char *stop_reason);
 
 /* capacity.c: RLIMIT_NOFILE raised, host limits checked for n episodes */

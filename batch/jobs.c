@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const batch_reason_names[BATCH_REASONS] = {
-    "submitted", "max_steps", "token_limit", "deadline", "llm_error", "sandbox_error",
-    "scorer_error", "input_error", "cancelled", "other"};
+const char *const batch_reason_names[BATCH_REASONS] = {"submitted",    "max_steps",
+                                                       "token_limit",  "deadline",
+                                                       "llm_error",    "sandbox_error",
+                                                       "scorer_error", "input_error",
+                                                       "cancelled",    "other"};
 
 int batch_reason_index(const char *stop_reason)
 {
@@ -235,7 +237,6 @@ static void close_sandbox(bep *e)
     e->sb = NULL;
 }
 
-
 static char *trim(const char *s)
 {
     while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')
@@ -254,9 +255,9 @@ static cJSON *make_row(bep *e, double wall)
     cJSON_AddNumberToObject(row, "attempt", e->attempt);
     cJSON_AddNumberToObject(row, "score", e->score);
     cJSON_AddStringToObject(row, "answer", e->answer ? e->answer : "");
-    cJSON_AddItemToObject(row, "ground_truth", e->row->ground_truth
-                                                   ? cJSON_Duplicate(e->row->ground_truth, 1)
-                                                   : cJSON_CreateNull());
+    cJSON_AddItemToObject(row, "ground_truth",
+                          e->row->ground_truth ? cJSON_Duplicate(e->row->ground_truth, 1)
+                                               : cJSON_CreateNull());
     cJSON_AddStringToObject(row, "problem_statement", e->row->problem_statement);
     cJSON_AddStringToObject(row, "reason", batch_reason_names[e->reason]);
     if (e->error[0])
@@ -307,8 +308,7 @@ void bjob_finish(void *arg)
     e->score = 0;
     if (e->reason == R_SUBMITTED || e->reason == R_MAX_STEPS || e->reason == R_TOKEN_LIMIT) {
         double s = 0;
-        if (batch_scorer_score(r->scorer, e->answer ? e->answer : "", e->row->json, &s,
-                               &err) < 0) {
+        if (batch_scorer_score(r->scorer, e->answer ? e->answer : "", e->row->json, &s, &err) < 0) {
             e->reason = R_SCORER_ERROR;
             snprintf(e->error, sizeof e->error, "%s", err.msg);
         } else {

@@ -9,57 +9,57 @@
 
 typedef struct lis_batch_opts {
     /* the rows */
-    const char *task_dir;        /* --task DIR (the original's benchmark/<task>/) */
-    const char *tasks_file;      /* --tasks FILE (JSON array or JSONL) */
-    const char *prompt_config;   /* --prompt-config YAML */
-    long start_id, end_id;       /* rows [start, end) as Python slicing */
-    int start_set, end_set;      /* the flags were given */
-    int repeat;                  /* attempts per row (>= 1) */
-    int fork_from_setup;         /* --fork-from-setup: a row's set-up runs once, its
+    const char *task_dir;         /* --task DIR (the original's benchmark/<task>/) */
+    const char *tasks_file;       /* --tasks FILE (JSON array or JSONL) */
+    const char *prompt_config;    /* --prompt-config YAML */
+    long start_id, end_id;        /* rows [start, end) as Python slicing */
+    int start_set, end_set;       /* the flags were given */
+    int repeat;                   /* attempts per row (>= 1) */
+    int fork_from_setup;          /* --fork-from-setup: a row's set-up runs once, its
                                   * repeats fork from a snapshot of it */
     int shard_index, shard_count; /* --shard K/N: the rows i (after start/end) with
                                    * i % N == K; count 0: every row (docs/scale-out.md) */
     /* where results go */
-    const char *output_dir;      /* a new <output_dir>/<YYYYmmdd_HHMMSS>_<task>/ */
-    const char *resume_dir;      /* or finish this one */
-    int save_files;              /* export each episode's output dir to files/KEY/ */
+    const char *output_dir; /* a new <output_dir>/<YYYYmmdd_HHMMSS>_<task>/ */
+    const char *resume_dir; /* or finish this one */
+    int save_files;         /* export each episode's output dir to files/KEY/ */
     /* how much at once */
-    int concurrency;             /* live episodes */
-    int max_creating;            /* sandboxes being created at once */
-    int max_commands;            /* commands running at once */
-    int max_llm;                 /* LLM requests in flight at once */
-    int warm;                    /* sandboxes made ahead for rows still waiting; -1: max_creating */
-    double episode_timeout;      /* seconds per episode (1800) */
-    double drain_timeout;        /* after the first Ctrl-C; <= 0: until they finish */
+    int concurrency;        /* live episodes */
+    int max_creating;       /* sandboxes being created at once */
+    int max_commands;       /* commands running at once */
+    int max_llm;            /* LLM requests in flight at once */
+    int warm;               /* sandboxes made ahead for rows still waiting; -1: max_creating */
+    double episode_timeout; /* seconds per episode (1800) */
+    double drain_timeout;   /* after the first Ctrl-C; <= 0: until they finish */
     /* the episode */
-    int mode_llm;                /* --mode llm: one plain call, no sandbox */
-    long max_response_len;       /* --mode llm: max_tokens (65536) */
+    int mode_llm;          /* --mode llm: one plain call, no sandbox */
+    long max_response_len; /* --mode llm: max_tokens (65536) */
     int max_steps;
     long max_token_limit;
     llm_config llm;
     const char *llm_name;
-    const char *rootfs;          /* resolved image directory */
-    const char *image;           /* its name, for run.json */
+    const char *rootfs; /* resolved image directory */
+    const char *image;  /* its name, for run.json */
     lis_net_mode net;
     uint64_t memory_bytes;
-    double cmd_timeout;          /* per command (120) */
+    double cmd_timeout; /* per command (120) */
     /* scoring */
-    const char *scorer;          /* --scorer (NULL: auto) */
-    const llm_config *judge;     /* --judge-model */
+    const char *scorer;      /* --scorer (NULL: auto) */
+    const llm_config *judge; /* --judge-model */
     /* output */
     int quiet;
-    int tty;                     /* live status block instead of a line every 10 s */
-    FILE *out;                   /* the summary (stdout) */
-    FILE *err;                   /* progress and warnings (stderr) */
+    int tty;   /* live status block instead of a line every 10 s */
+    FILE *out; /* the summary (stdout) */
+    FILE *err; /* progress and warnings (stderr) */
 } lis_batch_opts;
 
 void lis_batch_opts_default(lis_batch_opts *o);
 
 typedef struct lis_batch_summary {
-    char dir[4096];              /* the run's directory */
+    char dir[4096]; /* the run's directory */
     size_t rows, total, done, errors, cancelled;
     double mean_score;
-    int interrupted;             /* stopped by Ctrl-C / SIGTERM */
+    int interrupted; /* stopped by Ctrl-C / SIGTERM */
 } lis_batch_summary;
 
 /* Runs the batch. Returns 0 when every episode got a row, 1 when some were
@@ -73,8 +73,8 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
 int lis_batch_report(const char *dir, FILE *out, lis_error *err);
 
 /* `lis batch judge DIR`: LLM-judges the rows of DIR, then rewrites the report. */
-int lis_batch_judge(const char *dir, const llm_config *judge, int concurrency, FILE *log,
-                    FILE *out, lis_error *err);
+int lis_batch_judge(const char *dir, const llm_config *judge, int concurrency, FILE *log, FILE *out,
+                    lis_error *err);
 
 /* Sharding (batch/shard.c, docs/scale-out.md). The shard of this process from
  * --shard K/N (flag "K/N"), --shard auto without --shards (flag "auto": K and N

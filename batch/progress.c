@@ -102,10 +102,11 @@ void bprog_tick(brun *r, int force)
     }
     const char *task = r->task->name ? r->task->name : "batch";
     if (!o->tty) {
-        fprintf(o->err, "lis batch %s: %zu/%zu done, %zu running, mean score %.3f, errors: %s, "
-                "%s tokens/s, %.1f replies/s, elapsed %s, ETA %s%s%s\n", task, done, r->total,
-                r->live, mean, errs, tps, el > 0 ? (double)r->replies / el : 0, els, etas,
-                s ? ", slowest " : "", slow);
+        fprintf(o->err,
+                "lis batch %s: %zu/%zu done, %zu running, mean score %.3f, errors: %s, "
+                "%s tokens/s, %.1f replies/s, elapsed %s, ETA %s%s%s\n",
+                task, done, r->total, r->live, mean, errs, tps,
+                el > 0 ? (double)r->replies / el : 0, els, etas, s ? ", slowest " : "", slow);
         fflush(o->err);
         return;
     }
@@ -117,12 +118,12 @@ void bprog_tick(brun *r, int force)
     bar[width] = 0;
     fprintf(o->err, "lis batch %s  [%s] %zu/%zu done  %zu running  %zu creating%s\n", task, bar,
             done, r->total, r->live, r->creating,
-            r->draining ? (r->cancelling ? "  (cancelling)" : "  (draining: Ctrl-C cancels)")
-                        : "");
+            r->draining ? (r->cancelling ? "  (cancelling)" : "  (draining: Ctrl-C cancels)") : "");
     fprintf(o->err, "  mean score %.3f   errors: %s\n", mean, errs);
-    fprintf(o->err, "  %s tokens/s   %.1f replies/s   %zu LLM in flight   %zu commands   "
-            "elapsed %s   ETA %s\n", tps, el > 0 ? (double)r->replies / el : 0,
-            r->llm_inflight, r->commands, els, etas);
+    fprintf(o->err,
+            "  %s tokens/s   %.1f replies/s   %zu LLM in flight   %zu commands   "
+            "elapsed %s   ETA %s\n",
+            tps, el > 0 ? (double)r->replies / el : 0, r->llm_inflight, r->commands, els, etas);
     fprintf(o->err, "  slowest running: %s\n", s ? slow : "-");
     fflush(o->err);
     r->progress_lines = 4;
@@ -144,8 +145,7 @@ void bprog_summary(FILE *f, const cJSON *res)
     const cJSON *by = cJSON_GetObjectItem(res, "by_reason"), *it;
     if (cJSON_IsObject(by)) {
         fprintf(f, "  by reason:\n");
-        cJSON_ArrayForEach(it, by)
-        if (cJSON_IsNumber(it) && it->valuedouble > 0)
+        cJSON_ArrayForEach(it, by) if (cJSON_IsNumber(it) && it->valuedouble > 0)
             fprintf(f, "    %-20s %.0f\n", it->string, it->valuedouble);
     }
     /* the other figures results.json has (tokens, time split, attempts) */

@@ -119,8 +119,10 @@ static cJSON *read_json(int dfd, const char *name, cJSON *problems, const char *
     cJSON *j = text && !cut ? cJSON_Parse(text) : NULL;
     if (!j && problems) {
         char msg[600];
-        snprintf(msg, sizeof msg, "%s: %s", shown, !text ? strerror(errno)
-                 : cut ? "too large to show" : "not JSON");
+        snprintf(msg, sizeof msg, "%s: %s", shown,
+                 !text ? strerror(errno)
+                 : cut ? "too large to show"
+                       : "not JSON");
         cJSON_AddItemToArray(problems, cJSON_CreateString(msg));
     }
     free(text);
@@ -146,10 +148,10 @@ static void add_cut(cJSON *to, const char *key, const cJSON *from, size_t max)
 
 static cJSON *index_row(const cJSON *row, size_t ep, size_t nfiles)
 {
-    static const char *const NUM[] = {"attempt", "score", "steps", "prompt_tokens",
-                                      "completion_tokens", "llm_seconds", "tool_seconds",
-                                      "wall_seconds", "memory_peak", "oom_kills",
-                                      "proxy_bytes", NULL};
+    static const char *const NUM[] =
+        {"attempt",           "score",       "steps",        "prompt_tokens",
+         "completion_tokens", "llm_seconds", "tool_seconds", "wall_seconds",
+         "memory_peak",       "oom_kills",   "proxy_bytes",  NULL};
     cJSON *r = cJSON_CreateObject();
     cJSON_AddNumberToObject(r, "ep", (double)ep);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(row, "id");
@@ -205,8 +207,7 @@ static int write_at(int dfd, const char *dir, const char *name, const char *a, c
 /* Where the episode's files are: files/KEY; lis batch --save-files of
  * before the KEY used the raw id (with "@K"), taken only when it is one
  * plain path component. */
-static int files_dir(int dfd, const char *id, int attempt, const char *key, char *rel,
-                     size_t len)
+static int files_dir(int dfd, const char *id, int attempt, const char *key, char *rel, size_t len)
 {
     snprintf(rel, len, *key ? "files/%s" : "files", key);
     int fd = openat(dfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -222,7 +223,7 @@ static int files_dir(int dfd, const char *id, int attempt, const char *key, char
 }
 
 typedef struct rp_out {
-    int dfd, rdfd;      /* DIR, DIR/report */
+    int dfd, rdfd; /* DIR, DIR/report */
     const char *dir;
     char rdir[PATH_MAX];
 } rp_out;
@@ -354,8 +355,8 @@ static double sum_steps(const cJSON *steps, const char *key)
     const cJSON *st;
     cJSON_ArrayForEach(st, steps)
     {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(st, "metadata"), key);
+        const cJSON *v =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "metadata"), key);
         if (cJSON_IsNumber(v))
             s += v->valuedouble;
     }
@@ -367,8 +368,10 @@ static int run_index(rp_out *o, cJSON *index, lis_error *err)
 {
     cJSON *traj = read_json(o->dfd, "trajectory.json", NULL, NULL);
     if (!traj)
-        return lis_fail(err, EINVAL, "%s/trajectory.json is not JSON; give the output "
-                          "directory of a lis run (<output>/<timestamp>/)", o->dir);
+        return lis_fail(err, EINVAL,
+                        "%s/trajectory.json is not JSON; give the output "
+                        "directory of a lis run (<output>/<timestamp>/)",
+                        o->dir);
     const cJSON *md = cJSON_GetObjectItemCaseSensitive(traj, "metadata");
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(traj, "steps");
     const char *base = strrchr(o->dir, '/');
@@ -380,8 +383,8 @@ static int run_index(rp_out *o, cJSON *index, lis_error *err)
     const char *error = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "error"));
     cJSON_AddStringToObject(row, "reason", reason ? reason : "");
     cJSON_AddStringToObject(row, "error", error ? error : "");
-    const char *ps = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(traj,
-                                                                            "problem_statement"));
+    const char *ps =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(traj, "problem_statement"));
     cJSON_AddStringToObject(row, "problem_statement", ps ? ps : "");
     cJSON_AddNumberToObject(row, "steps", cJSON_GetArraySize(steps));
     static const char *const TOK[] = {"prompt_tokens", "completion_tokens", NULL};
@@ -451,13 +454,17 @@ int lis_report_html(const char *dir, char *path, size_t len, lis_error *err)
     rp_out o = {.dfd = -1, .rdfd = -1, .dir = dir};
     o.dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (o.dfd < 0)
-        return lis_fail(err, errno, "%s: %s; give the output directory of a lis batch or a "
-                          "lis run", dir, strerror(errno));
+        return lis_fail(err, errno,
+                        "%s: %s; give the output directory of a lis batch or a "
+                        "lis run",
+                        dir, strerror(errno));
     int batch = faccessat(o.dfd, "results.jsonl", F_OK, 0) == 0;
     if (!batch && faccessat(o.dfd, "trajectory.json", F_OK, 0) != 0) {
         close(o.dfd);
-        return lis_fail(err, EINVAL, "%s holds neither results.jsonl (a lis batch output) "
-                          "nor trajectory.json (a lis run output: <output>/<timestamp>/)", dir);
+        return lis_fail(err, EINVAL,
+                        "%s holds neither results.jsonl (a lis batch output) "
+                        "nor trajectory.json (a lis run output: <output>/<timestamp>/)",
+                        dir);
     }
     snprintf(o.rdir, sizeof o.rdir, "%s/report", dir);
     if (mkdirat(o.dfd, "report", 0755) < 0 && errno != EEXIST) {

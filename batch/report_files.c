@@ -15,17 +15,18 @@
 
 #define DEPTH_MAX 16
 
-static const char *const IMAGE[] = {"png", "jpg", "jpeg", "gif", "webp", "svg", "bmp", "ico",
-                                    "avif", NULL};
-static const char *const AUDIO[] = {"wav", "mp3", "ogg", "oga", "flac", "m4a", "aac", "opus",
-                                    "weba", NULL};
+static const char *const IMAGE[] = {"png", "jpg", "jpeg", "gif",  "webp",
+                                    "svg", "bmp", "ico",  "avif", NULL};
+static const char *const AUDIO[] = {"wav", "mp3", "ogg",  "oga",  "flac",
+                                    "m4a", "aac", "opus", "weba", NULL};
 static const char *const VIDEO[] = {"mp4", "webm", "ogv", "mov", "m4v", NULL};
 static const char *const HTML[] = {"html", "htm", "xhtml", NULL};
 /* known binary formats that are never shown as text, whatever their bytes */
-static const char *const BINARY[] = {"pdf", "zip", "gz", "tgz", "xz", "zst", "bz2", "tar", "7z",
-                                     "so", "o", "a", "bin", "exe", "pyc", "npy", "npz", "pt",
-                                     "pkl", "parquet", "sqlite", "db", "woff", "woff2", "ttf",
-                                     "otf", "mid", "midi", NULL};
+static const char *const BINARY[] = {"pdf", "zip",     "gz",     "tgz",  "xz",   "zst",
+                                     "bz2", "tar",     "7z",     "so",   "o",    "a",
+                                     "bin", "exe",     "pyc",    "npy",  "npz",  "pt",
+                                     "pkl", "parquet", "sqlite", "db",   "woff", "woff2",
+                                     "ttf", "otf",     "mid",    "midi", NULL};
 
 static int in(const char *ext, const char *const *list)
 {
@@ -59,8 +60,11 @@ static int is_text(const char *s, size_t *n, int cut)
     size_t i = 0, len = *n;
     while (i < len) {
         unsigned char c = (unsigned char)s[i];
-        size_t k = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-                 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        size_t k = c < 0x80             ? 1
+                   : (c & 0xE0) == 0xC0 ? 2
+                   : (c & 0xF0) == 0xE0 ? 3
+                   : (c & 0xF8) == 0xF0 ? 4
+                                        : 0;
         if (!c || !k || (k == 2 && c < 0xC2) || (k == 4 && c > 0xF4))
             return 0;
         if (i + k > len) {
@@ -181,8 +185,9 @@ static void walk_dir(walk *w, int dfd, const char *prefix, int depth)
         if (fstatat(dirfd(d), names[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         if (S_ISDIR(st.st_mode)) {
-            int sub = depth < DEPTH_MAX ? openat(dirfd(d), names[i], O_RDONLY | O_DIRECTORY |
-                                                 O_NOFOLLOW | O_CLOEXEC) : -1;
+            int sub = depth < DEPTH_MAX ? openat(dirfd(d), names[i],
+                                                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                                        : -1;
             if (sub >= 0)
                 walk_dir(w, sub, rel, depth + 1);
             else

@@ -25,12 +25,12 @@
 struct batch_out {
     pthread_mutex_t mu;
     char *dir;
-    int dfd, tdfd, ldfd;  /* DIR, trajectories/, logs/ */
-    int fd;               /* results.jsonl, O_APPEND */
-    off_t size;           /* its length: whole lines only */
-    size_t lines;         /* lines in it */
-    size_t done;          /* rows that count (not cancelled) */
-    int broken;           /* a part-row could not be cut: no more appends */
+    int dfd, tdfd, ldfd; /* DIR, trajectories/, logs/ */
+    int fd;              /* results.jsonl, O_APPEND */
+    off_t size;          /* its length: whole lines only */
+    size_t lines;        /* lines in it */
+    size_t done;         /* rows that count (not cancelled) */
+    int broken;          /* a part-row could not be cut: no more appends */
     kset keys;
 };
 
@@ -154,7 +154,6 @@ void bo_judged_free(bo_judged *j)
     memset(j, 0, sizeof *j);
 }
 
-
 /* A row's id as text (a number as task.c prints it) and its attempt. */
 int bo_row_ident(const cJSON *row, char *id, size_t idn, int *attempt)
 {
@@ -219,8 +218,8 @@ char *batch_out_key(const char *id, int attempt)
             cut--;
         strbuf_putn(&b, full, cut);
         strbuf_printf(&b, "~%016llx%016llx",
-                  (unsigned long long)bo_fnv(full, 1469598103934665603ull),
-                  (unsigned long long)bo_fnv(full, 0x84222325cbf29ce4ull ^ 0x5bd1e995ull));
+                      (unsigned long long)bo_fnv(full, 1469598103934665603ull),
+                      (unsigned long long)bo_fnv(full, 0x84222325cbf29ce4ull ^ 0x5bd1e995ull));
         free(full);
     }
     return strbuf_take(&b);
@@ -239,8 +238,8 @@ int bo_fsync_dir(int dfd, const char *what, lis_error *err)
 }
 
 /* Writes name in dfd via a temporary file, fsync, rename, fsync of the dir. */
-int bo_write_atomic(int dfd, const char *dir, const char *name, const char *data,
-                        size_t len, lis_error *err)
+int bo_write_atomic(int dfd, const char *dir, const char *name, const char *data, size_t len,
+                    lis_error *err)
 {
     char tmp[NAME_MAX + 1];
     bo_tmp_name(tmp, sizeof tmp, name);
@@ -276,8 +275,8 @@ int bo_write_atomic(int dfd, const char *dir, const char *name, const char *data
 /* Reads a JSONL file of rows: cb gets each whole row; a last line without
  * its newline, or unparsable, is a torn write and ends the file (*good is
  * the length of the whole lines); a bad line before the last is an error. */
-int bo_read_jsonl(int fd, const char *path, row_fn cb, void *arg, off_t *good,
-                      size_t *lines, lis_error *err)
+int bo_read_jsonl(int fd, const char *path, row_fn cb, void *arg, off_t *good, size_t *lines,
+                  lis_error *err)
 {
     int dfd = dup(fd);
     FILE *f = dfd < 0 ? NULL : fdopen(dfd, "r");
@@ -295,8 +294,10 @@ int bo_read_jsonl(int fd, const char *path, row_fn cb, void *arg, off_t *good,
     while ((n = getline(&buf, &cap, f)) > 0) {
         line++;
         if (bad_line) { /* an unparsable line with more after it: no crash does that */
-            rc = lis_fail(err, EINVAL, "%s:%zu: not a JSON row (only the last line can be "
-                            "torn by a crash); fix or delete that line", path, bad_line);
+            rc = lis_fail(err, EINVAL,
+                          "%s:%zu: not a JSON row (only the last line can be "
+                          "torn by a crash); fix or delete that line",
+                          path, bad_line);
             break;
         }
         if (buf[n - 1] != '\n')
@@ -378,8 +379,10 @@ static int index_row(void *arg, cJSON *row, size_t line, lis_error *err)
     int attempt;
     if (bo_row_ident(row, id, sizeof id, &attempt) < 0) {
         cJSON_Delete(row);
-        return lis_fail(err, EINVAL, "%s:%zu: a row without an id and attempt; fix or "
-                          "delete that line", c->path, line);
+        return lis_fail(err, EINVAL,
+                        "%s:%zu: a row without an id and attempt; fix or "
+                        "delete that line",
+                        c->path, line);
     }
     const cJSON *reason = cJSON_GetObjectItemCaseSensitive(row, "reason");
     int cancelled = cJSON_IsString(reason) && !strcmp(reason->valuestring, "cancelled");
@@ -390,9 +393,10 @@ static int index_row(void *arg, cJSON *row, size_t line, lis_error *err)
     if (!s)
         return lis_oom(err);
     if (s->state == ST_DONE)
-        return lis_fail(err, EEXIST, "%s:%zu: a second row for id \"%.100s\" attempt %d "
-                          "(first at line %zu); delete one of them", c->path, line, id,
-                          attempt, s->line);
+        return lis_fail(err, EEXIST,
+                        "%s:%zu: a second row for id \"%.100s\" attempt %d "
+                        "(first at line %zu); delete one of them",
+                        c->path, line, id, attempt, s->line);
     if (s->state == ST_FREE && !cancelled)
         c->o->done++;
     else if (s->state == ST_CANCELLED && !cancelled)
@@ -473,13 +477,17 @@ static int check_config(batch_out *o, const cJSON *config, lis_error *err)
     size_t len = 0;
     char *text = agent_read_host_file(path, &len, err);
     if (!text)
-        return lis_fail(err, err->code, "--resume %s: no run.json there (%s); give the "
-                          "directory of an earlier lis batch run", o->dir, strerror(err->code));
+        return lis_fail(err, err->code,
+                        "--resume %s: no run.json there (%s); give the "
+                        "directory of an earlier lis batch run",
+                        o->dir, strerror(err->code));
     cJSON *old = cJSON_ParseWithLength(text, len);
     free(text);
     if (!old)
-        return lis_fail(err, EINVAL, "%s: not valid JSON; restore it or start a new "
-                          "--output-dir", path);
+        return lis_fail(err, EINVAL,
+                        "%s: not valid JSON; restore it or start a new "
+                        "--output-dir",
+                        path);
     char key[256] = "";
     const cJSON *va = NULL, *vb = NULL;
     int rc = 0;
@@ -487,9 +495,10 @@ static int check_config(batch_out *o, const cJSON *config, lis_error *err)
         char a[96], b[96];
         short_json(va, a, sizeof a);
         short_json(vb, b, sizeof b);
-        rc = lis_fail(err, EINVAL, "--resume %s: %s differs (run.json: %s, this run: %s); "
-                        "resume with the same task and flags, or start a new --output-dir",
-                        o->dir, *key ? key : "the configuration", a, b);
+        rc = lis_fail(err, EINVAL,
+                      "--resume %s: %s differs (run.json: %s, this run: %s); "
+                      "resume with the same task and flags, or start a new --output-dir",
+                      o->dir, *key ? key : "the configuration", a, b);
     }
     cJSON_Delete(old);
     return rc;
@@ -527,8 +536,11 @@ int batch_out_open(const char *dir, const cJSON *config, int resume, batch_out *
     }
     o->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (o->dfd < 0) {
-        lis_fail_errno(err, resume ? "--resume %s (give the directory of an earlier "
-                       "lis batch run)" : "cannot open %s", dir);
+        lis_fail_errno(err,
+                       resume ? "--resume %s (give the directory of an earlier "
+                                "lis batch run)"
+                              : "cannot open %s",
+                       dir);
         goto fail;
     }
     /* before anything is created: a wrong --resume DIR stays untouched */
@@ -543,16 +555,20 @@ int batch_out_open(const char *dir, const cJSON *config, int resume, batch_out *
      * the same episodes again; the lock dies with its process, even by kill -9 */
     if (flock(o->fd, LOCK_EX | LOCK_NB) < 0) {
         if (errno == EWOULDBLOCK)
-            lis_fail(err, EBUSY, "%s is in use by another lis batch; wait for it to end "
-                     "(or stop it) before resuming", dir);
+            lis_fail(err, EBUSY,
+                     "%s is in use by another lis batch; wait for it to end "
+                     "(or stop it) before resuming",
+                     dir);
         else
             lis_fail_errno(err, "cannot lock %s", dir);
         goto fail;
     }
     if (!resume) {
         if (faccessat(o->dfd, "run.json", F_OK, 0) == 0) {
-            lis_fail(err, EEXIST, "%s already holds a run (run.json); continue it with "
-                       "--resume %s or choose another --output-dir", dir, dir);
+            lis_fail(err, EEXIST,
+                     "%s already holds a run (run.json); continue it with "
+                     "--resume %s or choose another --output-dir",
+                     dir, dir);
             goto fail;
         }
         cfg_text = agent_json_pretty(config);
@@ -615,14 +631,16 @@ int batch_out_has(const batch_out *o, const char *id, int attempt)
     return has;
 }
 
-int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
-                     const char *log_text, lis_error *err)
+int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory, const char *log_text,
+                     lis_error *err)
 {
     char id[BATCH_ID_MAX];
     int attempt;
     if (bo_row_ident(row, id, sizeof id, &attempt) < 0)
-        return lis_fail(err, EINVAL, "a result row needs an id (text, under %d bytes) and "
-                          "an attempt (0, 1, ...)", BATCH_ID_MAX);
+        return lis_fail(err, EINVAL,
+                        "a result row needs an id (text, under %d bytes) and "
+                        "an attempt (0, 1, ...)",
+                        BATCH_ID_MAX);
     const cJSON *reason = cJSON_GetObjectItemCaseSensitive(row, "reason");
     int cancelled = cJSON_IsString(reason) && !strcmp(reason->valuestring, "cancelled");
     char *k = bo_ident_key(id, attempt), *key = batch_out_key(id, attempt);
@@ -640,8 +658,10 @@ int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
     s = bo_kset_get(&o->keys, k);
     if (s && (s->state == ST_DONE || s->state == ST_PENDING)) {
         pthread_mutex_unlock(&o->mu);
-        lis_fail(err, EEXIST, "id \"%.100s\" attempt %d has a result row already; it is "
-                   "never recorded twice", id, attempt);
+        lis_fail(err, EEXIST,
+                 "id \"%.100s\" attempt %d has a result row already; it is "
+                 "never recorded twice",
+                 id, attempt);
         s = NULL;
         goto out;
     }
@@ -697,8 +717,7 @@ int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
     line[len] = 0;
     /* outside the lock: concurrent appends share the device flush */
     if (fdatasync(o->fd) < 0) {
-        lis_fail_errno(err, "the row is in %s/results.jsonl but cannot be synced",
-                   o->dir);
+        lis_fail_errno(err, "the row is in %s/results.jsonl but cannot be synced", o->dir);
         goto out;
     }
     rc = 0;
@@ -715,4 +734,3 @@ out:
     free(traj);
     return rc;
 }
-

@@ -47,8 +47,8 @@ size_t batch_out_count(const batch_out *o);
  * first, then appends row as one line and fsyncs; a row for an (id,
  * attempt) that has one already is refused (never double-counted). row must
  * hold "id" and "attempt"; the other fields are the caller's. */
-int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory,
-                     const char *log_text, lis_error *err);
+int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory, const char *log_text,
+                     lis_error *err);
 const char *batch_out_dir(const batch_out *o);
 /* The KEY of (id, attempt): the id with every byte but [A-Za-z0-9_.-] and
  * UTF-8 (and a leading '.') escaped as %XX, then "@K" for K > 0, so two

@@ -15,7 +15,7 @@ enum { ST_FREE = 0, ST_PENDING, ST_DONE, ST_CANCELLED };
 typedef struct kslot {
     char *key;
     int state;
-    size_t line;      /* in results.jsonl (messages); 0 while pending */
+    size_t line; /* in results.jsonl (messages); 0 while pending */
 } kslot;
 
 typedef struct kset {
@@ -38,7 +38,7 @@ char *bo_ident_key(const char *id, int attempt);
 /* judge.jsonl read as scores by (id, attempt): a later verdict wins; one
  * without a score (the judge failed) leaves the row's own score. */
 typedef struct bo_judged {
-    kset keys;        /* "ATTEMPT:ID" -> index in score */
+    kset keys; /* "ATTEMPT:ID" -> index in score */
     double *score;
     size_t n, cap;
 } bo_judged;

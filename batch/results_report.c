@@ -16,7 +16,7 @@ typedef struct rep_row {
     cJSON *row;
     char *id;
     int attempt;
-    int skip;         /* a cancelled row that a later row replaced */
+    int skip; /* a cancelled row that a later row replaced */
 } rep_row;
 
 typedef struct report {
@@ -34,8 +34,10 @@ static int collect_row(void *arg, cJSON *row, size_t line, lis_error *err)
     int attempt;
     if (bo_row_ident(row, id, sizeof id, &attempt) < 0) {
         cJSON_Delete(row);
-        return lis_fail(err, EINVAL, "%s:%zu: a row without an id and attempt; fix or "
-                          "delete that line", R->path, line);
+        return lis_fail(err, EINVAL,
+                        "%s:%zu: a row without an id and attempt; fix or "
+                        "delete that line",
+                        R->path, line);
     }
     if (LIS_GROW(R->r, R->cap, R->n + 1) < 0) {
         cJSON_Delete(row);
@@ -53,14 +55,16 @@ static int collect_row(void *arg, cJSON *row, size_t line, lis_error *err)
     if (s->state == ST_DONE) {
         free(idc);
         cJSON_Delete(row);
-        return lis_fail(err, EEXIST, "%s:%zu: a second row for id \"%.100s\" attempt %d; "
-                          "delete one of them", R->path, line, id, attempt);
+        return lis_fail(err, EEXIST,
+                        "%s:%zu: a second row for id \"%.100s\" attempt %d; "
+                        "delete one of them",
+                        R->path, line, id, attempt);
     }
     if (s->state == ST_CANCELLED)
         R->r[s->line].skip = 1;
     const cJSON *reason = cJSON_GetObjectItemCaseSensitive(row, "reason");
-    s->state = cJSON_IsString(reason) && !strcmp(reason->valuestring, "cancelled")
-                   ? ST_CANCELLED : ST_DONE;
+    s->state = cJSON_IsString(reason) && !strcmp(reason->valuestring, "cancelled") ? ST_CANCELLED
+                                                                                   : ST_DONE;
     s->line = R->n;
     R->r[R->n++] = (rep_row){row, idc, attempt, 0};
     return 0;
@@ -84,8 +88,7 @@ static cJSON *read_steps(int tdfd, const rep_row *r)
         close(fd);
         cJSON *j = b.s ? cJSON_ParseWithLength(b.s, b.len) : NULL;
         strbuf_release(&b);
-        cJSON *st = cJSON_IsObject(j) ? cJSON_DetachItemFromObjectCaseSensitive(j, "steps")
-                                      : NULL;
+        cJSON *st = cJSON_IsObject(j) ? cJSON_DetachItemFromObjectCaseSensitive(j, "steps") : NULL;
         if (cJSON_IsArray(st))
             steps = st;
         else if (cJSON_IsArray(j))
@@ -99,8 +102,8 @@ static cJSON *read_steps(int tdfd, const rep_row *r)
 
 static int is_error_reason(const cJSON *row)
 {
-    static const char *const errs[] = {"llm_error", "sandbox_error", "scorer_error",
-                                       "input_error", "deadline", "cancelled"};
+    static const char *const errs[] = {"llm_error",   "sandbox_error", "scorer_error",
+                                       "input_error", "deadline",      "cancelled"};
     static const char *const fine[] = {"submitted", "max_steps", "token_limit"};
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(row, "reason");
     if (cJSON_IsString(r)) {
@@ -171,9 +174,10 @@ static int write_trajectories(int dfd, const char *dir, const report *R, lis_err
         char *kt = kj ? cJSON_PrintUnformatted(kj) : NULL;
         cJSON *e = cJSON_CreateObject();
         if (e) {
-            cJSON_AddItemToObject(e, "problem_statement", json_copy(r->row, "problem_statement", ""));
-            cJSON_AddItemToObject(e, "trajectory", tdfd >= 0 ? read_steps(tdfd, r)
-                                                              : cJSON_CreateArray());
+            cJSON_AddItemToObject(e, "problem_statement",
+                                  json_copy(r->row, "problem_statement", ""));
+            cJSON_AddItemToObject(e, "trajectory",
+                                  tdfd >= 0 ? read_steps(tdfd, r) : cJSON_CreateArray());
             cJSON_AddNumberToObject(e, "reward", row_score(R, r, &judged));
             cJSON_AddItemToObject(e, "agent_answer", json_copy(r->row, "answer", ""));
             cJSON_AddItemToObject(e, "ground_truth", json_copy(r->row, "ground_truth", NULL));
@@ -229,8 +233,7 @@ static cJSON *read_json_at(int dfd, const char *name)
 }
 
 /* The counts of results.json over the rows that count. */
-static cJSON *summarize(const report *R, cJSON *config, const char *dir, double elapsed,
-                       int dfd)
+static cJSON *summarize(const report *R, cJSON *config, const char *dir, double elapsed, int dfd)
 {
     size_t total = 0, errors = 0, judged_n = 0;
     double sum = 0, pt = 0, ct = 0, llm = 0, tool = 0, wall = 0, oomk = 0, mem = 0;
@@ -287,8 +290,8 @@ static cJSON *summarize(const report *R, cJSON *config, const char *dir, double 
     }
     cJSON_AddItemToObject(res, "config", config);
     config = NULL;
-    const cJSON *task = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(res, "config"),
-                                                         "task");
+    const cJSON *task =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(res, "config"), "task");
     if (cJSON_IsString(task)) {
         cJSON_AddStringToObject(res, "task", task->valuestring);
     } else {
@@ -326,7 +329,7 @@ static cJSON *summarize(const report *R, cJSON *config, const char *dir, double 
         cJSON *by = cJSON_AddArrayToObject(res, "mean_score_by_attempt");
         for (size_t a = 0; by && a < na; a++)
             cJSON_AddItemToArray(by, acnt[a] ? cJSON_CreateNumber(asum[a] / (double)acnt[a])
-                                              : cJSON_CreateNull());
+                                             : cJSON_CreateNull());
         double bs = 0;
         for (size_t i = 0; i < nids; i++)
             bs += best[i];
@@ -350,15 +353,17 @@ int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_err
         *summary = NULL;
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
-        return lis_fail(err, errno, "%s: %s; give the output directory of a lis batch run",
-                          dir, strerror(errno));
+        return lis_fail(err, errno, "%s: %s; give the output directory of a lis batch run", dir,
+                        strerror(errno));
     report R = {0};
     int rc = -1;
     char *text = NULL;
     cJSON *res = NULL, *config = read_json_at(dfd, "run.json");
     if (!config) {
-        lis_fail(err, EINVAL, "%s/run.json is missing or not JSON; give the output "
-                   "directory of a lis batch run", dir);
+        lis_fail(err, EINVAL,
+                 "%s/run.json is missing or not JSON; give the output "
+                 "directory of a lis batch run",
+                 dir);
         goto out;
     }
     char rpath[PATH_MAX + 32]; /* for collect_row's messages */

@@ -90,16 +90,18 @@ static int make_dir(const lis_batch_opts *o, const batch_task *t, char *dir, siz
 static int check_opts(const lis_batch_opts *o, lis_error *err)
 {
     if (!o->task_dir == !o->tasks_file)
-        return lis_fail(err, EINVAL, "give the rows: --task DIR (a benchmark folder) or --tasks "
+        return lis_fail(err, EINVAL,
+                        "give the rows: --task DIR (a benchmark folder) or --tasks "
                         "FILE (JSON or JSONL)");
     if (o->concurrency < 1 || o->max_creating < 1 || o->max_commands < 1 || o->max_llm < 1 ||
         o->repeat < 1)
-        return lis_fail(err, EINVAL, "--concurrency, --repeat and the --max-* bounds must be "
+        return lis_fail(err, EINVAL,
+                        "--concurrency, --repeat and the --max-* bounds must be "
                         "at least 1");
     if (!o->mode_llm && !o->rootfs)
         return lis_fail(err, EINVAL, "no root filesystem for the sandboxes");
-    if (o->shard_count < 0 || (o->shard_count && (o->shard_index < 0 ||
-                                                  o->shard_index >= o->shard_count)))
+    if (o->shard_count < 0 ||
+        (o->shard_count && (o->shard_index < 0 || o->shard_index >= o->shard_count)))
         return lis_fail(err, EINVAL, "shard %d/%d: K must be below N", o->shard_index,
                         o->shard_count);
     return 0;
@@ -133,9 +135,12 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     if (check_opts(o, err) < 0)
         return -1;
     batch_task task = {0};
-    batch_task_opts to = {.task_dir = o->task_dir, .tasks_file = o->tasks_file,
-                          .prompt_config = o->prompt_config, .start_id = o->start_id,
-                          .end_id = o->end_id, .start_set = o->start_set,
+    batch_task_opts to = {.task_dir = o->task_dir,
+                          .tasks_file = o->tasks_file,
+                          .prompt_config = o->prompt_config,
+                          .start_id = o->start_id,
+                          .end_id = o->end_id,
+                          .start_set = o->start_set,
                           .end_set = o->end_set};
     if (batch_task_load(&to, &task, err) < 0)
         return -1;
@@ -147,8 +152,11 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     if (make_dir(o, &task, sum->dir, sizeof sum->dir, err) < 0 ||
         batch_out_open(sum->dir, config, o->resume_dir != NULL, &r.out, err) < 0)
         goto out;
-    batch_scorer_opts so = {.task_name = task.name, .task_dir = task.dir, .scorer = o->scorer,
-                            .judge = o->judge, .log = o->quiet ? NULL : o->err};
+    batch_scorer_opts so = {.task_name = task.name,
+                            .task_dir = task.dir,
+                            .scorer = o->scorer,
+                            .judge = o->judge,
+                            .log = o->quiet ? NULL : o->err};
     if (batch_scorer_open(&so, &r.scorer, err) < 0)
         goto out;
 
@@ -168,8 +176,7 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     for (size_t i = 0; forking && i < task.nrows; i++)
         pthread_mutex_init(&r.groups[i].mu, NULL);
     for (size_t i = 0; i < task.nrows; i++)
-        for (int k = 0; k < o->repeat && batch_shard_has(i, o->shard_index, o->shard_count);
-             k++) {
+        for (int k = 0; k < o->repeat && batch_shard_has(i, o->shard_index, o->shard_count); k++) {
             if (batch_out_has(r.out, task.rows[i].id, k)) {
                 r.already++;
                 continue;
@@ -194,8 +201,10 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
         cfg.max_tokens = o->max_response_len;
     if (!(r.llm = llm_new(&cfg, err)))
         goto out;
-    r.base = (agent_opts){.prompts = &task.prompts, .max_steps = o->max_steps,
-                          .max_token_limit = o->max_token_limit, .llm = cfg,
+    r.base = (agent_opts){.prompts = &task.prompts,
+                          .max_steps = o->max_steps,
+                          .max_token_limit = o->max_token_limit,
+                          .llm = cfg,
                           .llm_name = o->llm_name};
     r.spec = (lis_sandbox_spec){.rootfs = o->rootfs, .net = o->net, .upper = LIS_UPPER_TMPFS};
     /* spares are sandboxes of the image: of no use to the forks of a set-up */
@@ -214,18 +223,22 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
         snprintf(shard, sizeof shard, " (shard %d/%d of %zu)", o->shard_index, o->shard_count,
                  task.nrows);
     if (!o->quiet)
-        fprintf(o->err, "lis batch: %s, %zu rows%s x %d = %zu episodes (%zu done before), at "
-                "most %d at once; %s; results in %s\n", task.name ? task.name : "?", r.rows, shard,
-                o->repeat, r.total, r.already, o->concurrency,
-                o->mode_llm ? "plain LLM (no sandbox)" : "LLM-in-Sandbox", sum->dir);
+        fprintf(o->err,
+                "lis batch: %s, %zu rows%s x %d = %zu episodes (%zu done before), at "
+                "most %d at once; %s; results in %s\n",
+                task.name ? task.name : "?", r.rows, shard, o->repeat, r.total, r.already,
+                o->concurrency, o->mode_llm ? "plain LLM (no sandbox)" : "LLM-in-Sandbox",
+                sum->dir);
 
     double t0 = lis_now();
     if (bsched_run(&r, err) < 0)
         goto out;
     bprog_clear(&r);
     if (!o->quiet && r.spares_made)
-        fprintf(o->err, "lis batch: warm pool: %zu of the %zu sandboxes made ahead were taken by "
-                "a row\n", r.spares_used, r.spares_made);
+        fprintf(o->err,
+                "lis batch: warm pool: %zu of the %zu sandboxes made ahead were taken by "
+                "a row\n",
+                r.spares_used, r.spares_made);
     bw_pool_free(r.misc); /* every job has ended: the rows are on disk */
     r.misc = NULL;
     sum->rows = r.rows;
@@ -250,13 +263,17 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     }
     cJSON_Delete(summary);
     if (r.fatal) {
-        lis_fail(err, EIO, "%s%s", r.fatal_msg, r.write_error[0] ? "" : " (stopped the run; "
-                 "--resume DIR continues it)");
+        lis_fail(err, EIO, "%s%s", r.fatal_msg,
+                 r.write_error[0] ? ""
+                                  : " (stopped the run; "
+                                    "--resume DIR continues it)");
         goto out;
     }
     if (sum->cancelled && !o->quiet)
-        fprintf(o->err, "lis: %zu episodes did not finish: lis batch --resume %s ... runs "
-                "them\n", sum->cancelled, sum->dir);
+        fprintf(o->err,
+                "lis: %zu episodes did not finish: lis batch --resume %s ... runs "
+                "them\n",
+                sum->cancelled, sum->dir);
     rc = sum->cancelled ? 1 : 0;
 out:
     free_run(&r);
@@ -281,8 +298,8 @@ int lis_batch_report(const char *dir, FILE *out, lis_error *err)
     return 0;
 }
 
-int lis_batch_judge(const char *dir, const llm_config *judge, int concurrency, FILE *log,
-                    FILE *out, lis_error *err)
+int lis_batch_judge(const char *dir, const llm_config *judge, int concurrency, FILE *log, FILE *out,
+                    lis_error *err)
 {
     if (batch_judge_dir(dir, judge, concurrency, log, err) < 0)
         return -1;

@@ -322,8 +322,7 @@ static void spare_done(void *arg)
     brun *r = s->run;
     r->spares_creating--;
     r->creating--;
-    if (!s->sb || r->nspares >= sizeof r->spares / sizeof r->spares[0] || r->draining ||
-        r->fatal) {
+    if (!s->sb || r->nspares >= sizeof r->spares / sizeof r->spares[0] || r->draining || r->fatal) {
         if (s->sb) {
             lis_error ign;
             lis_sandbox_destroy(s->sb, &ign);
@@ -542,9 +541,7 @@ static void drive(bep *e)
     if (e->phase != EP_LIVE || e->stopped)
         return;
     switch (agent_ep_next(e->ep)) {
-    case AGENT_EP_LLM:
-        llm_start(e);
-        break;
+    case AGENT_EP_LLM: llm_start(e); break;
     case AGENT_EP_TOOL: {
         if (e->sbs == SB_NONE || e->sbs == SB_CREATING) {
             e->wants_tool = 1;
@@ -567,9 +564,7 @@ static void drive(bep *e)
         }
         break;
     }
-    default:
-        try_finish(e);
-        break;
+    default: try_finish(e); break;
     }
 }
 
@@ -617,8 +612,7 @@ static void start(bep *e)
 
 static void admit(brun *r)
 {
-    while (!r->draining && !r->fatal && r->live < (size_t)r->o->concurrency &&
-           r->next < r->neps)
+    while (!r->draining && !r->fatal && r->live < (size_t)r->o->concurrency && r->next < r->neps)
         start(&r->eps[r->next++]);
     spare_top_up(r);
 }
@@ -648,13 +642,17 @@ static void on_signal(brun *r)
             if (r->o->drain_timeout > 0)
                 r->drain_deadline = lis_now() + r->o->drain_timeout;
             bprog_clear(r);
-            fprintf(r->o->err, "lis: Ctrl-C: starting nothing new, waiting for the %zu running "
-                    "episodes (Ctrl-C again cancels them)\n", r->live);
+            fprintf(r->o->err,
+                    "lis: Ctrl-C: starting nothing new, waiting for the %zu running "
+                    "episodes (Ctrl-C again cancels them)\n",
+                    r->live);
         } else {
             r->draining = r->cancelling = 1;
             bprog_clear(r);
-            fprintf(r->o->err, "lis: cancelling the %zu running episodes (--resume runs them "
-                    "again)\n", r->live);
+            fprintf(r->o->err,
+                    "lis: cancelling the %zu running episodes (--resume runs them "
+                    "again)\n",
+                    r->live);
             cancel_all(r, "cancelled", "interrupted");
         }
     }
@@ -666,8 +664,10 @@ static void sweep(brun *r, double now)
     if (r->drain_deadline > 0 && now >= r->drain_deadline && !r->cancelling) {
         r->cancelling = 1;
         bprog_clear(r);
-        fprintf(r->o->err, "lis: --drain-timeout reached: cancelling the %zu running "
-                "episodes\n", r->live);
+        fprintf(r->o->err,
+                "lis: --drain-timeout reached: cancelling the %zu running "
+                "episodes\n",
+                r->live);
         cancel_all(r, "cancelled", "drain timeout");
     }
     for (size_t i = 0; i < r->next; i++) {
@@ -771,15 +771,9 @@ int bsched_run(brun *r, lis_error *err)
         for (int i = 0; i < n; i++) {
             uint64_t t = evs[i].data.u64;
             switch (TAG_KIND(t)) {
-            case K_SIG:
-                on_signal(r);
-                break;
-            case K_SETUP:
-                bw_pool_reap(r->setup);
-                break;
-            case K_MISC:
-                bw_pool_reap(r->misc);
-                break;
+            case K_SIG: on_signal(r); break;
+            case K_SETUP: bw_pool_reap(r->setup); break;
+            case K_MISC: bw_pool_reap(r->misc); break;
             case K_CURL: {
                 int mask = ((evs[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
                            ((evs[i].events & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
@@ -788,9 +782,7 @@ int bsched_run(brun *r, lis_error *err)
                 llm_reap(r);
                 break;
             }
-            case K_PROC:
-                cmd_event(r, &r->eps[TAG_VAL(t)]);
-                break;
+            case K_PROC: cmd_event(r, &r->eps[TAG_VAL(t)]); break;
             }
         }
         double now = lis_now();

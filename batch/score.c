@@ -25,13 +25,13 @@ struct batch_scorer {
     double (*builtin)(const char *, const char *);
     char name[300];
     char *cmd;
-    score_worker *worker;   /* also for prompts, when the task has vanilla_llm_prompt.py */
-    int prompt_py;          /* it has: the worker is started on the first prompt */
+    score_worker *worker; /* also for prompts, when the task has vanilla_llm_prompt.py */
+    int prompt_py;        /* it has: the worker is started on the first prompt */
     char *python, *task_dir;
-    char prompt_err[400];   /* that start failed: every prompt fails with this */
+    char prompt_err[400]; /* that start failed: every prompt fails with this */
     llm_config judge;
     char *judge_model, *judge_url, *judge_key;
-    pthread_mutex_t mu;     /* the idle judge clients */
+    pthread_mutex_t mu; /* the idle judge clients */
     llm_client **idle;
     size_t nidle, capidle;
 };
@@ -85,8 +85,10 @@ int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error 
     if (sc && strncmp(sc, "builtin:", 8) == 0) {
         int b = find_builtin(sc + 8);
         if (b < 0) {
-            rc = lis_fail(err, EINVAL, "--scorer %s: no such built-in scorer (builtin:match, "
-                                         "builtin:letter, builtin:math; or demo, chem, biomed)", sc);
+            rc = lis_fail(err, EINVAL,
+                          "--scorer %s: no such built-in scorer (builtin:match, "
+                          "builtin:letter, builtin:math; or demo, chem, biomed)",
+                          sc);
             goto fail;
         }
         s->kind = SK_BUILTIN;
@@ -95,7 +97,7 @@ int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error 
     } else if (sc && strcmp(sc, "python") == 0) {
         if (!reward) {
             rc = lis_fail(err, ENOENT, "--scorer python: %s has no reward.py",
-                            o->task_dir ? o->task_dir : "the task (--tasks FILE)");
+                          o->task_dir ? o->task_dir : "the task (--tasks FILE)");
             goto fail;
         }
         s->kind = SK_PYTHON;
@@ -122,8 +124,10 @@ int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error 
             note = " (the task has judge.py: its reward.py is the original's placeholder; "
                    "--judge-model scores it, or `lis batch judge DIR` afterwards)";
     } else {
-        rc = lis_fail(err, ENOENT, "no scorer for task %s: it has no reward.py (use --scorer "
-                                     "builtin:NAME, --scorer CMD or --judge-model)", *task ? task : "?");
+        rc = lis_fail(err, ENOENT,
+                      "no scorer for task %s: it has no reward.py (use --scorer "
+                      "builtin:NAME, --scorer CMD or --judge-model)",
+                      *task ? task : "?");
         goto fail;
     }
     if (s->kind == SK_JUDGE) {
@@ -209,14 +213,12 @@ int batch_scorer_score(batch_scorer *s, const char *answer, const cJSON *row, do
         char num[64];
         if (!cJSON_IsString(gt) && py_str(gt, num, sizeof num) < 0)
             return lis_fail(err, EINVAL, "%s: ground_truth is %s, not a string or a number",
-                              s->name, gt ? "an object, array or null" : "missing");
+                            s->name, gt ? "an object, array or null" : "missing");
         *score = s->builtin(answer ? answer : "", cJSON_IsString(gt) ? gt->valuestring : num);
         return 0;
     }
-    case SK_PYTHON:
-        return score_worker_score(s->worker, answer, row, score, err);
-    case SK_CMD:
-        return score_cmd_run(s->cmd, answer, row, SCORE_CMD_TIMEOUT, score, err);
+    case SK_PYTHON: return score_worker_score(s->worker, answer, row, score, err);
+    case SK_CMD: return score_cmd_run(s->cmd, answer, row, SCORE_CMD_TIMEOUT, score, err);
     case SK_JUDGE: {
         llm_client *c = take_client(s, err);
         if (!c)

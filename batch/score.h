@@ -9,13 +9,13 @@
 typedef struct batch_scorer batch_scorer;
 
 typedef struct batch_scorer_opts {
-    const char *task_name;     /* demo | chem | biomed | math pick a built-in scorer */
-    const char *task_dir;      /* reward.py, judge.py, vanilla_llm_prompt.py live here */
-    const char *scorer;        /* --scorer: NULL/"auto", "python", "builtin:NAME", or a
+    const char *task_name;   /* demo | chem | biomed | math pick a built-in scorer */
+    const char *task_dir;    /* reward.py, judge.py, vanilla_llm_prompt.py live here */
+    const char *scorer;      /* --scorer: NULL/"auto", "python", "builtin:NAME", or a
                                 * command (a JSON row on stdin, a number on stdout) */
-    const char *python;        /* NULL: python3 from PATH */
-    const llm_config *judge;   /* --judge-model/--judge-base-url; NULL: no judge */
-    FILE *log;                 /* one line saying which scorer is used; NULL: silent */
+    const char *python;      /* NULL: python3 from PATH */
+    const llm_config *judge; /* --judge-model/--judge-base-url; NULL: no judge */
+    FILE *log;               /* one line saying which scorer is used; NULL: silent */
 } batch_scorer_opts;
 
 int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error *err);

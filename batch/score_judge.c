@@ -29,15 +29,15 @@ char *score_judge_prompt(const char *question, const char *ground_truth, const c
     }
     strbuf s = {0};
     strbuf_printf(&s,
-              "Assess whether the following CANDIDATE ANSWER is CORRECT or INCORRECT.\n"
-              "For the CANDIDATE ANSWER to be correct, it must be consistent with the OFFICIAL ANSWER.\n"
-              "\n"
-              "The question, for reference only: %s\n"
-              "The OFFICIAL ANSWER: %s\n"
-              "CANDIDATE ANSWER TO ASSESS: %s\n"
-              "\n"
-              "Reply only with CORRECT or INCORRECT.",
-              question ? question : "", ground_truth ? ground_truth : "", a);
+                  "Assess whether the following CANDIDATE ANSWER is CORRECT or INCORRECT.\n"
+                  "For the CANDIDATE ANSWER to be correct, it must be consistent with the OFFICIAL ANSWER.\n"
+                  "\n"
+                  "The question, for reference only: %s\n"
+                  "The OFFICIAL ANSWER: %s\n"
+                  "CANDIDATE ANSWER TO ASSESS: %s\n"
+                  "\n"
+                  "Reply only with CORRECT or INCORRECT.",
+                  question ? question : "", ground_truth ? ground_truth : "", a);
     free(after);
     return strbuf_take(&s);
 }
@@ -104,7 +104,7 @@ int score_judge_ask(llm_client *c, const char *question, const cJSON *ground_tru
 /* ---- lis batch judge DIR ------------------------------------------------ */
 
 typedef struct jrow {
-    cJSON *id;          /* borrowed from the results row */
+    cJSON *id; /* borrowed from the results row */
     int attempt;
     const char *question, *answer;
     const cJSON *gt;
@@ -250,16 +250,19 @@ int batch_judge_dir(const char *dir, const llm_config *judge, int concurrency, F
         goto out;
     }
     const cJSON *j;
-    cJSON_ArrayForEach(j, judged) {
+    cJSON_ArrayForEach(j, judged)
+    {
         const cJSON *ja = cJSON_GetObjectItem(j, "attempt");
-        char *k = row_key(cJSON_GetObjectItem(j, "id"), cJSON_IsNumber(ja) ? (int)agent_json_long(ja) : 0);
+        char *k = row_key(cJSON_GetObjectItem(j, "id"),
+                          cJSON_IsNumber(ja) ? (int)agent_json_long(ja) : 0);
         if (k)
             keys[nk++] = k;
     }
     qsort(keys, nk, sizeof *keys, cmp_key);
     size_t nsorted = nk;
     const cJSON *r;
-    cJSON_ArrayForEach(r, results) {
+    cJSON_ArrayForEach(r, results)
+    {
         cJSON *id = cJSON_GetObjectItem(r, "id");
         if (!id)
             continue;
@@ -282,12 +285,13 @@ int batch_judge_dir(const char *dir, const llm_config *judge, int concurrency, F
         }
         const char *ans = cJSON_GetStringValue(cJSON_GetObjectItem(r, "answer"));
         const char *q = cJSON_GetStringValue(cJSON_GetObjectItem(r, "problem_statement"));
-        st.rows[st.n++] = (jrow){id, attempt, q ? q : "", ans ? ans : "",
-                                 cJSON_GetObjectItem(r, "ground_truth")};
+        st.rows[st.n++] =
+            (jrow){id, attempt, q ? q : "", ans ? ans : "", cJSON_GetObjectItem(r, "ground_truth")};
     }
     if (log)
-        fprintf(log, "lis batch judge: %zu of %zu episodes to judge with %s "
-                     "(%zu judged already or repeated)\n",
+        fprintf(log,
+                "lis batch judge: %zu of %zu episodes to judge with %s "
+                "(%zu judged already or repeated)\n",
                 st.n, nres, judge->model ? judge->model : "?", nres - st.n);
     if (st.n == 0) {
         ret = 0;
@@ -320,7 +324,7 @@ int batch_judge_dir(const char *dir, const llm_config *judge, int concurrency, F
         fprintf(log, "lis batch judge: %zu judged, %zu failed\n", st.done, st.failed);
     if (st.failed)
         lis_fail(err, EIO, "%zu of %zu episodes could not be judged (run again to retry them): %s",
-                   st.failed, st.n, st.first_err);
+                 st.failed, st.n, st.first_err);
     else
         ret = 0;
 out:

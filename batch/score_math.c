@@ -35,13 +35,30 @@ static size_t group_end(const char *s, size_t i)
 }
 
 /* Commands that only style their argument: \text{cm} and the like. */
-static const char *const wrappers[] = {"\\text", "\\textbf", "\\textit", "\\textrm", "\\textnormal",
-                                       "\\mathrm", "\\mathbf", "\\mathit", "\\mbox", "\\operatorname"};
+static const char *const wrappers[] = {"\\text",       "\\textbf",      "\\textit", "\\textrm",
+                                       "\\textnormal", "\\mathrm",      "\\mathbf", "\\mathit",
+                                       "\\mbox",       "\\operatorname"};
 /* Dropped outright (spacing, sizing, degree signs, dollars). */
-static const char *const drops[] = {"\\displaystyle", "\\qquad", "\\quad", "\\mleft", "\\mright",
-                                    "\\left", "\\right", "^{\\circ}", "^\\circ", "\\circ",
-                                    "\\degree", "\\!", "\\,", "\\;", "\\:", "\\ ", "\\$", "$",
-                                    "\xC2\xB0" /* ° */, "~"};
+static const char *const drops[] = {"\\displaystyle",
+                                    "\\qquad",
+                                    "\\quad",
+                                    "\\mleft",
+                                    "\\mright",
+                                    "\\left",
+                                    "\\right",
+                                    "^{\\circ}",
+                                    "^\\circ",
+                                    "\\circ",
+                                    "\\degree",
+                                    "\\!",
+                                    "\\,",
+                                    "\\;",
+                                    "\\:",
+                                    "\\ ",
+                                    "\\$",
+                                    "$",
+                                    "\xC2\xB0" /* ° */,
+                                    "~"};
 
 char *score_math_normalize(const char *latex)
 {
@@ -77,7 +94,8 @@ char *score_math_normalize(const char *latex)
         for (size_t k = 0; k < sizeof drops / sizeof *drops && !done; k++) {
             size_t w = strlen(drops[k]);
             if (starts(s + i, drops[k]) &&
-                !(drops[k][0] == '\\' && isalpha((unsigned char)drops[k][1]) && isalpha((unsigned char)s[i + w]))) {
+                !(drops[k][0] == '\\' && isalpha((unsigned char)drops[k][1]) &&
+                  isalpha((unsigned char)s[i + w]))) {
                 i += w;
                 done = 1;
             }
@@ -88,7 +106,8 @@ char *score_math_normalize(const char *latex)
             strbuf_puts(&b, "\\frac");
             i += 6;
         } else if (starts(s + i, "\\sqrt") && s[i + 5] && s[i + 5] != '{' && s[i + 5] != '[' &&
-                   !isalpha((unsigned char)s[i + 5]) && !isspace((unsigned char)s[i + 5]) && s[i + 5] != '\\') {
+                   !isalpha((unsigned char)s[i + 5]) && !isspace((unsigned char)s[i + 5]) &&
+                   s[i + 5] != '\\') {
             /* \sqrt2 -> \sqrt{2} */
             strbuf_printf(&b, "\\sqrt{%c}", s[i + 5]);
             i += 6;
@@ -134,8 +153,8 @@ char *score_math_normalize(const char *latex)
 /* ---- numbers ------------------------------------------------------------ */
 
 typedef struct num {
-    i128 p, q;   /* p/q, q > 0 */
-    int flt;     /* written with a decimal point: compared rounded to 6 places */
+    i128 p, q; /* p/q, q > 0 */
+    int flt;   /* written with a decimal point: compared rounded to 6 places */
 } num;
 
 #define BIG ((i128)1 << 100)
@@ -179,8 +198,9 @@ static int parse_plain(const char *s, size_t *i, num *v)
     }
     /* 1,000 and 12,345,678: a first group of 1-3 digits, then groups of exactly 3 */
     if (digits >= 1 && digits <= 3 && s[k] == ',')
-        while (s[k] == ',' && isdigit((unsigned char)s[k + 1]) && isdigit((unsigned char)s[k + 2]) &&
-               isdigit((unsigned char)s[k + 3]) && !isdigit((unsigned char)s[k + 4])) {
+        while (s[k] == ',' && isdigit((unsigned char)s[k + 1]) &&
+               isdigit((unsigned char)s[k + 2]) && isdigit((unsigned char)s[k + 3]) &&
+               !isdigit((unsigned char)s[k + 4])) {
             if ((digits += 3) > 30)
                 return -1;
             for (int j = 1; j <= 3; j++)
@@ -301,7 +321,9 @@ static int parse_num(const char *s, size_t *i, num *v)
     while (s[k] == '-' || s[k] == '+')
         neg ^= s[k++] == '-';
     if (s[k] == '(' || s[k] == '{') { /* (-3) or {-3} */
-        size_t e = s[k] == '{' ? group_end(s, k) : strchr(s + k, ')') ? (size_t)(strchr(s + k, ')') - s) + 1 : 0;
+        size_t e = s[k] == '{'          ? group_end(s, k)
+                   : strchr(s + k, ')') ? (size_t)(strchr(s + k, ')') - s) + 1
+                                        : 0;
         size_t j = k + 1;
         if (!e || parse_num(s, &j, v) || j != e - 1)
             return -1;

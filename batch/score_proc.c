@@ -38,7 +38,8 @@ int sproc_spawn(char *const argv[], int worker, sproc *p, lis_error *err)
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
-        close(sin[0]), close(sin[1]), close(sout[0]), close(sout[1]), close(serr[0]), close(serr[1]);
+        close(sin[0]), close(sin[1]), close(sout[0]), close(sout[1]), close(serr[0]),
+            close(serr[1]);
         return lis_fail_errnum(err, e, "fork");
     }
     if (pid == 0) {
@@ -50,7 +51,8 @@ int sproc_spawn(char *const argv[], int worker, sproc *p, lis_error *err)
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         /* move the child's ends above 3 first, so the dup2s cannot clobber them */
-        int a = fcntl(sin[1], F_DUPFD, 10), b = fcntl(sout[1], F_DUPFD, 10), c = fcntl(serr[1], F_DUPFD, 10);
+        int a = fcntl(sin[1], F_DUPFD, 10), b = fcntl(sout[1], F_DUPFD, 10),
+            c = fcntl(serr[1], F_DUPFD, 10);
         if (a < 0 || b < 0 || c < 0)
             _exit(127);
         dup2(a, 0);

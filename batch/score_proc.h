@@ -8,10 +8,10 @@
 #include <sys/types.h>
 
 typedef struct sproc {
-    pid_t pid;     /* in its own process group; -1 when none */
-    int in;        /* its stdin (a socket: writes never raise SIGPIPE) */
-    int out;       /* its replies: fd 3 (worker) or stdout (command) */
-    int err;       /* its stderr (and the worker's stdout) */
+    pid_t pid; /* in its own process group; -1 when none */
+    int in;    /* its stdin (a socket: writes never raise SIGPIPE) */
+    int out;   /* its replies: fd 3 (worker) or stdout (command) */
+    int err;   /* its stderr (and the worker's stdout) */
 } sproc;
 
 /* Starts argv (argv[0] looked up in PATH). worker: replies on fd 3 and

@@ -40,8 +40,11 @@ static ustr decode(const char *s)
     const unsigned char *p = (const unsigned char *)s, *e = p + len;
     while (p < e) {
         uint32_t c = *p;
-        int more = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2
-                   : (c & 0xF8) == 0xF0 ? 3 : -1;
+        int more = c < 0x80             ? 0
+                   : (c & 0xE0) == 0xC0 ? 1
+                   : (c & 0xF0) == 0xE0 ? 2
+                   : (c & 0xF8) == 0xF0 ? 3
+                                        : -1;
         if (more < 0 || e - p <= more) {
             u.c[u.n++] = 0xFFFD;
             p++;

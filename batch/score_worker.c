@@ -35,7 +35,7 @@ struct score_worker {
     sproc p;
     int alive;
     int has_score, has_prompt;
-    int broken;              /* a restart failed: every later call fails with why */
+    int broken; /* a restart failed: every later call fails with why */
     char why[400];
     strbuf errtail;
 };
@@ -66,18 +66,19 @@ static int start(score_worker *w, lis_error *err)
         lis_fail(err, EINVAL, "loading %s/reward.py: %s", w->task_dir, e);
     else if (rc == SP_TIMEOUT)
         lis_fail(err, ETIMEDOUT, "loading %s/reward.py: no answer in %.0f s", w->task_dir,
-                   WORKER_START_TIMEOUT);
+                 WORKER_START_TIMEOUT);
     cJSON_Delete(j);
     int st = sproc_end(&w->p, 1);
     if (!e && rc != SP_TIMEOUT) {
         char sts[64];
         sproc_status_text(st, sts, sizeof sts);
         if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && !*line)
-            lis_fail(err, ENOENT, "reward.py needs python3 on the host: apt-get install python3, "
-                                    "or --scorer builtin:NAME");
+            lis_fail(err, ENOENT,
+                     "reward.py needs python3 on the host: apt-get install python3, "
+                     "or --scorer builtin:NAME");
         else
             lis_fail(err, EIO, "the reward.py worker (%s) ended at start (%s)%s%s", w->python, sts,
-                       *line ? ": " : "", line);
+                     *line ? ": " : "", line);
     }
     return -1;
 }
@@ -120,7 +121,8 @@ static int call(score_worker *w, const cJSON *req, cJSON **reply, lis_error *err
         lis_error e2 = {0};
         if (start(w, &e2)) {
             w->broken = 1;
-            snprintf(w->why, sizeof w->why, "the reward.py worker could not be restarted: %s", e2.msg);
+            snprintf(w->why, sizeof w->why, "the reward.py worker could not be restarted: %s",
+                     e2.msg);
             return lis_fail(err, EIO, "%s", w->why);
         }
     }
@@ -135,8 +137,9 @@ static int call(score_worker *w, const cJSON *req, cJSON **reply, lis_error *err
     w->errtail.len = 0;
     if (w->errtail.s)
         w->errtail.s[0] = 0;
-    sproc_rc rc = msg.oom ? SP_IOERR : sproc_talk(&w->p, msg.s, msg.len, 1, &out, &w->errtail,
-                                                  WORKER_CALL_TIMEOUT);
+    sproc_rc rc =
+        msg.oom ? SP_IOERR
+                : sproc_talk(&w->p, msg.s, msg.len, 1, &out, &w->errtail, WORKER_CALL_TIMEOUT);
     strbuf_release(&msg);
     if (rc == SP_OK) {
         *reply = cJSON_Parse(out.s);
@@ -154,7 +157,7 @@ static int call(score_worker *w, const cJSON *req, cJSON **reply, lis_error *err
     sproc_last_line(&w->errtail, last, sizeof last);
     if (rc == SP_TIMEOUT)
         return lis_fail(err, ETIMEDOUT, "reward.py gave no answer in %.0f s (worker killed)%s%s",
-                          WORKER_CALL_TIMEOUT, *last ? ": " : "", last);
+                        WORKER_CALL_TIMEOUT, *last ? ": " : "", last);
     return lis_fail(err, EIO, "the reward.py worker died (%s)%s%s", sts, *last ? ": " : "", last);
 }
 
@@ -215,7 +218,8 @@ char *score_worker_prompt(score_worker *w, const cJSON *row, lis_error *err)
     const char *e = cJSON_GetStringValue(cJSON_GetObjectItem(reply, "error"));
     char *out = p ? agent_strdup(p) : NULL;
     if (!p)
-        lis_fail(err, EINVAL, "vanilla_llm_prompt.py: %s", e ? e : "malformed reply from the worker");
+        lis_fail(err, EINVAL, "vanilla_llm_prompt.py: %s",
+                 e ? e : "malformed reply from the worker");
     cJSON_Delete(reply);
     return out;
 }

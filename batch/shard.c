@@ -44,7 +44,7 @@ static int env_index(lis_batch_getenv get, const char *name, long *v, lis_error 
     *v = parse_index(s);
     if (*v < 0)
         return lis_fail(err, EINVAL, "%s: '%s' is not a shard number (0, 1, ...)", name,
-                          s ? s : "");
+                        s ? s : "");
     return 0;
 }
 
@@ -65,18 +65,24 @@ int lis_batch_shard_resolve(const char *flag, int shards, lis_batch_getenv get, 
         const char *slash = strchr(flag, '/');
         char kb[16];
         if (!slash || (size_t)(slash - flag) >= sizeof kb)
-            return lis_fail(err, EINVAL, "--shard: '%s' is not K/N (0-based, e.g. 0/4) or "
-                              "auto", flag);
+            return lis_fail(err, EINVAL,
+                            "--shard: '%s' is not K/N (0-based, e.g. 0/4) or "
+                            "auto",
+                            flag);
         memcpy(kb, flag, (size_t)(slash - flag));
         kb[slash - flag] = 0;
         k = parse_index(kb);
         long fn = parse_index(slash + 1);
         if (k < 0 || fn < 1)
-            return lis_fail(err, EINVAL, "--shard: '%s' is not K/N (0-based, e.g. 0/4) or "
-                              "auto", flag);
+            return lis_fail(err, EINVAL,
+                            "--shard: '%s' is not K/N (0-based, e.g. 0/4) or "
+                            "auto",
+                            flag);
         if (shards > 0 && fn != shards)
-            return lis_fail(err, EINVAL, "--shard %s and --shards %d disagree; give one of "
-                              "them", flag, shards);
+            return lis_fail(err, EINVAL,
+                            "--shard %s and --shards %d disagree; give one of "
+                            "them",
+                            flag, shards);
         n = fn;
     } else if (flag) { /* auto: all from a Slurm array, or k8s with --shards */
         if (get("SLURM_ARRAY_TASK_ID")) {
@@ -92,43 +98,54 @@ int lis_batch_shard_resolve(const char *flag, int shards, lis_batch_getenv get, 
             if (step < 1)
                 return lis_fail(err, EINVAL, "SLURM_ARRAY_TASK_STEP: 0 is not a step");
             if (id < min || (id - min) % step)
-                return lis_fail(err, EINVAL, "SLURM_ARRAY_TASK_ID %ld is not in the array "
-                                  "%ld, %ld, ...; --shard auto needs a plain range "
-                                  "(--array=0-N)", id, min, min + step);
+                return lis_fail(err, EINVAL,
+                                "SLURM_ARRAY_TASK_ID %ld is not in the array "
+                                "%ld, %ld, ...; --shard auto needs a plain range "
+                                "(--array=0-N)",
+                                id, min, min + step);
             k = (id - min) / step;
             if (n <= 0) {
                 if (!get("SLURM_ARRAY_TASK_COUNT"))
-                    return lis_fail(err, EINVAL, "--shard auto: SLURM_ARRAY_TASK_COUNT is "
-                                      "not set; give --shards N");
+                    return lis_fail(err, EINVAL,
+                                    "--shard auto: SLURM_ARRAY_TASK_COUNT is "
+                                    "not set; give --shards N");
                 if (env_index(get, "SLURM_ARRAY_TASK_COUNT", &cnt, err) < 0)
                     return -1;
                 n = cnt;
             }
         } else if (get("JOB_COMPLETION_INDEX")) {
-            return lis_fail(err, EINVAL, "--shard auto in a Kubernetes Indexed Job needs "
-                              "--shards N (the Job's completions)");
+            return lis_fail(err, EINVAL,
+                            "--shard auto in a Kubernetes Indexed Job needs "
+                            "--shards N (the Job's completions)");
         } else {
-            return lis_fail(err, EINVAL, "--shard auto: neither SLURM_ARRAY_TASK_ID nor "
-                              "JOB_COMPLETION_INDEX is set; give --shard K/N");
+            return lis_fail(err, EINVAL,
+                            "--shard auto: neither SLURM_ARRAY_TASK_ID nor "
+                            "JOB_COMPLETION_INDEX is set; give --shard K/N");
         }
     } else { /* --shards N: K is the array index as it is (resubmitting --array=2 keeps 2) */
-        const char *name = get("SLURM_ARRAY_TASK_ID") ? "SLURM_ARRAY_TASK_ID"
-                           : get("JOB_COMPLETION_INDEX") ? "JOB_COMPLETION_INDEX" : NULL;
+        const char *name = get("SLURM_ARRAY_TASK_ID")    ? "SLURM_ARRAY_TASK_ID"
+                           : get("JOB_COMPLETION_INDEX") ? "JOB_COMPLETION_INDEX"
+                                                         : NULL;
         if (!name)
-            return lis_fail(err, EINVAL, "--shards %d: no shard number in the environment "
-                              "(SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX); give --shard K/%d",
-                              shards, shards);
+            return lis_fail(err, EINVAL,
+                            "--shards %d: no shard number in the environment "
+                            "(SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX); give --shard K/%d",
+                            shards, shards);
         if (env_index(get, name, &k, err) < 0)
             return -1;
         if (k >= n)
-            return lis_fail(err, EINVAL, "%s is %ld, not below --shards %ld; number the "
-                              "shards from 0 (sbatch --array=0-%ld)", name, k, n, n - 1);
+            return lis_fail(err, EINVAL,
+                            "%s is %ld, not below --shards %ld; number the "
+                            "shards from 0 (sbatch --array=0-%ld)",
+                            name, k, n, n - 1);
     }
     if (n < 1 || n > 100000)
         return lis_fail(err, EINVAL, "shard count %ld: give 1 to 100000 shards", n);
     if (k >= n)
-        return lis_fail(err, EINVAL, "shard %ld/%ld: K must be below N (0-based: 0/%ld to "
-                          "%ld/%ld)", k, n, n, n - 1, n);
+        return lis_fail(err, EINVAL,
+                        "shard %ld/%ld: K must be below N (0-based: 0/%ld to "
+                        "%ld/%ld)",
+                        k, n, n, n - 1, n);
     *index = (int)k;
     *count = (int)n;
     return 0;
@@ -162,18 +179,18 @@ void batch_shard_config(cJSON *config, int index, int count, size_t rows)
 
 typedef struct shard_in {
     const char *dir;
-    cJSON *cfg;          /* run.json */
+    cJSON *cfg; /* run.json */
     int k, n;
     long rows;
-    int lockfd;          /* results.jsonl, flock'ed shared while merging */
-    size_t done;         /* episodes with a row */
+    int lockfd;  /* results.jsonl, flock'ed shared while merging */
+    size_t done; /* episodes with a row */
 } shard_in;
 
 typedef struct merge {
     shard_in *s;
     size_t n;
-    size_t cur;          /* the shard being read */
-    kset keys;           /* "ATTEMPT:ID" -> state; line = shard << 40 | line in it */
+    size_t cur; /* the shard being read */
+    kset keys;  /* "ATTEMPT:ID" -> state; line = shard << 40 | line in it */
     const char *path;
 } merge;
 
@@ -198,20 +215,23 @@ static int load_shard(shard_in *s, lis_error *err)
 {
     lis_error e = {0};
     if (!(s->cfg = read_json(s->dir, "run.json", &e)))
-        return lis_fail(err, e.code ? e.code : EINVAL, "%s is not the directory of a lis "
-                          "batch run (%s)", s->dir, e.msg);
+        return lis_fail(err, e.code ? e.code : EINVAL,
+                        "%s is not the directory of a lis "
+                        "batch run (%s)",
+                        s->dir, e.msg);
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(s->cfg, "shard");
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(sh, "index");
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(sh, "count");
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(sh, "rows");
     if (!sh)
-        return lis_fail(err, EINVAL, "%s is not a shard (its run.json has no \"shard\"); "
-                          "merge joins the directories of lis batch --shard K/N", s->dir);
+        return lis_fail(err, EINVAL,
+                        "%s is not a shard (its run.json has no \"shard\"); "
+                        "merge joins the directories of lis batch --shard K/N",
+                        s->dir);
     if (!cJSON_IsNumber(k) || !cJSON_IsNumber(n) || !cJSON_IsNumber(r) || n->valuedouble < 1 ||
         k->valuedouble < 0 || k->valuedouble >= n->valuedouble || r->valuedouble < 0 ||
         n->valuedouble > 100000 || r->valuedouble > 1e12)
-        return lis_fail(err, EINVAL, "%s/run.json: a bad \"shard\" (index, count, rows)",
-                          s->dir);
+        return lis_fail(err, EINVAL, "%s/run.json: a bad \"shard\" (index, count, rows)", s->dir);
     s->k = (int)k->valuedouble;
     s->n = (int)n->valuedouble;
     s->rows = (long)r->valuedouble;
@@ -251,12 +271,16 @@ static int check_set(merge *m, lis_error *err)
             char va[80], vb[80];
             short_value(cJSON_GetObjectItemCaseSensitive(a->cfg, key), va, sizeof va);
             short_value(cJSON_GetObjectItemCaseSensitive(b->cfg, key), vb, sizeof vb);
-            return lis_fail(err, EINVAL, "%s and %s are not shards of one run: %s differs "
-                              "(%s, %s)", a->dir, b->dir, key, va, vb);
+            return lis_fail(err, EINVAL,
+                            "%s and %s are not shards of one run: %s differs "
+                            "(%s, %s)",
+                            a->dir, b->dir, key, va, vb);
         }
         if (b->n != a->n)
-            return lis_fail(err, EINVAL, "%s is shard %d/%d but %s is shard %d/%d: shards "
-                              "of one run have one N", a->dir, a->k, a->n, b->dir, b->k, b->n);
+            return lis_fail(err, EINVAL,
+                            "%s is shard %d/%d but %s is shard %d/%d: shards "
+                            "of one run have one N",
+                            a->dir, a->k, a->n, b->dir, b->k, b->n);
     }
     int n = a->n;
     size_t *seen = calloc((size_t)n, sizeof *seen); /* 1 + the index in s */
@@ -266,7 +290,7 @@ static int check_set(merge *m, lis_error *err)
     for (size_t i = 0; i < m->n && !rc; i++) {
         if (seen[m->s[i].k])
             rc = lis_fail(err, EINVAL, "shard %d/%d is given twice (%s and %s)", m->s[i].k, n,
-                            m->s[seen[m->s[i].k] - 1].dir, m->s[i].dir);
+                          m->s[seen[m->s[i].k] - 1].dir, m->s[i].dir);
         seen[m->s[i].k] = i + 1;
     }
     if (!rc) {
@@ -280,10 +304,11 @@ static int check_set(merge *m, lis_error *err)
             }
         if (missing) {
             char *t = strbuf_take(&b);
-            rc = lis_fail(err, ENOENT, "shard%s %s%s missing; give every shard's directory "
-                            "(a shard that never ran: lis batch --shard K/%d with the run's "
-                            "flags)", missing > 1 ? "s" : "", t ? t : "?",
-                            missing > 8 ? ", ..." : "", n);
+            rc = lis_fail(err, ENOENT,
+                          "shard%s %s%s missing; give every shard's directory "
+                          "(a shard that never ran: lis batch --shard K/%d with the run's "
+                          "flags)",
+                          missing > 1 ? "s" : "", t ? t : "?", missing > 8 ? ", ..." : "", n);
             free(t);
         } else {
             strbuf_release(&b);
@@ -306,8 +331,10 @@ static int lock_shard(shard_in *s, lis_error *err)
     /* the writer holds LOCK_EX while it runs */
     if (flock(s->lockfd, LOCK_SH | LOCK_NB) < 0) {
         if (errno == EWOULDBLOCK)
-            return lis_fail(err, errno, "shard %d/%d (%s) is still running; merge when it "
-                              "has ended", s->k, s->n, s->dir);
+            return lis_fail(err, errno,
+                            "shard %d/%d (%s) is still running; merge when it "
+                            "has ended",
+                            s->k, s->n, s->dir);
         return lis_fail_errno(err, "cannot lock %s", path);
     }
     return 0;
@@ -334,13 +361,14 @@ static int count_row(void *arg, cJSON *row, size_t line, lis_error *err)
         size_t other = s->line >> LINE_BITS;
         if (other != m->cur) {
             const shard_in *a = &m->s[other], *b = &m->s[m->cur];
-            return lis_fail(err, EEXIST, "id \"%.80s\" attempt %d is in shard %d/%d (%s) and "
-                              "in shard %d/%d (%s); were they run on different data?", id,
-                              attempt, a->k, a->n, a->dir, b->k, b->n, b->dir);
+            return lis_fail(err, EEXIST,
+                            "id \"%.80s\" attempt %d is in shard %d/%d (%s) and "
+                            "in shard %d/%d (%s); were they run on different data?",
+                            id, attempt, a->k, a->n, a->dir, b->k, b->n, b->dir);
         }
         if (s->state == ST_DONE)
             return lis_fail(err, EEXIST, "%s:%zu: a second row for id \"%.80s\" attempt %d",
-                              m->path, line, id, attempt);
+                            m->path, line, id, attempt);
     }
     if (!cancelled)
         m->s[m->cur].done++;
@@ -377,9 +405,10 @@ static int check_rows(merge *m, lis_error *err)
         const shard_in *s = &m->s[i];
         size_t want = (size_t)s->rows * (size_t)repeat;
         if (s->done > want)
-            return lis_fail(err, EINVAL, "shard %d/%d (%s) has %zu episodes but its run.json "
-                              "says %zu; was its data changed?", s->k, s->n, s->dir, s->done,
-                              want);
+            return lis_fail(err, EINVAL,
+                            "shard %d/%d (%s) has %zu episodes but its run.json "
+                            "says %zu; was its data changed?",
+                            s->k, s->n, s->dir, s->done, want);
         if (s->done < want && !bad++)
             first = s;
     }
@@ -388,11 +417,12 @@ static int check_rows(merge *m, lis_error *err)
         char more[64] = "";
         if (bad > 1)
             snprintf(more, sizeof more, " (and %zu more shard%s)", bad - 1, bad > 2 ? "s" : "");
-        return lis_fail(err, EINVAL, "shard %d/%d (%s) is incomplete: %zu of %zu episodes "
-                          "have no row%s; finish it with lis batch --resume %s --shard %d/%d "
-                          "and the run's flags, then merge again", first->k, first->n,
-                          first->dir, want - first->done, want, more, first->dir, first->k,
-                          first->n);
+        return lis_fail(err, EINVAL,
+                        "shard %d/%d (%s) is incomplete: %zu of %zu episodes "
+                        "have no row%s; finish it with lis batch --resume %s --shard %d/%d "
+                        "and the run's flags, then merge again",
+                        first->k, first->n, first->dir, want - first->done, want, more, first->dir,
+                        first->k, first->n);
     }
     return 0;
 }
@@ -417,8 +447,7 @@ static int write_row(void *arg, cJSON *row, size_t line, lis_error *err)
     if (s && s->key && s->state == ST_DONE && s->line == (w->m->cur << LINE_BITS | line)) {
         char *t = cJSON_PrintUnformatted(row);
         if (!t || fputs(t, w->f) < 0 || fputc('\n', w->f) < 0)
-            rc = t ? lis_fail_errno(err, "writing results.jsonl")
-                   : lis_oom(err);
+            rc = t ? lis_fail_errno(err, "writing results.jsonl") : lis_oom(err);
         free(t);
     }
     cJSON_Delete(row);
@@ -459,8 +488,7 @@ static int copy_tree(int sdfd, int ddfd, const char *what, lis_error *err)
     struct dirent *e;
     int rc = 0;
     while (!rc && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-            !strncmp(e->d_name, ".tmp-", 5))
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strncmp(e->d_name, ".tmp-", 5))
             continue;
         struct stat st;
         if (fstatat(sdfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -484,12 +512,13 @@ static int copy_tree(int sdfd, int ddfd, const char *what, lis_error *err)
                 close(d2);
         } else if (S_ISREG(st.st_mode)) {
             int in = openat(sdfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-            int out = in < 0 ? -1 : openat(ddfd, e->d_name, O_WRONLY | O_CREAT | O_EXCL |
-                                           O_CLOEXEC, st.st_mode & 0777);
+            int out = in < 0 ? -1
+                             : openat(ddfd, e->d_name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                                      st.st_mode & 0777);
             if (in < 0 || out < 0)
-                rc = errno == EEXIST
-                         ? lis_fail(err, EEXIST, "%s is in two shards; merge shards of one run", sub)
-                         : lis_fail_errno(err, "cannot copy %s", sub);
+                rc = errno == EEXIST ? lis_fail(err, EEXIST,
+                                                "%s is in two shards; merge shards of one run", sub)
+                                     : lis_fail_errno(err, "cannot copy %s", sub);
             else if (copy_fd(in, out) < 0)
                 rc = lis_fail_errno(err, "cannot copy %s", sub);
             if (in >= 0)
@@ -514,8 +543,7 @@ static int copy_sub(const shard_in *s, int odfd, const char *name, lis_error *er
         lis_fail_errno(err, "cannot create %s in the merge", name);
     } else {
         int dfd = openat(odfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        rc = dfd < 0 ? lis_fail_errno(err, "cannot open %s", name)
-                     : copy_tree(sfd, dfd, src, err);
+        rc = dfd < 0 ? lis_fail_errno(err, "cannot open %s", name) : copy_tree(sfd, dfd, src, err);
         if (dfd >= 0)
             close(dfd);
     }
@@ -552,8 +580,10 @@ static int open_out(const char *out, merge *m, lis_error *err)
     for (size_t i = 0; i < m->n; i++) {
         char rs[PATH_MAX];
         if (realpath(out, real) && realpath(m->s[i].dir, rs) && !strcmp(real, rs))
-            return lis_fail(err, EINVAL, "the merge cannot go into shard %s itself; give a "
-                              "new directory", m->s[i].dir);
+            return lis_fail(err, EINVAL,
+                            "the merge cannot go into shard %s itself; give a "
+                            "new directory",
+                            m->s[i].dir);
     }
     DIR *d = opendir(out);
     if (d) {
@@ -564,8 +594,10 @@ static int open_out(const char *out, merge *m, lis_error *err)
                 empty = 0;
         closedir(d);
         if (!empty)
-            return lis_fail(err, EEXIST, "%s exists and is not empty; merge into a new "
-                              "directory", out);
+            return lis_fail(err, EEXIST,
+                            "%s exists and is not empty; merge into a new "
+                            "directory",
+                            out);
     } else if (lis_host_mkdir_p(out, 0755, err) < 0) {
         return -1;
     }

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define FILE_MAX 32              /* data_files entries */
+#define FILE_MAX 32 /* data_files entries */
 
 /* Where a row came from, for messages: file index and line. */
 typedef struct row_src {
@@ -25,7 +25,7 @@ typedef struct row_src {
 } row_src;
 
 typedef struct id_slot {
-    const char *id;   /* borrowed from the row */
+    const char *id; /* borrowed from the row */
     size_t row;
 } id_slot;
 
@@ -35,7 +35,7 @@ typedef struct loader {
     batch_row *rows;
     row_src *src;
     size_t n, cap;
-    id_slot *ids;     /* open addressing, for duplicate ids */
+    id_slot *ids; /* open addressing, for duplicate ids */
     size_t ids_cap;
     const char *hint; /* where the file names come from, for messages */
 } loader;
@@ -91,15 +91,13 @@ static const char *where(const loader *L, size_t row, char *buf, size_t n)
 
 /* ---- prompts ---------------------------------------------------------- */
 
-static int take_str(char **dst, const cJSON *cfg, const char *key, const char *file,
-                    lis_error *err)
+static int take_str(char **dst, const cJSON *cfg, const char *key, const char *file, lis_error *err)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
     if (!v || cJSON_IsNull(v))
         return 0;
     if (!cJSON_IsString(v))
-        return lis_fail(err, EINVAL, "%s: %s must be text (a YAML string or block)", file,
-                          key);
+        return lis_fail(err, EINVAL, "%s: %s must be text (a YAML string or block)", file, key);
     char *s = agent_strdup(v->valuestring);
     if (!s)
         return lis_oom(err);
@@ -221,8 +219,10 @@ static int add_row(loader *L, cJSON *obj, uint32_t file, uint32_t line, lis_erro
     const char *fname = L->files[file];
     if (!cJSON_IsObject(obj)) {
         cJSON_Delete(obj);
-        return lis_fail(err, EINVAL, "%s:%u: a row must be a JSON object with id, "
-                          "problem_statement and ground_truth", fname, (unsigned)line);
+        return lis_fail(err, EINVAL,
+                        "%s:%u: a row must be a JSON object with id, "
+                        "problem_statement and ground_truth",
+                        fname, (unsigned)line);
     }
     if (L->n == L->cap) {
         size_t cap = L->cap ? L->cap * 2 : 256;
@@ -257,8 +257,8 @@ static int add_row(loader *L, cJSON *obj, uint32_t file, uint32_t line, lis_erro
         r->id = agent_strdup(num);
     } else {
         cJSON_Delete(obj);
-        return lis_fail(err, EINVAL, "%s:%u: id must be a non-empty string or a number",
-                          fname, (unsigned)line);
+        return lis_fail(err, EINVAL, "%s:%u: id must be a non-empty string or a number", fname,
+                        (unsigned)line);
     }
     if (!r->id) {
         cJSON_Delete(obj);
@@ -267,16 +267,17 @@ static int add_row(loader *L, cJSON *obj, uint32_t file, uint32_t line, lis_erro
     L->n++; /* the row is the loader's from here on */
     if (strlen(r->id) >= BATCH_ID_MAX)
         return lis_fail(err, EINVAL, "%s:%u: id longer than %d bytes; shorten it", fname,
-                          (unsigned)line, BATCH_ID_MAX - 1);
+                        (unsigned)line, BATCH_ID_MAX - 1);
     size_t dup = 0;
     int d = ids_insert(L, L->n - 1, &dup);
     if (d < 0)
         return lis_oom(err);
     if (d > 0) {
         char a[PATH_MAX + 16];
-        return lis_fail(err, EINVAL, "%s:%u: duplicate id \"%.100s\" (first at %s); give "
-                          "every row its own id (results and --resume key on it)", fname,
-                          (unsigned)line, r->id, where(L, dup, a, sizeof a));
+        return lis_fail(err, EINVAL,
+                        "%s:%u: duplicate id \"%.100s\" (first at %s); give "
+                        "every row its own id (results and --resume key on it)",
+                        fname, (unsigned)line, r->id, where(L, dup, a, sizeof a));
     }
     return 0;
 }
@@ -286,8 +287,10 @@ static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'
 /* Where a cJSON parse stopped, as "line N" context for a message. */
 static void parse_fail(lis_error *err, const char *fname, unsigned line, const char *what)
 {
-    lis_fail(err, EINVAL, "%s:%u: %s; a data file is a JSON array of row objects or JSONL "
-               "(one row object per line)", fname, line, what);
+    lis_fail(err, EINVAL,
+             "%s:%u: %s; a data file is a JSON array of row objects or JSONL "
+             "(one row object per line)",
+             fname, line, what);
 }
 
 /* The rest of a JSON array after its '['. */
@@ -341,8 +344,7 @@ static int load_array(loader *L, uint32_t file, const char *text, size_t len, un
     return 0;
 }
 
-static int load_jsonl(loader *L, uint32_t file, FILE *f, int first, unsigned line,
-                      lis_error *err)
+static int load_jsonl(loader *L, uint32_t file, FILE *f, int first, unsigned line, lis_error *err)
 {
     const char *fname = L->files[file];
     char *buf = NULL;
@@ -388,8 +390,7 @@ static int load_file(loader *L, uint32_t file, lis_error *err)
     const char *fname = L->files[file];
     FILE *f = fopen(fname, "rb");
     if (!f)
-        return lis_fail(err, errno, "%s: %s; check %s", fname, strerror(errno),
-                          L->hint);
+        return lis_fail(err, errno, "%s: %s; check %s", fname, strerror(errno), L->hint);
     unsigned line = 1;
     int c = getc(f);
     if (c == 0xEF) { /* a UTF-8 byte order mark */
@@ -467,8 +468,10 @@ static void check_row(batch_row *r, const char *at)
             return;
         files = cJSON_ParseWithOpts(s, NULL, 1); /* no trailing text, as json.loads */
         if (!files) {
-            snprintf(r->error, sizeof r->error, "%s: input_files is a string but not valid "
-                     "JSON; make it an object of name: content", at);
+            snprintf(r->error, sizeof r->error,
+                     "%s: input_files is a string but not valid "
+                     "JSON; make it an object of name: content",
+                     at);
             return;
         }
     } else if (cJSON_IsObject(in)) {
@@ -479,26 +482,34 @@ static void check_row(batch_row *r, const char *at)
             return;
         }
     } else {
-        snprintf(r->error, sizeof r->error, "%s: input_files must be an object of name: "
-                 "content (or a JSON string of one)", at);
+        snprintf(r->error, sizeof r->error,
+                 "%s: input_files must be an object of name: "
+                 "content (or a JSON string of one)",
+                 at);
         return;
     }
     if (!cJSON_IsObject(files)) {
         cJSON_Delete(files);
-        snprintf(r->error, sizeof r->error, "%s: input_files must be an object of name: "
-                 "content", at);
+        snprintf(r->error, sizeof r->error,
+                 "%s: input_files must be an object of name: "
+                 "content",
+                 at);
         return;
     }
     for (const cJSON *e = files->child; e; e = e->next) {
         if (!safe_name(e->string)) {
-            snprintf(r->error, sizeof r->error, "%s: input_files name \"%.80s\" leaves the "
-                     "input directory; use a relative name without \"..\"", at, e->string);
+            snprintf(r->error, sizeof r->error,
+                     "%s: input_files name \"%.80s\" leaves the "
+                     "input directory; use a relative name without \"..\"",
+                     at, e->string);
             cJSON_Delete(files);
             return;
         }
         if (!cJSON_IsString(e) && !cJSON_IsNull(e)) {
-            snprintf(r->error, sizeof r->error, "%s: input_files \"%.80s\" must be text "
-                     "(the file's content)", at, e->string);
+            snprintf(r->error, sizeof r->error,
+                     "%s: input_files \"%.80s\" must be text "
+                     "(the file's content)",
+                     at, e->string);
             cJSON_Delete(files);
             return;
         }
@@ -554,12 +565,14 @@ static int refuse_hf(const char *cfg_path, const char *dir, const cJSON *cfg, co
     char c[160] = "";
     if (cJSON_IsString(conf))
         snprintf(c, sizeof c, "'%.120s', ", conf->valuestring);
-    return lis_fail(err, EINVAL, "%s: dataset %.120s is a HuggingFace dataset, which lis "
-                      "cannot fetch offline; export it once with python3 -c \"from datasets "
-                      "import load_dataset; load_dataset('%.120s', %ssplit='%.40s')"
-                      ".to_json('%.100s/data.jsonl')\" and set dataset: json, data_files: "
-                      "data.jsonl", cfg_path, name, name, c,
-                      cJSON_IsString(split) ? split->valuestring : "test", dir);
+    return lis_fail(err, EINVAL,
+                    "%s: dataset %.120s is a HuggingFace dataset, which lis "
+                    "cannot fetch offline; export it once with python3 -c \"from datasets "
+                    "import load_dataset; load_dataset('%.120s', %ssplit='%.40s')"
+                    ".to_json('%.100s/data.jsonl')\" and set dataset: json, data_files: "
+                    "data.jsonl",
+                    cfg_path, name, name, c, cJSON_IsString(split) ? split->valuestring : "test",
+                    dir);
 }
 
 /* data_files relative to the task folder; the original resolves them against
@@ -606,9 +619,10 @@ static int task_config(const batch_task_opts *o, batch_task *t, loader *L, lis_e
     cJSON *cfg = NULL, *legacy = NULL;
     char *legacy_path = NULL;
     if (!exists(cfg_path)) {
-        lis_fail(err, ENOENT, "%s: no config.yaml; a task folder holds config.yaml "
-                   "(dataset: json, data_files: data.jsonl, system_prompt, instance_prompt)",
-                   o->task_dir);
+        lis_fail(err, ENOENT,
+                 "%s: no config.yaml; a task folder holds config.yaml "
+                 "(dataset: json, data_files: data.jsonl, system_prompt, instance_prompt)",
+                 o->task_dir);
         goto out;
     }
     if (!(cfg = load_yaml_map(cfg_path, "task config", err)))
@@ -638,8 +652,10 @@ static int task_config(const batch_task_opts *o, batch_task *t, loader *L, lis_e
                 goto out;
         }
     } else {
-        lis_fail(err, EINVAL, "%s: no data_files; add dataset: json and data_files: "
-                   "data.jsonl (a file, or a list of files, relative to the folder)", cfg_path);
+        lis_fail(err, EINVAL,
+                 "%s: no data_files; add dataset: json and data_files: "
+                 "data.jsonl (a file, or a list of files, relative to the folder)",
+                 cfg_path);
         goto out;
     }
     /* prompts: general.yaml's texts and the task folder's default dirs, then
@@ -690,12 +706,13 @@ int batch_task_load(const batch_task_opts *o, batch_task *t, lis_error *err)
     memset(t, 0, sizeof *t);
     int has_dir = o->task_dir && *o->task_dir, has_file = o->tasks_file && *o->tasks_file;
     if (has_dir == has_file)
-        return lis_fail(err, EINVAL, has_dir ? "give --task DIR or --tasks FILE, not both"
-                                               : "no task: give --task DIR (a benchmark "
-                                                 "folder) or --tasks FILE (JSON or JSONL)");
+        return lis_fail(err, EINVAL,
+                        has_dir ? "give --task DIR or --tasks FILE, not both"
+                                : "no task: give --task DIR (a benchmark "
+                                  "folder) or --tasks FILE (JSON or JSONL)");
     loader L = {0};
-    L.hint = has_dir ? "data_files in config.yaml (relative to the task folder)"
-                     : "the --tasks path";
+    L.hint =
+        has_dir ? "data_files in config.yaml (relative to the task folder)" : "the --tasks path";
     int rc = -1;
     if (has_dir) {
         t->dir = agent_strdup(o->task_dir);
@@ -728,8 +745,10 @@ int batch_task_load(const batch_task_opts *o, batch_task *t, lis_error *err)
         if (load_file(&L, (uint32_t)i, err) < 0)
             goto out;
     if (L.n == 0) {
-        lis_fail(err, EINVAL, "%s holds no rows; a data file is a JSON array of row objects "
-                   "or JSONL (one per line)", L.files[0]);
+        lis_fail(err, EINVAL,
+                 "%s holds no rows; a data file is a JSON array of row objects "
+                 "or JSONL (one per line)",
+                 L.files[0]);
         goto out;
     }
     strbuf paths = {0};

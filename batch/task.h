@@ -9,33 +9,33 @@
 #define BATCH_ID_MAX 4096
 
 typedef struct batch_row {
-    char *id;                 /* the row's id as text (a number id is printed as %g;
+    char *id;                      /* the row's id as text (a number id is printed as %g;
                                * precisely: an integer as Python's str(), else the
                                * shortest %.17g that reads back; no id: the row's
                                * 0-based position in the data, as text) */
     const char *problem_statement; /* borrowed from json ("" when absent) */
     const cJSON *ground_truth;     /* borrowed from json (NULL when absent) */
-    cJSON *json;              /* the whole row (owned); every field goes to the scorer */
-    cJSON *input_files;       /* name -> content object (owned; parsed when the row has a
+    cJSON *json;                   /* the whole row (owned); every field goes to the scorer */
+    cJSON *input_files;            /* name -> content object (owned; parsed when the row has a
                                * JSON string), NULL when the row has none. For an object
                                * row it is a cJSON reference to json's own (no copy of the
                                * documents): valid while json is. Names are relative, may
                                * hold subdirectories ("notes/a.txt"), never "..". A null
                                * content means: skip the file, as the original does */
-    char error[256];          /* not "": the row cannot run (recorded as input_error) */
+    char error[256];               /* not "": the row cannot run (recorded as input_error) */
 } batch_row;
 
 typedef struct batch_task {
-    char *name;               /* the folder's basename, or the file name without extension */
-    char *dir;                /* the task folder; NULL with --tasks */
-    char *data_path;          /* the data file rows were read from */
-    agent_prompts prompts;    /* system/instance prompt, working/input/output dirs */
-    char *reward_py;          /* <dir>/reward.py when it exists, else NULL */
-    char *judge_py;           /* <dir>/judge.py when it exists, else NULL */
-    char *vanilla_prompt_py;  /* <dir>/vanilla_llm_prompt.py when it exists, else NULL */
+    char *name;              /* the folder's basename, or the file name without extension */
+    char *dir;               /* the task folder; NULL with --tasks */
+    char *data_path;         /* the data file rows were read from */
+    agent_prompts prompts;   /* system/instance prompt, working/input/output dirs */
+    char *reward_py;         /* <dir>/reward.py when it exists, else NULL */
+    char *judge_py;          /* <dir>/judge.py when it exists, else NULL */
+    char *vanilla_prompt_py; /* <dir>/vanilla_llm_prompt.py when it exists, else NULL */
     batch_row *rows;
-    size_t nrows;             /* after --start-id/--end-id */
-    size_t total_rows;        /* in the data file */
+    size_t nrows;      /* after --start-id/--end-id */
+    size_t total_rows; /* in the data file */
 } batch_task;
 
 typedef struct batch_task_opts {

@@ -88,10 +88,7 @@ bw_pool *bw_pool_new(unsigned threads, lis_error *err)
     return p;
 }
 
-int bw_pool_fd(const bw_pool *p)
-{
-    return p->efd;
-}
+int bw_pool_fd(const bw_pool *p) { return p->efd; }
 
 int bw_pool_submit(bw_pool *p, void (*run)(void *arg), void (*done)(void *arg), void *arg,
                    lis_error *err)

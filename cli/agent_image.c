@@ -27,7 +27,8 @@ static int build_default_image(void)
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", exe);
     *strrchr(dir, '/') = 0;
-    static const char *const rel[] = {"%s/../scripts/make-rootfs.sh", "%s/../share/lis/make-rootfs.sh"};
+    static const char *const rel[] = {"%s/../scripts/make-rootfs.sh",
+                                      "%s/../share/lis/make-rootfs.sh"};
     script[0] = 0;
     for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
         snprintf(script, sizeof script, rel[i], dir);
@@ -73,7 +74,8 @@ int cli_agent_rootfs(lis_ctx *ctx, const char *image, const char *rootfs_dir, ch
     if (build_default_image() < 0 ||
         lis_store_resolve(lis_ctx_data_dir(ctx), DEFAULT_IMAGE, rootfs, len, &err) < 0) {
         cli_error("the default image %s is not in the store: build it with "
-                  "scripts/make-rootfs.sh, or pass --rootfs DIR", DEFAULT_IMAGE);
+                  "scripts/make-rootfs.sh, or pass --rootfs DIR",
+                  DEFAULT_IMAGE);
         return -1;
     }
     return 0;

@@ -75,9 +75,21 @@ int cli_parse_size(const char *s, uint64_t *out)
     double mul = 1;
     switch (*end) {
     case 0: break;
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 'k':
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1024.0 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1024.0 * 1024 * 1024;
+        end++;
+        break;
     default: return -1;
     }
     if (*end == 'i' || *end == 'B' || *end == 'b')
@@ -127,8 +139,7 @@ int cli_run_plugin(const char *lib, const char *main_name, int argc, char **argv
             snprintf(why, sizeof why, "%s", dlerror());
     }
     if (!h) {
-        cli_error("cannot load %s next to %s%s%s (reinstall lis)", lib, exe, *why ? ": " : "",
-                  why);
+        cli_error("cannot load %s next to %s%s%s (reinstall lis)", lib, exe, *why ? ": " : "", why);
         return CLI_EXIT_LIS;
     }
     int (*fn)(int, char **) = (int (*)(int, char **))dlsym(h, main_name);

@@ -87,20 +87,38 @@ typedef struct bopt {
     ftype type;
     size_t off;
 } bopt;
-#define B(n, t, f) {n, t, offsetof(bflags, f)}
+#define B(n, t, f)                                                                                 \
+    {                                                                                              \
+        n, t, offsetof(bflags, f)                                                                  \
+    }
 static const bopt BOPTS[] = {
-    B("task", F_STR, task), B("tasks", F_STR, tasks), B("prompt-config", F_STR, prompt_config),
-    B("output-dir", F_STR, output_dir), B("resume", F_STR, resume), B("mode", F_STR, mode),
-    B("scorer", F_STR, scorer), B("judge-model", F_STR, judge_model),
-    B("judge-base-url", F_STR, judge_url), B("judge-api-key", F_STR, judge_key),
-    B("start-id", F_LONG, start_id), B("end-id", F_LONG, end_id),
-    B("max-response-len", F_LONG, max_response_len), B("repeat", F_INT, repeat),
-    B("shard", F_STR, shard), B("shards", F_INT, shards),
-    B("concurrency", F_INT, concurrency), B("num-workers", F_INT, concurrency),
-    B("max-creating", F_INT, max_creating), B("max-commands", F_INT, max_commands),
-    B("max-llm", F_INT, max_llm), B("warm", F_INT, warm), B("episode-timeout", F_DBL, episode_timeout),
-    B("drain-timeout", F_DBL, drain_timeout), B("cmd-timeout", F_DBL, cmd_timeout),
-    B("quiet", F_BOOL, quiet), B("save-files", F_BOOL, save_files),
+    B("task", F_STR, task),
+    B("tasks", F_STR, tasks),
+    B("prompt-config", F_STR, prompt_config),
+    B("output-dir", F_STR, output_dir),
+    B("resume", F_STR, resume),
+    B("mode", F_STR, mode),
+    B("scorer", F_STR, scorer),
+    B("judge-model", F_STR, judge_model),
+    B("judge-base-url", F_STR, judge_url),
+    B("judge-api-key", F_STR, judge_key),
+    B("start-id", F_LONG, start_id),
+    B("end-id", F_LONG, end_id),
+    B("max-response-len", F_LONG, max_response_len),
+    B("repeat", F_INT, repeat),
+    B("shard", F_STR, shard),
+    B("shards", F_INT, shards),
+    B("concurrency", F_INT, concurrency),
+    B("num-workers", F_INT, concurrency),
+    B("max-creating", F_INT, max_creating),
+    B("max-commands", F_INT, max_commands),
+    B("max-llm", F_INT, max_llm),
+    B("warm", F_INT, warm),
+    B("episode-timeout", F_DBL, episode_timeout),
+    B("drain-timeout", F_DBL, drain_timeout),
+    B("cmd-timeout", F_DBL, cmd_timeout),
+    B("quiet", F_BOOL, quiet),
+    B("save-files", F_BOOL, save_files),
     B("fork-from-setup", F_BOOL, fork_from_setup),
 };
 
@@ -169,8 +187,7 @@ static int split_flags(int argc, char **argv, bflags *b, cli_list *rest)
                 o = &BOPTS[k];
         if (!o) { /* a model or sandbox flag: agent_cli_parse's, value and all */
             cli_list_add(rest, a);
-            if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) &&
-                strcmp(name, "stream"))
+            if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) && strcmp(name, "stream"))
                 cli_list_add(rest, argv[++i]);
             continue;
         }
@@ -251,8 +268,7 @@ static int sub_report_or_judge(int argc, char **argv)
     llm_config j;
     if (judge_config(&b, NULL, &j) < 0)
         return 2;
-    return lis_batch_judge(dir, &j, b.concurrency > 0 ? b.concurrency : 8, stderr, stdout,
-                           &err) < 0
+    return lis_batch_judge(dir, &j, b.concurrency > 0 ? b.concurrency : 8, stderr, stdout, &err) < 0
                ? cli_fail(&err)
                : 0;
 }
@@ -262,15 +278,17 @@ static int sub_merge(int argc, char **argv)
 {
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            puts("usage: lis batch merge OUT SHARD_DIR...\n"
-                 "Joins the directories of the N shards of one run (lis batch --shard K/N)\n"
-                 "into OUT, the files of one unsharded run; refuses shards of different runs,\n"
-                 "missing, incomplete or running shards and ids in two shards (docs/scale-out.md).");
+            puts(
+                "usage: lis batch merge OUT SHARD_DIR...\n"
+                "Joins the directories of the N shards of one run (lis batch --shard K/N)\n"
+                "into OUT, the files of one unsharded run; refuses shards of different runs,\n"
+                "missing, incomplete or running shards and ids in two shards (docs/scale-out.md).");
             return 0;
         }
         if (!strncmp(argv[i], "-", 1)) {
             cli_error("lis batch merge: unknown option '%s' (usage: lis batch merge OUT "
-                      "SHARD_DIR...)", argv[i]);
+                      "SHARD_DIR...)",
+                      argv[i]);
             return 2;
         }
     }
@@ -346,14 +364,16 @@ int cmd_batch_main(int argc, char **argv)
     struct stat rst;
     if (!b.task == !b.tasks) {
         cli_error("give the rows: --task DIR (a benchmark folder) or --tasks FILE (JSON or "
-                  "JSONL), not %s", b.task ? "both" : "neither");
+                  "JSONL), not %s",
+                  b.task ? "both" : "neither");
         goto out;
     }
     int st_rc = stat(rows, &rst);
     if (st_rc < 0 || (b.task && !S_ISDIR(rst.st_mode))) {
         cli_error("%s %s: %s", b.task ? "--task" : "--tasks", rows,
-                  st_rc < 0 ? strerror(errno) : "not a directory (a task folder holds "
-                  "config.yaml; a file of rows is --tasks FILE)");
+                  st_rc < 0 ? strerror(errno)
+                            : "not a directory (a task folder holds "
+                              "config.yaml; a file of rows is --tasks FILE)");
         goto out;
     }
     o.task_dir = b.task;
@@ -364,8 +384,8 @@ int cmd_batch_main(int argc, char **argv)
     o.start_id = o.start_set ? b.start_id : 0;
     o.end_id = o.end_set ? b.end_id : 0;
     o.repeat = b.repeat > 0 ? b.repeat : 1;
-    if (lis_batch_shard_resolve(b.shard, b.shards, getenv, &o.shard_index, &o.shard_count,
-                                &err) < 0) {
+    if (lis_batch_shard_resolve(b.shard, b.shards, getenv, &o.shard_index, &o.shard_count, &err) <
+        0) {
         cli_error("%s", err.msg);
         goto out;
     }

@@ -99,20 +99,22 @@ static void print_result(const lis_rootfs_result *r, double secs)
         printf("%s %s (already in the store)\n", r->ref, r->digest);
     else
         printf("%s %s (%s, %llu files, %s, %.1fs%s)\n", r->ref, r->digest, r->format,
-               (unsigned long long)r->files, sz, secs,
-               r->skipped ? ", device nodes skipped" : "");
+               (unsigned long long)r->files, sz, secs, r->skipped ? ", device nodes skipped" : "");
 }
 
 enum { O_NAME = 256, O_PLATFORM, O_TLS, O_INSECURE, O_JSON, O_FORCE };
 
 static int cmd_get(int argc, char **argv, int pull)
 {
-    static const struct option lo[] = {
-        {"name", required_argument, 0, O_NAME},         {"platform", required_argument, 0, O_PLATFORM},
-        {"tag", required_argument, 0, O_NAME}, /* as lis sandbox snapshot --tag, docker build -t */
-        {"tls-verify", required_argument, 0, O_TLS},    {"insecure", no_argument, 0, O_INSECURE},
-        {"quiet", no_argument, 0, 'q'},                 {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option lo[] = {{"name", required_argument, 0, O_NAME},
+                                       {"platform", required_argument, 0, O_PLATFORM},
+                                       {"tag", required_argument, 0,
+                                        O_NAME}, /* as lis sandbox snapshot --tag, docker build -t */
+                                       {"tls-verify", required_argument, 0, O_TLS},
+                                       {"insecure", no_argument, 0, O_INSECURE},
+                                       {"quiet", no_argument, 0, 'q'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
     lis_rootfs_opts o = {0};
     int quiet = 0, c;
     optind = 1;
@@ -301,7 +303,8 @@ static int cmd_rm(int argc, char **argv)
         }
         if (busy) {
             cli_error("image '%s' is in use by a running sandbox (lis sandbox ls; remove the "
-                      "sandbox first, or use --force)", argv[i]);
+                      "sandbox first, or use --force)",
+                      argv[i]);
             rc = CLI_EXIT_LIS;
             continue;
         }
@@ -331,8 +334,8 @@ static int cmd_gc(int argc, char **argv)
     int removed = 0;
     uint64_t freed = 0;
     lis_error err = {0};
-    int rc = lis_rootfs_gc(lis_ctx_data_dir(ctx), (const char *const *)used, &removed, &freed,
-                           &err);
+    int rc =
+        lis_rootfs_gc(lis_ctx_data_dir(ctx), (const char *const *)used, &removed, &freed, &err);
     free_list(used);
     lis_ctx_free(ctx);
     if (rc < 0)

@@ -58,13 +58,19 @@ int cmd_run_main(int argc, char **argv)
     char rootfs[4096];
     if (cli_agent_rootfs(ctx, c.image, c.rootfs, rootfs, sizeof rootfs) < 0)
         goto out;
-    agent_run r = {
-        .opts = {.query = c.query, .prompts = &prompts, .max_steps = c.max_steps,
-                 .max_token_limit = c.max_token_limit, .llm = llm, .llm_name = c.llm_name,
-                 .progress = stderr},
-        .rootfs = rootfs, .input_dir = c.input_dir,
-        .output_dir = c.output_dir ? c.output_dir : "output", .net = net, .memory_bytes = mem,
-        .out = stdout};
+    agent_run r = {.opts = {.query = c.query,
+                            .prompts = &prompts,
+                            .max_steps = c.max_steps,
+                            .max_token_limit = c.max_token_limit,
+                            .llm = llm,
+                            .llm_name = c.llm_name,
+                            .progress = stderr},
+                   .rootfs = rootfs,
+                   .input_dir = c.input_dir,
+                   .output_dir = c.output_dir ? c.output_dir : "output",
+                   .net = net,
+                   .memory_bytes = mem,
+                   .out = stdout};
     agent_outcome res;
     if (agent_episode(ctx, &r, &res, NULL, 0, &err) < 0) {
         cli_fail(&err);

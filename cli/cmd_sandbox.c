@@ -31,27 +31,57 @@ typedef struct opts {
     int allow_host_network;
 } opts;
 
-enum { O_ROOTFS = 256, O_IMAGE, O_NAME, O_HOSTNAME, O_NET, O_UIDMAP, O_MEMORY, O_PIDS, O_CPUS,
-       O_TIMEOUT, O_CWD, O_JSON, O_ALL, O_DISK, O_UPPER, O_REQUIRE_LIMITS, O_POOL, O_ALLOW_DOMAIN,
-       O_DENY_DOMAIN, O_ALLOW_HOST_NET };
+enum {
+    O_ROOTFS = 256,
+    O_IMAGE,
+    O_NAME,
+    O_HOSTNAME,
+    O_NET,
+    O_UIDMAP,
+    O_MEMORY,
+    O_PIDS,
+    O_CPUS,
+    O_TIMEOUT,
+    O_CWD,
+    O_JSON,
+    O_ALL,
+    O_DISK,
+    O_UPPER,
+    O_REQUIRE_LIMITS,
+    O_POOL,
+    O_ALLOW_DOMAIN,
+    O_DENY_DOMAIN,
+    O_ALLOW_HOST_NET
+};
 
 static const struct option long_opts[] = {
-    {"rootfs", required_argument, 0, O_ROOTFS},   {"image", required_argument, 0, O_IMAGE},
-    {"name", required_argument, 0, O_NAME},       {"hostname", required_argument, 0, O_HOSTNAME},
-    {"volume", required_argument, 0, 'v'},        {"env", required_argument, 0, 'e'},
-    {"net", required_argument, 0, O_NET},         {"uidmap", required_argument, 0, O_UIDMAP},
-    {"memory", required_argument, 0, O_MEMORY},   {"pids", required_argument, 0, O_PIDS},
-    {"cpus", required_argument, 0, O_CPUS},       {"timeout", required_argument, 0, O_TIMEOUT},
-    {"cwd", required_argument, 0, O_CWD},         {"workdir", required_argument, 0, 'w'},
-    {"interactive", no_argument, 0, 'i'},         {"tty", no_argument, 0, 't'},
-    {"json", no_argument, 0, O_JSON},             {"all", no_argument, 0, O_ALL},
-    {"disk", required_argument, 0, O_DISK},       {"require-limits", no_argument, 0, O_REQUIRE_LIMITS},
+    {"rootfs", required_argument, 0, O_ROOTFS},
+    {"image", required_argument, 0, O_IMAGE},
+    {"name", required_argument, 0, O_NAME},
+    {"hostname", required_argument, 0, O_HOSTNAME},
+    {"volume", required_argument, 0, 'v'},
+    {"env", required_argument, 0, 'e'},
+    {"net", required_argument, 0, O_NET},
+    {"uidmap", required_argument, 0, O_UIDMAP},
+    {"memory", required_argument, 0, O_MEMORY},
+    {"pids", required_argument, 0, O_PIDS},
+    {"cpus", required_argument, 0, O_CPUS},
+    {"timeout", required_argument, 0, O_TIMEOUT},
+    {"cwd", required_argument, 0, O_CWD},
+    {"workdir", required_argument, 0, 'w'},
+    {"interactive", no_argument, 0, 'i'},
+    {"tty", no_argument, 0, 't'},
+    {"json", no_argument, 0, O_JSON},
+    {"all", no_argument, 0, O_ALL},
+    {"disk", required_argument, 0, O_DISK},
+    {"require-limits", no_argument, 0, O_REQUIRE_LIMITS},
     {"upper", required_argument, 0, O_UPPER},
     {"pool", required_argument, 0, O_POOL},
     {"allow-domain", required_argument, 0, O_ALLOW_DOMAIN},
     {"deny-domain", required_argument, 0, O_DENY_DOMAIN},
     {"allow-host-network", no_argument, 0, O_ALLOW_HOST_NET},
-    {"help", no_argument, 0, 'h'},                {0, 0, 0, 0},
+    {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
 };
 
 static int parse_bind(opts *o, char *arg)
@@ -99,7 +129,10 @@ static int parse(int argc, char **argv, opts *o, const char *usage)
         case O_IMAGE: o->image = optarg; break;
         case O_NAME: o->name = optarg; break;
         case O_HOSTNAME: o->hostname = optarg; break;
-        case 'v': if (parse_bind(o, optarg) < 0) return -1; break;
+        case 'v':
+            if (parse_bind(o, optarg) < 0)
+                return -1;
+            break;
         case 'e':
             if (!strchr(optarg, '=')) {
                 cli_error("-e %s: expected KEY=VALUE", optarg);
@@ -108,51 +141,80 @@ static int parse(int argc, char **argv, opts *o, const char *usage)
             cli_list_add(&o->env, optarg);
             break;
         case O_NET:
-            if (!strcmp(optarg, "none")) o->net = LIS_NET_NONE;
-            else if (!strcmp(optarg, "host")) o->net = LIS_NET_HOST;
-            else if (!strcmp(optarg, "proxy")) o->net = LIS_NET_PROXY;
-            else { cli_error("--net %s: expected none, host or proxy", optarg); return -1; }
+            if (!strcmp(optarg, "none"))
+                o->net = LIS_NET_NONE;
+            else if (!strcmp(optarg, "host"))
+                o->net = LIS_NET_HOST;
+            else if (!strcmp(optarg, "proxy"))
+                o->net = LIS_NET_PROXY;
+            else {
+                cli_error("--net %s: expected none, host or proxy", optarg);
+                return -1;
+            }
             break;
         case O_ALLOW_DOMAIN: cli_list_add(&o->allow_domains, optarg); break;
         case O_DENY_DOMAIN: cli_list_add(&o->deny_domains, optarg); break;
         case O_ALLOW_HOST_NET: o->allow_host_network = 1; break;
         case O_UIDMAP:
-            if (!strcmp(optarg, "auto")) o->uidmap = LIS_UIDMAP_AUTO;
-            else if (!strcmp(optarg, "single")) o->uidmap = LIS_UIDMAP_SINGLE;
-            else if (!strcmp(optarg, "full")) o->uidmap = LIS_UIDMAP_FULL;
-            else { cli_error("--uidmap %s: expected auto, single or full", optarg); return -1; }
+            if (!strcmp(optarg, "auto"))
+                o->uidmap = LIS_UIDMAP_AUTO;
+            else if (!strcmp(optarg, "single"))
+                o->uidmap = LIS_UIDMAP_SINGLE;
+            else if (!strcmp(optarg, "full"))
+                o->uidmap = LIS_UIDMAP_FULL;
+            else {
+                cli_error("--uidmap %s: expected auto, single or full", optarg);
+                return -1;
+            }
             break;
         case O_MEMORY:
-            if (cli_parse_size(optarg, &v) < 0) { cli_error("--memory %s: expected e.g. 200M", optarg); return -1; }
+            if (cli_parse_size(optarg, &v) < 0) {
+                cli_error("--memory %s: expected e.g. 200M", optarg);
+                return -1;
+            }
             o->limits.memory_bytes = v ? v : LIS_UNLIMITED;
             break;
         case O_PIDS:
-            if (cli_parse_size(optarg, &v) < 0) { cli_error("--pids %s: expected a number", optarg); return -1; }
+            if (cli_parse_size(optarg, &v) < 0) {
+                cli_error("--pids %s: expected a number", optarg);
+                return -1;
+            }
             o->limits.pids = v ? v : LIS_UNLIMITED;
             break;
         case O_CPUS: {
             char *end;
             double d = strtod(optarg, &end);
-            if (!strcmp(optarg, "unlimited")) o->limits.cpu_millis = LIS_UNLIMITED;
-            else if (*end || d < 0) { cli_error("--cpus %s: expected e.g. 1.5", optarg); return -1; }
-            else o->limits.cpu_millis = d > 0 ? (uint64_t)(d * 1000) : LIS_UNLIMITED;
+            if (!strcmp(optarg, "unlimited"))
+                o->limits.cpu_millis = LIS_UNLIMITED;
+            else if (*end || d < 0) {
+                cli_error("--cpus %s: expected e.g. 1.5", optarg);
+                return -1;
+            } else
+                o->limits.cpu_millis = d > 0 ? (uint64_t)(d * 1000) : LIS_UNLIMITED;
             break;
         }
         case O_REQUIRE_LIMITS: o->limits.require = 1; break;
         case O_POOL: {
             char *end;
             unsigned long k = strtoul(optarg, &end, 10);
-            if (*end || k < 1 || k > 256) { cli_error("--pool %s: expected 1 to 256", optarg); return -1; }
+            if (*end || k < 1 || k > 256) {
+                cli_error("--pool %s: expected 1 to 256", optarg);
+                return -1;
+            }
             o->pool = (unsigned)k;
             break;
         }
         case O_TIMEOUT: {
             char *end;
             o->timeout = strtod(optarg, &end);
-            if (*end || o->timeout < 0) { cli_error("--timeout %s: expected seconds", optarg); return -1; }
+            if (*end || o->timeout < 0) {
+                cli_error("--timeout %s: expected seconds", optarg);
+                return -1;
+            }
             break;
         }
-        case O_CWD: case 'w': o->cwd = optarg; break;
+        case O_CWD:
+        case 'w': o->cwd = optarg; break;
         case 'i': o->interactive = 1; break;
         case 't': o->tty = 1; break;
         case O_JSON: o->json = 1; break;
@@ -160,19 +222,26 @@ static int parse(int argc, char **argv, opts *o, const char *usage)
         case O_DISK:
             if (cli_parse_size(optarg, &v) < 0) {
                 cli_error("--disk %s: expected a size such as 1G or unlimited (the upper layer "
-                          "on disk is --upper disk)", optarg);
+                          "on disk is --upper disk)",
+                          optarg);
                 return -1;
             }
             o->limits.disk_bytes = v ? v : LIS_UNLIMITED;
             break;
         case O_UPPER:
-            if (!strcmp(optarg, "disk")) o->upper = 1;
-            else if (!strcmp(optarg, "tmpfs")) o->upper = 2;
-            else { cli_error("--upper %s: expected disk or tmpfs", optarg); return -1; }
+            if (!strcmp(optarg, "disk"))
+                o->upper = 1;
+            else if (!strcmp(optarg, "tmpfs"))
+                o->upper = 2;
+            else {
+                cli_error("--upper %s: expected disk or tmpfs", optarg);
+                return -1;
+            }
             break;
         case 'h': fputs(usage, stdout); exit(0);
         default:
-            cli_error("%s: unknown or incomplete option '%s'\n%s", argv[0], argv[optind - 1], usage);
+            cli_error("%s: unknown or incomplete option '%s'\n%s", argv[0], argv[optind - 1],
+                      usage);
             return -1;
         }
     }
@@ -227,7 +296,8 @@ static int fill_spec(lis_ctx *ctx, opts *o, lis_sandbox_spec *spec, char *imgdir
 /* The --net proxy rules of the options. */
 static lis_net_rules rules_of(const opts *o)
 {
-    return (lis_net_rules){.allow_domains = o->allow_domains.v, .deny_domains = o->deny_domains.v,
+    return (lis_net_rules){.allow_domains = o->allow_domains.v,
+                           .deny_domains = o->deny_domains.v,
                            .allow_host_network = o->allow_host_network};
 }
 
@@ -673,8 +743,8 @@ static int cmd_sandbox_ls(int argc, char **argv)
         free(s);
         cJSON_Delete(arr);
     } else {
-        printf("%-24s %-8s %6s %8s %6s %13s %-8s  %s\n", "NAME", "STATE", "AGE", "MEMORY",
-               "PROCS", "DISK", "LIMITS", "ROOTFS");
+        printf("%-24s %-8s %6s %8s %6s %13s %-8s  %s\n", "NAME", "STATE", "AGE", "MEMORY", "PROCS",
+               "DISK", "LIMITS", "ROOTFS");
         for (size_t i = 0; i < n; i++) {
             char mem[32], age[32], used[32], lim[32] = "-", disk[72], root[160];
             human(st[i].memory_bytes, mem, sizeof mem);
@@ -774,19 +844,29 @@ int cmd_sandbox(int argc, char **argv)
     const char *sub = argv[1];
     argc--;
     argv++;
-    if (!strcmp(sub, "run")) return cmd_sandbox_run(argc, argv);
-    if (!strcmp(sub, "create")) return cmd_sandbox_create(argc, argv);
-    if (!strcmp(sub, "exec")) return cmd_sandbox_exec(argc, argv);
-    if (!strcmp(sub, "cp")) return cmd_sandbox_cp(argc, argv);
-    if (!strcmp(sub, "ls") || !strcmp(sub, "list")) return cmd_sandbox_ls(argc, argv);
-    if (!strcmp(sub, "rm")) return cmd_sandbox_rm(argc, argv);
-    if (!strcmp(sub, "gc")) return cmd_sandbox_gc(argc, argv);
+    if (!strcmp(sub, "run"))
+        return cmd_sandbox_run(argc, argv);
+    if (!strcmp(sub, "create"))
+        return cmd_sandbox_create(argc, argv);
+    if (!strcmp(sub, "exec"))
+        return cmd_sandbox_exec(argc, argv);
+    if (!strcmp(sub, "cp"))
+        return cmd_sandbox_cp(argc, argv);
+    if (!strcmp(sub, "ls") || !strcmp(sub, "list"))
+        return cmd_sandbox_ls(argc, argv);
+    if (!strcmp(sub, "rm"))
+        return cmd_sandbox_rm(argc, argv);
+    if (!strcmp(sub, "gc"))
+        return cmd_sandbox_gc(argc, argv);
     if (!strcmp(sub, "snapshot") || !strcmp(sub, "fork"))
         return cli_run_plugin("liblis-rootfs.so", "lis_cli_snapshot_main", argc, argv);
-    if (!strcmp(sub, "pause")) return cmd_sandbox_state(argc, argv, 1);
-    if (!strcmp(sub, "resume")) return cmd_sandbox_state(argc, argv, 0);
+    if (!strcmp(sub, "pause"))
+        return cmd_sandbox_state(argc, argv, 1);
+    if (!strcmp(sub, "resume"))
+        return cmd_sandbox_state(argc, argv, 0);
     cli_error("unknown sandbox command '%s' (run, create, exec, cp, ls, rm, gc, pause, resume, "
-              "snapshot, fork)", sub);
+              "snapshot, fork)",
+              sub);
     return 2;
 }
 

@@ -46,10 +46,11 @@ static void print_snapshot(const lis_snapshot_result *r, cJSON *j)
         return;
     }
     printf("%s%s%s\n", r->digest, r->ref[0] ? " " : "", r->ref);
-    fprintf(stderr, "lis: snapshot of %llu files (%llu bytes) over %s, %d layers; paused "
+    fprintf(stderr,
+            "lis: snapshot of %llu files (%llu bytes) over %s, %d layers; paused "
             "%.1f ms%s; it holds files, not processes\n",
-            (unsigned long long)r->capture.files, (unsigned long long)r->capture.bytes,
-            r->parent, r->depth, r->capture.paused_ms,
+            (unsigned long long)r->capture.files, (unsigned long long)r->capture.bytes, r->parent,
+            r->depth, r->capture.paused_ms,
             r->existed ? "; the same snapshot was in the store" : "");
 }
 
@@ -111,8 +112,7 @@ static void undo_and_die(lis_ctx *ctx, const char *name, lis_sandbox **out, int 
     if (out)
         snprintf(forks, sizeof forks, "%d fork%s removed, ", gone, gone == 1 ? "" : "s");
     fprintf(stderr, "lis: interrupted: %sthe snapshot %s; sandbox %s runs on as before\n", forks,
-            kept ? "kept (it was in the store already, or could not be removed)" : "removed",
-            name);
+            kept ? "kept (it was in the store already, or could not be removed)" : "removed", name);
     fflush(stdout);
     fflush(stderr);
     pthread_sigmask(SIG_SETMASK, old, NULL); /* the pending signal ends the process here */
@@ -201,7 +201,7 @@ int lis_cli_snapshot_main(int argc, char **argv)
     }
     lis_sandbox **forks = calloc((size_t)n, sizeof *forks);
     lis_error *errs = calloc((size_t)n, sizeof *errs);
-    char (*names)[80] = calloc((size_t)n, sizeof *names);
+    char(*names)[80] = calloc((size_t)n, sizeof *names);
     const char **nv = calloc((size_t)n, sizeof *nv);
     if (!forks || !errs || !names || !nv) {
         cli_error("out of memory");
@@ -212,12 +212,19 @@ int lis_cli_snapshot_main(int argc, char **argv)
                      prefix ? "" : "fork-", i + 1);
             nv[i] = names[i];
         }
-        lis_sandbox_spec spec = {.env = lis_sandbox_env(sb), .net = lis_sandbox_net(sb),
-                                 .limits = lis_sandbox_limits(sb), .upper = LIS_UPPER_DISK,
+        lis_sandbox_spec spec = {.env = lis_sandbox_env(sb),
+                                 .net = lis_sandbox_net(sb),
+                                 .limits = lis_sandbox_limits(sb),
+                                 .upper = LIS_UPPER_DISK,
                                  .persist = 1};
         /* lis_net_sandbox_create may run on several threads at once (lis batch does) */
-        lis_fork_opts fo = {.spec = &spec, .names = nv, .tag = tag, .create = create_fork,
-                            .create_arg = ctx, .threads = 4, .cancelled = interrupted,
+        lis_fork_opts fo = {.spec = &spec,
+                            .names = nv,
+                            .tag = tag,
+                            .create = create_fork,
+                            .create_arg = ctx,
+                            .threads = 4,
+                            .cancelled = interrupted,
                             .cancel_arg = &held};
         int made = lis_sandbox_fork(ctx, sb, n, &fo, forks, errs, &snap, &err);
         if (made < 0) {

@@ -27,9 +27,9 @@ typedef struct pump {
 
 typedef struct relay {
     lis_proc *p;
-    int tty_fd;             /* our terminal in raw mode, or -1 */
-    struct termios saved;   /* its modes before */
-    int master;             /* -t: the pty master, else -1 */
+    int tty_fd;           /* our terminal in raw mode, or -1 */
+    struct termios saved; /* its modes before */
+    int master;           /* -t: the pty master, else -1 */
     pump in, out, err;
 } relay;
 
@@ -179,9 +179,7 @@ static void handle_signals(relay *r, int sfd)
     while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
         int sig = (int)si.ssi_signo;
         switch (sig) {
-        case SIGWINCH:
-            copy_winsize(r);
-            break;
+        case SIGWINCH: copy_winsize(r); break;
         case SIGTSTP: /* stop with the terminal as it was; raw again on SIGCONT */
             tty_restore(r);
             raise(SIGSTOP);
@@ -190,8 +188,7 @@ static void handle_signals(relay *r, int sfd)
             tty_raw(r);
             copy_winsize(r);
             break;
-        case SIGTTOU: /* blocked only so that restoring the modes always works */
-            break;
+        case SIGTTOU: /* blocked only so that restoring the modes always works */ break;
         default: { /* SIGINT, SIGTERM, SIGHUP, SIGQUIT: die of it, as before */
             tty_restore(r);
             signal(sig, SIG_DFL);
@@ -311,4 +308,3 @@ int cli_run_command(lis_sandbox *sb, lis_exec_spec *ex, int interactive, lis_res
     free(r);
     return rc < 0 || wrc < 0 ? -1 : 0;
 }
-

@@ -17,13 +17,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* An invariant of the code under test: a violation is a finding, as a crash is. */
-#define FUZZ_CHECK(cond)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "fuzz invariant violated: %s (%s:%d)\n", #cond, __FILE__,        \
-                    __LINE__);                                                               \
-            abort();                                                                         \
-        }                                                                                    \
+#define FUZZ_CHECK(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fuzz invariant violated: %s (%s:%d)\n", #cond, __FILE__, __LINE__);   \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 #endif

@@ -78,8 +78,7 @@ static void check_authority(const http_authority *a, const char *text, size_t tn
         FUZZ_CHECK(inet_ntop(AF_INET6, &v6, back, sizeof back) && !strcmp(back, addr));
         break;
     }
-    default:
-        FUZZ_CHECK(0);
+    default: FUZZ_CHECK(0);
     }
 }
 
@@ -138,8 +137,8 @@ static void check_forward(const char *h, size_t hlen, const http_request *rq)
     const char *eol = memmem(out, n, "\r\n", 2);
     FUZZ_CHECK(!strncmp(eol + 2, "Host: ", 6));
     FUZZ_CHECK(n >= 23 && !memcmp(out + n - 23, "\r\nConnection: close\r\n\r\n", 23));
-    static const char *const hop[] = {"proxy-connection", "keep-alive", "proxy-authorization",
-                                      "te", "upgrade", "trailer"};
+    static const char *const hop[] = {"proxy-connection", "keep-alive", "proxy-authorization", "te",
+                                      "upgrade",          "trailer"};
     for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
         FUZZ_CHECK(!has_header(out, n, hop[i]));
     /* never a partial head */

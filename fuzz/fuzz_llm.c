@@ -26,8 +26,8 @@ static void check_reply(const llm_reply *r)
     FUZZ_CHECK(cJSON_IsObject(r->message));
     FUZZ_CHECK(r->content && r->reasoning);
     FUZZ_CHECK(memchr(r->finish_reason, 0, sizeof r->finish_reason));
-    FUZZ_CHECK(!r->tool_calls || (cJSON_IsArray(r->tool_calls) &&
-                                  cJSON_GetArraySize(r->tool_calls) > 0));
+    FUZZ_CHECK(!r->tool_calls ||
+               (cJSON_IsArray(r->tool_calls) && cJSON_GetArraySize(r->tool_calls) > 0));
     /* the history keeps the message and sends it back */
     char *again = cJSON_PrintUnformatted(r->message);
     FUZZ_CHECK(again);
@@ -65,7 +65,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* a history as the loop keeps it, converted for the Anthropic API */
     cJSON *msgs = cJSON_Parse(body);
     if (cJSON_IsArray(msgs)) {
-        llm_config cfg = {.api = LLM_API_ANTHROPIC, .model = "m", .max_tokens = 100,
+        llm_config cfg = {.api = LLM_API_ANTHROPIC,
+                          .model = "m",
+                          .max_tokens = 100,
                           .send_temperature = 1};
         cJSON *req = llm_anthropic_request(msgs, tools, &cfg, 100);
         FUZZ_CHECK(cJSON_IsObject(req));

@@ -30,8 +30,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     char home[300];
     snprintf(home, sizeof home, "%s/no-home", dir);
     setenv("HOME", home, 1);
-    static const char *const unset[] = {"LLM_IN_SANDBOX_CONFIG", "LLM_BASE_URL",
-                                        "OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"};
+    static const char *const unset[] = {"LLM_IN_SANDBOX_CONFIG", "LLM_BASE_URL", "OPENAI_BASE_URL",
+                                        "OPENAI_API_KEY", "ANTHROPIC_API_KEY"};
     for (size_t i = 0; i < sizeof unset / sizeof unset[0]; i++)
         unsetenv(unset[i]);
     return 0;

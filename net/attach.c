@@ -58,7 +58,8 @@ int lis_net_manual(lis_ctx *ctx, lis_error *err)
     if (!px)
         return -1;
     if (!px->manual)
-        return lis_fail(err, EBUSY, "the context's proxy already runs in its own thread: ask for "
+        return lis_fail(err, EBUSY,
+                        "the context's proxy already runs in its own thread: ask for "
                         "manual pumping before the first --net proxy sandbox");
     return px->epfd;
 }
@@ -91,8 +92,8 @@ static int attach(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *r, int lis
     if (!px)
         return -1;
     lis_netrules rules;
-    if (lis_netrules_init(&rules, r->allow_domains, r->deny_domains, r->allow_host_network,
-                          err) < 0)
+    if (lis_netrules_init(&rules, r->allow_domains, r->deny_domains, r->allow_host_network, err) <
+        0)
         return -1;
     int fd = fcntl(listen_fd, F_DUPFD_CLOEXEC, 3);
     net_port *p = fd >= 0 ? net_port_new(lis_sandbox_name(sb), &rules, fd, -1) : NULL;
@@ -109,8 +110,8 @@ static int attach(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *r, int lis
     return 0;
 }
 
-int lis_net_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec,
-                           const lis_net_rules *rules, lis_sandbox **out, lis_error *err)
+int lis_net_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, const lis_net_rules *rules,
+                           lis_sandbox **out, lis_error *err)
 {
     static const lis_net_rules none = {0};
     if (!rules)
@@ -119,7 +120,8 @@ int lis_net_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec,
         *out = NULL;
         if ((rules->allow_domains && rules->allow_domains[0]) ||
             (rules->deny_domains && rules->deny_domains[0]) || rules->allow_host_network)
-            return lis_fail(err, EINVAL, "--allow-domain, --deny-domain and --allow-host-network "
+            return lis_fail(err, EINVAL,
+                            "--allow-domain, --deny-domain and --allow-host-network "
                             "apply to --net proxy");
         return lis_sandbox_create(ctx, spec, out, err);
     }
@@ -147,7 +149,7 @@ int lis_net_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec,
     /* An ephemeral sandbox is served by this process, a persistent one by
      * the per-user daemon (proxyd.c). */
     int fd = lis_sandbox_take_listener(sb);
-    int prc = fd < 0 ? lis_fail(err, EIO, "the sandbox has no proxy listener")
+    int prc = fd < 0          ? lis_fail(err, EIO, "the sandbox has no proxy listener")
               : spec->persist ? net_proxyd_register(ctx, sb, rules, fd, err)
                               : attach(ctx, sb, rules, fd, err);
     if (fd >= 0)

@@ -29,15 +29,17 @@ void net_sweep(lis_proxy *px)
         case S_LINGER:
         case S_REPLY: net_conn_close(px, c); break;
         case S_RESOLVE:
-            net_reply(px, c, 504, "Gateway Timeout", "resolving %s took longer than %.0f s", c->host,
-                  RESOLVE_TIMEOUT);
+            net_reply(px, c, 504, "Gateway Timeout", "resolving %s took longer than %.0f s",
+                      c->host, RESOLVE_TIMEOUT);
             break;
         case S_CONNECT:
             if (c->next_addr < c->naddrs)
                 net_try_connect(px, c);
             else
-                net_reply(px, c, 504, "Gateway Timeout", "connecting to %s port %s took longer "
-                      "than %.0f s", c->host, c->portstr, CONNECT_TIMEOUT);
+                net_reply(px, c, 504, "Gateway Timeout",
+                          "connecting to %s port %s took longer "
+                          "than %.0f s",
+                          c->host, c->portstr, CONNECT_TIMEOUT);
             break;
         }
     }

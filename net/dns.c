@@ -30,7 +30,8 @@ static void *dns_main(void *arg)
         int skip = j->cancelled;
         pthread_mutex_unlock(&px->dmu);
         if (!skip) {
-            struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+            struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                                     .ai_socktype = SOCK_STREAM,
                                      .ai_flags = AI_NUMERICSERV};
             j->rc = getaddrinfo(j->host, j->port, &hints, &j->res);
         }
@@ -78,4 +79,3 @@ void net_dns_cancel(lis_proxy *px, dns_job *j)
     j->cancelled = 1;
     pthread_mutex_unlock(&px->dmu);
 }
-

@@ -23,7 +23,7 @@
 
 #define METHOD_MAX 32
 #define CONN_VALUES_MAX 512 /* bytes in all Connection values (each header line checks them) */
-#define ZONE_MAX 15 /* IF_NAMESIZE - 1 */
+#define ZONE_MAX 15         /* IF_NAMESIZE - 1 */
 
 static int fail(char *why, size_t wlen, const char *msg)
 {
@@ -202,8 +202,8 @@ static int parse_name(const char *s, size_t n, http_authority *a, char *why, siz
         uint32_t v;
         if (parse_v4(s, n, &v) < 0)
             return fail(why, wlen, "malformed IPv4 address");
-        snprintf(a->host, sizeof a->host, "%u.%u.%u.%u", v >> 24, (v >> 16) & 255,
-                 (v >> 8) & 255, v & 255);
+        snprintf(a->host, sizeof a->host, "%u.%u.%u.%u", v >> 24, (v >> 16) & 255, (v >> 8) & 255,
+                 v & 255);
         a->kind = HTTP_HOST_IPV4;
         return 0;
     }
@@ -214,8 +214,8 @@ static int parse_name(const char *s, size_t n, http_authority *a, char *why, siz
     return 0;
 }
 
-int http_parse_authority(const char *s, size_t n, const char *defport, http_authority *a,
-                         char *why, size_t wlen)
+int http_parse_authority(const char *s, size_t n, const char *defport, http_authority *a, char *why,
+                         size_t wlen)
 {
     memset(a, 0, sizeof *a);
     if (memchr(s, '@', n))
@@ -289,8 +289,7 @@ int http_parse_request(const char *h, size_t hlen, http_request *rq, char *why, 
      * except HTAB (in header values) */
     for (size_t i = 0; i < hlen; i++) {
         unsigned char ch = (unsigned char)h[i];
-        if ((ch == '\n' && (!i || h[i - 1] != '\r')) || (ch == '\r' && h[i + 1] != '\n') ||
-            ch == 0)
+        if ((ch == '\n' && (!i || h[i - 1] != '\r')) || (ch == '\r' && h[i + 1] != '\n') || ch == 0)
             return bad(why, wlen, "malformed request head (bare CR/LF or NUL)");
         if ((ch < ' ' && ch != '\r' && ch != '\n' && ch != '\t') || ch == 0x7f)
             return bad(why, wlen, "malformed request head (control character)");
@@ -311,8 +310,7 @@ int http_parse_request(const char *h, size_t hlen, http_request *rq, char *why, 
     rq->method = (http_span){0, (size_t)(sp1 - h)};
     rq->target = (http_span){(size_t)(sp1 + 1 - h), (size_t)(sp2 - sp1 - 1)};
     rq->version = (http_span){(size_t)(sp2 + 1 - h), (size_t)(eol - sp2 - 1)};
-    if (rq->version.len != 8 ||
-        (memcmp(sp2 + 1, "HTTP/1.1", 8) && memcmp(sp2 + 1, "HTTP/1.0", 8)))
+    if (rq->version.len != 8 || (memcmp(sp2 + 1, "HTTP/1.1", 8) && memcmp(sp2 + 1, "HTTP/1.0", 8)))
         return bad(why, wlen, "only HTTP/1.0 and HTTP/1.1 are served");
     /* headers: token ":" value; a line starting with SP/HTAB (folding) has
      * no valid name */
@@ -352,7 +350,8 @@ int http_parse_request(const char *h, size_t hlen, http_request *rq, char *why, 
     if (tlen >= 8 && !strncasecmp(target, "https://", 8))
         return bad(why, wlen, "https:// URLs go through CONNECT (set https_proxy)");
     if (tlen < 8 || strncasecmp(target, "http://", 7))
-        return bad(why, wlen, "this is an HTTP proxy: it serves absolute http:// URLs and "
+        return bad(why, wlen,
+                   "this is an HTTP proxy: it serves absolute http:// URLs and "
                    "CONNECT; set http_proxy/https_proxy to http://127.0.0.1:3128");
     const char *auth = target + 7, *tend = target + tlen, *p = auth;
     while (p < tend && *p != '/' && *p != '?' && *p != '#')
@@ -406,11 +405,11 @@ static void put(obuf *o, const char *s, size_t n)
 
 static void puts0(obuf *o, const char *s) { put(o, s, strlen(s)); }
 
-size_t http_forward_head(const char *h, size_t hlen, const http_request *rq, char *out,
-                         size_t cap)
+size_t http_forward_head(const char *h, size_t hlen, const http_request *rq, char *out, size_t cap)
 {
-    static const char *const hop[] = {"host", "connection", "proxy-connection", "keep-alive",
-                                      "proxy-authorization", "te", "upgrade", "trailer"};
+    static const char *const hop[] =
+        {"host", "connection", "proxy-connection", "keep-alive", "proxy-authorization",
+         "te",   "upgrade",    "trailer"};
     obuf o = {out, 0, cap, 0};
     put(&o, h, rq->method.len + 1);
     if (!rq->path.len || h[rq->path.off] != '/')

@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-#define HTTP_HOST_MAX 253     /* a DNS name; every literal is shorter */
-#define HTTP_CONN_HDRS_MAX 8  /* Connection header lines per request */
+#define HTTP_HOST_MAX 253    /* a DNS name; every literal is shorter */
+#define HTTP_CONN_HDRS_MAX 8 /* Connection header lines per request */
 
 enum http_host_kind { HTTP_HOST_NAME, HTTP_HOST_IPV4, HTTP_HOST_IPV6 };
 
@@ -19,28 +19,28 @@ enum http_host_kind { HTTP_HOST_NAME, HTTP_HOST_IPV4, HTTP_HOST_IPV6 };
  * (2130706433, 0x7f.1, 017700000001 are 127.0.0.1); an IPv6 address as
  * inet_ntop writes it, without [], with "%zone" when it had "%25zone". */
 typedef struct http_authority {
-    int kind;                     /* enum http_host_kind */
+    int kind; /* enum http_host_kind */
     char host[HTTP_HOST_MAX + 1];
-    char port[6];                 /* decimal, 1..65535, no leading zeros */
+    char port[6]; /* decimal, 1..65535, no leading zeros */
 } http_authority;
 
 /* Parses an RFC 3986 authority "host[:port]" of n bytes (userinfo refused).
  * defport is used when there is no port or an empty one; NULL makes the port
  * required. Returns 0, or -1 with *why saying what is wrong. */
-int http_parse_authority(const char *s, size_t n, const char *defport, http_authority *a,
-                         char *why, size_t wlen);
+int http_parse_authority(const char *s, size_t n, const char *defport, http_authority *a, char *why,
+                         size_t wlen);
 
 typedef struct http_span {
-    size_t off, len;              /* into the head */
+    size_t off, len; /* into the head */
 } http_span;
 
 typedef struct http_request {
-    int is_connect;               /* CONNECT host:port; else an absolute http:// URL */
+    int is_connect; /* CONNECT host:port; else an absolute http:// URL */
     http_authority auth;
     http_span method, target, version;
-    http_span url_auth;           /* the authority as written in the URL (plain HTTP) */
-    http_span path;               /* path and query (plain HTTP); may be empty */
-    size_t headers;               /* offset of the first header line */
+    http_span url_auth;                 /* the authority as written in the URL (plain HTTP) */
+    http_span path;                     /* path and query (plain HTTP); may be empty */
+    size_t headers;                     /* offset of the first header line */
     http_span conn[HTTP_CONN_HDRS_MAX]; /* values of the Connection headers */
     size_t nconn;
 } http_request;
@@ -53,8 +53,7 @@ size_t http_head_len(const char *buf, size_t len);
  * host:port and absolute http:// URLs, HTTP/1.0 and HTTP/1.1. Bare CR or LF,
  * NUL and other control bytes, obsolete line folding, malformed names and
  * authorities are refused. Returns 0, or an HTTP status (400) with *why. */
-int http_parse_request(const char *head, size_t hlen, http_request *rq, char *why,
-                       size_t wlen);
+int http_parse_request(const char *head, size_t hlen, http_request *rq, char *why, size_t wlen);
 
 /* Writes the head to send upstream for a plain-HTTP request that
  * http_parse_request accepted: "METHOD /path VERSION", Host from the URL, the

@@ -33,8 +33,8 @@ typedef struct lis_net_rules {
  * thread of ctx, started with its first proxy sandbox, unless
  * lis_net_manual) or by `lis proxyd` (persistent, spec->persist). rules may
  * be NULL; rules with another mode are an error. */
-int lis_net_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec,
-                           const lis_net_rules *rules, lis_sandbox **out, lis_error *err);
+int lis_net_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, const lis_net_rules *rules,
+                           lis_sandbox **out, lis_error *err);
 
 /* Requests (refused ones included), refused requests, and bytes the sandbox
  * received from / sent to the proxy. */

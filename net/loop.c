@@ -36,8 +36,7 @@ void net_pause_listen(lis_proxy *px, net_port *p, int paused)
 
 /* ---- ports (one per sandbox) ---- */
 
-net_port *net_port_new(const char *name, const lis_netrules *rules, int listen_fd,
-                              int pid_fd)
+net_port *net_port_new(const char *name, const lis_netrules *rules, int listen_fd, int pid_fd)
 {
     net_port *p = calloc(1, sizeof *p);
     if (!p)
@@ -84,7 +83,6 @@ void net_bury(lis_proxy *px)
 }
 
 /* ---- the proxy object and its loop ---- */
-
 
 void net_proxy_release(lis_proxy *px)
 {
@@ -135,5 +133,3 @@ lis_proxy *net_proxy_new(int daemon, lis_error *err)
         net_timer_arm(px, 1);
     return px;
 }
-
-

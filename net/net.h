@@ -56,24 +56,33 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#define NET_NAME_MAX 64           /* a sandbox name (lis.h) */
-#define BUF_SIZE (64 * 1024)      /* per direction of a relayed connection */
-#define BUF_SLACK 1024            /* room for rewritten heads */
-#define HEAD_MAX (32 * 1024)      /* request/response head limit */
-#define HEAD_TIMEOUT 30.0         /* seconds to send a complete request head */
+#define NET_NAME_MAX 64      /* a sandbox name (lis.h) */
+#define BUF_SIZE (64 * 1024) /* per direction of a relayed connection */
+#define BUF_SLACK 1024       /* room for rewritten heads */
+#define HEAD_MAX (32 * 1024) /* request/response head limit */
+#define HEAD_TIMEOUT 30.0    /* seconds to send a complete request head */
 #define RESOLVE_TIMEOUT 30.0
 #define CONNECT_TIMEOUT 30.0
-#define LINGER_TIMEOUT 2.0        /* after an error reply, before the close */
-#define PORT_MAX_CONNS 512        /* concurrent connections per sandbox */
-#define MAX_ADDRS 8               /* resolved candidates tried in order */
+#define LINGER_TIMEOUT 2.0 /* after an error reply, before the close */
+#define PORT_MAX_CONNS 512 /* concurrent connections per sandbox */
+#define MAX_ADDRS 8        /* resolved candidates tried in order */
 #define DNS_THREADS 4
-#define PROXYD_IDLE 5.0           /* the daemon exits after this long with no sandbox */
+#define PROXYD_IDLE 5.0 /* the daemon exits after this long with no sandbox */
 
 typedef struct lis_proxy lis_proxy;
 typedef struct net_port net_port;
 
-enum ref_kind { R_WAKE, R_TIMER, R_DNS, R_LISTEN, R_PID, R_CLIENT, R_UPSTREAM, R_CTL_LISTEN,
-                R_CTL };
+enum ref_kind {
+    R_WAKE,
+    R_TIMER,
+    R_DNS,
+    R_LISTEN,
+    R_PID,
+    R_CLIENT,
+    R_UPSTREAM,
+    R_CTL_LISTEN,
+    R_CTL
+};
 
 typedef struct ep_ref {
     int kind;
@@ -84,7 +93,7 @@ typedef struct conn conn;
 typedef struct dns_job dns_job;
 
 struct net_port {
-    lis_proxy *px;                /* the loop that serves it */
+    lis_proxy *px; /* the loop that serves it */
     ep_ref lref, pref;
     int listen_fd, pid_fd;
     uint32_t lmask;
@@ -105,14 +114,14 @@ struct conn {
     uint32_t cmask, umask;
     int state, dead;
     int is_connect, resp_head;
-    int host_kind;                /* enum http_host_kind */
+    int host_kind; /* enum http_host_kind */
     int c_eof, u_eof, c_shut, u_shut;
     double deadline;
     char host[256];
     char portstr[8];
-    char *up, *down;              /* client->upstream (also the head), upstream->client */
+    char *up, *down; /* client->upstream (also the head), upstream->client */
     size_t up_len, up_off, down_len, down_off;
-    int dpipe[2];                 /* upstream->client by splice(2), once past the head */
+    int dpipe[2]; /* upstream->client by splice(2), once past the head */
     size_t dpipe_n, dpipe_cap;
     struct sockaddr_storage addrs[MAX_ADDRS];
     socklen_t addrlens[MAX_ADDRS];
@@ -142,7 +151,7 @@ struct lis_proxy {
     void (*on_ctl)(lis_proxy *px, void *client);
     ep_ref wake_ref, timer_ref, dns_ref, ctl_ref;
     int timer_on, daemon, manual;
-    pthread_mutex_t mu;           /* everything below, while an event is handled */
+    pthread_mutex_t mu; /* everything below, while an event is handled */
     pthread_t thread;
     int has_thread, stop;
     net_port *ports;
@@ -173,13 +182,15 @@ struct pxd_msg {
 };
 enum { PXD_ALLOW_HOST_NETWORK = 1 };
 
-
 /* util.c */
 /* A helper thread that takes no signals (they belong to the application). */
 int net_start_thread(pthread_t *t, void *(*fn)(void *), void *arg);
 
 /* account.c: the counters of a port (relaxed atomics: read while served) */
-static inline void net_count(uint64_t *v, uint64_t n) { __atomic_fetch_add(v, n, __ATOMIC_RELAXED); }
+static inline void net_count(uint64_t *v, uint64_t n)
+{
+    __atomic_fetch_add(v, n, __ATOMIC_RELAXED);
+}
 /* Bytes toward the sandbox are counted before they are sent and the unsent
  * rest taken back after (n: what the send returned), so that whoever reads
  * the counters once the command that received them has ended sees them all. */
@@ -213,7 +224,7 @@ void net_proxy_release(lis_proxy *px);
 void net_send_reply(lis_proxy *px, conn *c);
 void net_linger_drain(lis_proxy *px, conn *c);
 int net_proxy_step(lis_proxy *px, int timeout_ms); /* one round: waits up to timeout_ms */
-void *net_proxy_main(void *arg);                    /* the loop's thread */
+void *net_proxy_main(void *arg);                   /* the loop's thread */
 void net_timer_arm(lis_proxy *px, int on);
 void net_pause_listen(lis_proxy *px, net_port *p, int paused);
 void net_sweep(lis_proxy *px);
@@ -246,8 +257,8 @@ void net_dns_cancel(lis_proxy *px, dns_job *j);
 void net_dns_complete(lis_proxy *px);
 
 /* proxyd.c: the client side, for attach.c and account.c */
-int net_proxyd_register(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *rules,
-                        int listen_fd, lis_error *err);
+int net_proxyd_register(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *rules, int listen_fd,
+                        lis_error *err);
 int net_proxyd_stats(const char *run_dir, const char *name, lis_net_counters *c);
 /* a ctl client of the daemon's loop */
 void net_ctl_accept(lis_proxy *px);

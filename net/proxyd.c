@@ -55,8 +55,8 @@ static int net_pxd_connect(const char *run_dir)
 }
 
 /* One request, one answer. */
-static int net_pxd_call(int fd, const struct pxd_msg *m, const char *payload, const int *fds, int nfds,
-                    struct pxd_msg *ans)
+static int net_pxd_call(int fd, const struct pxd_msg *m, const char *payload, const int *fds,
+                        int nfds, struct pxd_msg *ans)
 {
     struct iovec iov[2] = {{(void *)m, sizeof *m}, {(void *)payload, m->len}};
     union {
@@ -140,7 +140,8 @@ static int spawn_proxyd(lis_ctx *ctx, lis_error *err)
 {
     char exe[PATH_MAX];
     if (proxyd_exe(ctx, exe, sizeof exe) < 0)
-        return lis_fail(err, ENOENT, "persistent --net proxy sandboxes are served by `lis proxyd`, "
+        return lis_fail(err, ENOENT,
+                        "persistent --net proxy sandboxes are served by `lis proxyd`, "
                         "but the lis binary was not found next to %s (set LIS_PROXYD_EXE)",
                         lis_ctx_init_path(ctx));
     posix_spawn_file_actions_t fa;
@@ -171,8 +172,8 @@ static int spawn_proxyd(lis_ctx *ctx, lis_error *err)
     return 0;
 }
 
-int net_proxyd_register(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *spec,
-                        int listen_fd, lis_error *err)
+int net_proxyd_register(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *spec, int listen_fd,
+                        lis_error *err)
 {
     lis_netrules check;
     if (lis_netrules_init(&check, spec->allow_domains, spec->deny_domains, 0, err) < 0)
@@ -230,7 +231,6 @@ int net_proxyd_register(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *spec
                     lis_ctx_run_dir(ctx));
 }
 
-
 /* ---- the daemon ---- */
 
 static void ctl_handle_any(lis_proxy *px, void *cc);
@@ -267,7 +267,9 @@ void net_ctl_handle(lis_proxy *px, ctl_client *cc)
             struct cmsghdr align;
         } u;
         struct iovec iov = {in, sizeof in->m + PXD_PAYLOAD_MAX};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = u.buf,
                             .msg_controllen = sizeof u.buf};
         n = recvmsg(cc->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
         for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))

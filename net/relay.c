@@ -15,7 +15,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-
 /* Closes the upstream side of a connection and cancels its name lookup. */
 void net_drop_upstream(lis_proxy *px, conn *c)
 {
@@ -63,7 +62,6 @@ void net_conn_close(lis_proxy *px, conn *c)
     c->grave = px->grave_c;
     px->grave_c = c;
 }
-
 
 /* An error response; the connection closes after it. */
 void net_reply(lis_proxy *px, conn *c, int code, const char *reason, const char *fmt, ...)
@@ -211,8 +209,8 @@ void net_relay(lis_proxy *px, conn *c)
             }
         }
         /* plain HTTP: the response head says Connection: close (we close after it) */
-        if (c->resp_head && http_response_close(c->down, &c->down_len, BUF_SIZE + BUF_SLACK,
-                                                HEAD_MAX, c->u_eof))
+        if (c->resp_head &&
+            http_response_close(c->down, &c->down_len, BUF_SIZE + BUF_SLACK, HEAD_MAX, c->u_eof))
             c->resp_head = 0;
         if (!c->resp_head && c->down_off < c->down_len) {
             size_t want = c->down_len - c->down_off;

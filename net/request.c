@@ -69,8 +69,10 @@ void net_read_head(lis_proxy *px, conn *c)
     for (;;) {
         if (c->up_len >= HEAD_MAX) {
             net_count(&c->port->requests, 1);
-            net_reply(px, c, 431, "Request Header Fields Too Large", "the request head exceeds %d "
-                  "bytes", HEAD_MAX);
+            net_reply(px, c, 431, "Request Header Fields Too Large",
+                      "the request head exceeds %d "
+                      "bytes",
+                      HEAD_MAX);
             return;
         }
         ssize_t n = recv(c->cfd, c->up + c->up_len, BUF_SIZE - c->up_len, 0);
@@ -92,16 +94,19 @@ void net_read_head(lis_proxy *px, conn *c)
         return;
     if (hlen > HEAD_MAX) {
         net_count(&c->port->requests, 1);
-        net_reply(px, c, 431, "Request Header Fields Too Large", "the request head exceeds %d bytes",
-              HEAD_MAX);
+        net_reply(px, c, 431, "Request Header Fields Too Large",
+                  "the request head exceeds %d bytes", HEAD_MAX);
         return;
     }
     net_count(&c->port->requests, 1);
     char why[512];
     int code = parse_head(c, hlen, why, sizeof why);
     if (code) {
-        net_reply(px, c, code, code == 400 ? "Bad Request" : code == 431
-              ? "Request Header Fields Too Large" : "Service Unavailable", "%s", why);
+        net_reply(px, c, code,
+                  code == 400   ? "Bad Request"
+                  : code == 431 ? "Request Header Fields Too Large"
+                                : "Service Unavailable",
+                  "%s", why);
         return;
     }
     if (lis_netrules_check_host(&c->port->rules, c->host, why, sizeof why) < 0) {
@@ -113,7 +118,8 @@ void net_read_head(lis_proxy *px, conn *c)
     net_set_mask(px, c->cfd, &c->cref, &c->cmask, 0);
     c->state = S_RESOLVE;
     c->deadline = lis_now() + RESOLVE_TIMEOUT;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     if (getaddrinfo(c->host, c->portstr, &hints, &res) == 0) {
@@ -195,11 +201,12 @@ void net_try_connect(lis_proxy *px, conn *c)
     char ip[INET6_ADDRSTRLEN] = "?";
     const struct sockaddr *sa = (const struct sockaddr *)&c->addrs[c->naddrs - 1];
     inet_ntop(sa->sa_family,
-              sa->sa_family == AF_INET ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
-                                       : (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr,
+              sa->sa_family == AF_INET
+                  ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+                  : (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr,
               ip, sizeof ip);
     net_reply(px, c, 502, "Bad Gateway", "cannot connect to %s (%s port %s): %s", c->host, ip,
-          c->portstr, strerror(last ? last : ECONNREFUSED));
+              c->portstr, strerror(last ? last : ECONNREFUSED));
 }
 
 void net_connect_done(lis_proxy *px, conn *c)
@@ -220,11 +227,12 @@ void net_connect_done(lis_proxy *px, conn *c)
     char ip[INET6_ADDRSTRLEN] = "?";
     const struct sockaddr *sa = (const struct sockaddr *)&c->addrs[c->next_addr];
     inet_ntop(sa->sa_family,
-              sa->sa_family == AF_INET ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
-                                       : (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr,
+              sa->sa_family == AF_INET
+                  ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+                  : (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr,
               ip, sizeof ip);
     net_reply(px, c, 502, "Bad Gateway", "cannot connect to %s (%s port %s): %s", c->host, ip,
-          c->portstr, strerror(e));
+              c->portstr, strerror(e));
 }
 
 /* Filters the resolved addresses through the rules and starts connecting. */
@@ -232,7 +240,7 @@ void net_resolved(lis_proxy *px, conn *c, int rc, struct addrinfo *res)
 {
     if (rc) {
         net_reply(px, c, 502, "Bad Gateway", "cannot resolve %s: %s", c->host,
-              rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+                  rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
         return;
     }
     char why[512] = "";

@@ -51,8 +51,10 @@ static int copy_list(const char *const *in, char ***out, size_t *n, const char *
     for (size_t i = 0; i < cnt; i++) {
         if (!valid_glob(in[i])) {
             free_list(v, i);
-            return lis_fail(err, EINVAL, "--%s '%s': expected a host name or a glob such as "
-                            "*.example.com (letters, digits, . - _ * ? [ ] :)", what, in[i]);
+            return lis_fail(err, EINVAL,
+                            "--%s '%s': expected a host name or a glob such as "
+                            "*.example.com (letters, digits, . - _ * ? [ ] :)",
+                            what, in[i]);
         }
         v[i] = strdup(in[i]);
         if (!v[i]) {
@@ -118,8 +120,8 @@ int lis_netrules_check_host(const lis_netrules *r, const char *host, char *why, 
     for (size_t i = 0; i < r->nallow; i++)
         if (fnmatch(r->allow[i], host, FNM_CASEFOLD) == 0)
             return 0;
-    snprintf(why, len, "%s matches no --allow-domain pattern (allowed: %s%s)", host,
-             r->allow[0], r->nallow > 1 ? ", ..." : "");
+    snprintf(why, len, "%s matches no --allow-domain pattern (allowed: %s%s)", host, r->allow[0],
+             r->nallow > 1 ? ", ..." : "");
     return -1;
 }
 
@@ -187,8 +189,7 @@ const char *lis_addr_range(const struct sockaddr *sa)
     return NULL;
 }
 
-int lis_netrules_check_addr(const lis_netrules *r, const struct sockaddr *sa, char *why,
-                            size_t len)
+int lis_netrules_check_addr(const lis_netrules *r, const struct sockaddr *sa, char *why, size_t len)
 {
     const char *range = lis_addr_range(sa);
     if (!range || (r->allow_host_network && sa->sa_family != AF_UNSPEC &&
@@ -199,7 +200,9 @@ int lis_netrules_check_addr(const lis_netrules *r, const struct sockaddr *sa, ch
         inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof ip);
     else if (sa->sa_family == AF_INET6)
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof ip);
-    snprintf(why, len, "destination %s is in a %s range, refused by the non-public address "
-             "rule (allow it with --allow-host-network)", ip, range);
+    snprintf(why, len,
+             "destination %s is in a %s range, refused by the non-public address "
+             "rule (allow it with --allow-host-network)",
+             ip, range);
     return -1;
 }

@@ -10,9 +10,9 @@
 #include <sys/socket.h>
 
 typedef struct lis_netrules {
-    char **allow;           /* globs; none given: every domain is allowed */
+    char **allow; /* globs; none given: every domain is allowed */
     size_t nallow;
-    char **deny;            /* globs; deny wins over allow */
+    char **deny; /* globs; deny wins over allow */
     size_t ndeny;
     int allow_host_network; /* loopback, private and link-local destinations allowed */
 } lis_netrules;

@@ -95,8 +95,7 @@ static cJSON *read_meta(const char *data_dir, const char *hex)
     return j;
 }
 
-static void fill_image(const char *data_dir, const char *ref, const char *hex,
-                       lis_rootfs_image *im)
+static void fill_image(const char *data_dir, const char *ref, const char *hex, lis_rootfs_image *im)
 {
     memset(im, 0, sizeof *im);
     snprintf(im->ref, sizeof im->ref, "%s", ref);
@@ -162,7 +161,7 @@ int lis_rootfs_list(const char *data_dir, lis_rootfs_image **out, size_t *n, lis
     char bdir[PATH_MAX];
     snprintf(bdir, sizeof bdir, "%s/rootfs/blobs/sha256", data_dir);
     /* untagged blobs */
-    char (*untagged)[65] = NULL;
+    char(*untagged)[65] = NULL;
     size_t nu = 0, cu = 0;
     DIR *d = opendir(bdir);
     struct dirent *e;
@@ -217,8 +216,10 @@ static int resolve_hex(const char *data_dir, const char *ref, char hex[65], char
             struct stat st;
             if (lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
                 if (read_tag(p, hex) < 0)
-                    return lis_fail(err, EINVAL, "the tag file of '%s' is corrupt (lis rootfs rm "
-                                   "it and import again)", ref);
+                    return lis_fail(err, EINVAL,
+                                    "the tag file of '%s' is corrupt (lis rootfs rm "
+                                    "it and import again)",
+                                    ref);
                 if (tagpath)
                     snprintf(tagpath, tlen, "%s", p);
                 return 0;
@@ -258,8 +259,10 @@ int lis_rootfs_inspect(const char *data_dir, const char *ref, char **json, lis_e
     if (resolve_hex(data_dir, ref, hex, NULL, 0, err) < 0)
         return -1;
     if (!rf_blob_exists(data_dir, hex))
-        return lis_fail(err, ENOENT, "image '%s' is tagged but its files are missing (lis rootfs "
-                       "gc; import it again)", ref);
+        return lis_fail(err, ENOENT,
+                        "image '%s' is tagged but its files are missing (lis rootfs "
+                        "gc; import it again)",
+                        ref);
     cJSON *m = read_meta(data_dir, hex);
     if (!m)
         m = cJSON_CreateObject();
@@ -359,8 +362,10 @@ int lis_rootfs_rm(const char *data_dir, const char *ref, int *removed_image, lis
         char child[65];
         if (!*tagpath && has_child(data_dir, hex, child)) {
             close(lock);
-            return lis_fail(err, EBUSY, "image sha256:%.12s is the parent of snapshot "
-                           "sha256:%.12s: remove that first", hex, child);
+            return lis_fail(err, EBUSY,
+                            "image sha256:%.12s is the parent of snapshot "
+                            "sha256:%.12s: remove that first",
+                            hex, child);
         }
         if (*tagpath)
             unlink_tag(data_dir, tagpath);
@@ -412,13 +417,10 @@ int lis_rootfs_unstore_unused(const char *data_dir, const char *digest, char *tr
     return 0;
 }
 
-int lis_rootfs_trash_rm(const char *trash)
-{
-    return rf_rm_tree(trash);
-}
+int lis_rootfs_trash_rm(const char *trash) { return rf_rm_tree(trash); }
 
-int lis_rootfs_gc(const char *data_dir, const char *const *keep, int *removed,
-                  uint64_t *freed, lis_error *err)
+int lis_rootfs_gc(const char *data_dir, const char *const *keep, int *removed, uint64_t *freed,
+                  lis_error *err)
 {
     if (removed)
         *removed = 0;
@@ -458,7 +460,7 @@ int lis_rootfs_gc(const char *data_dir, const char *const *keep, int *removed,
     /* untagged images not in use: those of no tag, of no live sandbox's chain
      * and parent of no image kept */
     snprintf(dir, sizeof dir, "%s/rootfs/blobs/sha256", data_dir);
-    char (*hexes)[65] = NULL;
+    char(*hexes)[65] = NULL;
     char *used = NULL;
     size_t nh = 0, ch = 0;
     d = opendir(dir);

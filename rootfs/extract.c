@@ -111,7 +111,7 @@ typedef struct dmeta {
 
 struct rf_extract {
     char root[PATH_MAX];
-    int root_fd;         /* O_PATH directory */
+    int root_fd; /* O_PATH directory */
     mode_t umask;
     /* the last parent directory resolved, kept open */
     char cpath[PATH_MAX];
@@ -244,8 +244,7 @@ static int track(rf_extract *x, const char *path)
 
 /* Opens (creating when asked) the directory dir (normalized, "" = root),
  * refusing symlinks anywhere. Returns a descriptor owned by the cache. */
-static int open_dir(rf_extract *x, const char *dir, int create, const char *entry,
-                    lis_error *err)
+static int open_dir(rf_extract *x, const char *dir, int create, const char *entry, lis_error *err)
 {
     if (!*dir)
         return x->root_fd;
@@ -293,14 +292,15 @@ static int open_dir(rf_extract *x, const char *dir, int create, const char *entr
             if (fd != x->root_fd && fd != x->cfd)
                 close(fd);
             if (islink)
-                return lis_fail(err, ELOOP, "entry '%s' goes through the symlink '%.*s'; "
-                               "refusing to write through symlinks (unsafe archive)", entry,
-                               (int)(s - dir + (ptrdiff_t)n), dir);
+                return lis_fail(err, ELOOP,
+                                "entry '%s' goes through the symlink '%.*s'; "
+                                "refusing to write through symlinks (unsafe archive)",
+                                entry, (int)(s - dir + (ptrdiff_t)n), dir);
             if (e == ENOENT)
-                return lis_fail(err, ENOENT, "entry '%s': '%.*s' does not exist in the tree",
-                               entry, (int)(s - dir + (ptrdiff_t)n), dir);
+                return lis_fail(err, ENOENT, "entry '%s': '%.*s' does not exist in the tree", entry,
+                                (int)(s - dir + (ptrdiff_t)n), dir);
             return lis_fail_errnum(err, e, "entry '%s': cannot open '%.*s'", entry,
-                           (int)(s - dir + (ptrdiff_t)n), dir);
+                                   (int)(s - dir + (ptrdiff_t)n), dir);
         }
         if (fd != x->root_fd && fd != x->cfd)
             close(fd);
@@ -340,10 +340,7 @@ static int remove_existing(rf_extract *x, int pfd, const char *leaf)
     return 0;
 }
 
-void rf_extract_keep_owner(rf_extract *x, int on)
-{
-    x->keep_owner = on;
-}
+void rf_extract_keep_owner(rf_extract *x, int on) { x->keep_owner = on; }
 
 /* The archive's owner, where the namespace maps it (ids 0-65535). Before any
  * chmod: chown clears set-id bits. */
@@ -413,8 +410,8 @@ static int record_dir(rf_extract *x, const char *path, struct archive_entry *e)
     return 0;
 }
 
-static int write_data(rf_extract *x, struct archive *a, int fd, const char *entry,
-                      int64_t size, lis_error *err)
+static int write_data(rf_extract *x, struct archive *a, int fd, const char *entry, int64_t size,
+                      lis_error *err)
 {
     const void *buf;
     size_t len;
@@ -425,8 +422,8 @@ static int write_data(rf_extract *x, struct archive *a, int fd, const char *entr
         if (r == ARCHIVE_EOF)
             break;
         if (r < ARCHIVE_WARN)
-            return lis_fail(err, EIO, "entry '%s': %s (the archive is truncated or corrupt)",
-                           entry, archive_error_string(a));
+            return lis_fail(err, EIO, "entry '%s': %s (the archive is truncated or corrupt)", entry,
+                            archive_error_string(a));
         if (off != pos && lseek(fd, off, SEEK_SET) < 0)
             return lis_fail_errno(err, "entry '%s': seek", entry);
         pos = off;
@@ -484,8 +481,8 @@ static int opaque_clean(rf_extract *x, const char *path, lis_error *err)
         snprintf(full, sizeof full, "%s%s%s", path, *path ? "/" : "", names[i]);
         struct stat st;
         if (smap_get(&x->layer, full)) {
-            if (fstatat(dirfd(d), names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                S_ISDIR(st.st_mode) && rc == 0)
+            if (fstatat(dirfd(d), names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+                rc == 0)
                 rc = opaque_clean(x, full, err);
         } else {
             uncache(x);
@@ -498,15 +495,15 @@ static int opaque_clean(rf_extract *x, const char *path, lis_error *err)
     return rc;
 }
 
-static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry *e,
-                         int whiteouts, lis_error *err)
+static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry *e, int whiteouts,
+                         lis_error *err)
 {
     char path[PATH_MAX], dir[PATH_MAX];
     const char *raw = archive_entry_pathname(e);
     const char *why = NULL;
     if (normalize(raw, path, sizeof path, &why) < 0)
-        return lis_fail(err, EPERM, "entry '%s' %s; refusing it (unsafe archive)",
-                       raw ? raw : "?", why);
+        return lis_fail(err, EPERM, "entry '%s' %s; refusing it (unsafe archive)", raw ? raw : "?",
+                        why);
     mode_t type = archive_entry_filetype(e);
     const char *hl = archive_entry_hardlink(e);
     if (!*path) {
@@ -514,8 +511,10 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
             x->have_root_meta = 1;
             return record_dir(x, "", e);
         }
-        return lis_fail(err, EPERM, "entry '%s' would replace the root directory; refusing "
-                       "it (unsafe archive)", raw);
+        return lis_fail(err, EPERM,
+                        "entry '%s' would replace the root directory; refusing "
+                        "it (unsafe archive)",
+                        raw);
     }
     const char *leaf = split(path, dir, sizeof dir);
 
@@ -529,8 +528,7 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
             return 0; /* aufs metadata */
         const char *victim = leaf + 4;
         if (!*victim || !strcmp(victim, ".") || !strcmp(victim, ".."))
-            return lis_fail(err, EPERM, "entry '%s' is an invalid whiteout (unsafe archive)",
-                           raw);
+            return lis_fail(err, EPERM, "entry '%s' is an invalid whiteout (unsafe archive)", raw);
         uncache(x);
         pfd = open_dir(x, dir, 0, path, err);
         if (pfd < 0)
@@ -554,20 +552,23 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
     if (hl) {
         char tpath[PATH_MAX], tdir[PATH_MAX];
         if (normalize(hl, tpath, sizeof tpath, &why) < 0 || !*tpath)
-            return lis_fail(err, EPERM, "hard link '%s' -> '%s': the target %s; refusing it "
-                           "(unsafe archive)", raw, hl, why ? why : "is the root");
+            return lis_fail(err, EPERM,
+                            "hard link '%s' -> '%s': the target %s; refusing it "
+                            "(unsafe archive)",
+                            raw, hl, why ? why : "is the root");
         const char *tleaf = split(tpath, tdir, sizeof tdir);
         int tfd = open_dir(x, tdir, 0, path, err);
         if (tfd < 0)
             return -1;
         tfd = fcntl(tfd, F_DUPFD_CLOEXEC, 0);
         struct stat st;
-        if (tfd < 0 || fstatat(tfd, tleaf, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-            S_ISDIR(st.st_mode)) {
+        if (tfd < 0 || fstatat(tfd, tleaf, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode)) {
             if (tfd >= 0)
                 close(tfd);
-            return lis_fail(err, EPERM, "hard link '%s' -> '%s': the target is not a file "
-                           "in the archive; refusing it (unsafe archive)", raw, hl);
+            return lis_fail(err, EPERM,
+                            "hard link '%s' -> '%s': the target is not a file "
+                            "in the archive; refusing it (unsafe archive)",
+                            raw, hl);
         }
         pfd = open_dir(x, dir, 1, path, err);
         if (pfd < 0) {
@@ -606,8 +607,7 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
             if (fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
                 uncache(x);
                 if (unlinkat(pfd, leaf, 0) < 0 || mkdirat(pfd, leaf, 0700) < 0)
-                    return lis_fail_errno(err, "cannot replace '%s' by a directory",
-                                   path);
+                    return lis_fail_errno(err, "cannot replace '%s' by a directory", path);
             } else if (!(st.st_mode & S_IWUSR) || !(st.st_mode & S_IXUSR)) {
                 fchmodat(pfd, leaf, 0700, 0);
             }
@@ -626,14 +626,16 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
     }
     case AE_IFREG: {
         mode_t mode = archive_entry_perm(e) & 07777;
-        int fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                        mode & 0777);
+        int fd =
+            openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0777);
         if (fd < 0 && errno == EEXIST) {
             struct stat st;
             if (!whiteouts && fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                 S_ISLNK(st.st_mode))
-                return lis_fail(err, ELOOP, "entry '%s' would write through the symlink of "
-                               "the same name; refusing it (unsafe archive)", raw);
+                return lis_fail(err, ELOOP,
+                                "entry '%s' would write through the symlink of "
+                                "the same name; refusing it (unsafe archive)",
+                                raw);
             if (remove_existing(x, pfd, leaf) < 0)
                 return lis_fail_errno(err, "cannot replace '%s'", path);
             pfd = open_dir(x, dir, 1, path, err);
@@ -707,7 +709,7 @@ int rf_extract_layer(rf_extract *x, struct archive *a, int whiteouts, const char
         if (r < ARCHIVE_WARN) {
             const char *m = archive_error_string(a);
             return lis_fail(err, EIO, "%s: %s (not a valid or complete tar archive)", what,
-                           m ? m : "read error");
+                            m ? m : "read error");
         }
         if (extract_entry(x, a, e, whiteouts, err) < 0) {
             char tmp[sizeof err->msg];
@@ -824,8 +826,7 @@ static int src_close(struct archive *a, void *arg)
     return ARCHIVE_OK;
 }
 
-struct archive *rf_archive_open(const char *path, rf_sha *sha, rf_progress *pg,
-                                lis_error *err)
+struct archive *rf_archive_open(const char *path, rf_sha *sha, rf_progress *pg, lis_error *err)
 {
     rf_src *s = calloc(1, sizeof *s);
     if (!s) {
@@ -856,8 +857,10 @@ struct archive *rf_archive_open(const char *path, rf_sha *sha, rf_progress *pg,
     archive_read_support_filter_all(a);
     archive_read_support_format_tar(a);
     if (archive_read_open(a, s, NULL, src_read, src_close) != ARCHIVE_OK) {
-        lis_fail(err, EIO, "%s: %s (not a tar archive, or compressed in a format this "
-                "libarchive cannot read)", path, archive_error_string(a));
+        lis_fail(err, EIO,
+                 "%s: %s (not a tar archive, or compressed in a format this "
+                 "libarchive cannot read)",
+                 path, archive_error_string(a));
         archive_read_free(a);
         return NULL;
     }
@@ -887,8 +890,10 @@ int rf_extract_file(rf_extract *x, const char *path, int whiteouts, const char *
         char hex[65];
         rf_sha_hex(sha, hex);
         if (strcmp(hex, want_hex))
-            rc = lis_fail(err, EBADMSG, "%s: sha256 mismatch (expected %.12s, got %.12s): the "
-                         "blob is corrupt; refusing it", what, want_hex, hex);
+            rc = lis_fail(err, EBADMSG,
+                          "%s: sha256 mismatch (expected %.12s, got %.12s): the "
+                          "blob is corrupt; refusing it",
+                          what, want_hex, hex);
     }
     rf_sha_free(sha);
     return rc;

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int rf_finish_tag(const char *data_dir, const char *hex, const char *ref,
-                  lis_rootfs_result *res, lis_error *err)
+int rf_finish_tag(const char *data_dir, const char *hex, const char *ref, lis_rootfs_result *res,
+                  lis_error *err)
 {
     snprintf(res->digest, sizeof res->digest, "sha256:%s", hex);
     if (!ref)
@@ -37,8 +37,8 @@ static int apply_layers(void *arg, void *result, lis_error *err)
     for (size_t i = 0; i < j->nlayers && rc == 0; i++) {
         char what[160];
         if (j->nlayers == 1 && !j->whiteouts)
-            snprintf(what, sizeof what, "%s", strrchr(j->layers[i], '/')
-                     ? strrchr(j->layers[i], '/') + 1 : j->layers[i]);
+            snprintf(what, sizeof what, "%s",
+                     strrchr(j->layers[i], '/') ? strrchr(j->layers[i], '/') + 1 : j->layers[i]);
         else if (j->layer_hex && j->layer_hex[i])
             snprintf(what, sizeof what, "layer %zu/%zu (sha256:%.12s)", i + 1, j->nlayers,
                      j->layer_hex[i]);
@@ -57,9 +57,8 @@ static int apply_layers(void *arg, void *result, lis_error *err)
 }
 
 int rf_build_image(const char *data_dir, const char *hex, const char *const *layers,
-                   const char *const *layer_hex, size_t nlayers, int whiteouts,
-                   cJSON *meta, const lis_rootfs_opts *o, lis_rootfs_result *res,
-                   lis_error *err)
+                   const char *const *layer_hex, size_t nlayers, int whiteouts, cJSON *meta,
+                   const lis_rootfs_opts *o, lis_rootfs_result *res, lis_error *err)
 {
     char tmp[4096];
     if (rf_store_tmpdir(data_dir, "img", tmp, sizeof tmp, err) < 0)
@@ -69,7 +68,8 @@ int rf_build_image(const char *data_dir, const char *hex, const char *const *lay
         rf_rm_tree(tmp);
         return -1;
     }
-    rf_progress pg = {.fn = o ? o->progress : NULL, .arg = o ? o->progress_arg : NULL,
+    rf_progress pg = {.fn = o ? o->progress : NULL,
+                      .arg = o ? o->progress_arg : NULL,
                       .phase = "extract"};
     for (size_t i = 0; i < nlayers; i++) {
         struct stat st;

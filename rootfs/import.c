@@ -26,7 +26,7 @@ static int peek_image_archive(const char *path, int *is_image, lis_error *err)
     }
     if (r < ARCHIVE_WARN) {
         lis_fail(err, EIO, "%s: %s (not a tar archive, or truncated)", path,
-                archive_error_string(a));
+                 archive_error_string(a));
         rf_archive_close(a);
         return -1;
     }
@@ -51,8 +51,8 @@ static int peek_image_archive(const char *path, int *is_image, lis_error *err)
 }
 
 static int import_image_archive(const char *data_dir, const char *path, const char *source,
-                                const char *refsel, const lis_rootfs_opts *o, lis_rootfs_result *res,
-                                lis_error *err)
+                                const char *refsel, const lis_rootfs_opts *o,
+                                lis_rootfs_result *res, lis_error *err)
 {
     char tmp[4096];
     if (rf_store_tmpdir(data_dir, "unpack", tmp, sizeof tmp, err) < 0)
@@ -60,7 +60,8 @@ static int import_image_archive(const char *data_dir, const char *path, const ch
     int rc = -1;
     rf_sha *sha = rf_sha_new();
     rf_extract *x = rf_extract_new(tmp, err);
-    rf_progress pg = {.fn = o ? o->progress : NULL, .arg = o ? o->progress_arg : NULL,
+    rf_progress pg = {.fn = o ? o->progress : NULL,
+                      .arg = o ? o->progress_arg : NULL,
                       .phase = "unpack"};
     struct stat st;
     if (stat(path, &st) == 0)
@@ -82,8 +83,10 @@ static int import_image_archive(const char *data_dir, const char *path, const ch
             if (access(p, F_OK) == 0)
                 rc = rf_import_docker_dir(data_dir, tmp, hex, source, o, res, err);
             else
-                rc = lis_fail(err, EINVAL, "%s looks like an image archive but has neither "
-                             "oci-layout nor manifest.json (is it complete?)", path);
+                rc = lis_fail(err, EINVAL,
+                              "%s looks like an image archive but has neither "
+                              "oci-layout nor manifest.json (is it complete?)",
+                              path);
         }
     }
     rf_extract_free(x);
@@ -128,9 +131,11 @@ int lis_rootfs_import(const char *data_dir, const char *path, const lis_rootfs_o
         char p[4200];
         snprintf(p, sizeof p, "%s/oci-layout", path);
         if (access(p, F_OK) != 0)
-            rc = lis_fail(err, EINVAL, "%s is a directory but not an OCI image layout (no "
-                         "oci-layout file); import a tarball of a root tree instead "
-                         "(tar -C DIR -czf root.tar.gz .)", path);
+            rc = lis_fail(err, EINVAL,
+                          "%s is a directory but not an OCI image layout (no "
+                          "oci-layout file); import a tarball of a root tree instead "
+                          "(tar -C DIR -czf root.tar.gz .)",
+                          path);
         else
             rc = rf_import_oci_dir(data_dir, path, "oci-layout", source, refsel, o, res, err);
     } else if (!S_ISREG(st.st_mode)) {
@@ -141,8 +146,10 @@ int lis_rootfs_import(const char *data_dir, const char *path, const lis_rootfs_o
         if (rc == 0 && is_image) {
             rc = import_image_archive(data_dir, path, source, refsel, o, res, err);
         } else if (rc == 0 && refsel) {
-            rc = lis_fail(err, EINVAL, "%s is a plain rootfs tarball: ':%s' (an image tag) only "
-                         "applies to OCI layouts", path, refsel);
+            rc = lis_fail(err, EINVAL,
+                          "%s is a plain rootfs tarball: ':%s' (an image tag) only "
+                          "applies to OCI layouts",
+                          path, refsel);
         } else if (rc == 0) {
             char hex[65];
             snprintf(res->format, sizeof res->format, "tarball");

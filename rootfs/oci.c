@@ -61,7 +61,7 @@ cJSON *rf_pick_manifest(cJSON *index, const char *platform, lis_error *err)
     warch = strchr(want, '/');
     if (!warch) {
         lis_fail(err, EINVAL, "invalid platform '%s' (use OS/ARCH[/VARIANT], e.g. linux/amd64)",
-                want);
+                 want);
         return NULL;
     }
     *warch++ = 0;
@@ -72,7 +72,8 @@ cJSON *rf_pick_manifest(cJSON *index, const char *platform, lis_error *err)
     cJSON *first = NULL, *latest = NULL, *best = NULL;
     char avail[256] = "";
     cJSON *d;
-    cJSON_ArrayForEach(d, ms) {
+    cJSON_ArrayForEach(d, ms)
+    {
         if (!first)
             first = d;
         const char *rn = jstr(cJSON_GetObjectItemCaseSensitive(d, "annotations"),
@@ -98,8 +99,10 @@ cJSON *rf_pick_manifest(cJSON *index, const char *platform, lis_error *err)
         return best;
     if (!any_platform)
         return latest ? latest : first;
-    lis_fail(err, ENOENT, "the image has no manifest for %s/%s%s%s (it has: %s); choose one "
-            "with --platform", wos, warch, wvar ? "/" : "", wvar ? wvar : "", avail);
+    lis_fail(err, ENOENT,
+             "the image has no manifest for %s/%s%s%s (it has: %s); choose one "
+             "with --platform",
+             wos, warch, wvar ? "/" : "", wvar ? wvar : "", avail);
     return NULL;
 }
 
@@ -115,8 +118,7 @@ void rf_meta_add_config(cJSON *meta, const char *config_json)
     if ((s = jstr(c, "os")))
         cJSON_AddStringToObject(out, "os", s);
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(c, "config");
-    static const char *const keys[] = {"Env", "Cmd", "Entrypoint", "WorkingDir", "User",
-                                       "Labels"};
+    static const char *const keys[] = {"Env", "Cmd", "Entrypoint", "WorkingDir", "User", "Labels"};
     for (size_t i = 0; cJSON_IsObject(cfg) && i < sizeof keys / sizeof keys[0]; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, keys[i]);
         if (v && !cJSON_IsNull(v))
@@ -134,12 +136,16 @@ static int inside(const char *dir, const char *rel, char *out, size_t len, lis_e
         return lis_fail_errno(err, "%s", dir);
     snprintf(p, sizeof p, "%s/%s", dir, rel);
     if (rel[0] == '/' || strstr(rel, "..") || !realpath(p, rp))
-        return lis_fail(err, ENOENT, "the image refers to '%s', which is missing or outside "
-                       "the image (incomplete or unsafe archive)", rel);
+        return lis_fail(err, ENOENT,
+                        "the image refers to '%s', which is missing or outside "
+                        "the image (incomplete or unsafe archive)",
+                        rel);
     size_t n = strlen(rdir);
     if (strncmp(rp, rdir, n) || rp[n] != '/')
-        return lis_fail(err, EPERM, "the image file '%s' points outside the image; refusing it "
-                       "(unsafe archive)", rel);
+        return lis_fail(err, EPERM,
+                        "the image file '%s' points outside the image; refusing it "
+                        "(unsafe archive)",
+                        rel);
     struct stat st;
     if (stat(rp, &st) < 0 || !S_ISREG(st.st_mode))
         return lis_fail(err, EINVAL, "the image file '%s' is not a regular file", rel);
@@ -153,7 +159,7 @@ static char *read_blob(const char *dir, const char *digest, size_t *len, lis_err
     const char *hex = rf_digest_hex(digest);
     if (!hex) {
         lis_fail(err, EINVAL, "unsupported or invalid digest '%s' (only sha256 is supported)",
-                digest ? digest : "(none)");
+                 digest ? digest : "(none)");
         return NULL;
     }
     char rel[100], path[PATH_MAX];
@@ -171,7 +177,7 @@ static char *read_blob(const char *dir, const char *digest, size_t *len, lis_err
     if (strcmp(got, hex)) {
         free(data);
         lis_fail(err, EBADMSG, "blob %.19s has sha256 %.12s: corrupt image; refusing it", digest,
-                got);
+                 got);
         return NULL;
     }
     if (len)
@@ -206,7 +212,8 @@ static cJSON *pick_top(cJSON *index, const char *refsel, const char *source,
     char names[256] = "";
     int named = 0, with_platform = 0;
     cJSON *d, *hit = NULL, *latest = NULL;
-    cJSON_ArrayForEach(d, ms) {
+    cJSON_ArrayForEach(d, ms)
+    {
         const char *rn = jstr(cJSON_GetObjectItemCaseSensitive(d, "annotations"),
                               "org.opencontainers.image.ref.name");
         if (cJSON_GetObjectItemCaseSensitive(d, "platform"))
@@ -225,22 +232,22 @@ static cJSON *pick_top(cJSON *index, const char *refsel, const char *source,
     if (refsel) {
         if (!hit)
             lis_fail(err, ENOENT, "%s has no image tagged '%s' (it has: %s)", source, refsel,
-                    *names ? names : "no tags");
+                     *names ? names : "no tags");
         return hit;
     }
     if (named > 1 && !with_platform) {
         if (latest)
             return latest;
         lis_fail(err, EINVAL, "%s holds several images (%s); choose one with PATH:TAG", source,
-                names);
+                 names);
         return NULL;
     }
     return rf_pick_manifest(index, o ? o->platform : NULL, err);
 }
 
-int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
-                      const char *source, const char *refsel, const lis_rootfs_opts *o,
-                      lis_rootfs_result *res, lis_error *err)
+int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format, const char *source,
+                      const char *refsel, const lis_rootfs_opts *o, lis_rootfs_result *res,
+                      lis_error *err)
 {
     snprintf(res->format, sizeof res->format, "%s", format);
     char p[PATH_MAX];
@@ -248,7 +255,7 @@ int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
     char *txt = rf_read_file(p, MAX_JSON, NULL);
     if (!txt)
         return lis_fail(err, errno, "%s: cannot read index.json: %s (not an OCI image layout)",
-                       source, strerror(errno));
+                        source, strerror(errno));
     cJSON *index = cJSON_Parse(txt);
     free(txt);
     if (!index)
@@ -257,7 +264,7 @@ int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
     cJSON *manifest = NULL, *sub = NULL, *meta = NULL;
     char *mtxt = NULL;
     const char **layers = NULL, **lhex = NULL;
-    char (*lpath)[PATH_MAX] = NULL;
+    char(*lpath)[PATH_MAX] = NULL;
     cJSON *desc = pick_top(index, refsel, source, o, err);
     if (!desc)
         goto out;
@@ -329,7 +336,8 @@ int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
     }
     int i = 0;
     const cJSON *l;
-    cJSON_ArrayForEach(l, ls) {
+    cJSON_ArrayForEach(l, ls)
+    {
         const char *d = jstr(l, "digest");
         const char *lh = rf_digest_hex(d);
         if (!lh) {
@@ -361,8 +369,8 @@ out:
 }
 
 int rf_import_docker_dir(const char *data_dir, const char *dir, const char *archive_hex,
-                         const char *source, const lis_rootfs_opts *o,
-                         lis_rootfs_result *res, lis_error *err)
+                         const char *source, const lis_rootfs_opts *o, lis_rootfs_result *res,
+                         lis_error *err)
 {
     snprintf(res->format, sizeof res->format, "docker-archive");
     char p[PATH_MAX];
@@ -373,18 +381,22 @@ int rf_import_docker_dir(const char *data_dir, const char *dir, const char *arch
     const cJSON *img = cJSON_IsArray(m) ? cJSON_GetArrayItem(m, 0) : NULL;
     if (!cJSON_IsObject(img)) {
         cJSON_Delete(m);
-        return lis_fail(err, EINVAL, "%s: manifest.json is missing or not a docker-archive "
-                       "manifest", source);
+        return lis_fail(err, EINVAL,
+                        "%s: manifest.json is missing or not a docker-archive "
+                        "manifest",
+                        source);
     }
     if (cJSON_GetArraySize(m) > 1) {
         cJSON_Delete(m);
-        return lis_fail(err, EINVAL, "%s holds several images; save one image per archive "
-                       "(docker save IMAGE, skopeo copy ... docker-archive:FILE)", source);
+        return lis_fail(err, EINVAL,
+                        "%s holds several images; save one image per archive "
+                        "(docker save IMAGE, skopeo copy ... docker-archive:FILE)",
+                        source);
     }
     int rc = -1;
     cJSON *meta = NULL;
     const char **layers = NULL;
-    char (*lpath)[PATH_MAX] = NULL;
+    char(*lpath)[PATH_MAX] = NULL;
     char ref[700];
     const cJSON *tags = cJSON_GetObjectItemCaseSensitive(img, "RepoTags");
     const cJSON *t0 = cJSON_IsArray(tags) ? cJSON_GetArrayItem(tags, 0) : NULL;
@@ -400,8 +412,7 @@ int rf_import_docker_dir(const char *data_dir, const char *dir, const char *arch
         if (!strncmp(short_, "library/", 8))
             short_ += 8;
         snprintf(ref, sizeof ref, "%s:%s", short_, t_);
-    }
-    else
+    } else
         default_ref(source, NULL, ref, sizeof ref);
     if (rf_blob_exists(data_dir, archive_hex)) {
         res->existed = 1;
@@ -436,7 +447,8 @@ int rf_import_docker_dir(const char *data_dir, const char *dir, const char *arch
     cJSON *jl = cJSON_AddArrayToObject(meta, "layers");
     int i = 0;
     const cJSON *l;
-    cJSON_ArrayForEach(l, ls) {
+    cJSON_ArrayForEach(l, ls)
+    {
         if (!cJSON_IsString(l) || inside(dir, l->valuestring, lpath[i], sizeof lpath[i], err) < 0) {
             if (!cJSON_IsString(l))
                 lis_fail(err, EINVAL, "%s: invalid layer entry in manifest.json", source);

@@ -20,20 +20,19 @@
 
 #define MAX_MANIFEST (8u << 20)
 
-static const char ACCEPT_MANIFESTS[] =
-    "Accept: application/vnd.oci.image.index.v1+json, "
-    "application/vnd.docker.distribution.manifest.list.v2+json, "
-    "application/vnd.oci.image.manifest.v1+json, "
-    "application/vnd.docker.distribution.manifest.v2+json";
+static const char ACCEPT_MANIFESTS[] = "Accept: application/vnd.oci.image.index.v1+json, "
+                                       "application/vnd.docker.distribution.manifest.list.v2+json, "
+                                       "application/vnd.oci.image.manifest.v1+json, "
+                                       "application/vnd.docker.distribution.manifest.v2+json";
 
 typedef struct reg {
-    char host[256];     /* what the user named: docker.io, ghcr.io, 127.0.0.1:5000 */
-    char api[256];      /* the host actually contacted */
+    char host[256]; /* what the user named: docker.io, ghcr.io, 127.0.0.1:5000 */
+    char api[256];  /* the host actually contacted */
     char scheme[8];
     char repo[512];
-    char tag[160];      /* "" when pulled by digest */
-    char digest[80];    /* "" when pulled by tag */
-    char canon[800];    /* host/repo:tag or host/repo@digest */
+    char tag[160];   /* "" when pulled by digest */
+    char digest[80]; /* "" when pulled by tag */
+    char canon[800]; /* host/repo:tag or host/repo@digest */
     char token[8192];
     int insecure, retries;
     rf_progress *pg;
@@ -43,12 +42,12 @@ typedef struct resp {
     long code;
     char *body;
     size_t len, cap, max;
-    int fd;             /* download target instead of body, or -1 */
+    int fd; /* download target instead of body, or -1 */
     rf_sha *sha;
     int write_failed;
     char www_auth[1024];
     char ctype[256];
-    char dcd[128];      /* Docker-Content-Digest */
+    char dcd[128]; /* Docker-Content-Digest */
     rf_progress *pg;
 } resp;
 
@@ -132,8 +131,7 @@ static int is_local(const char *host)
 }
 
 /* One GET with retries. Returns 0 with r->code set, -1 on transport failure. */
-static int get_once(reg *g, const char *url, const char *accept, int auth, resp *r,
-                    lis_error *err)
+static int get_once(reg *g, const char *url, const char *accept, int auth, resp *r, lis_error *err)
 {
     int tries = g->retries > 0 ? g->retries : 3;
     for (int attempt = 1;; attempt++) {
@@ -186,16 +184,17 @@ static int get_once(reg *g, const char *url, const char *accept, int auth, resp 
         curl_slist_free_all(h);
         if (r->write_failed)
             return lis_fail(err, r->write_failed, "%s: %s", url,
-                           r->write_failed == EFBIG ? "response too large"
-                                                    : strerror(r->write_failed));
+                            r->write_failed == EFBIG ? "response too large"
+                                                     : strerror(r->write_failed));
         int transient = cc != CURLE_OK || r->code == 429 || r->code >= 500;
         if (!transient)
             return 0;
         if (attempt >= tries) {
             if (cc != CURLE_OK)
-                return lis_fail(err, EIO, "cannot reach %s: %s (check the network, the proxy "
-                               "settings, or --tls-verify=false for a plain-HTTP registry)",
-                               g->api, errbuf[0] ? errbuf : curl_easy_strerror(cc));
+                return lis_fail(err, EIO,
+                                "cannot reach %s: %s (check the network, the proxy "
+                                "settings, or --tls-verify=false for a plain-HTTP registry)",
+                                g->api, errbuf[0] ? errbuf : curl_easy_strerror(cc));
             return 0; /* the caller reports the HTTP status */
         }
         if (r->pg)
@@ -229,8 +228,10 @@ static void auth_param(const char *hdr, const char *key, char *out, size_t len)
 static int get_token(reg *g, const char *challenge, lis_error *err)
 {
     if (strncasecmp(challenge, "Bearer ", 7))
-        return lis_fail(err, EACCES, "%s wants '%.40s' authentication; lis pulls anonymously "
-                       "(public images only)", g->api, challenge);
+        return lis_fail(err, EACCES,
+                        "%s wants '%.40s' authentication; lis pulls anonymously "
+                        "(public images only)",
+                        g->api, challenge);
     char realm[1024], service[256], scope[600];
     auth_param(challenge + 7, "realm", realm, sizeof realm);
     auth_param(challenge + 7, "service", service, sizeof service);
@@ -252,9 +253,10 @@ static int get_token(reg *g, const char *challenge, lis_error *err)
     resp r = {.fd = -1, .max = 1 << 20};
     int rc = get_once(g, url, NULL, 0, &r, err);
     if (rc == 0 && r.code != 200)
-        rc = lis_fail(err, EACCES, "the token service of %s refused an anonymous token for %s "
-                     "(HTTP %ld): the image is private or does not exist", g->api, g->repo,
-                     r.code);
+        rc = lis_fail(err, EACCES,
+                      "the token service of %s refused an anonymous token for %s "
+                      "(HTTP %ld): the image is private or does not exist",
+                      g->api, g->repo, r.code);
     cJSON *j = rc == 0 ? cJSON_Parse(r.body ? r.body : "") : NULL;
     if (rc == 0) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "token");
@@ -292,10 +294,12 @@ static int http_fail(reg *g, const resp *r, const char *what, lis_error *err)
 {
     if (r->code == 404)
         return lis_fail(err, ENOENT, "%s: %s not found on %s (check the name and tag)", g->canon,
-                       what, g->api);
+                        what, g->api);
     if (r->code == 401 || r->code == 403)
-        return lis_fail(err, EACCES, "%s: access to %s denied by %s (HTTP %ld; lis pulls "
-                       "anonymously: public images only)", g->canon, what, g->api, r->code);
+        return lis_fail(err, EACCES,
+                        "%s: access to %s denied by %s (HTTP %ld; lis pulls "
+                        "anonymously: public images only)",
+                        g->canon, what, g->api, r->code);
     return lis_fail(err, EIO, "%s: %s: HTTP %ld from %s", g->canon, what, r->code, g->api);
 }
 
@@ -304,15 +308,16 @@ static int parse_pull_ref(const char *ref, reg *g, lis_error *err)
 {
     char buf[700];
     if (!ref || !*ref || strlen(ref) >= sizeof buf || strchr(ref, ' '))
-        return lis_fail(err, EINVAL, "invalid image reference '%s' (e.g. ubuntu:24.04, "
-                       "ghcr.io/o/r:t, HOST:PORT/NAME:TAG)", ref ? ref : "");
+        return lis_fail(err, EINVAL,
+                        "invalid image reference '%s' (e.g. ubuntu:24.04, "
+                        "ghcr.io/o/r:t, HOST:PORT/NAME:TAG)",
+                        ref ? ref : "");
     snprintf(buf, sizeof buf, "%s", ref);
     char *at = strchr(buf, '@');
     if (at) {
         *at = 0;
         if (!rf_digest_hex(at + 1))
-            return lis_fail(err, EINVAL, "invalid digest in '%s' (want NAME@sha256:<64 hex>)",
-                           ref);
+            return lis_fail(err, EINVAL, "invalid digest in '%s' (want NAME@sha256:<64 hex>)", ref);
         snprintf(g->digest, sizeof g->digest, "%s", at + 1);
     }
     char *colon = strrchr(buf, ':');
@@ -325,8 +330,8 @@ static int parse_pull_ref(const char *ref, reg *g, lis_error *err)
     char *slash = strchr(buf, '/');
     const char *repo = buf;
     snprintf(g->host, sizeof g->host, "docker.io");
-    if (slash && (memchr(buf, '.', (size_t)(slash - buf)) || memchr(buf, ':', (size_t)(slash - buf)) ||
-                  !strncmp(buf, "localhost/", 10))) {
+    if (slash && (memchr(buf, '.', (size_t)(slash - buf)) ||
+                  memchr(buf, ':', (size_t)(slash - buf)) || !strncmp(buf, "localhost/", 10))) {
         *slash = 0;
         snprintf(g->host, sizeof g->host, "%s", buf);
         repo = slash + 1;
@@ -342,11 +347,15 @@ static int parse_pull_ref(const char *ref, reg *g, lis_error *err)
     snprintf(chk, sizeof chk, "%s/%s:%s", g->host, g->repo, g->tag[0] ? g->tag : "latest");
     for (char *p = g->repo; *p; p++)
         if (*p >= 'A' && *p <= 'Z')
-            return lis_fail(err, EINVAL, "invalid image reference '%s': repository names are "
-                           "lowercase", ref);
+            return lis_fail(err, EINVAL,
+                            "invalid image reference '%s': repository names are "
+                            "lowercase",
+                            ref);
     if (!*repo || rf_parse_ref(chk, n, sizeof n, t, sizeof t, NULL) < 0)
-        return lis_fail(err, EINVAL, "invalid image reference '%s' (e.g. ubuntu:24.04, "
-                       "ghcr.io/o/r:t, HOST:PORT/NAME:TAG)", ref);
+        return lis_fail(err, EINVAL,
+                        "invalid image reference '%s' (e.g. ubuntu:24.04, "
+                        "ghcr.io/o/r:t, HOST:PORT/NAME:TAG)",
+                        ref);
     if (g->digest[0])
         snprintf(g->canon, sizeof g->canon, "%s/%s@%s", g->host, g->repo, g->digest);
     else
@@ -368,8 +377,10 @@ static int fetch_manifest(reg *g, const char *reference, const char *want_digest
     rf_sha256_mem(r->body ? r->body : "", r->len, hex);
     const char *want = rf_digest_hex(want_digest);
     if (want && strcmp(want, hex))
-        return lis_fail(err, EBADMSG, "%s: the manifest sha256:%.12s does not match its digest "
-                       "%.19s; refusing it", g->canon, hex, want_digest);
+        return lis_fail(err, EBADMSG,
+                        "%s: the manifest sha256:%.12s does not match its digest "
+                        "%.19s; refusing it",
+                        g->canon, hex, want_digest);
     return 0;
 }
 
@@ -378,7 +389,7 @@ static int fetch_blob(reg *g, const char *digest, int fd, resp *r, lis_error *er
     const char *want = rf_digest_hex(digest);
     if (!want)
         return lis_fail(err, EINVAL, "%s: unsupported blob digest '%s'", g->canon,
-                       digest ? digest : "(none)");
+                        digest ? digest : "(none)");
     char path[1024];
     snprintf(path, sizeof path, "%s/blobs/%s", g->repo, digest);
     r->fd = fd;
@@ -394,9 +405,10 @@ static int fetch_blob(reg *g, const char *digest, int fd, resp *r, lis_error *er
             rf_sha256_mem(r->body ? r->body : "", r->len, hex);
         }
         if (strcmp(hex, want))
-            rc = lis_fail(err, EBADMSG, "%s: blob %.19s does not match its digest (got "
-                         "sha256:%.12s): corrupt download or registry; refusing it", g->canon,
-                         digest, hex);
+            rc = lis_fail(err, EBADMSG,
+                          "%s: blob %.19s does not match its digest (got "
+                          "sha256:%.12s): corrupt download or registry; refusing it",
+                          g->canon, digest, hex);
     }
     rf_sha_free(r->sha);
     r->sha = NULL;
@@ -429,7 +441,8 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
     cJSON *man = NULL, *meta = NULL, *idx = NULL;
     char **files = NULL;
     size_t nl = 0;
-    rf_progress pg = {.fn = o ? o->progress : NULL, .arg = o ? o->progress_arg : NULL,
+    rf_progress pg = {.fn = o ? o->progress : NULL,
+                      .arg = o ? o->progress_arg : NULL,
                       .phase = "download"};
     if (parse_pull_ref(ref, g, err) < 0)
         goto out;
@@ -474,8 +487,10 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
     if (fetch_manifest(g, reference, g->digest, &r, hex, err) < 0)
         goto out;
     if (!g->digest[0] && r.dcd[0] && rf_digest_hex(r.dcd) && strcmp(rf_digest_hex(r.dcd), hex)) {
-        lis_fail(err, EBADMSG, "%s: the manifest does not match the digest the registry "
-                "announced (%.19s); refusing it", g->canon, r.dcd);
+        lis_fail(err, EBADMSG,
+                 "%s: the manifest does not match the digest the registry "
+                 "announced (%.19s); refusing it",
+                 g->canon, r.dcd);
         goto out;
     }
     man = cJSON_Parse(r.body ? r.body : "");
@@ -485,9 +500,9 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
     }
     const cJSON *mtj = cJSON_GetObjectItemCaseSensitive(man, "mediaType");
     const char *mt = cJSON_IsString(mtj) ? mtj->valuestring : r.ctype;
-    for (int depth = 0; rf_is_index_type(mt) ||
-                        (!cJSON_GetObjectItemCaseSensitive(man, "layers") &&
-                         cJSON_GetObjectItemCaseSensitive(man, "manifests"));
+    for (int depth = 0;
+         rf_is_index_type(mt) || (!cJSON_GetObjectItemCaseSensitive(man, "layers") &&
+                                  cJSON_GetObjectItemCaseSensitive(man, "manifests"));
          depth++) {
         if (depth > 3) {
             lis_fail(err, ELOOP, "%s: image indexes nested too deeply", g->canon);
@@ -517,8 +532,10 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
     }
     const cJSON *sv = cJSON_GetObjectItemCaseSensitive(man, "schemaVersion");
     if (!cJSON_IsNumber(sv) || sv->valueint != 2) {
-        lis_fail(err, EPROTO, "%s: unsupported manifest (schema 1 or unknown); lis needs "
-                "OCI or docker schema 2 images", g->canon);
+        lis_fail(err, EPROTO,
+                 "%s: unsupported manifest (schema 1 or unknown); lis needs "
+                 "OCI or docker schema 2 images",
+                 g->canon);
         goto out;
     }
     lock = rf_store_open(data_dir, 0, err);
@@ -553,7 +570,8 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
         goto out;
     }
     const cJSON *l;
-    cJSON_ArrayForEach(l, ls) {
+    cJSON_ArrayForEach(l, ls)
+    {
         const cJSON *sz = cJSON_GetObjectItemCaseSensitive(l, "size");
         const cJSON *lmt = cJSON_GetObjectItemCaseSensitive(l, "mediaType");
         /* a registry's number: only a sane size converts (no UB on -1 or 1e300) */
@@ -572,7 +590,8 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
         lis_oom(err);
         goto out;
     }
-    cJSON_ArrayForEach(l, ls) {
+    cJSON_ArrayForEach(l, ls)
+    {
         const cJSON *dg = cJSON_GetObjectItemCaseSensitive(l, "digest");
         const char *d = cJSON_IsString(dg) ? dg->valuestring : NULL;
         char fp[4200];
@@ -599,8 +618,7 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
     if (pg.fn)
         pg.fn(pg.arg, pg.phase, pg.total, pg.total);
     /* every blob is verified: now build the tree */
-    rc = rf_build_image(data_dir, hex, (const char *const *)files, NULL, nl, 1, meta, o, res,
-                        err);
+    rc = rf_build_image(data_dir, hex, (const char *const *)files, NULL, nl, 1, meta, o, res, err);
     if (rc == 0)
         rc = rf_finish_tag(data_dir, hex, tagref, res, err);
 out:

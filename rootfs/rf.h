@@ -42,8 +42,7 @@ const char *rf_digest_hex(const char *s);
 #define RF_LOCK_TRY 2 /* exclusive, without waiting: EWOULDBLOCK when another holds it */
 int rf_store_open(const char *data_dir, int exclusive, lis_error *err);
 /* A fresh directory under <data_dir>/rootfs/tmp. */
-int rf_store_tmpdir(const char *data_dir, const char *what, char *out, size_t len,
-                    lis_error *err);
+int rf_store_tmpdir(const char *data_dir, const char *what, char *out, size_t len, lis_error *err);
 void rf_blob_path(const char *data_dir, const char *hex, char *out, size_t len);
 void rf_meta_path(const char *data_dir, const char *hex, char *out, size_t len);
 int rf_blob_exists(const char *data_dir, const char *hex);
@@ -51,10 +50,9 @@ int rf_blob_exists(const char *data_dir, const char *hex);
 int rf_store_commit(const char *data_dir, const char *tmp, const char *hex, cJSON *meta,
                     lis_error *err);
 /* Splits and checks NAME[:TAG]; writes the canonical "name:tag". */
-int rf_parse_ref(const char *ref, char *name, size_t nlen, char *tag, size_t tlen,
+int rf_parse_ref(const char *ref, char *name, size_t nlen, char *tag, size_t tlen, lis_error *err);
+int rf_tag_write(const char *data_dir, const char *ref, const char *hex, char *canon, size_t clen,
                  lis_error *err);
-int rf_tag_write(const char *data_dir, const char *ref, const char *hex, char *canon,
-                 size_t clen, lis_error *err);
 /* Derives an image name from a file name: "ubuntu-base-24.04.tar.gz" -> "ubuntu-base-24.04". */
 void rf_name_from_path(const char *path, char *out, size_t len);
 
@@ -85,8 +83,7 @@ typedef struct rf_progress {
 
 /* Opens the file at path for reading by libarchive (all formats and filters);
  * when sha is non-NULL, every byte read is hashed into it. */
-struct archive *rf_archive_open(const char *path, rf_sha *sha, rf_progress *pg,
-                                lis_error *err);
+struct archive *rf_archive_open(const char *path, rf_sha *sha, rf_progress *pg, lis_error *err);
 /* Closes; also reads the rest of the file into sha so the digest is complete. */
 void rf_archive_close(struct archive *a);
 /* Extracts path into x; when want_hex is set the file's sha256 must match. */
@@ -105,22 +102,21 @@ int rf_is_index_type(const char *media_type);
 void rf_meta_add_config(cJSON *meta, const char *config_json);
 /* Imports an OCI layout directory / docker-archive directory. */
 /* refsel: the org.opencontainers.image.ref.name to import (PATH:TAG), or NULL. */
-int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format,
-                      const char *source, const char *refsel, const lis_rootfs_opts *o,
-                      lis_rootfs_result *res, lis_error *err);
+int rf_import_oci_dir(const char *data_dir, const char *dir, const char *format, const char *source,
+                      const char *refsel, const lis_rootfs_opts *o, lis_rootfs_result *res,
+                      lis_error *err);
 int rf_import_docker_dir(const char *data_dir, const char *dir, const char *archive_hex,
-                         const char *source, const lis_rootfs_opts *o,
-                         lis_rootfs_result *res, lis_error *err);
+                         const char *source, const lis_rootfs_opts *o, lis_rootfs_result *res,
+                         lis_error *err);
 
 /* ---- image.c -------------------------------------------------------------- */
 
 /* Shared tail of every import: layers (files) in order into a new image. */
 int rf_build_image(const char *data_dir, const char *hex, const char *const *layers,
-                   const char *const *layer_hex, size_t nlayers, int whiteouts,
-                   cJSON *meta, const lis_rootfs_opts *o, lis_rootfs_result *res,
-                   lis_error *err);
+                   const char *const *layer_hex, size_t nlayers, int whiteouts, cJSON *meta,
+                   const lis_rootfs_opts *o, lis_rootfs_result *res, lis_error *err);
 /* Tags (ref or the default name) and fills res->ref. */
-int rf_finish_tag(const char *data_dir, const char *hex, const char *ref,
-                  lis_rootfs_result *res, lis_error *err);
+int rf_finish_tag(const char *data_dir, const char *hex, const char *ref, lis_rootfs_result *res,
+                  lis_error *err);
 
 #endif

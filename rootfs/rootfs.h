@@ -17,8 +17,7 @@
  * Resolves "NAME[:TAG]" (TAG defaults to latest) or "sha256:<hex>" to the
  * extracted directory, or for a snapshot to its chain of layers, top first
  * ("snap:parent:...:base", as lis_sandbox_spec.rootfs takes it). */
-int lis_store_resolve(const char *data_dir, const char *ref, char *dir, size_t len,
-                      lis_error *err);
+int lis_store_resolve(const char *data_dir, const char *ref, char *dir, size_t len, lis_error *err);
 
 /* ---- the liblis-rootfs plugin (all rootfs sources but store.c) ---------------- */
 
@@ -26,29 +25,28 @@ int lis_store_resolve(const char *data_dir, const char *ref, char *dir, size_t l
 
 /* Progress of a long operation: phase ("import", "download", "extract"),
  * bytes done of total (total 0 when unknown). Called often; keep it cheap. */
-typedef void (*lis_rootfs_progress)(void *arg, const char *phase, uint64_t done,
-                                    uint64_t total);
+typedef void (*lis_rootfs_progress)(void *arg, const char *phase, uint64_t done, uint64_t total);
 
 typedef struct lis_rootfs_opts {
-    const char *name;              /* NAME[:TAG] to tag the image with; NULL: derived */
-    lis_rootfs_progress progress;  /* NULL: silent */
+    const char *name;             /* NAME[:TAG] to tag the image with; NULL: derived */
+    lis_rootfs_progress progress; /* NULL: silent */
     void *progress_arg;
     /* pull only */
-    int insecure;                  /* allow plain HTTP / unverified TLS for any registry
+    int insecure;         /* allow plain HTTP / unverified TLS for any registry
                                       (localhost and 127.0.0.0/8 always use HTTP) */
-    const char *platform;          /* "os/arch[/variant]"; NULL: the host's */
-    int retries;                   /* per request; 0: 3 */
+    const char *platform; /* "os/arch[/variant]"; NULL: the host's */
+    int retries;          /* per request; 0: 3 */
 } lis_rootfs_opts;
 
 /* What an import or pull produced. */
 typedef struct lis_rootfs_result {
-    char digest[72];      /* "sha256:<hex>" - the store key */
-    char ref[512];        /* the NAME:TAG it was tagged as */
-    char format[24];      /* "tarball", "oci-layout", "oci-archive", "docker-archive", "registry" */
-    int existed;          /* it was already in the store: nothing was extracted */
-    uint64_t size;        /* bytes of regular files in the tree */
-    uint64_t files;       /* entries extracted */
-    uint64_t skipped;     /* device nodes and sockets skipped */
+    char digest[72];  /* "sha256:<hex>" - the store key */
+    char ref[512];    /* the NAME:TAG it was tagged as */
+    char format[24];  /* "tarball", "oci-layout", "oci-archive", "docker-archive", "registry" */
+    int existed;      /* it was already in the store: nothing was extracted */
+    uint64_t size;    /* bytes of regular files in the tree */
+    uint64_t files;   /* entries extracted */
+    uint64_t skipped; /* device nodes and sockets skipped */
 } lis_rootfs_result;
 
 /* Imports a rootfs tarball (.tar, .tar.gz, .tar.xz, .tar.zst, ...), an OCI
@@ -62,13 +60,13 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
                     lis_rootfs_result *res, lis_error *err);
 
 typedef struct lis_rootfs_image {
-    char ref[512];        /* NAME:TAG, or "" for an untagged image */
+    char ref[512]; /* NAME:TAG, or "" for an untagged image */
     char digest[72];
-    char source[512];     /* the file or registry reference it came from */
+    char source[512]; /* the file or registry reference it came from */
     char format[24];
     uint64_t size;
-    double created;       /* unix time of the import */
-    char parent[4096];    /* a snapshot's parent: "sha256:<hex>" or a directory; else "" */
+    double created;    /* unix time of the import */
+    char parent[4096]; /* a snapshot's parent: "sha256:<hex>" or a directory; else "" */
 } lis_rootfs_image;
 
 /* Lists tagged images (one row per tag) and untagged ones (ref ""). *out is
@@ -103,8 +101,8 @@ int lis_rootfs_trash_rm(const char *trash);
 /* Deletes untagged images (except those in keep, NULL-terminated directory
  * paths or chains "a:b:c" still in use, and the parents of every image kept)
  * and leftovers of interrupted imports. */
-int lis_rootfs_gc(const char *data_dir, const char *const *keep, int *removed,
-                  uint64_t *freed, lis_error *err);
+int lis_rootfs_gc(const char *data_dir, const char *const *keep, int *removed, uint64_t *freed,
+                  lis_error *err);
 
 /* ---- snapshots and forks (rootfs/snapshot.c, docs/snapshots.md) ----------------- */
 
@@ -127,8 +125,8 @@ int lis_rootfs_snapshot(const char *data_dir, lis_sandbox *sb, const char *ref,
 
 /* Makes fork i (0-based) from spec (its rootfs is the snapshot's chain, its
  * name NULL or the one asked for). Default: lis_sandbox_create. */
-typedef int (*lis_fork_create_fn)(void *arg, const lis_sandbox_spec *spec, int i,
-                                  lis_sandbox **out, lis_error *err);
+typedef int (*lis_fork_create_fn)(void *arg, const lis_sandbox_spec *spec, int i, lis_sandbox **out,
+                                  lis_error *err);
 typedef struct lis_fork_opts {
     /* Template of the forks: limits, net, env, upper, persist... (rootfs is
      * replaced by the snapshot's chain). NULL: a default spec with sb's env
@@ -154,7 +152,6 @@ typedef struct lis_fork_opts {
  * failed. Returns how many were made; -1 (err) when the snapshot failed,
  * then no fork is made. snap (may be NULL) receives the snapshot. */
 int lis_sandbox_fork(lis_ctx *ctx, lis_sandbox *sb, int n, const lis_fork_opts *o,
-                     lis_sandbox **out, lis_error *errs, lis_snapshot_result *snap,
-                     lis_error *err);
+                     lis_sandbox **out, lis_error *errs, lis_snapshot_result *snap, lis_error *err);
 
 #endif

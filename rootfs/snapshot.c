@@ -64,9 +64,11 @@ int lis_rootfs_snapshot(const char *data_dir, lis_sandbox *sb, const char *ref,
     const char *chain = lis_sandbox_rootfs(sb);
     int depth = depth_of(chain) + 1;
     if (depth > LIS_MAX_LAYERS)
-        return lis_fail(err, E2BIG, "sandbox %s runs on a chain of %d layers: a snapshot of it "
-                       "would pass the limit of %d (snapshot a sandbox made from an image "
-                       "nearer the base)", lis_sandbox_name(sb), depth - 1, LIS_MAX_LAYERS);
+        return lis_fail(err, E2BIG,
+                        "sandbox %s runs on a chain of %d layers: a snapshot of it "
+                        "would pass the limit of %d (snapshot a sandbox made from an image "
+                        "nearer the base)",
+                        lis_sandbox_name(sb), depth - 1, LIS_MAX_LAYERS);
     /* the parent: the top layer's image when the chain comes from this store */
     char top[PATH_MAX];
     snprintf(top, sizeof top, "%.*s", (int)strcspn(chain, ":"), chain);
@@ -114,7 +116,8 @@ int lis_rootfs_snapshot(const char *data_dir, lis_sandbox *sb, const char *ref,
         cJSON_AddNumberToObject(meta, "size", (double)res->capture.bytes);
         cJSON_AddNumberToObject(meta, "files", (double)res->capture.files);
         cJSON_AddNumberToObject(meta, "depth", depth);
-        cJSON_AddStringToObject(meta, "holds", "files only: the sandbox's writable layer and "
+        cJSON_AddStringToObject(meta, "holds",
+                                "files only: the sandbox's writable layer and "
                                 "/tmp; no processes, memory, /dev/shm or connections");
         if (rf_store_commit(data_dir, layer, hex, meta, err) < 0) {
             lis_host_rmtree(tmp, &ignore);
@@ -161,7 +164,7 @@ static void *fork_worker(void *arg)
         if (j->o && j->o->cancelled && j->o->cancelled(j->o->cancel_arg)) {
             if (j->errs)
                 lis_fail(&j->errs[i], ECANCELED, "fork %d of sandbox %s: cancelled", i + 1,
-                        j->parent);
+                         j->parent);
             continue;
         }
         lis_sandbox_spec spec = *j->spec;
@@ -185,8 +188,7 @@ static void *fork_worker(void *arg)
 }
 
 int lis_sandbox_fork(lis_ctx *ctx, lis_sandbox *sb, int n, const lis_fork_opts *o,
-                     lis_sandbox **out, lis_error *errs, lis_snapshot_result *snap,
-                     lis_error *err)
+                     lis_sandbox **out, lis_error *errs, lis_snapshot_result *snap, lis_error *err)
 {
     lis_snapshot_result local, *s = snap ? snap : &local;
     if (n < 1)
@@ -205,8 +207,13 @@ int lis_sandbox_fork(lis_ctx *ctx, lis_sandbox *sb, int n, const lis_fork_opts *
         spec.upper = LIS_UPPER_TMPFS;
     }
     spec.rootfs = s->rootfs;
-    fork_job j = {.ctx = ctx, .o = o, .spec = &spec, .parent = lis_sandbox_name(sb), .out = out,
-                  .errs = errs, .n = n};
+    fork_job j = {.ctx = ctx,
+                  .o = o,
+                  .spec = &spec,
+                  .parent = lis_sandbox_name(sb),
+                  .out = out,
+                  .errs = errs,
+                  .n = n};
     pthread_mutex_init(&j.mu, NULL);
     int threads = o && o->threads ? o->threads : (o && o->create ? 1 : 4);
     if (threads > n)

@@ -60,12 +60,16 @@ static int resolve_chain(const char *data_dir, const char *hex, const char *ref,
         snprintf(blob, sizeof blob, "%s/rootfs/blobs/sha256/%s", data_dir, cur);
         struct stat st;
         if (stat(blob, &st) < 0 || !S_ISDIR(st.st_mode))
-            return lis_fail(err, ENOENT, depth ? "a parent layer of image '%s' is missing from the "
-                        "store (lis rootfs ls)" : "image '%s' is tagged but its files are "
-                        "missing (lis rootfs gc; import it again)", ref);
+            return lis_fail(err, ENOENT,
+                            depth ? "a parent layer of image '%s' is missing from the "
+                                    "store (lis rootfs ls)"
+                                  : "image '%s' is tagged but its files are "
+                                    "missing (lis rootfs gc; import it again)",
+                            ref);
         int w = snprintf(dir + used, len - used, "%s%s", used ? ":" : "", blob);
         if (w < 0 || (size_t)w >= len - used)
-            return lis_fail(err, ENAMETOOLONG, "the chain of layers of image '%s' is too long", ref);
+            return lis_fail(err, ENAMETOOLONG, "the chain of layers of image '%s' is too long",
+                            ref);
         used += (size_t)w;
         char parent[4096];
         int is_dir = 0;
@@ -79,7 +83,7 @@ static int resolve_chain(const char *data_dir, const char *hex, const char *ref,
             w = snprintf(dir + used, len - used, ":%s", parent);
             if (w < 0 || (size_t)w >= len - used)
                 return lis_fail(err, ENAMETOOLONG, "the chain of layers of image '%s' is too long",
-                            ref);
+                                ref);
             return 0;
         }
         if (strncmp(parent, "sha256:", 7) || !valid_hex(parent + 7, 64))
@@ -88,8 +92,7 @@ static int resolve_chain(const char *data_dir, const char *hex, const char *ref,
     }
 }
 
-int lis_store_resolve(const char *data_dir, const char *ref, char *dir, size_t len,
-                      lis_error *err)
+int lis_store_resolve(const char *data_dir, const char *ref, char *dir, size_t len, lis_error *err)
 {
     char digest[80];
     if (!strncmp(ref, "sha256:", 7)) {
@@ -108,8 +111,10 @@ int lis_store_resolve(const char *data_dir, const char *ref, char *dir, size_t l
         snprintf(path, sizeof path, "%s/rootfs/tags/%s/%s", data_dir, name, tag);
         FILE *f = fopen(path, "re");
         if (!f)
-            return lis_fail(err, ENOENT, "no image '%s' in the store (lis rootfs ls; lis rootfs "
-                        "import or pull it)", ref);
+            return lis_fail(err, ENOENT,
+                            "no image '%s' in the store (lis rootfs ls; lis rootfs "
+                            "import or pull it)",
+                            ref);
         char line[128] = "";
         if (!fgets(line, sizeof line, f))
             line[0] = 0;

@@ -101,10 +101,7 @@ int rf_mkdirs(const char *path, mode_t mode)
     return 0;
 }
 
-int rf_rm_tree_at(int pdfd, const char *name)
-{
-    return lis_host_rmtree_at(pdfd, name);
-}
+int rf_rm_tree_at(int pdfd, const char *name) { return lis_host_rmtree_at(pdfd, name); }
 
 int rf_rm_tree(const char *path)
 {
@@ -172,10 +169,7 @@ rf_sha *rf_sha_new(void)
     return s;
 }
 
-void rf_sha_update(rf_sha *s, const void *data, size_t len)
-{
-    EVP_DigestUpdate(s->md, data, len);
-}
+void rf_sha_update(rf_sha *s, const void *data, size_t len) { EVP_DigestUpdate(s->md, data, len); }
 
 void rf_sha_hex(rf_sha *s, char hex[65])
 {
@@ -268,8 +262,10 @@ int rf_store_open(const char *data_dir, int exclusive, lis_error *err)
     for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++) {
         snprintf(p, sizeof p, "%s/rootfs/%s", data_dir, sub[i]);
         if (rf_mkdirs(p, 0700) < 0)
-            return lis_fail(err, errno, "cannot create the image store %s: %s (check "
-                           "the data directory's permissions)", p, strerror(errno));
+            return lis_fail(err, errno,
+                            "cannot create the image store %s: %s (check "
+                            "the data directory's permissions)",
+                            p, strerror(errno));
     }
     snprintf(p, sizeof p, "%s/rootfs/lock", data_dir);
     int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -284,13 +280,12 @@ int rf_store_open(const char *data_dir, int exclusive, lis_error *err)
     return fd;
 }
 
-int rf_store_tmpdir(const char *data_dir, const char *what, char *out, size_t len,
-                    lis_error *err)
+int rf_store_tmpdir(const char *data_dir, const char *what, char *out, size_t len, lis_error *err)
 {
     snprintf(out, len, "%s/rootfs/tmp/%d-%s-XXXXXX", data_dir, (int)getpid(), what);
     if (!mkdtemp(out))
         return lis_fail_errno(err, "cannot create a temporary directory in %s/rootfs/tmp",
-                       data_dir);
+                              data_dir);
     return 0;
 }
 
@@ -358,13 +353,14 @@ static int valid_component(const char *s, size_t n, int allow_colon)
     return 1;
 }
 
-int rf_parse_ref(const char *ref, char *name, size_t nlen, char *tag, size_t tlen,
-                 lis_error *err)
+int rf_parse_ref(const char *ref, char *name, size_t nlen, char *tag, size_t tlen, lis_error *err)
 {
     char buf[512];
     if (!ref || !*ref || strlen(ref) >= sizeof buf - 1)
-        return lis_fail(err, EINVAL, "invalid image name '%s' (use NAME[:TAG], e.g. "
-                       "myimage:1.0)", ref ? ref : "");
+        return lis_fail(err, EINVAL,
+                        "invalid image name '%s' (use NAME[:TAG], e.g. "
+                        "myimage:1.0)",
+                        ref ? ref : "");
     snprintf(buf, sizeof buf, "%s", ref);
     const char *t = "latest";
     char *colon = strrchr(buf, ':');
@@ -397,28 +393,34 @@ int rf_parse_ref(const char *ref, char *name, size_t nlen, char *tag, size_t tle
     }
     size_t tl = strlen(t);
     if (!ok || tl == 0 || tl > 128 || !valid_component(t, tl, 0))
-        return lis_fail(err, EINVAL, "invalid image name '%s' (use NAME[:TAG] with letters, "
-                       "digits, '.', '_', '-' and '/', e.g. myimage:1.0)", ref);
+        return lis_fail(err, EINVAL,
+                        "invalid image name '%s' (use NAME[:TAG] with letters, "
+                        "digits, '.', '_', '-' and '/', e.g. myimage:1.0)",
+                        ref);
     snprintf(name, nlen, "%s", buf);
     snprintf(tag, tlen, "%s", t);
     return 0;
 }
 
-int rf_tag_write(const char *data_dir, const char *ref, const char *hex, char *canon,
-                 size_t clen, lis_error *err)
+int rf_tag_write(const char *data_dir, const char *ref, const char *hex, char *canon, size_t clen,
+                 lis_error *err)
 {
     char name[512], tag[160], dir[4096], path[4300];
     if (rf_parse_ref(ref, name, sizeof name, tag, sizeof tag, err) < 0)
         return -1;
     snprintf(dir, sizeof dir, "%s/rootfs/tags/%s", data_dir, name);
     if (rf_mkdirs(dir, 0700) < 0)
-        return lis_fail(err, errno, "cannot tag '%s:%s': %s (another image name is a prefix "
-                       "of this one? choose another name)", name, tag, strerror(errno));
+        return lis_fail(err, errno,
+                        "cannot tag '%s:%s': %s (another image name is a prefix "
+                        "of this one? choose another name)",
+                        name, tag, strerror(errno));
     snprintf(path, sizeof path, "%s/%s", dir, tag);
     struct stat st;
     if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return lis_fail(err, EEXIST, "cannot tag '%s:%s': an image name '%s/%s' exists "
-                       "(choose another tag)", name, tag, name, tag);
+        return lis_fail(err, EEXIST,
+                        "cannot tag '%s:%s': an image name '%s/%s' exists "
+                        "(choose another tag)",
+                        name, tag, name, tag);
     char line[100];
     int n = snprintf(line, sizeof line, "sha256:%s\n", hex);
     if (rf_write_atomic(path, line, (size_t)n, err) < 0)
@@ -437,8 +439,8 @@ void rf_name_from_path(const char *path, char *out, size_t len)
     while (n && buf[n - 1] == '/')
         buf[--n] = 0;
     static const char *const ext[] = {".tar.gz", ".tar.xz", ".tar.zst", ".tar.bz2", ".tar",
-                                      ".tgz", ".txz", ".tzst", ".tbz2", ".oci", ".gz",
-                                      ".xz", ".zst"};
+                                      ".tgz",    ".txz",    ".tzst",    ".tbz2",    ".oci",
+                                      ".gz",     ".xz",     ".zst"};
     for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
         size_t el = strlen(ext[i]);
         if (n > el && !strcasecmp(buf + n - el, ext[i])) {
@@ -451,8 +453,7 @@ void rf_name_from_path(const char *path, char *out, size_t len)
         char c = *p;
         if (c >= 'A' && c <= 'Z')
             c = (char)(c - 'A' + 'a');
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-              c == '-'))
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
             c = '-';
         if (o == 0 && (c == '.' || c == '-' || c == '_'))
             continue;

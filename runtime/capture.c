@@ -24,25 +24,13 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-const char *const *lis_sandbox_env(const lis_sandbox *sb)
-{
-    return (const char *const *)sb->env;
-}
+const char *const *lis_sandbox_env(const lis_sandbox *sb) { return (const char *const *)sb->env; }
 
-lis_net_mode lis_sandbox_net(const lis_sandbox *sb)
-{
-    return (lis_net_mode)sb->net;
-}
+lis_net_mode lis_sandbox_net(const lis_sandbox *sb) { return (lis_net_mode)sb->net; }
 
-lis_limits lis_sandbox_limits(const lis_sandbox *sb)
-{
-    return sb->limits;
-}
+lis_limits lis_sandbox_limits(const lis_sandbox *sb) { return sb->limits; }
 
-const char *lis_sandbox_rootfs(const lis_sandbox *sb)
-{
-    return sb->rootfs;
-}
+const char *lis_sandbox_rootfs(const lis_sandbox *sb) { return sb->rootfs; }
 
 struct capture_job {
     int upper, tmp, dest; /* tmp may be -1 */
@@ -84,8 +72,10 @@ static int copy_layer(void *arg, void *result, lis_error *err)
         rc = lis_copy_tree(j->tmp, d, &o->c);
         close(d);
         if (rc == -EFBIG)
-            return lis_fail(err, EFBIG, "its files hold more than its disk budget of %llu "
-                            "bytes", (unsigned long long)j->max_bytes);
+            return lis_fail(err, EFBIG,
+                            "its files hold more than its disk budget of %llu "
+                            "bytes",
+                            (unsigned long long)j->max_bytes);
         if (rc)
             return lis_fail_errnum(err, -rc, "copying /tmp (at %s)", o->c.where);
     }
@@ -105,15 +95,15 @@ static int sandbox_alive(const lis_sandbox *sb)
 static int open_scratch(lis_sandbox *sb, lis_error *err)
 {
     if (sb->scratch_fd < 0)
-        return lis_fail(err, ENOTSUP, "sandbox %s was made by an older lis that keeps no handle "
+        return lis_fail(err, ENOTSUP,
+                        "sandbox %s was made by an older lis that keeps no handle "
                         "on its writable layer: it cannot be snapshotted (recreate it)",
                         sb->name);
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)sb->pid, sb->scratch_fd);
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return lis_fail_errno(err, "sandbox %s: opening its writable layer (%s)", sb->name,
-                        path);
+        return lis_fail_errno(err, "sandbox %s: opening its writable layer (%s)", sb->name, path);
     struct statfs fs;
     if (fstatfs(fd, &fs) < 0 || fs.f_type != TMPFS_MAGIC) {
         close(fd);
@@ -128,7 +118,10 @@ int lis_sandbox_capture(lis_sandbox *sb, const char *dest, const lis_capture_opt
     memset(info, 0, sizeof *info);
     if (!sandbox_alive(sb))
         return lis_fail(err, ESRCH, "sandbox %s is not running", sb->name);
-    struct capture_job j = {.upper = -1, .tmp = -1, .dest = -1, .keep_owner = sb->full_map,
+    struct capture_job j = {.upper = -1,
+                            .tmp = -1,
+                            .dest = -1,
+                            .keep_owner = sb->full_map,
                             .max_bytes = sb->disk_limit == LIS_UNLIMITED ? 0 : sb->disk_limit,
                             .opts = opts};
     int scratch = open_scratch(sb, err);

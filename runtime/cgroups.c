@@ -31,7 +31,7 @@
 
 struct lis_cgroot {
     pthread_mutex_t lock;
-    int ready;          /* v2: controllers enabled in base */
+    int ready; /* v2: controllers enabled in base */
     lis_cg_info info;
     char v1_mem[PATH_MAX], v1_pids[PATH_MAX], v1_cpu[PATH_MAX]; /* v1: our cgroups */
 };
@@ -223,8 +223,8 @@ static void probe(lis_ctx *ctx, lis_cg_info *in, struct lis_cgroot *r)
         char p1[PATH_MAX + 32], p2[PATH_MAX + 32];
         snprintf(p1, sizeof p1, "%s/cgroup.subtree_control", in->base);
         snprintf(p2, sizeof p2, "%s/cgroup.procs", in->base);
-        in->delegated = access(in->base, W_OK) == 0 && access(p1, W_OK) == 0 &&
-                        access(p2, W_OK) == 0;
+        in->delegated =
+            access(in->base, W_OK) == 0 && access(p1, W_OK) == 0 && access(p2, W_OK) == 0;
     }
     char v1mem[PATH_MAX];
     v1_dir(getpid(), "memory", v1mem, sizeof v1mem);
@@ -251,8 +251,8 @@ static void probe(lis_ctx *ctx, lis_cg_info *in, struct lis_cgroot *r)
         snprintf(in->reason, sizeof in->reason,
                  "the memory controller is on cgroup v1 here, which only root can use");
     else if (!in->delegated)
-        snprintf(in->reason, sizeof in->reason, "cgroup %s is not delegated to uid %u",
-                 in->base, (unsigned)ctx->uid);
+        snprintf(in->reason, sizeof in->reason, "cgroup %s is not delegated to uid %u", in->base,
+                 (unsigned)ctx->uid);
     else
         snprintf(in->reason, sizeof in->reason,
                  "the memory/pids controllers are not delegated to %s (it has: %s)", in->base,
@@ -351,8 +351,8 @@ static int v2_ready(struct lis_cgroot *r, char *why, size_t wlen)
             return 0;
         }
         if (pass == 0 && (e = move_to_leaf(base)) < 0) {
-            snprintf(why, wlen, "moving the processes of %s into %s/%s: %s", base, base,
-                     OWNER_LEAF, strerror(-e));
+            snprintf(why, wlen, "moving the processes of %s into %s/%s: %s", base, base, OWNER_LEAF,
+                     strerror(-e));
             return -1;
         }
     }
@@ -370,16 +370,18 @@ static void human_limit(uint64_t b, char *out, size_t len)
         snprintf(out, len, "%.1f MiB", b / 1048576.0);
 }
 
-static int no_limits(const lis_ctx *ctx, const char *name, const lis_limits *lim,
-                     const char *why, lis_error *err)
+static int no_limits(const lis_ctx *ctx, const char *name, const lis_limits *lim, const char *why,
+                     lis_error *err)
 {
     if (lim->require)
         return lis_fail(err, EPERM,
                         "cannot enforce resource limits for sandbox %s: %s (--require-limits "
-                        "was given; run `lis doctor` for the fix)", name, why);
-    lis_warn(ctx, "sandbox %s runs with fallback limits, not cgroups (%s): processes and memory "
-             "are bounded by lis itself, CPU only by priority (run `lis doctor`)", name,
-             why);
+                        "was given; run `lis doctor` for the fix)",
+                        name, why);
+    lis_warn(ctx,
+             "sandbox %s runs with fallback limits, not cgroups (%s): processes and memory "
+             "are bounded by lis itself, CPU only by priority (run `lis doctor`)",
+             name, why);
     return 0;
 }
 
@@ -513,15 +515,16 @@ int lis_cg_create(lis_ctx *ctx, const char *name, const lis_limits *lim, lis_cg 
             }
         }
         if (e) {
-            snprintf(why, sizeof why, "writing the cgroup v1 limits of %s: %s", leaf,
-                     strerror(-e));
+            snprintf(why, sizeof why, "writing the cgroup v1 limits of %s: %s", leaf, strerror(-e));
             lis_cg_remove(cg, NULL);
             return no_limits(ctx, name, lim, why, err);
         }
     }
     if (missing) {
-        snprintf(why, sizeof why, "the %s controller is not available to lis here, so the "
-                 "%s limit is not enforced", missing, missing);
+        snprintf(why, sizeof why,
+                 "the %s controller is not available to lis here, so the "
+                 "%s limit is not enforced",
+                 missing, missing);
         if (lim->require) {
             lis_cg_remove(cg, NULL);
             return no_limits(ctx, name, lim, why, err);
@@ -837,6 +840,5 @@ int lis_cg_freeze(const lis_cg *cg, int on, lis_error *err)
         wait_us = wait_us < 5000 ? wait_us * 2 : 5000;
     }
     wr(cg->dir, "cgroup.freeze", "0");
-    return lis_fail(err, ETIMEDOUT, "cgroup %s did not freeze within 5 s (thawed again)",
-                    cg->dir);
+    return lis_fail(err, ETIMEDOUT, "cgroup %s did not freeze within 5 s (thawed again)", cg->dir);
 }

@@ -21,29 +21,29 @@ enum { LIS_CG_NONE = 0, LIS_CG_V2, LIS_CG_V1 };
 
 /* One sandbox's cgroup (its PID 1 and everything below it). */
 typedef struct lis_cg {
-    int kind;                 /* LIS_CG_V2 or LIS_CG_V1 */
-    int fd;                   /* v2: the cgroup directory, for CLONE_INTO_CGROUP; else -1 */
-    uint64_t mem_max;         /* enforced memory limit in bytes, 0 when none */
-    char dir[PATH_MAX];       /* v2: the cgroup; v1: the memory cgroup ("" when none) */
-    char pids_dir[PATH_MAX];  /* v1 only */
-    char cpu_dir[PATH_MAX];   /* v1 only */
+    int kind;                /* LIS_CG_V2 or LIS_CG_V1 */
+    int fd;                  /* v2: the cgroup directory, for CLONE_INTO_CGROUP; else -1 */
+    uint64_t mem_max;        /* enforced memory limit in bytes, 0 when none */
+    char dir[PATH_MAX];      /* v2: the cgroup; v1: the memory cgroup ("" when none) */
+    char pids_dir[PATH_MAX]; /* v1 only */
+    char cpu_dir[PATH_MAX];  /* v1 only */
 } lis_cg;
 
 /* What a command's result needs: counters at its start. */
 typedef struct lis_cg_mark {
     uint64_t oom0, peak0;
-    int peak_fd;              /* v2 >= 6.12: a memory.peak fd reset at the start; else -1 */
+    int peak_fd; /* v2 >= 6.12: a memory.peak fd reset at the start; else -1 */
 } lis_cg_mark;
 
 /* What the host offers (discovery only, nothing changed). */
 typedef struct lis_cg_info {
-    int kind;                 /* LIS_CG_V2, LIS_CG_V1 or LIS_CG_NONE */
-    int unified;              /* a cgroup2 hierarchy is mounted */
-    int hybrid;               /* controllers bound to v1 */
-    int delegated;            /* v2: our cgroup is writable by us */
-    char base[PATH_MAX];      /* v2: where sandbox cgroups go */
-    char controllers[128];    /* v2: available in base (cgroup.controllers) */
-    char reason[256];         /* LIS_CG_NONE: why, one phrase */
+    int kind;              /* LIS_CG_V2, LIS_CG_V1 or LIS_CG_NONE */
+    int unified;           /* a cgroup2 hierarchy is mounted */
+    int hybrid;            /* controllers bound to v1 */
+    int delegated;         /* v2: our cgroup is writable by us */
+    char base[PATH_MAX];   /* v2: where sandbox cgroups go */
+    char controllers[128]; /* v2: available in base (cgroup.controllers) */
+    char reason[256];      /* LIS_CG_NONE: why, one phrase */
 } lis_cg_info;
 
 void lis_cg_probe(lis_ctx *ctx, lis_cg_info *info);

@@ -22,8 +22,10 @@ static int private_dir(const char *path, uid_t uid, lis_error *err)
     if (lstat(path, &st) < 0)
         return lis_fail_errno(err, "stat %s", path);
     if (!S_ISDIR(st.st_mode) || st.st_uid != uid)
-        return lis_fail(err, EPERM, "%s is not a directory owned by uid %u; remove it or set "
-                        "XDG_RUNTIME_DIR", path, (unsigned)uid);
+        return lis_fail(err, EPERM,
+                        "%s is not a directory owned by uid %u; remove it or set "
+                        "XDG_RUNTIME_DIR",
+                        path, (unsigned)uid);
     if ((st.st_mode & 0077) && chmod(path, 0700) < 0)
         return lis_fail_errno(err, "chmod %s", path);
     return 0;
@@ -68,8 +70,10 @@ static int find_init(lis_ctx *ctx, const char *given, lis_error *err)
             }
         }
         if (!ctx->init_path[0])
-            return lis_fail(err, ENOENT, "helper lis-init not found next to %s; reinstall lis "
-                            "or set LIS_INIT=/path/to/lis-init", exe);
+            return lis_fail(err, ENOENT,
+                            "helper lis-init not found next to %s; reinstall lis "
+                            "or set LIS_INIT=/path/to/lis-init",
+                            exe);
     }
     ctx->init_fd = open(ctx->init_path, O_PATH | O_CLOEXEC);
     if (ctx->init_fd < 0)

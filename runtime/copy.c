@@ -114,8 +114,7 @@ static int copy_dir(int sdir, const char *sname, int ddir, const char *dname, mo
                     int depth, copy_filter *f, lis_error *err)
 {
     if (depth >= COPY_MAX_DEPTH)
-        return lis_fail(err, ELOOP, "%s: more than %d nested directories", sname,
-                        COPY_MAX_DEPTH);
+        return lis_fail(err, ELOOP, "%s: more than %d nested directories", sname, COPY_MAX_DEPTH);
     if (mkdirat(ddir, dname, 0700) < 0 && errno != EEXIST)
         return lis_fail_errno(err, "mkdir %s", dname);
     int s = openat(sdir, sname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -125,9 +124,10 @@ static int copy_dir(int sdir, const char *sname, int ddir, const char *dname, mo
     if (d < 0) {
         int e = errno;
         close(s);
-        return lis_fail(err, e, "%s: %s", dname, e == ENOTDIR || e == ELOOP
-                        ? "exists and is not a directory (symlinks are not followed)"
-                        : strerror(e));
+        return lis_fail(err, e, "%s: %s", dname,
+                        e == ENOTDIR || e == ELOOP
+                            ? "exists and is not a directory (symlinks are not followed)"
+                            : strerror(e));
     }
     DIR *it = fdopendir(s);
     int rc = 0;
@@ -162,8 +162,7 @@ static int copy_dir(int sdir, const char *sname, int ddir, const char *dname, mo
 
 /* Out of line, as copy_file_fd: the recursion's frames stay small. */
 static __attribute__((noinline)) int copy_link(int sdir, const char *sname, int ddir,
-                                               const char *dname, copy_filter *f,
-                                               lis_error *err)
+                                               const char *dname, copy_filter *f, lis_error *err)
 {
     char target[PATH_MAX];
     ssize_t n = readlinkat(sdir, sname, target, sizeof target - 1);
@@ -187,8 +186,11 @@ static __attribute__((noinline)) int copy_link(int sdir, const char *sname, int 
 
 static const char *kind_name(mode_t m)
 {
-    return S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
-         : S_ISFIFO(m) ? "a fifo" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+    return S_ISCHR(m)    ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISFIFO(m) ? "a fifo"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
 }
 
 static int copy_entry(int sdir, const char *sname, int ddir, const char *dname, int depth,
@@ -220,8 +222,8 @@ static int copy_entry(int sdir, const char *sname, int ddir, const char *dname, 
     if (out < 0) {
         int e = errno;
         close(in);
-        return lis_fail(err, e, "%s: %s", dname, e == ELOOP
-                        ? "is a symlink; refusing to write through it" : strerror(e));
+        return lis_fail(err, e, "%s: %s", dname,
+                        e == ELOOP ? "is a symlink; refusing to write through it" : strerror(e));
     }
     int e = copy_file_fd(in, out);
     fchmod(out, filter_mode(f, st.st_mode, 0));
@@ -503,8 +505,8 @@ int lis_copy_out(lis_sandbox *sb, const char *path, const char *host_dst, lis_er
     return lis_files_redo_mapped(sb, mapped_copy_out, &j, NULL, 0, err);
 }
 
-int lis_copy_out_data(lis_sandbox *sb, const char *path, const char *host_dst,
-                      lis_skip_fn skipped, void *arg, lis_error *err)
+int lis_copy_out_data(lis_sandbox *sb, const char *path, const char *host_dst, lis_skip_fn skipped,
+                      void *arg, lis_error *err)
 {
     copy_filter *f = calloc(1, sizeof *f);
     if (!f)

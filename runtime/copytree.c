@@ -253,8 +253,7 @@ static int copy_dir_contents(copier *k, int sfd, int dfd, int depth);
 /* Owner, then xattrs (a chown drops security.capability), then the mode (a
  * chown drops setuid bits; a read-only mode would refuse the xattrs), then
  * the times, on the open destination fd of a file or directory. */
-static int set_attrs(copier *k, int sdir, int ddir, const char *name, int fd,
-                     const struct stat *st)
+static int set_attrs(copier *k, int sdir, int ddir, const char *name, int fd, const struct stat *st)
 {
     if (k->c->keep_owner && fchown(fd, st->st_uid, st->st_gid) < 0)
         return fail(k, errno);
@@ -371,8 +370,7 @@ static int copy_dir_contents(copier *k, int sfd, int dfd, int depth)
         return fail(k, -rc);
     size_t plen = strlen(k->path);
     for (size_t i = 0; i < n && !rc; i++) {
-        int w = snprintf(k->path + plen, sizeof k->path - plen, "%s%s", plen ? "/" : "",
-                         names[i]);
+        int w = snprintf(k->path + plen, sizeof k->path - plen, "%s%s", plen ? "/" : "", names[i]);
         if (w < 0 || (size_t)w >= sizeof k->path - plen)
             rc = fail(k, ENAMETOOLONG);
         else

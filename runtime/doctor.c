@@ -89,9 +89,9 @@ void lis_userns_probe_run(lis_userns_probe *p)
     }
 }
 
-#define APPARMOR_FIX                                                                               \
+#define APPARMOR_FIX                                                                                 \
     "install lis's AppArmor profile (like Ubuntu's for bwrap): sudo scripts/apparmor/install.sh %s " \
-    "(from the lis sources; docs/ci.md); or, on a throw-away CI machine only: sudo sysctl -w "     \
+    "(from the lis sources; docs/ci.md); or, on a throw-away CI machine only: sudo sysctl -w "       \
     "kernel.apparmor_restrict_unprivileged_userns=0"
 
 void lis_doctor_userns(const char *proc_sys, const lis_userns_probe *p, const char *self,
@@ -115,26 +115,32 @@ void lis_doctor_userns(const char *proc_sys, const lis_userns_probe *p, const ch
             snprintf(k->detail, sizeof k->detail,
                      "AppArmor restricts unprivileged user namespaces "
                      "(kernel.apparmor_restrict_unprivileged_userns=1, Ubuntu 23.10+): lis gets "
-                     "one without capabilities (%s: %s)", what, strerror(e));
+                     "one without capabilities (%s: %s)",
+                     what, strerror(e));
             snprintf(k->fix, sizeof k->fix, APPARMOR_FIX, self && *self ? self : "/path/to/lis");
         } else {
             snprintf(k->detail, sizeof k->detail,
                      "a user namespace is created but %s in it fails: %s", what, strerror(e));
-            snprintf(k->fix, sizeof k->fix, "a security module (AppArmor, SELinux) or a seccomp "
+            snprintf(k->fix, sizeof k->fix,
+                     "a security module (AppArmor, SELinux) or a seccomp "
                      "policy of the container denies capabilities in user namespaces: allow "
                      "them for lis (aa-status, ausearch -m avc), or run lis outside that "
                      "container");
         }
     } else if (clone_ok == 0) {
-        snprintf(k->detail, sizeof k->detail, "kernel.unprivileged_userns_clone=0: unprivileged "
-                 "user namespaces are disabled (%s)", strerror(p->unshare_err));
-        snprintf(k->fix, sizeof k->fix, "sudo sysctl -w kernel.unprivileged_userns_clone=1, and "
+        snprintf(k->detail, sizeof k->detail,
+                 "kernel.unprivileged_userns_clone=0: unprivileged "
+                 "user namespaces are disabled (%s)",
+                 strerror(p->unshare_err));
+        snprintf(k->fix, sizeof k->fix,
+                 "sudo sysctl -w kernel.unprivileged_userns_clone=1, and "
                  "to keep it: echo kernel.unprivileged_userns_clone=1 | sudo tee "
                  "/etc/sysctl.d/90-lis-userns.conf");
     } else if (maxns == 0 || p->unshare_err == ENOSPC || p->unshare_err == EUSERS) {
         snprintf(k->detail, sizeof k->detail, "user.max_user_namespaces=%ld: %s", maxns,
                  maxns == 0 ? "user namespaces are disabled" : "the limit is reached");
-        snprintf(k->fix, sizeof k->fix, "sudo sysctl -w user.max_user_namespaces=65536, and to "
+        snprintf(k->fix, sizeof k->fix,
+                 "sudo sysctl -w user.max_user_namespaces=65536, and to "
                  "keep it: echo user.max_user_namespaces=65536 | sudo tee "
                  "/etc/sysctl.d/90-lis-userns.conf");
     } else if (apparmor) {
@@ -144,19 +150,22 @@ void lis_doctor_userns(const char *proc_sys, const lis_userns_probe *p, const ch
                  strerror(p->unshare_err));
         snprintf(k->fix, sizeof k->fix, APPARMOR_FIX, self && *self ? self : "/path/to/lis");
     } else {
-        snprintf(k->detail, sizeof k->detail, "cannot create a user namespace: %s "
-                 "(max_user_namespaces=%ld)", strerror(p->unshare_err), maxns);
-        snprintf(k->fix, sizeof k->fix, "inside a container, unshare is forbidden by its seccomp "
+        snprintf(k->detail, sizeof k->detail,
+                 "cannot create a user namespace: %s "
+                 "(max_user_namespaces=%ld)",
+                 strerror(p->unshare_err), maxns);
+        snprintf(k->fix, sizeof k->fix,
+                 "inside a container, unshare is forbidden by its seccomp "
                  "profile: run lis on the host or in a VM (docs/ci.md); Docker: --security-opt "
                  "seccomp=unconfined --security-opt apparmor=unconfined");
     }
 }
 
-#define DELEGATE_FIX                                                                               \
+#define DELEGATE_FIX                                                                                \
     "sudo mkdir -p /etc/systemd/system/user@.service.d && printf '[Service]\\nDelegate=cpu cpuset " \
-    "io memory pids\\n' | sudo tee /etc/systemd/system/user@.service.d/delegate.conf && sudo "     \
+    "io memory pids\\n' | sudo tee /etc/systemd/system/user@.service.d/delegate.conf && sudo "      \
     "systemctl daemon-reload, log in again, then run lis in a delegated scope: systemd-run --user " \
-    "--scope -p Delegate=yes lis ... (or run lis inside a container/CI job with its own cgroup "  \
+    "--scope -p Delegate=yes lis ... (or run lis inside a container/CI job with its own cgroup "    \
     "namespace)"
 
 static void cgroup_checks(lis_ctx *ctx, lis_check *c, size_t *n, size_t max)
@@ -170,9 +179,10 @@ static void cgroup_checks(lis_ctx *ctx, lis_check *c, size_t *n, size_t max)
     add(c, n, max, "cgroups", pure_v2 ? LIS_CHECK_OK : LIS_CHECK_WARN,
         "boot with systemd.unified_cgroup_hierarchy=1 (kernel command line) for rootless "
         "per-sandbox memory/pids/cpu limits",
-        "%s", pure_v2 ? "cgroup v2 unified hierarchy"
-              : in.unified ? "cgroup v1/v2 hybrid: memory/pids/cpu are on v1, no rootless cgroups"
-                           : "cgroup v1: no rootless cgroups");
+        "%s",
+        pure_v2      ? "cgroup v2 unified hierarchy"
+        : in.unified ? "cgroup v1/v2 hybrid: memory/pids/cpu are on v1, no rootless cgroups"
+                     : "cgroup v1: no rootless cgroups");
     if (in.kind == LIS_CG_V2) {
         int cpu = strstr(in.controllers, "cpu") != NULL;
         add(c, n, max, "cgroup delegation", cpu ? LIS_CHECK_OK : LIS_CHECK_WARN, DELEGATE_FIX,
@@ -244,8 +254,10 @@ static void overlay_check(lis_ctx *ctx, lis_check *c, size_t *n, size_t max)
     char base[PATH_MAX];
     snprintf(base, sizeof base, "%s/.doctor-XXXXXX", ctx ? ctx->data_dir : "/tmp");
     if (!mkdtemp(base)) {
-        add(c, n, max, "overlay in userns", LIS_CHECK_WARN, "check that the data directory is "
-            "writable", "could not try: mkdtemp %s: %s", base, strerror(errno));
+        add(c, n, max, "overlay in userns", LIS_CHECK_WARN,
+            "check that the data directory is "
+            "writable",
+            "could not try: mkdtemp %s: %s", base, strerror(errno));
         return;
     }
     int e = try_overlay(base);
@@ -288,8 +300,8 @@ size_t lis_doctor(lis_ctx *ctx, lis_check *c, size_t max)
 
     int sec = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
     add(c, &n, max, "seccomp", sec >= 0 ? LIS_CHECK_OK : LIS_CHECK_FAIL,
-        "a kernel with CONFIG_SECCOMP_FILTER", sec >= 0 ? "seccomp filters available"
-                                                       : "seccomp is not available");
+        "a kernel with CONFIG_SECCOMP_FILTER",
+        sec >= 0 ? "seccomp filters available" : "seccomp is not available");
 
     if (ctx && ctx->newuidmap[0] && ctx->subuid.count && ctx->subgid.count)
         add(c, &n, max, "uid mapping", LIS_CHECK_OK, NULL,
@@ -309,7 +321,8 @@ size_t lis_doctor(lis_ctx *ctx, lis_check *c, size_t max)
     int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
     add(c, &n, max, "/dev/net/tun", tun >= 0 ? LIS_CHECK_OK : LIS_CHECK_WARN,
         "lis does not need it: --net proxy gives sandboxes HTTP(S) without a tun device",
-        tun >= 0 ? "usable by this user" : "not usable by this user (pasta/slirp4netns could not run)");
+        tun >= 0 ? "usable by this user"
+                 : "not usable by this user (pasta/slirp4netns could not run)");
     if (tun >= 0)
         close(tun);
 

@@ -91,7 +91,7 @@ static void cap_finish(capbuf *c, lis_buf *out)
 struct lis_proc {
     lis_sandbox *sb;
     int conn, epfd, out_rd, err_rd, in_wr, pty_fd;
-    int pipe_fd[3];   /* LIS_STDIO_PIPE: the caller's ends */
+    int pipe_fd[3]; /* LIS_STDIO_PIPE: the caller's ends */
     char *in_data;
     size_t in_len, in_off;
     capbuf out, err;
@@ -102,7 +102,7 @@ struct lis_proc {
     double t0, wall;
     char msgbuf[sizeof(struct lis_msg)];
     size_t msglen;
-    lis_cg_mark cgm;  /* cgroups.c: counters at the start */
+    lis_cg_mark cgm; /* cgroups.c: counters at the start */
 };
 
 void lis_result_free(lis_result *r)
@@ -116,8 +116,8 @@ void lis_result_free(lis_result *r)
 
 static void proc_free(lis_proc *p)
 {
-    int fds[] = {p->conn, p->epfd, p->out_rd, p->err_rd, p->in_wr, p->pty_fd,
-                 p->pipe_fd[0], p->pipe_fd[1], p->pipe_fd[2]};
+    int fds[] = {p->conn,   p->epfd,       p->out_rd,     p->err_rd,    p->in_wr,
+                 p->pty_fd, p->pipe_fd[0], p->pipe_fd[1], p->pipe_fd[2]};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (fds[i] >= 0)
             close(fds[i]);
@@ -188,7 +188,9 @@ static int recv_msg(lis_proc *p, struct lis_msg *m, int *passed_fd, int block)
             struct cmsghdr align;
         } u;
         struct iovec iov = {p->msgbuf + p->msglen, sizeof *m - p->msglen};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = u.buf,
                             .msg_controllen = sizeof u.buf};
         ssize_t n = recvmsg(p->conn, &mh, MSG_CMSG_CLOEXEC | (block ? 0 : MSG_DONTWAIT));
         if (n < 0 && errno == EINTR)
@@ -210,9 +212,7 @@ static int recv_msg(lis_proc *p, struct lis_msg *m, int *passed_fd, int block)
 static int handle_msg(lis_proc *p, const struct lis_msg *m, int fd)
 {
     switch (m->type) {
-    case LIS_MSG_STARTED:
-        p->pid = m->a;
-        break;
+    case LIS_MSG_STARTED: p->pid = m->a; break;
     case LIS_MSG_PTY:
         if (p->pty_fd >= 0)
             close(p->pty_fd);
@@ -263,7 +263,8 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
     int send_fds[3], nfds = 0, child_ends[3] = {-1, -1, -1};
     struct lis_req_hdr h = {.magic = LIS_PROTO_MAGIC,
                             .timeout_ms = spec->timeout > 0 ? (int64_t)(spec->timeout * 1000) : 0,
-                            .rows = spec->rows, .cols = spec->cols};
+                            .rows = spec->rows,
+                            .cols = spec->cols};
     int rc = -1;
     char **env = NULL;
     char *payload = NULL;
@@ -351,8 +352,8 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
     env = lis_env_merge((const char *const *)sb->env, spec->env); /* command wins */
     size_t len;
     uint32_t argc, envc;
-    payload = env ? build_payload(spec->cwd ? spec->cwd : "/", argv, env, &len, &argc, &envc)
-                  : NULL;
+    payload =
+        env ? build_payload(spec->cwd ? spec->cwd : "/", argv, env, &len, &argc, &envc) : NULL;
     if (!payload) {
         lis_oom(err);
         goto out;
@@ -552,7 +553,8 @@ int lis_proc_wait(lis_proc *p, lis_result *res, lis_error *err)
     lis_cg_cmd_end(p->sb->cg, &p->cgm, res);
     if (p->fallback_oom) {
         res->oom_killed = 1;
-        snprintf(res->err_msg, sizeof res->err_msg, "killed: out of memory (the sandbox went "
+        snprintf(res->err_msg, sizeof res->err_msg,
+                 "killed: out of memory (the sandbox went "
                  "over its memory limit; fallback watchdog, no cgroup here)");
     }
     if (p->capture_out) {

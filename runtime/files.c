@@ -79,9 +79,10 @@ int lis_open_parent(lis_sandbox *sb, const char *path, int mkdirs, char *last, l
         close(fd);
         fd = next;
         if (fd < 0)
-            return lis_fail(err, er, "%s: %s", path, er == ENOTDIR || er == ELOOP
-                            ? "a parent is not a directory (symlinks are not followed here)"
-                            : strerror(er));
+            return lis_fail(err, er, "%s: %s", path,
+                            er == ENOTDIR || er == ELOOP
+                                ? "a parent is not a directory (symlinks are not followed here)"
+                                : strerror(er));
         *e = save;
         p = save ? e + 1 : e;
     }
@@ -145,8 +146,8 @@ static int do_read(lis_sandbox *sb, const char *path, size_t max, char **data, s
     return 0;
 }
 
-static int do_write(lis_sandbox *sb, const char *path, const void *data, size_t len,
-                    unsigned mode, lis_error *err)
+static int do_write(lis_sandbox *sb, const char *path, const void *data, size_t len, unsigned mode,
+                    lis_error *err)
 {
     char last[NAME_MAX + 1];
     int dir = lis_open_parent(sb, path, 1, last, err);
@@ -196,8 +197,9 @@ static int do_write(lis_sandbox *sb, const char *path, const void *data, size_t 
     /* a rewritten file keeps its owner (another uid inside: only as root of
      * the mapped namespace, so EPERM here sends the write there) */
     struct stat tst;
-    if (!e && existed && fstat(fd, &tst) == 0 && (tst.st_uid != st.st_uid || tst.st_gid != st.st_gid)
-        && fchown(fd, st.st_uid, st.st_gid) < 0)
+    if (!e && existed && fstat(fd, &tst) == 0 &&
+        (tst.st_uid != st.st_uid || tst.st_gid != st.st_gid) &&
+        fchown(fd, st.st_uid, st.st_gid) < 0)
         e = errno;
     if (!e && fchmod(fd, mode) < 0)
         e = errno;
@@ -260,7 +262,7 @@ struct mapped_op {
     const void *data; /* write */
     size_t len, max;
     unsigned mode;
-    char *shared;     /* read: max + 1 bytes shared with the child */
+    char *shared; /* read: max + 1 bytes shared with the child */
 };
 
 struct mapped_res {
@@ -331,8 +333,8 @@ int lis_file_read(lis_sandbox *sb, const char *path, size_t max, char **data, si
     return rc;
 }
 
-int lis_file_write(lis_sandbox *sb, const char *path, const void *data, size_t len,
-                   unsigned mode, lis_error *err)
+int lis_file_write(lis_sandbox *sb, const char *path, const void *data, size_t len, unsigned mode,
+                   lis_error *err)
 {
     if (do_write(sb, path, data, len, mode, err) == 0)
         return 0;

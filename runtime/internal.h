@@ -44,10 +44,10 @@ struct lis_ctx {
     char run_dir[PATH_MAX];
     char data_dir[PATH_MAX];
     char init_path[PATH_MAX];
-    int init_fd;                 /* O_PATH fd of lis-init, exec'd in every sandbox */
-    struct lis_seccomp {         /* seccomp.c: sealed memfds, compiled once */
-        int main_fd;             /* loaded before lis-init: everything Docker denies */
-        int cmd_fd;              /* loaded by each command: unshare too */
+    int init_fd;         /* O_PATH fd of lis-init, exec'd in every sandbox */
+    struct lis_seccomp { /* seccomp.c: sealed memfds, compiled once */
+        int main_fd;     /* loaded before lis-init: everything Docker denies */
+        int cmd_fd;      /* loaded by each command: unshare too */
     } seccomp;
     uid_t uid;
     gid_t gid;
@@ -60,10 +60,10 @@ struct lis_ctx {
     /* What only sandbox creation needs (seccomp program, uid map tools),
      * made on first use so that `lis sandbox exec/ls` pay nothing for it. */
     pthread_mutex_t prep_lock;
-    int warned_unmapped;               /* sandbox.c: the unmapped-rootfs warning was given */
+    int warned_unmapped; /* sandbox.c: the unmapped-rootfs warning was given */
     int prepared;
-    struct lis_cgroot *cgroot;         /* cgroups.c: discovered on first use */
-    void *ext;                         /* ext.c: the slot of the layer above (net/) */
+    struct lis_cgroot *cgroot; /* cgroups.c: discovered on first use */
+    void *ext;                 /* ext.c: the slot of the layer above (net/) */
     void (*ext_release)(void *ext);
     void (*warn)(void *arg, const char *line);
     void *warn_arg;
@@ -73,27 +73,27 @@ struct lis_ctx {
 struct lis_sandbox {
     lis_ctx *ctx;
     char name[LIS_NAME_MAX + 1];
-    char state_dir[PATH_MAX];    /* <run_dir>/<name>, "" when none (tmpfs, ephemeral) */
-    char layer_dir[PATH_MAX];    /* <data_dir>/sandboxes/<name>, "" when tmpfs upper */
-    char ctl_path[PATH_MAX];     /* listening socket of a persistent sandbox */
+    char state_dir[PATH_MAX]; /* <run_dir>/<name>, "" when none (tmpfs, ephemeral) */
+    char layer_dir[PATH_MAX]; /* <data_dir>/sandboxes/<name>, "" when tmpfs upper */
+    char ctl_path[PATH_MAX];  /* listening socket of a persistent sandbox */
     char rootfs[PATH_MAX];
     pid_t pid;
     int pidfd;
-    int life_fd;                 /* ephemeral: our end of the lifeline, -1 otherwise */
-    int root_fd;                 /* O_PATH of /proc/<pid>/root, opened lazily */
+    int life_fd; /* ephemeral: our end of the lifeline, -1 otherwise */
+    int root_fd; /* O_PATH of /proc/<pid>/root, opened lazily */
     int persist;
     int full_map;
-    char **env;                  /* default + spec env, NULL-terminated */
-    double created;              /* CLOCK_REALTIME seconds */
-    struct lis_cg *cg;           /* cgroups.c: its cgroup, NULL when no limits */
-    int fallback_limits;         /* no cgroup: rlimits and PID 1's memory watchdog */
-    uint64_t disk_limit;         /* the writable budget (LIS_UNLIMITED: none) */
-    lis_limits limits;           /* as asked at create (0: default); a fork's default */
-    int net;                     /* lis_net_mode */
-    int listener_fd;             /* spec.listen_port's, until taken; else -1 */
-    int paused;                  /* state.c: paused (also in meta.json when state_dir) */
-    int scratch_fd;              /* lis-init's fd of the set-up tmpfs (capture.c), or -1 */
-    void *ext;                   /* ext.c: the slot of the layer above (net/) */
+    char **env;          /* default + spec env, NULL-terminated */
+    double created;      /* CLOCK_REALTIME seconds */
+    struct lis_cg *cg;   /* cgroups.c: its cgroup, NULL when no limits */
+    int fallback_limits; /* no cgroup: rlimits and PID 1's memory watchdog */
+    uint64_t disk_limit; /* the writable budget (LIS_UNLIMITED: none) */
+    lis_limits limits;   /* as asked at create (0: default); a fork's default */
+    int net;             /* lis_net_mode */
+    int listener_fd;     /* spec.listen_port's, until taken; else -1 */
+    int paused;          /* state.c: paused (also in meta.json when state_dir) */
+    int scratch_fd;      /* lis-init's fd of the set-up tmpfs (capture.c), or -1 */
+    void *ext;           /* ext.c: the slot of the layer above (net/) */
     void (*ext_release)(void *ext);
 };
 
@@ -145,8 +145,8 @@ long lis_read_sysctl(const char *proc_sys, const char *name, long dflt);
  * /proc/sys): a user namespace comes without capabilities unless a profile
  * allows it. For the set-up errors that a missing profile causes. */
 int lis_apparmor_restricts_userns(const char *proc_sys);
-#define LIS_APPARMOR_HINT                                                                         \
-    " (AppArmor restricts unprivileged user namespaces on this host: install lis's profile with " \
+#define LIS_APPARMOR_HINT                                                                          \
+    " (AppArmor restricts unprivileged user namespaces on this host: install lis's profile with "  \
     "sudo scripts/apparmor/install.sh /path/to/lis; run `lis doctor`)"
 
 /* context.c */
@@ -156,7 +156,6 @@ int lis_ctx_prepare_spawn(lis_ctx *ctx, lis_error *err);
 /* seccomp.c */
 /* Compiles both filters (struct lis_seccomp) into sealed memfds. */
 int lis_seccomp_compile(struct lis_seccomp *out, lis_error *err);
-
 
 /* meta.c: a sandbox's meta.json */
 struct cJSON;
@@ -193,21 +192,21 @@ typedef struct lis_spawn_req {
     const lis_sandbox_spec *spec;
     const char *name;
     const char *rootfs;
-    const char *upper_dir, *work_dir;   /* NULL with a tmpfs upper */
-    int listen_fd;                      /* persistent: ctl.sock, else -1 */
+    const char *upper_dir, *work_dir; /* NULL with a tmpfs upper */
+    int listen_fd;                    /* persistent: ctl.sock, else -1 */
     int full_map;
-    const struct lis_cg *cg;            /* cgroup to clone PID 1 into, or NULL */
-    int *listener_fd;                   /* spec.listen_port: set to it (init it to -1) */
-    int *scratch_fd;                    /* set to lis-init's fd of the set-up tmpfs */
+    const struct lis_cg *cg; /* cgroup to clone PID 1 into, or NULL */
+    int *listener_fd;        /* spec.listen_port: set to it (init it to -1) */
+    int *scratch_fd;         /* set to lis-init's fd of the set-up tmpfs */
     /* Fallback limits, when cg is NULL (0 = none): processes per sandbox
      * (RLIMIT_NPROC counts per user namespace), memory (PID 1's watchdog),
      * and nice 10 for everything in it. */
     uint64_t fb_pids, fb_memory;
     int fb_nice;
-    uint64_t fsize;                     /* RLIMIT_FSIZE (disk upper layer), 0 = none */
+    uint64_t fsize; /* RLIMIT_FSIZE (disk upper layer), 0 = none */
 } lis_spawn_req;
-int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid, int *pidfd,
-              int *life_fd, lis_error *err);
+int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid, int *pidfd, int *life_fd,
+              lis_error *err);
 
 /* sandbox.c */
 char **lis_env_merge(const char *const *base, const char *const *extra);
@@ -217,7 +216,6 @@ int lis_sandbox_connect(lis_sandbox *sb, lis_error *err);
 
 /* cgroups.c */
 #include "cgroups.h"
-
 
 /* doctor.c: the user namespace check, split so that tests can feed it fake
  * sysctls (a directory laid out like /proc/sys) and fake probe results. */

@@ -32,8 +32,7 @@ typedef struct lis_error {
  * code = errno and ": strerror(errno)" appended (as git's error_errno);
  * lis_fail_errnum with a cause saved earlier (an errno, a -rc of a syscall
  * wrapper). Never print strerror by hand in a message. */
-int lis_fail(lis_error *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int lis_fail(lis_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int lis_fail_errno(lis_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int lis_fail_errnum(lis_error *err, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -84,15 +83,15 @@ const char *lis_ctx_data_dir(const lis_ctx *ctx);
 typedef struct lis_sandbox lis_sandbox;
 
 typedef struct lis_bind {
-    const char *host_path;  /* existing host file or directory */
-    const char *path;       /* absolute path inside the sandbox */
+    const char *host_path; /* existing host file or directory */
+    const char *path;      /* absolute path inside the sandbox */
     int read_only;
 } lis_bind;
 
 typedef enum lis_net_mode {
-    LIS_NET_NONE = 0,  /* a private network namespace with loopback only */
-    LIS_NET_HOST,      /* share the owner's network (explicit opt-in) */
-    LIS_NET_PROXY,     /* loopback only, as NONE, plus a listener (listen_port) that the
+    LIS_NET_NONE = 0, /* a private network namespace with loopback only */
+    LIS_NET_HOST,     /* share the owner's network (explicit opt-in) */
+    LIS_NET_PROXY,    /* loopback only, as NONE, plus a listener (listen_port) that the
                         * caller serves: net/'s HTTP egress proxy (net/lis_net.h,
                         * docs/network.md); refused without listen_port */
 } lis_net_mode;
@@ -114,14 +113,14 @@ typedef enum lis_upper_mode {
 #define LIS_DEFAULT_MEMORY (200ull << 20)
 #define LIS_DEFAULT_PIDS 1024
 typedef struct lis_limits {
-    uint64_t memory_bytes;  /* default 200 MiB */
-    uint64_t pids;          /* default 1024 */
-    uint64_t cpu_millis;    /* 1500 = 1.5 CPUs; default unlimited */
+    uint64_t memory_bytes; /* default 200 MiB */
+    uint64_t pids;         /* default 1024 */
+    uint64_t cpu_millis;   /* 1500 = 1.5 CPUs; default unlimited */
     /* writable space: the tmpfs upper layer, /tmp and /dev/shm share it (a
      * writer gets ENOSPC); a disk upper layer is bounded per file and
      * measured (docs/runtime.md). Default 1 GiB. */
     uint64_t disk_bytes;
-    int require;            /* refuse to start when limits cannot be enforced */
+    int require; /* refuse to start when limits cannot be enforced */
 } lis_limits;
 
 typedef struct lis_sandbox_spec {
@@ -129,16 +128,16 @@ typedef struct lis_sandbox_spec {
      * "snap2:snap1:base" as overlayfs writes it (what lis_store_resolve gives
      * for a snapshot image; at most LIS_MAX_LAYERS, no ':' in a directory). */
     const char *rootfs;
-    const char *name;            /* NULL: generated; [A-Za-z0-9_.-], max 64 */
-    const char *hostname;        /* NULL: the name */
-    const char *const *env;      /* NULL-terminated K=V added to every command */
+    const char *name;       /* NULL: generated; [A-Za-z0-9_.-], max 64 */
+    const char *hostname;   /* NULL: the name */
+    const char *const *env; /* NULL-terminated K=V added to every command */
     const lis_bind *binds;
     size_t nbinds;
     lis_limits limits;
     lis_net_mode net;
     lis_uidmap_mode uidmap;
     lis_upper_mode upper;
-    int persist;                 /* keep running after the owner process exits */
+    int persist; /* keep running after the owner process exits */
     /* Not 0: a TCP listener on 127.0.0.1:listen_port inside the sandbox's own
      * network namespace (not with LIS_NET_HOST), made during set-up; take it
      * with lis_sandbox_take_listener. Connections to it come from the
@@ -146,8 +145,8 @@ typedef struct lis_sandbox_spec {
     unsigned short listen_port;
 } lis_sandbox_spec;
 
-int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec,
-                       lis_sandbox **out, lis_error *err);
+int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox **out,
+                       lis_error *err);
 /* Attaches to a running persistent sandbox by name. */
 int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_error *err);
 /* Kills every process of the sandbox, unmounts, deletes its state; frees sb. */
@@ -157,19 +156,19 @@ int lis_sandbox_destroy(lis_sandbox *sb, lis_error *err);
 void lis_sandbox_release(lis_sandbox *sb);
 
 const char *lis_sandbox_name(const lis_sandbox *sb);
-pid_t lis_sandbox_pid(const lis_sandbox *sb);  /* PID 1 of the sandbox, as seen by the owner */
+pid_t lis_sandbox_pid(const lis_sandbox *sb); /* PID 1 of the sandbox, as seen by the owner */
 
 typedef struct lis_stats {
     char name[80];
-    char state[16];         /* "running", "paused" or "dead" */
-    char rootfs[4096];      /* the lower layer(s), as lis_sandbox_spec.rootfs */
+    char state[16];    /* "running", "paused" or "dead" */
+    char rootfs[4096]; /* the lower layer(s), as lis_sandbox_spec.rootfs */
     pid_t pid;
     double age_seconds;
-    uint64_t memory_bytes;  /* current memory (cgroup), or summed RSS when no cgroup */
-    uint64_t memory_peak;   /* 0 when unknown */
+    uint64_t memory_bytes; /* current memory (cgroup), or summed RSS when no cgroup */
+    uint64_t memory_peak;  /* 0 when unknown */
     uint64_t nprocs;
     uint64_t oom_kills;
-    double cpu_seconds;     /* CPU time used, exited processes included (cgroup v2's
+    double cpu_seconds; /* CPU time used, exited processes included (cgroup v2's
                              * cpu.stat, else its processes' and their reaped children's,
                              * lis-init's own bookkeeping left out) */
     int persist;
@@ -177,8 +176,8 @@ typedef struct lis_stats {
     /* "cgroup" (enforced by the kernel), "fallback" (no cgroup: rlimits and
      * lis-init's memory watchdog, docs/cgroups.md) or "" when unknown */
     char limits[16];
-    uint64_t disk_bytes;    /* writable budget in use (tmpfs + disk upper layer) */
-    uint64_t disk_limit;    /* the budget (--disk), LIS_UNLIMITED for none */
+    uint64_t disk_bytes; /* writable budget in use (tmpfs + disk upper layer) */
+    uint64_t disk_limit; /* the budget (--disk), LIS_UNLIMITED for none */
     lis_net_mode net;
 } lis_stats;
 
@@ -201,10 +200,10 @@ int lis_sandbox_is_paused(lis_sandbox *sb);
 #define LIS_MAX_LAYERS 32 /* lower layers of one sandbox: a snapshot chain's depth */
 
 typedef struct lis_capture_info {
-    uint64_t files;      /* entries captured (whiteouts and directories included) */
-    uint64_t bytes;      /* bytes of regular files */
-    uint64_t reflinked;  /* of those files, how many were cloned (FICLONE), not copied */
-    double paused_ms;    /* how long the sandbox's processes were stopped for it */
+    uint64_t files;           /* entries captured (whiteouts and directories included) */
+    uint64_t bytes;           /* bytes of regular files */
+    uint64_t reflinked;       /* of those files, how many were cloned (FICLONE), not copied */
+    double paused_ms;         /* how long the sandbox's processes were stopped for it */
     unsigned char digest[64]; /* what opts->hash_end wrote */
 } lis_capture_info;
 
@@ -276,8 +275,7 @@ void *lis_ctx_ext(lis_ctx *ctx);
  * creates them and tops the pool up after every take, so taking one costs a
  * mutex and a pointer. spec is copied (its name must be NULL). */
 typedef struct lis_pool lis_pool;
-lis_pool *lis_pool_new(lis_ctx *ctx, const lis_sandbox_spec *spec, unsigned size,
-                       lis_error *err);
+lis_pool *lis_pool_new(lis_ctx *ctx, const lis_sandbox_spec *spec, unsigned size, lis_error *err);
 /* Takes a ready sandbox, waiting for one when the pool is empty; it is the
  * caller's to destroy. Fails when the pool cannot create sandboxes. */
 int lis_pool_take(lis_pool *pool, lis_sandbox **out, lis_error *err);
@@ -300,31 +298,31 @@ typedef enum lis_stdio {
 } lis_stdio;
 
 typedef struct lis_exec_spec {
-    const char *const *argv;    /* argv[0] looked up in PATH; or NULL with shell */
-    const char *shell;          /* run as: /bin/sh -c SHELL */
-    const char *cwd;            /* NULL: / */
-    const char *const *env;     /* NULL-terminated K=V, added on top of the defaults */
+    const char *const *argv; /* argv[0] looked up in PATH; or NULL with shell */
+    const char *shell;       /* run as: /bin/sh -c SHELL */
+    const char *cwd;         /* NULL: / */
+    const char *const *env;  /* NULL-terminated K=V, added on top of the defaults */
     lis_stdio in, out, err;
-    int in_fd, out_fd, err_fd;  /* for LIS_STDIO_FD */
-    const void *in_data;        /* for LIS_STDIO_DATA */
+    int in_fd, out_fd, err_fd; /* for LIS_STDIO_FD */
+    const void *in_data;       /* for LIS_STDIO_DATA */
     size_t in_len;
-    size_t out_cap;             /* capture cap per stream in bytes; 0: 1 MiB */
-    double timeout;             /* seconds; 0: none */
-    int pty;                    /* run on a new pseudo-terminal (see lis_proc_pty_fd) */
-    unsigned short rows, cols;  /* initial window size for pty */
+    size_t out_cap;            /* capture cap per stream in bytes; 0: 1 MiB */
+    double timeout;            /* seconds; 0: none */
+    int pty;                   /* run on a new pseudo-terminal (see lis_proc_pty_fd) */
+    unsigned short rows, cols; /* initial window size for pty */
 } lis_exec_spec;
 
 typedef struct lis_buf {
-    char *data;        /* NUL-terminated; may contain NUL bytes */
+    char *data; /* NUL-terminated; may contain NUL bytes */
     size_t len;
-    uint64_t dropped;  /* bytes dropped from the middle (head and tail kept) */
+    uint64_t dropped; /* bytes dropped from the middle (head and tail kept) */
 } lis_buf;
 
 typedef struct lis_result {
-    int exit_code;      /* 0-255, 128+sig when killed, 127 when exec failed, -1 on timeout */
-    int signal;         /* terminating signal, 0 if it exited */
+    int exit_code; /* 0-255, 128+sig when killed, 127 when exec failed, -1 on timeout */
+    int signal;    /* terminating signal, 0 if it exited */
     int timed_out;
-    int exec_failed;    /* the command could not be started (see err_msg) */
+    int exec_failed; /* the command could not be started (see err_msg) */
     char err_msg[256];
     double wall_seconds;
     lis_buf out, err;
@@ -341,9 +339,9 @@ int lis_exec(lis_sandbox *sb, const lis_exec_spec *spec, lis_result *res, lis_er
  * can drive many sandboxes with poll/epoll. */
 typedef struct lis_proc lis_proc;
 int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, lis_error *err);
-int lis_proc_fd(const lis_proc *p);      /* readable when lis_proc_step has work */
-int lis_proc_pty_fd(const lis_proc *p);  /* pty master (pty mode), else -1 */
-pid_t lis_proc_pid(const lis_proc *p);   /* pid inside the sandbox */
+int lis_proc_fd(const lis_proc *p);     /* readable when lis_proc_step has work */
+int lis_proc_pty_fd(const lis_proc *p); /* pty master (pty mode), else -1 */
+pid_t lis_proc_pid(const lis_proc *p);  /* pid inside the sandbox */
 /* Does the pending work without blocking; returns 1 when the command is done,
  * 0 when still running, -1 on error. */
 int lis_proc_step(lis_proc *p, lis_error *err);
@@ -367,17 +365,16 @@ int lis_proc_wait(lis_proc *p, lis_result *res, lis_error *err);
  * doing the operation again as root of the mapped user namespace. */
 
 /* Reads a regular file. Fails if it is larger than max bytes. */
-int lis_file_read(lis_sandbox *sb, const char *path, size_t max,
-                  char **data, size_t *len, lis_error *err);
+int lis_file_read(lis_sandbox *sb, const char *path, size_t max, char **data, size_t *len,
+                  lis_error *err);
 /* Creates or replaces a regular file (parents created). Refuses to write
  * through a symlink at the final component. A replaced file keeps its owner
  * and, with mode 0, its mode. */
-int lis_file_write(lis_sandbox *sb, const char *path, const void *data, size_t len,
-                   unsigned mode, lis_error *err);
+int lis_file_write(lis_sandbox *sb, const char *path, const void *data, size_t len, unsigned mode,
+                   lis_error *err);
 /* kind: 'f' file, 'd' dir, 'l' symlink, 'o' other; returns -1 with
  * err->code ENOENT when missing. */
-int lis_file_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size,
-                  lis_error *err);
+int lis_file_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size, lis_error *err);
 /* Copies a host file/dir into the sandbox, or out of it, recursively.
  * Symlinks are copied as symlinks, never followed. */
 int lis_copy_in(lis_sandbox *sb, const char *host_src, const char *path, lis_error *err);
@@ -390,8 +387,8 @@ typedef void (*lis_skip_fn)(void *arg, const char *path, const char *why);
  * of the tree), device nodes, fifos and sockets are not exported, each one
  * reported to skipped (may be NULL); setuid/setgid/sticky bits and
  * group/other write bits are cleared. Hard links come out as plain copies. */
-int lis_copy_out_data(lis_sandbox *sb, const char *path, const char *host_dst,
-                      lis_skip_fn skipped, void *arg, lis_error *err);
+int lis_copy_out_data(lis_sandbox *sb, const char *path, const char *host_dst, lis_skip_fn skipped,
+                      void *arg, lis_error *err);
 
 /* Runs fn in a child process that is root of a user namespace mapping the
  * caller's uid and its 65535 subordinate ids (as root: ids 0-65535), so it can

@@ -21,8 +21,10 @@ static unsigned long long start_time(pid_t pid)
         return 0;
     unsigned long long v = 0;
     /* field 22 (starttime); p is at field 3 */
-    if (sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
-               "%*d %llu", &v) != 1)
+    if (sscanf(p,
+               "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+               "%*d %llu",
+               &v) != 1)
         return 0;
     return v;
 }

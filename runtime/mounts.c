@@ -27,20 +27,32 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-enum op_kind { OP_MOUNT, OP_OVERLAY, OP_BIND, OP_MKDIR, OP_OPENROOT, OP_SYMLINK, OP_WRITE,
-               OP_HOSTNAME, OP_LO_UP, OP_PIVOT, OP_HOLD, OP_FILLTMP };
+enum op_kind {
+    OP_MOUNT,
+    OP_OVERLAY,
+    OP_BIND,
+    OP_MKDIR,
+    OP_OPENROOT,
+    OP_SYMLINK,
+    OP_WRITE,
+    OP_HOSTNAME,
+    OP_LO_UP,
+    OP_PIVOT,
+    OP_HOLD,
+    OP_FILLTMP
+};
 
 typedef struct mount_op {
     enum op_kind kind;
     const char *src, *dst, *fstype, *data;
     const char *upper, *work; /* OP_OVERLAY: src is the lower layer(s), "top:...:base" */
     unsigned long flags;
-    unsigned mode;  /* OP_MKDIR: chmod to this after mkdir (0: 0755, umask applies) */
-    int in_root;   /* dst is relative to the new root */
-    int in_upper;  /* OP_MKDIR/OP_WRITE: dst is relative to the upper dir, no symlinks */
-    int is_dir;    /* create dst as a directory (else a file) when missing */
-    int read_only; /* OP_BIND: make the bind read-only (recursively) */
-    int optional;  /* a failure is ignored */
+    unsigned mode;      /* OP_MKDIR: chmod to this after mkdir (0: 0755, umask applies) */
+    int in_root;        /* dst is relative to the new root */
+    int in_upper;       /* OP_MKDIR/OP_WRITE: dst is relative to the upper dir, no symlinks */
+    int is_dir;         /* create dst as a directory (else a file) when missing */
+    int read_only;      /* OP_BIND: make the bind read-only (recursively) */
+    int optional;       /* a failure is ignored */
     int volatile_upper; /* OP_OVERLAY: the upper layer goes with the sandbox: no syncs */
     const char *stage;
 } mount_op;
@@ -79,10 +91,7 @@ static mount_op *add(lis_mount_plan *p, enum op_kind k, const char *stage)
     return o;
 }
 
-static int bad_overlay_path(const char *s)
-{
-    return strpbrk(s, ",:\\") != NULL;
-}
+static int bad_overlay_path(const char *s) { return strpbrk(s, ",:\\") != NULL; }
 
 /* A chain of lower layers "top:...:base": no empty one, none with ',' or '\\',
  * at most LIS_MAX_LAYERS. */
@@ -136,13 +145,16 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
     }
     if (bad_lower_chain(req->rootfs) || bad_overlay_path(upper) || bad_overlay_path(base)) {
         lis_mount_plan_free(p);
-        lis_fail(err, EINVAL, "paths used by overlayfs may not contain ',', ':' or '\\', and "
-                 "a chain has at most %d layers (%s)", LIS_MAX_LAYERS,
-                 bad_lower_chain(req->rootfs) ? req->rootfs : upper);
+        lis_fail(err, EINVAL,
+                 "paths used by overlayfs may not contain ',', ':' or '\\', and "
+                 "a chain has at most %d layers (%s)",
+                 LIS_MAX_LAYERS, bad_lower_chain(req->rootfs) ? req->rootfs : upper);
         return NULL;
     }
     mount_op *o;
-#define ADD(kind, st) if (!(o = add(p, kind, st))) goto full
+#define ADD(kind, st)                                                                              \
+    if (!(o = add(p, kind, st)))                                                                   \
+    goto full
     ADD(OP_MOUNT, "making the mount namespace private");
     o->dst = keep(p, "/");
     o->flags = MS_REC | MS_PRIVATE;
@@ -210,7 +222,8 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
             close(fd);
         }
     } else if (spec->net == LIS_NET_PROXY) {
-        snprintf(resolv, sizeof resolv, "# lis: names are resolved by the HTTP proxy "
+        snprintf(resolv, sizeof resolv,
+                 "# lis: names are resolved by the HTTP proxy "
                  "(http_proxy); there is no DNS server here\n");
     }
     static const char *const etc[] = {"hosts", "resolv.conf"};
@@ -247,9 +260,10 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
      * /proc/keys and key-users list the host user's keyrings (keyrings are
      * per uid, not per namespace); the rest shows host kernel state. Paths
      * this kernel lacks are skipped. */
-    static const char *const masked_files[] = {
-        "proc/kcore", "proc/keys", "proc/key-users", "proc/timer_list", "proc/timer_stats",
-        "proc/sched_debug", "proc/latency_stats"};
+    static const char *const masked_files[] = {"proc/kcore",        "proc/keys",
+                                               "proc/key-users",    "proc/timer_list",
+                                               "proc/timer_stats",  "proc/sched_debug",
+                                               "proc/latency_stats"};
     for (size_t i = 0; i < sizeof masked_files / sizeof masked_files[0]; i++) {
         ADD(OP_BIND, "masking /proc files");
         o->src = "/dev/null";
@@ -292,7 +306,8 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
     o->flags = MS_NOSUID | MS_NOEXEC;
     o->data = req->full_map ? "newinstance,ptmxmode=0666,mode=0620,gid=5"
                             : "newinstance,ptmxmode=0666,mode=0620";
-    static const char *const links[][2] = {{"pts/ptmx", "dev/ptmx"}, {"/proc/self/fd", "dev/fd"},
+    static const char *const links[][2] = {{"pts/ptmx", "dev/ptmx"},
+                                           {"/proc/self/fd", "dev/fd"},
                                            {"/proc/self/fd/0", "dev/stdin"},
                                            {"/proc/self/fd/1", "dev/stdout"},
                                            {"/proc/self/fd/2", "dev/stderr"}};
@@ -461,8 +476,8 @@ static int make_read_only(int rootfd, const char *rel)
     if (fd < 0)
         return errno;
     struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
-    int rc = (int)syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
-                          sizeof attr);
+    int rc =
+        (int)syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr);
     int e = errno;
     close(fd);
     return rc < 0 ? e : 0;
@@ -494,9 +509,10 @@ static int open_upper(const mount_op *o, const char *rel, int flags, unsigned mo
     int ufd = open(o->upper, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (ufd < 0)
         return -errno;
-    struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC), .mode = mode,
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                      RESOLVE_NO_MAGICLINKS};
+    struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
+                           .mode = mode,
+                           .resolve =
+                               RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
     int fd = (int)syscall(SYS_openat2, ufd, rel, &how, sizeof how);
     int e = errno;
     close(ufd);
@@ -613,17 +629,13 @@ static int run_op(const mount_op *o, int *rootfd, int *held)
         dst = fdp;
     }
     switch (o->kind) {
-    case OP_MOUNT:
-        rc = mount(o->src, dst, o->fstype, o->flags, o->data) < 0 ? errno : 0;
-        break;
+    case OP_MOUNT: rc = mount(o->src, dst, o->fstype, o->flags, o->data) < 0 ? errno : 0; break;
     case OP_BIND:
         rc = mount(o->src ? o->src : dst, dst, NULL, MS_BIND | MS_REC, NULL) < 0 ? errno : 0;
         if (!rc && o->read_only)
             rc = make_read_only(*rootfd, o->dst);
         break;
-    case OP_MKDIR:
-        rc = make_dir(o);
-        break;
+    case OP_MKDIR: rc = make_dir(o); break;
     case OP_OPENROOT:
         *rootfd = open(dst, O_PATH | O_DIRECTORY | O_CLOEXEC);
         rc = *rootfd < 0 ? errno : 0;
@@ -641,25 +653,15 @@ static int run_op(const mount_op *o, int *rootfd, int *held)
         close(pfd);
         break;
     }
-    case OP_WRITE:
-        rc = write_upper_file(o);
-        break;
-    case OP_OVERLAY:
-        rc = mount_overlay(o);
-        break;
-    case OP_HOSTNAME:
-        rc = sethostname(o->data, strlen(o->data)) < 0 ? errno : 0;
-        break;
-    case OP_LO_UP:
-        rc = lo_up();
-        break;
+    case OP_WRITE: rc = write_upper_file(o); break;
+    case OP_OVERLAY: rc = mount_overlay(o); break;
+    case OP_HOSTNAME: rc = sethostname(o->data, strlen(o->data)) < 0 ? errno : 0; break;
+    case OP_LO_UP: rc = lo_up(); break;
     case OP_HOLD:
         *held = open(o->dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         rc = *held < 0 ? errno : 0;
         break;
-    case OP_FILLTMP:
-        rc = fill_tmp(o, *rootfd);
-        break;
+    case OP_FILLTMP: rc = fill_tmp(o, *rootfd); break;
     case OP_PIVOT:
         if (fchdir(*rootfd) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
             umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
@@ -681,7 +683,8 @@ int lis_mount_plan_listener(const lis_mount_plan *plan, int life, const char **s
         return errno;
     int one = 1;
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)plan->listen_port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)plan->listen_port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 1024) < 0) {
         int e = errno;

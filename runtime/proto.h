@@ -27,7 +27,7 @@
 
 enum {
     LIS_REQ_PTY = 1u << 0,
-    LIS_REQ_HAVE_STDIN = 1u << 1,  /* fds present, in order, per flag */
+    LIS_REQ_HAVE_STDIN = 1u << 1, /* fds present, in order, per flag */
     LIS_REQ_HAVE_STDOUT = 1u << 2,
     LIS_REQ_HAVE_STDERR = 1u << 3,
 };
@@ -36,26 +36,26 @@ struct lis_req_hdr {
     uint32_t magic;
     uint32_t flags;
     uint32_t argc, envc;
-    int64_t timeout_ms;  /* 0: none */
+    int64_t timeout_ms; /* 0: none */
     uint32_t payload_len;
     uint16_t rows, cols;
 };
 
 enum {
     /* owner -> init on the lifeline */
-    LIS_MSG_GO = 1,      /* id maps written, continue set-up */
-    LIS_MSG_CONN,        /* fd attached: a command connection */
-    LIS_MSG_PERSIST,     /* keep running when the lifeline closes */
+    LIS_MSG_GO = 1,  /* id maps written, continue set-up */
+    LIS_MSG_CONN,    /* fd attached: a command connection */
+    LIS_MSG_PERSIST, /* keep running when the lifeline closes */
     /* init -> owner on the lifeline */
-    LIS_MSG_SETUP_ERR,   /* a = errno, text = what failed */
-    LIS_MSG_READY,       /* PID 1 is serving */
+    LIS_MSG_SETUP_ERR, /* a = errno, text = what failed */
+    LIS_MSG_READY,     /* PID 1 is serving */
     /* sandbox -> client on a command connection */
-    LIS_MSG_STARTED,     /* a = pid inside the sandbox */
-    LIS_MSG_PTY,         /* fd attached: the pty master */
-    LIS_MSG_EXEC_ERR,    /* a = errno, text = stage */
-    LIS_MSG_EXITED,      /* a = wait status, b = 1 when killed by the timeout */
+    LIS_MSG_STARTED,  /* a = pid inside the sandbox */
+    LIS_MSG_PTY,      /* fd attached: the pty master */
+    LIS_MSG_EXEC_ERR, /* a = errno, text = stage */
+    LIS_MSG_EXITED,   /* a = wait status, b = 1 when killed by the timeout */
     /* client -> sandbox on a command connection */
-    LIS_MSG_SIGNAL,      /* a = signal for the command's process group */
+    LIS_MSG_SIGNAL, /* a = signal for the command's process group */
     /* set-up child -> owner on the lifeline, before READY (spec.listen_port) */
     LIS_MSG_LISTENER_FD, /* fd attached: the listener on 127.0.0.1:listen_port */
 };
@@ -70,8 +70,8 @@ struct lis_msg {
 /* Sends one record of len bytes with up to 4 fds attached (SCM_RIGHTS);
  * flags are added to MSG_NOSIGNAL. Returns what sendmsg returned.
  * Allocates nothing. */
-static inline ssize_t lis_send_fds(int sock, const void *buf, size_t len, const int *fds,
-                                   int nfds, int flags)
+static inline ssize_t lis_send_fds(int sock, const void *buf, size_t len, const int *fds, int nfds,
+                                   int flags)
 {
     struct iovec iov = {(void *)buf, len};
     union {
@@ -123,15 +123,16 @@ static inline int lis_msg_send(int sock, uint32_t type, int32_t a, int64_t b, co
 /* Receives one record of len bytes and up to maxfds fds passed with it
  * (close-on-exec; unused slots -1, extra fds closed). Returns what recvmsg
  * returned. Allocates nothing. */
-static inline ssize_t lis_recv_fds(int sock, void *buf, size_t len, int *fds, int maxfds,
-                                   int flags)
+static inline ssize_t lis_recv_fds(int sock, void *buf, size_t len, int *fds, int maxfds, int flags)
 {
     union {
         char buf[CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;
     } u;
     struct iovec iov = {buf, len};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = u.buf,
                         .msg_controllen = sizeof u.buf};
     for (int i = 0; i < maxfds; i++)
         fds[i] = -1;

@@ -40,10 +40,7 @@ struct level {
     char *buf;
 };
 
-static int is_dot(const char *n)
-{
-    return n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2]));
-}
+static int is_dot(const char *n) { return n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2])); }
 
 /* ".lis-rm-<hex>" without snprintf (async-signal-safe, no locale) */
 static void moved_name(char *out, unsigned long n)
@@ -92,8 +89,9 @@ static int remove_entry(struct level *lv, int d, const struct rm_dirent *e, int 
         *rc = -errno;
         return 0;
     }
-    int sub = d + 1 == RM_DEPTH ? -1 : openat(lfd, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                                O_CLOEXEC);
+    int sub = d + 1 == RM_DEPTH
+                  ? -1
+                  : openat(lfd, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sub < 0 && d > 0 && (d + 1 == RM_DEPTH || errno == EMFILE || errno == ENFILE)) {
         /* too deep, or out of fds: on with it from the top */
         int r = move_to_top(lfd, e->name, lv[0].fd, seq);
@@ -197,7 +195,4 @@ int lis_rmtree_at(int pdfd, const char *name)
     return rc ? rc : -errno;
 }
 
-int lis_rmtree_here(const char *path)
-{
-    return lis_rmtree_at(AT_FDCWD, path);
-}
+int lis_rmtree_here(const char *path) { return lis_rmtree_at(AT_FDCWD, path); }

@@ -110,8 +110,10 @@ static int listen_socket(const char *path, lis_error *err)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof a.sun_path)
-        return lis_fail(err, ENAMETOOLONG, "socket path too long: %s (use a shorter "
-                        "XDG_RUNTIME_DIR)", path);
+        return lis_fail(err, ENAMETOOLONG,
+                        "socket path too long: %s (use a shorter "
+                        "XDG_RUNTIME_DIR)",
+                        path);
     strcpy(a.sun_path, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -155,12 +157,12 @@ static void warn_unmapped_owner(lis_ctx *ctx, const char *rootfs, int full_map)
     struct stat st;
     if (ctx->uid == 0 || stat(rootfs, &st) < 0)
         return;
-    int mapped = st.st_uid == ctx->uid ||
-                 (full_map && st.st_uid >= ctx->subuid.start &&
-                  st.st_uid - ctx->subuid.start < ctx->subuid.count);
+    int mapped = st.st_uid == ctx->uid || (full_map && st.st_uid >= ctx->subuid.start &&
+                                           st.st_uid - ctx->subuid.start < ctx->subuid.count);
     if (mapped || __atomic_exchange_n(&ctx->warned_unmapped, 1, __ATOMIC_RELAXED))
         return;
-    lis_warn(ctx, "rootfs %s is owned by uid %u, which is not mapped in the sandbox: lis starts "
+    lis_warn(ctx,
+             "rootfs %s is owned by uid %u, which is not mapped in the sandbox: lis starts "
              "it, but writes into its directories (apt, pip into /usr) fail inside; make it yours "
              "with `lis rootfs import` of a tarball of it (sudo tar -C DIR -czf img.tgz .) or "
              "give your user a subordinate id range in /etc/subuid and /etc/subgid",
@@ -190,8 +192,10 @@ static int resolve_chain(const char *in, char *out, size_t len, lis_error *err)
         if (!S_ISDIR(st.st_mode))
             return lis_fail(err, ENOTDIR, "rootfs %s is not a directory", one);
         if (strpbrk(real, ":,\\"))
-            return lis_fail(err, EINVAL, "rootfs %s: overlayfs cannot take a path with ':', ',' "
-                            "or '\\'", real);
+            return lis_fail(err, EINVAL,
+                            "rootfs %s: overlayfs cannot take a path with ':', ',' "
+                            "or '\\'",
+                            real);
         size_t rl = strlen(real);
         if (used + rl + 2 > len)
             return lis_fail(err, ENAMETOOLONG, "rootfs '%s': the chain is too long", in);
@@ -221,8 +225,10 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
     if (spec->name) {
         if (!lis_valid_name(spec->name)) {
             sandbox_free(sb);
-            return lis_fail(err, EINVAL, "invalid sandbox name '%s': use 1-64 of [A-Za-z0-9_.-], "
-                            "not starting with '.' or '-'", spec->name);
+            return lis_fail(err, EINVAL,
+                            "invalid sandbox name '%s': use 1-64 of [A-Za-z0-9_.-], "
+                            "not starting with '.' or '-'",
+                            spec->name);
         }
         snprintf(sb->name, sizeof sb->name, "%s", spec->name);
     } else {
@@ -235,7 +241,8 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
     int can_full = ctx->uid == 0 || (ctx->newuidmap[0] && ctx->subuid.count && ctx->subgid.count);
     if (spec->uidmap == LIS_UIDMAP_FULL && !can_full) {
         sandbox_free(sb);
-        return lis_fail(err, ENOENT, "a full uid map needs newuidmap/newgidmap (package uidmap) "
+        return lis_fail(err, ENOENT,
+                        "a full uid map needs newuidmap/newgidmap (package uidmap) "
                         "and ranges for uid %u in /etc/subuid and /etc/subgid",
                         (unsigned)ctx->uid);
     }
@@ -252,18 +259,21 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
     }
     if (spec->persist && spec->upper == LIS_UPPER_TMPFS) {
         sandbox_free(sb);
-        return lis_fail(err, EINVAL, "a persistent sandbox keeps its files on disk: do not ask "
+        return lis_fail(err, EINVAL,
+                        "a persistent sandbox keeps its files on disk: do not ask "
                         "for a tmpfs upper layer");
     }
     int has_state = spec->persist || spec->upper == LIS_UPPER_DISK;
     if (spec->listen_port && spec->net == LIS_NET_HOST) {
         sandbox_free(sb);
-        return lis_fail(err, EINVAL, "a listener inside the sandbox (listen_port) needs a network "
+        return lis_fail(err, EINVAL,
+                        "a listener inside the sandbox (listen_port) needs a network "
                         "namespace of its own: not with the host network");
     }
     if (spec->net == LIS_NET_PROXY && !spec->listen_port) {
         sandbox_free(sb);
-        return lis_fail(err, EINVAL, "--net proxy: the sandbox needs the proxy's listener "
+        return lis_fail(err, EINVAL,
+                        "--net proxy: the sandbox needs the proxy's listener "
                         "(listen_port); create it with lis_net_sandbox_create (net/lis_net.h)");
     }
     int listen_fd = -1;
@@ -312,8 +322,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
     };
     if (!sb->cg) { /* no cgroup: the fallback limits (docs/cgroups.md) */
         uint64_t pids = spec->limits.pids ? spec->limits.pids : LIS_DEFAULT_PIDS;
-        uint64_t mem = spec->limits.memory_bytes ? spec->limits.memory_bytes
-                                                 : LIS_DEFAULT_MEMORY;
+        uint64_t mem = spec->limits.memory_bytes ? spec->limits.memory_bytes : LIS_DEFAULT_MEMORY;
         req.fb_pids = pids == LIS_UNLIMITED ? 0 : pids;
         req.fb_memory = mem == LIS_UNLIMITED ? 0 : mem;
         req.fb_nice = 10;
@@ -658,11 +667,10 @@ int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err)
         if (alive)
             lis_cg_pid_stats(ctx, pid, &(*out)[*n]);
         if (alive && cJSON_IsTrue(cJSON_GetObjectItem(m, "paused")))
-            snprintf((*out)[*n].state, sizeof (*out)[*n].state, "paused");
-        snprintf((*out)[*n].limits, sizeof (*out)[*n].limits, "%s", jstr(m, "limits"));
+            snprintf((*out)[*n].state, sizeof(*out)[*n].state, "paused");
+        snprintf((*out)[*n].limits, sizeof(*out)[*n].limits, "%s", jstr(m, "limits"));
         cJSON *dl = cJSON_GetObjectItem(m, "disk_limit");
-        (*out)[*n].disk_limit = cJSON_IsNumber(dl) && dl->valuedouble >= 0 &&
-                                        dl->valuedouble < 9e18
+        (*out)[*n].disk_limit = cJSON_IsNumber(dl) && dl->valuedouble >= 0 && dl->valuedouble < 9e18
                                     ? (uint64_t)dl->valuedouble
                                     : LIS_UNLIMITED;
         (*out)[*n].disk_bytes = lis_disk_usage(alive ? pid : 0, jstr(m, "layer_dir"));

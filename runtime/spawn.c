@@ -193,8 +193,8 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
     itoa10(listen_fd, a2);
     itoa10(bpf_fd, a3);
     utoa10(req->fb_memory, a4);
-    char *argv[] = {"lis-init", a1, a2, persist ? "1" : "0", a3, a4, req->fb_nice ? "1" : "0",
-                    a5, NULL};
+    char *argv[] = {"lis-init", a1,  a2, persist ? "1" : "0", a3, a4, req->fb_nice ? "1" : "0",
+                    a5,         NULL};
     char *envp[] = {NULL};
     syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
     send_msg(life, LIS_MSG_SETUP_ERR, errno, "executing lis-init");
@@ -336,8 +336,8 @@ static int setup_error(int e, const char *stage, lis_error *err)
     return lis_fail(err, e, "sandbox set-up failed while %s: %s%s", stage, strerror(e), hint);
 }
 
-int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd_out,
-              int *life_out, lis_error *err)
+int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd_out, int *life_out,
+              lis_error *err)
 {
     if (lis_ctx_prepare_spawn(ctx, err) < 0)
         return -1;
@@ -349,7 +349,8 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         int e = errno;
         lis_mount_plan_free(plan);
         if (e == EMFILE || e == ENFILE)
-            return lis_fail(err, e, "out of file descriptors (each sandbox holds 2 in its owner): "
+            return lis_fail(err, e,
+                            "out of file descriptors (each sandbox holds 2 in its owner): "
                             "raise the limit with ulimit -n (run `lis doctor`)");
         return lis_fail_errnum(err, e, "socketpair");
     }
@@ -390,15 +391,18 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
     if (pid < 0) {
         close(sv[0]);
         if (clone_errno == ENOSYS)
-            return lis_fail(err, clone_errno, "clone3 is not available: lis needs Linux >= 5.12, "
+            return lis_fail(err, clone_errno,
+                            "clone3 is not available: lis needs Linux >= 5.12, "
                             "and inside a container its seccomp profile may hide clone3, as "
                             "Docker's default does (run `lis doctor`; docs/ci.md)");
         if (clone_errno == EAGAIN)
-            return lis_fail(err, clone_errno, "cannot start another process: the per-user "
+            return lis_fail(err, clone_errno,
+                            "cannot start another process: the per-user "
                             "process limit (ulimit -u), kernel.pid_max or kernel.threads-max is "
                             "reached (run `lis doctor`)");
         if (clone_errno == ENOSPC || clone_errno == EUSERS)
-            return lis_fail(err, clone_errno, "too many namespaces: user.max_user_namespaces "
+            return lis_fail(err, clone_errno,
+                            "too many namespaces: user.max_user_namespaces "
                             "(or another user.max_*_namespaces limit) is reached for this user; "
                             "raise it with sysctl (run `lis doctor`)");
         if (clone_errno == EPERM)
@@ -414,7 +418,7 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
     }
 
     int rc = lis_cg_attach(req->cg, (pid_t)pid, err); /* v1 only; the child waits for GO */
-    if (rc == 0 && !req->full_map) /* the full map was written by clone_nested */
+    if (rc == 0 && !req->full_map)                    /* the full map was written by clone_nested */
         rc = lis_write_id_maps(ctx, (pid_t)pid, 0, err);
     if (rc == 0 && send_msg(sv[0], LIS_MSG_GO, 0, NULL) < 0)
         rc = lis_fail_errno(err, "sandbox set-up");

@@ -75,8 +75,10 @@ static int stop_all(lis_sandbox *sb, lis_error *err)
     }
     lis_error ignore;
     signal_all(sb, SIGCONT, &ignore);
-    return lis_fail(err, ETIMEDOUT, "sandbox %s: its processes did not all stop within 5 s "
-                    "(resumed again)", sb->name);
+    return lis_fail(err, ETIMEDOUT,
+                    "sandbox %s: its processes did not all stop within 5 s "
+                    "(resumed again)",
+                    sb->name);
 }
 
 static int set_paused(lis_sandbox *sb, int on, lis_error *err)
@@ -121,7 +123,4 @@ int lis_sandbox_resume(lis_sandbox *sb, lis_error *err)
     return 0;
 }
 
-int lis_sandbox_is_paused(lis_sandbox *sb)
-{
-    return sandbox_alive(sb) && lis_meta_paused(sb);
-}
+int lis_sandbox_is_paused(lis_sandbox *sb) { return sandbox_alive(sb) && lis_meta_paused(sb); }

@@ -83,7 +83,8 @@ int lis_write_id_maps(lis_ctx *ctx, pid_t pid, int full, lis_error *err)
     if (rc)
         return lis_fail_errnum(err, rc, "running newuidmap/newgidmap");
     if (!WIFEXITED(su) || WEXITSTATUS(su) || !WIFEXITED(sg) || WEXITSTATUS(sg))
-        return lis_fail(err, EPERM, "newuidmap/newgidmap refused the subordinate range of uid %u "
+        return lis_fail(err, EPERM,
+                        "newuidmap/newgidmap refused the subordinate range of uid %u "
                         "(check /etc/subuid and /etc/subgid, or use --uidmap single)",
                         (unsigned)ctx->uid);
     return 0;
@@ -246,15 +247,17 @@ int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *e
     if (lis_ctx_prepare_spawn(ctx, err) < 0)
         return -1;
     if (ctx->uid != 0 && !(ctx->newuidmap[0] && ctx->subuid.count && ctx->subgid.count))
-        return lis_fail(err, ENOTSUP, "uid %u has no subordinate id range (newuidmap and "
-                        "/etc/subuid, /etc/subgid)", (unsigned)ctx->uid);
+        return lis_fail(err, ENOTSUP,
+                        "uid %u has no subordinate id range (newuidmap and "
+                        "/etc/subuid, /etc/subgid)",
+                        (unsigned)ctx->uid);
     int holder = lis_holder_userns(ctx, err);
     if (holder < 0)
         return -1;
     struct shared {
         int rc;
         lis_error err;
-    } *sh;
+    } * sh;
     size_t len = sizeof *sh + result_len;
     sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED)

@@ -56,8 +56,8 @@ int lis_valid_name(const char *name)
     if (n == 0 || n > LIS_NAME_MAX || name[0] == '.' || name[0] == '-')
         return 0;
     for (const char *p = name; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-              (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '-'))
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '.' || *p == '-'))
             return 0;
     return 1;
 }

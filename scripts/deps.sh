@@ -18,7 +18,7 @@ PKGS="build-essential pkg-config libc6-dev \
 # A single-node Slurm with munge for scripts/slurm/ci-test.sh (its daemons are started by hand,
 # never by the packages).
 EXTRA="python3-docker python3-pytest docker.io docker-registry umoci skopeo qemu-system-x86 cpio kmod apparmor \
- clang libclang-rt-14-dev slurmctld slurmd slurm-client munge"
+ clang libclang-rt-14-dev clang-format-14 slurmctld slurmd slurm-client munge"
 case "${1:-}" in
   --minimal) EXTRA="" ;;
   "") ;;

@@ -126,6 +126,19 @@ if want check_layers; then
         failed=$((failed + f))
     done
 fi
+# The C style of .clang-format (make format-check); skipped without clang-format 14.
+if want format_check; then
+    bash scripts/format-check.sh >"$work/suite.log" 2>&1
+    rc=$?
+    if [ $rc -eq 77 ]; then
+        echo "format_check: skipped ($(sed -n 's/^format-check: skipped: //p' "$work/suite.log"))"
+    else
+        [ $rc -eq 0 ] && p=1 f=0 || { p=0 f=1; head -n 40 "$work/suite.log"; }
+        echo "format_check: $p passed, $f failed"
+        passed=$((passed + p))
+        failed=$((failed + f))
+    fi
+fi
 for t in "$work"/build/tests/test_* "$work"/build/tests/security/test_*; do
     [ -x "$t" ] || continue
     want "$t" || continue

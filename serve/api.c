@@ -25,11 +25,14 @@ static enum MHD_Result timeout_op(sv_req *q, sv_container *c)
 {
     cJSON *b = q->len ? cJSON_ParseWithLength(q->body, q->len) : NULL;
     double t = cJSON_IsObject(b) && cJSON_GetObjectItemCaseSensitive(b, "timeout")
-                   ? sv_body_timeout(b) : -1;
+                   ? sv_body_timeout(b)
+                   : -1;
     cJSON_Delete(b);
     if (t < 0)
-        return sv_reply_error(q, 400, "the body must be {\"timeout\": seconds from now, 0 to "
-                              "%.0f; 0 for none}", SV_TIMEOUT_MAX);
+        return sv_reply_error(q, 400,
+                              "the body must be {\"timeout\": seconds from now, 0 to "
+                              "%.0f; 0 for none}",
+                              SV_TIMEOUT_MAX);
     sv_container_set_timeout(c, t);
     return sv_reply_json(q, 200, sv_sandbox_json(c));
 }
@@ -55,17 +58,20 @@ static enum MHD_Result create(sv_req *q)
         return sv_reply_error(q, 400, "the body must be a JSON object with at least \"image\"");
     }
     const char *key = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Idempotency-Key");
-    if (key && (!*key || strlen(key) >= sizeof ((sv_container *)0)->idem)) {
+    if (key && (!*key || strlen(key) >= sizeof((sv_container *)0)->idem)) {
         cJSON_Delete(b);
         return sv_reply_error(q, 400, "Idempotency-Key must be 1 to 127 characters");
     }
     if (key)
         for (sv_container *c = q->s->containers; c; c = c->next)
-            if (!strcmp(c->idem, key) && strcmp(c->status, "removing")) { /* a deleted one is forgotten */
+            if (!strcmp(c->idem, key) &&
+                strcmp(c->status, "removing")) { /* a deleted one is forgotten */
                 cJSON_Delete(b);
                 if (!c->sb)
-                    return sv_reply_error(q, 409, "a create with Idempotency-Key %s is in progress; "
-                                          "retry it", key);
+                    return sv_reply_error(q, 409,
+                                          "a create with Idempotency-Key %s is in progress; "
+                                          "retry it",
+                                          key);
                 struct MHD_Response *r = sv_resp_json(sv_sandbox_json(c));
                 MHD_add_response_header(r, "Idempotent-Replayed", "true");
                 return sv_reply(q, 200, r);
@@ -74,14 +80,15 @@ static enum MHD_Result create(sv_req *q)
     double mem = sv_jsize(cJSON_GetObjectItemCaseSensitive(b, "memory"));
     double life = sv_body_timeout(b);
     const cJSON *env = cJSON_GetObjectItemCaseSensitive(b, "env");
-    const char *bad = !image ? "\"image\" is required"
-                    : mem < 0 ? "\"memory\" must be bytes or a size such as \"512m\""
-                    : net && strcmp(net, "none") && strcmp(net, "proxy") && strcmp(net, "host")
-                        ? "\"net\" must be none, proxy or host"
-                    : env && !cJSON_IsObject(env) && !cJSON_IsNull(env)
-                        ? "\"env\" must be an object of strings"
-                    : life < 0 ? "\"timeout\" must be seconds, 0 to 2592000 (30 days); 0 or "
-                                 "null for none" : NULL;
+    const char *bad = !image    ? "\"image\" is required"
+                      : mem < 0 ? "\"memory\" must be bytes or a size such as \"512m\""
+                      : net && strcmp(net, "none") && strcmp(net, "proxy") && strcmp(net, "host")
+                          ? "\"net\" must be none, proxy or host"
+                      : env && !cJSON_IsObject(env) && !cJSON_IsNull(env)
+                          ? "\"env\" must be an object of strings"
+                      : life < 0 ? "\"timeout\" must be seconds, 0 to 2592000 (30 days); 0 or "
+                                   "null for none"
+                                 : NULL;
     if (bad) {
         cJSON_Delete(b);
         return sv_reply_error(q, 400, "%s", bad);
@@ -132,7 +139,7 @@ typedef struct file_job {
     int rc;
     char kind;
     uint64_t size;
-    char *data;                 /* read: the file; list: find's output */
+    char *data; /* read: the file; list: find's output */
     size_t len;
 } file_job;
 
@@ -152,9 +159,7 @@ static void file_work(void *arg)
     case F_WRITE:
         j->rc = lis_file_write(sb, j->path, j->q->body ? j->q->body : "", j->q->len, 0644, &j->err);
         break;
-    case F_STAT:
-        j->rc = lis_file_stat(sb, j->path, &j->kind, &j->size, &j->err);
-        break;
+    case F_STAT: j->rc = lis_file_stat(sb, j->path, &j->kind, &j->size, &j->err); break;
     case F_LIST: {
         j->rc = lis_file_stat(sb, j->path, &j->kind, &j->size, &j->err);
         if (j->rc < 0)
@@ -164,9 +169,12 @@ static void file_work(void *arg)
             break;
         }
         /* the runtime has no directory listing: the image's find (GNU) lists it */
-        const char *argv[] = {"find", j->path, "-mindepth", "1", "-maxdepth", "1",
-                              "-printf", "%y\\t%s\\t%f\\0", NULL};
-        lis_exec_spec e = {.argv = argv, .cwd = "/", .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
+        const char *argv[] = {"find", j->path,   "-mindepth",       "1", "-maxdepth",
+                              "1",    "-printf", "%y\\t%s\\t%f\\0", NULL};
+        lis_exec_spec e = {.argv = argv,
+                           .cwd = "/",
+                           .out = LIS_STDIO_CAPTURE,
+                           .err = LIS_STDIO_CAPTURE,
                            .out_cap = 16u << 20};
         lis_result r;
         j->rc = lis_exec(sb, &e, &r, &j->err);
@@ -174,7 +182,7 @@ static void file_work(void *arg)
             break;
         if (r.exit_code != 0) {
             j->rc = lis_fail(&j->err, EIO, "listing %s: find exited %d: %.200s", j->path,
-                          r.exit_code, r.err.data ? r.err.data : "");
+                             r.exit_code, r.err.data ? r.err.data : "");
         } else if (r.out.dropped) {
             j->rc = lis_fail(&j->err, EFBIG, "%s has too many entries to list at once", j->path);
         } else {
@@ -218,11 +226,14 @@ static void file_done(void *arg)
     file_job *j = arg;
     j->c->busy--;
     if (j->rc < 0) {
-        unsigned st = j->err.code == ENOENT ? 404 : j->err.code == ENOTDIR || j->err.code == EISDIR ? 400
-                    : j->err.code == EFBIG ? 413 : 400;
+        unsigned st = j->err.code == ENOENT                             ? 404
+                      : j->err.code == ENOTDIR || j->err.code == EISDIR ? 400
+                      : j->err.code == EFBIG                            ? 413
+                                                                        : 400;
         sv_req_finish_error(j->q, st, "%s", j->err.msg);
     } else if (j->op == F_READ) {
-        struct MHD_Response *r = MHD_create_response_from_buffer(j->len, j->data, MHD_RESPMEM_MUST_FREE);
+        struct MHD_Response *r =
+            MHD_create_response_from_buffer(j->len, j->data, MHD_RESPMEM_MUST_FREE);
         j->data = NULL;
         sv_resp_headers(r);
         MHD_add_response_header(r, "Content-Type", "application/octet-stream");
@@ -252,10 +263,11 @@ static enum MHD_Result files(sv_req *q, sv_container *c, int op)
     const char *path = sv_arg(q, "path");
     if (!path || path[0] != '/')
         return sv_reply_error(q, 400, "the query needs path=/an/absolute/path");
-    if (strlen(path) >= sizeof ((file_job *)0)->path)
+    if (strlen(path) >= sizeof((file_job *)0)->path)
         return sv_reply_error(q, 400, "path too long");
     if (op == F_WRITE && q->len > API_FILE_MAX)
-        return sv_reply_error(q, 413, "a file written at once holds at most %u bytes", API_FILE_MAX);
+        return sv_reply_error(q, 413, "a file written at once holds at most %u bytes",
+                              API_FILE_MAX);
     file_job *j = calloc(1, sizeof *j);
     if (!j)
         return sv_reply_error(q, 500, "out of memory");
@@ -303,8 +315,8 @@ static int count(sv_server *s)
 static enum MHD_Result capacity(sv_req *q)
 {
     unsigned long long avail = mem_available();
-    unsigned long long per = q->s->opts.limits.memory_bytes ? q->s->opts.limits.memory_bytes
-                                                            : API_DEFAULT_MEM;
+    unsigned long long per =
+        q->s->opts.limits.memory_bytes ? q->s->opts.limits.memory_bytes : API_DEFAULT_MEM;
     unsigned long long fit = avail > API_HOST_RESERVE ? (avail - API_HOST_RESERVE) / per : 0;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "sandboxes", count(q->s));
@@ -337,8 +349,10 @@ static enum MHD_Result on_sandbox(sv_req *q, sv_container *c, const char *op)
             if (!strcmp(c->status, "removing"))
                 return sv_reply_error(q, 409, "sandbox %s is already being deleted", c->id);
             if (c->busy)
-                return sv_reply_error(q, 409, "sandbox %s is busy (being created, copied or "
-                                      "snapshotted); try again", c->id);
+                return sv_reply_error(q, 409,
+                                      "sandbox %s is busy (being created, copied or "
+                                      "snapshotted); try again",
+                                      c->id);
             sv_container_remove(c, q);
             return MHD_YES;
         }

@@ -24,7 +24,7 @@
 typedef struct api_exec {
     sv_server *s;
     char cid[65];
-    sv_req *q;                  /* NULL once the request is over */
+    sv_req *q; /* NULL once the request is over */
     lis_proc *proc;
     sv_watch w_proc, w_out, w_err;
     sv_child child;
@@ -204,10 +204,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     return (ssize_t)n;
 }
 
-static void response_free(void *cls)
-{
-    unref(cls);
-}
+static void response_free(void *cls) { unref(cls); }
 
 static void req_done(sv_req *q)
 {
@@ -253,13 +250,15 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
     const cJSON *to = cJSON_GetObjectItemCaseSensitive(b, "timeout");
     const char *cwd = sv_jstr(b, "cwd");
     char **argv = cJSON_IsArray(cmd) ? sv_jstrv(b, "cmd") : NULL;
-    const char *bad = !cJSON_IsObject(b) ? "the body must be a JSON object with \"cmd\""
-                    : !(cJSON_IsString(cmd) && *cmd->valuestring) && !(argv && argv[0] &&
-                        sv_strv_len(argv) == (size_t)cJSON_GetArraySize(cmd))
-                        ? "\"cmd\" must be a shell command string or a non-empty array of strings"
-                    : to && !cJSON_IsNull(to) && !(cJSON_IsNumber(to) && to->valuedouble >= 0)
-                        ? "\"timeout\" must be seconds (0: none)"
-                    : cwd && cwd[0] != '/' ? "\"cwd\" must be an absolute path" : NULL;
+    const char *bad =
+        !cJSON_IsObject(b) ? "the body must be a JSON object with \"cmd\""
+        : !(cJSON_IsString(cmd) && *cmd->valuestring) &&
+                !(argv && argv[0] && sv_strv_len(argv) == (size_t)cJSON_GetArraySize(cmd))
+            ? "\"cmd\" must be a shell command string or a non-empty array of strings"
+        : to && !cJSON_IsNull(to) && !(cJSON_IsNumber(to) && to->valuedouble >= 0)
+            ? "\"timeout\" must be seconds (0: none)"
+        : cwd && cwd[0] != '/' ? "\"cwd\" must be an absolute path"
+                               : NULL;
     for (const cJSON *e = cJSON_IsObject(env) ? env->child : NULL; !bad && e; e = e->next)
         if (!cJSON_IsString(e) || !*e->string || strchr(e->string, '='))
             bad = "\"env\" must map names (without '=') to strings";
@@ -273,13 +272,17 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
     if (c->snapping == SV_SNAP) { /* the capture stops its processes for a moment */
         sv_strv_free(argv);
         cJSON_Delete(b);
-        return sv_reply_error(q, 409, "sandbox %s is being snapshotted; retry when the snapshot "
-                              "is done", c->id);
+        return sv_reply_error(q, 409,
+                              "sandbox %s is being snapshotted; retry when the snapshot "
+                              "is done",
+                              c->id);
     }
     char **envv = exec_env(c->env, cJSON_IsObject(env) ? env : NULL);
     lis_exec_spec sp = {.argv = (const char *const *)argv,
                         .shell = argv ? NULL : cmd->valuestring,
-                        .cwd = cwd ? cwd : c->workdir[0] ? c->workdir : "/",
+                        .cwd = cwd             ? cwd
+                               : c->workdir[0] ? c->workdir
+                                               : "/",
                         .env = (const char *const *)envv,
                         .in = LIS_STDIO_NULL,
                         .out = LIS_STDIO_PIPE,
@@ -311,8 +314,8 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
         sv_timer_arm(l, &x->timer, timeout, on_timeout, x);
     q->owner = x;
     q->on_complete = req_done;
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, reader, x,
-                                                               response_free);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, reader, x, response_free);
     sv_resp_headers(r);
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");

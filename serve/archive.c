@@ -198,7 +198,8 @@ static void get_work(void *arg)
     lis_error err = {0};
     char tmp[4200], dst[4300], name[1024];
     j->status = 404;
-    snprintf(j->msg, sizeof j->msg, "Could not find the file %s in container %s", j->path, j->cname);
+    snprintf(j->msg, sizeof j->msg, "Could not find the file %s in container %s", j->path,
+             j->cname);
     if (lis_file_stat(j->sb, j->path, &kind, NULL, &err) < 0)
         return;
     export_name(j->path, name, sizeof name);
@@ -233,7 +234,8 @@ static void get_work(void *arg)
             char *s = strrchr(parent, '/');
             if (s)
                 *(s == parent ? s + 1 : s) = 0;
-            snprintf(abs, sizeof abs, "%s%s%s", parent, parent[strlen(parent) - 1] == '/' ? "" : "/", link);
+            snprintf(abs, sizeof abs, "%s%s%s", parent,
+                     parent[strlen(parent) - 1] == '/' ? "" : "/", link);
             snprintf(link, sizeof link, "%s", abs);
         }
     }
@@ -275,7 +277,8 @@ static void put_work(void *arg)
     lis_error err = {0};
     char tmp[4200], root[4300];
     j->status = 404;
-    snprintf(j->msg, sizeof j->msg, "Could not find the file %s in container %s", j->path, j->cname);
+    snprintf(j->msg, sizeof j->msg, "Could not find the file %s in container %s", j->path,
+             j->cname);
     char dirp[4200];
     snprintf(dirp, sizeof dirp, "%s%s", j->path, j->path[strlen(j->path) - 1] == '/' ? "." : "/.");
     if (lis_file_stat(j->sb, j->path, &kind, NULL, &err) < 0)
@@ -312,7 +315,8 @@ static void put_work(void *arg)
     while (ok && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
         char nm[PATH_MAX], full[PATH_MAX + 4400];
         if (clean_name(archive_entry_pathname(e), nm, sizeof nm) < 0) {
-            snprintf(j->msg, sizeof j->msg, "Error processing tar file: \"%s\" is outside of \"%s\"",
+            snprintf(j->msg, sizeof j->msg,
+                     "Error processing tar file: \"%s\" is outside of \"%s\"",
                      archive_entry_pathname(e), j->path);
             ok = 0;
             break;

@@ -22,8 +22,8 @@
 
 struct sv_autosnap {
     char digest[80];
-    char parent[80]; /* the image it was made over */
-    int last; /* what the last try did: LIS_UNSTORE_BUSY or _PARENT (kept for now) */
+    char parent[80];        /* the image it was made over */
+    int last;               /* what the last try did: LIS_UNSTORE_BUSY or _PARENT (kept for now) */
     unsigned long tried_at; /* s->images_removed then: a parent is tried again after a removal */
     struct sv_autosnap *next;
 };
@@ -80,10 +80,7 @@ static void trash_done(void *arg)
 
 static void sweep(sv_server *s, int force);
 
-static void retry(void *arg)
-{
-    sweep(arg, 0);
-}
+static void retry(void *arg) { sweep(arg, 0); }
 
 /* A sandbox runs on it, or a snapshot in flight may come out as it (one of a
  * sandbox on the same parent: the same files over the same parent are the same
@@ -117,8 +114,10 @@ static void sweep(sv_server *s, int force)
             lis_error err = {0};
             if (lis_rootfs_unstore_unused(s->data_dir, a->digest, trash, sizeof trash, &what,
                                           &err) < 0) {
-                fprintf(stderr, "lis serve: warning: fork snapshot %.19s stays in the store "
-                        "(lis rootfs gc removes it): %s\n", a->digest, err.msg);
+                fprintf(stderr,
+                        "lis serve: warning: fork snapshot %.19s stays in the store "
+                        "(lis rootfs gc removes it): %s\n",
+                        a->digest, err.msg);
                 sv_autosnap_forget(s, a->digest);
                 continue;
             }
@@ -149,10 +148,7 @@ static void sweep(sv_server *s, int force)
         sv_timer_arm(s->loop, &s->autosnap_retry, 1.0, retry, s);
 }
 
-void sv_autosnap_sweep(sv_server *s)
-{
-    sweep(s, 0);
-}
+void sv_autosnap_sweep(sv_server *s) { sweep(s, 0); }
 
 void sv_autosnap_shutdown(sv_server *s)
 {

@@ -36,8 +36,8 @@ typedef struct sv_attach {
 
 typedef struct sv_pending { /* a stop, kill, followed logs or delete waiting for an end */
     sv_req *q;
-    int kind;                   /* P_EXIT (204 at exit), P_LOGS, P_REMOVED (204 when gone) */
-    int out, err;               /* logs: which streams */
+    int kind;     /* P_EXIT (204 at exit), P_LOGS, P_REMOVED (204 when gone) */
+    int out, err; /* logs: which streams */
     struct sv_pending *next;
 } sv_pending;
 enum { P_EXIT, P_LOGS, P_REMOVED };
@@ -86,11 +86,12 @@ static void waiter_complete(sv_waiter *w, int code, const char *error)
         return;
     w->done = 1;
     if (error)
-        w->len = (size_t)snprintf(w->body, sizeof w->body,
-                                  "{\"StatusCode\":%d,\"Error\":{\"Message\":\"%s\"}}\n", code, error);
+        w->len =
+            (size_t)snprintf(w->body, sizeof w->body,
+                             "{\"StatusCode\":%d,\"Error\":{\"Message\":\"%s\"}}\n", code, error);
     else
-        w->len = (size_t)snprintf(w->body, sizeof w->body, "{\"StatusCode\":%d,\"Error\":null}\n",
-                                  code);
+        w->len =
+            (size_t)snprintf(w->body, sizeof w->body, "{\"StatusCode\":%d,\"Error\":null}\n", code);
     if (w->q)
         sv_req_resume(w->q);
 }
@@ -148,8 +149,14 @@ static void log_add(sv_container *c, int type, const char *buf, size_t n)
     if (!b)
         return;
     c->log = b;
-    unsigned char h[8] = {(unsigned char)type, 0, 0, 0, (unsigned char)(n >> 24),
-                          (unsigned char)(n >> 16), (unsigned char)(n >> 8), (unsigned char)n};
+    unsigned char h[8] = {(unsigned char)type,
+                          0,
+                          0,
+                          0,
+                          (unsigned char)(n >> 24),
+                          (unsigned char)(n >> 16),
+                          (unsigned char)(n >> 8),
+                          (unsigned char)n};
     memcpy(c->log + c->loglen, h, 8);
     memcpy(c->log + c->loglen + 8, buf, n);
     c->loglen += n + 8;
@@ -173,8 +180,9 @@ static struct MHD_Response *logs_resp(sv_container *c, int want_out, int want_er
         return NULL;
     struct MHD_Response *r = MHD_create_response_from_buffer(len, out, MHD_RESPMEM_MUST_FREE);
     sv_resp_headers(r);
-    MHD_add_response_header(r, "Content-Type", c->tty ? "application/vnd.docker.raw-stream"
-                                                      : "application/vnd.docker.multiplexed-stream");
+    MHD_add_response_header(r, "Content-Type",
+                            c->tty ? "application/vnd.docker.raw-stream"
+                                   : "application/vnd.docker.multiplexed-stream");
     return r;
 }
 
@@ -264,7 +272,8 @@ static void main_exited(sv_container *c, const lis_result *r)
     c->exit_code = r->exit_code < 0 ? 137 : r->exit_code;
     if (r->exec_failed) {
         char m[400];
-        int k = snprintf(m, sizeof m, "lis: starting the container's command failed: %s\r\n", r->err_msg);
+        int k = snprintf(m, sizeof m, "lis: starting the container's command failed: %s\r\n",
+                         r->err_msg);
         attaches_write(c, 2, m, (size_t)k);
         c->exit_code = 127;
     }
@@ -334,8 +343,8 @@ typedef struct create_job {
     sv_container *c;
     lis_error err;
     int rc;
-    lis_sandbox *sb;            /* made on the worker, handed to c on the loop thread */
-    sv_created_cb cb;           /* the native API's answer; NULL: Docker's */
+    lis_sandbox *sb;  /* made on the worker, handed to c on the loop thread */
+    sv_created_cb cb; /* the native API's answer; NULL: Docker's */
 } create_job;
 
 static void container_free(sv_container *c)
@@ -359,8 +368,11 @@ void sv_container_spec(const sv_container *c, lis_sandbox_spec *spec, char name[
 {
     snprintf(name, 32, "dk-%.16s", c->id);
     snprintf(host, 16, "%.12s", c->id);
-    *spec = (lis_sandbox_spec){.rootfs = c->rootfs, .name = name, .hostname = host,
-                               .limits = c->limits, .net = c->net};
+    *spec = (lis_sandbox_spec){.rootfs = c->rootfs,
+                               .name = name,
+                               .hostname = host,
+                               .limits = c->limits,
+                               .net = c->net};
 }
 
 int sv_container_sandbox(const sv_container *c, const lis_sandbox_spec *spec, lis_sandbox **out,
@@ -435,18 +447,15 @@ static enum MHD_Result create(sv_req *q)
     return sv_container_create(q, cfg, sv_arg(q, "name"), NULL, NULL);
 }
 
-void sv_container_discard(sv_container *c)
-{
-    container_free(c);
-}
+void sv_container_discard(sv_container *c) { container_free(c); }
 
 enum MHD_Result sv_container_create(sv_req *q, cJSON *cfg, const char *name, const char *idem,
                                     sv_created_cb cb)
 {
     unsigned status;
     char msg[512];
-    sv_container *c = sv_container_new(q->s, cfg, name, idem, cb != NULL, NULL, &status, msg,
-                                       sizeof msg);
+    sv_container *c =
+        sv_container_new(q->s, cfg, name, idem, cb != NULL, NULL, &status, msg, sizeof msg);
     if (!c)
         return sv_reply_error(q, status, "%s", msg);
     create_job *j = calloc(1, sizeof *j);
@@ -538,10 +547,7 @@ double sv_body_timeout(const cJSON *b)
     return t->valuedouble;
 }
 
-void sv_container_remove(sv_container *c, sv_req *q)
-{
-    container_remove(c, q);
-}
+void sv_container_remove(sv_container *c, sv_req *q) { container_remove(c, q); }
 
 static void container_remove(sv_container *c, sv_req *q)
 {
@@ -596,10 +602,12 @@ static int parse_signal(const char *s)
         return atoi(s);
     if (!strncasecmp(s, "SIG", 3))
         s += 3;
-    static const struct { const char *n; int v; } t[] = {
-        {"KILL", SIGKILL}, {"TERM", SIGTERM}, {"INT", SIGINT}, {"HUP", SIGHUP}, {"QUIT", SIGQUIT},
-        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"STOP", SIGSTOP}, {"CONT", SIGCONT}, {"WINCH", SIGWINCH},
-        {"ALRM", SIGALRM}};
+    static const struct {
+        const char *n;
+        int v;
+    } t[] = {{"KILL", SIGKILL}, {"TERM", SIGTERM},   {"INT", SIGINT},   {"HUP", SIGHUP},
+             {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},   {"USR2", SIGUSR2}, {"STOP", SIGSTOP},
+             {"CONT", SIGCONT}, {"WINCH", SIGWINCH}, {"ALRM", SIGALRM}};
     for (size_t i = 0; i < sizeof t / sizeof *t; i++)
         if (!strcasecmp(s, t[i].n))
             return t[i].v;
@@ -691,7 +699,8 @@ static enum MHD_Result wait_(sv_req *q, sv_container *c)
     w->q = q;
     w->c = c;
     w->cond = cond && !strcmp(cond, "next-exit") ? W_NEXT_EXIT
-            : cond && !strcmp(cond, "removed")   ? W_REMOVED : W_NOT_RUNNING;
+              : cond && !strcmp(cond, "removed") ? W_REMOVED
+                                                 : W_NOT_RUNNING;
     w->next = c->waiters;
     c->waiters = w;
     q->owner = w;
@@ -700,8 +709,8 @@ static enum MHD_Result wait_(sv_req *q, sv_container *c)
         waiter_complete(w, c->exit_code, NULL);
     /* the headers go out at once (the CLI waits for them before start); the
      * body when the condition holds */
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 256, wait_read,
-                                                               w, wait_free);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 256, wait_read, w, wait_free);
     sv_resp_headers(r);
     MHD_add_response_header(r, "Content-Type", "application/json");
     return sv_reply(q, 200, r);
@@ -772,7 +781,8 @@ static enum MHD_Result on_container(sv_req *q, sv_container *c, const char *op)
         if (c->main)
             return stop(q, c);
         lis_error err = {0};
-        return main_start(c, &err) < 0 ? sv_reply_error(q, 500, "%s", err.msg) : sv_reply_status(q, 204);
+        return main_start(c, &err) < 0 ? sv_reply_error(q, 500, "%s", err.msg)
+                                       : sv_reply_status(q, 204);
     }
     if (post && !strcmp(op, "kill"))
         return kill_(q, c);
@@ -805,15 +815,19 @@ enum MHD_Result sv_containers_route(sv_req *q, const char *rest)
         if (!c)
             return sv_reply_error(q, 404, "No such container: %s", rest);
         if (c->main && !sv_arg_bool(q, "force"))
-            return sv_reply_error(q, 409, "You cannot remove a running container %s. Stop the "
-                                  "container before attempting removal or force remove", c->id);
+            return sv_reply_error(q, 409,
+                                  "You cannot remove a running container %s. Stop the "
+                                  "container before attempting removal or force remove",
+                                  c->id);
         if (!strcmp(c->status, "removing")) { /* e.g. --rm after stop: answer when it is gone */
             park(c, q, P_REMOVED);
             return MHD_YES;
         }
         if (c->busy)
-            return sv_reply_error(q, 409, "container %s is busy (being created or copied); try "
-                                  "again", c->id);
+            return sv_reply_error(q, 409,
+                                  "container %s is busy (being created or copied); try "
+                                  "again",
+                                  c->id);
         container_remove(c, q);
         return MHD_YES;
     }

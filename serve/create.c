@@ -18,7 +18,7 @@ static int valid_name(const char *n)
     for (const char *p = n; *p; p++)
         if (!isalnum((unsigned char)*p) && !strchr("_.-", *p))
             return 0;
-    return strlen(n) < sizeof ((sv_container *)0)->name;
+    return strlen(n) < sizeof((sv_container *)0)->name;
 }
 
 static char **concat(char **a, char **b)
@@ -49,8 +49,10 @@ sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const
     if (name && name[0] == '/')
         name++;
     if (name && *name && !valid_name(name)) {
-        snprintf(msg, mlen, "Invalid container name (%s), only [a-zA-Z0-9][a-zA-Z0-9_.-] are "
-                 "allowed", name);
+        snprintf(msg, mlen,
+                 "Invalid container name (%s), only [a-zA-Z0-9][a-zA-Z0-9_.-] are "
+                 "allowed",
+                 name);
         cJSON_Delete(cfg);
         return NULL;
     }
@@ -58,9 +60,11 @@ sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const
         for (sv_container *o = s->containers; o; o = o->next)
             if (!strcmp(o->name, name)) {
                 *status = 409;
-                snprintf(msg, mlen, "Conflict. The container name \"/%s\" is already in use by "
+                snprintf(msg, mlen,
+                         "Conflict. The container name \"/%s\" is already in use by "
                          "container \"%s\". You have to remove (or rename) that container to be "
-                         "able to reuse that name.", name, o->id);
+                         "able to reuse that name.",
+                         name, o->id);
                 cJSON_Delete(cfg);
                 return NULL;
             }
@@ -108,12 +112,14 @@ sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const
         snprintf(c->name, sizeof c->name, "%s", name);
     else
         snprintf(c->name, sizeof c->name, "lis_%.8s", c->id);
-    snprintf(c->workdir, sizeof c->workdir, "%s", sv_jstr(cfg, "WorkingDir") ? sv_jstr(cfg, "WorkingDir") : "");
+    snprintf(c->workdir, sizeof c->workdir, "%s",
+             sv_jstr(cfg, "WorkingDir") ? sv_jstr(cfg, "WorkingDir") : "");
     snprintf(c->user, sizeof c->user, "%s", sv_jstr(cfg, "User") ? sv_jstr(cfg, "User") : "");
     c->tty = sv_jbool(cfg, "Tty");
     c->open_stdin = sv_jbool(cfg, "OpenStdin");
     char **env = sv_jstrv(cfg, "Env");
-    char *base[4] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL, NULL, NULL};
+    char *base[4] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL,
+                     NULL, NULL};
     char hostname[32], *extra[3] = {NULL, NULL, NULL};
     snprintf(hostname, sizeof hostname, "HOSTNAME=%.12s", c->id);
     int ne = 0;
@@ -127,7 +133,8 @@ sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const
     const cJSON *hc = cJSON_GetObjectItemCaseSensitive(cfg, "HostConfig");
     c->auto_remove = sv_jbool(hc, "AutoRemove");
     c->limits = s->opts.limits;
-    double mem = sv_jnum(hc, "Memory"), pids = sv_jnum(hc, "PidsLimit"), ncpu = sv_jnum(hc, "NanoCpus");
+    double mem = sv_jnum(hc, "Memory"), pids = sv_jnum(hc, "PidsLimit"),
+           ncpu = sv_jnum(hc, "NanoCpus");
     if (mem > 0)
         c->limits.memory_bytes = (uint64_t)mem;
     if (pids > 0)

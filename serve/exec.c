@@ -217,10 +217,7 @@ static void in_flush(sv_exec *e)
     }
 }
 
-static void in_ev(void *arg, uint32_t ev)
-{
-    in_flush(arg);
-}
+static void in_ev(void *arg, uint32_t ev) { in_flush(arg); }
 
 static void st_input(void *owner, const char *buf, size_t n)
 {
@@ -402,8 +399,10 @@ static int start_proc(sv_exec *e, sv_container *c, char *msg, size_t mlen)
          * in every Debian image) switches to the wanted ids inside. */
         char k;
         lis_error err = {0};
-        const char *sp = lis_file_stat(c->sb, "/usr/bin/setpriv", &k, NULL, &err) == 0 ? "/usr/bin/setpriv"
-                       : lis_file_stat(c->sb, "/bin/setpriv", &k, NULL, &err) == 0   ? "/bin/setpriv" : NULL;
+        const char *sp =
+            lis_file_stat(c->sb, "/usr/bin/setpriv", &k, NULL, &err) == 0 ? "/usr/bin/setpriv"
+            : lis_file_stat(c->sb, "/bin/setpriv", &k, NULL, &err) == 0   ? "/bin/setpriv"
+                                                                          : NULL;
         if (!sp) {
             snprintf(msg, mlen, "unable to run as user %s: the image has no setpriv", e->user);
             return -1;

@@ -71,7 +71,7 @@ typedef struct sv_rm_job {
     char target[700], digest[80];
     int native, gone, rc;
     lis_error err;
-    struct sv_rm_job *next;     /* in s->removing when removed by digest */
+    struct sv_rm_job *next; /* in s->removing when removed by digest */
 } rm_job;
 
 static int being_removed(sv_server *s, const char *digest)
@@ -147,8 +147,9 @@ static cJSON *image_config(void)
 {
     cJSON *c = cJSON_CreateObject();
     cJSON *env = cJSON_AddArrayToObject(c, "Env");
-    cJSON_AddItemToArray(env, cJSON_CreateString(
-                                  "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
+    cJSON_AddItemToArray(env,
+                         cJSON_CreateString(
+                             "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
     cJSON_AddNullToObject(c, "Cmd");
     cJSON_AddNullToObject(c, "Entrypoint");
     cJSON_AddStringToObject(c, "WorkingDir", "");
@@ -282,13 +283,15 @@ static enum MHD_Result del(sv_req *q, const char *name)
     if (sv_image_resolve(q->s, name, dir, sizeof dir, digest, sizeof digest) < 0)
         return sv_reply_error(q, 404, "No such image: %s", name);
     sv_image_norm(name, norm, sizeof norm);
-    int is_id = !strncmp(norm, "sha256:", 7) || lis_store_resolve(q->s->data_dir, norm, dir,
-                                                                     sizeof dir, NULL) < 0;
+    int is_id = !strncmp(norm, "sha256:", 7) ||
+                lis_store_resolve(q->s->data_dir, norm, dir, sizeof dir, NULL) < 0;
     for (sv_container *c = q->s->containers; c; c = c->next)
         if (!strcmp(c->image_id, digest) && !sv_arg_bool(q, "force"))
-            return sv_reply_error(q, 409, "conflict: unable to remove repository reference \"%s\" "
+            return sv_reply_error(q, 409,
+                                  "conflict: unable to remove repository reference \"%s\" "
                                   "(must force) - container %.12s is using its referenced image "
-                                  "%.19s", name, c->id, digest + 7);
+                                  "%.19s",
+                                  name, c->id, digest + 7);
     return sv_image_remove(q, is_id ? digest : norm, digest, 0);
 }
 
@@ -373,15 +376,17 @@ static void pull_done(void *arg)
 {
     pull_job *j = arg;
     if (j->rc < 0) {
-        sv_req_finish_error(j->q, 404, "pull access denied for %s, or lis cannot pull it: %s "
-                            "(No such image: %s)", j->ref, j->err.msg, j->ref);
+        sv_req_finish_error(j->q, 404,
+                            "pull access denied for %s, or lis cannot pull it: %s "
+                            "(No such image: %s)",
+                            j->ref, j->err.msg, j->ref);
     } else {
         char body[2048];
         snprintf(body, sizeof body,
                  "{\"status\":\"Pulling from %s\"}\r\n{\"status\":\"Digest: %s\"}\r\n"
                  "{\"status\":\"Status: %s for %s\"}\r\n",
-                 j->ref, j->res.digest, j->res.existed ? "Image is up to date" : "Downloaded newer image",
-                 j->ref);
+                 j->ref, j->res.digest,
+                 j->res.existed ? "Image is up to date" : "Downloaded newer image", j->ref);
         sv_req_finish(j->q, 200, sv_resp_text(body, "application/json"));
     }
     free(j);
@@ -391,7 +396,8 @@ static enum MHD_Result create(sv_req *q)
 {
     const char *from = sv_arg(q, "fromImage"), *t = sv_arg(q, "tag");
     if (!from || !*from)
-        return sv_reply_error(q, 400, "lis serve: images/create needs fromImage (import and build "
+        return sv_reply_error(q, 400,
+                              "lis serve: images/create needs fromImage (import and build "
                               "are not supported; use lis rootfs import)");
     pull_job *j = calloc(1, sizeof *j);
     if (!j)
@@ -399,7 +405,8 @@ static enum MHD_Result create(sv_req *q)
     j->q = q;
     char want[700];
     if (t && *t && !strchr(from, '@'))
-        snprintf(want, sizeof want, "%s%s%s", from, t[0] == 's' && !strncmp(t, "sha256:", 7) ? "@" : ":", t);
+        snprintf(want, sizeof want, "%s%s%s", from,
+                 t[0] == 's' && !strncmp(t, "sha256:", 7) ? "@" : ":", t);
     else
         snprintf(want, sizeof want, "%s", from);
     sv_image_norm(want, j->ref, sizeof j->ref);

@@ -111,18 +111,25 @@ cJSON *sv_container_inspect(sv_container *c)
     cJSON_AddStringToObject(cf, "Image", c->image);
     cJSON_AddStringToObject(cf, "WorkingDir", c->workdir);
     const cJSON *lab = cJSON_GetObjectItemCaseSensitive(c->config, "Labels");
-    cJSON_AddItemToObject(cf, "Labels", cJSON_IsObject(lab) ? cJSON_Duplicate(lab, 1) : cJSON_CreateObject());
+    cJSON_AddItemToObject(cf, "Labels",
+                          cJSON_IsObject(lab) ? cJSON_Duplicate(lab, 1) : cJSON_CreateObject());
     const cJSON *hc0 = cJSON_GetObjectItemCaseSensitive(c->config, "HostConfig");
     cJSON *hc = cJSON_AddObjectToObject(o, "HostConfig");
     cJSON_AddBoolToObject(hc, "AutoRemove", c->auto_remove);
-    cJSON_AddStringToObject(hc, "NetworkMode", c->net == LIS_NET_HOST ? "host"
-                                               : c->net == LIS_NET_NONE ? "none" : "default");
+    cJSON_AddStringToObject(hc, "NetworkMode",
+                            c->net == LIS_NET_HOST   ? "host"
+                            : c->net == LIS_NET_NONE ? "none"
+                                                     : "default");
     cJSON *lc = cJSON_AddObjectToObject(hc, "LogConfig");
     cJSON_AddStringToObject(lc, "Type", "json-file"); /* logs are kept (first 8 MiB) */
     cJSON_AddObjectToObject(lc, "Config");
     const cJSON *pb = cJSON_GetObjectItemCaseSensitive(hc0, "PortBindings");
-    cJSON_AddItemToObject(hc, "PortBindings", cJSON_IsObject(pb) ? cJSON_Duplicate(pb, 1) : cJSON_CreateObject());
-    cJSON_AddNumberToObject(hc, "Memory", c->limits.memory_bytes == LIS_UNLIMITED ? 0 : (double)c->limits.memory_bytes);
+    cJSON_AddItemToObject(hc, "PortBindings",
+                          cJSON_IsObject(pb) ? cJSON_Duplicate(pb, 1) : cJSON_CreateObject());
+    cJSON_AddNumberToObject(hc, "Memory",
+                            c->limits.memory_bytes == LIS_UNLIMITED
+                                ? 0
+                                : (double)c->limits.memory_bytes);
     cJSON_AddNumberToObject(hc, "NanoCpus", (double)c->limits.cpu_millis * 1e6);
     cJSON *ns = cJSON_AddObjectToObject(o, "NetworkSettings");
     cJSON_AddItemToObject(ns, "Ports", ports_json(c));
@@ -176,20 +183,15 @@ static int m_ancestor(sv_container *c, const char *v)
     sv_image_norm(c->image, b, sizeof b);
     if (!strcmp(a, b))
         return 1;
-    return sv_image_resolve(c->s, v, dir, sizeof dir, dg, sizeof dg) == 0 && !strcmp(dg, c->image_id);
+    return sv_image_resolve(c->s, v, dir, sizeof dir, dg, sizeof dg) == 0 &&
+           !strcmp(dg, c->image_id);
 }
 static int m_name(sv_container *c, const char *v)
 {
     return strstr(c->name, v[0] == '/' ? v + 1 : v) != NULL;
 }
-static int m_id(sv_container *c, const char *v)
-{
-    return !strncmp(c->id, v, strlen(v));
-}
-static int m_status(sv_container *c, const char *v)
-{
-    return !strcmp(docker_state(c), v);
-}
+static int m_id(sv_container *c, const char *v) { return !strncmp(c->id, v, strlen(v)); }
+static int m_status(sv_container *c, const char *v) { return !strcmp(docker_state(c), v); }
 
 enum MHD_Result sv_containers_list(sv_req *q)
 {
@@ -229,7 +231,8 @@ enum MHD_Result sv_containers_list(sv_req *q)
         cJSON_AddStringToObject(o, "Status", st);
         cJSON_AddArrayToObject(o, "Ports");
         const cJSON *lab = cJSON_GetObjectItemCaseSensitive(c->config, "Labels");
-        cJSON_AddItemToObject(o, "Labels", cJSON_IsObject(lab) ? cJSON_Duplicate(lab, 1) : cJSON_CreateObject());
+        cJSON_AddItemToObject(o, "Labels",
+                              cJSON_IsObject(lab) ? cJSON_Duplicate(lab, 1) : cJSON_CreateObject());
         cJSON *hc = cJSON_AddObjectToObject(o, "HostConfig");
         cJSON_AddStringToObject(hc, "NetworkMode", "default");
         cJSON_AddObjectToObject(o, "NetworkSettings");

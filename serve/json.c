@@ -25,8 +25,8 @@ void sv_resp_headers(struct MHD_Response *r)
 
 struct MHD_Response *sv_resp_text(const char *text, const char *ctype)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text,
-                                                             MHD_RESPMEM_MUST_COPY);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
     if (!r)
         return NULL;
     sv_resp_headers(r);

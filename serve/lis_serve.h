@@ -7,12 +7,12 @@
 #include "lis.h"
 
 typedef struct lis_serve_opts {
-    const char *socket_path; /* NULL: <run_dir>/docker.sock */
-    const char *tcp;         /* "127.0.0.1:PORT" for a TCP listener too; NULL: none */
-    lis_net_mode net;        /* default network of a container (NetworkMode "default") */
-    lis_limits limits;       /* default envelope of a container */
-    int workers;             /* threads for sandbox create/destroy and pulls; 0: 2 */
-    int verbose;             /* one log line per request on stderr */
+    const char *socket_path;        /* NULL: <run_dir>/docker.sock */
+    const char *tcp;                /* "127.0.0.1:PORT" for a TCP listener too; NULL: none */
+    lis_net_mode net;               /* default network of a container (NetworkMode "default") */
+    lis_limits limits;              /* default envelope of a container */
+    int workers;                    /* threads for sandbox create/destroy and pulls; 0: 2 */
+    int verbose;                    /* one log line per request on stderr */
     const char *run_dir, *data_dir; /* NULL: the lis defaults */
 } lis_serve_opts;
 

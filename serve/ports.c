@@ -47,10 +47,7 @@ struct sv_ports {
     size_t n;
 };
 
-static void pair_free(void *arg)
-{
-    free(arg);
-}
+static void pair_free(void *arg) { free(arg); }
 
 static void pair_close(pair *p)
 {
@@ -170,7 +167,8 @@ static void accept_ev(void *arg, uint32_t ev)
             close(c);
             continue;
         }
-        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(b->port),
+        struct sockaddr_in to = {.sin_family = AF_INET,
+                                 .sin_port = htons(b->port),
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         pair *p = calloc(1, sizeof *p);
         if (!p || (connect(in, (struct sockaddr *)&to, sizeof to) < 0 && errno != EINPROGRESS)) {
@@ -226,7 +224,8 @@ sv_ports *sv_ports_start(sv_server *s, lis_sandbox *sb, const cJSON *bindings, l
         char proto[8] = "tcp";
         if (!e->string || sscanf(e->string, "%u/%7s", &port, proto) < 1 || !port || port > 65535 ||
             strcmp(proto, "tcp")) {
-            lis_fail(err, EINVAL, "port binding '%s': only PORT/tcp is supported", e->string ? e->string : "");
+            lis_fail(err, EINVAL, "port binding '%s': only PORT/tcp is supported",
+                     e->string ? e->string : "");
             goto fail;
         }
         cJSON_ArrayForEach(h, e)

@@ -15,7 +15,8 @@
 
 static enum MHD_Result ping(sv_req *q)
 {
-    struct MHD_Response *r = sv_resp_text(strcmp(q->method, "HEAD") ? "OK" : "", "text/plain; charset=utf-8");
+    struct MHD_Response *r =
+        sv_resp_text(strcmp(q->method, "HEAD") ? "OK" : "", "text/plain; charset=utf-8");
     MHD_add_response_header(r, "Cache-Control", "no-cache, no-store, must-revalidate");
     MHD_add_response_header(r, "Pragma", "no-cache");
     MHD_add_response_header(r, "Builder-Version", "1");
@@ -70,7 +71,8 @@ static enum MHD_Result info(sv_req *q)
     cJSON_AddStringToObject(o, "OperatingSystem", "lis");
     cJSON_AddStringToObject(o, "Architecture", "x86_64");
     cJSON_AddNumberToObject(o, "NCPU", (double)sysconf(_SC_NPROCESSORS_ONLN));
-    cJSON_AddNumberToObject(o, "MemTotal", (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE));
+    cJSON_AddNumberToObject(o, "MemTotal",
+                            (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE));
     cJSON_AddStringToObject(o, "ServerVersion", LIS_VERSION);
     cJSON_AddStringToObject(o, "KernelVersion", u.release);
     cJSON_AddStringToObject(o, "IndexServerAddress", "https://index.docker.io/v1/");
@@ -96,14 +98,18 @@ static int versioned(sv_req *q, const char *url, const char **rest, enum MHD_Res
         return 0; /* not a version: leave the path as it is (404 later) */
     unsigned v = maj * 1000 + min;
     if (v > 1041) {
-        *rc = sv_reply_error(q, 400, "client version %u.%u is too new. Maximum supported API "
-                             "version is " SV_API_VERSION, maj, min);
+        *rc = sv_reply_error(q, 400,
+                             "client version %u.%u is too new. Maximum supported API "
+                             "version is " SV_API_VERSION,
+                             maj, min);
         return -1;
     }
     if (v < 1024) {
-        *rc = sv_reply_error(q, 400, "client version %u.%u is too old. Minimum supported API "
+        *rc = sv_reply_error(q, 400,
+                             "client version %u.%u is too old. Minimum supported API "
                              "version is " SV_API_MIN ", please upgrade your client to a newer "
-                             "version", maj, min);
+                             "version",
+                             maj, min);
         return -1;
     }
     *rest = *p ? p : "/";
@@ -117,7 +123,9 @@ enum MHD_Result sv_route(sv_req *q, const char *url)
     if (!strncmp(url, "/lis/", 5)) {
         if (!strncmp(url, "/lis/v1/", 8))
             return sv_api_route(q, url + 8);
-        return sv_reply_error(q, 404, "unknown native API version in %s (this server speaks /lis/v1/)", url);
+        return sv_reply_error(q, 404,
+                              "unknown native API version in %s (this server speaks /lis/v1/)",
+                              url);
     }
     if (versioned(q, url, &p, &rc) < 0)
         return rc;
@@ -143,7 +151,8 @@ enum MHD_Result sv_route(sv_req *q, const char *url)
             if (!strcmp(op, "/exec"))
                 return sv_exec_create(q, c);
             if (!strcmp(c->status, "removing"))
-                return sv_reply_error(q, 409, "removal of container %s is already in progress", c->id);
+                return sv_reply_error(q, 409, "removal of container %s is already in progress",
+                                      c->id);
             return sv_state_docker_pause(q, c, !strcmp(op, "/pause"));
         }
         return sv_containers_route(q, rest);
@@ -155,7 +164,8 @@ enum MHD_Result sv_route(sv_req *q, const char *url)
     if (!strcmp(p, "/commit") && !strcmp(m, "POST"))
         return sv_commit(q);
     if (!strcmp(p, "/build"))
-        return sv_reply_error(q, 501, "lis serve does not build images (import a rootfs with "
+        return sv_reply_error(q, 501,
+                              "lis serve does not build images (import a rootfs with "
                               "lis rootfs import, then lis rootfs tag)");
     return sv_reply_error(q, 404, "page not found");
 }

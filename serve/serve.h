@@ -41,7 +41,7 @@ typedef struct sv_watch {
     int added;
 } sv_watch;
 typedef struct sv_timer {
-    double when;        /* monotonic seconds; 0: not armed */
+    double when; /* monotonic seconds; 0: not armed */
     void (*cb)(void *arg);
     void *arg;
     struct sv_timer *next;
@@ -72,20 +72,20 @@ typedef struct sv_req {
     sv_server *s;
     struct MHD_Connection *conn;
     char method[8];
-    char *path;                 /* without the /vX.Y prefix */
+    char *path; /* without the /vX.Y prefix */
     char *body;
     size_t len, cap;
     int too_big;
     int suspended;
-    struct MHD_Response *resp;  /* the deferred answer */
+    struct MHD_Response *resp; /* the deferred answer */
     unsigned status;
-    int upgrade;                /* the request asked for Connection: Upgrade */
-    struct sv_req *next_susp;   /* s->suspended list */
+    int upgrade;                           /* the request asked for Connection: Upgrade */
+    struct sv_req *next_susp;              /* s->suspended list */
     void (*on_complete)(struct sv_req *q); /* the request is over (freed next) */
     void *owner;
 } sv_req;
 
-struct MHD_Response *sv_resp_json(cJSON *doc);   /* takes doc */
+struct MHD_Response *sv_resp_json(cJSON *doc); /* takes doc */
 struct MHD_Response *sv_resp_text(const char *text, const char *ctype);
 struct MHD_Response *sv_resp_empty(void);
 void sv_resp_headers(struct MHD_Response *r);
@@ -102,7 +102,7 @@ void sv_req_finish(sv_req *q, unsigned status, struct MHD_Response *r);
 void sv_req_finish_error(sv_req *q, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 const char *sv_arg(sv_req *q, const char *key);
-int sv_arg_bool(sv_req *q, const char *key); /* moby's BoolValue */
+int sv_arg_bool(sv_req *q, const char *key);          /* moby's BoolValue */
 const char *sv_jstr(const cJSON *o, const char *key); /* NULL for missing/null/"" */
 int sv_jbool(const cJSON *o, const char *key);
 double sv_jnum(const cJSON *o, const char *key);
@@ -130,17 +130,17 @@ struct sv_server {
     lis_ctx *ctx;
     sv_loop *loop;
     const char *data_dir;
-    char tmp_dir[4096];         /* scratch for archives */
+    char tmp_dir[4096]; /* scratch for archives */
     sv_container *containers;
     sv_exec *execs;
     sv_req *suspended;
     unsigned long started_total;
-    struct sv_fork *forks;      /* forks by Idempotency-Key (state.c) */
-    struct sv_rm_job *removing; /* images being removed by a worker (images.c) */
+    struct sv_fork *forks;         /* forks by Idempotency-Key (state.c) */
+    struct sv_rm_job *removing;    /* images being removed by a worker (images.c) */
     struct sv_autosnap *autosnaps; /* fork snapshots to remove when unused (autosnap.c) */
-    int trash_jobs;             /* their rm -rf on workers */
-    unsigned long images_removed; /* by this server: a kept parent may be free now */
-    sv_timer autosnap_retry;    /* the store was locked: sweep again */
+    int trash_jobs;                /* their rm -rf on workers */
+    unsigned long images_removed;  /* by this server: a kept parent may be free now */
+    sv_timer autosnap_retry;       /* the store was locked: sweep again */
 };
 
 /* ---- stream.c: an upgraded connection ------------------------------------------ */
@@ -148,16 +148,15 @@ struct sv_server {
 typedef struct sv_stream sv_stream;
 typedef struct sv_stream_ops {
     void (*input)(void *owner, const char *buf, size_t n); /* n == 0: the client half-closed */
-    void (*drained)(void *owner);  /* the backlog fell below SV_STREAM_HIGH */
-    void (*gone)(void *owner);     /* the client hung up or errored */
+    void (*drained)(void *owner); /* the backlog fell below SV_STREAM_HIGH */
+    void (*gone)(void *owner);    /* the client hung up or errored */
 } sv_stream_ops;
 #define SV_STREAM_HIGH (1u << 20)
 
 /* Takes sock (and urh) from libmicrohttpd's upgrade handler; the first byte
  * goes out only once the client has read the 101 header (SIOCOUTQ 0). */
-sv_stream *sv_stream_new(sv_loop *l, int sock, struct MHD_UpgradeResponseHandle *urh,
-                         int framed, const char *extra, size_t nextra,
-                         const sv_stream_ops *ops, void *owner);
+sv_stream *sv_stream_new(sv_loop *l, int sock, struct MHD_UpgradeResponseHandle *urh, int framed,
+                         const char *extra, size_t nextra, const sv_stream_ops *ops, void *owner);
 /* Queues n bytes of stream type (1 stdout, 2 stderr) as one frame (or raw). */
 void sv_stream_write(sv_stream *st, int type, const char *buf, size_t n);
 size_t sv_stream_backlog(const sv_stream *st);
@@ -220,39 +219,39 @@ void sv_ports_stop(sv_ports *p);
 struct sv_container {
     char id[65];
     char name[128];
-    char image[512];            /* as given */
+    char image[512]; /* as given */
     char image_id[80];
     char rootfs[4096];
-    cJSON *config;              /* the create body (owned) */
-    char **cmd;                 /* Entrypoint + Cmd */
-    char **env;                 /* container Env + HOSTNAME, HOME */
+    cJSON *config; /* the create body (owned) */
+    char **cmd;    /* Entrypoint + Cmd */
+    char **env;    /* container Env + HOSTNAME, HOME */
     char workdir[1024];
     char user[64];
     int tty, open_stdin, auto_remove;
     lis_net_mode net;
     lis_limits limits;
     double created, started_at, finished_at;
-    char status[16];            /* created running exited removing dead */
+    char status[16]; /* created running exited removing dead */
     int exit_code;
-    int busy;                   /* a job runs on it */
-    int paused;                 /* paused through the native API (state.c) */
-    int snapping;               /* SV_SNAP: a snapshot, fork or commit of it runs; SV_PAUSING: a
+    int busy;     /* a job runs on it */
+    int paused;   /* paused through the native API (state.c) */
+    int snapping; /* SV_SNAP: a snapshot, fork or commit of it runs; SV_PAUSING: a
                                  * pause or resume (state.c: one at a time) */
     lis_sandbox *sb;
     lis_proc *main;
     sv_watch w_main, w_out, w_err;
     sv_timer stop_timer;
-    sv_timer life;              /* the native API's timeout: removed when it fires (api.c) */
-    double ends_at;             /* wall clock of that; 0: none */
+    sv_timer life;  /* the native API's timeout: removed when it fires (api.c) */
+    double ends_at; /* wall clock of that; 0: none */
     struct sv_waiter *waiters;
     struct sv_attach *attaches;
     struct sv_pending *pending; /* requests parked until the job ends */
     sv_ports *ports;
-    char *log;                  /* the main command's output, framed (unless tty), first 8 MiB */
+    char *log; /* the main command's output, framed (unless tty), first 8 MiB */
     size_t loglen;
     unsigned restarts;
-    int native;                 /* made by the native API (/lis/v1/): no main command */
-    char idem[128];             /* its Idempotency-Key, "" for none */
+    int native;                /* made by the native API (/lis/v1/): no main command */
+    char idem[128];            /* its Idempotency-Key, "" for none */
     struct sv_child *children; /* running execs (exec.c registers them) */
     sv_server *s;
     sv_container *next;
@@ -287,8 +286,7 @@ sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const
                                int native, const char *rootfs, unsigned *status, char *msg,
                                size_t mlen);
 /* Its sandbox's spec (name and host are the spec's buffers). */
-void sv_container_spec(const sv_container *c, lis_sandbox_spec *spec, char name[32],
-                       char host[16]);
+void sv_container_spec(const sv_container *c, lis_sandbox_spec *spec, char name[32], char host[16]);
 /* Makes a sandbox of c from spec, on a worker: through net/ for the proxy
  * mode, then its WorkingDir. The caller hands *out to c->sb on the loop. */
 int sv_container_sandbox(const sv_container *c, const lis_sandbox_spec *spec, lis_sandbox **out,

@@ -159,11 +159,12 @@ static int tcp_listener(const char *spec, lis_error *err)
 
 static struct MHD_Daemon *start_mhd(sv_server *s, int fd, lis_error *err)
 {
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE, 0, NULL, NULL, handler, s,
-        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0,
-        MHD_OPTION_END);
+    struct MHD_Daemon *d =
+        MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE, 0, NULL,
+                         NULL, handler, s, MHD_OPTION_LISTEN_SOCKET, fd,
+                         MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned)4000, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0,
+                         MHD_OPTION_END);
     if (!d)
         lis_fail(err, EIO, "libmicrohttpd could not start on the listener");
     return d;
@@ -182,7 +183,7 @@ static void sig_ev(void *arg, uint32_t ev)
  * every container: print each distinct line once. */
 static void warn_once(void *arg, const char *line)
 {
-    char (*seen)[160] = arg;
+    char(*seen)[160] = arg;
     char key[160];
     snprintf(key, sizeof key, "%s", line);
     for (char *p = key; *p; p++) /* sandbox names differ: compare without them */
@@ -204,7 +205,9 @@ int lis_serve_run(const lis_serve_opts *opts, lis_error *err)
     sv_server s0 = {0}, *s = &s0;
     s->opts = *opts;
     static char seen[8][160];
-    lis_ctx_opts co = {.run_dir = opts->run_dir, .data_dir = opts->data_dir, .warn = warn_once,
+    lis_ctx_opts co = {.run_dir = opts->run_dir,
+                       .data_dir = opts->data_dir,
+                       .warn = warn_once,
                        .warn_arg = seen};
     s->ctx = lis_ctx_new(&co, err);
     if (!s->ctx)

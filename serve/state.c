@@ -25,11 +25,11 @@
 /* A fork made with an Idempotency-Key: what a retry gets back. */
 typedef struct sv_fork {
     char key[128];
-    int done;                   /* 0 while it runs */
-    cJSON *snapshot;            /* the snapshot's JSON */
+    int done;        /* 0 while it runs */
+    cJSON *snapshot; /* the snapshot's JSON */
     int n;
-    char ids[FORK_MAX][65];     /* fork i's container, "" when it failed */
-    char *errs[FORK_MAX];       /* fork i's error, NULL when it was made */
+    char ids[FORK_MAX][65]; /* fork i's container, "" when it failed */
+    char *errs[FORK_MAX];   /* fork i's error, NULL when it was made */
     struct sv_fork *next;
 } sv_fork;
 
@@ -81,8 +81,10 @@ static void forks_gc(sv_server *s)
 
 static unsigned err_status(const lis_error *e)
 {
-    return e->code == EINVAL || e->code == ENAMETOOLONG ? 400 : e->code == ENOENT ? 404
-         : e->code == EBUSY || e->code == ESRCH || e->code == EEXIST ? 409 : 500;
+    return e->code == EINVAL || e->code == ENAMETOOLONG                ? 400
+           : e->code == ENOENT                                         ? 404
+           : e->code == EBUSY || e->code == ESRCH || e->code == EEXIST ? 409
+                                                                       : 500;
 }
 
 /* One state change at a time (pause, resume, snapshot, fork, commit). */
@@ -160,11 +162,13 @@ static void state_done(void *arg)
     if (j->rc < 0) {
         sv_req_finish_error(j->q, err_status(&j->err), "%s", j->err.msg);
     } else if (j->op == OP_STATS) {
-        c->paused = !strcmp(j->st.state, "paused"); /* also a pause from outside (lis sandbox pause) */
+        c->paused =
+            !strcmp(j->st.state, "paused"); /* also a pause from outside (lis sandbox pause) */
         sv_req_finish(j->q, 200, sv_resp_json(stats_json(j)));
     } else {
         c->paused = j->op == OP_PAUSE;
-        sv_req_finish(j->q, j->docker ? 204 : 200, j->docker ? NULL : sv_resp_json(sv_sandbox_json(c)));
+        sv_req_finish(j->q, j->docker ? 204 : 200,
+                      j->docker ? NULL : sv_resp_json(sv_sandbox_json(c)));
     }
     if (j->op != OP_STATS)
         sv_autosnap_sweep(c->s); /* none ran while this was in flight */
@@ -233,8 +237,8 @@ typedef struct snap_job {
     sv_req *q;
     sv_container *c;
     lis_sandbox *sb;
-    int docker;                 /* POST /commit: Docker's answer */
-    char ref[700];              /* "" for none */
+    int docker;    /* POST /commit: Docker's answer */
+    char ref[700]; /* "" for none */
     lis_snapshot_result res;
     lis_error err;
     int rc;
@@ -243,8 +247,8 @@ typedef struct snap_job {
 static void snap_work(void *arg)
 {
     snap_job *j = arg;
-    j->rc = lis_rootfs_snapshot(j->q->s->data_dir, j->sb, j->ref[0] ? j->ref : NULL, &j->res,
-                                &j->err);
+    j->rc =
+        lis_rootfs_snapshot(j->q->s->data_dir, j->sb, j->ref[0] ? j->ref : NULL, &j->res, &j->err);
 }
 
 static void snap_done(void *arg)
@@ -253,8 +257,8 @@ static void snap_done(void *arg)
     j->c->busy--;
     j->c->snapping = 0;
     if (j->rc < 0) {
-        sv_req_finish_error(j->q, err_status(&j->err), "%s%s", j->docker ? "" : "snapshot: ",
-                            j->err.msg);
+        sv_req_finish_error(j->q, err_status(&j->err), "%s%s",
+                            j->docker ? "" : "snapshot: ", j->err.msg);
     } else if (j->docker) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "Id", j->res.digest);
@@ -346,7 +350,7 @@ typedef struct fork_job {
     sv_req *q;
     sv_container *parent;
     lis_sandbox *sb;
-    sv_fork *rec;               /* the outcome; in s->forks with an Idempotency-Key */
+    sv_fork *rec; /* the outcome; in s->forks with an Idempotency-Key */
     int keyed;
     int n, rc;
     char tag[700];
@@ -355,11 +359,11 @@ typedef struct fork_job {
     lis_error errs[FORK_MAX];
     char names[FORK_MAX][32];
     const char *namev[FORK_MAX];
-    lis_sandbox_spec spec;      /* the template: kid 0's */
+    lis_sandbox_spec spec; /* the template: kid 0's */
     char host[16];
     lis_snapshot_result snap;
     lis_error err;
-    double timeout;             /* each fork's (sv_container_set_timeout), 0: none */
+    double timeout; /* each fork's (sv_container_set_timeout), 0: none */
 } fork_job;
 
 /* lis_sandbox_fork's create callback, on the worker: fork i is kids[i]'s sandbox. */
@@ -379,8 +383,11 @@ static int fork_create(void *arg, const lis_sandbox_spec *spec, int i, lis_sandb
 static void fork_work(void *arg)
 {
     fork_job *j = arg;
-    lis_fork_opts o = {.spec = &j->spec, .names = j->namev, .tag = j->tag[0] ? j->tag : NULL,
-                       .create = fork_create, .create_arg = j};
+    lis_fork_opts o = {.spec = &j->spec,
+                       .names = j->namev,
+                       .tag = j->tag[0] ? j->tag : NULL,
+                       .create = fork_create,
+                       .create_arg = j};
     j->rc = lis_sandbox_fork(j->q->s->ctx, j->sb, j->n, &o, j->out, j->errs, &j->snap, &j->err);
 }
 
@@ -496,15 +503,15 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
         n = 0;
     cJSON *probe = cJSON_CreateArray();
     bad = n < 1 || n > FORK_MAX ? "\"count\" must be an integer from 1 to 64"
-        : mem < 0 ? "\"memory\" must be bytes or a size such as \"512m\""
-        : net && strcmp(net, "none") && strcmp(net, "proxy") && strcmp(net, "host")
-            ? "\"net\" must be none, proxy or host"
-        : sv_env_append(probe, env) < 0 ? "\"env\" must map names (without '=') to strings"
-        : life < 0 ? "\"timeout\" must be seconds, 0 to 2592000 (30 days); 0 or null for none"
-        : NULL;
+          : mem < 0             ? "\"memory\" must be bytes or a size such as \"512m\""
+          : net && strcmp(net, "none") && strcmp(net, "proxy") && strcmp(net, "host")
+              ? "\"net\" must be none, proxy or host"
+          : sv_env_append(probe, env) < 0 ? "\"env\" must map names (without '=') to strings"
+          : life < 0 ? "\"timeout\" must be seconds, 0 to 2592000 (30 days); 0 or null for none"
+                     : NULL;
     cJSON_Delete(probe);
     const char *key = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Idempotency-Key");
-    if (!bad && key && (!*key || strlen(key) >= sizeof ((sv_fork *)0)->key))
+    if (!bad && key && (!*key || strlen(key) >= sizeof((sv_fork *)0)->key))
         bad = "Idempotency-Key must be 1 to 127 characters";
     if (bad) {
         cJSON_Delete(b);
@@ -515,9 +522,12 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
         if (!strcmp(f->key, key)) {
             cJSON_Delete(b);
             if (!f->done)
-                return sv_reply_error(q, 409, "a fork with Idempotency-Key %s is in progress; "
-                                      "retry it", key);
-            struct MHD_Response *r = sv_resp_json(fork_reply(s, f, cJSON_Duplicate(f->snapshot, 1)));
+                return sv_reply_error(q, 409,
+                                      "a fork with Idempotency-Key %s is in progress; "
+                                      "retry it",
+                                      key);
+            struct MHD_Response *r =
+                sv_resp_json(fork_reply(s, f, cJSON_Duplicate(f->snapshot, 1)));
             MHD_add_response_header(r, "Idempotent-Replayed", "true");
             return sv_reply(q, 200, r);
         }
@@ -532,7 +542,12 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
         cJSON_Delete(b);
         return sv_reply_error(q, 500, "out of memory");
     }
-    *j = (fork_job){.q = q, .parent = c, .sb = c->sb, .n = n, .rec = f, .keyed = key != NULL,
+    *j = (fork_job){.q = q,
+                    .parent = c,
+                    .sb = c->sb,
+                    .n = n,
+                    .rec = f,
+                    .keyed = key != NULL,
                     .timeout = life};
     f->n = n;
     if (tag)
@@ -540,8 +555,8 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
     for (int i = 0; i < n; i++) {
         unsigned st;
         char msg[512];
-        sv_container *k = sv_container_new(s, kid_config(c, env), NULL, NULL, 1, "", &st, msg,
-                                           sizeof msg);
+        sv_container *k =
+            sv_container_new(s, kid_config(c, env), NULL, NULL, 1, "", &st, msg, sizeof msg);
         if (!k) {
             for (int m = 0; m < i; m++)
                 sv_container_discard(j->kids[m]);
@@ -553,8 +568,10 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
         k->limits = c->limits;
         if (mem > 0)
             k->limits.memory_bytes = (uint64_t)mem;
-        k->net = !net ? c->net : !strcmp(net, "host") ? LIS_NET_HOST
-               : !strcmp(net, "proxy") ? LIS_NET_PROXY : LIS_NET_NONE;
+        k->net = !net                    ? c->net
+                 : !strcmp(net, "host")  ? LIS_NET_HOST
+                 : !strcmp(net, "proxy") ? LIS_NET_PROXY
+                                         : LIS_NET_NONE;
         j->kids[i] = k;
         lis_sandbox_spec sp;
         char host[16];
@@ -665,8 +682,10 @@ enum MHD_Result sv_snapshot_delete(sv_req *q, const char *ref)
         return sv_reply_error(q, 404, "no such snapshot: %s (an image, not a snapshot)", ref);
     for (sv_container *c = q->s->containers; c; c = c->next)
         if (!strcmp(c->image_id, digest) && strcmp(c->status, "removing"))
-            return sv_reply_error(q, 409, "snapshot %s is in use by sandbox %.12s: delete that "
-                                  "first", ref, c->id);
+            return sv_reply_error(q, 409,
+                                  "snapshot %s is in use by sandbox %.12s: delete that "
+                                  "first",
+                                  ref, c->id);
     return sv_image_remove(q, digest, digest, 1);
 }
 

@@ -74,7 +74,8 @@ static void st_gone(sv_stream *st)
 static void st_flush(sv_stream *st)
 {
     while (st->ready && !st->gone && st->off < st->len) {
-        ssize_t n = send(st->sock, st->buf + st->off, st->len - st->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n =
+            send(st->sock, st->buf + st->off, st->len - st->off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
@@ -204,8 +205,14 @@ void sv_stream_write(sv_stream *st, int type, const char *buf, size_t n)
         return;
     }
     if (st->framed) {
-        unsigned char h[8] = {(unsigned char)type, 0, 0, 0, (unsigned char)(n >> 24),
-                              (unsigned char)(n >> 16), (unsigned char)(n >> 8), (unsigned char)n};
+        unsigned char h[8] = {(unsigned char)type,
+                              0,
+                              0,
+                              0,
+                              (unsigned char)(n >> 24),
+                              (unsigned char)(n >> 16),
+                              (unsigned char)(n >> 8),
+                              (unsigned char)n};
         memcpy(st->buf + st->len, h, 8);
         st->len += 8;
     }
@@ -215,10 +222,7 @@ void sv_stream_write(sv_stream *st, int type, const char *buf, size_t n)
     st_update(st);
 }
 
-size_t sv_stream_backlog(const sv_stream *st)
-{
-    return st && !st->gone ? st->len - st->off : 0;
-}
+size_t sv_stream_backlog(const sv_stream *st) { return st && !st->gone ? st->len - st->off : 0; }
 
 void sv_stream_end(sv_stream *st)
 {

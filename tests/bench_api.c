@@ -150,8 +150,8 @@ int main(int argc, char **argv)
         lis_sandbox **sb = calloc((size_t)n, sizeof *sb);
         sync();
         sleep(1);
-        static const char *const keys[] = {"MemAvailable", "Slab", "PageTables", "KernelStack",
-                                           "Shmem", "AnonPages", "Percpu"};
+        static const char *const keys[] = {"MemAvailable", "Slab",      "PageTables", "KernelStack",
+                                           "Shmem",        "AnonPages", "Percpu"};
         long before[7];
         for (int k = 0; k < 7; k++)
             before[k] = meminfo(keys[k]);

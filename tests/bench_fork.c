@@ -91,8 +91,10 @@ int main(int argc, char **argv)
         die("parent", &err);
     char cmd[160];
     /* a process for pause to stop, as an agent's shell or server would be */
-    snprintf(cmd, sizeof cmd, "mkdir -p /work && dd if=/dev/urandom of=/work/data bs=1M "
-             "count=%d 2>/dev/null && { sleep 100000 >/dev/null 2>&1 </dev/null & }", mb);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p /work && dd if=/dev/urandom of=/work/data bs=1M "
+             "count=%d 2>/dev/null && { sleep 100000 >/dev/null 2>&1 </dev/null & }",
+             mb);
     lis_exec_spec ex = {.shell = cmd};
     lis_result r;
     if (lis_exec(parent, &ex, &r, &err) < 0 || r.exit_code != 0)

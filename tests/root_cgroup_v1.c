@@ -34,8 +34,7 @@ Test(root_cgroup, oom_is_an_answer, .timeout = 120)
     int code;
     free(t_host(&code, "cp -a '%s' '%s' && chown -R 0:0 '%s'", t_busybox(), rootfs, rootfs));
     cr_assert_eq(code, 0, "copying the fixture");
-    lis_sandbox_spec spec = {.rootfs = rootfs, .upper = LIS_UPPER_TMPFS,
-                             .limits = {.require = 1}};
+    lis_sandbox_spec spec = {.rootfs = rootfs, .upper = LIS_UPPER_TMPFS, .limits = {.require = 1}};
     lis_sandbox *sb = NULL, *neighbour = NULL;
     lis_error err = {0};
     cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create: %s", err.msg);
@@ -48,8 +47,8 @@ Test(root_cgroup, oom_is_an_answer, .timeout = 120)
     lis_result_free(&r);
     t_sh(sb, "dd if=/dev/zero of=/dev/null bs=300M count=1", &r);
     printf("ROOT-OOM (%s): 300 MiB in a 200 MiB sandbox: exit=%d oom_killed=%d peak=%llu MiB "
-           "err_msg='%s'\n", line, r.exit_code, r.oom_killed,
-           (unsigned long long)(r.memory_peak >> 20), r.err_msg);
+           "err_msg='%s'\n",
+           line, r.exit_code, r.oom_killed, (unsigned long long)(r.memory_peak >> 20), r.err_msg);
     cr_assert(r.oom_killed);
     cr_assert_eq(r.exit_code, 137);
     cr_assert_str_eq(r.err_msg, "killed: out of memory (limit 200 MiB)");
@@ -76,8 +75,8 @@ Test(root_cgroup, oom_is_an_answer, .timeout = 120)
     snprintf(name, sizeof name, "%s", slash + 1);
     cr_assert_eq(lis_sandbox_destroy(sb, &err), 0, "%s", err.msg);
     lis_sandbox_destroy(neighbour, &err);
-    char *left = t_host(&code, "find /sys/fs/cgroup -maxdepth 4 -type d -name '%s' 2>/dev/null",
-                        name);
+    char *left =
+        t_host(&code, "find /sys/fs/cgroup -maxdepth 4 -type d -name '%s' 2>/dev/null", name);
     cr_assert_str_eq(left, "", "cgroups of pid %d left behind: %s", (int)pid, left);
     free(left);
     lis_ctx_free(ctx);

@@ -23,8 +23,10 @@ static int report(long rc)
         puts("ok");
         return 0;
     }
-    puts(errno == EPERM ? "EPERM" : errno == ENOSYS ? "ENOSYS" : errno == EACCES ? "EACCES"
-                                                                                 : strerror(errno));
+    puts(errno == EPERM    ? "EPERM"
+         : errno == ENOSYS ? "ENOSYS"
+         : errno == EACCES ? "EACCES"
+                           : strerror(errno));
     return 1;
 }
 

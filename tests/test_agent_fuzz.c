@@ -20,7 +20,8 @@ Test(agent_fuzz, openai_usage_with_missing_and_huge_fields)
     cr_assert_eq(llm_parse_response(LLM_API_OPENAI,
                                     "{\"choices\":[{\"message\":{\"content\":\"a\"}}],"
                                     "\"usage\":{\"prompt_tokens\":1e300,\"total_tokens\":null}}",
-                                    &r, why, sizeof why), 0, "%s", why);
+                                    &r, why, sizeof why),
+                 0, "%s", why);
     cr_assert(r.usage.known);
     cr_assert_eq(r.usage.prompt_tokens, MAX53);
     cr_assert_eq(r.usage.completion_tokens, 0);
@@ -36,15 +37,19 @@ Test(agent_fuzz, anthropic_usage_sum_cannot_overflow)
     char why[600] = "";
     cr_assert_eq(llm_parse_response(LLM_API_ANTHROPIC,
                                     "{\"content\":[],\"usage\":{\"input_tokens\":1e300,"
-                                    "\"output_tokens\":-1e300}}", &r, why, sizeof why), 0, "%s",
-                 why);
+                                    "\"output_tokens\":-1e300}}",
+                                    &r, why, sizeof why),
+                 0, "%s", why);
     cr_assert_eq(r.usage.prompt_tokens, MAX53);
     cr_assert_eq(r.usage.completion_tokens, -MAX53);
     cr_assert_eq(r.usage.total_tokens, 0);
     llm_reply_free(&r);
     memset(&r, 0, sizeof r);
-    cr_assert_eq(llm_parse_response(LLM_API_ANTHROPIC, "{\"content\":[],\"usage\":"
-                                    "{\"input_tokens\":5}}", &r, why, sizeof why), 0);
+    cr_assert_eq(llm_parse_response(LLM_API_ANTHROPIC,
+                                    "{\"content\":[],\"usage\":"
+                                    "{\"input_tokens\":5}}",
+                                    &r, why, sizeof why),
+                 0);
     cr_assert_eq(r.usage.prompt_tokens, 5);
     cr_assert_eq(r.usage.completion_tokens, 0);
     cr_assert_eq(r.usage.total_tokens, 5);
@@ -102,10 +107,7 @@ static int one_stat(void *ctx, const char *path, char *kind, uint64_t *size, lis
     return 0;
 }
 
-static char *one_resolve(void *ctx, const char *path, lis_error *err)
-{
-    return agent_strdup(path);
-}
+static char *one_resolve(void *ctx, const char *path, lis_error *err) { return agent_strdup(path); }
 
 Test(agent_fuzz, editor_huge_view_range_and_insert_line)
 {

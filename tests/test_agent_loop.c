@@ -14,10 +14,18 @@
 
 static llm_config cfg_for(const t_fake *f)
 {
-    llm_config c = {.api = LLM_API_OPENAI, .base_url = f->url, .api_key = "sk-test",
-                    .model = "fake-model", .temperature = 0.7, .send_temperature = 1,
-                    .max_tokens = 65536, .connect_timeout = 5, .timeout = 20,
-                    .max_retries = 5, .backoff_base = 0.01, .backoff_max = 10};
+    llm_config c = {.api = LLM_API_OPENAI,
+                    .base_url = f->url,
+                    .api_key = "sk-test",
+                    .model = "fake-model",
+                    .temperature = 0.7,
+                    .send_temperature = 1,
+                    .max_tokens = 65536,
+                    .connect_timeout = 5,
+                    .timeout = 20,
+                    .max_retries = 5,
+                    .backoff_base = 0.01,
+                    .backoff_max = 10};
     return c;
 }
 
@@ -45,7 +53,7 @@ Test(agent_llm, plain_request_and_reply)
 {
     t_fake f;
     t_fake_start(&f, "{\"replies\":[{\"content\":\"thinking\",\"reasoning\":\"deep\",\"calls\":"
-                   "[[\"execute_bash\",{\"command\":\"ls\"}]],\"usage\":[123,45]}]}");
+                     "[[\"execute_bash\",{\"command\":\"ls\"}]],\"usage\":[123,45]}]}");
     llm_config cfg = cfg_for(&f);
     cJSON *extra = cJSON_Parse("{\"chat_template_kwargs\":{\"thinking\":true},\"top_k\":20}");
     cfg.extra_body = extra;
@@ -68,8 +76,8 @@ Test(agent_llm, plain_request_and_reply)
     cr_assert_null(cJSON_GetObjectItem(body, "tool_choice"));
     cr_assert_eq(cJSON_GetObjectItem(body, "max_tokens")->valueint, 65536);
     cr_assert_float_eq(cJSON_GetObjectItem(body, "temperature")->valuedouble, 0.7, 1e-9);
-    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(body, "chat_template_kwargs"),
-                                               "thinking")));
+    cr_assert(cJSON_IsTrue(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(body, "chat_template_kwargs"), "thinking")));
     cr_assert_eq(cJSON_GetObjectItem(body, "top_k")->valueint, 20);
     cr_assert_null(cJSON_GetObjectItem(body, "stream"));
     cJSON_Delete(req);
@@ -82,9 +90,9 @@ Test(agent_llm, streaming_assembles_tool_calls)
 {
     t_fake f;
     t_fake_start(&f, "{\"replies\":[{\"stream\":true,\"content\":\"ok then\",\"reasoning\":\"why\","
-                   "\"calls\":[[\"str_replace_editor\",{\"command\":\"create\",\"path\":"
-                   "\"/testbed/a.py\",\"file_text\":\"print('hi')\\n\"}],[\"submit\",{}]],"
-                   "\"usage\":[7,3]}]}");
+                     "\"calls\":[[\"str_replace_editor\",{\"command\":\"create\",\"path\":"
+                     "\"/testbed/a.py\",\"file_text\":\"print('hi')\\n\"}],[\"submit\",{}]],"
+                     "\"usage\":[7,3]}]}");
     llm_config cfg = cfg_for(&f);
     cfg.stream = 1;
     llm_reply r;
@@ -95,8 +103,7 @@ Test(agent_llm, streaming_assembles_tool_calls)
     cr_assert_eq(cJSON_GetArraySize(r.tool_calls), 2);
     cJSON *f0 = cJSON_GetObjectItem(cJSON_GetArrayItem(r.tool_calls, 0), "function");
     cJSON *args = cJSON_Parse(cJSON_GetStringValue(cJSON_GetObjectItem(f0, "arguments")));
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(args, "file_text")),
-                     "print('hi')\n");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(args, "file_text")), "print('hi')\n");
     cJSON_Delete(args);
     cr_assert_eq(r.usage.total_tokens, 10);
     cJSON *req = t_fake_request(&f, 0);
@@ -110,7 +117,7 @@ Test(agent_llm, retry_after_is_honoured_on_429)
 {
     t_fake f;
     t_fake_start(&f, "{\"replies\":[{\"status\":429,\"headers\":{\"Retry-After\":\"1\"},\"body\":"
-                   "{\"error\":{\"message\":\"slow down\"}}},{\"content\":\"ok\"}]}");
+                     "{\"error\":{\"message\":\"slow down\"}}},{\"content\":\"ok\"}]}");
     llm_config cfg = cfg_for(&f);
     llm_reply r;
     lis_error err = {0};
@@ -128,7 +135,7 @@ Test(agent_llm, server_error_then_success)
 {
     t_fake f;
     t_fake_start(&f, "{\"replies\":[{\"status\":500,\"body\":{\"error\":{\"message\":\"boom\"}}},"
-                   "{\"status\":502,\"body\":{}},{\"content\":\"fine\"}]}");
+                     "{\"status\":502,\"body\":{}},{\"content\":\"fine\"}]}");
     llm_config cfg = cfg_for(&f);
     llm_reply r;
     lis_error err = {0};
@@ -143,8 +150,8 @@ Test(agent_llm, connection_reset_mid_stream_is_retried)
 {
     t_fake f;
     t_fake_start(&f, "{\"replies\":[{\"stream\":true,\"reset_after\":3,\"content\":\"partial "
-                   "content here\",\"calls\":[[\"execute_bash\",{\"command\":\"echo 1\"}]]},"
-                   "{\"stream\":true,\"calls\":[[\"execute_bash\",{\"command\":\"echo 2\"}]]}]}");
+                     "content here\",\"calls\":[[\"execute_bash\",{\"command\":\"echo 1\"}]]},"
+                     "{\"stream\":true,\"calls\":[[\"execute_bash\",{\"command\":\"echo 2\"}]]}]}");
     llm_config cfg = cfg_for(&f);
     cfg.stream = 1;
     llm_reply r;
@@ -178,9 +185,10 @@ Test(agent_llm, a_server_that_never_answers_times_out)
 Test(agent_llm, auth_and_url_errors_are_not_retried)
 {
     t_fake f;
-    t_fake_start(&f, "{\"replies\":[{\"status\":401,\"body\":{\"error\":{\"message\":\"bad key\"}}},"
-                   "{\"status\":404,\"body\":{\"error\":{\"message\":\"no such model\"}}},"
-                   "{\"status\":403,\"body\":{}}]}");
+    t_fake_start(&f,
+                 "{\"replies\":[{\"status\":401,\"body\":{\"error\":{\"message\":\"bad key\"}}},"
+                 "{\"status\":404,\"body\":{\"error\":{\"message\":\"no such model\"}}},"
+                 "{\"status\":403,\"body\":{}}]}");
     llm_config cfg = cfg_for(&f);
     llm_reply r;
     lis_error err = {0};
@@ -200,9 +208,9 @@ Test(agent_llm, context_length_error_shrinks_max_tokens)
 {
     t_fake f;
     t_fake_start(&f, "{\"replies\":[{\"status\":400,\"body\":{\"error\":{\"message\":\"This "
-                   "model's maximum context length is 100000 tokens. However, you requested "
-                   "145536 tokens (80000 tokens in the messages, 65536 in the completion).\"}}},"
-                   "{\"content\":\"ok\"}]}");
+                     "model's maximum context length is 100000 tokens. However, you requested "
+                     "145536 tokens (80000 tokens in the messages, 65536 in the completion).\"}}},"
+                     "{\"content\":\"ok\"}]}");
     llm_config cfg = cfg_for(&f);
     llm_reply r;
     lis_error err = {0};
@@ -220,8 +228,8 @@ Test(agent_llm, anthropic_messages_api)
 {
     t_fake f;
     t_fake_start(&f, "{\"mode\":\"anthropic\",\"replies\":[{\"content\":\"let me\",\"reasoning\":"
-                   "\"hmm\",\"calls\":[[\"execute_bash\",{\"command\":\"pwd\"}]],"
-                   "\"usage\":[50,5]}]}");
+                     "\"hmm\",\"calls\":[[\"execute_bash\",{\"command\":\"pwd\"}]],"
+                     "\"usage\":[50,5]}]}");
     llm_config cfg = cfg_for(&f);
     cfg.api = LLM_API_ANTHROPIC;
     char base[160];
@@ -315,7 +323,8 @@ static const char *field(const cJSON *msgs, int i, const char *key)
 Test(agent_loop, no_tool_call_malformed_unknown_and_steps_remaining)
 {
     world w;
-    world_start(&w, t_busybox(), "{\"replies\":["
+    world_start(&w, t_busybox(),
+                "{\"replies\":["
                 "{\"content\":\"I am just talking\"},"
                 "{\"calls\":[[\"execute_bash\",\"{not json\"]]},"
                 "{\"calls\":[[\"fly_away\",{}]]},"
@@ -349,15 +358,17 @@ Test(agent_loop, no_tool_call_malformed_unknown_and_steps_remaining)
     cr_assert(!strncmp(field(m, -1, "content"), AGENT_CONTINUE_MSG, strlen(AGENT_CONTINUE_MSG)));
     cJSON_Delete(hold);
     cJSON *s1 = cJSON_GetArrayItem(cJSON_GetObjectItem(w.traj, "steps"), 1);
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(s1, "action"),
-                                                              "function")), "");
+    cr_assert_str_eq(cJSON_GetStringValue(
+                         cJSON_GetObjectItem(cJSON_GetObjectItem(s1, "action"), "function")),
+                     "");
     world_stop(&w);
 }
 
 Test(agent_loop, text_tool_calls_hermes_and_qwen3_coder)
 {
     world w;
-    world_start(&w, t_busybox(), "{\"replies\":["
+    world_start(&w, t_busybox(),
+                "{\"replies\":["
                 "{\"content\":\"Running.\\n<tool_call>\\n{\\\"name\\\": \\\"execute_bash\\\", "
                 "\\\"arguments\\\": {\\\"command\\\": \\\"echo hermes-ok\\\"}}\\n</tool_call>\"},"
                 "{\"content\":\"<tool_call>\\n<function=execute_bash>\\n<parameter=command>\\n"
@@ -383,7 +394,8 @@ Test(agent_loop, text_tool_calls_hermes_and_qwen3_coder)
 Test(agent_loop, parallel_calls_run_the_first_and_answer_all)
 {
     world w;
-    world_start(&w, t_busybox(), "{\"replies\":["
+    world_start(&w, t_busybox(),
+                "{\"replies\":["
                 "{\"calls\":[[\"execute_bash\",{\"command\":\"echo one > /testbed/mark\"}],"
                 "[\"execute_bash\",{\"command\":\"echo two > /testbed/mark2\"}]]}]}");
     world_run(&w);
@@ -405,7 +417,8 @@ Test(agent_loop, parallel_calls_run_the_first_and_answer_all)
 Test(agent_loop, token_ceiling_and_max_steps)
 {
     world w;
-    world_start(&w, t_busybox(), "{\"replies\":[{\"calls\":[[\"execute_bash\",{\"command\":"
+    world_start(&w, t_busybox(),
+                "{\"replies\":[{\"calls\":[[\"execute_bash\",{\"command\":"
                 "\"true\"}]],\"usage\":[70000,10]}]}");
     world_run(&w);
     cr_assert_str_eq(w.out.stop_reason, "token_limit");
@@ -414,7 +427,8 @@ Test(agent_loop, token_ceiling_and_max_steps)
     cr_assert_eq(t_fake_count(&w.f), 1);
     world_stop(&w);
 
-    world_start(&w, t_busybox(), "{\"replies\":["
+    world_start(&w, t_busybox(),
+                "{\"replies\":["
                 "{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]},"
                 "{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]},"
                 "{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]}]}");
@@ -422,8 +436,9 @@ Test(agent_loop, token_ceiling_and_max_steps)
     world_run(&w);
     cr_assert_str_eq(w.out.stop_reason, "max_steps");
     cr_assert_eq(w.out.steps, 3);
-    cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(w.traj, "metadata"),
-                                     "total_steps")->valueint, 3);
+    cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(w.traj, "metadata"), "total_steps")
+                     ->valueint,
+                 3);
     cJSON *hold;
     cJSON *m = req_messages(&w, 2, &hold);
     cr_assert(strstr(field(m, -1, "content"), "\nSteps Remaining: 1"));
@@ -435,7 +450,8 @@ Test(agent_loop, token_ceiling_and_max_steps)
 Test(agent_loop, llm_failure_ends_the_episode)
 {
     world w;
-    world_start(&w, t_busybox(), "{\"replies\":[{\"calls\":[[\"execute_bash\",{\"command\":"
+    world_start(&w, t_busybox(),
+                "{\"replies\":[{\"calls\":[[\"execute_bash\",{\"command\":"
                 "\"true\"}]]},{\"status\":401,\"body\":{\"error\":{\"message\":\"revoked\"}}}]}");
     world_run(&w);
     cr_assert_str_eq(w.out.stop_reason, "llm_error");
@@ -459,8 +475,10 @@ Test(agent_tools, output_floods_are_capped)
     agent_tool_out o;
     long rss0 = t_rss_kib();
     /* one 50 MB line */
-    tool(&w, "execute_bash", "{\"command\":\"yes 0123456789 | tr -d '\\\\n' | head -c 50000000; "
-                             "echo; echo done >&2\"}", &o);
+    tool(&w, "execute_bash",
+         "{\"command\":\"yes 0123456789 | tr -d '\\\\n' | head -c 50000000; "
+         "echo; echo done >&2\"}",
+         &o);
     cr_assert_lt(strlen(o.obs), 2 * AGENT_OBS_CAP, "observation of %zu bytes", strlen(o.obs));
     cr_assert(strstr(o.obs, "bytes omitted>"), "%.300s", o.obs);
     cr_assert(strstr(o.obs, "\\[STDERR]\ndone\n"));
@@ -502,14 +520,19 @@ Test(agent_tools, editor_in_the_sandbox)
     world_start(&w, t_busybox(), "{\"replies\":[]}");
     agent_tool_out o;
     lis_result r;
-    t_sh(w.sb, "printf 'a\\r\\nb\\r\\n' > /testbed/crlf.txt; printf '\\000\\001\\002' > "
-               "/testbed/bin.dat; ln -s /etc/passwd /testbed/pw; mkdir -p /testbed/d; "
-               "ln -s /testbed/d /testbed/dl", &r);
+    t_sh(w.sb,
+         "printf 'a\\r\\nb\\r\\n' > /testbed/crlf.txt; printf '\\000\\001\\002' > "
+         "/testbed/bin.dat; ln -s /etc/passwd /testbed/pw; mkdir -p /testbed/d; "
+         "ln -s /testbed/d /testbed/dl",
+         &r);
     lis_result_free(&r);
-    tool(&w, "str_replace_editor", "{\"command\":\"str_replace\",\"path\":\"/testbed/crlf.txt\","
-                                   "\"old_str\":\"b\",\"new_str\":\"c\\td\"}", &o);
+    tool(&w, "str_replace_editor",
+         "{\"command\":\"str_replace\",\"path\":\"/testbed/crlf.txt\","
+         "\"old_str\":\"b\",\"new_str\":\"c\\td\"}",
+         &o);
     cr_assert(strstr(o.obs, "Execution output of \\[str_replace_editor]:\nThe file "
-                            "/testbed/crlf.txt has been edited."), "%s", o.obs);
+                            "/testbed/crlf.txt has been edited."),
+              "%s", o.obs);
     free(o.obs);
     char *data;
     size_t len;
@@ -524,16 +547,20 @@ Test(agent_tools, editor_in_the_sandbox)
     tool(&w, "str_replace_editor", "{\"command\":\"view\",\"path\":\"/testbed/pw\"}", &o);
     cr_assert(strstr(o.obs, "outside /testbed; refusing"), "%s", o.obs);
     free(o.obs);
-    tool(&w, "str_replace_editor", "{\"command\":\"create\",\"path\":\"/testbed/pw\","
-                                   "\"file_text\":\"pwned\"}", &o);
+    tool(&w, "str_replace_editor",
+         "{\"command\":\"create\",\"path\":\"/testbed/pw\","
+         "\"file_text\":\"pwned\"}",
+         &o);
     cr_assert(strstr(o.obs, "refusing"), "%s", o.obs);
     free(o.obs);
     t_sh(w.sb, "head -c 5 /etc/passwd", &r);
     cr_assert_str_eq(r.out.data, "root:");
     lis_result_free(&r);
     /* through a symlinked dir inside /testbed */
-    tool(&w, "str_replace_editor", "{\"command\":\"create\",\"path\":\"/testbed/dl/x.txt\","
-                                   "\"file_text\":\"inside\"}", &o);
+    tool(&w, "str_replace_editor",
+         "{\"command\":\"create\",\"path\":\"/testbed/dl/x.txt\","
+         "\"file_text\":\"inside\"}",
+         &o);
     cr_assert(strstr(o.obs, "File created at /testbed/dl/x.txt."), "%s", o.obs);
     free(o.obs);
     cr_assert_eq(lis_file_read(w.sb, "/testbed/d/x.txt", 100, &data, &len, &err), 0);
@@ -542,15 +569,18 @@ Test(agent_tools, editor_in_the_sandbox)
     strbuf big = {0};
     strbuf_puts(&big, "{\"command\":\"create\",\"path\":\"/testbed/big.txt\",\"file_text\":\"");
     for (int i = 0; i < 16384; i++)
-        strbuf_printf(&big, "line %07d ......................................................\\n", i);
+        strbuf_printf(&big, "line %07d ......................................................\\n",
+                      i);
     strbuf_puts(&big, "THE END\"}");
     char *json = strbuf_take(&big);
     tool(&w, "str_replace_editor", json, &o);
     free(json);
     cr_assert(strstr(o.obs, "<response clipped>"));
     free(o.obs);
-    tool(&w, "str_replace_editor", "{\"command\":\"str_replace\",\"path\":\"/testbed/big.txt\","
-                                   "\"old_str\":\"THE END\",\"new_str\":\"the end\"}", &o);
+    tool(&w, "str_replace_editor",
+         "{\"command\":\"str_replace\",\"path\":\"/testbed/big.txt\","
+         "\"old_str\":\"THE END\",\"new_str\":\"the end\"}",
+         &o);
     cr_assert(strstr(o.obs, "16385\tthe end"), "%s", o.obs);
     free(o.obs);
     t_sh(w.sb, "wc -c < /testbed/big.txt; tail -c 7 /testbed/big.txt", &r);
@@ -570,8 +600,8 @@ Test(agent_tools, input_dir_lands_in_an_existing_dir)
     char in[600];
     snprintf(in, sizeof in, "%s/inputs", t_tmpdir());
     int code;
-    free(t_host(&code, "mkdir -p %s/sub && echo one > %s/a.txt && echo two > %s/sub/b.txt",
-                in, in, in));
+    free(t_host(&code, "mkdir -p %s/sub && echo one > %s/a.txt && echo two > %s/sub/b.txt", in, in,
+                in));
     cr_assert_eq(code, 0);
     lis_error err = {0};
     /* /testbed/input exists (agent_prepare_sandbox made it) */
@@ -595,14 +625,15 @@ Test(agent_episode, editor_python_answer_submit, .timeout = 120)
 {
     const char *deb = t_debian();
     t_fake f;
-    t_fake_start(&f, "{\"replies\":["
-               "{\"content\":\"I'll write code.\",\"calls\":[[\"str_replace_editor\",{\"command\":"
-               "\"create\",\"path\":\"/testbed/solve.py\",\"file_text\":\"data = open("
-               "'/testbed/input/n.txt').read().split()\\nprint(sum(int(x) for x in data))\\n\"}]]},"
-               "{\"calls\":[[\"execute_bash\",{\"command\":\"python3 solve.py\"}]]},"
-               "{\"calls\":[[\"execute_bash\",{\"command\":\"python3 solve.py > "
-               "/testbed/output/answer.txt\"}]]},"
-               "{\"calls\":[[\"submit\",{}]]}]}");
+    t_fake_start(&f,
+                 "{\"replies\":["
+                 "{\"content\":\"I'll write code.\",\"calls\":[[\"str_replace_editor\",{\"command\":"
+                 "\"create\",\"path\":\"/testbed/solve.py\",\"file_text\":\"data = open("
+                 "'/testbed/input/n.txt').read().split()\\nprint(sum(int(x) for x in data))\\n\"}]]},"
+                 "{\"calls\":[[\"execute_bash\",{\"command\":\"python3 solve.py\"}]]},"
+                 "{\"calls\":[[\"execute_bash\",{\"command\":\"python3 solve.py > "
+                 "/testbed/output/answer.txt\"}]]},"
+                 "{\"calls\":[[\"submit\",{}]]}]}");
     lis_ctx *ctx = t_ctx();
     char in[512], outdir[512], cmd[1200];
     snprintf(in, sizeof in, "%s/in", t_tmpdir());
@@ -616,10 +647,17 @@ Test(agent_episode, editor_python_answer_submit, .timeout = 120)
     char ansfile[600];
     snprintf(ansfile, sizeof ansfile, "%s/printed", t_tmpdir());
     FILE *ans = fopen(ansfile, "w+");
-    agent_run r = {.opts = {.query = "Sum the numbers in the input file.", .prompts = &p,
-                            .max_steps = 10, .max_token_limit = 65536, .llm = cfg_for(&f),
-                            .llm_name = "fake-model", .progress = stderr},
-                   .rootfs = deb, .input_dir = in, .output_dir = outdir, .out = ans};
+    agent_run r = {.opts = {.query = "Sum the numbers in the input file.",
+                            .prompts = &p,
+                            .max_steps = 10,
+                            .max_token_limit = 65536,
+                            .llm = cfg_for(&f),
+                            .llm_name = "fake-model",
+                            .progress = stderr},
+                   .rootfs = deb,
+                   .input_dir = in,
+                   .output_dir = outdir,
+                   .out = ans};
     agent_outcome res;
     char run_dir[1024];
     lis_error err = {0};
@@ -648,10 +686,9 @@ Test(agent_episode, editor_python_answer_submit, .timeout = 120)
     cJSON *steps = cJSON_GetObjectItem(traj, "steps");
     cr_assert_eq(cJSON_GetArraySize(steps), 4);
     cJSON *s0 = cJSON_GetArrayItem(steps, 0), *s1 = cJSON_GetArrayItem(steps, 1);
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(s0, "thought")),
-                     "I'll write code.");
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(s0, "action"),
-                                                              "function")),
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(s0, "thought")), "I'll write code.");
+    cr_assert_str_eq(cJSON_GetStringValue(
+                         cJSON_GetObjectItem(cJSON_GetObjectItem(s0, "action"), "function")),
                      "str_replace_editor");
     cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(s1, "observation")),
                      "Exit code: 0\nExecution output of \\[execute_bash]:\n\\[STDOUT]\n42\n");
@@ -659,10 +696,10 @@ Test(agent_episode, editor_python_answer_submit, .timeout = 120)
     cr_assert_eq(cJSON_GetObjectItem(md, "step")->valueint, 2);
     cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(md, "exec_time")));
     cr_assert_gt(cJSON_GetObjectItem(md, "tool_exec_time")->valuedouble, 0);
-    cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(md, "usage"),
-                                     "prompt_tokens")->valueint, 100);
-    cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(traj, "metadata"),
-                                     "total_steps")->valueint, 4);
+    cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(md, "usage"), "prompt_tokens")->valueint,
+                 100);
+    cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(traj, "metadata"), "total_steps")->valueint,
+                 4);
     cJSON_Delete(traj);
     agent_prompts_free(&p);
     lis_ctx_free(ctx);
@@ -675,14 +712,15 @@ Test(agent_episode, export_leaves_out_links_out_fifos_and_sockets, .timeout = 12
 {
     const char *deb = t_debian();
     t_fake f;
-    t_fake_start(&f, "{\"replies\":["
-               "{\"calls\":[[\"execute_bash\",{\"command\":\"cd /testbed/output && "
-               "echo 42 > answer.txt && mkdir sub && echo s > sub/f && "
-               "ln -s /etc/shadow leak && ln -s ../../../etc/passwd up && mkfifo pipe && "
-               "ln -s answer.txt good && ln -s ../answer.txt sub/back && "
-               "python3 -c \\\"import socket; socket.socket(socket.AF_UNIX).bind('sock')\\\" && "
-               "ls -l\"}]]},"
-               "{\"calls\":[[\"submit\",{}]]}]}");
+    t_fake_start(&f,
+                 "{\"replies\":["
+                 "{\"calls\":[[\"execute_bash\",{\"command\":\"cd /testbed/output && "
+                 "echo 42 > answer.txt && mkdir sub && echo s > sub/f && "
+                 "ln -s /etc/shadow leak && ln -s ../../../etc/passwd up && mkfifo pipe && "
+                 "ln -s answer.txt good && ln -s ../answer.txt sub/back && "
+                 "python3 -c \\\"import socket; socket.socket(socket.AF_UNIX).bind('sock')\\\" && "
+                 "ls -l\"}]]},"
+                 "{\"calls\":[[\"submit\",{}]]}]}");
     lis_ctx *ctx = t_ctx();
     char outdir[512], logfile[600];
     snprintf(outdir, sizeof outdir, "%s/out", t_tmpdir());
@@ -691,10 +729,15 @@ Test(agent_episode, export_leaves_out_links_out_fifos_and_sockets, .timeout = 12
     cr_assert(log);
     agent_prompts p;
     agent_prompts_default(&p);
-    agent_run r = {.opts = {.query = "Leave some links.", .prompts = &p, .max_steps = 5,
-                            .max_token_limit = 65536, .llm = cfg_for(&f),
-                            .llm_name = "fake-model", .progress = log},
-                   .rootfs = deb, .output_dir = outdir};
+    agent_run r = {.opts = {.query = "Leave some links.",
+                            .prompts = &p,
+                            .max_steps = 5,
+                            .max_token_limit = 65536,
+                            .llm = cfg_for(&f),
+                            .llm_name = "fake-model",
+                            .progress = log},
+                   .rootfs = deb,
+                   .output_dir = outdir};
     agent_outcome res;
     char run_dir[1024];
     lis_error err = {0};
@@ -722,9 +765,11 @@ Test(agent_episode, export_leaves_out_links_out_fifos_and_sockets, .timeout = 12
     char *text = slurp(logfile);
     cr_assert(text);
     cr_assert(strstr(text, "lis: warning: not exported: /testbed/output/leak: absolute symlink "
-                           "to /etc/shadow\n"), "%s", text);
+                           "to /etc/shadow\n"),
+              "%s", text);
     cr_assert(strstr(text, "not exported: /testbed/output/up: symlink to ../../../etc/passwd "
-                           "leads outside the exported tree\n"), "%s", text);
+                           "leads outside the exported tree\n"),
+              "%s", text);
     cr_assert(strstr(text, "not exported: /testbed/output/pipe: a fifo\n"), "%s", text);
     cr_assert(strstr(text, "not exported: /testbed/output/sock: a socket\n"), "%s", text);
     free(text);

@@ -22,12 +22,12 @@ Test(agent_unit, tool_schemas_match_the_original)
     }
     cJSON *ed = cJSON_GetObjectItem(cJSON_GetArrayItem(t, 0), "function");
     cJSON *props = cJSON_GetObjectItem(cJSON_GetObjectItem(ed, "parameters"), "properties");
-    char *enm = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(props, "command"),
-                                                           "enum"));
+    char *enm =
+        cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(props, "command"), "enum"));
     cr_assert_str_eq(enm, "[\"view\",\"create\",\"str_replace\",\"insert\"]");
     free(enm);
-    char *req = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(ed, "parameters"),
-                                                           "required"));
+    char *req = cJSON_PrintUnformatted(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(ed, "parameters"), "required"));
     cr_assert_str_eq(req, "[\"command\",\"path\"]");
     free(req);
     cr_assert(!cJSON_GetObjectItem(props, "undo_edit"));
@@ -55,7 +55,8 @@ Test(agent_unit, bash_observation_text)
     o = agent_obs_bash("0", "  \n", " ");
     cr_assert_str_eq(o, "Exit code: 0\nExecution output of \\[execute_bash]:\n\\[STDOUT]\n");
     free(o);
-    cr_assert_str_eq(AGENT_CONTINUE_MSG, "\nYou forgot to use a function call in your response. "
+    cr_assert_str_eq(AGENT_CONTINUE_MSG,
+                     "\nYou forgot to use a function call in your response. "
                      "\nYOU MUST USE A FUNCTION CALL IN EACH RESPONSE.\n\nIMPORTANT: YOU SHOULD "
                      "NEVER ASK FOR HUMAN HELP.\n");
 }
@@ -69,7 +70,8 @@ Test(agent_unit, forty_plus_forty_cut)
     strbuf e = {0};
     for (int i = 1; i <= 40; i++)
         strbuf_printf(&e, "%sline %d", i > 1 ? "\n" : "", i);
-    strbuf_puts(&e, "\n--------------------------------------------------\n<Observation truncated in "
+    strbuf_puts(&e,
+                "\n--------------------------------------------------\n<Observation truncated in "
                 "middle for saving context>\n--------------------------------------------------\n");
     for (int i = 61; i <= 100; i++)
         strbuf_printf(&e, "%sline %d", i > 61 ? "\n" : "", i);
@@ -160,8 +162,7 @@ static mfile *madd(mfs *m, const char *path, char kind, const char *data, size_t
     return f;
 }
 
-static int m_read(void *ctx, const char *path, size_t max, char **data, size_t *len,
-                  lis_error *err)
+static int m_read(void *ctx, const char *path, size_t max, char **data, size_t *len, lis_error *err)
 {
     mfile *f = mfind(ctx, path);
     if (!f || f->kind != 'f')
@@ -320,11 +321,12 @@ Test(agent_unit, editor_str_replace_snippet_and_crlf)
     /* what `view` shows has no \r: the match still works, CRLF is kept */
     char *r = ed(&fs, "{\"command\":\"str_replace\",\"path\":\"/testbed/w.txt\",\"old_str\":"
                       "\"l5\\nl6\",\"new_str\":\"five\\nsix\\nsix.5\"}");
-    cr_assert_str_eq(r, "The file /testbed/w.txt has been edited. Here's the result of running "
-                        "`cat -n` on a snippet of /testbed/w.txt:\n     1\tl1\n     2\tl2\n     3\t"
-                        "l3\n     4\tl4\n     5\tfive\n     6\tsix\n     7\tsix.5\n     8\tl7\n     "
-                        "9\tl8\n    10\tl9\n    11\tl10\nReview the changes and make sure they are "
-                        "as expected. Edit the file again if necessary.");
+    cr_assert_str_eq(r,
+                     "The file /testbed/w.txt has been edited. Here's the result of running "
+                     "`cat -n` on a snippet of /testbed/w.txt:\n     1\tl1\n     2\tl2\n     3\t"
+                     "l3\n     4\tl4\n     5\tfive\n     6\tsix\n     7\tsix.5\n     8\tl7\n     "
+                     "9\tl8\n    10\tl9\n    11\tl10\nReview the changes and make sure they are "
+                     "as expected. Edit the file again if necessary.");
     free(r);
     mfile *f = mfind(&m, "/testbed/w.txt");
     cr_assert_str_eq(f->data, "l1\r\nl2\r\nl3\r\nl4\r\nfive\r\nsix\r\nsix.5\r\nl7\r\nl8\r\nl9\r\n"
@@ -407,7 +409,10 @@ Test(agent_unit, editor_big_binary_and_symlink)
     cr_assert(!memcmp(f->data, big, n / 2));
     free(big);
     /* binary */
-    madd(&m, "/testbed/b.bin", 'f', "\x7f" "ELF\0\0\x01", 7);
+    madd(&m, "/testbed/b.bin", 'f',
+         "\x7f"
+         "ELF\0\0\x01",
+         7);
     r = ed(&fs, "{\"command\":\"view\",\"path\":\"/testbed/b.bin\"}");
     cr_assert(strstr(r, "is a binary file"), "%s", r);
     free(r);
@@ -464,7 +469,8 @@ Test(agent_unit, hermes_calls)
     size_t n = agent_parse_text_calls(
         "I will list.\n<tool_call>\n{\"name\": \"execute_bash\", \"arguments\": {\"command\": "
         "\"ls -la\"}}\n</tool_call>\n<tool_call>{\"name\":\"submit\",\"arguments\":{}}"
-        "</tool_call>", tools, c, 4, &rest);
+        "</tool_call>",
+        tools, c, 4, &rest);
     cr_assert_eq(n, 2);
     cr_assert_str_eq(c[0].name, "execute_bash");
     cr_assert_str_eq(c[0].arguments, "{\"command\":\"ls -la\"}");
@@ -508,7 +514,8 @@ Test(agent_unit, qwen3_coder_calls)
     free(rest);
     /* bare <function=...> without <tool_call>, value kept as a string */
     n = agent_parse_text_calls("<function=execute_bash><parameter=command>echo 1 && echo 2"
-                               "</parameter></function>", tools, c, 4, NULL);
+                               "</parameter></function>",
+                               tools, c, 4, NULL);
     cr_assert_eq(n, 1);
     cr_assert_str_eq(c[0].arguments, "{\"command\":\"echo 1 && echo 2\"}");
     agent_text_calls_free(c, n);
@@ -621,8 +628,9 @@ Test(agent_unit, yaml_and_flags)
     cJSON_Delete(j);
     cr_assert_null(agent_yaml_load("a: [", 4, &err));
 
-    char *argv[] = {"run", "--query", "q", "--llm_name=openai/m", "--max_steps", "7",
-                    "--input-dir", "/in", "--extra_body", "{\"a\":\"true\"}", "--stream", NULL};
+    char *argv[] = {"run",      "--query",     "q",   "--llm_name=openai/m", "--max_steps",
+                    "7",        "--input-dir", "/in", "--extra_body",        "{\"a\":\"true\"}",
+                    "--stream", NULL};
     agent_cli c;
     cr_assert_eq(agent_cli_parse(11, argv, &c, "run", &err), 0, "%s", err.msg);
     cr_assert_str_eq(c.llm_name, "openai/m");
@@ -664,12 +672,14 @@ Test(agent_unit, anthropic_conversion)
     cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(last, "role")), "user");
     cJSON *blocks = cJSON_GetObjectItem(last, "content");
     cr_assert_eq(cJSON_GetArraySize(blocks), 2);
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(blocks, 0),
-                                                              "type")), "tool_result");
+    cr_assert_str_eq(cJSON_GetStringValue(
+                         cJSON_GetObjectItem(cJSON_GetArrayItem(blocks, 0), "type")),
+                     "tool_result");
     cJSON *use = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(m, 1), "content"), 1);
     cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(use, "type")), "tool_use");
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(use, "input"),
-                                                              "command")), "ls");
+    cr_assert_str_eq(cJSON_GetStringValue(
+                         cJSON_GetObjectItem(cJSON_GetObjectItem(use, "input"), "command")),
+                     "ls");
     cJSON *t0 = cJSON_GetArrayItem(cJSON_GetObjectItem(req, "tools"), 0);
     cr_assert(cJSON_GetObjectItem(t0, "input_schema"));
     cJSON_Delete(req);

@@ -14,10 +14,7 @@
 #include <unistd.h>
 
 /* every test gets a fresh private run and data dir (t_tmpdir) */
-static void setup(void)
-{
-    lis_ctx_free(t_ctx());
-}
+static void setup(void) { lis_ctx_free(t_ctx()); }
 TestSuite(batch, .init = setup);
 
 static void write_file(const char *path, const char *text)
@@ -82,8 +79,10 @@ static double num(const cJSON *row, const char *k)
  * is /testbed/output/answer.txt (a task folder's is /testbed/answer.txt). */
 static void script_answer(FILE *s, const char *marker, const char *answer)
 {
-    fprintf(s, "\"%s\":[{\"calls\":[[\"execute_bash\",{\"command\":\"echo %s > "
-            "/testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]", marker, answer);
+    fprintf(s,
+            "\"%s\":[{\"calls\":[[\"execute_bash\",{\"command\":\"echo %s > "
+            "/testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]",
+            marker, answer);
 }
 
 #define LIS_BATCH "batch --llm-name fake --llm-base-url %s --api-key k --rootfs %s --net none "
@@ -114,24 +113,30 @@ Test(batch, mixed_outcomes_64_at_once, .timeout = 240)
         } else if (i < 44) { /* a wrong one */
             script_answer(s, marker, "wrong");
         } else if (i < 48) { /* never submits */
-            fprintf(s, "\"%s\":[{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]},"
+            fprintf(s,
+                    "\"%s\":[{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]},"
                     "{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]},"
-                    "{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]}]", marker);
+                    "{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]}]",
+                    marker);
         } else if (i < 52) { /* outlives --episode-timeout */
             fprintf(s, "\"%s\":[{\"calls\":[[\"execute_bash\",{\"command\":\"sleep 1000\"}]]}]",
                     marker);
         } else if (i < 56) { /* meets the OOM killer, then answers */
-            fprintf(s, "\"%s\":[{\"calls\":[[\"execute_bash\",{\"command\":\"for i in 1 2 3 4 5; do "
+            fprintf(s,
+                    "\"%s\":[{\"calls\":[[\"execute_bash\",{\"command\":\"for i in 1 2 3 4 5; do "
                     "((head -c 25000000 /dev/zero; sleep 5) | tail > /dev/null) & done; wait\"}]]},{\"calls\":[[\"execute_bash\",{\"command\":"
-                    "\"echo %s > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]", marker, gt);
+                    "\"echo %s > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]",
+                    marker, gt);
         } else if (i < 58) { /* two 500s, then fine */
-            fprintf(s, "\"%s\":[{\"fail\":2,\"calls\":[[\"execute_bash\",{\"command\":"
+            fprintf(s,
+                    "\"%s\":[{\"fail\":2,\"calls\":[[\"execute_bash\",{\"command\":"
                     "\"echo %s > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]",
                     marker, gt);
         } else if (i < 60) { /* always 500: the row's LLM error */
             fprintf(s, "\"%s\":[{\"fail\":100}]", marker);
         } else if (i < 62) { /* 429 with Retry-After, then fine */
-            fprintf(s, "\"%s\":[{\"fail\":2,\"fail_status\":429,\"fail_headers\":"
+            fprintf(s,
+                    "\"%s\":[{\"fail\":2,\"fail_status\":429,\"fail_headers\":"
                     "{\"Retry-After\":\"1\"},\"calls\":[[\"execute_bash\",{\"command\":"
                     "\"echo %s > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]",
                     marker, gt);
@@ -139,7 +144,8 @@ Test(batch, mixed_outcomes_64_at_once, .timeout = 240)
             script_answer(s, marker, gt);
             input = ",\"input_files\":{\"a.txt\":\"x\",\"a.txt/b.txt\":\"y\"}";
         }
-        fprintf(tf, "{\"id\":\"%s\",\"problem_statement\":\"%s: do it\",\"ground_truth\":\"%s\"%s}\n",
+        fprintf(tf,
+                "{\"id\":\"%s\",\"problem_statement\":\"%s: do it\",\"ground_truth\":\"%s\"%s}\n",
                 id, marker, gt, input);
     }
     fputs("}}", s);
@@ -150,9 +156,11 @@ Test(batch, mixed_outcomes_64_at_once, .timeout = 240)
     t_fake f;
     t_fake_start(&f, script);
     int code = 0;
-    char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 64 "
-                      "--max-steps 3 --episode-timeout 30 --memory 64M --output-dir %s/out",
-                      f.url, t_busybox(), tasks, d);
+    char *out =
+        t_lis(&code,
+              LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 64 "
+                        "--max-steps 3 --episode-timeout 30 --memory 64M --output-dir %s/out",
+              f.url, t_busybox(), tasks, d);
     cr_assert_eq(code, 0, "lis batch: %s", out);
     char rdir[1024];
     run_dir(d, rdir, sizeof rdir);
@@ -167,10 +175,10 @@ Test(batch, mixed_outcomes_64_at_once, .timeout = 240)
         const char *reason = str(r, "reason");
         double score = num(r, "score");
         const char *want = i < 44 || (i >= 52 && i < 58) || (i >= 60 && i < 62) ? "submitted"
-                           : i < 48                                            ? "max_steps"
-                           : i < 52                                            ? "deadline"
-                           : i < 60                                            ? "llm_error"
-                                                                               : "sandbox_error";
+                           : i < 48                                             ? "max_steps"
+                           : i < 52                                             ? "deadline"
+                           : i < 60                                             ? "llm_error"
+                                                                                : "sandbox_error";
         cr_expect_str_eq(reason, want, "%s: reason %s (%s)", id, reason, str(r, "error"));
         int right = i < 40 || (i >= 52 && i < 58) || (i >= 60 && i < 62);
         cr_expect_eq(score, right ? 1.0 : 0.0, "%s: score %g (%s)", id, score, reason);
@@ -185,8 +193,10 @@ Test(batch, mixed_outcomes_64_at_once, .timeout = 240)
     cr_assert(rj, "results.json: %s", res);
     cr_expect_eq(num(rj, "total"), 64);
     cr_expect_float_eq(num(rj, "mean_score"), 48.0 / 64, 1e-9);
-    char *traj = t_host(NULL, "python3 -c \"import json;d=json.load(open('%s/trajectory.json'));"
-                        "print(len(d), float(d['r00']['reward']), d['r00']['agent_answer'])\"", rdir);
+    char *traj = t_host(NULL,
+                        "python3 -c \"import json;d=json.load(open('%s/trajectory.json'));"
+                        "print(len(d), float(d['r00']['reward']), d['r00']['agent_answer'])\"",
+                        rdir);
     cr_expect_str_eq(traj, "64 1.0 ans00\n");
     cr_expect(strstr(out, "mean score"), "no summary: %s", out);
     t_fake_stop(&f);
@@ -211,10 +221,13 @@ Test(batch, kill9_then_resume_each_id_once, .timeout = 240)
     fputs("]", tf);
     fclose(tf);
     t_fake f;
-    t_fake_start(&f, "{\"rows\":{},\"default\":[{\"calls\":[[\"execute_bash\",{\"command\":"
-                     "\"sleep 1; echo ok > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}");
+    t_fake_start(
+        &f,
+        "{\"rows\":{},\"default\":[{\"calls\":[[\"execute_bash\",{\"command\":"
+        "\"sleep 1; echo ok > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}");
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s batch "
+    snprintf(cmd, sizeof cmd,
+             "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s batch "
              "--llm-name fake --llm-base-url %s --api-key k --rootfs %s --net none --tasks %s "
              "--scorer builtin:match --concurrency 6 --quiet --output-dir %s/out >%s/log 2>&1",
              t_tmpdir(), t_tmpdir(), t_lis_bin(), f.url, t_busybox(), tasks, d, d);
@@ -256,8 +269,10 @@ Test(batch, kill9_then_resume_each_id_once, .timeout = 240)
     cJSON_Delete(left);
     free(gc);
     free(ls);
-    char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 6 "
-                      "--resume %s", f.url, t_busybox(), tasks, rdir);
+    char *out = t_lis(&code,
+                      LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 6 "
+                                "--resume %s",
+                      f.url, t_busybox(), tasks, rdir);
     cr_assert_eq(code, 0, "resume: %s", out);
     cr_expect(strstr(out, "done before"), "%s", out);
     cJSON *rows = t_results_rows(rdir);
@@ -272,9 +287,10 @@ Test(batch, kill9_then_resume_each_id_once, .timeout = 240)
         cr_expect_eq(num(r, "score"), 1.0, "id %s", id);
     }
     /* resuming with another model is refused, and changes nothing */
-    char *bad = t_lis(&code, "batch --llm-name other --llm-base-url %s --api-key k --rootfs %s "
-                      "--net none --tasks %s --scorer builtin:match --resume %s", f.url,
-                      t_busybox(), tasks, rdir);
+    char *bad = t_lis(&code,
+                      "batch --llm-name other --llm-base-url %s --api-key k --rootfs %s "
+                      "--net none --tasks %s --scorer builtin:match --resume %s",
+                      f.url, t_busybox(), tasks, rdir);
     cr_expect_neq(code, 0, "%s", bad);
     cr_expect(strstr(bad, "llm_name"), "the refusal does not name the difference: %s", bad);
     t_fake_stop(&f);
@@ -294,7 +310,8 @@ static int interrupted_run(t_fake *f, const char *d, int sigs, char *rdir, size_
     for (int i = 0; i < 8; i++)
         fprintf(tf, "{\"id\":\"t%d\",\"problem_statement\":\"p\",\"ground_truth\":\"ok\"}\n", i);
     fclose(tf);
-    snprintf(cmd, sizeof cmd, "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s batch "
+    snprintf(cmd, sizeof cmd,
+             "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s batch "
              "--llm-name fake --llm-base-url %s --api-key k --rootfs %s --net none --tasks %s "
              "--scorer builtin:match --concurrency 4 --output-dir %s/out >%s/log 2>&1",
              t_tmpdir(), t_tmpdir(), t_lis_bin(), f->url, t_busybox(), tasks, d, d);
@@ -322,8 +339,9 @@ static int interrupted_run(t_fake *f, const char *d, int sigs, char *rdir, size_
 Test(batch, ctrl_c_drains_then_second_cancels, .timeout = 120)
 {
     t_fake f;
-    const char *script = "{\"rows\":{},\"default\":[{\"calls\":[[\"execute_bash\",{\"command\":"
-                         "\"sleep 3; echo ok > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}";
+    const char *script =
+        "{\"rows\":{},\"default\":[{\"calls\":[[\"execute_bash\",{\"command\":"
+        "\"sleep 3; echo ok > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}";
     t_fake_start(&f, script);
     char *d = dir_for("drain");
     char rdir[1024];
@@ -419,8 +437,10 @@ Test(batch, stops_at_once_on_401_and_unreachable, .timeout = 60)
     t_fake f;
     t_fake_start(&f, "{\"rows\":{},\"default\":[{\"fail\":1000,\"fail_status\":401}]}");
     int code = 0;
-    char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 1 "
-                      "--output-dir %s/out", f.url, t_busybox(), tasks, d);
+    char *out = t_lis(&code,
+                      LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 1 "
+                                "--output-dir %s/out",
+                      f.url, t_busybox(), tasks, d);
     cr_expect_neq(code, 0, "%s", out);
     cr_expect(strstr(out, "401"), "%s", out);
     cr_expect_eq(t_fake_count(&f), 1, "kept asking after a 401: %d requests", t_fake_count(&f));
@@ -437,8 +457,10 @@ Test(batch, stops_at_once_on_401_and_unreachable, .timeout = 60)
     cr_expect_neq(code, 0);
     cr_expect(strstr(out, "--task DIR"), "%s", out);
     free(out);
-    out = t_lis(&code, "batch --tasks /nonexistent.jsonl --llm-name x --llm-base-url http://h/v1 "
-                "--api-key k --rootfs %s --output-dir %s/out", t_busybox(), d);
+    out = t_lis(&code,
+                "batch --tasks /nonexistent.jsonl --llm-name x --llm-base-url http://h/v1 "
+                "--api-key k --rootfs %s --output-dir %s/out",
+                t_busybox(), d);
     cr_expect_neq(code, 0);
     cr_expect(strstr(out, "nonexistent"), "%s", out);
     free(out);
@@ -452,13 +474,16 @@ Test(batch, repeat_and_mode_llm, .timeout = 120)
     write_file(tasks, "{\"id\":\"a\",\"problem_statement\":\"MARKA\",\"ground_truth\":\"42\"}\n"
                       "{\"id\":\"b\",\"problem_statement\":\"MARKB\",\"ground_truth\":\"7\"}\n");
     t_fake f;
-    t_fake_start(&f, "{\"rows\":{\"MARKA\":[{\"content\":\"42\",\"calls\":[[\"execute_bash\","
-                     "{\"command\":\"echo 42 > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}],"
-                     "\"MARKB\":[{\"content\":\"8\",\"calls\":[[\"execute_bash\",{\"command\":"
-                     "\"echo 8 > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}}");
+    t_fake_start(&f,
+                 "{\"rows\":{\"MARKA\":[{\"content\":\"42\",\"calls\":[[\"execute_bash\","
+                 "{\"command\":\"echo 42 > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}],"
+                 "\"MARKB\":[{\"content\":\"8\",\"calls\":[[\"execute_bash\",{\"command\":"
+                 "\"echo 8 > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}}");
     int code = 0;
-    char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --repeat 3 "
-                      "--concurrency 2 --output-dir %s/out", f.url, t_busybox(), tasks, d);
+    char *out = t_lis(&code,
+                      LIS_BATCH "--tasks %s --scorer builtin:match --repeat 3 "
+                                "--concurrency 2 --output-dir %s/out",
+                      f.url, t_busybox(), tasks, d);
     cr_assert_eq(code, 0, "%s", out);
     /* 6 episodes, 2 at a time: the later ones start in sandboxes made ahead */
     int used = 0, made = 0;
@@ -480,8 +505,10 @@ Test(batch, repeat_and_mode_llm, .timeout = 120)
     free(out);
     /* the plain-LLM baseline: one call, its text is the answer */
     char *d2 = dir_for("llmmode");
-    out = t_lis(&code, "batch --llm-name fake --llm-base-url %s --api-key k --mode llm --tasks %s "
-                "--scorer builtin:match --output-dir %s/out", f.url, tasks, d2);
+    out = t_lis(&code,
+                "batch --llm-name fake --llm-base-url %s --api-key k --mode llm --tasks %s "
+                "--scorer builtin:match --output-dir %s/out",
+                f.url, tasks, d2);
     cr_assert_eq(code, 0, "%s", out);
     run_dir(d2, rdir, sizeof rdir);
     rows = t_results_rows(rdir);
@@ -512,8 +539,10 @@ static void fork_run(const char *name, const char *flag, cJSON **rows_out, char 
                      "$(cat /testbed/input/in.txt) $(stat -c %y /testbed/input/in.txt) > "
                      "/testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}}");
     int code = 0;
-    char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --repeat 4 %s "
-                      "--concurrency 3 --output-dir %s/out", f.url, t_busybox(), tasks, flag, d);
+    char *out = t_lis(&code,
+                      LIS_BATCH "--tasks %s --scorer builtin:match --repeat 4 %s "
+                                "--concurrency 3 --output-dir %s/out",
+                      f.url, t_busybox(), tasks, flag, d);
     cr_assert_eq(code, 0, "%s", out);
     char rdir[1024];
     run_dir(d, rdir, sizeof rdir);

@@ -275,10 +275,16 @@ Test(batch_task, bad_rows_are_row_errors_not_load_failures)
     load_ok(file_opts(tpath("d.jsonl")), &t);
     cr_assert_eq(t.nrows, 11);
     cr_assert_str_eq(row_by_id(&t, "ok")->error, "");
-    static const struct { const char *id, *needle; } bad[] = {
-        {"badjson", "not valid JSON"}, {"up", "leaves the input directory"},
-        {"abs", "leaves the input directory"}, {"mid", "leaves the input directory"},
-        {"num", "must be text"}, {"arr", "must be an object"}, {"nops", "problem_statement"},
+    static const struct {
+        const char *id, *needle;
+    } bad[] = {
+        {"badjson", "not valid JSON"},
+        {"up", "leaves the input directory"},
+        {"abs", "leaves the input directory"},
+        {"mid", "leaves the input directory"},
+        {"num", "must be text"},
+        {"arr", "must be an object"},
+        {"nops", "problem_statement"},
         {"trail", "not valid JSON"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -290,7 +296,8 @@ Test(batch_task, bad_rows_are_row_errors_not_load_failures)
     cr_assert_str_eq(row_by_id(&t, "nops")->problem_statement, "");
     cr_assert_str_eq(row_by_id(&t, "emptystr")->error, "");
     cr_assert_null(row_by_id(&t, "emptystr")->input_files);
-    cr_assert_str_eq(row_by_id(&t, "nullc")->error, "", "a null content is skipped, as the "
+    cr_assert_str_eq(row_by_id(&t, "nullc")->error, "",
+                     "a null content is skipped, as the "
                      "original");
     batch_task_free(&t);
 }
@@ -351,8 +358,10 @@ Test(batch_task, huggingface_dataset_is_refused_with_the_export)
 {
     batch_task_opts o = dir_opts(fixture("hf"));
     load_fails(o, "HuggingFace", "offline");
-    load_fails(o, "load_dataset('daixuancheng/llm-in-sandbox-bench', 'math', split='test')"
-                  ".to_json(", "dataset: json, data_files: data.jsonl");
+    load_fails(o,
+               "load_dataset('daixuancheng/llm-in-sandbox-bench', 'math', split='test')"
+               ".to_json(",
+               "dataset: json, data_files: data.jsonl");
 }
 
 Test(batch_task, duplicate_ids_name_both_lines)
@@ -404,14 +413,18 @@ Test(batch_task, start_end_slicing_as_python)
     put(tpath("d.jsonl"), b.s);
     strbuf_release(&b);
     /* start, start given, end, end given -> Python's list(range(10))[start:end] */
-    static const struct { long s; int ss; long e; int es; int lo, n; } cases[] = {
-        {-1, 0, -1, 0, 0, 10}, {2, 1, 5, 1, 2, 3},   {3, 1, -1, 0, 3, 7},
-        {-1, 0, 4, 1, 0, 4},   {-3, 1, -1, 0, 7, 3}, {-1, 1, -1, 0, 9, 1},
-        {0, 1, -2, 1, 0, 8},   {-1, 1, -1, 1, 9, 0}, {5, 1, 2, 1, 5, 0},
-        {20, 1, 30, 1, 10, 0}, {-20, 1, 3, 1, 0, 3}, {3, 1, 100, 1, 3, 7},
-        {0, 1, 0, 1, 0, 10}, /* the original's `end_id or len(problems)` */
-        {-15, 1, -12, 1, 0, 0},
-        {2, 0, 5, 0, 2, 3},  /* -1 sentinels only: plain values need no _set */
+    static const struct {
+        long s;
+        int ss;
+        long e;
+        int es;
+        int lo, n;
+    } cases[] = {
+        {-1, 0, -1, 0, 0, 10},  {2, 1, 5, 1, 2, 3},    {3, 1, -1, 0, 3, 7},  {-1, 0, 4, 1, 0, 4},
+        {-3, 1, -1, 0, 7, 3},   {-1, 1, -1, 0, 9, 1},  {0, 1, -2, 1, 0, 8},  {-1, 1, -1, 1, 9, 0},
+        {5, 1, 2, 1, 5, 0},     {20, 1, 30, 1, 10, 0}, {-20, 1, 3, 1, 0, 3}, {3, 1, 100, 1, 3, 7},
+        {0, 1, 0, 1, 0, 10},                        /* the original's `end_id or len(problems)` */
+        {-15, 1, -12, 1, 0, 0}, {2, 0, 5, 0, 2, 3}, /* -1 sentinels only: plain values need no _set */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         batch_task_opts o = file_opts(tpath("d.jsonl"));
@@ -437,8 +450,10 @@ Test(batch_task, hundred_thousand_rows_stream)
     FILE *f = fopen(tpath("big.jsonl"), "w");
     cr_assert_not_null(f);
     for (int i = 0; i < 100000; i++)
-        fprintf(f, "{\"id\":\"row-%06d\",\"problem_statement\":\"What is %d+1?\","
-                   "\"ground_truth\":\"%d\",\"domain\":\"math\"}\n", i, i, i + 1);
+        fprintf(f,
+                "{\"id\":\"row-%06d\",\"problem_statement\":\"What is %d+1?\","
+                "\"ground_truth\":\"%d\",\"domain\":\"math\"}\n",
+                i, i, i + 1);
     fclose(f);
     batch_task_opts o = file_opts(tpath("big.jsonl"));
     o.start_id = 99990;
@@ -519,8 +534,7 @@ static int append(batch_out *o, const char *id, int attempt, double score, const
     return rc;
 }
 
-static void append_ok(batch_out *o, const char *id, int attempt, double score,
-                      const char *reason)
+static void append_ok(batch_out *o, const char *id, int attempt, double score, const char *reason)
 {
     lis_error err = {0};
     cr_assert_eq(append(o, id, attempt, score, reason, &err), 0, "%s", err.msg);
@@ -560,12 +574,15 @@ Test(batch_results, append_reopen_resume)
     batch_out_close(o);
 
     cJSON *run = slurp_json(tpath("runs/one/run.json"));
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(run, "llm"),
-                                                              "model")), "m");
+    cr_assert_str_eq(cJSON_GetStringValue(
+                         cJSON_GetObjectItem(cJSON_GetObjectItem(run, "llm"), "model")),
+                     "m");
     cJSON_Delete(run);
     cJSON *tj = slurp_json(tpath("runs/one/trajectories/a@1.json"));
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(
-                         cJSON_GetArrayItem(cJSON_GetObjectItem(tj, "steps"), 0), "tag")), "a");
+    cr_assert_str_eq(cJSON_GetStringValue(
+                         cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(tj, "steps"), 0),
+                                             "tag")),
+                     "a");
     cJSON_Delete(tj);
     char *log = slurp(tpath("runs/one/logs/b.txt"));
     cr_assert_str_eq(log, "log of b@0\n");
@@ -609,8 +626,7 @@ Test(batch_results, one_writer_per_directory)
     batch_out *o2 = NULL;
     lis_error err = {0};
     cr_assert_eq(batch_out_open(dir, c, 1, &o2, &err), -1, "a second writer is refused");
-    cr_assert(strstr(err.msg, "in use by another lis batch") && one_line(err.msg), "%s",
-              err.msg);
+    cr_assert(strstr(err.msg, "in use by another lis batch") && one_line(err.msg), "%s", err.msg);
     batch_out_close(o);
     cr_assert_eq(batch_out_open(dir, c, 1, &o2, &err), 0, "%s", err.msg);
     batch_out_close(o2);
@@ -639,8 +655,7 @@ Test(batch_results, resume_with_other_config_names_the_key)
     c = config_of("model-a");
     cJSON_AddNumberToObject(c, "repeat", 4);
     cr_assert_eq(batch_out_open(dir, c, 1, &o, &err), -1);
-    cr_assert(strstr(err.msg, "repeat differs (run.json: (absent), this run: 4)"), "%s",
-              err.msg);
+    cr_assert(strstr(err.msg, "repeat differs (run.json: (absent), this run: 4)"), "%s", err.msg);
     cJSON_Delete(c);
     c = config_of("model-a");
     cJSON_DeleteItemFromObject(c, "max_steps");
@@ -752,8 +767,8 @@ Test(batch_results, a_failed_append_leaves_nothing)
 
 Test(batch_results, keys_are_injective_file_names)
 {
-    static const char *const ids[] = {"a/b", "a_b", "a%2Fb", "a@1", "a", ".hidden", "%2Ehidden",
-                                      "..", "a b", "über", "a\\b", "a:b", "A"};
+    static const char *const ids[] = {"a/b", "a_b", "a%2Fb", "a@1",  "a",   ".hidden", "%2Ehidden",
+                                      "..",  "a b", "über",  "a\\b", "a:b", "A"};
     char *keys[sizeof ids / sizeof *ids + 1];
     size_t n = sizeof ids / sizeof *ids;
     for (size_t i = 0; i < n; i++) {
@@ -797,8 +812,11 @@ Test(batch_results, keys_are_injective_file_names)
     cJSON *tj = slurp_json(tpath("k/trajectory.json"));
     cr_assert_eq(cJSON_GetArraySize(tj), 3);
     const cJSON *e = cJSON_GetObjectItem(tj, a);
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(
-                         cJSON_GetArrayItem(cJSON_GetObjectItem(e, "trajectory"), 0), "tag")), a);
+    cr_assert_str_eq(cJSON_GetStringValue(
+                         cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(e, "trajectory"),
+                                                                0),
+                                             "tag")),
+                     a);
     cJSON_Delete(tj);
 }
 
@@ -881,8 +899,8 @@ Test(batch_results, kill_9_mid_append_loses_no_whole_row_and_doubles_none)
     free(seen);
     /* no temporaries survive a reopen */
     int code;
-    char *left = t_host(&code, "ls -A '%s/trajectories' '%s/logs' | grep -c '^\\.tmp-' || true",
-                        dir, dir);
+    char *left =
+        t_host(&code, "ls -A '%s/trajectories' '%s/logs' | grep -c '^\\.tmp-' || true", dir, dir);
     cr_assert_eq(atoi(left), 0, "%s", left);
     free(left);
 }
@@ -978,13 +996,14 @@ Test(batch_results, report_files_as_the_original_plus_lis_counts)
     cr_assert(cJSON_Compare(sum, res, 1), "the summary is results.json");
     cJSON_Delete(sum);
     /* the original's keys first, in its order */
-    static const char *const order[] = {"config", "task", "total", "mean_score", "num_errors",
-                                        "elapsed_time_seconds"};
+    static const char *const order[] = {"config",     "task",       "total",
+                                        "mean_score", "num_errors", "elapsed_time_seconds"};
     const cJSON *it = res->child;
     for (size_t i = 0; i < 6; i++, it = it->next)
         cr_assert_str_eq(it->string, order[i]);
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(res, "config"),
-                                                              "mode")), "llm-in-sandbox");
+    cr_assert_str_eq(cJSON_GetStringValue(
+                         cJSON_GetObjectItem(cJSON_GetObjectItem(res, "config"), "mode")),
+                     "llm-in-sandbox");
     cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(res, "task")), "demo");
     cr_assert_eq(cJSON_GetObjectItem(res, "total")->valuedouble, 6);
     cr_assert_float_eq(cJSON_GetObjectItem(res, "mean_score")->valuedouble, 2.0 / 6, 1e-9);
@@ -1019,8 +1038,8 @@ Test(batch_results, report_files_as_the_original_plus_lis_counts)
     cr_assert_eq(cJSON_GetObjectItem(x1, "reward")->valuedouble, 0);
     const cJSON *steps = cJSON_GetObjectItem(x1, "trajectory");
     cr_assert(cJSON_IsArray(steps), "the steps array, as the original's trajectory.steps");
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(steps, 0),
-                                                              "tag")), "x");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(steps, 0), "tag")),
+                     "x");
     cJSON_Delete(tj);
     char *text = slurp(tpath("rep/trajectory.json"));
     cr_assert(!strncmp(text, "{\n  \"x\": {\n    \"problem_statement\": \"What?\",\n", 45),

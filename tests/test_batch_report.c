@@ -14,21 +14,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static void setup(void)
-{
-    lis_ctx_free(t_ctx());
-}
+static void setup(void) { lis_ctx_free(t_ctx()); }
 TestSuite(report, .init = setup);
 
 /* 37x23 pixels, and 400 samples of 8 kHz 8-bit mono: what the model "made" */
-#define PNG_B64 "iVBORw0KGgoAAAANSUhEUgAAACUAAAAXCAIAAAADThHyAAAANklEQVR42mPQiDoBRyc0NOCIRuIMo/ZR1z462IEs" \
+#define PNG_B64                                                                                    \
+    "iVBORw0KGgoAAAANSUhEUgAAACUAAAAXCAIAAAADThHyAAAANklEQVR42mPQiDoBRyc0NOCIRuIMo/ZR1z462IEs"     \
     "Pmofle0bzQ+j+W80P4zmv1H7RvPfILAPAG4I9lxE7DtaAAAAAElFTkSuQmCC"
-#define WAV_B64 "UklGRrQBAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YZABAACAob/W4uLXwqSDYUIrHhwmO1h5m7rS" \
-    "4OPaxqqJZ0cvHxwkN1JzlbXP3+Pcy7CPbU0yIRwhMk1tj7DL3OPfz7WVc1I3JBwfL0dniarG2uPg0rqbeVg7Jhwe" \
-    "K0Jhg6TC1+Li1r+hf15AKR0dKD1bfJ691OHj2cSnhmRFLR8cJTlVdpi40ODj28itjGpKMCAcIzRPcJKyzd7k3s2y" \
-    "knBPNCMcIDBKaoytyNvj4NC4mHZVOSUcHy1FZIanxNnj4dS9nnxbPSgdHSlAXoChv9bi4tfCpINhQiseHCY7WHmb" \
-    "utLg49rGqolnRy8fHCQ3UnOVtc/f49zLsI9tTTIhHCEyTW2PsMvc49/PtZVzUjckHB8vR2eJqsba4+DSupt5WDsm" \
-    "HB4rQmGDpMLX4uLWv6GAXkApHR0oPVt8nr3U4ePZxKeGZEUtHxwlOVV2mLjQ4OPbyK2MakowIBwjNE9wkrLN3uTe" \
+#define WAV_B64                                                                                    \
+    "UklGRrQBAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YZABAACAob/W4uLXwqSDYUIrHhwmO1h5m7rS"     \
+    "4OPaxqqJZ0cvHxwkN1JzlbXP3+Pcy7CPbU0yIRwhMk1tj7DL3OPfz7WVc1I3JBwfL0dniarG2uPg0rqbeVg7Jhwe"     \
+    "K0Jhg6TC1+Li1r+hf15AKR0dKD1bfJ691OHj2cSnhmRFLR8cJTlVdpi40ODj28itjGpKMCAcIzRPcJKyzd7k3s2y"     \
+    "knBPNCMcIDBKaoytyNvj4NC4mHZVOSUcHy1FZIanxNnj4dS9nnxbPSgdHSlAXoChv9bi4tfCpINhQiseHCY7WHmb"     \
+    "utLg49rGqolnRy8fHCQ3UnOVtc/f49zLsI9tTTIhHCEyTW2PsMvc49/PtZVzUjckHB8vR2eJqsba4+DSupt5WDsm"     \
+    "HB4rQmGDpMLX4uLWv6GAXkApHR0oPVt8nr3U4ePZxKeGZEUtHxwlOVV2mLjQ4OPbyK2MakowIBwjNE9wkrLN3uTe"     \
     "zbKScE80IxwgMEpqjK3I2+Pg0LiYdlU5JRwfLUVkhqfE2ePh1L2efFs9KB0dKUBe"
 
 #define HOSTILE_ID "evil\"><img src=x onerror=alert(2)>"
@@ -75,7 +74,8 @@ static void need_chromium(void)
 {
     int code = 0;
     free(t_host(&code, "command -v chromium"));
-    cr_assert_eq(code, 0, "chromium is not installed: this suite opens the report in headless "
+    cr_assert_eq(code, 0,
+                 "chromium is not installed: this suite opens the report in headless "
                  "Chromium (apt-get install chromium; scripts/deps.sh installs it)");
 }
 
@@ -88,11 +88,12 @@ static char *browse(const char *html, const char *hash)
     char err[600], *dom;
     snprintf(err, sizeof err, "%s/chromium-stderr.txt", t_tmpdir());
     int code = 0;
-    dom = t_host(&code, "HOME=%s XDG_CONFIG_HOME=%s/.config XDG_CACHE_HOME=%s/.cache timeout 120 "
+    dom = t_host(&code,
+                 "HOME=%s XDG_CONFIG_HOME=%s/.config XDG_CACHE_HOME=%s/.cache timeout 120 "
                  "chromium --headless --no-sandbox --disable-gpu --no-first-run "
                  "--user-data-dir=%s/chromium --virtual-time-budget=10000 --enable-logging=stderr "
-                 "--v=0 --dump-dom 'file://%s%s' 2>%s", t_tmpdir(), t_tmpdir(), t_tmpdir(),
-                 t_tmpdir(), html, hash, err);
+                 "--v=0 --dump-dom 'file://%s%s' 2>%s",
+                 t_tmpdir(), t_tmpdir(), t_tmpdir(), t_tmpdir(), html, hash, err);
     cr_assert_eq(code, 0, "chromium failed (exit %d) on %s%s", code, html, hash);
     char *o = t_host(NULL, "grep -a 'INFO:CONSOLE' %s", err);
     snprintf(console, sizeof console, "%s", o);
@@ -119,7 +120,8 @@ static int only_blocked_scripts(void)
 static void screenshot(const char *html, const char *hash, const char *png)
 {
     int code = 0;
-    char *o = t_host(&code, "HOME=%s timeout 120 chromium --headless --no-sandbox --disable-gpu "
+    char *o = t_host(&code,
+                     "HOME=%s timeout 120 chromium --headless --no-sandbox --disable-gpu "
                      "--no-first-run --user-data-dir=%s/chromium --virtual-time-budget=10000 "
                      "--window-size=1280,900 --screenshot=%s 'file://%s%s' 2>/dev/null",
                      t_tmpdir(), t_tmpdir(), png, html, hash);
@@ -168,21 +170,24 @@ static char *script(void)
 {
     cJSON *s = cJSON_CreateObject(), *rows = cJSON_AddObjectToObject(s, "rows");
     cJSON *m = cJSON_AddArrayToObject(rows, "MARKMEDIA");
-    cJSON_AddItemToArray(m, entry("I will make a picture, a sound, a page and code.",
-        "execute_bash", "cd /testbed/output && echo " PNG_B64 " | base64 -d > pic.png && echo "
-        WAV_B64 " | base64 -d > tone.wav && printf '<h1>made by the model</h1>\\n' > page.html "
-        "&& printf 'def f():\\n    return 42\\n' > code.py && echo 42 > answer.txt"));
-    cJSON_AddItemToArray(m, entry("A long output, cut in the middle.", "execute_bash",
-                                  "seq 1 200"));
+    cJSON_AddItemToArray(
+        m, entry("I will make a picture, a sound, a page and code.", "execute_bash",
+                 "cd /testbed/output && echo " PNG_B64 " | base64 -d > pic.png && echo " WAV_B64
+                 " | base64 -d > tone.wav && printf '<h1>made by the model</h1>\\n' > page.html "
+                 "&& printf 'def f():\\n    return 42\\n' > code.py && echo 42 > answer.txt"));
+    cJSON_AddItemToArray(m,
+                         entry("A long output, cut in the middle.", "execute_bash", "seq 1 200"));
     cJSON_AddItemToArray(m, entry(NULL, "submit", NULL));
     cJSON *h = cJSON_AddArrayToObject(rows, "MARKEVIL");
-    cJSON_AddItemToArray(h, entry("</script><script>document.title=\"" PWN "\"</script>",
-        "execute_bash", "printf '<p>hi</p><script>parent.document.title=\"" PWN "\"</script>' > "
-        "'/testbed/output/" HOSTILE_FILE "'; echo '</script><script>document.title=\"" PWN
-        "\"</script><img src=x onerror=alert(3)>'; echo 1 > /testbed/output/answer.txt"));
+    cJSON_AddItemToArray(
+        h, entry("</script><script>document.title=\"" PWN "\"</script>", "execute_bash",
+                 "printf '<p>hi</p><script>parent.document.title=\"" PWN "\"</script>' > "
+                 "'/testbed/output/" HOSTILE_FILE "'; echo '</script><script>document.title=\"" PWN
+                 "\"</script><img src=x onerror=alert(3)>'; echo 1 > /testbed/output/answer.txt"));
     cJSON_AddItemToArray(h, entry(NULL, "submit", NULL));
     cJSON *p = cJSON_AddArrayToObject(rows, "MARKPLAIN");
-    cJSON_AddItemToArray(p, entry(NULL, "execute_bash", "echo 7 > /testbed/output/answer.txt; "
+    cJSON_AddItemToArray(p, entry(NULL, "execute_bash",
+                                  "echo 7 > /testbed/output/answer.txt; "
                                   "exit 3"));
     cJSON_AddItemToArray(p, entry(NULL, "submit", NULL));
     char *text = cJSON_PrintUnformatted(s);
@@ -211,8 +216,8 @@ Test(report, batch_media_hostile_in_chromium, .timeout = 400)
     mkdir(d, 0755);
     snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", d);
     cJSON *rows[3] = {cJSON_CreateObject(), cJSON_CreateObject(), cJSON_CreateObject()};
-    const char *ids[] = {"media", HOSTILE_ID, "plain"}, *marks[] = {"MARKMEDIA", "MARKEVIL",
-                                                                     "MARKPLAIN"};
+    const char *ids[] = {"media", HOSTILE_ID, "plain"},
+               *marks[] = {"MARKMEDIA", "MARKEVIL", "MARKPLAIN"};
     const char *truth[] = {"42", "1", "42"};
     FILE *tf = fopen(tasks, "w");
     cr_assert(tf);
@@ -231,9 +236,11 @@ Test(report, batch_media_hostile_in_chromium, .timeout = 400)
     t_fake_start(&f, sc);
     free(sc);
     int code = 0;
-    char *out = t_lis(&code, "batch --llm-name fake --llm-base-url %s --api-key k --rootfs %s "
+    char *out = t_lis(&code,
+                      "batch --llm-name fake --llm-base-url %s --api-key k --rootfs %s "
                       "--net none --tasks %s --scorer builtin:match --save-files --concurrency 3 "
-                      "--output-dir %s/out", f.url, t_busybox(), tasks, d);
+                      "--output-dir %s/out",
+                      f.url, t_busybox(), tasks, d);
     t_fake_stop(&f);
     cr_assert_eq(code, 0, "%s", out);
     char *o = t_host(NULL, "ls -d %s/out/*/ | head -1 | tr -d '\\n'", d);
@@ -285,14 +292,15 @@ Test(report, batch_media_hostile_in_chromium, .timeout = 400)
     cr_expect_eq(n, 3);
     cr_expect_eq(count(dom, "<div class=\"step\""), n, "%s", dom);
     cr_expect(strstr(dom, "<span class=\"cutmark\">&lt;Observation truncated in middle for "
-                     "saving context&gt;</span>"), "the 40+40 cut is not marked: %s", dom);
+                          "saving context&gt;</span>"),
+              "the 40+40 cut is not marked: %s", dom);
     cr_expect(strstr(dom, "\n40\n<span") && strstr(dom, "</span>161\n") && !strstr(dom, "\n100\n"),
               "not the first and last 40 lines");
     /* (lis batch --save-files keeps the output dir itself: files/ID/output/...) */
     cr_expect(strstr(dom, "pic.png\" data-natural=\"37x23\" data-shown=\"37x23\""),
               "the image is not at its natural size: %s", dom);
-    cr_expect(strstr(dom, "<audio controls=\"\" preload=\"metadata\" src=\"files/media/"),
-              "%s", dom);
+    cr_expect(strstr(dom, "<audio controls=\"\" preload=\"metadata\" src=\"files/media/"), "%s",
+              dom);
     cr_expect(strstr(dom, "tone.wav\"></audio>"));
     cr_expect(strstr(dom, "<iframe class=\"html\" sandbox=\"\""), "%s", dom);
     cr_expect(strstr(dom, "page.html\"></iframe>"));
@@ -316,7 +324,7 @@ Test(report, batch_media_hostile_in_chromium, .timeout = 400)
     dom = browse(html, hash);
     cr_expect(!strstr(dom, "PWNED"), "a payload ran: %s", dom);
     cr_expect(strstr(dom, "&lt;/script&gt;&lt;script&gt;document.title=\"PWN\"+\"ED\""
-                     "&lt;/script&gt;&lt;img src=x onerror=alert(3)&gt;"),
+                          "&lt;/script&gt;&lt;img src=x onerror=alert(3)&gt;"),
               "the observation is not shown as text: %s", dom);
     cr_expect(strstr(dom, "&lt;img src=x onerror=alert(1)&gt;.html</a>"),
               "the file name is not shown as text: %s", dom);
@@ -327,8 +335,10 @@ Test(report, batch_media_hostile_in_chromium, .timeout = 400)
     char c2[sizeof console];
     snprintf(c2, sizeof c2, "%s", console);
     cr_expect(only_blocked_scripts() >= 1, "no blocked script reported");
-    cr_expect(strstr(c2, "onerror%3Dalert(1)%3E.html"), "the hostile page's script was not "
-              "blocked by the sandbox: %s", c2);
+    cr_expect(strstr(c2, "onerror%3Dalert(1)%3E.html"),
+              "the hostile page's script was not "
+              "blocked by the sandbox: %s",
+              c2);
     free(dom);
 
     /* the plain one: its exit code */
@@ -348,9 +358,10 @@ Test(report, lis_run_prints_the_command, .timeout = 200)
                      "\"echo 42 > /testbed/output/answer.txt; printf 'a,b\\\\n1,2\\\\n' > "
                      "/testbed/output/t.csv\"}]]},{\"calls\":[[\"submit\",{}]]}]}");
     int code = 0;
-    char *out = t_lis(&code, "run --llm-name fake --llm-base-url %s --api-key k --rootfs %s "
-                      "--net none --query 'make a table' --output-dir %s/runs", f.url,
-                      t_busybox(), t_tmpdir());
+    char *out = t_lis(&code,
+                      "run --llm-name fake --llm-base-url %s --api-key k --rootfs %s "
+                      "--net none --query 'make a table' --output-dir %s/runs",
+                      f.url, t_busybox(), t_tmpdir());
     t_fake_stop(&f);
     cr_assert_eq(code, 0, "%s", out);
     const char *p = strstr(out, "lis: report: lis report ");
@@ -377,8 +388,9 @@ Test(report, escaped_json_stale_files_and_bad_input)
 {
     char d[600], p[800];
     snprintf(d, sizeof d, "%s/report-fixture", t_tmpdir());
-    char *o = t_host(NULL, "mkdir -p %s/trajectories %s/report %s/files/a && cp -r %s/report-data/. %s/",
-                     d, d, d, t_src_dir(), d);
+    char *o =
+        t_host(NULL, "mkdir -p %s/trajectories %s/report %s/files/a && cp -r %s/report-data/. %s/",
+               d, d, d, t_src_dir(), d);
     free(o);
     /* a stale episode file of an earlier, bigger report */
     snprintf(p, sizeof p, "%s/report/ep-7.js", d);

@@ -54,10 +54,10 @@ static char *outcomes(const char *rdir)
     cr_assert(f);
     const cJSON *r;
     cJSON_ArrayForEach(r, rows)
-    fprintf(f, "%s@%d %g %s\n", cJSON_GetStringValue(cJSON_GetObjectItem(r, "id")),
-            (int)cJSON_GetNumberValue(cJSON_GetObjectItem(r, "attempt")),
-            cJSON_GetNumberValue(cJSON_GetObjectItem(r, "score")),
-            cJSON_GetStringValue(cJSON_GetObjectItem(r, "reason")));
+        fprintf(f, "%s@%d %g %s\n", cJSON_GetStringValue(cJSON_GetObjectItem(r, "id")),
+                (int)cJSON_GetNumberValue(cJSON_GetObjectItem(r, "attempt")),
+                cJSON_GetNumberValue(cJSON_GetObjectItem(r, "score")),
+                cJSON_GetStringValue(cJSON_GetObjectItem(r, "reason")));
     fclose(f);
     cJSON_Delete(rows);
     return t_host(NULL, "sort %s", path);
@@ -84,8 +84,8 @@ static void want_refusal(const char *flag, int shards, const char *words)
     lis_error err = {0};
     cr_assert_eq(lis_batch_shard_resolve(flag, shards, getenv, &gk, &gn, &err), -1,
                  "%s/%d accepted", flag ? flag : "-", shards);
-    cr_expect(strstr(err.msg, words), "%s/%d: '%s' does not say '%s'", flag ? flag : "-",
-              shards, err.msg, words);
+    cr_expect(strstr(err.msg, words), "%s/%d: '%s' does not say '%s'", flag ? flag : "-", shards,
+              err.msg, words);
 }
 
 Test(shard, resolve_from_flags_and_env)
@@ -171,17 +171,22 @@ Test(shard, four_shards_merged_equal_one_run, .timeout = 400)
     size_t o = (size_t)snprintf(script, sizeof script, "{\"rows\":{");
     for (int i = 0; i < 10; i++) {
         const char *ans = i % 3 == 1 ? "wrong" : "ok";
-        fprintf(tf, "{\"id\":\"r%d\",\"problem_statement\":\"MARK%02d: do it\",\"ground_truth\":"
-                "\"ok\"}\n", i, i);
+        fprintf(tf,
+                "{\"id\":\"r%d\",\"problem_statement\":\"MARK%02d: do it\",\"ground_truth\":"
+                "\"ok\"}\n",
+                i, i);
         if (i == 7) /* the LLM fails for good: an llm_error row */
             o += (size_t)snprintf(script + o, sizeof script - o, "%s\"MARK%02d\":[{\"fail\":100}]",
                                   i ? "," : "", i);
         else if (i == 8) /* never submits: max_steps */
-            o += (size_t)snprintf(script + o, sizeof script - o, "%s\"MARK%02d\":[{\"calls\":"
+            o += (size_t)snprintf(script + o, sizeof script - o,
+                                  "%s\"MARK%02d\":[{\"calls\":"
                                   "[[\"execute_bash\",{\"command\":\"true\"}]]},{\"calls\":"
-                                  "[[\"execute_bash\",{\"command\":\"true\"}]]}]", i ? "," : "", i);
+                                  "[[\"execute_bash\",{\"command\":\"true\"}]]}]",
+                                  i ? "," : "", i);
         else
-            o += (size_t)snprintf(script + o, sizeof script - o, "%s\"MARK%02d\":[{\"calls\":"
+            o += (size_t)snprintf(script + o, sizeof script - o,
+                                  "%s\"MARK%02d\":[{\"calls\":"
                                   "[[\"execute_bash\",{\"command\":\"echo %s > "
                                   "/testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]",
                                   i ? "," : "", i, ans);
@@ -191,14 +196,17 @@ Test(shard, four_shards_merged_equal_one_run, .timeout = 400)
     t_fake f;
     t_fake_start(&f, script);
     int code = 0;
-    char *out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 4 "
-                      "--max-steps 2 --quiet --output-dir %s/one", f.url, t_busybox(), tasks, d);
+    char *out = t_lis(&code,
+                      LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 4 "
+                                "--max-steps 2 --quiet --output-dir %s/one",
+                      f.url, t_busybox(), tasks, d);
     cr_assert_eq(code, 0, "the unsharded run: %s", out);
     free(out);
     for (int k = 0; k < 4; k++) {
-        out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 3 "
-                    "--max-steps 2 --quiet --shard %d/4 --output-dir %s/sh", f.url, t_busybox(),
-                    tasks, k, d);
+        out = t_lis(&code,
+                    LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 3 "
+                              "--max-steps 2 --quiet --shard %d/4 --output-dir %s/sh",
+                    f.url, t_busybox(), tasks, k, d);
         cr_assert_eq(code, 0, "shard %d/4: %s", k, out);
         free(out);
         /* shard k holds exactly the rows i % 4 == k */
@@ -222,8 +230,10 @@ Test(shard, four_shards_merged_equal_one_run, .timeout = 400)
         cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(sh, "rows")), want);
         cJSON_Delete(cfg);
     }
-    out = t_lis(&code, "batch merge %s/merged %s/sh/shard-3-of-4 %s/sh/shard-1-of-4 "
-                "%s/sh/shard-0-of-4 %s/sh/shard-2-of-4", d, d, d, d, d);
+    out = t_lis(&code,
+                "batch merge %s/merged %s/sh/shard-3-of-4 %s/sh/shard-1-of-4 "
+                "%s/sh/shard-0-of-4 %s/sh/shard-2-of-4",
+                d, d, d, d, d);
     cr_assert_eq(code, 0, "merge: %s", out);
     cr_expect(strstr(out, "mean score"), "no summary: %s", out);
     free(out);
@@ -236,18 +246,19 @@ Test(shard, four_shards_merged_equal_one_run, .timeout = 400)
     char *a = outcomes(one), *b = outcomes(merged);
     cr_expect_str_eq(b, a, "merged:\n%s\none run:\n%s", b, a);
     cr_expect(strstr(a, "r7@0 0 llm_error") && strstr(a, "r8@0 0 max_steps") &&
-              strstr(a, "r0@0 1 submitted") && strstr(a, "r1@0 0 submitted"), "%s", a);
+                  strstr(a, "r0@0 1 submitted") && strstr(a, "r1@0 0 submitted"),
+              "%s", a);
     free(a);
     free(b);
     /* the summary */
     cJSON *ra = json_file(one, "results.json"), *rb = json_file(merged, "results.json");
-    const char *keys[] = {"task", "total", "mean_score", "num_errors", "by_reason", "ids",
-                          "attempts", "prompt_tokens", "completion_tokens", "config"};
+    const char *keys[] = {"task", "total",    "mean_score",    "num_errors",        "by_reason",
+                          "ids",  "attempts", "prompt_tokens", "completion_tokens", "config"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         cr_expect(cJSON_Compare(cJSON_GetObjectItem(ra, keys[i]), cJSON_GetObjectItem(rb, keys[i]),
-                                1), "results.json: %s differs", keys[i]);
-    cr_expect_float_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(rb, "mean_score")), 6.0 / 10,
-                       1e-9);
+                                1),
+                  "results.json: %s differs", keys[i]);
+    cr_expect_float_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(rb, "mean_score")), 6.0 / 10, 1e-9);
     cJSON_Delete(ra);
     cJSON_Delete(rb);
     /* run.json is the unsharded run's */
@@ -263,9 +274,10 @@ Test(shard, four_shards_merged_equal_one_run, .timeout = 400)
     cr_expect(strstr(fa, "r9.txt") && strstr(fa, "r9.json"), "%s", fa);
     free(fa);
     free(fb);
-    const char *py = "python3 -c \"import json,sys;d=json.load(open(sys.argv[1]+'/trajectory.json'));"
-                     "print(sorted((k,v['reward'],v['agent_answer'],len(v['trajectory'])) for k,v in "
-                     "d.items()))\" %s";
+    const char *py =
+        "python3 -c \"import json,sys;d=json.load(open(sys.argv[1]+'/trajectory.json'));"
+        "print(sorted((k,v['reward'],v['agent_answer'],len(v['trajectory'])) for k,v in "
+        "d.items()))\" %s";
     fa = t_host(NULL, py, one);
     fb = t_host(NULL, py, merged);
     cr_expect_str_eq(fb, fa);
@@ -315,25 +327,33 @@ Test(shard, merge_refusals_then_resume_completes, .timeout = 200)
     for (int k = 0; k < 4; k++) {
         /* shard 2 first meets an endpoint that is not there: it stops with no row */
         const char *url = k == 2 ? "http://127.0.0.1:9/v1" : f.url;
-        out = t_lis(&code, LIS_PLAIN "--tasks %s --scorer builtin:match --shard %d/4 "
-                    "--output-dir %s/sh", url, tasks, k, d);
+        out = t_lis(&code,
+                    LIS_PLAIN "--tasks %s --scorer builtin:match --shard %d/4 "
+                              "--output-dir %s/sh",
+                    url, tasks, k, d);
         cr_assert_eq(code != 0, k == 2, "shard %d: exit %d: %s", k, code, out);
         free(out);
     }
     char all[4096], three[4096], twice[4096];
-    snprintf(all, sizeof all, "%s/sh/shard-0-of-4 %s/sh/shard-1-of-4 %s/sh/shard-2-of-4 "
-             "%s/sh/shard-3-of-4", d, d, d, d);
+    snprintf(all, sizeof all,
+             "%s/sh/shard-0-of-4 %s/sh/shard-1-of-4 %s/sh/shard-2-of-4 "
+             "%s/sh/shard-3-of-4",
+             d, d, d, d);
     snprintf(three, sizeof three, "%s/sh/shard-0-of-4 %s/sh/shard-2-of-4", d, d);
     snprintf(twice, sizeof twice, "%s %s/sh/shard-1-of-4", all, d);
     merge_refused(d, three, "shards 1/4, 3/4 missing");
     merge_refused(d, twice, "shard 1/4 is given twice");
     char want[1024];
-    snprintf(want, sizeof want, "shard 2/4 (%s/sh/shard-2-of-4) is incomplete: 2 of 2 episodes "
-             "have no row; finish it with lis batch --resume %s/sh/shard-2-of-4 --shard 2/4", d, d);
+    snprintf(want, sizeof want,
+             "shard 2/4 (%s/sh/shard-2-of-4) is incomplete: 2 of 2 episodes "
+             "have no row; finish it with lis batch --resume %s/sh/shard-2-of-4 --shard 2/4",
+             d, d);
     merge_refused(d, all, want);
     /* a resume of another shard, or unsharded, is refused */
-    out = t_lis(&code, LIS_PLAIN "--tasks %s --scorer builtin:match --shard 1/4 --resume "
-                "%s/sh/shard-2-of-4", f.url, tasks, d);
+    out = t_lis(&code,
+                LIS_PLAIN "--tasks %s --scorer builtin:match --shard 1/4 --resume "
+                          "%s/sh/shard-2-of-4",
+                f.url, tasks, d);
     cr_expect_neq(code, 0, "%s", out);
     cr_expect(strstr(out, "shard.index differs (run.json: 2, this run: 1)"), "%s", out);
     free(out);
@@ -343,8 +363,10 @@ Test(shard, merge_refusals_then_resume_completes, .timeout = 200)
     cr_expect(strstr(out, "shard differs"), "%s", out);
     free(out);
     /* the right resume completes the set */
-    out = t_lis(&code, LIS_PLAIN "--tasks %s --scorer builtin:match --shard 2/4 --resume "
-                "%s/sh/shard-2-of-4", f.url, tasks, d);
+    out = t_lis(&code,
+                LIS_PLAIN "--tasks %s --scorer builtin:match --shard 2/4 --resume "
+                          "%s/sh/shard-2-of-4",
+                f.url, tasks, d);
     cr_assert_eq(code, 0, "%s", out);
     free(out);
     /* a shard still running (its writer holds the lock) */
@@ -356,17 +378,21 @@ Test(shard, merge_refusals_then_resume_completes, .timeout = 200)
     merge_refused(d, all, "is still running");
     close(lfd);
     /* a shard of another configuration */
-    out = t_lis(&code, LIS_PLAIN "--tasks %s --scorer builtin:match --temperature 0.5 --shard "
-                "1/4 --output-dir %s/hot", f.url, tasks, d);
+    out = t_lis(&code,
+                LIS_PLAIN "--tasks %s --scorer builtin:match --temperature 0.5 --shard "
+                          "1/4 --output-dir %s/hot",
+                f.url, tasks, d);
     cr_assert_eq(code, 0, "%s", out);
     free(out);
     char mixed[4096];
-    snprintf(mixed, sizeof mixed, "%s/sh/shard-0-of-4 %s/hot/shard-1-of-4 %s/sh/shard-2-of-4 "
-             "%s/sh/shard-3-of-4", d, d, d, d);
+    snprintf(mixed, sizeof mixed,
+             "%s/sh/shard-0-of-4 %s/hot/shard-1-of-4 %s/sh/shard-2-of-4 "
+             "%s/sh/shard-3-of-4",
+             d, d, d, d);
     merge_refused(d, mixed, "are not shards of one run: temperature differs (1, 0.5)");
     /* a run that is not a shard */
-    out = t_lis(&code, LIS_PLAIN "--tasks %s --scorer builtin:match --output-dir %s/plain",
-                f.url, tasks, d);
+    out = t_lis(&code, LIS_PLAIN "--tasks %s --scorer builtin:match --output-dir %s/plain", f.url,
+                tasks, d);
     cr_assert_eq(code, 0, "%s", out);
     free(out);
     char notshard[4096];
@@ -390,8 +416,10 @@ Test(shard, merge_refusals_then_resume_completes, .timeout = 200)
     cr_expect(strstr(out, "exists and is not empty"), "%s", out);
     free(out);
     /* an id in two shards (a shard run on other data): r0 appended to shard 1 */
-    out = t_host(&code, "rm -r %s/m && head -1 %s/sh/shard-0-of-4/results.jsonl >> "
-                 "%s/sh/shard-1-of-4/results.jsonl", d, d, d);
+    out = t_host(&code,
+                 "rm -r %s/m && head -1 %s/sh/shard-0-of-4/results.jsonl >> "
+                 "%s/sh/shard-1-of-4/results.jsonl",
+                 d, d, d);
     free(out);
     merge_refused(d, all, "id \"r0\" attempt 0 is in shard 0/4");
     t_fake_stop(&f);
@@ -415,8 +443,10 @@ Test(shard, slurm_array_env_picks_the_rows, .timeout = 100)
     setenv("SLURM_ARRAY_TASK_MIN", "0", 1);
     setenv("SLURM_ARRAY_TASK_COUNT", "3", 1);
     int code = 0;
-    char *out = t_lis(&code, LIS_PLAIN "--tasks %s --scorer builtin:match --shards 3 "
-                      "--output-dir %s/sh", f.url, tasks, d);
+    char *out = t_lis(&code,
+                      LIS_PLAIN "--tasks %s --scorer builtin:match --shards 3 "
+                                "--output-dir %s/sh",
+                      f.url, tasks, d);
     cr_assert_eq(code, 0, "%s", out);
     free(out);
     char sdir[700];
@@ -427,8 +457,10 @@ Test(shard, slurm_array_env_picks_the_rows, .timeout = 100)
     /* and from JOB_COMPLETION_INDEX (Kubernetes), --start-id applied first */
     unsetenv("SLURM_ARRAY_TASK_ID");
     setenv("JOB_COMPLETION_INDEX", "0", 1);
-    out = t_lis(&code, LIS_PLAIN "--tasks %s --scorer builtin:match --shard auto --shards 2 "
-                "--start-id 2 --output-dir %s/k8s", f.url, tasks, d);
+    out = t_lis(&code,
+                LIS_PLAIN "--tasks %s --scorer builtin:match --shard auto --shards 2 "
+                          "--start-id 2 --output-dir %s/k8s",
+                f.url, tasks, d);
     cr_assert_eq(code, 0, "%s", out);
     free(out);
     snprintf(sdir, sizeof sdir, "%s/k8s/shard-0-of-2", d);
@@ -456,8 +488,10 @@ Test(shard, repeat_and_a_torn_last_line, .timeout = 100)
     int code = 0;
     char *out;
     for (int k = 0; k < 2; k++) {
-        out = t_lis(&code, LIS_PLAIN "--tasks %s --scorer builtin:match --repeat 2 --shard %d/2 "
-                    "--output-dir %s/sh", f.url, tasks, k, d);
+        out = t_lis(&code,
+                    LIS_PLAIN "--tasks %s --scorer builtin:match --repeat 2 --shard %d/2 "
+                              "--output-dir %s/sh",
+                    f.url, tasks, k, d);
         cr_assert_eq(code, 0, "%s", out);
         free(out);
     }

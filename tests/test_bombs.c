@@ -29,7 +29,9 @@ static lis_sandbox *make(lis_ctx *ctx, lis_limits lim)
 
 static void run(lis_sandbox *sb, const char *cmd, double timeout, lis_result *r)
 {
-    lis_exec_spec ex = {.shell = cmd, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
+    lis_exec_spec ex = {.shell = cmd,
+                        .out = LIS_STDIO_CAPTURE,
+                        .err = LIS_STDIO_CAPTURE,
                         .timeout = timeout};
     lis_error err = {0};
     cr_assert_eq(lis_exec(sb, &ex, r, &err), 0, "exec '%s': %s", cmd, err.msg);
@@ -73,7 +75,9 @@ struct bomb {
 static void *bomb_thread(void *arg)
 {
     struct bomb *b = arg;
-    lis_exec_spec ex = {.shell = b->cmd, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
+    lis_exec_spec ex = {.shell = b->cmd,
+                        .out = LIS_STDIO_CAPTURE,
+                        .err = LIS_STDIO_CAPTURE,
                         .timeout = b->timeout};
     lis_error err = {0};
     if (lis_exec(b->sb, &ex, &b->r, &err) < 0)
@@ -98,8 +102,8 @@ static void contain(const char *what, lis_limits lim, const char *cmd, double ti
     double busy = neighbour_ms(nb, 9);
     pthread_join(th, NULL);
     cr_assert_neq(b.r.exit_code, -1000, "the bomb's exec failed");
-    cr_log_info("bomb %s: neighbour exec %.2f ms idle, %.2f ms during the bomb, ratio %.2f\n",
-                what, idle, busy, busy / idle);
+    cr_log_info("bomb %s: neighbour exec %.2f ms idle, %.2f ms during the bomb, ratio %.2f\n", what,
+                idle, busy, busy / idle);
     printf("bomb %s: neighbour exec %.2f ms idle, %.2f ms during the bomb, ratio %.2f\n", what,
            idle, busy, busy / idle);
     /* the host still forks */
@@ -122,7 +126,8 @@ Test(bombs, memory, .timeout = 120)
      * under it each but not together */
     contain("memory", (lis_limits){.memory_bytes = 64u << 20},
             "(x=$(head -c 400000000 /dev/zero | tr '\\0' a) && echo one=${#x}); "
-            "for i in 1 2 3 4 5 6 7 8 9 10; do /probe hold 12 5 & done; wait; echo done", 60, &r);
+            "for i in 1 2 3 4 5 6 7 8 9 10; do /probe hold 12 5 & done; wait; echo done",
+            60, &r);
     cr_assert_null(strstr(r.out.data, "one="), "400 MB in a 64 MiB sandbox: %s", r.out.data);
     cr_assert(r.oom_killed, "not OOM-killed: exit %d %s", r.exit_code, r.err_msg);
     lis_result_free(&r);
@@ -132,8 +137,7 @@ Test(bombs, fork, .timeout = 120)
 {
     lis_result r;
     /* the classic bomb, stopped by the timeout; it must never get past --pids */
-    contain("fork", (lis_limits){.pids = 64},
-            "b() { b | b & }; b; sleep 4; ps | wc -l", 3, &r);
+    contain("fork", (lis_limits){.pids = 64}, "b() { b | b & }; b; sleep 4; ps | wc -l", 3, &r);
     cr_assert(r.timed_out || r.exit_code != 0);
     lis_result_free(&r);
 }
@@ -145,7 +149,8 @@ Test(bombs, disk, .timeout = 120)
             "dd if=/dev/zero of=/tmp/a bs=1M count=100 2>/dev/null; "
             "dd if=/dev/zero of=/b bs=1M count=100 2>/dev/null; echo root=$?; "
             "i=0; while [ $i -lt 100000 ]; do true > /f$i 2>/dev/null || break; i=$((i+1)); "
-            "done; echo files=$i", 60, &r);
+            "done; echo files=$i",
+            60, &r);
     cr_assert(strstr(r.out.data, "root=1"), "%s", r.out.data);
     lis_result_free(&r);
 }
@@ -211,8 +216,10 @@ Test(bombs, hundred_thousand_files_copied_out, .timeout = 600)
     lis_sandbox *sb = make(ctx, (lis_limits){0});
     lis_result r;
     char cmd[256], want[32];
-    snprintf(cmd, sizeof cmd, "mkdir -p /out && cd /out && i=0; while [ $i -lt %d ]; do "
-             "true > f$i || break; i=$((i+1)); done; ls | wc -l", nfiles);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p /out && cd /out && i=0; while [ $i -lt %d ]; do "
+             "true > f$i || break; i=$((i+1)); done; ls | wc -l",
+             nfiles);
     snprintf(want, sizeof want, "%d\n", nfiles);
     run(sb, cmd, 500, &r);
     cr_assert_str_eq(r.out.data, want, "%s", r.err.data);
@@ -260,7 +267,8 @@ Test(bombs, directory_nest_is_removed_with_a_small_stack, .timeout = 300)
     snprintf(upper, sizeof upper, "%s/data/sandboxes/%s", t_tmpdir(), lis_sandbox_name(sb));
     lis_result r;
     /* chains of 100 moved under each other: a shell cannot cd that deep */
-    run(sb, "mkdir /nest && cd /nest && p=d; i=1; while [ $i -lt 100 ]; do p=$p/d; i=$((i+1)); done; "
+    run(sb,
+        "mkdir /nest && cd /nest && p=d; i=1; while [ $i -lt 100 ]; do p=$p/d; i=$((i+1)); done; "
         "mkdir -p n/$p/x && touch n/$p/x/f && chown -R 1000:1000 n/$p/x && "
         "i=0; while [ $i -lt 100 ]; do mkdir -p m/$p && mv n m/$p/ && mv m n || exit 9; "
         "[ $((i % 17)) = 3 ] && chmod 000 n/d/d; i=$((i+1)); done; echo built",

@@ -9,7 +9,8 @@
 Test(cgroup, require_limits_or_enforced)
 {
     lis_ctx *ctx = t_ctx();
-    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS,
+    lis_sandbox_spec spec = {.rootfs = t_busybox(),
+                             .upper = LIS_UPPER_TMPFS,
                              .limits = {.require = 1}};
     lis_sandbox *sb = NULL;
     lis_error err = {0};

@@ -40,8 +40,7 @@ static const char *fake_sys(const char *apparmor, const char *clone, const char 
 
 static lis_check verdict(const char *sys, int unshare_err, int map_err, int mount_err)
 {
-    lis_userns_probe p = {.unshare_err = unshare_err, .map_err = map_err,
-                          .mount_err = mount_err};
+    lis_userns_probe p = {.unshare_err = unshare_err, .map_err = map_err, .mount_err = mount_err};
     lis_check c;
     lis_doctor_userns(sys, &p, "/usr/local/bin/lis", &c);
     cr_assert_str_eq(c.name, "user namespaces");
@@ -179,9 +178,10 @@ Test(doctor, shipped_apparmor_profile_parses)
 
     char tmp[] = "/tmp/lis-aa-XXXXXX";
     cr_assert(mkdtemp(tmp));
-    out = t_host(&code, "cp %s/install.sh %s/ && sed 's/^profile lis /profile lis {/' %s/lis > "
-                 "%s/lis && %s/install.sh --check /usr/local/bin/lis 2>&1", dir, tmp, dir, tmp,
-                 tmp);
+    out = t_host(&code,
+                 "cp %s/install.sh %s/ && sed 's/^profile lis /profile lis {/' %s/lis > "
+                 "%s/lis && %s/install.sh --check /usr/local/bin/lis 2>&1",
+                 dir, tmp, dir, tmp, tmp);
     cr_assert_neq(code, 0, "a broken profile passed the check: %s", out);
     cr_assert(strstr(out, "does not parse"), "%s", out);
     free(out);

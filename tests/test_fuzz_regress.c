@@ -23,13 +23,17 @@ static void replay(const char *target)
     char dir[4096];
     replay_dir(dir, sizeof dir);
     int code;
-    char *files = t_host(&code, "cd '%s' && find corpus/%s regress/%s -type f ! -name '.*' "
-                         "2>/dev/null | wc -l", dir, target, target);
+    char *files = t_host(&code,
+                         "cd '%s' && find corpus/%s regress/%s -type f ! -name '.*' "
+                         "2>/dev/null | wc -l",
+                         dir, target, target);
     int want = atoi(files);
     free(files);
     cr_assert_gt(want, 0, "no inputs for %s in %s", target, dir);
-    char *out = t_host(&code, "cd '%s' && ./fuzz_%s corpus/%s $(test -d regress/%s && echo "
-                       "regress/%s) 2>&1", dir, target, target, target, target);
+    char *out = t_host(&code,
+                       "cd '%s' && ./fuzz_%s corpus/%s $(test -d regress/%s && echo "
+                       "regress/%s) 2>&1",
+                       dir, target, target, target, target);
     const char *tail = strlen(out) > 3000 ? out + strlen(out) - 3000 : out;
     cr_assert_eq(code, 0, "fuzz_%s failed on an input:\n%s", target, tail);
     char line[64];

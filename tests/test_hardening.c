@@ -27,13 +27,18 @@ static lis_ctx *ctx_with(void (*warn)(void *, const char *), void *arg)
     return ctx;
 }
 
-static void quiet(void *arg, const char *line) { (void)arg; (void)line; }
-
+static void quiet(void *arg, const char *line)
+{
+    (void)arg;
+    (void)line;
+}
 
 static char *sh(lis_sandbox *sb, const char *cmd, lis_result *keep)
 {
     lis_result r;
-    lis_exec_spec ex = {.shell = cmd, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
+    lis_exec_spec ex = {.shell = cmd,
+                        .out = LIS_STDIO_CAPTURE,
+                        .err = LIS_STDIO_CAPTURE,
                         .timeout = 60};
     lis_error err = {0};
     cr_assert_eq(lis_exec(sb, &ex, &r, &err), 0, "exec '%s': %s", cmd, err.msg);
@@ -56,16 +61,18 @@ Test(hardening, docker_masked_and_read_only_paths)
 {
     lis_ctx *ctx = ctx_with(quiet, NULL);
     lis_sandbox *sb = t_probe_sandbox(ctx, t_busybox(), (lis_limits){0});
-    char *out = sh(sb,
-        "for f in keys key-users timer_list sched_debug kcore latency_stats; do "
-        "  [ -e /proc/$f ] && echo \"$f $(wc -c < /proc/$f)\"; done; "
-        "for d in /proc/acpi /proc/scsi /proc/asound /sys/firmware; do "
-        "  [ -d $d ] && echo \"$d $(ls -A $d | wc -l)\"; done; "
-        "for w in /proc/sysrq-trigger /proc/sys/kernel/hostname; do "
-        "  (echo x > $w) 2>/dev/null && echo \"$w writable\"; done; "
-        "for r in /proc/bus /proc/fs /proc/irq /proc/sys; do "
-        "  [ -e $r ] && grep -q \" $r ro,\" /proc/self/mountinfo || echo \"$r not ro\"; done; "
-        "true", NULL);
+    char *out =
+        sh(sb,
+           "for f in keys key-users timer_list sched_debug kcore latency_stats; do "
+           "  [ -e /proc/$f ] && echo \"$f $(wc -c < /proc/$f)\"; done; "
+           "for d in /proc/acpi /proc/scsi /proc/asound /sys/firmware; do "
+           "  [ -d $d ] && echo \"$d $(ls -A $d | wc -l)\"; done; "
+           "for w in /proc/sysrq-trigger /proc/sys/kernel/hostname; do "
+           "  (echo x > $w) 2>/dev/null && echo \"$w writable\"; done; "
+           "for r in /proc/bus /proc/fs /proc/irq /proc/sys; do "
+           "  [ -e $r ] && grep -q \" $r ro,\" /proc/self/mountinfo || echo \"$r not ro\"; done; "
+           "true",
+           NULL);
     /* every masked file reads empty, every masked dir is empty */
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
         cr_assert_null(strstr(line, "writable"), "%s", line);
@@ -86,8 +93,10 @@ Test(hardening, mountinfo_and_proc_show_no_host_paths)
     lis_ctx *ctx = ctx_with(quiet, NULL);
     lis_sandbox *sb = t_probe_sandbox(ctx, t_busybox(), (lis_limits){0});
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "grep -c -e '%s' -e '%s' /proc/self/mountinfo; "
-             "readlink /proc/1/exe; echo end", t_busybox(), t_tmpdir()[0] ? t_tmpdir() : "/x");
+    snprintf(cmd, sizeof cmd,
+             "grep -c -e '%s' -e '%s' /proc/self/mountinfo; "
+             "readlink /proc/1/exe; echo end",
+             t_busybox(), t_tmpdir()[0] ? t_tmpdir() : "/x");
     char *out = sh(sb, cmd, NULL);
     cr_assert_str_eq(out, "0\nend\n", "host paths visible inside:\n%s", out);
     free(out);
@@ -109,8 +118,9 @@ Test(hardening, rootfs_owned_by_someone_else_starts)
     lis_ctx *ctx = ctx_with(count_unmapped, &warned);
     lis_limits none = {0};
     lis_sandbox *a = t_probe_sandbox(ctx, r, none), *b = t_probe_sandbox(ctx, r, none);
-    char *out = sh(a, "grep -c localhost /etc/hosts; echo hi > /etc/mine && cat /etc/mine; "
-                      "touch /tmp/t && echo tmp-ok; (echo no > /bin/x) 2>/dev/null || echo bin-ro",
+    char *out = sh(a,
+                   "grep -c localhost /etc/hosts; echo hi > /etc/mine && cat /etc/mine; "
+                   "touch /tmp/t && echo tmp-ok; (echo no > /bin/x) 2>/dev/null || echo bin-ro",
                    NULL);
     cr_assert_str_eq(out, "2\nhi\ntmp-ok\nbin-ro\n", "%s", out);
     free(out);
@@ -130,11 +140,12 @@ Test(hardening, writable_budget_gives_enospc_and_spares_neighbours)
     lis_sandbox *sb = t_probe_sandbox(ctx, t_busybox(), small);
     lis_sandbox *nb = t_probe_sandbox(ctx, t_busybox(), small);
     char *out = sh(sb,
-        "dd if=/dev/zero of=/tmp/a bs=1M count=10 2>/dev/null; echo tmp=$?; "
-        "dd if=/dev/zero of=/b bs=1M count=10 2>/dev/null; echo root=$?; "
-        "dd if=/dev/zero of=/dev/shm/c bs=1M count=10 2>/dev/null; echo shm=$?; "
-        "rm -f /tmp/a /b /dev/shm/c; i=0; while [ $i -lt 40000 ]; do "
-        "true > /tmp/f$i 2>/dev/null || break; i=$((i+1)); done; echo files=$i", NULL);
+                   "dd if=/dev/zero of=/tmp/a bs=1M count=10 2>/dev/null; echo tmp=$?; "
+                   "dd if=/dev/zero of=/b bs=1M count=10 2>/dev/null; echo root=$?; "
+                   "dd if=/dev/zero of=/dev/shm/c bs=1M count=10 2>/dev/null; echo shm=$?; "
+                   "rm -f /tmp/a /b /dev/shm/c; i=0; while [ $i -lt 40000 ]; do "
+                   "true > /tmp/f$i 2>/dev/null || break; i=$((i+1)); done; echo files=$i",
+                   NULL);
     /* 10 MiB fit; the next 10 MiB (anywhere: one budget) do not */
     cr_assert(strstr(out, "tmp=0\n"), "%s", out);
     cr_assert(strstr(out, "root=1\n"), "%s", out);
@@ -178,11 +189,12 @@ Test(hardening, fallback_limits_bound_a_fork_bomb_memory_and_priority, .timeout 
     /* (busybox sh gives up at the first fork that fails: the count goes to a
      * file, read back with builtins only, and the bomb's sleeps are killed by
      * builtins too) */
-    char *out = sh(sb, "(i=0; while [ $i -lt 500 ]; do sleep 2 & echo >> /tmp/n; "
-                       "i=$((i+1)); done) 2>/dev/null; n=0; while read l; do n=$((n+1)); "
-                       "done < /tmp/n; echo started=$n; for p in /proc/[0-9]*; do "
-                       "read -r c < $p/comm 2>/dev/null; [ \"$c\" = sleep ] && kill -9 ${p#/proc/}; "
-                       "done; true",
+    char *out = sh(sb,
+                   "(i=0; while [ $i -lt 500 ]; do sleep 2 & echo >> /tmp/n; "
+                   "i=$((i+1)); done) 2>/dev/null; n=0; while read l; do n=$((n+1)); "
+                   "done < /tmp/n; echo started=$n; for p in /proc/[0-9]*; do "
+                   "read -r c < $p/comm 2>/dev/null; [ \"$c\" = sleep ] && kill -9 ${p#/proc/}; "
+                   "done; true",
                    &r);
     cr_assert(strstr(out, "started="), "%s", out);
     int started = atoi(strstr(out, "started=") + 8);
@@ -210,17 +222,21 @@ Test(hardening, fallback_limits_bound_a_fork_bomb_memory_and_priority, .timeout 
      * 5, field 41 of stat) once it has burnt its first quarter second, for good */
     /* (on a loaded host the hog may get little CPU at first: it is polled for up
      * to 15 s rather than read once after a fixed sleep) */
-    out = sh(sb, "cut -d' ' -f19 /proc/self/stat; (while :; do :; done) & h=$!; i=0; "
-                 "while [ $i -lt 60 ]; do p=$(cut -d' ' -f41 /proc/$h/stat); [ \"$p\" = 5 ] "
-                 "&& break; sleep 0.25; i=$((i+1)); done; echo $p; kill $h; "
-                 "cut -d' ' -f41 /proc/self/stat; "
-                 "(while :; do :; done) & h=$!; i=0; g=0; while [ $i -lt 60 ]; do "
-                 "[ -e /proc/$h/autogroup ] || { g=1; break; }; "
-                 "g=$(grep -c 'nice 19' /proc/$h/autogroup); [ \"$g\" = 1 ] && break; "
-                 "sleep 0.25; i=$((i+1)); done; echo $g; kill $h", NULL);
+    out = sh(sb,
+             "cut -d' ' -f19 /proc/self/stat; (while :; do :; done) & h=$!; i=0; "
+             "while [ $i -lt 60 ]; do p=$(cut -d' ' -f41 /proc/$h/stat); [ \"$p\" = 5 ] "
+             "&& break; sleep 0.25; i=$((i+1)); done; echo $p; kill $h; "
+             "cut -d' ' -f41 /proc/self/stat; "
+             "(while :; do :; done) & h=$!; i=0; g=0; while [ $i -lt 60 ]; do "
+             "[ -e /proc/$h/autogroup ] || { g=1; break; }; "
+             "g=$(grep -c 'nice 19' /proc/$h/autogroup); [ \"$g\" = 1 ] && break; "
+             "sleep 0.25; i=$((i+1)); done; echo $g; kill $h",
+             NULL);
     /* ...and, where the kernel has autogroups, so does its group */
-    cr_assert_str_eq(out, "10\n5\n0\n1\n", "nice, the hog's policy, the shell's policy, "
-                     "the hog's autogroup: %s", out);
+    cr_assert_str_eq(out, "10\n5\n0\n1\n",
+                     "nice, the hog's policy, the shell's policy, "
+                     "the hog's autogroup: %s",
+                     out);
     free(out);
     finish(ctx, sb);
 }

@@ -124,8 +124,10 @@ Test(http_head, refused_authorities)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         http_authority a;
         char why[128] = "";
-        cr_assert_eq(auth(bad[i].in, bad[i].defport, &a, why, sizeof why), -1, "%s accepted as "
-                     "%s port %s", bad[i].in, a.host, a.port);
+        cr_assert_eq(auth(bad[i].in, bad[i].defport, &a, why, sizeof why), -1,
+                     "%s accepted as "
+                     "%s port %s",
+                     bad[i].in, a.host, a.port);
         cr_assert(strstr(why, bad[i].why), "%s: %s", bad[i].in, why);
     }
     /* found by fuzz_http_head (fuzz/regress/http_head/zone-nul): strchr()
@@ -133,8 +135,8 @@ Test(http_head, refused_authorities)
     static const char nulzone[] = "[fe80::1%25\0]:443";
     http_authority z;
     char zwhy[128] = "";
-    cr_assert_eq(http_parse_authority(nulzone, sizeof nulzone - 1, NULL, &z, zwhy, sizeof zwhy),
-                 -1, "accepted as %s", z.host);
+    cr_assert_eq(http_parse_authority(nulzone, sizeof nulzone - 1, NULL, &z, zwhy, sizeof zwhy), -1,
+                 "accepted as %s", z.host);
     cr_assert(strstr(zwhy, "zone id"), "%s", zwhy);
     static const char nulname[] = "a\0b.test:80";
     cr_assert_eq(http_parse_authority(nulname, sizeof nulname - 1, NULL, &z, zwhy, sizeof zwhy),
@@ -300,7 +302,8 @@ Test(http_head, response_head_says_connection_close)
 {
     int done;
     char *s = close_resp("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: 5\r\n"
-                         "Content-Length: 4\r\nproxy-connection: x\r\n\r\nbody", 256, 0, &done);
+                         "Content-Length: 4\r\nproxy-connection: x\r\n\r\nbody",
+                         256, 0, &done);
     cr_assert_eq(done, 1);
     cr_assert_str_eq(s, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbody");
     free(s);

@@ -74,12 +74,12 @@ static void stop_server(void)
     }
 }
 
-static lis_sandbox *net_sandbox(lis_ctx *ctx, const char *rootfs, lis_net_mode net,
-                                int allow_host, const char *const *allow,
-                                const char *const *deny)
+static lis_sandbox *net_sandbox(lis_ctx *ctx, const char *rootfs, lis_net_mode net, int allow_host,
+                                const char *const *allow, const char *const *deny)
 {
     lis_sandbox_spec spec = {.rootfs = rootfs, .upper = LIS_UPPER_TMPFS, .net = net};
-    lis_net_rules rules = {.allow_host_network = allow_host, .allow_domains = allow,
+    lis_net_rules rules = {.allow_host_network = allow_host,
+                           .allow_domains = allow,
                            .deny_domains = deny};
     lis_sandbox *sb = NULL;
     lis_error err = {0};
@@ -196,8 +196,7 @@ Test(net, denied_domain_gets_403_naming_the_rule)
     sb = net_sandbox(ctx, t_busybox(), LIS_NET_PROXY, 0, allow, NULL);
     raw(sb, &r, "GET http://evil.test/ HTTP/1.1\\r\\n\\r\\n");
     cr_assert(strstr(r.out.data, "403 Forbidden"), "%s", r.out.data);
-    cr_assert(strstr(r.out.data, "evil.test matches no --allow-domain pattern"), "%s",
-              r.out.data);
+    cr_assert(strstr(r.out.data, "evil.test matches no --allow-domain pattern"), "%s", r.out.data);
     lis_result_free(&r);
     lis_sandbox_destroy(sb, &err);
     lis_ctx_free(ctx);
@@ -255,13 +254,13 @@ Test(net, malformed_requests_get_400)
     lis_sandbox *sb = net_sandbox(ctx, t_busybox(), LIS_NET_PROXY, 0, NULL, NULL);
     static const char *const bad[] = {
         "GARBAGE\\r\\n\\r\\n",
-        "GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n",          /* not a proxy request */
+        "GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n", /* not a proxy request */
         "GET http://a.test/ HTTP/2.0\\r\\n\\r\\n",
-        "CONNECT a.test HTTP/1.1\\r\\n\\r\\n",               /* no port */
+        "CONNECT a.test HTTP/1.1\\r\\n\\r\\n", /* no port */
         "CONNECT a.test:99999 HTTP/1.1\\r\\n\\r\\n",
         "GET http://u:p@a.test/ HTTP/1.1\\r\\n\\r\\n",
         "GET http://a.test/ HTTP/1.1\\r\\n folded\\r\\n\\r\\n",
-        "GET http://a.test/ HTTP/1.1\\nHost: x\\r\\n\\r\\n",  /* bare LF */
+        "GET http://a.test/ HTTP/1.1\\nHost: x\\r\\n\\r\\n", /* bare LF */
         "GET https://a.test/ HTTP/1.1\\r\\n\\r\\n",
     };
     lis_result r;
@@ -271,9 +270,11 @@ Test(net, malformed_requests_get_400)
         lis_result_free(&r);
     }
     /* an oversized head */
-    t_sh(sb, "(printf 'GET http://a.test/ HTTP/1.1\\r\\n'; i=0; while [ $i -lt 700 ]; do "
-             "printf 'X-Pad-%04d: %060d\\r\\n' $i 0; i=$((i+1)); done; printf '\\r\\n') | "
-             "nc 127.0.0.1 3128 | head -1", &r);
+    t_sh(sb,
+         "(printf 'GET http://a.test/ HTTP/1.1\\r\\n'; i=0; while [ $i -lt 700 ]; do "
+         "printf 'X-Pad-%04d: %060d\\r\\n' $i 0; i=$((i+1)); done; printf '\\r\\n') | "
+         "nc 127.0.0.1 3128 | head -1",
+         &r);
     cr_assert(strstr(r.out.data, "431"), "%s", r.out.data);
     lis_result_free(&r);
     lis_error err = {0};
@@ -349,7 +350,8 @@ Test(net, numeric_ipv4_forms_meet_the_address_and_domain_rules)
         raw(sb, &r, req);
         cr_assert(strstr(r.out.data, "403 Forbidden"), "%s: %s", forms[i], r.out.data);
         cr_assert(strstr(r.out.data, "request to 127.0.0.1 refused: destination 127.0.0.1 is "
-                         "in a loopback (127.0.0.0/8) range"), "%s: %s", forms[i], r.out.data);
+                                     "in a loopback (127.0.0.0/8) range"),
+                  "%s: %s", forms[i], r.out.data);
         lis_result_free(&r);
     }
     lis_error err = {0};
@@ -381,10 +383,12 @@ Test(net, none_reaches_nothing)
     lis_sandbox *sb = net_sandbox(ctx, t_busybox(), LIS_NET_NONE, 0, NULL, NULL);
     lis_result r;
     /* (busybox wget crashes on a refused connection, so nc) */
-    sh(sb, &r, "echo proxy=$http_proxy; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' ';"
+    sh(sb, &r,
+       "echo proxy=$http_proxy; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' ';"
        "printf 'GET /hello.txt HTTP/1.0\\r\\n\\r\\n' | nc -w 2 127.0.0.1 %d; echo rc=$?;"
        "printf 'GET http://127.0.0.1:%d/hello.txt HTTP/1.0\\r\\n\\r\\n' | "
-       "nc -w 2 127.0.0.1 3128; echo nc=$?", server_port, server_port);
+       "nc -w 2 127.0.0.1 3128; echo nc=$?",
+       server_port, server_port);
     cr_assert(strstr(r.out.data, "proxy=\nlo\nrc=1\nnc=1\n"), "%s", r.out.data);
     lis_result_free(&r);
     lis_error err = {0};
@@ -400,15 +404,19 @@ Test(net, runtime_listener_hook_without_the_proxy)
     lis_ctx *ctx = t_ctx();
     lis_error err = {0};
     lis_sandbox *sb = NULL;
-    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS,
-                             .net = LIS_NET_NONE, .listen_port = 8088};
+    lis_sandbox_spec spec = {.rootfs = t_busybox(),
+                             .upper = LIS_UPPER_TMPFS,
+                             .net = LIS_NET_NONE,
+                             .listen_port = 8088};
     cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "%s", err.msg);
     int lfd = lis_sandbox_take_listener(sb);
     cr_assert_geq(lfd, 0);
     cr_assert_eq(lis_sandbox_take_listener(sb), -1, "the listener is taken once");
     lis_exec_spec ex = {.shell = "echo proxy=$http_proxy; echo hi | nc -w 5 127.0.0.1 8088; "
                                  "echo rc=$?",
-                        .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE, .timeout = 30};
+                        .out = LIS_STDIO_CAPTURE,
+                        .err = LIS_STDIO_CAPTURE,
+                        .timeout = 30};
     lis_proc *p;
     cr_assert_eq(lis_exec_start(sb, &ex, &p, &err), 0, "%s", err.msg);
     struct pollfd pf = {lfd, POLLIN, 0};
@@ -453,13 +461,15 @@ Test(net, sandboxes_cannot_reach_each_others_ports)
     /* a port nobody on the host listens on */
     int code;
     char *port = t_host(&code, "python3 -c 'import socket; s=socket.socket(); "
-                        "s.bind((\"127.0.0.1\",0)); print(s.getsockname()[1])'");
+                               "s.bind((\"127.0.0.1\",0)); print(s.getsockname()[1])'");
     int p = atoi(port);
     free(port);
     cr_assert(p > 0);
     lis_result r;
-    sh(b, &r, "(echo secret | nc -l -p %d >/dev/null 2>&1 &) ; sleep 0.3; "
-       "nc -w 2 127.0.0.1 %d </dev/null", p, p);
+    sh(b, &r,
+       "(echo secret | nc -l -p %d >/dev/null 2>&1 &) ; sleep 0.3; "
+       "nc -w 2 127.0.0.1 %d </dev/null",
+       p, p);
     cr_assert_str_eq(r.out.data, "secret\n", "b's own listener works: %s", r.err.data);
     lis_result_free(&r);
     sh(b, &r, "(echo secret | nc -l -p %d >/dev/null 2>&1 &) ; echo started", p);
@@ -497,10 +507,14 @@ Test(net, hundred_sandboxes_download_at_once, .timeout = 300)
     for (int i = 0; i < N; i++)
         sb[i] = net_sandbox(ctx, t_busybox(), LIS_NET_PROXY, 1, NULL, NULL);
     char cmd[256];
-    snprintf(cmd, sizeof cmd, "wget -q -O /tmp/one.bin http://127.0.0.1:%d/one.bin && "
-             "wc -c < /tmp/one.bin", server_port);
+    snprintf(cmd, sizeof cmd,
+             "wget -q -O /tmp/one.bin http://127.0.0.1:%d/one.bin && "
+             "wc -c < /tmp/one.bin",
+             server_port);
     for (int i = 0; i < N; i++) {
-        lis_exec_spec ex = {.shell = cmd, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
+        lis_exec_spec ex = {.shell = cmd,
+                            .out = LIS_STDIO_CAPTURE,
+                            .err = LIS_STDIO_CAPTURE,
                             .timeout = 120};
         lis_error err = {0};
         cr_assert_eq(lis_exec_start(sb[i], &ex, &p[i], &err), 0, "%s", err.msg);
@@ -549,7 +563,9 @@ Test(net, manual_pumping_without_a_thread)
     lis_sandbox *sb = net_sandbox(ctx, t_busybox(), LIS_NET_PROXY, 1, NULL, NULL);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "wget -q -O - http://127.0.0.1:%d/hello.txt", server_port);
-    lis_exec_spec ex = {.shell = cmd, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
+    lis_exec_spec ex = {.shell = cmd,
+                        .out = LIS_STDIO_CAPTURE,
+                        .err = LIS_STDIO_CAPTURE,
                         .timeout = 60};
     lis_proc *p;
     cr_assert_eq(lis_exec_start(sb, &ex, &p, &err), 0, "%s", err.msg);
@@ -573,7 +589,9 @@ Test(net, persistent_sandbox_is_served_by_the_daemon)
 {
     start_server();
     lis_ctx *ctx = t_ctx();
-    lis_sandbox_spec spec = {.rootfs = t_busybox(), .name = "pnet", .persist = 1,
+    lis_sandbox_spec spec = {.rootfs = t_busybox(),
+                             .name = "pnet",
+                             .persist = 1,
                              .net = LIS_NET_PROXY};
     lis_net_rules rules = {.allow_host_network = 1};
     lis_sandbox *sb;
@@ -636,25 +654,32 @@ Test(net, debian_curl_wget_python_through_proxy)
     lis_ctx *ctx = t_ctx();
     lis_sandbox *sb = net_sandbox(ctx, deb, LIS_NET_PROXY, 1, NULL, NULL);
     lis_result r;
-    sh(sb, &r, NOPX "command -v curl >/dev/null || { echo no-curl; exit 0; };"
-       "curl -sS http://127.0.0.1:%d/hello.txt", server_port);
+    sh(sb, &r,
+       NOPX "command -v curl >/dev/null || { echo no-curl; exit 0; };"
+            "curl -sS http://127.0.0.1:%d/hello.txt",
+       server_port);
     if (strcmp(r.out.data, "no-curl\n") == 0)
         cr_log_warn("curl is not in the Debian fixture (scripts/make-test-rootfs.sh)");
     else
         cr_assert_str_eq(r.out.data, "hello through the lis proxy\n", "%s", r.err.data);
     lis_result_free(&r);
-    sh(sb, &r, NOPX "command -v curl >/dev/null || { echo no-curl; exit 0; };"
-       "curl -sS -p http://127.0.0.1:%d/hello.txt", server_port); /* through CONNECT */
+    sh(sb, &r,
+       NOPX "command -v curl >/dev/null || { echo no-curl; exit 0; };"
+            "curl -sS -p http://127.0.0.1:%d/hello.txt",
+       server_port); /* through CONNECT */
     if (strcmp(r.out.data, "no-curl\n"))
         cr_assert_str_eq(r.out.data, "hello through the lis proxy\n", "%s", r.err.data);
     lis_result_free(&r);
-    sh(sb, &r, NOPX "command -v wget >/dev/null || { echo no-wget; exit 0; };"
-       "wget -q -O - http://127.0.0.1:%d/hello.txt", server_port);
+    sh(sb, &r,
+       NOPX "command -v wget >/dev/null || { echo no-wget; exit 0; };"
+            "wget -q -O - http://127.0.0.1:%d/hello.txt",
+       server_port);
     if (strcmp(r.out.data, "no-wget\n"))
         cr_assert_str_eq(r.out.data, "hello through the lis proxy\n", "%s", r.err.data);
     lis_result_free(&r);
-    sh(sb, &r, NOPX "python3 -c 'import urllib.request as u; "
-       "print(u.urlopen(\"http://127.0.0.1:%d/hello.txt\").read().decode(), end=\"\")'",
+    sh(sb, &r,
+       NOPX "python3 -c 'import urllib.request as u; "
+            "print(u.urlopen(\"http://127.0.0.1:%d/hello.txt\").read().decode(), end=\"\")'",
        server_port);
     cr_assert_str_eq(r.out.data, "hello through the lis proxy\n", "%s", r.err.data);
     lis_result_free(&r);
@@ -671,7 +696,9 @@ Test(net, debian_apt_get_update_from_a_local_repository)
     lis_sandbox *sb = net_sandbox(ctx, deb, LIS_NET_PROXY, 1, NULL, NULL);
     lis_result r;
     /* apt drops to the _apt user to download, which a single-uid map cannot do */
-    sh(sb, &r, NOPX "echo 'deb [trusted=yes] http://127.0.0.1:%d/apt ./' > /tmp/lis.list; "
+    sh(sb, &r,
+       NOPX
+       "echo 'deb [trusted=yes] http://127.0.0.1:%d/apt ./' > /tmp/lis.list; "
        "O='-o Dir::Etc::sourcelist=/tmp/lis.list -o Dir::Etc::sourceparts=-'; "
        "id _apt >/dev/null 2>&1 && [ \"$(cat /proc/self/uid_map | awk '{print $3}')\" = 1 ] && "
        "O=\"$O -o APT::Sandbox::User=root\"; "
@@ -701,8 +728,10 @@ Test(net, debian_pip_download_from_a_local_index)
         lis_ctx_free(ctx);
         cr_skip_test("pip is not in the Debian fixture (python3-pip in make-test-rootfs.sh)");
     }
-    sh(sb, &r, NOPX "python3 -m pip download --no-deps --disable-pip-version-check -d /tmp/w "
-       "--index-url http://127.0.0.1:%d/simple/ lisdemo && ls /tmp/w", server_port);
+    sh(sb, &r,
+       NOPX "python3 -m pip download --no-deps --disable-pip-version-check -d /tmp/w "
+            "--index-url http://127.0.0.1:%d/simple/ lisdemo && ls /tmp/w",
+       server_port);
     cr_assert_eq(r.exit_code, 0, "%s\n%s", r.out.data, r.err.data);
     cr_assert(strstr(r.out.data, "lisdemo-1.0-py3-none-any.whl"), "%s", r.out.data);
     lis_result_free(&r);

@@ -56,7 +56,8 @@ Test(persist, cli_create_exec_cp_ls_rm_round_trip, .timeout = 60)
     cr_assert(strstr(out, "already exists"), "%s", out);
     free(out);
 
-    out = lis(&code, "sandbox exec box1 -- sh -c 'echo $GREETING; echo state > /root/keep; exit 7'");
+    out =
+        lis(&code, "sandbox exec box1 -- sh -c 'echo $GREETING; echo state > /root/keep; exit 7'");
     cr_assert_eq(code, 7, "%s", out);
     cr_assert_str_eq(out, "hello\n");
     free(out);
@@ -105,8 +106,10 @@ Test(persist, cli_create_exec_cp_ls_rm_round_trip, .timeout = 60)
     cr_assert_neq(code, 0);
     cr_assert(strstr(out, "no sandbox named 'box1'"), "%s", out);
     free(out);
-    char *left = t_host(&code, "ls -A %s/run/lis | grep -v '^.mnt$' | wc -l; ls -A %s/data/lis/sandboxes | wc -l",
-                        t_tmpdir(), t_tmpdir());
+    char *left =
+        t_host(&code,
+               "ls -A %s/run/lis | grep -v '^.mnt$' | wc -l; ls -A %s/data/lis/sandboxes | wc -l",
+               t_tmpdir(), t_tmpdir());
     cr_assert_str_eq(left, "0\n0\n");
     free(left);
 }
@@ -297,12 +300,14 @@ Test(persist, copy_out_data_exports_only_what_stays_inside)
     lis_ctx *ctx = t_ctx();
     lis_sandbox *sb = t_sandbox(ctx, t_busybox());
     lis_result r;
-    t_sh(sb, "mkdir -p /tmp/out/sub/deep && cd /tmp/out && echo 42 > answer.txt && "
-             "echo f > sub/deep/f && chmod 4777 sub/deep/f && chmod 0777 sub && "
-             "ln -s /etc/shadow leak && ln -s ../../.. up && mkfifo pipe && "
-             "ln -s deep/f sub/good && ln -s ../answer.txt sub/back && ln -s . self && "
-             "ln -s self/../x sneaky && ln -s sub/../self/../../y sneaky2 && "
-             "ln -s loop2 loop1 && ln -s loop1 loop2 && ln -s /tmp/out /tmp/rootlink", &r);
+    t_sh(sb,
+         "mkdir -p /tmp/out/sub/deep && cd /tmp/out && echo 42 > answer.txt && "
+         "echo f > sub/deep/f && chmod 4777 sub/deep/f && chmod 0777 sub && "
+         "ln -s /etc/shadow leak && ln -s ../../.. up && mkfifo pipe && "
+         "ln -s deep/f sub/good && ln -s ../answer.txt sub/back && ln -s . self && "
+         "ln -s self/../x sneaky && ln -s sub/../self/../../y sneaky2 && "
+         "ln -s loop2 loop1 && ln -s loop1 loop2 && ln -s /tmp/out /tmp/rootlink",
+         &r);
     cr_assert_eq(r.exit_code, 0, "%s", r.err.data);
     lis_result_free(&r);
     lis_error err = {0};
@@ -343,8 +348,8 @@ Test(persist, copy_out_data_exports_only_what_stays_inside)
     }
     cr_assert_eq(k.n, 5, "%s", k.text);
     cr_assert(strstr(k.text, "leak: absolute symlink to /etc/shadow\n"), "%s", k.text);
-    cr_assert(strstr(k.text, "up: symlink to ../../.. leads outside the exported tree\n"),
-              "%s", k.text);
+    cr_assert(strstr(k.text, "up: symlink to ../../.. leads outside the exported tree\n"), "%s",
+              k.text);
     cr_assert(strstr(k.text, "pipe: a fifo\n"), "%s", k.text);
     cr_assert(strstr(k.text, "sneaky: symlink to self/../x: it leads outside"), "%s", k.text);
     /* a loop inside the tree never resolves, so never reaches the host: kept */
@@ -376,8 +381,10 @@ Test(persist, copy_out_of_a_very_deep_tree_fails_cleanly)
     lis_result r;
     /* three mkdir -p of 1000 levels each, not 3000 mkdir processes (which took
      * over a minute on a loaded host under ASan) */
-    t_sh(sb, "p=$(printf 'a/%.0s' $(seq 1000)); mkdir /tmp/deep && cd /tmp/deep && "
-             "for i in 1 2 3; do mkdir -p $p && cd -P $p || exit 1; done; echo x > f", &r);
+    t_sh(sb,
+         "p=$(printf 'a/%.0s' $(seq 1000)); mkdir /tmp/deep && cd /tmp/deep && "
+         "for i in 1 2 3; do mkdir -p $p && cd -P $p || exit 1; done; echo x > f",
+         &r);
     cr_assert_eq(r.exit_code, 0, "%s", r.err.data);
     lis_result_free(&r);
     lis_error err = {0};
@@ -445,14 +452,15 @@ Test(persist, file_ops_reach_files_of_other_users_inside)
         lis_ctx_free(ctx);
         cr_skip_test("no subordinate id range for this user: a single-uid map");
     }
-    t_sh(sb, "mkdir -p /home/u/priv && echo secret > /home/u/priv/s && chmod 600 /home/u/priv/s "
-         "&& chmod 700 /home/u/priv /home/u && chown -R 1000:1000 /home/u", &r);
+    t_sh(sb,
+         "mkdir -p /home/u/priv && echo secret > /home/u/priv/s && chmod 600 /home/u/priv/s "
+         "&& chmod 700 /home/u/priv /home/u && chown -R 1000:1000 /home/u",
+         &r);
     cr_assert_eq(r.exit_code, 0, "%s", r.err.data);
     lis_result_free(&r);
     char *data;
     size_t len;
-    cr_assert_eq(lis_file_read(sb, "/home/u/priv/s", 1 << 20, &data, &len, &err), 0, "%s",
-                 err.msg);
+    cr_assert_eq(lis_file_read(sb, "/home/u/priv/s", 1 << 20, &data, &len, &err), 0, "%s", err.msg);
     cr_assert_eq(len, 7);
     cr_assert_str_eq(data, "secret\n");
     free(data);
@@ -509,7 +517,6 @@ static void ns_of(pid_t pid, char *out, size_t len)
     out[n > 0 ? n : 0] = 0;
 }
 
-
 Test(persist, killed_client_and_killed_init_leave_nothing, .timeout = 90)
 {
     cli_setup();
@@ -519,8 +526,10 @@ Test(persist, killed_client_and_killed_init_leave_nothing, .timeout = 90)
     free(out);
     /* a client killed mid-command takes its command tree along */
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s sandbox exec k1 "
-             "-- sh -c 'sleep 1001 & sleep 1002'", t_tmpdir(), t_tmpdir(), t_lis_bin());
+    snprintf(cmd, sizeof cmd,
+             "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s sandbox exec k1 "
+             "-- sh -c 'sleep 1001 & sleep 1002'",
+             t_tmpdir(), t_tmpdir(), t_lis_bin());
     pid_t client = fork();
     if (client == 0) {
         int null = open("/dev/null", O_RDWR);
@@ -568,9 +577,11 @@ Test(persist, killed_client_and_killed_init_leave_nothing, .timeout = 90)
     out = lis(&code, "sandbox rm k1");
     cr_assert_eq(code, 0, "%s", out);
     free(out);
-    char *left = t_host(&code, "ls -A %s/run/lis | grep -v '^.mnt$' | wc -l; ls -A %s/data/lis/sandboxes | wc -l; "
-                               "grep -c '%s' /proc/self/mountinfo",
-                        t_tmpdir(), t_tmpdir(), t_tmpdir());
+    char *left =
+        t_host(&code,
+               "ls -A %s/run/lis | grep -v '^.mnt$' | wc -l; ls -A %s/data/lis/sandboxes | wc -l; "
+               "grep -c '%s' /proc/self/mountinfo",
+               t_tmpdir(), t_tmpdir(), t_tmpdir());
     cr_assert_str_eq(left, "0\n0\n0\n");
     free(left);
 }
@@ -704,7 +715,8 @@ Test(persist, holder_namespace_is_reused_from_a_live_sandbox)
     cr_assert_eq(fstat(h, &got), 0);
     cr_assert_eq(got.st_ino, want.st_ino, "a new holder was made instead of reusing the live one");
     /* and sandboxes made through it work, with the full map */
-    lis_sandbox_spec eph = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS,
+    lis_sandbox_spec eph = {.rootfs = t_busybox(),
+                            .upper = LIS_UPPER_TMPFS,
                             .uidmap = LIS_UIDMAP_FULL};
     lis_sandbox *sb2;
     cr_assert_eq(lis_sandbox_create(second, &eph, &sb2, &err), 0, "%s", err.msg);

@@ -18,22 +18,27 @@ Test(python_client, pytest_suite, .timeout = 900)
     t_lis_bin();
     int code;
     char *out = t_host(&code, "python3 -c 'import pytest' 2>&1");
-    cr_assert_eq(code, 0, "pytest is missing (apt-get install -y python3-pytest; scripts/deps.sh "
-                 "installs it): %s", out);
+    cr_assert_eq(code, 0,
+                 "pytest is missing (apt-get install -y python3-pytest; scripts/deps.sh "
+                 "installs it): %s",
+                 out);
     free(out);
     /* from LIS_TEST_SRC, where test.sh puts python/lis beside tests/python */
     /* a test stuck for 120 s prints every thread's traceback (faulthandler),
      * and the whole run is ended with SIGINT before this test's own timeout,
      * so a hang shows where it is instead of a bare "Timed out" */
-    out = t_host(&code, "cd %s && PYTHONDONTWRITEBYTECODE=1 timeout -s INT -k 20 780 python3 -m "
+    out = t_host(&code,
+                 "cd %s && PYTHONDONTWRITEBYTECODE=1 timeout -s INT -k 20 780 python3 -m "
                  "pytest -q -rs --tb=short -o faulthandler_timeout=120 -p no:cacheprovider "
-                 "python 2>&1", t_src_dir());
+                 "python 2>&1",
+                 t_src_dir());
     char want[64];
     snprintf(want, sizeof want, "\n%d passed in ", PY_TESTS); /* pytest -q's summary line */
-    const char *why = code != 0 ? "pytest failed"
-                    : !strstr(out, want) ? "not all the tests passed"
-                    : strstr(out, "skipped") || strstr(out, "error") ? "a test was skipped or erred"
-                    : NULL;
+    const char *why = code != 0            ? "pytest failed"
+                      : !strstr(out, want) ? "not all the tests passed"
+                      : strstr(out, "skipped") || strstr(out, "error")
+                          ? "a test was skipped or erred"
+                          : NULL;
     /* the output's end on the stack, so that a failure (which leaves this
      * function at once) does not also leak the buffer (a LeakSanitizer report) */
     enum { KEEP = 48 * 1024 };

@@ -40,8 +40,8 @@ static char *fixture(const char *kind)
     char *p = malloc(512);
     snprintf(p, 512, "%s/fx-%s", t_tmpdir(), kind);
     int code = 0;
-    char *out = t_host(&code, "sh %s/rootfs-fixtures.sh %s %s %s 2>&1", t_src_dir(), kind,
-                       t_busybox(), p);
+    char *out =
+        t_host(&code, "sh %s/rootfs-fixtures.sh %s %s %s 2>&1", t_src_dir(), kind, t_busybox(), p);
     cr_assert_eq(code, 0, "building the %s fixture failed: %s", kind, out);
     free(out);
     return p;
@@ -52,8 +52,8 @@ static char *evil(const char *kind, const char *outside)
     char *p = malloc(512);
     snprintf(p, 512, "%s/evil-%s.tar", t_tmpdir(), kind);
     int code = 0;
-    char *out = t_host(&code, "python3 %s/rootfs-evil.py %s %s %s 2>&1", t_src_dir(), kind,
-                       outside, p);
+    char *out =
+        t_host(&code, "python3 %s/rootfs-evil.py %s %s %s 2>&1", t_src_dir(), kind, outside, p);
     cr_assert_eq(code, 0, "rootfs-evil.py %s: %s", kind, out);
     free(out);
     return p;
@@ -90,8 +90,8 @@ static void import_ok(lis_ctx *ctx, const char *path, const char *name, lis_root
 {
     lis_rootfs_opts o = {.name = name};
     lis_error err = {0};
-    cr_assert_eq(lis_rootfs_import(lis_ctx_data_dir(ctx), path, &o, r, &err), 0,
-                 "import %s: %s", path, err.msg);
+    cr_assert_eq(lis_rootfs_import(lis_ctx_data_dir(ctx), path, &o, r, &err), 0, "import %s: %s",
+                 path, err.msg);
 }
 
 /* Runs cmd in a sandbox on the image ref; returns its stdout (malloc'ed). */
@@ -113,8 +113,9 @@ static char *run_on(lis_ctx *ctx, const char *ref, const char *cmd)
 
 static void check_busybox_image(lis_ctx *ctx, const char *ref)
 {
-    char *out = run_on(ctx, ref, "cat /etc/lower.txt; readlink /bin/sh; stat -c %a /tmp; "
-                                 "echo hi | sha256sum | cut -c1-8");
+    char *out = run_on(ctx, ref,
+                       "cat /etc/lower.txt; readlink /bin/sh; stat -c %a /tmp; "
+                       "echo hi | sha256sum | cut -c1-8");
     cr_assert_str_eq(out, "lower file\nbusybox\n1777\n98ea6e4f\n", "got: %s", out);
     free(out);
 }
@@ -161,8 +162,9 @@ Test(rootfs, import_tar_zst) { tarball_case("zst", "zstd"); }
 static void check_layered(lis_ctx *ctx, const char *ref)
 {
     /* layer 2: /opq opaque (old gone, new there), /etc/gone whited out, /etc/added */
-    char *out = run_on(ctx, ref, "ls /opq; test -e /etc/gone && echo BAD; cat /etc/added; "
-                                 "cat /etc/lower.txt; /bin/busybox true && echo ran");
+    char *out = run_on(ctx, ref,
+                       "ls /opq; test -e /etc/gone && echo BAD; cat /etc/added; "
+                       "cat /etc/lower.txt; /bin/busybox true && echo ran");
     cr_assert_str_eq(out, "new\nadded\nlower file\nran\n", "got: %s", out);
     free(out);
 }
@@ -268,11 +270,15 @@ Test(rootfs, import_keeps_modes_links_fifos_skips_devices)
     char dir[1024];
     lis_error err = {0};
     cr_assert_eq(lis_store_resolve(lis_ctx_data_dir(ctx), "dev:1", dir, sizeof dir, &err), 0);
-    char *out = t_host(NULL, "cd %s && stat -c '%%n %%a %%F %%h' etc/ro etc/ro/file bin/suid "
-                       "dev/fifo etc/hard && test ! -e dev/null && echo nodev", dir);
-    cr_assert_str_eq(out, "etc/ro 555 directory 2\netc/ro/file 400 regular file 1\n"
-                          "bin/suid 4755 regular file 1\ndev/fifo 600 fifo 1\n"
-                          "etc/hard 644 regular file 2\nnodev\n", "got: %s", out);
+    char *out = t_host(NULL,
+                       "cd %s && stat -c '%%n %%a %%F %%h' etc/ro etc/ro/file bin/suid "
+                       "dev/fifo etc/hard && test ! -e dev/null && echo nodev",
+                       dir);
+    cr_assert_str_eq(out,
+                     "etc/ro 555 directory 2\netc/ro/file 400 regular file 1\n"
+                     "bin/suid 4755 regular file 1\ndev/fifo 600 fifo 1\n"
+                     "etc/hard 644 regular file 2\nnodev\n",
+                     "got: %s", out);
     free(out);
     /* a read-only tree is still removable */
     int gone = 0;
@@ -294,13 +300,14 @@ Test(rootfs, import_keeps_ownership_with_a_subuid_range)
     int code;
     /* bin owned by 0, srv and home by 100:200, and srv/f a second time (the
      * later entry replaces the earlier one, as tar does) */
-    char *o = t_host(&code, "cd %s && mkdir -p own/srv own/home/u && echo x > own/srv/f && "
-                            "echo y > own/home/u/g && cp -a %s/bin own/ && "
-                            "tar --numeric-owner --owner=0 --group=0 -cf base.tar -C own bin && "
-                            "tar --numeric-owner --owner=100 --group=200 -rf base.tar -C own srv home && "
-                            "echo z > own/srv/f && "
-                            "tar --numeric-owner --owner=100 --group=200 -rf base.tar -C own srv/f && "
-                            "gzip -c base.tar > %s",
+    char *o = t_host(&code,
+                     "cd %s && mkdir -p own/srv own/home/u && echo x > own/srv/f && "
+                     "echo y > own/home/u/g && cp -a %s/bin own/ && "
+                     "tar --numeric-owner --owner=0 --group=0 -cf base.tar -C own bin && "
+                     "tar --numeric-owner --owner=100 --group=200 -rf base.tar -C own srv home && "
+                     "echo z > own/srv/f && "
+                     "tar --numeric-owner --owner=100 --group=200 -rf base.tar -C own srv/f && "
+                     "gzip -c base.tar > %s",
                      t_tmpdir(), t_busybox(), tgz);
     cr_assert_eq(code, 0, "%s", o);
     free(o);
@@ -313,7 +320,8 @@ Test(rootfs, import_keeps_ownership_with_a_subuid_range)
     snprintf(f, sizeof f, "%s/srv/f", dir);
     struct stat st;
     cr_assert_eq(lstat(f, &st), 0);
-    char *sub = t_host(&code, "grep -E \"^($(id -un)|$(id -u)):\" /etc/subuid | head -n1 | cut -d: -f2");
+    char *sub =
+        t_host(&code, "grep -E \"^($(id -un)|$(id -u)):\" /etc/subuid | head -n1 | cut -d: -f2");
     long start = atol(sub);
     free(sub);
     if (start > 0 && getuid() != 0) {
@@ -345,11 +353,13 @@ Test(rootfs, import_keeps_user_xattrs)
     char tarp[1024];
     snprintf(tarp, sizeof tarp, "%s/x.tar", t_tmpdir());
     int code;
-    char *o = t_host(&code, "cd %s && mkdir -p xa/d && echo data > xa/d/f && "
-                            "python3 -c 'import os; os.setxattr(\"xa/d/f\", \"user.lis.note\", b\"kept\"); "
-                            "os.setxattr(\"xa/d\", \"user.lis.dir\", b\"too\")' && "
-                            "tar --xattrs --xattrs-include='user.*' -cf %s -C xa . 2>&1",
-                     t_tmpdir(), tarp);
+    char *o =
+        t_host(&code,
+               "cd %s && mkdir -p xa/d && echo data > xa/d/f && "
+               "python3 -c 'import os; os.setxattr(\"xa/d/f\", \"user.lis.note\", b\"kept\"); "
+               "os.setxattr(\"xa/d\", \"user.lis.dir\", b\"too\")' && "
+               "tar --xattrs --xattrs-include='user.*' -cf %s -C xa . 2>&1",
+               t_tmpdir(), tarp);
     if (code != 0)
         cr_skip_test("this file system keeps no user xattrs: %s", o);
     free(o);
@@ -373,8 +383,10 @@ Test(rootfs, import_keeps_mtimes)
     char src[600], tarp[700];
     snprintf(src, sizeof src, "%s/src", t_tmpdir());
     snprintf(tarp, sizeof tarp, "%s/m.tar.gz", t_tmpdir());
-    free(t_host(NULL, "mkdir -p %s/d && echo x > %s/d/f && touch -d @1000000000 %s/d/f %s/d && "
-                "tar -C %s -czf %s .", src, src, src, src, src, tarp));
+    free(t_host(NULL,
+                "mkdir -p %s/d && echo x > %s/d/f && touch -d @1000000000 %s/d/f %s/d && "
+                "tar -C %s -czf %s .",
+                src, src, src, src, src, tarp));
     lis_rootfs_result r;
     import_ok(ctx, tarp, "m:1", &r);
     char dir[1024];
@@ -396,15 +408,17 @@ static void refused(const char *kind, const char *want)
     mkdir(outside, 0755);
     free(t_host(NULL, "echo secret > %s/secret && tar -C %s -cf %s/layer.tar secret", outside,
                 outside, outside));
-    char *before = t_host(NULL, "cd %s && ls -lA --time-style=+%%s . && stat -c %%Y . && cat secret", outside);
+    char *before =
+        t_host(NULL, "cd %s && ls -lA --time-style=+%%s . && stat -c %%Y . && cat secret", outside);
     char *p = evil(kind, outside);
     lis_rootfs_result r;
     lis_error err = {0};
-    cr_assert_eq(lis_rootfs_import(lis_ctx_data_dir(ctx), p, NULL, &r, &err), -1,
-                 "%s was imported", kind);
+    cr_assert_eq(lis_rootfs_import(lis_ctx_data_dir(ctx), p, NULL, &r, &err), -1, "%s was imported",
+                 kind);
     cr_assert(strstr(err.msg, want), "%s: '%s' lacks '%s'", kind, err.msg, want);
     cr_assert(!strchr(err.msg, '\n'));
-    char *after = t_host(NULL, "cd %s && ls -lA --time-style=+%%s . && stat -c %%Y . && cat secret", outside);
+    char *after =
+        t_host(NULL, "cd %s && ls -lA --time-style=+%%s . && stat -c %%Y . && cat secret", outside);
     cr_assert_str_eq(before, after, "%s changed the outside directory", kind);
     cr_assert_eq(nblobs(ctx), 0, "%s left an image", kind);
     cr_assert_eq(ntmp(ctx), 0, "%s left a temporary tree", kind);
@@ -441,8 +455,8 @@ Test(rootfs_evil, truncated_and_corrupt_archives)
     snprintf(cut, sizeof cut, "%s/cut.tar.gz", t_tmpdir());
     snprintf(junk, sizeof junk, "%s/junk.tar", t_tmpdir());
     snprintf(empty, sizeof empty, "%s/empty.tar", t_tmpdir());
-    free(t_host(NULL, "head -c 500000 %s > %s; head -c 100000 /dev/urandom > %s; : > %s", p,
-                cut, junk, empty));
+    free(t_host(NULL, "head -c 500000 %s > %s; head -c 100000 /dev/urandom > %s; : > %s", p, cut,
+                junk, empty));
     const char *bad[] = {cut, junk, empty, "/nonexistent/x.tar", t_tmpdir()};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         lis_rootfs_result r;
@@ -456,8 +470,10 @@ Test(rootfs_evil, truncated_and_corrupt_archives)
     /* corrupt OCI layer blob: digest mismatch */
     if (have("umoci")) {
         char *oci = fixture("oci");
-        free(t_host(NULL, "f=$(ls -S %s/blobs/sha256/* | head -1); chmod u+w $f; "
-                    "printf XXXX | dd of=$f bs=1 seek=100 conv=notrunc 2>/dev/null", oci));
+        free(t_host(NULL,
+                    "f=$(ls -S %s/blobs/sha256/* | head -1); chmod u+w $f; "
+                    "printf XXXX | dd of=$f bs=1 seek=100 conv=notrunc 2>/dev/null",
+                    oci));
         lis_rootfs_result r;
         lis_error err = {0};
         cr_assert_eq(lis_rootfs_import(lis_ctx_data_dir(ctx), oci, NULL, &r, &err), -1);
@@ -550,8 +566,8 @@ Test(rootfs_store, bad_names_refused)
     t_busybox();
     lis_ctx *ctx = t_ctx();
     char *gz = fixture("gz");
-    const char *bad[] = {"", "../x", "a//b", "a/../b", "x:", "x:../y", "/abs", "a b", ".hidden",
-                         "x:.t"};
+    const char *bad[] = {"",       "../x", "a//b", "a/../b",  "x:",
+                         "x:../y", "/abs", "a b",  ".hidden", "x:.t"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         lis_rootfs_opts o = {.name = bad[i]};
         lis_rootfs_result r;
@@ -580,7 +596,8 @@ Test(rootfs_cli, import_ls_run_rm_gc)
     cr_assert_eq(code, 0, "%s", out);
     cr_assert(strstr(out, "cli:1 sha256:"), "%s", out);
     free(out);
-    out = t_host(&code, "%s %s sandbox run --image cli:1 -- cat /etc/lower.txt 2>/dev/null", env, lis);
+    out = t_host(&code, "%s %s sandbox run --image cli:1 -- cat /etc/lower.txt 2>/dev/null", env,
+                 lis);
     cr_assert_eq(code, 0, "%s", out);
     cr_assert_str_eq(out, "lower file\n");
     free(out);
@@ -591,8 +608,12 @@ Test(rootfs_cli, import_ls_run_rm_gc)
     cr_assert_eq(code, 0);
     cr_assert(strstr(out, "\"format\":\t\"tarball\""), "%s", out);
     free(out);
-    const char *bad[] = {"rootfs import /nonexistent.tar", "rootfs import", "rootfs frob",
-                         "rootfs inspect nope:1", "rootfs rm nope", "rootfs pull UPPER/x",
+    const char *bad[] = {"rootfs import /nonexistent.tar",
+                         "rootfs import",
+                         "rootfs frob",
+                         "rootfs inspect nope:1",
+                         "rootfs rm nope",
+                         "rootfs pull UPPER/x",
                          "rootfs import --name ../x /etc/hostname"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         out = t_host(&code, "%s %s %s 2>&1", env, lis, bad[i]);
@@ -642,9 +663,11 @@ static void registry_start(registry *r)
         r->port = free_port();
         FILE *f = fopen(cfg, "w");
         cr_assert(f);
-        fprintf(f, "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
-                   "    rootdirectory: %s/data\n  delete:\n    enabled: true\n"
-                   "http:\n  addr: 127.0.0.1:%d\n", r->root, r->port);
+        fprintf(f,
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
+                "    rootdirectory: %s/data\n  delete:\n    enabled: true\n"
+                "http:\n  addr: 127.0.0.1:%d\n",
+                r->root, r->port);
         fclose(f);
         pid_t ppid = getpid();
         r->pid = fork();
@@ -689,9 +712,10 @@ static void registry_stop(registry *r)
 static void push(registry *r, const char *src, const char *dst, int all)
 {
     int code = 0;
-    char *out = t_host(&code, "NO_PROXY='*' no_proxy='*' sh %s/rootfs-fixtures.sh push %s "
-                       "127.0.0.1:%d/%s %s 2>&1", t_src_dir(), src, r->port, dst,
-                       all ? "--all" : "");
+    char *out = t_host(&code,
+                       "NO_PROXY='*' no_proxy='*' sh %s/rootfs-fixtures.sh push %s "
+                       "127.0.0.1:%d/%s %s 2>&1",
+                       t_src_dir(), src, r->port, dst, all ? "--all" : "");
     cr_assert_eq(code, 0, "push %s: %s", src, out);
     free(out);
 }
@@ -755,9 +779,11 @@ Test(rootfs_pull, pull_run_dedupe_multiplatform_and_bad_digest, .timeout = 240)
     snprintf(src, sizeof src, "%s:latest", oci);
     push(&reg, src, "lis/corrupt:1", 0);
     int code = 0;
-    char *o = t_host(&code, "for f in $(find %s/data -path '*/blobs/sha256/*/data' -size +100k); do"
+    char *o = t_host(&code,
+                     "for f in $(find %s/data -path '*/blobs/sha256/*/data' -size +100k); do"
                      " printf XXXXXXXX | dd of=$f bs=1 seek=1000 conv=notrunc 2>&1 || exit 1;"
-                     " done", reg.root);
+                     " done",
+                     reg.root);
     cr_assert_eq(code, 0, "%s", o);
     free(o);
     snprintf(ref, sizeof ref, "127.0.0.1:%d/lis/corrupt:1", reg.port);
@@ -822,8 +848,8 @@ Test(rootfs_pull, pull_with_anonymous_bearer_token, .timeout = 180)
     snprintf(ref, sizeof ref, "127.0.0.1:%d/lis/private:1", port);
     lis_rootfs_result r;
     lis_error err = {0};
-    cr_assert_eq(lis_rootfs_pull(lis_ctx_data_dir(ctx), ref, NULL, &r, &err), 0, "pull %s: %s",
-                 ref, err.msg);
+    cr_assert_eq(lis_rootfs_pull(lis_ctx_data_dir(ctx), ref, NULL, &r, &err), 0, "pull %s: %s", ref,
+                 err.msg);
     check_layered(ctx, ref);
     int code;
     char *stats = t_host(&code, "curl -sf --noproxy '*' http://127.0.0.1:%d/stats", port);

@@ -16,8 +16,7 @@ static void sh_ok(lis_sandbox *sb, const char *cmd, const char *want_out)
 {
     lis_result r;
     t_sh(sb, cmd, &r);
-    cr_assert_eq(r.exit_code, 0, "`%s` exited %d: %s%s", cmd, r.exit_code, r.out.data,
-                 r.err.data);
+    cr_assert_eq(r.exit_code, 0, "`%s` exited %d: %s%s", cmd, r.exit_code, r.out.data, r.err.data);
     if (want_out)
         cr_assert_str_eq(r.out.data, want_out, "`%s`", cmd);
     lis_result_free(&r);
@@ -28,8 +27,7 @@ static lis_sandbox *from_chain(lis_ctx *ctx, const char *chain)
     lis_sandbox_spec spec = {.rootfs = chain, .upper = LIS_UPPER_TMPFS};
     lis_sandbox *sb = NULL;
     lis_error err = {0};
-    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create on %s: %s", chain,
-                 err.msg);
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create on %s: %s", chain, err.msg);
     return sb;
 }
 
@@ -40,15 +38,16 @@ Test(snapshot, captures_files_deletions_owners_links_and_tmp, .timeout = 120)
     lis_error err = {0};
     /* written, changed, deleted (whiteout), a lower dir replaced (opaque),
      * another owner with mode 0600, a symlink, a hard link, a fifo, /tmp */
-    sh_ok(sb, "mkdir -p /work/sub && echo hello > /work/a && echo changed > /etc/hostname && "
-              "rm /bin/ls && rm -rf /usr && mkdir -p /usr/new && echo n > /usr/new/f && "
-              "echo secret > /work/s && chown 1000:1000 /work/s && chmod 600 /work/s && "
-              "ln -s ../a /work/sub/link && ln /work/a /work/hard && mkfifo /work/fifo && "
-              "echo t > /tmp/in-tmp && chmod 4755 /work/a",
+    sh_ok(sb,
+          "mkdir -p /work/sub && echo hello > /work/a && echo changed > /etc/hostname && "
+          "rm /bin/ls && rm -rf /usr && mkdir -p /usr/new && echo n > /usr/new/f && "
+          "echo secret > /work/s && chown 1000:1000 /work/s && chmod 600 /work/s && "
+          "ln -s ../a /work/sub/link && ln /work/a /work/hard && mkfifo /work/fifo && "
+          "echo t > /tmp/in-tmp && chmod 4755 /work/a",
           NULL);
     lis_snapshot_result snap;
-    cr_assert_eq(lis_rootfs_snapshot(lis_ctx_data_dir(ctx), sb, "snaps:one", &snap, &err), 0,
-                 "%s", err.msg);
+    cr_assert_eq(lis_rootfs_snapshot(lis_ctx_data_dir(ctx), sb, "snaps:one", &snap, &err), 0, "%s",
+                 err.msg);
     cr_assert_eq(strncmp(snap.digest, "sha256:", 7), 0, "%s", snap.digest);
     cr_assert_str_eq(snap.ref, "snaps:one");
     cr_assert_str_eq(snap.parent, t_busybox(), "a --rootfs parent is named by its directory");
@@ -62,8 +61,8 @@ Test(snapshot, captures_files_deletions_owners_links_and_tmp, .timeout = 120)
     char chain[4096], chain2[4096];
     cr_assert_eq(lis_store_resolve(lis_ctx_data_dir(ctx), "snaps:one", chain, sizeof chain, &err),
                  0, "%s", err.msg);
-    cr_assert_eq(lis_store_resolve(lis_ctx_data_dir(ctx), snap.digest, chain2, sizeof chain2,
-                                   &err), 0, "%s", err.msg);
+    cr_assert_eq(lis_store_resolve(lis_ctx_data_dir(ctx), snap.digest, chain2, sizeof chain2, &err),
+                 0, "%s", err.msg);
     cr_assert_str_eq(chain, chain2);
     cr_assert_str_eq(chain, snap.rootfs);
     cr_assert_not_null(strchr(chain, ':'), "a snapshot is a chain of layers: %s", chain);
@@ -127,8 +126,8 @@ Test(snapshot, sixteen_forks_diverge_independently, .timeout = 180)
     cr_assert_eq(made, 16, "%d made: %s / %s", made, err.msg, errs[0].msg);
     for (int i = 0; i < 16; i++) {
         char cmd[160];
-        snprintf(cmd, sizeof cmd, "echo fork%d > /work/who && echo only%d > /work/own%d%s", i, i,
-                 i, i == 3 ? " && rm /work/common" : "");
+        snprintf(cmd, sizeof cmd, "echo fork%d > /work/who && echo only%d > /work/own%d%s", i, i, i,
+                 i == 3 ? " && rm /work/common" : "");
         sh_ok(forks[i], cmd, NULL);
     }
     for (int i = 0; i < 16; i++) {
@@ -198,15 +197,13 @@ Test(snapshot, fork_of_a_100mb_writable_layer, .timeout = 300)
     lis_ctx *ctx = t_ctx();
     lis_sandbox *sb = t_sandbox(ctx, t_busybox());
     lis_error err = {0};
-    sh_ok(sb, "dd if=/dev/urandom of=/big bs=1M count=100 2>/dev/null && md5sum /big > /sum",
-          NULL);
+    sh_ok(sb, "dd if=/dev/urandom of=/big bs=1M count=100 2>/dev/null && md5sum /big > /sum", NULL);
     lis_sandbox *forks[2];
     lis_error errs[2];
     lis_snapshot_result snap;
-    cr_assert_eq(lis_sandbox_fork(ctx, sb, 2, NULL, forks, errs, &snap, &err), 2, "%s %s",
-                 err.msg, errs[0].msg);
-    cr_assert(snap.capture.bytes >= 100ull << 20, "%llu",
-              (unsigned long long)snap.capture.bytes);
+    cr_assert_eq(lis_sandbox_fork(ctx, sb, 2, NULL, forks, errs, &snap, &err), 2, "%s %s", err.msg,
+                 errs[0].msg);
+    cr_assert(snap.capture.bytes >= 100ull << 20, "%llu", (unsigned long long)snap.capture.bytes);
     for (int i = 0; i < 2; i++) {
         sh_ok(forks[i], "md5sum -c /sum >/dev/null && stat -c %s /big", "104857600\n");
         lis_sandbox_destroy(forks[i], &err);
@@ -338,7 +335,8 @@ Test(snapshot, cli_fork_interrupted_leaves_nothing_behind, .timeout = 180)
                  d, d, d, t_lis_bin(), t_lis_bin());
     cr_assert(strstr(out, "rc=143\n"), "not ended by its SIGTERM: %s", out);
     cr_assert(strstr(out, "lis: interrupted: ") && strstr(out, " removed, the snapshot removed; "
-              "sandbox ibox runs on as before"), "%s", out);
+                                                               "sandbox ibox runs on as before"),
+              "%s", out);
     free(out);
     out = t_lis(&code, "sandbox ls --json");
     cr_assert_eq(code, 0, "%s", out);
@@ -367,9 +365,10 @@ Test(snapshot, sparse_files_and_the_held_tmpfs_out_of_reach, .timeout = 120)
     sh_ok(sb, "truncate -s 1099511627776 /hole && echo tail >> /hole", NULL);
     /* lis-init's fds (their numbers can be listed) can be neither read nor
      * opened from inside, as root */
-    sh_ok(sb, "n=0; for i in $(seq 0 64); do ls /proc/1/fd/$i/ >/dev/null 2>&1 && n=$((n+1)); "
-              "readlink /proc/1/fd/$i >/dev/null 2>&1 && n=$((n+1)); "
-              "cat /proc/1/fd/$i/upper/etc/hosts >/dev/null 2>&1 && n=$((n+1)); done; echo $n",
+    sh_ok(sb,
+          "n=0; for i in $(seq 0 64); do ls /proc/1/fd/$i/ >/dev/null 2>&1 && n=$((n+1)); "
+          "readlink /proc/1/fd/$i >/dev/null 2>&1 && n=$((n+1)); "
+          "cat /proc/1/fd/$i/upper/etc/hosts >/dev/null 2>&1 && n=$((n+1)); done; echo $n",
           "0\n");
     sh_ok(sb, "ls /proc/1/fd | wc -l | grep -qv '^0$' && echo some", "some\n");
     lis_snapshot_result snap;

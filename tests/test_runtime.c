@@ -31,7 +31,9 @@ static lis_sandbox *probe_sandbox(lis_ctx *ctx)
     }
     cr_assert_eq(access(probe, X_OK), 0, "sysprobe missing at %s", probe);
     lis_bind b = {.host_path = probe, .path = "/probe", .read_only = 1};
-    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS, .binds = &b,
+    lis_sandbox_spec spec = {.rootfs = t_busybox(),
+                             .upper = LIS_UPPER_TMPFS,
+                             .binds = &b,
                              .nbinds = 1};
     lis_sandbox *sb;
     lis_error err = {0};
@@ -71,7 +73,8 @@ Test(runtime, pid1_is_ours_and_host_pids_invisible)
 {
     lis_ctx *ctx = t_ctx();
     lis_sandbox *sb = t_sandbox(ctx, t_busybox());
-    char *out = sh_out(sb, "tr '\\0' ' ' < /proc/1/cmdline; echo; ls /proc | grep -c '^[0-9]'", NULL);
+    char *out =
+        sh_out(sb, "tr '\\0' ' ' < /proc/1/cmdline; echo; ls /proc | grep -c '^[0-9]'", NULL);
     cr_assert(strncmp(out, "lis-init ", 9) == 0, "PID 1 is '%s'", out);
     /* PID 1, the command's session process, sh, ls, grep: nothing of the host */
     int n = atoi(strchr(out, '\n') + 1);
@@ -90,8 +93,7 @@ Test(runtime, pid1_is_ours_and_host_pids_invisible)
 Test(runtime, hostname_is_set)
 {
     lis_ctx *ctx = t_ctx();
-    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS,
-                             .hostname = "box-7"};
+    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS, .hostname = "box-7"};
     lis_sandbox *sb;
     lis_error err = {0};
     cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "%s", err.msg);
@@ -112,8 +114,9 @@ Test(runtime, writes_do_not_reach_the_lower_rootfs)
         lis_error err = {0};
         cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "%s", err.msg);
         int code;
-        char *out = sh_out(sb, "echo new > /etc/new.txt && echo changed > /etc/lower.txt && "
-                               "rm /bin/vi && cat /etc/lower.txt && ls /bin/vi 2>&1 | wc -l",
+        char *out = sh_out(sb,
+                           "echo new > /etc/new.txt && echo changed > /etc/lower.txt && "
+                           "rm /bin/vi && cat /etc/lower.txt && ls /bin/vi 2>&1 | wc -l",
                            &code);
         cr_assert_eq(code, 0);
         cr_assert_str_eq(out, "changed\n1\n");
@@ -147,7 +150,8 @@ Test(runtime, only_loopback_in_the_netns)
 
 static int connect_local(int s, unsigned short port)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons(port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     return connect(s, (struct sockaddr *)&a, sizeof a);
 }
@@ -198,8 +202,9 @@ Test(runtime, proc_sys_is_read_only)
     lis_ctx *ctx = t_ctx();
     lis_sandbox *sb = t_sandbox(ctx, t_busybox());
     int code;
-    char *out = sh_out(sb, "echo x > /proc/sys/kernel/hostname 2>/dev/null && echo wrote; "
-                           "grep ' /proc/sys ' /proc/mounts | cut -d' ' -f4 | cut -d, -f1",
+    char *out = sh_out(sb,
+                       "echo x > /proc/sys/kernel/hostname 2>/dev/null && echo wrote; "
+                       "grep ' /proc/sys ' /proc/mounts | cut -d' ' -f4 | cut -d, -f1",
                        &code);
     cr_assert_str_eq(out, "ro\n");
     free(out);
@@ -212,9 +217,9 @@ Test(runtime, seccomp_denies_dangerous_syscalls)
 {
     lis_ctx *ctx = t_ctx();
     lis_sandbox *sb = probe_sandbox(ctx);
-    static const char *const denied[] = {"keyctl", "add_key", "bpf", "mount", "umount",
-                                         "userns", "clone-userns", "pivot_root", "perf",
-                                         "personality"};
+    static const char *const denied[] = {"keyctl", "add_key",    "bpf",          "mount",
+                                         "umount", "userns",     "clone-userns", "pivot_root",
+                                         "perf",   "personality"};
     for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++) {
         char cmd[64];
         snprintf(cmd, sizeof cmd, "/probe %s", denied[i]);
@@ -234,7 +239,8 @@ Test(runtime, capabilities_reduced_and_no_new_privs)
 {
     lis_ctx *ctx = t_ctx();
     lis_sandbox *sb = t_sandbox(ctx, t_busybox());
-    char *out = sh_out(sb, "grep -E '^(CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status", NULL);
+    char *out =
+        sh_out(sb, "grep -E '^(CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status", NULL);
     /* Docker's default set: chown dac_override fowner fsetid kill setgid setuid setpcap
      * net_bind_service net_raw sys_chroot mknod audit_write setfcap */
     cr_assert(strstr(out, "CapBnd:\t00000000a80425fb"), "%s", out);
@@ -254,8 +260,10 @@ Test(runtime, no_owner_fd_visible_inside)
     int leak = open("/etc/hostname", O_RDONLY);
     cr_assert(leak >= 0);
     lis_sandbox *sb = t_sandbox(ctx, t_busybox());
-    char *out = sh_out(sb, "ls -l /proc/[0-9]*/fd/ 2>/dev/null | grep -c hostname; "
-                           "ls /proc/1/fd | wc -l", NULL);
+    char *out = sh_out(sb,
+                       "ls -l /proc/[0-9]*/fd/ 2>/dev/null | grep -c hostname; "
+                       "ls /proc/1/fd | wc -l",
+                       NULL);
     /* PID 1 keeps 0-2, its lifeline, its signalfd, the set-up tmpfs (for
      * snapshots, out of the commands' reach: test_rootfs_snapshot), and for
      * the running command the client connection and the session's control
@@ -275,7 +283,9 @@ Test(runtime, timeout_kills_backgrounded_grandchildren)
     lis_sandbox *sb = t_sandbox(ctx, t_busybox());
     lis_exec_spec ex = {.shell = "sleep 1001 & setsid sleep 1002 & "
                                  "(sleep 1003 &) ; sleep 1004",
-                        .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE, .timeout = 1};
+                        .out = LIS_STDIO_CAPTURE,
+                        .err = LIS_STDIO_CAPTURE,
+                        .timeout = 1};
     lis_result r;
     lis_error err = {0};
     cr_assert_eq(lis_exec(sb, &ex, &r, &err), 0, "%s", err.msg);
@@ -298,8 +308,11 @@ Test(runtime, background_process_survives_a_finished_command)
     char *out = sh_out(sb, "sleep 300 > /dev/null 2>&1 & echo started", &code);
     cr_assert_str_eq(out, "started\n");
     free(out);
-    out = sh_out(sb, "for i in $(seq 50); do ps -o args | grep -q '^sleep 300' && break; sleep 0.1; done; "
-                 "ps -o args | grep -c '^sleep 300'", NULL);
+    out =
+        sh_out(sb,
+               "for i in $(seq 50); do ps -o args | grep -q '^sleep 300' && break; sleep 0.1; done; "
+               "ps -o args | grep -c '^sleep 300'",
+               NULL);
     cr_assert_str_eq(out, "1\n");
     free(out);
     lis_error err;
@@ -326,8 +339,13 @@ Test(runtime, exit_codes_signals_stdin_env_cwd)
 
     const char *env[] = {"FOO=bar baz", "HOME=/tmp", NULL};
     const char *argv[] = {"sh", "-c", "echo \"$FOO|$HOME|$PATH|$(pwd)\"; cat", NULL};
-    lis_exec_spec ex = {.argv = argv, .env = env, .cwd = "/etc", .in = LIS_STDIO_DATA,
-                        .in_data = "from stdin", .in_len = 10, .out = LIS_STDIO_CAPTURE,
+    lis_exec_spec ex = {.argv = argv,
+                        .env = env,
+                        .cwd = "/etc",
+                        .in = LIS_STDIO_DATA,
+                        .in_data = "from stdin",
+                        .in_len = 10,
+                        .out = LIS_STDIO_CAPTURE,
                         .err = LIS_STDIO_CAPTURE};
     lis_error err = {0};
     cr_assert_eq(lis_exec(sb, &ex, &r, &err), 0, "%s", err.msg);
@@ -357,8 +375,10 @@ Test(runtime, output_cap_keeps_head_and_tail_without_growing)
     long before = t_rss_kib();
     lis_exec_spec ex = {.shell = "echo HEAD; head -c 100000000 /dev/zero | tr '\\0' x; echo; "
                                  "echo TAIL",
-                        .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
-                        .out_cap = 1 << 20, .timeout = 120};
+                        .out = LIS_STDIO_CAPTURE,
+                        .err = LIS_STDIO_CAPTURE,
+                        .out_cap = 1 << 20,
+                        .timeout = 120};
     lis_result r;
     lis_error err = {0};
     cr_assert_eq(lis_exec(sb, &ex, &r, &err), 0, "%s", err.msg);
@@ -401,7 +421,6 @@ Test(runtime, sixty_four_sandboxes_at_once, .timeout = 240)
         cr_assert_eq(lis_sandbox_destroy(sb[i], &err), 0, "%s", err.msg);
     lis_ctx_free(ctx);
 }
-
 
 Test(runtime, owner_killed_takes_the_sandbox_along, .timeout = 60)
 {
@@ -476,8 +495,9 @@ Test(runtime, bad_inputs_fail_cleanly)
     cr_assert(strstr(err.msg, "/nonexistent"), "%s", err.msg);
     /* nothing left behind in the run or data dir */
     int code;
-    char *left = t_host(&code, "ls -A %s/run | grep -v '^\\.mnt$' | wc -l; "
-                               "ls -A %s/data/sandboxes 2>/dev/null | wc -l",
+    char *left = t_host(&code,
+                        "ls -A %s/run | grep -v '^\\.mnt$' | wc -l; "
+                        "ls -A %s/data/sandboxes 2>/dev/null | wc -l",
                         t_tmpdir(), t_tmpdir());
     cr_assert_str_eq(left, "0\n0\n");
     free(left);
@@ -490,8 +510,9 @@ Test(runtime, debian_minbase_runs_bash_and_apt)
     lis_ctx *ctx = t_ctx();
     lis_sandbox *sb = t_sandbox(ctx, deb);
     int code;
-    char *out = sh_out(sb, "bash -c 'echo $BASH_VERSION' | cut -c1; dpkg -s dash | grep -c Status; "
-                           "touch /var/tmp/x && chown 100:100 /var/tmp/x && stat -c %u /var/tmp/x",
+    char *out = sh_out(sb,
+                       "bash -c 'echo $BASH_VERSION' | cut -c1; dpkg -s dash | grep -c Status; "
+                       "touch /var/tmp/x && chown 100:100 /var/tmp/x && stat -c %u /var/tmp/x",
                        &code);
     cr_assert_eq(code, 0, "%s", out);
     cr_assert_str_eq(out, "5\n1\n100\n");

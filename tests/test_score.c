@@ -43,7 +43,10 @@ static const char *task_dir(const char *name)
 }
 
 /* the system python first: a pyenv shim in PATH may not be the test user's */
-static const char *py(void) { return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : NULL; }
+static const char *py(void)
+{
+    return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : NULL;
+}
 
 /* ---- built-in scorers ---------------------------------------------------- */
 
@@ -55,7 +58,8 @@ Test(score_builtin, demo_match_equals_the_original)
 {
     cJSON *cases = data_json("match_cases.json"), *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cases) {
+    cJSON_ArrayForEach(c, cases)
+    {
         const char *a = cJSON_GetObjectItem(c, "answer")->valuestring;
         const char *g = cJSON_GetObjectItem(c, "ground_truth")->valuestring;
         double want = cJSON_GetObjectItem(c, "score")->valuedouble;
@@ -70,14 +74,16 @@ Test(score_builtin, letter_cascade_equals_the_original)
 {
     cJSON *cases = data_json("letter_cases.json"), *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cases) {
+    cJSON_ArrayForEach(c, cases)
+    {
         const char *a = cJSON_GetObjectItem(c, "answer")->valuestring;
         const char *g = cJSON_GetObjectItem(c, "ground_truth")->valuestring;
         const char *want_letter = cJSON_GetObjectItem(c, "letter")->valuestring;
         double want = cJSON_GetObjectItem(c, "score")->valuedouble;
         char got[8];
         score_letter_extract(a, got);
-        cr_expect_str_eq(got, want_letter, "letter of [%s]: got [%s], want [%s]", a, got, want_letter);
+        cr_expect_str_eq(got, want_letter, "letter of [%s]: got [%s], want [%s]", a, got,
+                         want_letter);
         cr_expect_eq(score_letter(a, g), want, "letter(%s, %s): want %g", a, g, want);
         n++;
     }
@@ -87,7 +93,9 @@ Test(score_builtin, letter_cascade_equals_the_original)
 
 Test(score_builtin, extract_boxed_as_the_original)
 {
-    struct { const char *in, *out; } t[] = {
+    struct {
+        const char *in, *out;
+    } t[] = {
         {"x \\boxed{5} y", "5"},
         {"\\boxed{1} then \\boxed{ \\frac{1}{2} }", "\\frac{1}{2}"},
         {"\\boxed{a{b}c}", "a{b}c"},
@@ -108,34 +116,37 @@ Test(score_builtin, extract_boxed_as_the_original)
  * fractions, rounded to 6 decimals when either is a decimal number). */
 Test(score_builtin, math_numbers_as_math_verify)
 {
-    struct { const char *gt, *answer; double want; } t[] = {
+    struct {
+        const char *gt, *answer;
+        double want;
+    } t[] = {
         {"5", "\\boxed{5}", 1},
         {"5", "So the answer is $\\boxed{5}$.", 1},
         {"5", "\\boxed{6}", 0},
-        {"5", "5", 1},                           /* no \boxed: the whole answer */
+        {"5", "5", 1}, /* no \boxed: the whole answer */
         {"5", "", 0},
-        {"5", "\\boxed{5.0}", 1},                /* a decimal: rounded to 6 places */
+        {"5", "\\boxed{5.0}", 1}, /* a decimal: rounded to 6 places */
         {"-3", "\\boxed{-3}", 1},
         {"-3", "\\boxed{3}", 0},
         {"\\frac{1}{2}", "\\boxed{0.5}", 1},
         {"\\frac{1}{2}", "\\boxed{\\dfrac{1}{2}}", 1},
         {"\\frac{1}{2}", "\\boxed{\\tfrac12}", 1},
         {"\\frac{1}{2}", "\\boxed{1/2}", 1},
-        {"\\frac{1}{2}", "\\boxed{2/4}", 1},     /* same rational */
+        {"\\frac{1}{2}", "\\boxed{2/4}", 1}, /* same rational */
         {"\\frac{-1}{2}", "\\boxed{-\\frac{1}{2}}", 1},
         {"\\frac{1}{3}", "\\boxed{0.333333}", 1},
         {"\\frac{1}{3}", "\\boxed{0.3333}", 0},
         {"\\frac{2}{3}", "\\boxed{0.666667}", 1},
         {"1.5", "\\boxed{\\frac{3}{2}}", 1},
         {"\\frac{1}{3}", "\\boxed{\\frac{333333}{1000000}}", 0}, /* both exact: no rounding */
-        {"3", "\\boxed{3.0000001}", 1},        /* a decimal: 3.000000 after rounding */
+        {"3", "\\boxed{3.0000001}", 1}, /* a decimal: 3.000000 after rounding */
         {"3.14", "\\boxed{3.14159}", 0},
         {"2", "\\boxed{\\frac{4}{2}}", 1},
         {"300000", "\\boxed{3\\times10^{5}}", 1},
         {"1000", "\\boxed{10^{3}}", 1},
-        {"5", "\\boxed{x = 5}", 1},              /* an equation: its right-hand side */
-        {"x=5", "\\boxed{5}", 1},                /* an assignment as gold */
-        {"5", "\\boxed{5 \\text{ cm}}", 1},      /* a trailing \text{} is a unit */
+        {"5", "\\boxed{x = 5}", 1},         /* an equation: its right-hand side */
+        {"x=5", "\\boxed{5}", 1},           /* an assignment as gold */
+        {"5", "\\boxed{5 \\text{ cm}}", 1}, /* a trailing \text{} is a unit */
         {"12", "\\boxed{12\\text{ apples}}", 1},
         {"5", "\\boxed{\\$5}", 1},
         {"10", "\\boxed{\\left( 10 \\right)}", 1},
@@ -166,14 +177,18 @@ Test(score_builtin, math_limits_are_as_documented)
 
 /* ---- selection ----------------------------------------------------------- */
 
-static char *open_name(const char *task, const char *dir, const char *scorer, const llm_config *judge,
-                       char *logline, size_t ll, lis_error *err)
+static char *open_name(const char *task, const char *dir, const char *scorer,
+                       const llm_config *judge, char *logline, size_t ll, lis_error *err)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *log = open_memstream(&buf, &len);
-    batch_scorer_opts o = {.task_name = task, .task_dir = dir, .scorer = scorer, .python = py(),
-                           .judge = judge, .log = log};
+    batch_scorer_opts o = {.task_name = task,
+                           .task_dir = dir,
+                           .scorer = scorer,
+                           .python = py(),
+                           .judge = judge,
+                           .log = log};
     batch_scorer *s = NULL;
     int rc = batch_scorer_open(&o, &s, err);
     fclose(log);
@@ -189,7 +204,11 @@ Test(score_select, which_scorer_when)
     lis_error err = {0};
     char log[1024];
     llm_config judge = {.model = "judge-m", .base_url = "http://127.0.0.1:9/v1"};
-    struct { const char *task, *dir, *scorer; const llm_config *judge; const char *want; } t[] = {
+    struct {
+        const char *task, *dir, *scorer;
+        const llm_config *judge;
+        const char *want;
+    } t[] = {
         {"demo", NULL, NULL, NULL, "builtin:match"},
         {"chem", NULL, "auto", NULL, "builtin:letter"},
         {"biomed", NULL, NULL, NULL, "builtin:letter"},
@@ -268,7 +287,8 @@ Test(score_select, prompts_come_from_vanilla_llm_prompt_py_whatever_scores)
     batch_scorer *s;
     cr_assert_eq(batch_scorer_open(&o, &s, &err), 0, "%s", err.msg);
     cr_expect_str_eq(batch_scorer_name(s), "builtin:match");
-    cJSON *row = cJSON_Parse("{\"id\":1,\"domain\":\"d\",\"problem_statement\":\"Q\",\"ground_truth\":\"x\"}");
+    cJSON *row = cJSON_Parse(
+        "{\"id\":1,\"domain\":\"d\",\"problem_statement\":\"Q\",\"ground_truth\":\"x\"}");
     char *p = batch_scorer_prompt(s, row, &err);
     cr_assert(p, "%s", err.msg);
     cr_expect_str_eq(p, "[d] Q\nPut the answer in \\boxed{}.");
@@ -345,7 +365,8 @@ Test(score_worker, exceptions_and_crashes_fail_only_their_row)
     cr_expect(strstr(err.msg, "not a number"), "%s", err.msg);
     /* the worker dies: that row fails with its last words, the next row restarts it */
     cr_expect_eq(batch_scorer_score(s, "1", crash, &x, &err), -1);
-    cr_expect(strstr(err.msg, "died (exit 3)") && strstr(err.msg, "about to crash hard"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "died (exit 3)") && strstr(err.msg, "about to crash hard"), "%s",
+              err.msg);
     x = -1;
     cr_assert_eq(batch_scorer_score(s, "5", ok, &x, &err), 0, "after the restart: %s", err.msg);
     cr_expect_eq(x, 1.0);
@@ -399,16 +420,20 @@ Test(score_worker, thread_safe)
 Test(score_worker, import_errors_and_missing_python_are_one_line)
 {
     lis_error err = {0};
-    batch_scorer_opts o = {.task_name = "badimport", .task_dir = task_dir("badimport"), .python = py()};
+    batch_scorer_opts o = {.task_name = "badimport",
+                           .task_dir = task_dir("badimport"),
+                           .python = py()};
     batch_scorer *s = NULL;
     cr_expect_eq(batch_scorer_open(&o, &s, &err), -1);
-    cr_expect(strstr(err.msg, "ModuleNotFoundError") && strstr(err.msg, "module_that_does_not_exist"),
+    cr_expect(strstr(err.msg, "ModuleNotFoundError") &&
+                  strstr(err.msg, "module_that_does_not_exist"),
               "%s", err.msg);
     o.task_dir = task_dir("kwtask");
     o.python = "/nonexistent/python3";
     cr_expect_eq(batch_scorer_open(&o, &s, &err), -1);
     cr_expect(strstr(err.msg, "reward.py needs python3 on the host: apt-get install python3, or "
-                              "--scorer builtin:NAME"), "%s", err.msg);
+                              "--scorer builtin:NAME"),
+              "%s", err.msg);
     cr_expect_null(strchr(err.msg, '\n'));
 }
 
@@ -463,10 +488,12 @@ Test(score_cmd, contract)
 Test(score_judge, prompt_and_verdict_as_judge_py)
 {
     char *p = score_judge_prompt("Q?", "42", "<think>hmm 41</think>\n 42 ");
-    cr_expect_str_eq(p, "Assess whether the following CANDIDATE ANSWER is CORRECT or INCORRECT.\n"
-                        "For the CANDIDATE ANSWER to be correct, it must be consistent with the OFFICIAL ANSWER.\n\n"
-                        "The question, for reference only: Q?\nThe OFFICIAL ANSWER: 42\n"
-                        "CANDIDATE ANSWER TO ASSESS: 42\n\nReply only with CORRECT or INCORRECT.");
+    cr_expect_str_eq(
+        p,
+        "Assess whether the following CANDIDATE ANSWER is CORRECT or INCORRECT.\n"
+        "For the CANDIDATE ANSWER to be correct, it must be consistent with the OFFICIAL ANSWER.\n\n"
+        "The question, for reference only: Q?\nThe OFFICIAL ANSWER: 42\n"
+        "CANDIDATE ANSWER TO ASSESS: 42\n\nReply only with CORRECT or INCORRECT.");
     free(p);
     cr_expect_str_eq(score_judge_verdict("CORRECT"), "CORRECT");
     cr_expect_str_eq(score_judge_verdict("incorrect."), "INCORRECT");
@@ -478,20 +505,32 @@ Test(score_judge, prompt_and_verdict_as_judge_py)
 
 static llm_config judge_cfg(const t_fake *f)
 {
-    llm_config c = {.api = LLM_API_OPENAI, .base_url = f->url, .api_key = "sk-test",
-                    .model = "judge-model", .temperature = 0.7, .send_temperature = 1,
-                    .max_tokens = 16384, .connect_timeout = 5, .timeout = 20,
-                    .max_retries = 2, .backoff_base = 0.01, .backoff_max = 1};
+    llm_config c = {.api = LLM_API_OPENAI,
+                    .base_url = f->url,
+                    .api_key = "sk-test",
+                    .model = "judge-model",
+                    .temperature = 0.7,
+                    .send_temperature = 1,
+                    .max_tokens = 16384,
+                    .connect_timeout = 5,
+                    .timeout = 20,
+                    .max_retries = 2,
+                    .backoff_base = 0.01,
+                    .backoff_max = 1};
     return c;
 }
 
 Test(score_judge, per_row_through_the_llm_client)
 {
     t_fake f;
-    t_fake_start(&f, "{\"replies\":[{\"content\":\"CORRECT\"},{\"content\":\"The answer is INCORRECT.\"},"
-                   "{\"content\":\"hmm, unsure\"},{\"status\":400,\"body\":{\"error\":{\"message\":\"nope\"}}}]}");
+    t_fake_start(
+        &f,
+        "{\"replies\":[{\"content\":\"CORRECT\"},{\"content\":\"The answer is INCORRECT.\"},"
+        "{\"content\":\"hmm, unsure\"},{\"status\":400,\"body\":{\"error\":{\"message\":\"nope\"}}}]}");
     llm_config cfg = judge_cfg(&f);
-    batch_scorer_opts o = {.task_name = "physics", .task_dir = task_dir("physics"), .judge = &cfg,
+    batch_scorer_opts o = {.task_name = "physics",
+                           .task_dir = task_dir("physics"),
+                           .judge = &cfg,
                            .python = py()};
     batch_scorer *s;
     lis_error err = {0};
@@ -500,7 +539,8 @@ Test(score_judge, per_row_through_the_llm_client)
     cJSON *row = cJSON_Parse("{\"id\":\"p1\",\"problem_statement\":\"Speed of light?\","
                              "\"ground_truth\":\"3e8 m/s\"}");
     double x = -1;
-    cr_assert_eq(batch_scorer_score(s, "\\boxed{3\\times10^8 m/s}", row, &x, &err), 0, "%s", err.msg);
+    cr_assert_eq(batch_scorer_score(s, "\\boxed{3\\times10^8 m/s}", row, &x, &err), 0, "%s",
+                 err.msg);
     cr_expect_eq(x, 1.0);
     cr_assert_eq(batch_scorer_score(s, "1", row, &x, &err), 0, "%s", err.msg);
     cr_expect_eq(x, 0.0);
@@ -520,10 +560,12 @@ Test(score_judge, per_row_through_the_llm_client)
     cJSON *req = cJSON_GetObjectItem(logged, "body");
     cr_assert(req);
     const char *content = cJSON_GetStringValue(
-        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(req, "messages"), 0), "content"));
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(req, "messages"), 0),
+                            "content"));
     cr_assert(content);
     cr_expect(strstr(content, "The OFFICIAL ANSWER: 3e8 m/s\n") &&
-              strstr(content, "The question, for reference only: Speed of light?"), "%s", content);
+                  strstr(content, "The question, for reference only: Speed of light?"),
+              "%s", content);
     cr_expect_null(cJSON_GetObjectItem(req, "tools"));
     cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(req, "model")), "judge-model");
     cJSON_Delete(logged);
@@ -545,19 +587,22 @@ Test(score_judge, judge_dir_appends_and_resumes)
     t_fake f;
     /* replies are consumed in request order; the verdicts are checked as a multiset */
     t_fake_start(&f, "{\"replies\":[{\"content\":\"CORRECT\"},{\"content\":\"INCORRECT\"},"
-                   "{\"content\":\"garbage\"}]}");
+                     "{\"content\":\"garbage\"}]}");
     llm_config cfg = judge_cfg(&f);
     char dir[300], p[400];
     snprintf(dir, sizeof dir, "%s/run", f.dir);
     cr_assert_eq(mkdir(dir, 0755), 0);
     snprintf(p, sizeof p, "%s/results.jsonl", dir);
-    write_file(p, "{\"id\":\"a\",\"attempt\":0,\"answer\":\"1\",\"ground_truth\":\"1\",\"problem_statement\":\"q\"}\n"
-                  "{\"id\":\"b\",\"attempt\":0,\"answer\":\"2\",\"ground_truth\":\"1\",\"problem_statement\":\"q\"}\n"
-                  "{\"id\":\"b\",\"attempt\":1,\"answer\":\"x\",\"ground_truth\":\"1\",\"problem_statement\":\"q\"}\n"
-                  "{\"id\":7,\"attempt\":0,\"answer\":\"3\",\"ground_truth\":[1,2],\"problem_statement\":\"q\"}\n"
-                  "{\"id\":\"torn\",\"att");
+    write_file(
+        p,
+        "{\"id\":\"a\",\"attempt\":0,\"answer\":\"1\",\"ground_truth\":\"1\",\"problem_statement\":\"q\"}\n"
+        "{\"id\":\"b\",\"attempt\":0,\"answer\":\"2\",\"ground_truth\":\"1\",\"problem_statement\":\"q\"}\n"
+        "{\"id\":\"b\",\"attempt\":1,\"answer\":\"x\",\"ground_truth\":\"1\",\"problem_statement\":\"q\"}\n"
+        "{\"id\":7,\"attempt\":0,\"answer\":\"3\",\"ground_truth\":[1,2],\"problem_statement\":\"q\"}\n"
+        "{\"id\":\"torn\",\"att");
     snprintf(p, sizeof p, "%s/judge.jsonl", dir);
-    write_file(p, "{\"id\":\"a\",\"attempt\":0,\"score\":1,\"verdict\":\"CORRECT\"}\n{\"id\":\"b\",\"att");
+    write_file(p,
+               "{\"id\":\"a\",\"attempt\":0,\"score\":1,\"verdict\":\"CORRECT\"}\n{\"id\":\"b\",\"att");
     lis_error err = {0};
     cr_assert_eq(batch_judge_dir(dir, &cfg, 2, NULL, &err), 0, "%s", err.msg);
     cr_expect_eq(t_fake_count(&f), 3, "a was judged already: 3 requests");
@@ -591,7 +636,7 @@ Test(score_judge, judge_dir_failures_are_retried_later)
 {
     t_fake f;
     t_fake_start(&f, "{\"replies\":[{\"status\":400,\"body\":{\"error\":{\"message\":\"bad\"}}},"
-                   "{\"content\":\"CORRECT\"}]}");
+                     "{\"content\":\"CORRECT\"}]}");
     llm_config cfg = judge_cfg(&f);
     char dir[300], p[400];
     snprintf(dir, sizeof dir, "%s/run", f.dir);

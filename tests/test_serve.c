@@ -62,10 +62,7 @@ static void serve_start_with(server *s, const char *flag)
     cr_assert_eq(access(s->sock, F_OK), 0, "lis serve did not create %s", s->sock);
 }
 
-static void serve_start(server *s)
-{
-    serve_start_with(s, NULL);
-}
+static void serve_start(server *s) { serve_start_with(s, NULL); }
 
 /* SIGTERM; returns the exit status. */
 static int serve_stop(server *s)
@@ -135,7 +132,8 @@ Test(serve, many_clients_in_parallel, .timeout = 300)
     server s;
     serve_start(&s);
     int code;
-    char *out = run_script(&code, &s, "python3 %s/serve/docker_py.py %s", "lis-test:v1 concurrency 64 20");
+    char *out =
+        run_script(&code, &s, "python3 %s/serve/docker_py.py %s", "lis-test:v1 concurrency 64 20");
     cr_assert(strstr(out, "ok 64 clients x 20 execs") && code == 0, "%s", out);
     free(out);
     cr_assert_eq(serve_stop(&s), 0);
@@ -168,8 +166,10 @@ Test(serve, lifecycle_and_cleanup, .timeout = 120)
     cr_assert_eq(stat(s.sock, &st), 0);
     cr_assert_eq(st.st_mode & 0777, 0600, "socket mode %o", st.st_mode & 0777);
     int code;
-    char *out = t_host(&code, "DOCKER_HOST=unix://%s docker run -d lis-test:v1 sleep infinity 2>&1 && "
-                       "DOCKER_HOST=unix://%s docker run -d lis-test:v1 sleep infinity 2>&1", s.sock, s.sock);
+    char *out = t_host(&code,
+                       "DOCKER_HOST=unix://%s docker run -d lis-test:v1 sleep infinity 2>&1 && "
+                       "DOCKER_HOST=unix://%s docker run -d lis-test:v1 sleep infinity 2>&1",
+                       s.sock, s.sock);
     cr_assert_eq(code, 0, "%s", out);
     free(out);
     out = t_lis(&code, "sandbox ls");
@@ -183,7 +183,8 @@ Test(serve, lifecycle_and_cleanup, .timeout = 120)
     cr_assert_neq(access(s.sock, F_OK), 0, "the socket is removed");
     /* kill -9: the sandboxes die with their owner; gc removes the state */
     serve_start(&s);
-    out = t_host(&code, "DOCKER_HOST=unix://%s docker run -d lis-test:v1 sleep infinity 2>&1", s.sock);
+    out = t_host(&code, "DOCKER_HOST=unix://%s docker run -d lis-test:v1 sleep infinity 2>&1",
+                 s.sock);
     cr_assert_eq(code, 0, "%s", out);
     free(out);
     kill(s.pid, SIGKILL);

@@ -71,29 +71,41 @@ Test(serve_api, native_endpoints, .timeout = 240)
     server s;
     serve_start(&s);
     int code;
-    char *out = t_host(&code, "python3 %s/serve/lis_api.py %s lis-test:v1 2>&1", t_src_dir(), s.sock);
+    char *out =
+        t_host(&code, "python3 %s/serve/lis_api.py %s lis-test:v1 2>&1", t_src_dir(), s.sock);
     cr_assert(strstr(out, " 0 failed") && code == 0, "native API checks failed:\n%s", out);
     /* the key facts, named, so a check dropped from the script shows here */
-    cr_assert(strstr(out, "ok a retried create with the same Idempotency-Key returns the same sandbox"), "%s", out);
-    cr_assert(strstr(out, "ok exec streams stdout and stderr and ends with the exit code"), "%s", out);
+    cr_assert(strstr(out,
+                     "ok a retried create with the same Idempotency-Key returns the same sandbox"),
+              "%s", out);
+    cr_assert(strstr(out, "ok exec streams stdout and stderr and ends with the exit code"), "%s",
+              out);
     cr_assert(strstr(out, "ok exec: 3 MB of stdout arrive whole"), "%s", out);
     cr_assert(strstr(out, "ok files list"), "%s", out);
     cr_assert(strstr(out, "ok delete ends a running exec's stream with an exit event"), "%s", out);
     cr_assert(strstr(out, "ok paused: the CPU time does not grow (busy loop stopped)"), "%s", out);
-    cr_assert(strstr(out, "ok exec into a paused sandbox -> 409 with the runtime's one line"), "%s", out);
+    cr_assert(strstr(out, "ok exec into a paused sandbox -> 409 with the runtime's one line"), "%s",
+              out);
     cr_assert(strstr(out, "ok resumed: the busy loop runs again"), "%s", out);
-    cr_assert(strstr(out, "ok create from the snapshot (tag) sees its files, /tmp and deletions"), "%s", out);
-    cr_assert(strstr(out, "ok create from the snapshot (id) sees its files, /tmp and deletions"), "%s", out);
+    cr_assert(strstr(out, "ok create from the snapshot (tag) sees its files, /tmp and deletions"),
+              "%s", out);
+    cr_assert(strstr(out, "ok create from the snapshot (id) sees its files, /tmp and deletions"),
+              "%s", out);
     cr_assert(strstr(out, "ok fork count 4 -> 201: one snapshot, 4 sandboxes on it"), "%s", out);
     cr_assert(strstr(out, "ok forks are independent: a write in one is seen by no other fork nor "
-                          "the parent"), "%s", out);
-    cr_assert(strstr(out, "ok a retried fork with the same Idempotency-Key returns the same set and "
-                          "makes none"), "%s", out);
+                          "the parent"),
+              "%s", out);
+    cr_assert(strstr(out,
+                     "ok a retried fork with the same Idempotency-Key returns the same set and "
+                     "makes none"),
+              "%s", out);
     cr_assert(strstr(out, "ok fork with count 0 -> 400"), "%s", out);
     cr_assert(strstr(out, "ok fork of a missing sandbox -> 404"), "%s", out);
-    cr_assert(strstr(out, "ok an untagged fork snapshot is removed with its last sandbox"), "%s", out);
+    cr_assert(strstr(out, "ok an untagged fork snapshot is removed with its last sandbox"), "%s",
+              out);
     cr_assert(strstr(out, "ok a fork snapshot stays while a fork of its fork runs"), "%s", out);
-    cr_assert(strstr(out, "ok a second fork of an unchanged sandbox is on the same snapshot"), "%s", out);
+    cr_assert(strstr(out, "ok a second fork of an unchanged sandbox is on the same snapshot"), "%s",
+              out);
     cr_assert(strstr(out, "ok ... which stays while the second fork's sandbox runs"), "%s", out);
     /* a fork was left running on two fork snapshots: the server's exit removes both */
     char a[80] = "", b[80] = "";
@@ -119,7 +131,8 @@ Test(serve_api, python_client, .timeout = 240)
     serve_start(&s);
     int code;
     /* the package imported from the checkout (test.sh copies python/ to src-tests/python) */
-    char *out = t_host(&code, "PYTHONPATH=%s/python LIS_SOCKET=%s LIS_BIN=%s XDG_DATA_HOME=%s/data "
+    char *out = t_host(&code,
+                       "PYTHONPATH=%s/python LIS_SOCKET=%s LIS_BIN=%s XDG_DATA_HOME=%s/data "
                        "XDG_RUNTIME_DIR=%s/run python3 %s/serve/lis_client.py -v 2>&1",
                        t_src_dir(), s.sock, t_lis_bin(), t_tmpdir(), t_tmpdir(), t_src_dir());
     cr_assert(code == 0 && strstr(out, "\nOK"), "python client tests failed:\n%s", out);

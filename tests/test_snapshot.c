@@ -53,8 +53,8 @@ static unsigned long long ns_cpu_ticks(pid_t pid1)
         unsigned long long ut = 0, st = 0;
         /* after ')': state ppid pgrp session tty tpgid flags minflt cminflt
          * majflt cmajflt utime stime */
-        if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-                        &st) == 2)
+        if (p &&
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
             sum += ut + st;
     }
     closedir(d);

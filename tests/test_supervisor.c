@@ -18,7 +18,9 @@ static lis_sandbox *probe_sandbox(lis_ctx *ctx)
 
 static void run(lis_sandbox *sb, const char *cmd, double timeout, lis_result *r)
 {
-    lis_exec_spec ex = {.shell = cmd, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
+    lis_exec_spec ex = {.shell = cmd,
+                        .out = LIS_STDIO_CAPTURE,
+                        .err = LIS_STDIO_CAPTURE,
                         .timeout = timeout};
     lis_error err = {0};
     cr_assert_eq(lis_exec(sb, &ex, r, &err), 0, "exec '%s': %s", cmd, err.msg);
@@ -83,7 +85,8 @@ Test(supervisor, timeout_holds_when_the_session_is_stopped)
     cr_assert_lt(r.wall_seconds, 30);
     lis_result_free(&r);
     char what[4096];
-    cr_assert_eq(others(sb, what, sizeof what), 0, "processes of the timed-out command are left:\n%s", what);
+    cr_assert_eq(others(sb, what, sizeof what), 0,
+                 "processes of the timed-out command are left:\n%s", what);
     done(ctx, sb);
 }
 
@@ -92,14 +95,17 @@ Test(supervisor, killing_the_session_kills_the_command_tree)
     lis_ctx *ctx = t_ctx();
     lis_sandbox *sb = t_sandbox(ctx, t_busybox());
     lis_result r;
-    run(sb, "setsid sh -c 'sleep 301' & (sleep 302 &); sleep 0.2; kill -9 $PPID; sleep 40; "
-            "echo survived", 0, &r);
+    run(sb,
+        "setsid sh -c 'sleep 301' & (sleep 302 &); sleep 0.2; kill -9 $PPID; sleep 40; "
+        "echo survived",
+        0, &r);
     cr_assert_eq(r.signal, 9, "exit %d signal %d", r.exit_code, r.signal);
     cr_assert(strstr(r.err_msg, "supervising"), "%s", r.err_msg);
     cr_assert_null(strstr(r.out.data, "survived"));
     lis_result_free(&r);
     char what[4096];
-    cr_assert_eq(others(sb, what, sizeof what), 0, "escaped processes survived their supervisor's death:\n%s", what);
+    cr_assert_eq(others(sb, what, sizeof what), 0,
+                 "escaped processes survived their supervisor's death:\n%s", what);
     done(ctx, sb);
 }
 
@@ -129,7 +135,8 @@ Test(supervisor, timeout_kills_escapees_that_hide_from_ptrace)
     cr_assert(r.timed_out);
     lis_result_free(&r);
     char what[4096];
-    cr_assert_eq(others(sb, what, sizeof what), 0, "a double-forked, setsid or non-dumpable escapee survived:\n%s", what);
+    cr_assert_eq(others(sb, what, sizeof what), 0,
+                 "a double-forked, setsid or non-dumpable escapee survived:\n%s", what);
     done(ctx, sb);
 }
 
@@ -141,14 +148,18 @@ Test(supervisor, background_processes_outlive_a_normal_exit)
     run(sb, "sleep 306 >/dev/null 2>&1 &", 10, &r);
     cr_assert_eq(r.exit_code, 0);
     lis_result_free(&r);
-    run(sb, "for i in $(seq 50); do ps -o args | grep -q '^sleep 306' && break; sleep 0.1; done; "
-                 "ps -o args | grep -c '^sleep 306'", 10, &r);
+    run(sb,
+        "for i in $(seq 50); do ps -o args | grep -q '^sleep 306' && break; sleep 0.1; done; "
+        "ps -o args | grep -c '^sleep 306'",
+        10, &r);
     cr_assert_str_eq(r.out.data, "1\n");
     lis_result_free(&r);
     /* each command has a UTS namespace of its own (its kill tag), with the
      * sandbox's hostname: compare with the live background process's */
-    run(sb, "hostname; readlink /proc/self/ns/uts; "
-            "readlink /proc/$(pidof sleep)/ns/uts; cat /proc/sys/kernel/hostname", 10, &r);
+    run(sb,
+        "hostname; readlink /proc/self/ns/uts; "
+        "readlink /proc/$(pidof sleep)/ns/uts; cat /proc/sys/kernel/hostname",
+        10, &r);
     char host[128], mine[64], its[64], khost[128];
     cr_assert_eq(sscanf(r.out.data, "%127s %63s %63s %127s", host, mine, its, khost), 4, "%s",
                  r.out.data);
@@ -168,8 +179,8 @@ Test(supervisor, commands_start_with_default_signal_dispositions)
     lis_sandbox *sb = t_sandbox(ctx, t_busybox());
     lis_result r;
     run(sb, "grep -E '^Sig(Ign|Blk)' /proc/self/status; yes | head -1", 10, &r);
-    cr_assert_str_eq(r.out.data, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\ny\n",
-                     "%s", r.out.data);
+    cr_assert_str_eq(r.out.data, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\ny\n", "%s",
+                     r.out.data);
     lis_result_free(&r);
     done(ctx, sb);
 }

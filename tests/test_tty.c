@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 typedef struct term {
-    int master, slave; /* the test keeps the slave: its modes and input queue are checked */
+    int master, slave;     /* the test keeps the slave: its modes and input queue are checked */
     struct termios modes0; /* the terminal's modes before lis started */
     pid_t pid;
     char buf[65536];
@@ -147,8 +147,8 @@ Test(tty, no_typing_into_the_owners_terminal, .timeout = 60)
     const char *b = t_lis_bin();
     snprintf(probe, sizeof probe, "%s", b);
     strcpy(strrchr(probe, '/'), "/tests/sysprobe:/probe:ro");
-    const char *args[] = {"sandbox", "run", "-i", "--rootfs", t_busybox(), "-v", probe,
-                          "--", "/probe", "tiocsti", NULL};
+    const char *args[] = {"sandbox", "run", "-i",     "--rootfs", t_busybox(), "-v",
+                          probe,     "--",  "/probe", "tiocsti",  NULL};
     term t;
     term_start(&t, args);
     cr_assert(term_expect(&t, "EPERM", 10000), "TIOCSTI was not refused: %s", t.buf);
@@ -159,8 +159,8 @@ Test(tty, no_typing_into_the_owners_terminal, .timeout = 60)
     cr_assert_eq(ioctl(t.master, FIONREAD, &queued), 0);
     term_close(&t);
     /* inside its own pty it is refused too */
-    const char *args2[] = {"sandbox", "run", "-t", "--rootfs", t_busybox(), "-v", probe,
-                           "--", "/probe", "tiocsti", NULL};
+    const char *args2[] = {"sandbox", "run", "-t",     "--rootfs", t_busybox(), "-v",
+                           probe,     "--",  "/probe", "tiocsti",  NULL};
     term_start(&t, args2);
     cr_assert(term_expect(&t, "EPERM", 10000), "TIOCSTI was not refused: %s", t.buf);
     term_wait(&t);
@@ -273,7 +273,8 @@ Test(tty, command_cannot_change_the_terminal_modes, .timeout = 90)
 {
     make_box("sttybox");
     /* every way a command could reach the terminal: its stdin, stdout, stderr */
-    const char *cmd = "for i in 0 1 2; do stty -echo -icanon raw <&$i 2>/dev/null; done; echo @END@";
+    const char *cmd =
+        "for i in 0 1 2; do stty -echo -icanon raw <&$i 2>/dev/null; done; echo @END@";
     for (int exec = 0; exec < 2; exec++)
         for (int in = 0; in < 2; in++) {
             const char *args[16];
@@ -319,8 +320,10 @@ Test(tty, process_left_behind_by_exec_cannot_read_the_terminal, .timeout = 120)
         }
         cr_assert_eq(code, 0, "the process left behind never finished: %s", out);
         cr_assert(strstr(out, "fd2:"), "%s", out);
-        cr_assert_null(strstr(out, "secret"), "-i=%d: a process left behind read the owner's "
-                       "typing: %s", in, out);
+        cr_assert_null(strstr(out, "secret"),
+                       "-i=%d: a process left behind read the owner's "
+                       "typing: %s",
+                       in, out);
         free(out);
         int queued = -1;
         cr_assert_eq(ioctl(t.slave, FIONREAD, &queued), 0);
@@ -332,8 +335,10 @@ Test(tty, process_left_behind_by_exec_cannot_read_the_terminal, .timeout = 120)
 Test(tty, raw_mode_restored_on_every_exit, .timeout = 120)
 {
     /* the command's own exit code, and its failure to start */
-    const char *ok[] = {"sandbox", "run", "-t", "--rootfs", t_busybox(), "--", "sh", "-c",
-                        "stty -echo; echo @END@; exit 3", NULL};
+    const char *ok[] = {"sandbox",  "run",       "-t",
+                        "--rootfs", t_busybox(), "--",
+                        "sh",       "-c",        "stty -echo; echo @END@; exit 3",
+                        NULL};
     term t;
     term_start(&t, ok);
     term_expect(&t, "@END@", 20000);
@@ -372,9 +377,9 @@ Test(tty, raw_mode_restored_on_every_exit, .timeout = 120)
     make_box("rawbox");
     const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
     for (int i = 0; i < 3; i++) {
-        const char *args[] = {"sandbox", i ? "exec" : "run", i ? "rawbox" : "--rootfs",
-                              i ? "-t" : t_busybox(), i ? "--" : "-t", i ? "sh" : "--",
-                              i ? NULL : "sh", NULL};
+        const char *args[] =
+            {"sandbox",       i ? "exec" : "run", i ? "rawbox" : "--rootfs", i ? "-t" : t_busybox(),
+             i ? "--" : "-t", i ? "sh" : "--",    i ? NULL : "sh",           NULL};
         term_start(&t, args);
         term_send(&t, "echo ready-$((1+1))\n");
         cr_assert(term_expect(&t, "ready-2", 20000), "%s", t.buf);
@@ -558,15 +563,17 @@ Test(tty, stdin_passed_and_output_relayed_intact, .timeout = 120)
         piped r;
         run_piped(args, payload, n, &r);
         cr_assert_eq(r.code, 3, "exec=%d: %s", exec, r.err);
-        cr_assert(strstr(r.out, want), "exec=%d: stdin changed on the way: %s vs %s", exec,
-                  r.out, want);
+        cr_assert(strstr(r.out, want), "exec=%d: stdin changed on the way: %s vs %s", exec, r.out,
+                  want);
         assert_not_our_pipes(&r);
         piped_free(&r);
     }
     /* 4 MiB on stdout and 1 MiB on stderr at once */
     const char *big[16];
-    snprintf(cmd, sizeof cmd, "%s(yes 0123456789abcdef | head -c 4194304) & "
-             "yes err | head -c 1048576 >&2; wait; exit 7", fd_links);
+    snprintf(cmd, sizeof cmd,
+             "%s(yes 0123456789abcdef | head -c 4194304) & "
+             "yes err | head -c 1048576 >&2; wait; exit 7",
+             fd_links);
     cmd_args(big, NULL, NULL, cmd);
     piped r;
     run_piped(big, NULL, 0, &r);

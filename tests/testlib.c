@@ -90,7 +90,9 @@ lis_sandbox *t_sandbox(lis_ctx *ctx, const char *rootfs)
 
 void t_sh(lis_sandbox *sb, const char *cmd, lis_result *r)
 {
-    lis_exec_spec ex = {.shell = cmd, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
+    lis_exec_spec ex = {.shell = cmd,
+                        .out = LIS_STDIO_CAPTURE,
+                        .err = LIS_STDIO_CAPTURE,
                         .timeout = 60};
     lis_error err = {0};
     cr_assert_eq(lis_exec(sb, &ex, r, &err), 0, "exec '%s': %s", cmd, err.msg);
@@ -144,8 +146,11 @@ const char *t_build_file(const char *rel)
 lis_sandbox *t_probe_sandbox(lis_ctx *ctx, const char *rootfs, lis_limits lim)
 {
     lis_bind b = {.host_path = t_build_file("tests/sysprobe"), .path = "/probe", .read_only = 1};
-    lis_sandbox_spec spec = {.rootfs = rootfs, .upper = LIS_UPPER_TMPFS, .limits = lim,
-                             .binds = &b, .nbinds = 1};
+    lis_sandbox_spec spec = {.rootfs = rootfs,
+                             .upper = LIS_UPPER_TMPFS,
+                             .limits = lim,
+                             .binds = &b,
+                             .nbinds = 1};
     lis_sandbox *sb = NULL;
     lis_error err = {0};
     cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create: %s", err.msg);
@@ -168,8 +173,10 @@ long t_rss_kib(void)
 int t_procs_in_ns(const char *ns)
 {
     int code;
-    char *out = t_host(&code, "for p in /proc/[0-9]*; do [ \"$(readlink $p/ns/pid 2>/dev/null)\" = "
-                              "'%s' ] && echo $p; done | wc -l", ns);
+    char *out = t_host(&code,
+                       "for p in /proc/[0-9]*; do [ \"$(readlink $p/ns/pid 2>/dev/null)\" = "
+                       "'%s' ] && echo $p; done | wc -l",
+                       ns);
     int n = atoi(out);
     free(out);
     return n;

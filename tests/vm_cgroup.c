@@ -85,9 +85,10 @@ static int count_sandbox_cgroups(void)
 
 static lis_sandbox *mk(lis_ctx *ctx, uint64_t mem, uint64_t pids, uint64_t cpu)
 {
-    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS,
-                             .limits = {.memory_bytes = mem, .pids = pids, .cpu_millis = cpu,
-                                        .require = 1}};
+    lis_sandbox_spec spec =
+        {.rootfs = t_busybox(),
+         .upper = LIS_UPPER_TMPFS,
+         .limits = {.memory_bytes = mem, .pids = pids, .cpu_millis = cpu, .require = 1}};
     lis_sandbox *sb = NULL;
     lis_error err = {0};
     cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create: %s", err.msg);
@@ -153,8 +154,8 @@ Test(vm_cgroup, oom_is_an_answer)
     cr_log_info("oom: exit %d signal %d oom_killed %d peak %llu MiB in %.1fs: %s", r.exit_code,
                 r.signal, r.oom_killed, (unsigned long long)(r.memory_peak >> 20), dt, r.err_msg);
     printf("VM-OOM: 300 MiB in a 200 MiB sandbox: exit=%d oom_killed=%d peak=%llu MiB "
-           "err_msg='%s' (%.1f s)\n", r.exit_code, r.oom_killed,
-           (unsigned long long)(r.memory_peak >> 20), r.err_msg, dt);
+           "err_msg='%s' (%.1f s)\n",
+           r.exit_code, r.oom_killed, (unsigned long long)(r.memory_peak >> 20), r.err_msg, dt);
     cr_assert(r.oom_killed);
     cr_assert_eq(r.exit_code, 137);
     cr_assert_str_eq(r.err_msg, "killed: out of memory (limit 200 MiB)");
@@ -189,8 +190,10 @@ Test(vm_cgroup, fork_bomb_stops_at_pids_max)
     lis_sandbox *sb = mk(ctx, 0, 64, 0);
     char dir[1024];
     cg_of(lis_sandbox_pid(sb), dir, sizeof dir);
-    lis_exec_spec ex = {.shell = "f() { f | f & }; f; sleep 30", .out = LIS_STDIO_NULL,
-                        .err = LIS_STDIO_NULL, .timeout = 20};
+    lis_exec_spec ex = {.shell = "f() { f | f & }; f; sleep 30",
+                        .out = LIS_STDIO_NULL,
+                        .err = LIS_STDIO_NULL,
+                        .timeout = 20};
     lis_proc *p;
     lis_error err = {0};
     cr_assert_eq(lis_exec_start(sb, &ex, &p, &err), 0, "%s", err.msg);
@@ -205,7 +208,8 @@ Test(vm_cgroup, fork_bomb_stops_at_pids_max)
     cr_assert_eq(run_host("/bin/true"), 0);
     double dt = now() - t0;
     printf("VM-PIDS: fork bomb in pids.max=64: pids.current=%llu pids.events max=%llu, "
-           "host fork+exec took %.3f s\n", cur, maxev, dt);
+           "host fork+exec took %.3f s\n",
+           cur, maxev, dt);
     cr_assert(cur <= 64, "pids.current %llu", cur);
     cr_assert(maxev >= 1);
     cr_assert(dt < 5);
@@ -279,8 +283,7 @@ Test(vm_cgroup, owner_kill9_then_gc)
     pid_t owner = fork();
     if (owner == 0) {
         close(pp[0]);
-        lis_sandbox_spec spec = {.rootfs = bb, .upper = LIS_UPPER_DISK,
-                                 .limits = {.require = 1}};
+        lis_sandbox_spec spec = {.rootfs = bb, .upper = LIS_UPPER_DISK, .limits = {.require = 1}};
         lis_sandbox *sb;
         lis_error err = {0};
         if (lis_sandbox_create(ctx, &spec, &sb, &err) < 0)
@@ -322,10 +325,7 @@ Test(vm_cgroup, owner_kill9_then_gc)
     lis_ctx_free(ctx);
 }
 
-static unsigned long long usage_usec(const char *dir)
-{
-    return key(dir, "cpu.stat", "usage_usec");
-}
+static unsigned long long usage_usec(const char *dir) { return key(dir, "cpu.stat", "usage_usec"); }
 
 /* With a cgroup v2, pause is the kernel's freezer: the whole cgroup (lis-init
  * too) is frozen, its CPU time stops, exec is refused; a snapshot of the

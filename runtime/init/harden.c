@@ -16,9 +16,10 @@
 /* Docker's default capabilities. Everything else leaves the bounding set, so
  * no process of the command can ever regain it (uid 0 inside included). */
 static const int keep[] = {
-    CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FSETID, CAP_FOWNER, CAP_MKNOD, CAP_NET_RAW,
-    CAP_SETGID, CAP_SETUID, CAP_SETFCAP, CAP_SETPCAP, CAP_NET_BIND_SERVICE,
-    CAP_SYS_CHROOT, CAP_KILL, CAP_AUDIT_WRITE,
+    CAP_CHOWN,   CAP_DAC_OVERRIDE, CAP_FSETID,           CAP_FOWNER,
+    CAP_MKNOD,   CAP_NET_RAW,      CAP_SETGID,           CAP_SETUID,
+    CAP_SETFCAP, CAP_SETPCAP,      CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT,
+    CAP_KILL,    CAP_AUDIT_WRITE,
 };
 
 int init_harden_self(void)

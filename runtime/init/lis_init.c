@@ -45,10 +45,10 @@ static int64_t now_ms(void)
 
 /* One command as PID 1 sees it. */
 struct sess {
-    pid_t spid;       /* the session process */
-    int ctl;          /* our end of its control socketpair, -1 once it closed */
-    int conn;         /* the client's connection (the session has it too) */
-    int reg;          /* SESS_REG received */
+    pid_t spid; /* the session process */
+    int ctl;    /* our end of its control socketpair, -1 once it closed */
+    int conn;   /* the client's connection (the session has it too) */
+    int reg;    /* SESS_REG received */
     uint64_t tag;
     int nsfd;         /* the command's UTS namespace, held so the tag stays unique */
     int64_t deadline; /* CLOCK_MONOTONIC ms, 0 = none */
@@ -57,9 +57,9 @@ struct sess {
 
 struct init_state {
     int life, listen_fd, sfd, persist;
-    uint64_t mem_limit;  /* fallback memory limit, 0 = none */
-    int64_t mem_next;    /* CLOCK_MONOTONIC ms of the next memwatch check */
-    int cpuwatch;        /* fallback CPU share on */
+    uint64_t mem_limit; /* fallback memory limit, 0 = none */
+    int64_t mem_next;   /* CLOCK_MONOTONIC ms of the next memwatch check */
+    int cpuwatch;       /* fallback CPU share on */
     int64_t cpu_next;
     struct cpu_sample *cpu;
     int ncpu;
@@ -220,7 +220,12 @@ static int load_prog(struct init_state *st, int fd)
  * owner may still have ignored. */
 static void reset_signals(void)
 {
-    struct { void *handler; unsigned long flags; void *restorer; uint64_t mask; } sa;
+    struct {
+        void *handler;
+        unsigned long flags;
+        void *restorer;
+        uint64_t mask;
+    } sa;
     memset(&sa, 0, sizeof sa); /* SIG_DFL is NULL */
     for (int sig = 1; sig <= 64; sig++)
         if (sig != SIGKILL && sig != SIGSTOP)
@@ -244,7 +249,8 @@ int main(int argc, char **argv)
      * exec. Its number goes to the owner with READY. */
     int scratch = atoi(argv[7]);
     fcntl(scratch, F_SETFD, FD_CLOEXEC);
-    struct init_state st = {.life = atoi(argv[1]), .listen_fd = atoi(argv[2]),
+    struct init_state st = {.life = atoi(argv[1]),
+                            .listen_fd = atoi(argv[2]),
                             .persist = argv[3][0] == '1',
                             .mem_limit = strtoull(argv[5], NULL, 10),
                             .cpuwatch = argv[6][0] == '1'};
@@ -306,8 +312,8 @@ int main(int argc, char **argv)
         }
         if (st.cpuwatch && now >= st.cpu_next) {
             enum { CPU_INTERVAL_MS = 250 };
-            init_cpuwatch(&st.cpu, &st.ncpu, st.cpu_next ? CPU_INTERVAL_MS + now - st.cpu_next
-                                                         : CPU_INTERVAL_MS);
+            init_cpuwatch(&st.cpu, &st.ncpu,
+                          st.cpu_next ? CPU_INTERVAL_MS + now - st.cpu_next : CPU_INTERVAL_MS);
             st.cpu_next = now + CPU_INTERVAL_MS;
         }
         /* Sessions first (what they said before dying counts), last to first

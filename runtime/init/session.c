@@ -91,8 +91,7 @@ static void read_request(int conn, struct request *rq)
     /* the fds come in the order of the flags that announce them */
     int k = 0;
     int *slot[3] = {&rq->in, &rq->out, &rq->err};
-    static const uint32_t flag[3] = {LIS_REQ_HAVE_STDIN, LIS_REQ_HAVE_STDOUT,
-                                     LIS_REQ_HAVE_STDERR};
+    static const uint32_t flag[3] = {LIS_REQ_HAVE_STDIN, LIS_REQ_HAVE_STDOUT, LIS_REQ_HAVE_STDERR};
     for (int i = 0; i < 3; i++)
         *slot[i] = (h->flags & flag[i]) ? fds[k++] : -1;
     for (; k < 3; k++)
@@ -164,9 +163,13 @@ static void child(const struct request *rq, int slave, int status_w, int go_r,
 
 static void report_start_error(int conn, const struct request *rq, const struct child_report *r)
 {
-    static const struct { char stage; const char *what; } names[] = {
-        {'n', "unsharing the command's UTS namespace"}, {'c', "chdir"},
-        {'h', "dropping privileges"}, {'e', "exec"}};
+    static const struct {
+        char stage;
+        const char *what;
+    } names[] = {{'n', "unsharing the command's UTS namespace"},
+                 {'c', "chdir"},
+                 {'h', "dropping privileges"},
+                 {'e', "exec"}};
     const char *what = "starting";
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (names[i].stage == r->stage)

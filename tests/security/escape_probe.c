@@ -47,15 +47,40 @@
 
 static const char *ename(int e)
 {
-    static const struct { int e; const char *n; } t[] = {
-        {EPERM, "EPERM"},     {ENOENT, "ENOENT"},   {ESRCH, "ESRCH"},     {EIO, "EIO"},
-        {EBADF, "EBADF"},     {EAGAIN, "EAGAIN"},   {ENOMEM, "ENOMEM"},   {EACCES, "EACCES"},
-        {EFAULT, "EFAULT"},   {EBUSY, "EBUSY"},     {EEXIST, "EEXIST"},   {ENODEV, "ENODEV"},
-        {ENOTDIR, "ENOTDIR"}, {EISDIR, "EISDIR"},   {EINVAL, "EINVAL"},   {ENOTTY, "ENOTTY"},
-        {ETXTBSY, "ETXTBSY"}, {ENOSPC, "ENOSPC"},   {EROFS, "EROFS"},     {ENOSYS, "ENOSYS"},
-        {ELOOP, "ELOOP"},     {EIDRM, "EIDRM"},     {ECONNREFUSED, "ECONNREFUSED"},
-        {EXDEV, "EXDEV"},     {ENOKEY, "ENOKEY"},   {EOPNOTSUPP, "EOPNOTSUPP"},
-        {ENOTCONN, "ENOTCONN"}, {EDQUOT, "EDQUOT"}, {ESTALE, "ESTALE"},   {ENXIO, "ENXIO"},
+    static const struct {
+        int e;
+        const char *n;
+    } t[] = {
+        {EPERM, "EPERM"},
+        {ENOENT, "ENOENT"},
+        {ESRCH, "ESRCH"},
+        {EIO, "EIO"},
+        {EBADF, "EBADF"},
+        {EAGAIN, "EAGAIN"},
+        {ENOMEM, "ENOMEM"},
+        {EACCES, "EACCES"},
+        {EFAULT, "EFAULT"},
+        {EBUSY, "EBUSY"},
+        {EEXIST, "EEXIST"},
+        {ENODEV, "ENODEV"},
+        {ENOTDIR, "ENOTDIR"},
+        {EISDIR, "EISDIR"},
+        {EINVAL, "EINVAL"},
+        {ENOTTY, "ENOTTY"},
+        {ETXTBSY, "ETXTBSY"},
+        {ENOSPC, "ENOSPC"},
+        {EROFS, "EROFS"},
+        {ENOSYS, "ENOSYS"},
+        {ELOOP, "ELOOP"},
+        {EIDRM, "EIDRM"},
+        {ECONNREFUSED, "ECONNREFUSED"},
+        {EXDEV, "EXDEV"},
+        {ENOKEY, "ENOKEY"},
+        {EOPNOTSUPP, "EOPNOTSUPP"},
+        {ENOTCONN, "ENOTCONN"},
+        {EDQUOT, "EDQUOT"},
+        {ESTALE, "ESTALE"},
+        {ENXIO, "ENXIO"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (t[i].e == e)
@@ -382,8 +407,7 @@ static int do_masked(char **a)
     close(fd);
     if (n == 0)
         return puts("masked"), 0;
-    printf(n < 0 ? "visible: read %s\n" : "visible: %s bytes\n",
-           n < 0 ? ename(errno) : "some");
+    printf(n < 0 ? "visible: read %s\n" : "visible: %s bytes\n", n < 0 ? ename(errno) : "some");
     return 1;
 }
 
@@ -426,7 +450,8 @@ static int do_fsopen_cgroup(char **a)
     int fs = (int)syscall(SYS_fsopen, "cgroup", 0);
     if (step(fs, "fsopen"))
         return 1;
-    if (step(syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "release_agent", a[0], 0), "fsconfig") ||
+    if (step(syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "release_agent", a[0], 0),
+             "fsconfig") ||
         step(syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0), "create"))
         return 1;
     return ok();
@@ -563,7 +588,11 @@ static int do_tioclinux(char **a)
 static int do_shocker(char **a)
 {
     (void)a;
-    struct { unsigned int bytes; int type; unsigned char h[8]; } fh = {8, 1, {2, 0, 0, 0, 0, 0, 0, 0}};
+    struct {
+        unsigned int bytes;
+        int type;
+        unsigned char h[8];
+    } fh = {8, 1, {2, 0, 0, 0, 0, 0, 0, 0}};
     int root = open("/", O_RDONLY | O_DIRECTORY);
     if (step(syscall(SYS_open_by_handle_at, root, &fh, O_RDONLY), "open_by_handle_at"))
         return 1;
@@ -654,7 +683,10 @@ static int do_ipc(char **a)
         r = shmctl(id, IPC_RMID, NULL);
     } else if (!strcmp(a[0], "msg")) {
         g = msgget(key, 0);
-        struct { long t; char c[8]; } m = {1, "escape"};
+        struct {
+            long t;
+            char c[8];
+        } m = {1, "escape"};
         u = msgsnd(id, &m, sizeof m.c, IPC_NOWAIT);
         r = msgctl(id, IPC_RMID, NULL);
     } else {
@@ -710,7 +742,12 @@ static int do_forks(char **a)
     return 0;
 }
 
-static const struct { const char *name; int (*fn)(char **); int nargs; int child; } attempts[] = {
+static const struct {
+    const char *name;
+    int (*fn)(char **);
+    int nargs;
+    int child;
+} attempts[] = {
     {"ptrace", do_ptrace, 1, 0},
     {"ptrace-stop", do_ptrace_stop, 2, 0},
     {"memwrite", do_memwrite, 1, 0},

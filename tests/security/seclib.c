@@ -59,8 +59,11 @@ int sec_try_sandbox(lis_ctx *ctx, const sec_opts *o, lis_sandbox **sb, lis_error
         binds[i + 1] = o->binds[i];
     lis_sandbox_spec spec = {.rootfs = o->rootfs ? o->rootfs : t_busybox(),
                              .name = o->name,
-                             .upper = o->persist ? LIS_UPPER_DISK : LIS_UPPER_TMPFS, .binds = binds,
-                             .nbinds = o->nbinds + 1, .net = o->net, .persist = o->persist,
+                             .upper = o->persist ? LIS_UPPER_DISK : LIS_UPPER_TMPFS,
+                             .binds = binds,
+                             .nbinds = o->nbinds + 1,
+                             .net = o->net,
+                             .persist = o->persist,
                              .limits = o->limits};
     return lis_net_sandbox_create(ctx, &spec, NULL, sb, err); /* net/ for --net proxy */
 }
@@ -111,7 +114,9 @@ char *sec_sh(lis_sandbox *sb, const char *cmd, int *code)
 {
     char *full = malloc(strlen(cmd) + 32);
     sprintf(full, "exec 2>&1; %s", cmd);
-    lis_exec_spec ex = {.shell = full, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
+    lis_exec_spec ex = {.shell = full,
+                        .out = LIS_STDIO_CAPTURE,
+                        .err = LIS_STDIO_CAPTURE,
                         .timeout = 60};
     lis_result r;
     cr_assert_eq(sec_run(sb, &ex, &r, 90), 1, "'%s' ran past its timeout or failed", cmd);
@@ -166,9 +171,10 @@ void sec_write(const char *path, const char *content)
 char *sec_digest(const char *path)
 {
     int code;
-    return t_host(&code, "cd '%s' 2>/dev/null && { find . -printf '%%p %%y %%s %%m %%T@ %%l\\n' | "
-                         "sort; find . -type f -exec sha256sum {} + | sort; } || "
-                         "{ ls -ld --time-style=full-iso '%s' 2>&1; sha256sum '%s' 2>&1; }",
+    return t_host(&code,
+                  "cd '%s' 2>/dev/null && { find . -printf '%%p %%y %%s %%m %%T@ %%l\\n' | "
+                  "sort; find . -type f -exec sha256sum {} + | sort; } || "
+                  "{ ls -ld --time-style=full-iso '%s' 2>&1; sha256sum '%s' 2>&1; }",
                   path, path, path);
 }
 

@@ -12,7 +12,7 @@
 /* How a sandbox of an attempt is made; zero is an ephemeral busybox sandbox
  * with --net none and a tmpfs upper layer. */
 typedef struct sec_opts {
-    const char *rootfs;   /* NULL: the busybox fixture */
+    const char *rootfs; /* NULL: the busybox fixture */
     const char *name;
     lis_net_mode net;
     int persist;

@@ -26,7 +26,8 @@ static int abstract_listener(const char *name, int type)
     size_t n = strlen(name);
     memcpy(un.sun_path + 1, name, n);
     cr_assert_eq(bind(s, (struct sockaddr *)&un,
-                      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)), 0);
+                      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)),
+                 0);
     if (type == SOCK_STREAM)
         cr_assert_eq(listen(s, 8), 0);
     return s;
@@ -111,20 +112,11 @@ static void sysv_attempt(const char *kind)
     lis_ctx_free(ctx);
 }
 
-Test(escape, sysv_shm_of_the_host, .timeout = 60)
-{
-    sysv_attempt("shm");
-}
+Test(escape, sysv_shm_of_the_host, .timeout = 60) { sysv_attempt("shm"); }
 
-Test(escape, sysv_msg_queue_of_the_host, .timeout = 60)
-{
-    sysv_attempt("msg");
-}
+Test(escape, sysv_msg_queue_of_the_host, .timeout = 60) { sysv_attempt("msg"); }
 
-Test(escape, sysv_semaphore_of_the_host, .timeout = 60)
-{
-    sysv_attempt("sem");
-}
+Test(escape, sysv_semaphore_of_the_host, .timeout = 60) { sysv_attempt("sem"); }
 
 /* A host file in /dev/shm (POSIX shared memory) and one in /tmp. */
 static void host_dir_attempt(const char *dir)
@@ -137,9 +129,10 @@ static void host_dir_attempt(const char *dir)
     lis_ctx *ctx = t_ctx();
     lis_sandbox *sb = sec_sandbox(ctx, NULL);
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "ls -a %s | grep -c %s; cat %s/%s 2>/dev/null; echo pwned > %s/%s; "
-                              "echo pwned > %s/%s.new; echo tried", dir, name, dir, name, dir, name,
-             dir, name);
+    snprintf(cmd, sizeof cmd,
+             "ls -a %s | grep -c %s; cat %s/%s 2>/dev/null; echo pwned > %s/%s; "
+             "echo pwned > %s/%s.new; echo tried",
+             dir, name, dir, name, dir, name, dir, name);
     char *out = sec_sh(sb, cmd, NULL);
     cr_expect(strstr(out, "tried"), "%s", out);
     cr_expect(!strstr(out, "HOST-SECRET") && strncmp(out, "0\n", 2) == 0,
@@ -158,15 +151,9 @@ static void host_dir_attempt(const char *dir)
     lis_ctx_free(ctx);
 }
 
-Test(escape, posix_shm_of_the_host, .timeout = 60)
-{
-    host_dir_attempt("/dev/shm");
-}
+Test(escape, posix_shm_of_the_host, .timeout = 60) { host_dir_attempt("/dev/shm"); }
 
-Test(escape, host_tmp_untouched, .timeout = 60)
-{
-    host_dir_attempt("/tmp");
-}
+Test(escape, host_tmp_untouched, .timeout = 60) { host_dir_attempt("/tmp"); }
 
 /* --disk SIZE bounds the tmpfs layers: a 64 MiB write into a 16 MiB budget
  * gets ENOSPC and leaves at most the budget behind. */
@@ -174,9 +161,10 @@ static void disk_budget(const char *dir)
 {
     lis_ctx_free(t_ctx());
     int code;
-    char *out = t_lis(&code, "sandbox run --disk=16M --rootfs %s -- sh -c "
-                             "'dd if=/dev/zero of=%s/fill bs=1M count=64 2>&1; echo rc=$?; "
-                             "echo size=$(stat -c %%s %s/fill)'",
+    char *out = t_lis(&code,
+                      "sandbox run --disk=16M --rootfs %s -- sh -c "
+                      "'dd if=/dev/zero of=%s/fill bs=1M count=64 2>&1; echo rc=$?; "
+                      "echo size=$(stat -c %%s %s/fill)'",
                       t_busybox(), dir, dir);
     cr_expect_eq(code, 0, "lis sandbox run --disk=16M: %s", out);
     cr_expect(strstr(out, "No space left"), "writing 64 MiB into %s did not hit ENOSPC: %s", dir,
@@ -188,20 +176,11 @@ static void disk_budget(const char *dir)
     free(out);
 }
 
-Test(escape, disk_budget_tmp, .timeout = 60)
-{
-    disk_budget("/tmp");
-}
+Test(escape, disk_budget_tmp, .timeout = 60) { disk_budget("/tmp"); }
 
-Test(escape, disk_budget_root, .timeout = 60)
-{
-    disk_budget("/root");
-}
+Test(escape, disk_budget_root, .timeout = 60) { disk_budget("/root"); }
 
-Test(escape, disk_budget_dev_shm, .timeout = 60)
-{
-    disk_budget("/dev/shm");
-}
+Test(escape, disk_budget_dev_shm, .timeout = 60) { disk_budget("/dev/shm"); }
 
 Test(escape, process_count_bounded_without_cgroups, .timeout = 120)
 {

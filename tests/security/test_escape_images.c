@@ -46,8 +46,7 @@ static char *hostile_rootfs(const char *const *links, const char *vic)
             else
                 strncat(target, (char[]){*t, 0}, sizeof target - strlen(target) - 1);
         }
-        free(t_host(&code, "rm -rf '%s/%s' && ln -s '%s' '%s/%s'", root, path, target, root,
-                    path));
+        free(t_host(&code, "rm -rf '%s/%s' && ln -s '%s' '%s/%s'", root, path, target, root, path));
         cr_assert_eq(code, 0, "planting %s", links[i]);
     }
     return root;
@@ -55,8 +54,7 @@ static char *hostile_rootfs(const char *const *links, const char *vic)
 
 /* The sandbox starts (and works) or fails with one line; either way the
  * victim directory is untouched and no mount on the host leads to it. */
-static void hostile(const char *const *links, const lis_bind *binds, size_t nbinds,
-                    const char *cwd)
+static void hostile(const char *const *links, const lis_bind *binds, size_t nbinds, const char *cwd)
 {
     lis_ctx *ctx = t_ctx();
     char *vic = victim();
@@ -70,8 +68,11 @@ static void hostile(const char *const *links, const lis_bind *binds, size_t nbin
                           "for d in /etc /proc /dev /sys /tmp /data /data/sub .; do "
                           "echo pwned > $d/hosts; echo pwned > $d/secret; echo pwned > $d/new; "
                           "done 2>/dev/null; echo ran";
-        lis_exec_spec ex = {.shell = cmd, .cwd = cwd, .out = LIS_STDIO_CAPTURE,
-                            .err = LIS_STDIO_CAPTURE, .timeout = 30};
+        lis_exec_spec ex = {.shell = cmd,
+                            .cwd = cwd,
+                            .out = LIS_STDIO_CAPTURE,
+                            .err = LIS_STDIO_CAPTURE,
+                            .timeout = 30};
         lis_result r;
         cr_assert_eq(sec_run(sb, &ex, &r, 40), 1);
         cr_expect(r.exec_failed || strstr(r.out.data, "ran"), "%s", r.out.data);
@@ -182,8 +183,10 @@ Test(escape, foreign_owned_rootfs_untouched, .timeout = 60)
     cr_expect_eq(sec_try_sandbox(ctx, &o, &sb, &err), 0, "a root-owned rootfs does not start: %s",
                  err.msg);
     if (sb) {
-        char *out = sec_sh(sb, "grep -q localhost /etc/hosts && echo hosts; "
-                               "echo x > /tmp/new && echo wrote", NULL);
+        char *out = sec_sh(sb,
+                           "grep -q localhost /etc/hosts && echo hosts; "
+                           "echo x > /tmp/new && echo wrote",
+                           NULL);
         cr_expect_str_eq(out, "hosts\nwrote\n", "%s", out);
         free(out);
         sec_destroy(sb);
@@ -205,11 +208,12 @@ static void race_start(const char *name, const char *vic)
     cr_assert_eq(code, 0, "%s", out);
     free(out);
     /* a bounded loop (it stops by itself), in the background of the sandbox */
-    out = t_lis(&code, "sandbox exec %s -- sh -c 'mkdir -p /root/t; (i=0; while [ $i -lt 20000 ]; "
-                       "do i=$((i+1)); rm -rf /root/x /root/t/sub; ln -s %s /root/x; "
-                       "ln -s ../../../../../../../..%s /root/t/sub; rm -f /root/x /root/t/sub; "
-                       "mkdir /root/x /root/t/sub; echo inside > /root/x/secret; "
-                       "echo inside > /root/t/sub/secret; done) >/dev/null 2>&1 &'",
+    out = t_lis(&code,
+                "sandbox exec %s -- sh -c 'mkdir -p /root/t; (i=0; while [ $i -lt 20000 ]; "
+                "do i=$((i+1)); rm -rf /root/x /root/t/sub; ln -s %s /root/x; "
+                "ln -s ../../../../../../../..%s /root/t/sub; rm -f /root/x /root/t/sub; "
+                "mkdir /root/x /root/t/sub; echo inside > /root/x/secret; "
+                "echo inside > /root/t/sub/secret; done) >/dev/null 2>&1 &'",
                 name, vic, vic);
     cr_assert_eq(code, 0, "%s", out);
     free(out);
@@ -285,8 +289,10 @@ Test(escape, cp_in_tree_symlink_race, .timeout = 120)
     lis_ctx_free(t_ctx());
     char *vic = victim(), *src = sec_dir("src");
     int code;
-    free(t_host(&code, "mkdir -p %s/sub/deeper && echo pwned > %s/sub/secret && "
-                       "echo pwned > %s/sub/deeper/new", src, src, src));
+    free(t_host(&code,
+                "mkdir -p %s/sub/deeper && echo pwned > %s/sub/secret && "
+                "echo pwned > %s/sub/deeper/new",
+                src, src, src));
     char *before = sec_digest(vic);
     race_start("race4", vic);
     for (int i = 0; i < 30; i++) {
@@ -309,9 +315,11 @@ Test(escape, file_api_symlink_race, .timeout = 120)
     char *before = sec_digest(vic);
     lis_sandbox *sb = sec_sandbox(ctx, NULL);
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); rm -rf /root/x; "
-                              "ln -s %s /root/x; rm -f /root/x; mkdir /root/x; "
-                              "echo inside > /root/x/secret; done", vic);
+    snprintf(cmd, sizeof cmd,
+             "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); rm -rf /root/x; "
+             "ln -s %s /root/x; rm -f /root/x; mkdir /root/x; "
+             "echo inside > /root/x/secret; done",
+             vic);
     lis_exec_spec ex = {.shell = cmd, .timeout = 60};
     lis_proc *p;
     lis_error err = {0};

@@ -112,15 +112,9 @@ Test(escape, proc_sysrq_trigger_read_only, .timeout = 60)
     read_only("/proc/sysrq-trigger", "/proc/sysrq-trigger", "h");
 }
 
-Test(escape, proc_bus_read_only, .timeout = 60)
-{
-    read_only("/proc/bus", NULL, NULL);
-}
+Test(escape, proc_bus_read_only, .timeout = 60) { read_only("/proc/bus", NULL, NULL); }
 
-Test(escape, proc_fs_read_only, .timeout = 60)
-{
-    read_only("/proc/fs", NULL, NULL);
-}
+Test(escape, proc_fs_read_only, .timeout = 60) { read_only("/proc/fs", NULL, NULL); }
 
 Test(escape, proc_irq_read_only, .timeout = 60)
 {
@@ -133,10 +127,7 @@ Test(escape, proc_sys_core_pattern, .timeout = 60)
     read_only("/proc/sys", "/proc/sys/kernel/core_pattern", "|/tmp/lis-escape %p");
 }
 
-Test(escape, sysfs_writes, .timeout = 60)
-{
-    read_only("/sys", "/sys/kernel/mm/ksm/run", "1");
-}
+Test(escape, sysfs_writes, .timeout = 60) { read_only("/sys", "/sys/kernel/mm/ksm/run", "1"); }
 
 /* A secret file in the test's own tmpdir: no /proc/PID/root of any process
  * visible inside may lead to it. */
@@ -147,8 +138,9 @@ Test(escape, proc_pid_root_reaches_no_host_file, .timeout = 60)
     snprintf(canary, sizeof canary, "%s/canary", t_tmpdir());
     sec_write(canary, "HOST-SECRET\n");
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "for p in /proc/[0-9]* /proc/self /proc/thread-self; do "
-                              "cat $p/root%s $p/root/../../../..%s; done 2>/dev/null; echo scanned",
+    snprintf(cmd, sizeof cmd,
+             "for p in /proc/[0-9]* /proc/self /proc/thread-self; do "
+             "cat $p/root%s $p/root/../../../..%s; done 2>/dev/null; echo scanned",
              canary, canary);
     char *out = in_fresh(ctx, cmd);
     cr_expect(strstr(out, "scanned"), "%s", out);
@@ -205,8 +197,7 @@ Test(escape, cve_2024_21626_no_fd_leads_out, .timeout = 60)
     lis_sandbox *sb = sec_sandbox(ctx, NULL);
     /* a background process too, and a command started while it runs */
     char *out = sec_sh(sb, "sleep 30 & /probe fdscan; kill $!", NULL);
-    cr_expect(strncmp(out, "none", 4) == 0, "an fd, cwd or root leads out of the sandbox: %s",
-              out);
+    cr_expect(strncmp(out, "none", 4) == 0, "an fd, cwd or root leads out of the sandbox: %s", out);
     free(out);
     sec_destroy(sb);
     no_marker();
@@ -226,12 +217,15 @@ Test(escape, cve_2024_21626_cwd_through_proc_fds, .timeout = 120)
         else if (i < 24)
             snprintf(cwd, sizeof cwd, "/proc/1/fd/%d", i - 14);
         else
-            snprintf(cwd, sizeof cwd, "%s", (const char *[]){"/proc/1/cwd", "/proc/1/root/..",
-                                                             "/proc/self/cwd/..",
-                                                             "/proc/thread-self/root"}[i - 24]);
+            snprintf(cwd, sizeof cwd, "%s",
+                     (const char *[]){"/proc/1/cwd", "/proc/1/root/..", "/proc/self/cwd/..",
+                                      "/proc/thread-self/root"}[i - 24]);
         const char *argv[] = {"/probe", "cwdcheck", NULL};
-        lis_exec_spec ex = {.argv = argv, .cwd = cwd, .out = LIS_STDIO_CAPTURE,
-                            .err = LIS_STDIO_CAPTURE, .timeout = 20};
+        lis_exec_spec ex = {.argv = argv,
+                            .cwd = cwd,
+                            .out = LIS_STDIO_CAPTURE,
+                            .err = LIS_STDIO_CAPTURE,
+                            .timeout = 20};
         lis_result r;
         cr_assert_eq(sec_run(sb, &ex, &r, 30), 1);
         cr_expect(r.exec_failed || strcmp(r.out.data, "inside\n") == 0,
@@ -341,9 +335,11 @@ Test(escape, cgroup_procs_move_to_the_host_root, .timeout = 60)
     snprintf(path, sizeof path, "/proc/%d/cgroup", (int)lis_sandbox_pid(sb));
     char *before = sec_read(path);
     /* inside, the cgroup namespace root looks like the hierarchy's root */
-    char *out = sec_sh(sb, "for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs "
-                           "/sys/fs/cgroup/*/tasks; do [ -e $f ] && /probe write $f 1; done; "
-                           "echo tried", NULL);
+    char *out = sec_sh(sb,
+                       "for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs "
+                       "/sys/fs/cgroup/*/tasks; do [ -e $f ] && /probe write $f 1; done; "
+                       "echo tried",
+                       NULL);
     cr_expect(!sec_won(out), "PID 1 was moved to another cgroup: %s", out);
     char *after = sec_read(path);
     cr_expect_str_eq(after, before, "the sandbox's cgroups on the host changed");

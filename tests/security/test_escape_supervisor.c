@@ -153,8 +153,9 @@ Test(escape, signal_pid1_from_inside, .timeout = 60)
 {
     lis_ctx *ctx = t_ctx();
     lis_sandbox *sb;
-    char *out = attempt(ctx, &sb, "for s in STOP SEGV TERM INT HUP KILL; do kill -$s 1; done; "
-                                  "echo sent");
+    char *out = attempt(ctx, &sb,
+                        "for s in STOP SEGV TERM INT HUP KILL; do kill -$s 1; done; "
+                        "echo sent");
     cr_expect(strstr(out, "sent"), "%s", out);
     pid1_intact(sb);
     free(out);
@@ -174,7 +175,9 @@ static void timeout_holds(const char *attack)
     lis_sandbox *sb = sec_sandbox(ctx, &o);
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "%s; sleep 6; echo late > /out/late; echo finished", attack);
-    lis_exec_spec ex = {.shell = cmd, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE,
+    lis_exec_spec ex = {.shell = cmd,
+                        .out = LIS_STDIO_CAPTURE,
+                        .err = LIS_STDIO_CAPTURE,
                         .timeout = 2};
     double t0 = mono();
     lis_result r;
@@ -184,8 +187,8 @@ static void timeout_holds(const char *attack)
     if (done == 1) {
         /* timed out, or killed at once because it killed its supervisor */
         cr_expect(r.timed_out || (r.signal == 9 && strstr(r.err_msg, "supervising")),
-                  "'%s': neither timed out nor killed (exit %d, signal %d, out '%s')",
-                  attack, r.exit_code, r.signal, r.out.data);
+                  "'%s': neither timed out nor killed (exit %d, signal %d, out '%s')", attack,
+                  r.exit_code, r.signal, r.out.data);
         cr_expect(!strstr(r.out.data, "finished"), "'%s' ran to its end: %s", attack, r.out.data);
         lis_result_free(&r);
     }
@@ -194,27 +197,20 @@ static void timeout_holds(const char *attack)
         usleep(200000);
     char late[4096];
     snprintf(late, sizeof late, "%s/late", out_dir);
-    cr_expect_neq(access(late, F_OK), 0, "'%s': a process of the command outlived its timeout "
-                                         "and wrote on the host", attack);
+    cr_expect_neq(access(late, F_OK), 0,
+                  "'%s': a process of the command outlived its timeout "
+                  "and wrote on the host",
+                  attack);
     sec_destroy(sb);
     free(out_dir);
     lis_ctx_free(ctx);
 }
 
-Test(escape, timeout_holds_sigstop_of_session, .timeout = 80)
-{
-    timeout_holds("kill -STOP $PPID");
-}
+Test(escape, timeout_holds_sigstop_of_session, .timeout = 80) { timeout_holds("kill -STOP $PPID"); }
 
-Test(escape, timeout_holds_sigkill_of_session, .timeout = 80)
-{
-    timeout_holds("kill -KILL $PPID");
-}
+Test(escape, timeout_holds_sigkill_of_session, .timeout = 80) { timeout_holds("kill -KILL $PPID"); }
 
-Test(escape, timeout_holds_kill_all, .timeout = 80)
-{
-    timeout_holds("kill -9 -1");
-}
+Test(escape, timeout_holds_kill_all, .timeout = 80) { timeout_holds("kill -9 -1"); }
 
 Test(escape, timeout_holds_ptrace_stop_of_session, .timeout = 80)
 {
@@ -236,9 +232,10 @@ Test(escape, cve_2019_5736_overwrite_lis_init, .timeout = 60)
     lis_ctx *ctx = t_ctx();
     char *before = sec_digest(sec_init_bin());
     lis_sandbox *sb;
-    char *out = attempt(ctx, &sb, "/probe exe-write /proc/1/exe; /probe exe-write /proc/$PPID/exe; "
-                                  "cat /proc/1/exe > /tmp/init.copy 2>/dev/null; "
-                                  "/probe exe-write /proc/1/exe");
+    char *out = attempt(ctx, &sb,
+                        "/probe exe-write /proc/1/exe; /probe exe-write /proc/$PPID/exe; "
+                        "cat /proc/1/exe > /tmp/init.copy 2>/dev/null; "
+                        "/probe exe-write /proc/1/exe");
     cr_expect(!sec_won(out), "lis-init was opened for writing through /proc/PID/exe: %s", out);
     pid1_intact(sb);
     sec_destroy(sb);
@@ -272,9 +269,10 @@ Test(escape, cve_2019_5736_overwrite_rootfs_exe, .timeout = 60)
     snprintf(bb, sizeof bb, "%s/bin/busybox", t_busybox());
     char *before = sec_digest(bb);
     /* the running shell's exe is the image's busybox (the shared lower layer) */
-    char *out = attempt(ctx, NULL, "/probe exe-write /proc/$$/exe; sleep 30 & "
-                                   "/probe exe-write /proc/$!/exe; kill $!; "
-                                   "echo x >> /bin/busybox; echo done");
+    char *out = attempt(ctx, NULL,
+                        "/probe exe-write /proc/$$/exe; sleep 30 & "
+                        "/probe exe-write /proc/$!/exe; kill $!; "
+                        "echo x >> /bin/busybox; echo done");
     char *after = sec_digest(bb);
     cr_expect_str_eq(after, before, "the image's /bin/busybox on the host changed: %s", out);
     free(before);

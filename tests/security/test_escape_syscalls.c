@@ -111,30 +111,15 @@ static void key_attempt(const char *entry)
     no_host_key(desc);
 }
 
-Test(escape, ia32_add_key_to_the_host_keyring, .timeout = 60)
-{
-    key_attempt("ia32");
-}
+Test(escape, ia32_add_key_to_the_host_keyring, .timeout = 60) { key_attempt("ia32"); }
 
-Test(escape, x32_add_key_to_the_host_keyring, .timeout = 60)
-{
-    key_attempt("x32");
-}
+Test(escape, x32_add_key_to_the_host_keyring, .timeout = 60) { key_attempt("x32"); }
 
-Test(escape, ia32_unshare_user_namespace, .timeout = 60)
-{
-    refused("/probe ia32 unshare -");
-}
+Test(escape, ia32_unshare_user_namespace, .timeout = 60) { refused("/probe ia32 unshare -"); }
 
-Test(escape, x32_unshare_user_namespace, .timeout = 60)
-{
-    refused("/probe x32 unshare -");
-}
+Test(escape, x32_unshare_user_namespace, .timeout = 60) { refused("/probe x32 unshare -"); }
 
-Test(escape, ia32_mount_over_tmp, .timeout = 60)
-{
-    no_new_mounts("/probe ia32 mount /tmp");
-}
+Test(escape, ia32_mount_over_tmp, .timeout = 60) { no_new_mounts("/probe ia32 mount /tmp"); }
 
 Test(escape, ia32_ptrace_pid1, .timeout = 60)
 {
@@ -154,27 +139,12 @@ Test(escape, keyctl_search_host_keyring, .timeout = 60)
     syscall(SYS_keyctl, KEYCTL_INVALIDATE, key);
 }
 
-Test(escape, shocker_open_by_handle_at, .timeout = 60)
-{
-    refused("/probe shocker");
-}
+Test(escape, shocker_open_by_handle_at, .timeout = 60) { refused("/probe shocker"); }
 
-Test(escape, io_uring_setup, .timeout = 60)
-{
-    refused("/probe io_uring");
-}
+Test(escape, io_uring_setup, .timeout = 60) { refused("/probe io_uring"); }
 
-Test(escape, userfaultfd, .timeout = 60)
-{
-    refused("/probe userfaultfd");
-}
+Test(escape, userfaultfd, .timeout = 60) { refused("/probe userfaultfd"); }
 
-Test(escape, setns_into_the_parent_user_namespace, .timeout = 60)
-{
-    refused("/probe nsparent");
-}
+Test(escape, setns_into_the_parent_user_namespace, .timeout = 60) { refused("/probe nsparent"); }
 
-Test(escape, clone3_new_user_namespace, .timeout = 60)
-{
-    refused("/probe clone3");
-}
+Test(escape, clone3_new_user_namespace, .timeout = 60) { refused("/probe clone3"); }

@@ -86,7 +86,8 @@ Test(escape, host_terminal_settings_unchanged, .timeout = 60)
      * terminal the command's fds lead to */
     const char *cmd[] = {"/bin/sh", "-c",
                          "for f in 0 1 2; do stty -echo -icanon cols 7 rows 3 <&$f; done "
-                         "2>/dev/null; echo tried", NULL};
+                         "2>/dev/null; echo tried",
+                         NULL};
     sec_term t;
     run_on_term(&t, cmd);
     int code = sec_term_wait(&t, 30);
@@ -98,7 +99,9 @@ Test(escape, host_terminal_settings_unchanged, .timeout = 60)
     /* a fresh pty echoes and is canonical; lis -i without -t changes neither */
     cr_expect_eq(after.c_lflag & (ECHO | ICANON), (tcflag_t)(ECHO | ICANON),
                  "the command changed the owner's terminal modes");
-    cr_expect(ws.ws_col == 80 && ws.ws_row == 24, "the command resized the owner's terminal "
-              "to %dx%d", ws.ws_col, ws.ws_row);
+    cr_expect(ws.ws_col == 80 && ws.ws_row == 24,
+              "the command resized the owner's terminal "
+              "to %dx%d",
+              ws.ws_col, ws.ws_row);
     sec_term_close(&t);
 }
