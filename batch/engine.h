@@ -18,7 +18,6 @@
 #include "results.h"
 #include "score.h"
 #include "task.h"
-#include "workers.h"
 
 #include <pthread.h>
 
@@ -124,7 +123,7 @@ typedef struct brun {
     batch_out *out;
     batch_scorer *scorer;
     llm_client *llm;
-    bw_pool *setup, *misc;
+    lis_jobs *setup, *misc;
     CURLM *multi;
     int epfd, sigfd;
     double curl_due; /* when curl wants its timeout action, -1: never */

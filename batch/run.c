@@ -110,9 +110,9 @@ static int check_opts(const lis_batch_opts *o, lis_error *err)
 static void free_run(brun *r)
 {
     if (r->misc)
-        bw_pool_free(r->misc);
+        lis_jobs_free(r->misc);
     if (r->setup)
-        bw_pool_free(r->setup);
+        lis_jobs_free(r->setup);
     llm_free(r->llm);
     batch_scorer_close(r->scorer);
     batch_out_close(r->out);
@@ -212,11 +212,11 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     if (r.warm > sizeof r.spares / sizeof r.spares[0])
         r.warm = sizeof r.spares / sizeof r.spares[0];
     r.spec.limits.memory_bytes = o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY;
-    if (!o->mode_llm && !(r.setup = bw_pool_new((unsigned)o->max_creating, err)))
+    if (!o->mode_llm && !(r.setup = lis_jobs_new((unsigned)o->max_creating, err)))
         goto out;
-    if (o->mode_llm && !(r.setup = bw_pool_new(1, err)))
+    if (o->mode_llm && !(r.setup = lis_jobs_new(1, err)))
         goto out;
-    if (!(r.misc = bw_pool_new(o->mode_llm ? 2 : 4, err)))
+    if (!(r.misc = lis_jobs_new(o->mode_llm ? 2 : 4, err)))
         goto out;
     char shard[48] = "";
     if (o->shard_count)
@@ -239,7 +239,7 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
                 "lis batch: warm pool: %zu of the %zu sandboxes made ahead were taken by "
                 "a row\n",
                 r.spares_used, r.spares_made);
-    bw_pool_free(r.misc); /* every job has ended: the rows are on disk */
+    lis_jobs_free(r.misc); /* every job has ended: the rows are on disk */
     r.misc = NULL;
     sum->rows = r.rows;
     sum->total = r.total;

@@ -316,7 +316,7 @@ static void cmd_event(brun *r, bep *e)
 
 static void setup_start(bep *e);
 
-static void spare_done(void *arg)
+static void spare_done(void *arg, int status)
 {
     bspare *s = arg;
     brun *r = s->run;
@@ -352,7 +352,7 @@ static void spare_top_up(brun *r)
         if (!s)
             return;
         s->run = r;
-        if (bw_pool_submit(r->setup, bjob_spare, spare_done, s, &err) < 0) {
+        if (!lis_jobs_submit(r->setup, bjob_spare, spare_done, s, &err)) {
             free(s);
             return;
         }
@@ -361,7 +361,7 @@ static void spare_top_up(brun *r)
     }
 }
 
-static void setup_done(void *arg)
+static void setup_done(void *arg, int status)
 {
     bep *e = arg;
     brun *r = e->run;
@@ -409,11 +409,11 @@ static void setup_start(bep *e)
         e->sbs = SB_CREATING;
         e->in_job = 1;
         r->creating++;
-        if (bw_pool_submit(r->setup, bjob_setup, setup_done, e, &err) < 0) {
+        if (!lis_jobs_submit(r->setup, bjob_setup, setup_done, e, &err)) {
             lis_sandbox_destroy(e->sb, &err);
             e->sb = NULL;
             snprintf(e->setup_error, sizeof e->setup_error, "out of memory");
-            setup_done(e);
+            setup_done(e, 0);
         }
         spare_top_up(r);
         return;
@@ -426,13 +426,13 @@ static void setup_start(bep *e)
     e->sbs = SB_CREATING;
     e->in_job = 1;
     r->creating++;
-    if (bw_pool_submit(r->setup, bjob_setup, setup_done, e, &err) < 0) {
+    if (!lis_jobs_submit(r->setup, bjob_setup, setup_done, e, &err)) {
         snprintf(e->setup_error, sizeof e->setup_error, "%s", err.msg);
-        setup_done(e);
+        setup_done(e, 0);
     }
 }
 
-static void tool_done(void *arg)
+static void tool_done(void *arg, int status)
 {
     bep *e = arg;
     e->in_job = 0;
@@ -444,7 +444,7 @@ static void tool_done(void *arg)
         drive(e);
 }
 
-static void prompt_done(void *arg)
+static void prompt_done(void *arg, int status)
 {
     bep *e = arg;
     e->in_job = 0;
@@ -456,7 +456,7 @@ static void prompt_done(void *arg)
 
 static void admit(brun *r);
 
-static void finish_done(void *arg)
+static void finish_done(void *arg, int status)
 {
     bep *e = arg;
     brun *r = e->run;
@@ -510,9 +510,9 @@ static void try_finish(bep *e)
     e->phase = EP_FINISHING;
     e->in_job = 1;
     lis_error err = {0};
-    if (bw_pool_submit(r->misc, bjob_finish, finish_done, e, &err) < 0) {
+    if (!lis_jobs_submit(r->misc, bjob_finish, finish_done, e, &err)) {
         bjob_finish(e); /* out of memory for a job: do it here, once */
-        finish_done(e);
+        finish_done(e, 0);
     }
 }
 
@@ -558,7 +558,7 @@ static void drive(bep *e)
         lis_error err = {0};
         memset(&e->tout, 0, sizeof e->tout);
         e->in_job = 1;
-        if (bw_pool_submit(r->misc, bjob_tool, tool_done, e, &err) < 0) {
+        if (!lis_jobs_submit(r->misc, bjob_tool, tool_done, e, &err)) {
             e->in_job = 0;
             stop(e, "sandbox_error", err.msg);
         }
@@ -591,7 +591,7 @@ static void start(bep *e)
     if (r->o->mode_llm) {
         lis_error err = {0};
         e->in_job = 1;
-        if (bw_pool_submit(r->misc, bjob_prompt, prompt_done, e, &err) < 0) {
+        if (!lis_jobs_submit(r->misc, bjob_prompt, prompt_done, e, &err)) {
             e->in_job = 0;
             e->reason = R_INPUT_ERROR;
             snprintf(e->error, sizeof e->error, "%s", err.msg);
@@ -741,9 +741,9 @@ static int setup_loop(brun *r, lis_error *err)
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(K_SIG, 0)};
     epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->sigfd, &ev);
     ev.data.u64 = TAG(K_SETUP, 0);
-    epoll_ctl(r->epfd, EPOLL_CTL_ADD, bw_pool_fd(r->setup), &ev);
+    epoll_ctl(r->epfd, EPOLL_CTL_ADD, lis_jobs_fd(r->setup), &ev);
     ev.data.u64 = TAG(K_MISC, 0);
-    epoll_ctl(r->epfd, EPOLL_CTL_ADD, bw_pool_fd(r->misc), &ev);
+    epoll_ctl(r->epfd, EPOLL_CTL_ADD, lis_jobs_fd(r->misc), &ev);
     return 0;
 }
 
@@ -772,8 +772,8 @@ int bsched_run(brun *r, lis_error *err)
             uint64_t t = evs[i].data.u64;
             switch (TAG_KIND(t)) {
             case K_SIG: on_signal(r); break;
-            case K_SETUP: bw_pool_reap(r->setup); break;
-            case K_MISC: bw_pool_reap(r->misc); break;
+            case K_SETUP: lis_jobs_reap(r->setup); break;
+            case K_MISC: lis_jobs_reap(r->misc); break;
             case K_CURL: {
                 int mask = ((evs[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
                            ((evs[i].events & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
@@ -798,7 +798,7 @@ int bsched_run(brun *r, lis_error *err)
         }
     }
     if (r->setup)
-        bw_pool_reap(r->setup);
+        lis_jobs_reap(r->setup);
     while (r->nspares) { /* made ahead, never needed */
         bspare *sp = r->spares[--r->nspares];
         lis_error ign;

@@ -269,6 +269,38 @@ void *lis_sandbox_ext(const lis_sandbox *sb);
 int lis_ctx_set_ext(lis_ctx *ctx, void *data, void (*release)(void *data));
 void *lis_ctx_ext(lis_ctx *ctx);
 
+/* ---- the job pool ------------------------------------------------------ */
+
+/* The one pool of worker threads for what blocks an event loop (creating and
+ * destroying sandboxes, copying files, pulling, scoring): batch/ and serve/
+ * use it (libuv's uv_queue_work is the model).
+ * - lis_jobs_submit queues run(arg) for a worker; once it has run, the pool's
+ *   fd (an eventfd) becomes readable and lis_jobs_reap, called by the owner's
+ *   loop thread, calls done(arg, 0) there, oldest first. A job cancelled
+ *   before it started gets done(arg, ECANCELED) and run is never called.
+ * - Creating the pool starts every thread or fails naming the one that could
+ *   not start (a smaller pool would silently serialise the work); each has a
+ *   2 MiB stack.
+ * - The threads live as long as the pool: a sandbox created on a worker has
+ *   its set-up child tied to that thread (PR_SET_PDEATHSIG is per thread), so
+ *   a pool must outlive the sandboxes its jobs made.
+ * - lis_jobs_stop runs what is queued and joins the threads (then a last
+ *   reap calls the done callbacks); lis_jobs_free stops, drops what was not
+ *   reaped without calling done, and frees. */
+typedef struct lis_jobs lis_jobs;
+typedef struct lis_job lis_job;
+lis_jobs *lis_jobs_new(unsigned threads, lis_error *err);
+int lis_jobs_fd(const lis_jobs *p);
+lis_job *lis_jobs_submit(lis_jobs *p, void (*run)(void *arg), void (*done)(void *arg, int status),
+                         void *arg, lis_error *err);
+/* 0 when j had not started (its done gets ECANCELED at the next reap); -1 when
+ * it runs or ran. j is valid until its done callback has returned. */
+int lis_jobs_cancel(lis_jobs *p, lis_job *j);
+int lis_jobs_reap(lis_jobs *p);               /* calls the done callbacks ready; returns how many */
+unsigned lis_jobs_pending(const lis_jobs *p); /* queued + running */
+void lis_jobs_stop(lis_jobs *p);
+void lis_jobs_free(lis_jobs *p);
+
 /* ---- pre-warmed pools -------------------------------------------------- */
 
 /* Keeps `size` ephemeral sandboxes of one spec ready: a background thread

@@ -221,7 +221,7 @@ static cJSON *list_json(const char *dir, const char *buf, size_t len)
     return a;
 }
 
-static void file_done(void *arg)
+static void file_done(void *arg, int status)
 {
     file_job *j = arg;
     j->c->busy--;

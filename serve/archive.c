@@ -381,7 +381,7 @@ static void put_work(void *arg)
     rmtree(tmp);
 }
 
-static void arc_done(void *arg)
+static void arc_done(void *arg, int status)
 {
     arc_job *j = arg;
     (*j->busy)--;

@@ -71,7 +71,7 @@ static void trash_work(void *arg)
     lis_rootfs_trash_rm(j->path);
 }
 
-static void trash_done(void *arg)
+static void trash_done(void *arg, int status)
 {
     trash_job *j = arg;
     j->s->trash_jobs--;

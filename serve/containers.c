@@ -400,7 +400,7 @@ static void create_work(void *arg)
     j->rc = sv_container_sandbox(j->c, &spec, &j->sb, &j->err);
 }
 
-static void create_done(void *arg)
+static void create_done(void *arg, int status)
 {
     create_job *j = arg;
     sv_container *c = j->c;
@@ -496,7 +496,7 @@ static void rm_work(void *arg)
         fprintf(stderr, "lis serve: %s\n", err.msg);
 }
 
-static void rm_done(void *arg)
+static void rm_done(void *arg, int status)
 {
     rm_job *j = arg;
     sv_container *c = j->c;
@@ -588,7 +588,7 @@ static void container_remove(sv_container *c, sv_req *q)
         sv_req_suspend(q);
     if (sv_job(c->s->loop, rm_work, rm_done, j) < 0) {
         rm_work(j);
-        rm_done(j);
+        rm_done(j, 0);
     }
 }
 

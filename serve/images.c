@@ -303,7 +303,7 @@ static void rm_work(void *arg)
     j->rc = lis_rootfs_rm(j->q->s->data_dir, j->target, &j->gone, &j->err);
 }
 
-static void rm_done(void *arg)
+static void rm_done(void *arg, int status)
 {
     rm_job *j = arg;
     sv_server *s = j->q->s;
@@ -352,7 +352,7 @@ enum MHD_Result sv_image_remove(sv_req *q, const char *target, const char *diges
     sv_req_suspend(q);
     if (sv_job(q->s->loop, rm_work, rm_done, j) < 0) {
         j->rc = lis_oom(&j->err);
-        rm_done(j);
+        rm_done(j, 0);
     }
     return MHD_YES;
 }
@@ -372,7 +372,7 @@ static void pull_work(void *arg)
     j->rc = lis_rootfs_pull(j->q->s->data_dir, j->ref, &o, &j->res, &j->err);
 }
 
-static void pull_done(void *arg)
+static void pull_done(void *arg, int status)
 {
     pull_job *j = arg;
     if (j->rc < 0) {

@@ -1,30 +1,20 @@
 /* loop.c - the one event loop of `lis serve`: an epoll set whose entries
- * carry their callback, timers, deferred frees, and a few worker threads.
+ * carry their callback, timers, deferred frees, and the runtime's job pool
+ * (lis_jobs, lis.h) for what blocks.
  *
  * Why workers: creating and destroying a sandbox (clone, mounts, id maps,
  * the rm -rf of its upper layer) and pulling an image take milliseconds to
  * seconds; on the loop thread they would stall every other client. A job
- * does only that call and hands its result back through an eventfd; all
- * server state is touched on the loop thread alone. The threads live as
- * long as the loop, because a sandbox's set-up child may be tied to the
- * thread that cloned it. */
+ * does only that call and hands its result back; all server state is
+ * touched on the loop thread alone. */
 #include "serve.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
-
-typedef struct job {
-    void (*work)(void *);
-    void (*done)(void *);
-    void *arg;
-    struct job *next;
-} job;
 
 typedef struct deferred {
     void (*fn)(void *);
@@ -33,64 +23,14 @@ typedef struct deferred {
 } deferred;
 
 struct sv_loop {
-    int epfd, evfd;
+    int epfd;
     sv_watch evw;
     sv_timer *timers;
     deferred *defer;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    job *todo, *todo_tail, *done;
-    int stop;
-    pthread_t *threads;
-    int nthreads;
+    lis_jobs *jobs;
 };
 
-static void *worker(void *arg)
-{
-    sv_loop *l = arg;
-    pthread_mutex_lock(&l->mu);
-    for (;;) {
-        while (!l->todo && !l->stop)
-            pthread_cond_wait(&l->cv, &l->mu);
-        if (!l->todo)
-            break;
-        job *j = l->todo;
-        l->todo = j->next;
-        if (!l->todo)
-            l->todo_tail = NULL;
-        pthread_mutex_unlock(&l->mu);
-        j->work(j->arg);
-        pthread_mutex_lock(&l->mu);
-        j->next = l->done;
-        l->done = j;
-        uint64_t one = 1;
-        if (write(l->evfd, &one, sizeof one) < 0) {
-            /* the counter cannot overflow in practice; the loop polls done anyway */
-        }
-    }
-    pthread_mutex_unlock(&l->mu);
-    return NULL;
-}
-
-static void jobs_done(void *arg, uint32_t ev)
-{
-    sv_loop *l = arg;
-    uint64_t n;
-    if (read(l->evfd, &n, sizeof n) < 0) {
-        /* EAGAIN: nothing new */
-    }
-    pthread_mutex_lock(&l->mu);
-    job *d = l->done;
-    l->done = NULL;
-    pthread_mutex_unlock(&l->mu);
-    /* finish in submission order within a batch is not needed; each job is independent */
-    while (d) {
-        job *next = d->next;
-        d->done(d->arg);
-        free(d);
-        d = next;
-    }
-}
+static void jobs_done(void *arg, uint32_t ev) { lis_jobs_reap(arg); }
 
 sv_loop *sv_loop_new(int workers, lis_error *err)
 {
@@ -99,25 +39,16 @@ sv_loop *sv_loop_new(int workers, lis_error *err)
         lis_oom(err);
         return NULL;
     }
-    pthread_mutex_init(&l->mu, NULL);
-    pthread_cond_init(&l->cv, NULL);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
-    l->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (l->epfd < 0 || l->evfd < 0) {
-        lis_fail_errno(err, "epoll/eventfd");
+    if (l->epfd < 0) {
+        lis_fail_errno(err, "epoll_create1");
         sv_loop_free(l);
         return NULL;
     }
-    sv_loop_watch(l, &l->evw, l->evfd, EPOLLIN, jobs_done, l);
-    l->nthreads = workers > 0 ? workers : 2;
-    l->threads = calloc((size_t)l->nthreads, sizeof *l->threads);
-    for (int i = 0; l->threads && i < l->nthreads; i++)
-        if (pthread_create(&l->threads[i], NULL, worker, l) != 0) {
-            l->nthreads = i;
-            break;
-        }
-    if (!l->threads || l->nthreads == 0) {
-        lis_fail(err, EAGAIN, "cannot start worker threads");
+    if (!(l->jobs = lis_jobs_new(workers > 0 ? (unsigned)workers : 2, err)) ||
+        sv_loop_watch(l, &l->evw, lis_jobs_fd(l->jobs), EPOLLIN, jobs_done, l->jobs) < 0) {
+        if (l->jobs)
+            lis_fail_errno(err, "watching the job pool");
         sv_loop_free(l);
         return NULL;
     }
@@ -128,15 +59,10 @@ void sv_loop_free(sv_loop *l)
 {
     if (!l)
         return;
-    pthread_mutex_lock(&l->mu);
-    l->stop = 1;
-    pthread_cond_broadcast(&l->cv);
-    pthread_mutex_unlock(&l->mu);
-    for (int i = 0; i < l->nthreads; i++)
-        pthread_join(l->threads[i], NULL);
-    free(l->threads);
-    if (l->evfd >= 0)
-        jobs_done(l, 0);
+    if (l->jobs) { /* what is queued still runs, and its done callback too */
+        lis_jobs_stop(l->jobs);
+        lis_jobs_reap(l->jobs);
+    }
     while (l->defer) {
         deferred *d = l->defer;
         l->defer = d->next;
@@ -145,10 +71,7 @@ void sv_loop_free(sv_loop *l)
     }
     if (l->epfd >= 0)
         close(l->epfd);
-    if (l->evfd >= 0)
-        close(l->evfd);
-    pthread_mutex_destroy(&l->mu);
-    pthread_cond_destroy(&l->cv);
+    lis_jobs_free(l->jobs);
     free(l);
 }
 
@@ -214,23 +137,10 @@ void sv_loop_defer(sv_loop *l, void (*fn)(void *), void *arg)
     l->defer = d;
 }
 
-int sv_job(sv_loop *l, void (*work)(void *), void (*done)(void *), void *arg)
+int sv_job(sv_loop *l, void (*work)(void *), void (*done)(void *, int), void *arg)
 {
-    job *j = calloc(1, sizeof *j);
-    if (!j)
-        return -1;
-    j->work = work;
-    j->done = done;
-    j->arg = arg;
-    pthread_mutex_lock(&l->mu);
-    if (l->todo_tail)
-        l->todo_tail->next = j;
-    else
-        l->todo = j;
-    l->todo_tail = j;
-    pthread_cond_signal(&l->cv);
-    pthread_mutex_unlock(&l->mu);
-    return 0;
+    lis_error err;
+    return lis_jobs_submit(l->jobs, work, done, arg, &err) ? 0 : -1;
 }
 
 int sv_loop_run_once(sv_loop *l, int max_ms)

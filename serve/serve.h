@@ -56,8 +56,9 @@ void sv_timer_arm(sv_loop *l, sv_timer *t, double delay, void (*cb)(void *), voi
 void sv_timer_cancel(sv_loop *l, sv_timer *t);
 /* Runs fn(arg) after the current batch of events (frees objects safely). */
 void sv_loop_defer(sv_loop *l, void (*fn)(void *), void *arg);
-/* work(arg) runs on a worker thread, then done(arg) on the loop thread. */
-int sv_job(sv_loop *l, void (*work)(void *), void (*done)(void *), void *arg);
+/* work(arg) runs on a worker thread, then done(arg, 0) on the loop thread
+ * (lis_jobs_submit). */
+int sv_job(sv_loop *l, void (*work)(void *), void (*done)(void *, int status), void *arg);
 /* One round: waits up to max_ms (-1: timers only) and dispatches. */
 int sv_loop_run_once(sv_loop *l, int max_ms);
 

@@ -152,7 +152,7 @@ static cJSON *stats_json(state_job *j)
     return o;
 }
 
-static void state_done(void *arg)
+static void state_done(void *arg, int status)
 {
     state_job *j = arg;
     sv_container *c = j->c;
@@ -251,7 +251,7 @@ static void snap_work(void *arg)
         lis_rootfs_snapshot(j->q->s->data_dir, j->sb, j->ref[0] ? j->ref : NULL, &j->res, &j->err);
 }
 
-static void snap_done(void *arg)
+static void snap_done(void *arg, int status)
 {
     snap_job *j = arg;
     j->c->busy--;
@@ -412,7 +412,7 @@ static cJSON *fork_reply(sv_server *s, const sv_fork *f, cJSON *snap)
     return o;
 }
 
-static void fork_done(void *arg)
+static void fork_done(void *arg, int status)
 {
     fork_job *j = arg;
     sv_server *s = j->q->s;
@@ -591,7 +591,7 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
     sv_req_suspend(q);
     if (sv_job(s->loop, fork_work, fork_done, j) < 0) {
         j->rc = lis_oom(&j->err);
-        fork_done(j); /* drops the busy and snapping just taken */
+        fork_done(j, 0); /* drops the busy and snapping just taken */
     }
     return MHD_YES;
 }
