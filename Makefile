@@ -146,7 +146,13 @@ $(B)/tests/security/escape_probe: tests/security/escape_probe.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
 
+# the static helper the monitor suites run inside sandboxes (tests/test_monitor*.c)
+$(B)/tests/monitor_probe: tests/monitor_probe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
+
 tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/security/escape_probe \
+       $(B)/tests/monitor_probe \
        $(B)/tests/bench_api $(B)/tests/bench_fork
 
 # The README's test command. As root it prepares fixtures, then runs the
