@@ -8,7 +8,8 @@
  *   badexec              execve with a path pointer that is not mapped
  *   exit N               exits with N
  *   connect ADDR PORT    one TCP connect (the error printed)
- *   daemon FILE TEXT SECS  forks, the child waits SECS and appends TEXT to FILE */
+ *   daemon FILE TEXT SECS  forks a child that execs "late FILE TEXT SECS" and returns
+ *   late FILE TEXT SECS    waits SECS, appends TEXT to FILE, then execs "exit 9" */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -94,16 +95,21 @@ int main(int argc, char **argv)
             dup2(nul, 0);
             dup2(nul, 1);
             dup2(nul, 2);
-            sleep((unsigned)atoi(argv[4]));
-            int fd = open(argv[2], O_WRONLY | O_CREAT | O_APPEND, 0644);
-            if (write(fd, argv[3], strlen(argv[3])) < 0)
-                return 1;
-            close(fd);
-            char *av[] = {"/mprobe", "exit", "9", NULL};
+            char *av[] = {"/mprobe", "late", argv[2], argv[3], argv[4], NULL};
             execve("/mprobe", av, environ);
             return 1;
         }
         return p > 0 ? 0 : 1;
+    }
+    if (!strcmp(m, "late") && argc == 5) {
+        sleep((unsigned)atoi(argv[4]));
+        int fd = open(argv[2], O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (write(fd, argv[3], strlen(argv[3])) < 0)
+            return 1;
+        close(fd);
+        char *av[] = {"/mprobe", "exit", "9", NULL};
+        execve("/mprobe", av, environ);
+        return 1;
     }
     return 2;
 }
