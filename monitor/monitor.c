@@ -47,29 +47,6 @@ static void on_request(void *arg, const lis_net_event *ev)
     pthread_mutex_unlock(&m->mu);
 }
 
-void mon_monitor_destroy(lis_monitor *m)
-{
-    for (size_t i = 0; i < m->nprocs; i++)
-        mon_proc_free(m->procs[i]);
-    free(m->procs);
-    free(m->net);
-    free(m->conns);
-    free(m->alerts);
-    for (size_t i = 0; i < m->nfiles; i++)
-        mon_file_release(&m->files[i]);
-    free(m->files);
-    mon_layer_release(&m->layer);
-    if (m->listener >= 0)
-        close(m->listener);
-    if (m->evfd >= 0)
-        close(m->evfd);
-    free(m->ref);
-    free(m->call_tool);
-    free(m->call_cmd);
-    pthread_mutex_destroy(&m->mu);
-    free(m);
-}
-
 int lis_monitor_attach(lis_monitor_hub *hub, lis_sandbox *sb, const lis_monitor_opts *opts,
                        lis_monitor **out, lis_error *err)
 {

@@ -5,11 +5,11 @@
  *   3  monitor.c           attach, steps, the public entry points
  *   2  notify.c effects.c  the hub thread answering notifications; a step's
  *                          capability and its JSON
- *   1  layer.c rules.c     the writable layer scanned and compared; the
- *                          rules matched against events
- *   0  procmem.c policy.c udiff.c
+ *   1  layer.c             the writable layer scanned and compared
+ *   0  procmem.c policy.c rules.c records.c udiff.c
  *                          a process's memory and /proc read; the policy
- *                          file; unified diffs
+ *                          file; its rules matched and alerts raised; the
+ *                          records' names and destructors; unified diffs
  *
  * Bounds (each cut is stated in the step's "cut" object):
  *   MON_PATH_MAX / MON_ARG_MAX / MON_ARGS_MAX / MON_ARGV_BYTES  per exec

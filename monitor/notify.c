@@ -75,31 +75,6 @@ struct lis_monitor_hub {
     struct seccomp_notif_resp *resp;
 };
 
-const char *mon_pstate_name(mon_pstate s)
-{
-    switch (s) {
-    case MP_RUNNING:
-        return "running";
-    case MP_EXITED:
-        return "exited";
-    case MP_KILLED:
-        return "killed";
-    case MP_REPLACED:
-        return "exec";
-    }
-    return "?";
-}
-
-void mon_proc_free(mon_proc *p)
-{
-    if (!p)
-        return;
-    free(p->path);
-    free(p->argv);
-    free(p->ref);
-    free(p);
-}
-
 static void proc_unwatch(lis_monitor_hub *hub, lis_monitor *m, mon_proc *p)
 {
     if (p->pidfd < 0)
@@ -511,6 +486,29 @@ static void on_pidfd(lis_monitor_hub *hub, hub_ref *r)
     }
     proc_unwatch(hub, m, p);
     pthread_mutex_unlock(&m->mu);
+}
+
+void mon_monitor_destroy(lis_monitor *m)
+{
+    for (size_t i = 0; i < m->nprocs; i++)
+        mon_proc_free(m->procs[i]);
+    free(m->procs);
+    free(m->net);
+    free(m->conns);
+    free(m->alerts);
+    for (size_t i = 0; i < m->nfiles; i++)
+        mon_file_release(&m->files[i]);
+    free(m->files);
+    mon_layer_release(&m->layer);
+    if (m->listener >= 0)
+        close(m->listener);
+    if (m->evfd >= 0)
+        close(m->evfd);
+    free(m->ref);
+    free(m->call_tool);
+    free(m->call_cmd);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
 }
 
 static void bury(lis_monitor_hub *hub)
