@@ -133,6 +133,10 @@ $(B)/tests/bench_api: tests/bench_api.c $(B)/libruntime.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RT_CFLAGS) -o $@ $< $(B)/libruntime.a $(RT_LIBS) -lpthread
 
+$(B)/tests/bench_monitor: tests/bench_monitor.c $(B)/libruntime.a $(B)/libnet.a $(MON_LIBOBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(RT_CFLAGS) $(AGENT_CFLAGS) -o $@ $< $(MON_LIBOBJ) $(B)/libnet.a $(B)/libruntime.a $(RT_LIBS) $(AGENT_LIBS) -lpthread
+
 $(B)/tests/bench_fork: tests/bench_fork.c $(B)/libruntime.a $(ROOTFS_LIBOBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RT_CFLAGS) $(ROOTFS_CFLAGS) -o $@ $< $(ROOTFS_LIBOBJ) $(B)/libruntime.a $(RT_LIBS) $(ROOTFS_LIBS) -lpthread
@@ -152,7 +156,7 @@ $(B)/tests/monitor_probe: tests/monitor_probe.c
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
 
 tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/security/escape_probe \
-       $(B)/tests/monitor_probe \
+       $(B)/tests/monitor_probe $(B)/tests/bench_monitor \
        $(B)/tests/bench_api $(B)/tests/bench_fork
 
 # The README's test command. As root it prepares fixtures, then runs the

@@ -88,8 +88,13 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(m, "daemon") && argc == 5) {
+        /* returns once the child's exec went through (its close-on-exec end closed) */
+        int pp[2];
+        if (pipe2(pp, O_CLOEXEC) < 0)
+            return 1;
         pid_t p = fork();
         if (p == 0) {
+            close(pp[0]);
             setsid();
             int nul = open("/dev/null", O_RDWR);
             dup2(nul, 0);
@@ -99,6 +104,10 @@ int main(int argc, char **argv)
             execve("/mprobe", av, environ);
             return 1;
         }
+        close(pp[1]);
+        char c;
+        while (p > 0 && read(pp[0], &c, 1) > 0)
+            ;
         return p > 0 ? 0 : 1;
     }
     if (!strcmp(m, "late") && argc == 5) {
