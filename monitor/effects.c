@@ -10,16 +10,21 @@
 #include <string.h>
 
 /* programs that fetch from outside (package managers, downloaders) */
-static const char *const external_progs[] = {
-    "pip", "pip3", "apt", "apt-get", "dpkg", "npm", "npx", "yarn", "pnpm", "conda", "mamba",
-    "uv", "cargo", "gem", "go", "curl", "wget", "git", "ssh", "scp", "rsync", "ping", NULL};
+static const char *const external_progs[] = {"pip",   "pip3", "apt",   "apt-get", "dpkg",  "npm",
+                                             "npx",   "yarn", "pnpm",  "conda",   "mamba", "uv",
+                                             "cargo", "gem",  "go",    "curl",    "wget",  "git",
+                                             "ssh",   "scp",  "rsync", "ping",    NULL};
 /* programs that read, write or search files */
-static const char *const file_progs[] = {
-    "cat", "ls", "find", "grep", "egrep", "fgrep", "rg", "head", "tail", "sed", "awk", "gawk",
-    "wc", "cp", "mv", "rm", "mkdir", "rmdir", "touch", "diff", "tree", "stat", "file", "less",
-    "more", "chmod", "chown", "ln", "du", "tar", "unzip", "zip", "gzip", "gunzip", "sort",
-    "uniq", "cut", "tee", "xargs", "readlink", "realpath", "basename", "dirname", "cmp", "md5sum",
-    "sha256sum", "nl", "tr", "patch", NULL};
+static const char *const file_progs[] = {"cat",       "ls",       "find",    "grep",   "egrep",
+                                         "fgrep",     "rg",       "head",    "tail",   "sed",
+                                         "awk",       "gawk",     "wc",      "cp",     "mv",
+                                         "rm",        "mkdir",    "rmdir",   "touch",  "diff",
+                                         "tree",      "stat",     "file",    "less",   "more",
+                                         "chmod",     "chown",    "ln",      "du",     "tar",
+                                         "unzip",     "zip",      "gzip",    "gunzip", "sort",
+                                         "uniq",      "cut",      "tee",     "xargs",  "readlink",
+                                         "realpath",  "basename", "dirname", "cmp",    "md5sum",
+                                         "sha256sum", "nl",       "tr",      "patch",  NULL};
 /* shells: they count through what they run */
 static const char *const shells[] = {"sh", "bash", "dash", "ash", "busybox", "env", NULL};
 

@@ -23,16 +23,11 @@
 const char *mon_fchange_name(mon_fchange c)
 {
     switch (c) {
-    case MF_CREATED:
-        return "created";
-    case MF_MODIFIED:
-        return "modified";
-    case MF_DELETED:
-        return "deleted";
-    case MF_RENAMED:
-        return "renamed";
-    case MF_LINKED:
-        return "linked";
+    case MF_CREATED: return "created";
+    case MF_MODIFIED: return "modified";
+    case MF_DELETED: return "deleted";
+    case MF_RENAMED: return "renamed";
+    case MF_LINKED: return "linked";
     }
     return "?";
 }
@@ -125,11 +120,11 @@ static int add_entry(mon_scan *s, const char *path, const struct stat *st, int o
     e->mode = st->st_mode & 07777;
     e->nlink = (unsigned)st->st_nlink;
     e->opaque = opaque;
-    e->kind = S_ISREG(st->st_mode)   ? 'f'
-              : S_ISDIR(st->st_mode) ? 'd'
-              : S_ISLNK(st->st_mode) ? 'l'
+    e->kind = S_ISREG(st->st_mode)                       ? 'f'
+              : S_ISDIR(st->st_mode)                     ? 'd'
+              : S_ISLNK(st->st_mode)                     ? 'l'
               : S_ISCHR(st->st_mode) && st->st_rdev == 0 ? 'w'
-                                                          : 'o';
+                                                         : 'o';
     return 0;
 }
 
@@ -274,7 +269,10 @@ static char lower_kind(const mon_layer *l, const char *path)
             continue;
         if (S_ISCHR(st.st_mode) && st.st_rdev == 0)
             return 0; /* a whiteout of a snapshot layer */
-        return S_ISREG(st.st_mode) ? 'f' : S_ISDIR(st.st_mode) ? 'd' : S_ISLNK(st.st_mode) ? 'l' : 'o';
+        return S_ISREG(st.st_mode)   ? 'f'
+               : S_ISDIR(st.st_mode) ? 'd'
+               : S_ISLNK(st.st_mode) ? 'l'
+                                     : 'o';
     }
     return 0;
 }
@@ -352,8 +350,8 @@ static void cache_put(mon_layer *l, const char *path, char *text, size_t len)
     int found;
     size_t i = cache_pos(l, path, &found);
     char *p = NULL;
-    if (l->cache_bytes + len > MON_CACHE_BYTES || LIS_GROW(l->cache, l->capcache, l->ncache + 1) < 0 ||
-        !(p = strdup(path))) {
+    if (l->cache_bytes + len > MON_CACHE_BYTES ||
+        LIS_GROW(l->cache, l->capcache, l->ncache + 1) < 0 || !(p = strdup(path))) {
         l->cache_full = 1;
         free(text);
         return;
@@ -528,8 +526,7 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
             if (o && map_find(&nm, o, same_file, o))
                 continue; /* renamed away (reported at its new path) */
             char k = o ? o->kind : lower_kind(d->l, e->path);
-            rc = emit(d, MF_DELETED, NULL, e->path, k ? k : 'o',
-                      o ? -(int64_t)o->size : 0);
+            rc = emit(d, MF_DELETED, NULL, e->path, k ? k : 'o', o ? -(int64_t)o->size : 0);
             cache_drop(d->l, e->path);
             continue;
         }
@@ -560,8 +557,8 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
                 cache_rename(d->l, from->path, e->path);
             continue;
         }
-        const mon_entry *twin = e->kind != 'd' && e->nlink > 1 ? map_find(&om, e, path_kept, now)
-                                                               : NULL;
+        const mon_entry *twin =
+            e->kind != 'd' && e->nlink > 1 ? map_find(&om, e, path_kept, now) : NULL;
         if (!twin && e->kind != 'd' && e->nlink > 1) {
             /* two new names of a new file: the first is the creation */
             for (size_t j = 0; j < i && !twin; j++)

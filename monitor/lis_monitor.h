@@ -119,8 +119,7 @@ typedef struct lis_effects lis_effects;
 /* Closes the step and gives its effects (*out, the caller's to free). res is
  * the command's result when there was one (its memory peak is the step's),
  * else NULL. Thresholds are evaluated here. */
-int lis_monitor_step_end(lis_monitor *m, const lis_result *res, lis_effects **out,
-                         lis_error *err);
+int lis_monitor_step_end(lis_monitor *m, const lis_result *res, lis_effects **out, lis_error *err);
 
 /* Live rule actions: the fd (an eventfd, the monitor's) turns readable when
  * a pause or stop rule fired; lis_monitor_take_action then gives the

@@ -203,7 +203,8 @@ static int take_procs(lis_monitor *m, lis_effects *e)
     size_t keep = 0;
     for (size_t i = 0; i < m->nprocs; i++) {
         mon_proc *p = m->procs[i];
-        int listed = p->step == m->step || (p->step >= 0 && p->state != MP_RUNNING && !p->reported_end);
+        int listed =
+            p->step == m->step || (p->step >= 0 && p->state != MP_RUNNING && !p->reported_end);
         if (listed && e->nprocs < MON_STEP_PROCS) {
             mon_proc *c = &e->procs[e->nprocs];
             *c = *p;

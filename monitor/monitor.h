@@ -28,22 +28,22 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define MON_PATH_MAX 1024       /* bytes of an exec's path read */
-#define MON_ARG_MAX 512         /* bytes of one argument kept */
-#define MON_ARGS_MAX 64         /* arguments kept */
-#define MON_ARGV_BYTES 4096     /* bytes of all kept arguments */
-#define MON_ARGC_COUNT 65536    /* arguments counted at most */
-#define MON_STEP_PROCS 1024     /* process records per step */
-#define MON_STEP_NET 512        /* proxy requests per step */
-#define MON_STEP_CONNECTS 64    /* refused connection attempts listed per step (all counted) */
-#define MON_STEP_ALERTS 128     /* alerts per step (all counted) */
-#define MON_LIVE_MAX 4096       /* processes followed at once */
-#define MON_SCAN_MAX 200000     /* entries of one writable-layer scan */
-#define MON_SCAN_DEPTH 128      /* directory depth scanned */
-#define MON_STEP_FILES 2000     /* file changes listed per step (all counted) */
-#define MON_TEXT_MAX 65536      /* a text file larger than this gets no diff */
-#define MON_DIFF_FILE 8192      /* diff bytes per file */
-#define MON_DIFF_STEP 65536     /* diff bytes per step */
+#define MON_PATH_MAX 1024          /* bytes of an exec's path read */
+#define MON_ARG_MAX 512            /* bytes of one argument kept */
+#define MON_ARGS_MAX 64            /* arguments kept */
+#define MON_ARGV_BYTES 4096        /* bytes of all kept arguments */
+#define MON_ARGC_COUNT 65536       /* arguments counted at most */
+#define MON_STEP_PROCS 1024        /* process records per step */
+#define MON_STEP_NET 512           /* proxy requests per step */
+#define MON_STEP_CONNECTS 64       /* refused connection attempts listed per step (all counted) */
+#define MON_STEP_ALERTS 128        /* alerts per step (all counted) */
+#define MON_LIVE_MAX 4096          /* processes followed at once */
+#define MON_SCAN_MAX 200000        /* entries of one writable-layer scan */
+#define MON_SCAN_DEPTH 128         /* directory depth scanned */
+#define MON_STEP_FILES 2000        /* file changes listed per step (all counted) */
+#define MON_TEXT_MAX 65536         /* a text file larger than this gets no diff */
+#define MON_DIFF_FILE 8192         /* diff bytes per file */
+#define MON_DIFF_STEP 65536        /* diff bytes per step */
 #define MON_CACHE_BYTES (8u << 20) /* old text kept per episode */
 
 /* ---- policy.c ---- */
@@ -119,10 +119,10 @@ typedef enum mon_pstate {
 const char *mon_pstate_name(mon_pstate s);
 
 typedef struct mon_proc {
-    pid_t hpid;           /* host pid (of the thread group) */
-    pid_t pid, ppid;      /* inside the sandbox; 0 when unknown */
-    char *path;           /* as given, made absolute when known; "" unread */
-    char *argv;           /* argc strings, each NUL-terminated */
+    pid_t hpid;      /* host pid (of the thread group) */
+    pid_t pid, ppid; /* inside the sandbox; 0 when unknown */
+    char *path;      /* as given, made absolute when known; "" unread */
+    char *argv;      /* argc strings, each NUL-terminated */
     size_t argc, argc_total;
     int argv_cut;
     char unread[96]; /* why path/argv could not be read ("" when read) */
@@ -131,9 +131,9 @@ typedef struct mon_proc {
     double t_exec, t_end;
     mon_pstate state;
     int exit_code, signal;
-    double cpu; /* seconds, -1 when unknown */
-    int step;   /* the step it was exec'd in */
-    int between; /* exec'd between steps (reported with the next one) */
+    double cpu;       /* seconds, -1 when unknown */
+    int step;         /* the step it was exec'd in */
+    int between;      /* exec'd between steps (reported with the next one) */
     int reported_end; /* its end was reported */
     int pidfd;
     void *ref; /* the hub's epoll reference */
@@ -182,7 +182,7 @@ typedef struct mon_file {
     unsigned mode;
     uint64_t size;
     int64_t size_delta;
-    char *diff;          /* NULL when none; see diff_none */
+    char *diff;            /* NULL when none; see diff_none */
     const char *diff_none; /* why there is no diff (binary, too large, ...) */
     int diff_cut;
     int between; /* found at the start of the step: happened since the last one */
@@ -227,8 +227,7 @@ void mon_layer_release(mon_layer *l);
  * *total) with between set as given; the scan becomes the last one. Diffs
  * take at most *diff_budget bytes (decremented). */
 int mon_layer_diff(mon_layer *l, mon_file **files, size_t *n, size_t *cap, size_t *total,
-                   size_t max, int between, size_t *diff_budget, int *scan_cut,
-                   lis_error *err);
+                   size_t max, int between, size_t *diff_budget, int *scan_cut, lis_error *err);
 void mon_file_release(mon_file *f);
 
 /* ---- rules.c ---- */

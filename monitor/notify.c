@@ -282,11 +282,13 @@ static void on_exec(lis_monitor_hub *hub, lis_monitor *m, const struct seccomp_n
     mon_proc *prev = running_proc(m, tgid);
     /* a PATH search (execvp) tries each directory with the same argv: only
      * the last try is kept */
-    int retry = prev && !deny && !prev->denied[0] && prev->step == m->step && prev->argc == x.argc &&
-                prev->argv && x.argv_len && !memcmp(prev->argv, x.argv, x.argv_len) &&
+    int retry = prev && !deny && !prev->denied[0] && prev->step == m->step &&
+                prev->argc == x.argc && prev->argv && x.argv_len &&
+                !memcmp(prev->argv, x.argv, x.argv_len) &&
                 !strcmp(basename_of(prev->path), basename_of(x.path));
     mon_proc *p = calloc(1, sizeof *p);
-    if (p && (m->nprocs >= 2 * MON_STEP_PROCS || LIS_GROW(m->procs, m->capprocs, m->nprocs + 1) < 0)) {
+    if (p &&
+        (m->nprocs >= 2 * MON_STEP_PROCS || LIS_GROW(m->procs, m->capprocs, m->nprocs + 1) < 0)) {
         free(p);
         p = NULL;
     }
@@ -381,8 +383,7 @@ static int loopback(const struct sockaddr_storage *ss)
     if (ss->ss_family == AF_INET)
         return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
     const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
-    return IN6_IS_ADDR_LOOPBACK(a) ||
-           (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
 }
 
 static void on_connect(lis_monitor_hub *hub, lis_monitor *m, const struct seccomp_notif *req)
@@ -434,8 +435,8 @@ static void on_connect(lis_monitor_hub *hub, lis_monitor *m, const struct seccom
     if (deny)
         snprintf(c.denied, sizeof c.denied, "%s", r->name);
     if (r)
-        mon_alert_add(m, r, c.t, "%s to %s port %u", is_sendto ? "datagram" : "connection",
-                      c.addr, c.port);
+        mon_alert_add(m, r, c.t, "%s to %s port %u", is_sendto ? "datagram" : "connection", c.addr,
+                      c.port);
     m->conn_total++;
     if (m->nconns < MON_STEP_CONNECTS && LIS_GROW(m->conns, m->capconns, m->nconns + 1) == 0)
         m->conns[m->nconns++] = c;

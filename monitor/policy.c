@@ -39,8 +39,7 @@ const char *mon_rule_kind_name(mon_rule_kind k)
     case MR_PROCESSES:
     case MR_BYTES_WRITTEN:
     case MR_BYTES_FETCHED:
-    case MR_IDLE_STEPS:
-        return kind_names[k];
+    case MR_IDLE_STEPS: return kind_names[k];
     }
     return "?";
 }
@@ -48,16 +47,11 @@ const char *mon_rule_kind_name(mon_rule_kind k)
 const char *lis_policy_action_name(lis_policy_action a)
 {
     switch (a) {
-    case LIS_ACT_NONE:
-        return "none";
-    case LIS_ACT_FLAG:
-        return "flag";
-    case LIS_ACT_DENY:
-        return "deny";
-    case LIS_ACT_PAUSE:
-        return "pause";
-    case LIS_ACT_STOP:
-        return "stop";
+    case LIS_ACT_NONE: return "none";
+    case LIS_ACT_FLAG: return "flag";
+    case LIS_ACT_DENY: return "deny";
+    case LIS_ACT_PAUSE: return "pause";
+    case LIS_ACT_STOP: return "stop";
     }
     return "?";
 }
@@ -200,8 +194,9 @@ static int parse_rule(struct parse *ps, const yaml_node_t *node, mon_rule *r, co
                            prev[i].line);
     snprintf(r->name, sizeof r->name, "%s", name);
     if (!k_on)
-        return fail_at(ps, node, "rule '%s' needs 'on' (exec, write, delete, rename, connect, "
-                                 "processes, bytes_written, bytes_fetched, idle_steps)",
+        return fail_at(ps, node,
+                       "rule '%s' needs 'on' (exec, write, delete, rename, connect, "
+                       "processes, bytes_written, bytes_fetched, idle_steps)",
                        name);
     const char *on = scalar(k_on);
     int kind = -1;

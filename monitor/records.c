@@ -6,14 +6,10 @@
 const char *mon_pstate_name(mon_pstate s)
 {
     switch (s) {
-    case MP_RUNNING:
-        return "running";
-    case MP_EXITED:
-        return "exited";
-    case MP_KILLED:
-        return "killed";
-    case MP_REPLACED:
-        return "exec";
+    case MP_RUNNING: return "running";
+    case MP_EXITED: return "exited";
+    case MP_KILLED: return "killed";
+    case MP_REPLACED: return "exec";
     }
     return "?";
 }
@@ -27,4 +23,3 @@ void mon_proc_free(mon_proc *p)
     free(p->ref);
     free(p);
 }
-

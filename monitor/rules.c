@@ -47,8 +47,7 @@ const mon_rule *mon_rules_match(const lis_policy *p, mon_rule_kind k, const char
         case MR_PROCESSES:
         case MR_BYTES_WRITTEN:
         case MR_BYTES_FETCHED:
-        case MR_IDLE_STEPS:
-            continue;
+        case MR_IDLE_STEPS: continue;
         }
     }
     return NULL;

@@ -50,17 +50,17 @@ void lis_net_counters_by_name(lis_ctx *ctx, const char *name, lis_net_counters *
 
 /* One request of a proxy sandbox, as the proxy saw it, told when it ends. */
 typedef struct lis_net_event {
-    const char *host;      /* as asked, normalised; "" when the head was unreadable */
-    unsigned short port;   /* 0 when unknown */
-    const char *method;    /* "CONNECT" (a tunnel), "GET", ...; "" when unknown */
-    const char *addr;      /* the address connected to, "" when none */
-    int resolved;          /* the proxy looked the name up (DNS) for it */
-    int allowed;           /* 0: refused by a rule, named in rule */
-    int status;            /* the proxy's own error reply (403, 502, ...), 0 when relayed */
-    const char *rule;      /* why it was refused or failed, "" otherwise */
-    uint64_t bytes_up;     /* sandbox -> upstream (the request head included) */
-    uint64_t bytes_down;   /* upstream -> sandbox */
-    double start, end;     /* lis_now() */
+    const char *host;    /* as asked, normalised; "" when the head was unreadable */
+    unsigned short port; /* 0 when unknown */
+    const char *method;  /* "CONNECT" (a tunnel), "GET", ...; "" when unknown */
+    const char *addr;    /* the address connected to, "" when none */
+    int resolved;        /* the proxy looked the name up (DNS) for it */
+    int allowed;         /* 0: refused by a rule, named in rule */
+    int status;          /* the proxy's own error reply (403, 502, ...), 0 when relayed */
+    const char *rule;    /* why it was refused or failed, "" otherwise */
+    uint64_t bytes_up;   /* sandbox -> upstream (the request head included) */
+    uint64_t bytes_down; /* upstream -> sandbox */
+    double start, end;   /* lis_now() */
 } lis_net_event;
 typedef void (*lis_net_event_fn)(void *arg, const lis_net_event *ev);
 /* From now on fn(arg, event) is called on the proxy's thread (with its lock

@@ -103,7 +103,7 @@ struct net_port {
     char name[NET_NAME_MAX + 1];
     lis_netrules rules;
     uint64_t requests, denied, bytes_in, bytes_out; /* atomics (account.c) */
-    lis_net_event_fn on_event; /* lis_net_sandbox_watch: called under px->mu */
+    lis_net_event_fn on_event;                      /* lis_net_sandbox_watch: called under px->mu */
     void *event_arg;
     net_port *next, *prev, *grave;
 };

@@ -192,7 +192,7 @@ void net_relay(lis_proxy *px, conn *c)
                 ssize_t n = splice(c->dpipe[0], NULL, c->cfd, NULL, want,
                                    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
                 net_count_back(&c->port->bytes_in, want, n);
-        c->n_in += n > 0 ? (uint64_t)n : 0;
+                c->n_in += n > 0 ? (uint64_t)n : 0;
                 if (n > 0) {
                     c->dpipe_n -= (size_t)n;
                     progress = 1;
@@ -223,7 +223,7 @@ void net_relay(lis_proxy *px, conn *c)
             net_count(&c->port->bytes_in, want);
             ssize_t n = send(c->cfd, c->down + c->down_off, want, MSG_NOSIGNAL);
             net_count_back(&c->port->bytes_in, want, n);
-        c->n_in += n > 0 ? (uint64_t)n : 0;
+            c->n_in += n > 0 ? (uint64_t)n : 0;
             if (n > 0) {
                 c->down_off += (size_t)n;
                 if (c->down_off == c->down_len)

@@ -44,10 +44,10 @@ struct lis_ctx {
     char run_dir[PATH_MAX];
     char data_dir[PATH_MAX];
     char init_path[PATH_MAX];
-    int init_fd;         /* O_PATH fd of lis-init, exec'd in every sandbox */
-    struct lis_seccomp { /* seccomp.c: sealed memfds, compiled once */
-        int main_fd;     /* loaded before lis-init: everything Docker denies */
-        int cmd_fd;      /* loaded by each command: unshare too */
+    int init_fd;          /* O_PATH fd of lis-init, exec'd in every sandbox */
+    struct lis_seccomp {  /* seccomp.c: sealed memfds, compiled once */
+        int main_fd;      /* loaded before lis-init: everything Docker denies */
+        int cmd_fd;       /* loaded by each command: unshare too */
         int notify_fd[4]; /* by spec.monitor bits (1..3): loaded by PID 1 with a listener */
     } seccomp;
     uid_t uid;

@@ -206,8 +206,8 @@ static int compile_notify(unsigned bits, int *fd_out, lis_error *err)
     if (!rc && (bits & LIS_MONITOR_CONNECT)) {
         rc = seccomp_rule_add(sc, SCMP_ACT_NOTIFY, SCMP_SYS(connect), 0);
         if (!rc) /* a datagram with its address: sendto(fd, buf, len, flags, addr != NULL, ..) */
-            rc = seccomp_rule_add(sc, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 1,
-                                  SCMP_A4(SCMP_CMP_NE, 0));
+            rc =
+                seccomp_rule_add(sc, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 1, SCMP_A4(SCMP_CMP_NE, 0));
     }
     if (rc)
         rc = lis_fail_errnum(err, -rc, "seccomp rule of the monitor");

@@ -198,7 +198,7 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
     itoa10(listen_fd, a2);
     itoa10(bpf_fd, a3);
     utoa10(req->fb_memory, a4);
-    char *argv[] = {"lis-init", a1, a2, persist ? "1" : "0", a3, a4, req->fb_nice ? "1" : "0",
+    char *argv[] = {"lis-init", a1, a2,  persist ? "1" : "0", a3, a4, req->fb_nice ? "1" : "0",
                     a5,         a6, NULL};
     char *envp[] = {NULL};
     syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
@@ -307,7 +307,7 @@ static ssize_t recv_setup(int fd, struct lis_msg *m, int *listener_fd, int *moni
     for (;;) {
         int passed;
         ssize_t n = lis_recv_fds(fd, m, sizeof *m, &passed, 1, 0);
-        int *keep = n != (ssize_t)sizeof *m                ? NULL
+        int *keep = n != (ssize_t)sizeof *m          ? NULL
                     : m->type == LIS_MSG_LISTENER_FD ? listener_fd
                     : m->type == LIS_MSG_MONITOR_FD  ? monitor_fd
                                                      : NULL;

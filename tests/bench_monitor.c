@@ -14,8 +14,11 @@
 static lis_sandbox *make(lis_ctx *ctx, const char *rootfs, const char *probe, unsigned mon)
 {
     lis_bind b = {.host_path = probe, .path = "/mprobe", .read_only = 1};
-    lis_sandbox_spec spec = {
-        .rootfs = rootfs, .upper = LIS_UPPER_TMPFS, .binds = &b, .nbinds = 1, .monitor = mon};
+    lis_sandbox_spec spec = {.rootfs = rootfs,
+                             .upper = LIS_UPPER_TMPFS,
+                             .binds = &b,
+                             .nbinds = 1,
+                             .monitor = mon};
     lis_sandbox *sb;
     lis_error err = {0};
     if (lis_sandbox_create(ctx, &spec, &sb, &err) < 0) {

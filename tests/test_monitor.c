@@ -77,7 +77,8 @@ static double num(const cJSON *o, const char *k, double dflt)
 static const cJSON *file_at(const cJSON *fx, const char *path)
 {
     const cJSON *f;
-    cJSON_ArrayForEach(f, cJSON_GetObjectItem(fx, "files")) if (!strcmp(str(f, "path"), path)) return f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(fx, "files")) if (!strcmp(str(f, "path"),
+                                                                        path)) return f;
     return NULL;
 }
 
@@ -181,7 +182,8 @@ Test(monitor, file_effects_exactly)
     cr_assert_eq(num(lp, "from_step", -1), 1);
     const cJSON *nine = expect_proc(s2, "/mprobe exit 9", "exited");
     cr_assert_eq(num(nine, "exit_code", -1), 9);
-    cr_assert(cJSON_GetObjectItem(cJSON_GetObjectItem(s2, "capability"), "file")->type == cJSON_True);
+    cr_assert(cJSON_GetObjectItem(cJSON_GetObjectItem(s2, "capability"), "file")->type ==
+              cJSON_True);
     cJSON_Delete(s0);
     cJSON_Delete(s1);
     cJSON_Delete(s2);
@@ -342,8 +344,8 @@ static void *worker(void *arg)
     for (int s = 0; s < NSTEPS && !w->fail[0]; s++) {
         char cmd[128], want[64], file[64];
         int code = w->id * 10 + s;
-        snprintf(cmd, sizeof cmd, "/mprobe exit %d; echo %d > /tmp/f%d-%d; true", code, code,
-                 w->id, s);
+        snprintf(cmd, sizeof cmd, "/mprobe exit %d; echo %d > /tmp/f%d-%d; true", code, code, w->id,
+                 s);
         snprintf(want, sizeof want, "/mprobe exit %d", code);
         snprintf(file, sizeof file, "/tmp/f%d-%d", w->id, s);
         lis_monitor_step_begin(m, NULL, &err);
@@ -373,8 +375,8 @@ static void *worker(void *arg)
         int nfiles = cJSON_GetArraySize(cJSON_GetObjectItem(j, "files"));
         (void)f;
         if (mine != 1 || other || num(cJSON_GetObjectItem(j, "step") ? j : j, "step", -1) != s)
-            snprintf(w->fail, sizeof w->fail, "sandbox %d step %d: %d own, %d other: %s", w->id,
-                     s, mine, other, cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "processes")));
+            snprintf(w->fail, sizeof w->fail, "sandbox %d step %d: %d own, %d other: %s", w->id, s,
+                     mine, other, cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "processes")));
         (void)nfiles;
         cJSON_Delete(j);
     }
@@ -423,7 +425,8 @@ Test(monitor, policy_errors)
     bad("version: 1\n", "pol.yaml:1: the policy has no 'rules:'");
     bad("rules: 3\n", "pol.yaml:1: 'rules' must be a list");
     bad("rules:\n  - 3\n", "pol.yaml:2: a rule must be a mapping");
-    bad("rules:\n  - on: exec\n    path: /x\n    action: flag\n", "pol.yaml:2: a rule needs a name");
+    bad("rules:\n  - on: exec\n    path: /x\n    action: flag\n",
+        "pol.yaml:2: a rule needs a name");
     bad("rules:\n  - name: 'a b'\n    on: exec\n    path: /x\n    action: flag\n",
         "pol.yaml:2: a rule's name is");
     bad("rules:\n  - {name: a, on: exec, path: /x, action: flag}\n"

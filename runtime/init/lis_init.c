@@ -273,8 +273,7 @@ int main(int argc, char **argv)
     if (notify >= 0) {
         int listener = init_load_notify(notify);
         if (listener < 0 ||
-            lis_msg_send_flags(st.life, LIS_MSG_MONITOR_FD, 0, 0, NULL, listener, MSG_DONTWAIT) <
-                0)
+            lis_msg_send_flags(st.life, LIS_MSG_MONITOR_FD, 0, 0, NULL, listener, MSG_DONTWAIT) < 0)
             return 1;
         close(listener);
     }
