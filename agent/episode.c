@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 void agent_tool_env_init(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env)
 {
@@ -168,6 +169,14 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
     }
 
     cJSON *traj = agent_loop(&env, o, res);
+    if (res->unreached) { /* an empty run: no files, no trajectory, no paths to print */
+        cJSON_Delete(traj);
+        lis_sandbox_destroy(sb, &e2);
+        rmdir(dir);
+        if (run_dir)
+            run_dir[0] = 0;
+        return lis_fail(err, EHOSTUNREACH, "%s", res->error);
+    }
 
     /* outputs and trajectory are saved however the loop ended; nothing that
      * points at the host (links out, devices, fifos, sockets) is exported */
