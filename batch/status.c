@@ -23,8 +23,9 @@ const char *batch_status_name(batch_status s)
 
 /* How the run stands, not what it is: written by the run as it goes. */
 static const char *const STATE_KEYS[] = {
-    "status",  "status_reason",  "status_message", "rows_asked", "rows_done",
-    "rows_not_run", "finish_command", "pid",          "lis",        "updated",
+    "status",    "status_reason", "status_message", "rows_asked",
+    "rows_done", "rows_not_run",  "finish_command", "pid",
+    "lis",       "updated",
 };
 
 int bo_state_key(const char *key)
