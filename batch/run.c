@@ -389,7 +389,7 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
         fprintf(o->err, "lis: warning: writing the run's status to run.json: %s\n", rerr.msg);
     /* a run that never reached the model has nothing to show: the one line
      * (with the command that finishes it) is all */
-    int empty = r.fatal && !r.llm_ok && sum->done == 0;
+    int empty = r.fatal && !strcmp(r.fatal_reason, "unreachable") && sum->done == 0;
     cJSON *summary = NULL;
     if (batch_report_write(sum->dir, lis_now() - t0, &summary, &rerr) < 0) {
         if (!o->quiet)

@@ -709,8 +709,8 @@ int cmd_batch_main(int argc, char **argv)
         cli_fail(&err);
         if (sum.finish[0]) /* the run had started: how it goes on once the cause is fixed */
             fprintf(stderr, "lis: %s: %s\n",
-                    sum.done || sum.reached ? "the run stopped; finish it with"
-                                            : "nothing ran; once that is fixed, run",
+                    sum.done ? "the run stopped; finish it with"
+                             : "no row was run; once that is fixed, run",
                     sum.finish);
         goto out;
     }

@@ -468,12 +468,32 @@ Test(shard, slurm_array_env_picks_the_rows, .timeout = 100)
                                 "--output-dir %s/sh",
                       f.url, tasks, d);
     cr_assert_eq(code, 0, "%s", out);
+    cr_expect_null(strstr(out, "every array task runs every row"), "warned with --shards: %s", out);
     free(out);
     char sdir[700];
     snprintf(sdir, sizeof sdir, "%s/sh/shard-1-of-3", d);
     char *got = outcomes(sdir);
     cr_expect_str_eq(got, "r1@0 1 submitted\nr4@0 1 submitted\n");
     free(got);
+    /* a shard says it is one: partial, the rows of the task it does not hold are the
+     * other shards', and lis batch merge is the command that finishes the run */
+    char *rj = t_host(NULL, "cat %s/run.json", sdir);
+    cJSON *run = cJSON_Parse(rj);
+    free(rj);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(run, "status")), "partial");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(run, "status_reason")), "shard");
+    const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(run, "finish_command"));
+    cr_expect(fin && strstr(fin, " batch merge ") && strstr(fin, "/sh/shard-*-of-3"), "%s",
+              fin ? fin : "(none)");
+    cJSON_Delete(run);
+    /* in a Slurm job array without --shard: one line says every task runs every row */
+    out = t_lis(&code, LIS_PLAIN "--tasks %s --scorer builtin:match --output-dir %s/all", f.url,
+                tasks, d);
+    cr_expect_eq(code, 0, "%s", out);
+    cr_expect(strstr(out, "lis: warning: this is task 1 of a Slurm job array, and without "
+                          "--shard every array task runs every row; give --shard auto"),
+              "%s", out);
+    free(out);
     /* and from JOB_COMPLETION_INDEX (Kubernetes), --start-id applied first */
     unsetenv("SLURM_ARRAY_TASK_ID");
     setenv("JOB_COMPLETION_INDEX", "0", 1);
