@@ -612,10 +612,14 @@ int batch_out_open(const char *dir, const cJSON *config, int resume, batch_out *
     }
     if (!resume) {
         if (faccessat(o->dfd, "run.json", F_OK, 0) == 0) {
+            strbuf cmd = {0};
+            bo_lis_command(&cmd, "batch --resume", dir);
+            char *c = strbuf_take(&cmd);
             lis_fail(err, EEXIST,
-                     "%s already holds a run (run.json); continue it with "
-                     "--resume %s or choose another --output-dir",
-                     dir, dir);
+                     "%s already holds a run (run.json); continue it with %s, or choose another "
+                     "--output-dir",
+                     dir, c ? c : "lis batch --resume DIR");
+            free(c);
             goto fail;
         }
         cfg_text = agent_json_pretty(config);

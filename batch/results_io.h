@@ -75,6 +75,10 @@ int bo_uncompared_key(const char *key);
 void bo_strip_state(cJSON *obj);
 /* s as one shell word (quoted when it needs it), appended to b. */
 void bo_shell_word(strbuf *b, const char *s);
+/* The lis that runs (/proc/self/exe; "lis" when unknown). */
+void bo_self_path(char *out, size_t len);
+/* "<that lis> SUB DIR" (e.g. "batch --resume"), each word quoted as the shell needs. */
+void bo_lis_command(strbuf *b, const char *sub, const char *dir);
 /* v as Python's repr(float) writes it (1.0, 0.25, 1e-05): json.dump's text. */
 void bo_py_float(double v, char *out, size_t n);
 /* The numbers of obj's keys (NULL-terminated; arrays too) as raw Python floats. */

@@ -156,15 +156,6 @@ static void free_run(brun *r)
     free(r->groups);
 }
 
-/* The lis that is running, for the commands lis prints. */
-static void self_path(char *out, size_t len)
-{
-    ssize_t n = readlink("/proc/self/exe", out, len - 1);
-    out[n > 0 ? n : 0] = 0;
-    if (n <= 0)
-        snprintf(out, len, "lis");
-}
-
 /* The commands that finish a run: the rest of its rows, or, for a shard
  * whose rows are all done, the merge of the array's shards. */
 static void finish_commands(brun *r, const char *dir)
@@ -260,7 +251,7 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     if (batch_task_load(&to, &task, err) < 0)
         return -1;
     brun r = {.o = o, .ctx = ctx, .task = &task, .epfd = -1, .sigfd = -1};
-    self_path(r.lis, sizeof r.lis);
+    bo_self_path(r.lis, sizeof r.lis);
     int rc = -1;
     cJSON *config = NULL;
     sigset_t old;

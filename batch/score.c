@@ -260,7 +260,7 @@ int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error 
         snprintf(s->name, sizeof s->name, "python:reward.py");
         if (judge_py)
             note = " (the task has judge.py: its reward.py is the original's placeholder; "
-                   "--judge-model scores it, or `lis batch judge DIR` afterwards)";
+                   "--judge-model scores it, or lis batch judge on the run's directory afterwards)";
     } else {
         int b = find_builtin(task);
         if (b >= 0)

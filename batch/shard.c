@@ -306,8 +306,8 @@ static int check_set(merge *m, lis_error *err)
             char *t = strbuf_take(&b);
             rc = lis_fail(err, ENOENT,
                           "shard%s %s%s missing; give every shard's directory "
-                          "(a shard that never ran: lis batch --shard K/%d with the run's "
-                          "flags)",
+                          "(a shard that never ran is run first, with --shard K/%d and the "
+                          "run's flags)",
                           missing > 1 ? "s" : "", t ? t : "?", missing > 8 ? ", ..." : "", n);
             free(t);
         } else {
@@ -425,12 +425,7 @@ static int check_rows(merge *m, lis_error *err)
         if (fin && strstr(fin, " batch --resume ")) {
             strbuf_puts(&cmd, fin);
         } else {
-            char self[PATH_MAX];
-            ssize_t sn = readlink("/proc/self/exe", self, sizeof self - 1);
-            self[sn > 0 ? sn : 0] = 0;
-            bo_shell_word(&cmd, sn > 0 ? self : "lis");
-            strbuf_puts(&cmd, " batch --resume ");
-            bo_shell_word(&cmd, first->dir);
+            bo_lis_command(&cmd, "batch --resume", first->dir);
         }
         char *c = strbuf_take(&cmd);
         lis_fail(err, EINVAL,

@@ -2,11 +2,12 @@
  * (running, complete, partial, stopped) with the reason, the rows asked for
  * and done, and the command that finishes it, as run.json and results.json
  * carry them; the keys of run.json that --resume and merge do not compare;
- * and the two text forms those files and hints need (a shell word, a float
- * as Python writes it). Pure functions: no I/O. */
+ * and what those files and the hints need: a shell word, a float as Python
+ * writes it, the path of the lis that runs. */
 #include "results_io.h"
 
 #include <math.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,4 +174,21 @@ void bo_json_floats(cJSON *obj, const char *const *keys)
             }
         }
     }
+}
+
+void bo_self_path(char *out, size_t len)
+{
+    ssize_t n = readlink("/proc/self/exe", out, len - 1);
+    out[n > 0 ? n : 0] = 0;
+    if (n <= 0)
+        snprintf(out, len, "lis");
+}
+
+void bo_lis_command(strbuf *b, const char *sub, const char *dir)
+{
+    char self[4096];
+    bo_self_path(self, sizeof self);
+    bo_shell_word(b, self);
+    strbuf_printf(b, " %s ", sub);
+    bo_shell_word(b, dir);
 }

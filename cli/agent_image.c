@@ -13,6 +13,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The lis that runs, for the commands it prints. */
+static void self_path(char *out, size_t len)
+{
+    ssize_t n = readlink("/proc/self/exe", out, len - 1);
+    out[n > 0 ? n : 0] = 0;
+    if (n <= 0)
+        snprintf(out, len, "lis");
+}
+
 /* Runs scripts/make-rootfs.sh (next to the build, or installed under
  * share/lis) with its progress on stderr; 0 when it succeeded. */
 static int build_default_image(int rebuild)
@@ -67,14 +76,16 @@ int cli_agent_rootfs(lis_ctx *ctx, const char *image, const char *rootfs_dir, ch
         return -1;
     }
     /* first use: build the default image, then look again */
+    char self[PATH_MAX];
+    self_path(self, sizeof self);
     cli_error("the default image %s is missing: building it now, once (about 5 minutes and "
-              "1 GB; `lis image build` does this ahead of time)",
-              DEFAULT_IMAGE);
+              "1 GB; %s image build does this ahead of time)",
+              DEFAULT_IMAGE, self);
     if (build_default_image(0) < 0 ||
         lis_store_resolve(lis_ctx_data_dir(ctx), DEFAULT_IMAGE, rootfs, len, &err) < 0) {
-        cli_error("the default image %s is not in the store: build it with `lis image build` "
+        cli_error("the default image %s is not in the store: build it with %s image build "
                   "(its output says what failed), or pass --rootfs DIR",
-                  DEFAULT_IMAGE);
+                  DEFAULT_IMAGE, self);
         return -1;
     }
     return 0;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_CHECKS 64
 
@@ -49,9 +50,13 @@ static void image_check(lis_ctx *ctx, lis_check *k)
     /* not a problem of the host: the first lis run builds it */
     k->level = LIS_CHECK_OK;
     snprintf(k->detail, sizeof k->detail,
-             "%s is not built yet: the first lis run or lis batch builds it (about 5 minutes)",
+             "%s is not built yet: the first lis run or lis batch builds it (about 5 "
+             "minutes), or this, ahead of time:",
              DEFAULT_IMAGE);
-    snprintf(k->fix, sizeof k->fix, "lis image build (ahead of time)");
+    char self[2048];
+    ssize_t sn = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[sn > 0 ? sn : 0] = 0;
+    snprintf(k->fix, sizeof k->fix, "%s image build", sn > 0 ? self : "lis");
 }
 
 /* One line: what this host can do, and how limits are enforced. */
@@ -73,7 +78,7 @@ static void bottom_line(const lis_check *c, size_t n, char *out, size_t len)
     int image = img && !img->fix[0];
     snprintf(out, len,
              "this host can run sandboxes, lis run and lis batch%s, and lis serve; limits: %s",
-             image ? "" : " (the first builds the agent image, or lis image build)",
+             image ? "" : " (the first builds the agent image)",
              cgroups ? "cgroup v2 (memory, pids, cpu per sandbox)"
                      : "lis's fallback (processes and memory by lis, CPU by priority; lis "
                        "doctor's cgroups lines say how to get cgroups)");
@@ -121,7 +126,7 @@ int cmd_doctor(int argc, char **argv)
             printf("%-4s %-22s %s\n", level_name(checks[i].level), checks[i].name,
                    checks[i].detail);
             if (checks[i].fix[0] && (checks[i].level != LIS_CHECK_OK || i == n - 1))
-                printf("     %-22s %s: %s\n", "", checks[i].level ? "fix" : "or", checks[i].fix);
+                printf("     %-22s %s%s\n", "", checks[i].level ? "fix: " : "", checks[i].fix);
         }
     }
     if (json) {

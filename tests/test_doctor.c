@@ -201,7 +201,9 @@ Test(doctor, cli_bottom_line_image_and_no_tun_warning)
               "no bottom line: %s", out);
     cr_expect(strstr(out, "limits: ") || strstr(out, "cannot"), "%s", out);
     cr_expect(strstr(out, "agent image            lis-agent:latest is not built yet"), "%s", out);
-    cr_expect(strstr(out, "lis image build"), "%s", out);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s image build\n", t_lis_bin());
+    cr_expect(strstr(out, cmd), "not the command as it runs: %s", out);
     cr_expect_null(strstr(out, "WARN /dev/net/tun"), "%s", out);
     free(out);
     out = t_lis(&code, "doctor --json");
