@@ -496,7 +496,13 @@ int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_err
         goto out;
     }
     const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(state, "status"));
-    if (status && !strcmp(status, "running") && !run_is_live(dfd, &lockfd)) {
+    const char *host = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(state, "host"));
+    char here[256] = "";
+    gethostname(here, sizeof here - 1);
+    /* only on the run's own host does a free lock mean its process is gone (a
+     * shared filesystem's locks may not reach across hosts) */
+    if (status && !strcmp(status, "running") && (!host || !strcmp(host, here)) &&
+        !run_is_live(dfd, &lockfd)) {
         size_t done = 0;
         for (size_t i = 0; i < R.n; i++)
             done += !R.r[i].skip;

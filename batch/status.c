@@ -24,9 +24,8 @@ const char *batch_status_name(batch_status s)
 
 /* How the run stands, not what it is: written by the run as it goes. */
 static const char *const STATE_KEYS[] = {
-    "status",    "status_reason", "status_message", "rows_asked",
-    "rows_done", "rows_not_run",  "finish_command", "pid",
-    "lis",       "updated",
+    "status",         "status_reason", "status_message", "rows_asked", "rows_done", "rows_not_run",
+    "finish_command", "pid",           "host",           "lis",
 };
 
 int bo_state_key(const char *key)
@@ -66,8 +65,12 @@ void batch_state_json(cJSON *obj, const batch_state *st)
         cJSON_AddStringToObject(obj, "finish_command", st->finish);
     else
         cJSON_AddNullToObject(obj, "finish_command");
-    if (st->status == BS_RUNNING && st->pid > 0)
+    if (st->status == BS_RUNNING && st->pid > 0) {
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
         cJSON_AddNumberToObject(obj, "pid", (double)st->pid);
+        cJSON_AddStringToObject(obj, "host", host); /* the lock test means something there only */
+    }
     if (st->lis && *st->lis)
         cJSON_AddStringToObject(obj, "lis", st->lis);
 }
