@@ -41,7 +41,7 @@ NET_SRC     := $(wildcard net/*.c)
 INIT_SRC    := $(wildcard runtime/init/*.c)
 # monitor/: what each step did (docs/monitoring.md), for agent/, batch/ and serve/
 MON_SRC     := $(wildcard monitor/*.c)
-CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cmd_state.c cli/cli_util.c cli/relay.c
+CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cmd_doctor.c cli/cmd_state.c cli/cli_util.c cli/relay.c
 # (batch/'s --fork-from-setup snapshots and removes them: rootfs/snapshot.c, admin.c)
 AGENT_SRC   := $(MON_SRC) $(wildcard agent/*.c) $(wildcard batch/*.c) rootfs/snapshot.c rootfs/admin.c rootfs/util.c \
                cli/cmd_run.c cli/cmd_batch.c cli/cmd_report.c \

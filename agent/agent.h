@@ -214,6 +214,7 @@ const char *agent_stop_name(agent_stop s);
 typedef struct agent_outcome {
     int steps;
     int submitted;
+    int unreached; /* the first LLM request found no endpoint (agent_loop): nothing ran */
     agent_stop stop;
     char error[512];
     long prompt_tokens, completion_tokens;
@@ -266,7 +267,9 @@ typedef struct agent_run {
 } agent_run;
 
 /* A whole episode: sandbox, input copy, loop, export, trajectory.json,
- * answer. run_dir (optional) receives the directory of this run. */
+ * answer. run_dir (optional) receives the directory of this run. When the
+ * LLM was never reached (res->unreached) nothing is kept: -1 with err, the
+ * one line "cannot reach the LLM at URL: reason (check --llm-base-url)". */
 int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *run_dir,
                   size_t run_dir_len, lis_error *err);
 
@@ -300,8 +303,13 @@ typedef struct agent_cli {
  * required) or `lis batch` (cmd "batch": the rows give the queries), both
  * --llm-name and --llm_name spellings. */
 int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_error *err);
-/* Fills unset values from the settings file and the environment. */
+/* Fills unset values from the settings file and the environment. An API key
+ * is required unless the endpoint is local (agent_url_is_local): then none
+ * is sent. */
 int agent_cli_settings(agent_cli *c, lis_error *err);
+/* The endpoint is on this host: localhost, 127.0.0.0/8, ::1, or a unix
+ * socket (http+unix://%2Fpath%2Fto.sock/v1). */
+int agent_url_is_local(const char *url);
 void agent_cli_free(agent_cli *c);
 void agent_cli_usage(FILE *f);
 /* Builds llm_config / prompts from the parsed flags. extra (owned by the

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 void agent_tool_env_init(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env)
 {
@@ -103,6 +104,23 @@ int agent_copy_input(lis_sandbox *sb, const char *host, const char *dst, lis_err
     return rc;
 }
 
+/* s as one shell word: as it is, or in single quotes ('\'' for a quote). */
+static void shell_word(FILE *f, const char *s)
+{
+    if (*s && !strpbrk(s, " \t\n'\"$`\\;&|<>()*?[]#~!{}=%")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
 /* What the export filter left out: one line in the run log, one entry in
  * the trajectory's metadata.export_skipped. */
 typedef struct export_log {
@@ -168,6 +186,14 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
     }
 
     cJSON *traj = agent_loop(&env, o, res);
+    if (res->unreached) { /* an empty run: no files, no trajectory, no paths to print */
+        cJSON_Delete(traj);
+        lis_sandbox_destroy(sb, &e2);
+        rmdir(dir);
+        if (run_dir)
+            run_dir[0] = 0;
+        return lis_fail(err, EHOSTUNREACH, "%s", res->error);
+    }
 
     /* outputs and trajectory are saved however the loop ended; nothing that
      * points at the host (links out, devices, fifos, sockets) is exported */
@@ -206,7 +232,15 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
         fprintf(log, "lis: finished after %d steps (%s%s%s)\n", res->steps,
                 agent_stop_name(res->stop), res->error[0] ? ": " : "", res->error);
         fprintf(log, "lis: output files: %s\nlis: trajectory:   %s\n", files, tpath);
-        fprintf(log, "lis: report: lis report %s\n", dir);
+        /* a command that runs as printed: the lis that ran, the directory */
+        char self[4096];
+        ssize_t sn = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[sn > 0 ? sn : 0] = 0;
+        fputs("lis: report: ", log);
+        shell_word(log, sn > 0 ? self : "lis");
+        fputs(" report ", log);
+        shell_word(log, dir);
+        fputc('\n', log);
     }
     if (answer && r->out) {
         fwrite(answer, 1, alen, r->out);

@@ -19,8 +19,44 @@ struct llm_client {
     llm_config cfg;
     CURL *curl;
     unsigned seed;
+    int replied; /* some request got an HTTP reply: the endpoint exists */
     char url[4096];
+    char unix_path[108]; /* http+unix://: the socket (sun_path's size) */
 };
+
+/* http+unix://%2Frun%2Fvllm.sock/v1 (requests-unixsocket's form): the socket
+ * path percent-encoded as the host. Fills path and the http://localhost URL
+ * that goes over it; 0, or -1 when base is another scheme, -2 when bad. */
+static int unix_url(const char *base, size_t n, char *path, size_t pl, char *rest, size_t rl)
+{
+    static const char scheme[] = "http+unix://";
+    if (n < sizeof scheme - 1 || strncasecmp(base, scheme, sizeof scheme - 1))
+        return -1;
+    const char *h = base + sizeof scheme - 1, *end = base + n;
+    const char *slash = memchr(h, '/', (size_t)(end - h));
+    const char *hend = slash ? slash : end;
+    size_t o = 0;
+    for (const char *p = h; p < hend; p++) {
+        char c = *p;
+        if (c == '%' && hend - p >= 3) {
+            char hex[3] = {p[1], p[2], 0};
+            char *e;
+            long v = strtol(hex, &e, 16);
+            if (*e || v <= 0)
+                return -2;
+            c = (char)v;
+            p += 2;
+        }
+        if (o + 1 >= pl)
+            return -2;
+        path[o++] = c;
+    }
+    path[o] = 0;
+    if (!o || path[0] != '/')
+        return -2;
+    snprintf(rest, rl, "http://localhost%.*s", (int)(end - hend), hend);
+    return 0;
+}
 
 llm_client *llm_new(const llm_config *cfg, lis_error *err)
 {
@@ -53,6 +89,20 @@ llm_client *llm_new(const llm_config *cfg, lis_error *err)
     size_t n = strlen(base);
     while (n && base[n - 1] == '/')
         n--;
+    char over_unix[4096];
+    int u = unix_url(base, n, c->unix_path, sizeof c->unix_path, over_unix, sizeof over_unix);
+    if (u == -2) {
+        llm_free(c);
+        lis_fail(err, EINVAL,
+                 "%s: a unix socket endpoint is http+unix://%%2Fpath%%2Fto.sock/v1 (the "
+                 "socket's absolute path, percent-encoded, under %zu bytes)",
+                 base, sizeof c->unix_path);
+        return NULL;
+    }
+    if (u == 0) {
+        base = over_unix;
+        n = strlen(base);
+    }
     if (cfg->api == LLM_API_ANTHROPIC) {
         int has_v1 = n >= 3 && !strncmp(base + n - 3, "/v1", 3);
         snprintf(c->url, sizeof c->url, "%.*s%s", (int)n, base,
@@ -615,9 +665,12 @@ CURL *llm_call_attempt(llm_call *k, lis_error *err)
     curl_easy_reset(h);
     char auth[4200];
     k->hd = curl_slist_append(k->hd, "Content-Type: application/json");
+    /* no key (a local endpoint): no credential header at all */
     if (c->cfg.api == LLM_API_ANTHROPIC) {
-        snprintf(auth, sizeof auth, "x-api-key: %s", c->cfg.api_key ? c->cfg.api_key : "");
-        k->hd = curl_slist_append(k->hd, auth);
+        if (c->cfg.api_key && *c->cfg.api_key) {
+            snprintf(auth, sizeof auth, "x-api-key: %s", c->cfg.api_key);
+            k->hd = curl_slist_append(k->hd, auth);
+        }
         k->hd = curl_slist_append(k->hd, "anthropic-version: 2023-06-01");
     } else if (c->cfg.api_key && *c->cfg.api_key) {
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->cfg.api_key);
@@ -626,6 +679,8 @@ CURL *llm_call_attempt(llm_call *k, lis_error *err)
     if (c->cfg.stream)
         k->hd = curl_slist_append(k->hd, "Accept: text/event-stream");
     curl_easy_setopt(h, CURLOPT_URL, c->url);
+    if (c->unix_path[0])
+        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->unix_path);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, k->hd);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, k->body);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(k->body));
@@ -640,6 +695,26 @@ CURL *llm_call_attempt(llm_call *k, lis_error *err)
     curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
     curl_easy_setopt(h, CURLOPT_PRIVATE, k);
     return h;
+}
+
+/* A transport error that means the endpoint is not there (refused, no such
+ * host, TLS that cannot be set up, a URL curl cannot use), as opposed to one
+ * that may pass (a timeout, a reset connection). */
+static int unreachable(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT: return 1;
+    default: return 0;
+    }
 }
 
 int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_error *err)
@@ -658,6 +733,16 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
     curl_easy_getinfo(k->h, CURLINFO_RESPONSE_CODE, &x->status);
     out->attempts = ++k->attempt;
     long status = rc == CURLE_OK ? x->status : 0;
+    if (x->status > 0)
+        c->replied = 1;
+    if (!c->replied && unreachable(rc)) {
+        /* nothing has ever answered there: a retry would only wait longer
+         * for the same refusal (lis run and lis batch say the same) */
+        attempt_free(k);
+        lis_fail(err, EHOSTUNREACH, "cannot reach the LLM at %s: %s (check --llm-base-url)",
+                 c->cfg.base_url ? c->cfg.base_url : c->url, curl_easy_strerror(rc));
+        return LLM_CALL_FAILED;
+    }
     if (rc == CURLE_OK && status >= 200 && status < 300) {
         int prc = x->is_sse && x->sse ? llm_parse_stream(x->sse, out, why, sizeof why)
                                       : llm_parse_response(c->cfg.api, x->body.s ? x->body.s : "",

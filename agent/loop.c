@@ -3,9 +3,13 @@
  * event loop. */
 #include "agent_internal.h"
 
+#include <errno.h>
+#include <stdio.h>
+
 cJSON *agent_loop(const agent_tool_env *env, const agent_opts *o, agent_outcome *out)
 {
     lis_error err = {0};
+    int unreached = 0;
     agent_ep *ep = agent_ep_new(o);
     if (!ep)
         return NULL;
@@ -18,10 +22,14 @@ cJSON *agent_loop(const agent_tool_env *env, const agent_opts *o, agent_outcome 
             break;
         if (need == AGENT_EP_LLM) {
             llm_reply reply;
-            if (llm_chat(llm, agent_ep_messages(ep), agent_ep_tools(ep), &reply, &err) < 0)
-                agent_ep_llm_failed(ep, err.msg);
-            else
+            if (llm_chat(llm, agent_ep_messages(ep), agent_ep_tools(ep), &reply, &err) == 0) {
                 agent_ep_llm_reply(ep, &reply);
+            } else if (err.code == EHOSTUNREACH && agent_ep_steps(ep) == 0) {
+                unreached = 1; /* nothing ran: the caller says so in one line */
+                break;
+            } else {
+                agent_ep_llm_failed(ep, err.msg);
+            }
         } else {
             const cJSON *params;
             const char *name = agent_ep_tool(ep, &params);
@@ -31,5 +39,11 @@ cJSON *agent_loop(const agent_tool_env *env, const agent_opts *o, agent_outcome 
         }
     }
     llm_free(llm);
-    return agent_ep_finish(ep, out);
+    cJSON *traj = agent_ep_finish(ep, out);
+    if (unreached) {
+        out->stop = AGENT_STOP_LLM_ERROR;
+        out->unreached = 1;
+        snprintf(out->error, sizeof out->error, "%s", err.msg);
+    }
+    return traj;
 }

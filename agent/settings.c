@@ -354,13 +354,48 @@ int agent_cli_settings(agent_cli *c, lis_error *err)
             e = getenv("OPENAI_API_KEY");
         if (e && *e)
             c->api_key = e;
+        else if (agent_url_is_local(c->llm_base_url))
+            c->api_key = NULL; /* vLLM and SGLang on this host run keyless by default */
         else
             return lis_fail(err, EINVAL,
-                            "no API key: pass --api-key KEY or set %s (any "
-                            "value, e.g. dummy, for a server without authentication)",
-                            anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
+                            "no API key for %s: pass --api-key KEY or set %s (a server on "
+                            "this host, localhost or a unix socket, needs none)",
+                            c->llm_base_url, anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
     }
     return 0;
+}
+
+int agent_url_is_local(const char *url)
+{
+    if (!url)
+        return 0;
+    if (!strncasecmp(url, "http+unix://", 12) || !strncasecmp(url, "unix:", 5))
+        return 1;
+    const char *h = strstr(url, "://");
+    if (!h)
+        return 0;
+    h += 3;
+    size_t n = strcspn(h, "/?#");
+    const char *at = memchr(h, '@', n); /* user:password@ */
+    if (at) {
+        n -= (size_t)(at + 1 - h);
+        h = at + 1;
+    }
+    char host[256];
+    if (*h == '[') { /* [::1]:8000 */
+        const char *e = memchr(h, ']', n);
+        if (!e || (size_t)(e - h - 1) >= sizeof host)
+            return 0;
+        snprintf(host, sizeof host, "%.*s", (int)(e - h - 1), h + 1);
+    } else {
+        size_t hl = strcspn(h, ":/?#");
+        if (hl > n || hl >= sizeof host)
+            return 0;
+        snprintf(host, sizeof host, "%.*s", (int)hl, h);
+    }
+    return !strcasecmp(host, "localhost") || !strcasecmp(host, "localhost.") ||
+           !strncmp(host, "127.", 4) || !strcmp(host, "::1") ||
+           !strcasecmp(host, "0:0:0:0:0:0:0:1");
 }
 
 void agent_cli_free(agent_cli *c)

@@ -168,13 +168,17 @@ typedef struct brun {
     long tokens_in, tokens_out, replies;
     double llm_seconds, tool_seconds;
     /* stopping */
-    int draining, cancelling, fatal, signals;
+    int draining, cancelling, fatal, signals, first_signal;
     double drain_deadline;
+    char fatal_reason[32]; /* run.json's status_reason: http_404, unreachable, ... */
     char fatal_msg[512];
     int llm_ok; /* some request has succeeded */
     char write_error[512];
     double t0, last_sweep, last_progress;
     int progress_lines; /* lines of the live block on the terminal */
+    /* the commands lis prints to finish the run (run.c) */
+    char lis[4096];
+    char resume_cmd[8400], merge_cmd[8400];
 } brun;
 
 /* jobs.c: the blocking halves, run on a worker thread. */

@@ -286,6 +286,7 @@ static cJSON *make_row(bep *e, double wall)
     cJSON_AddNumberToObject(row, "oom_kills", (double)e->oom_kills);
     cJSON_AddNumberToObject(row, "proxy_bytes", (double)e->proxy_bytes);
     cJSON_AddStringToObject(row, "scorer", r->scorer ? batch_scorer_name(r->scorer) : "");
+    cJSON_AddStringToObject(row, "scorer_sha256", r->scorer ? batch_scorer_sha256(r->scorer) : "");
     return row;
 }
 

@@ -46,6 +46,9 @@ typedef struct lis_batch_opts {
     /* scoring */
     const char *scorer;      /* --scorer (NULL: auto) */
     const llm_config *judge; /* --judge-model */
+    /* how to run it again: the CLI's resolved flags (no secrets), kept in
+     * run.json's "settings" for `lis batch --resume DIR` alone; may be NULL */
+    const cJSON *settings;
     /* output */
     int quiet;
     int tty;   /* live status block instead of a line every 10 s */
@@ -59,13 +62,18 @@ typedef struct lis_batch_summary {
     char dir[4096]; /* the run's directory */
     size_t rows, total, done, errors, cancelled;
     double mean_score;
-    int interrupted; /* stopped by Ctrl-C / SIGTERM */
+    int has_mean;      /* some row finished: mean_score is its mean */
+    int interrupted;   /* stopped by Ctrl-C / SIGTERM */
+    int reached;       /* some LLM request got its reply */
+    char status[16];   /* complete, partial or stopped (run.json's status) */
+    char finish[8400]; /* the command that finishes the run; "" when complete */
 } lis_batch_summary;
 
 /* Runs the batch. Returns 0 when every episode got a row, 1 when some were
- * cancelled (Ctrl-C: --resume DIR finishes them), -1 with err when the run
+ * cancelled (Ctrl-C: sum->finish finishes them), -1 with err when the run
  * could not start or stopped at once (a bad task, 401, an unreachable
- * endpoint...). */
+ * endpoint...; sum->finish set when it started). run.json and results.json
+ * say which (docs/batch-files.md). */
 int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum, lis_error *err);
 
 /* `lis batch report DIR`: (re)writes results.json and trajectory.json and

@@ -55,7 +55,8 @@ static void on_signal(brun *r)
 {
     struct signalfd_siginfo si;
     while (read(r->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
-        r->signals++;
+        if (!r->signals++)
+            r->first_signal = (int)si.ssi_signo;
         if (r->signals == 1 && si.ssi_signo == SIGINT) {
             r->draining = 1;
             if (r->o->drain_timeout > 0)

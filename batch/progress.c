@@ -132,18 +132,52 @@ void bprog_tick(brun *r, int force)
     r->progress_lines = 4;
 }
 
+/* The status block of results.json: what the run is, its rows, the command
+ * that finishes it, its scorer. */
+static void status_lines(FILE *f, const cJSON *res)
+{
+    const char *st = cJSON_GetStringValue(cJSON_GetObjectItem(res, "status"));
+    const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(res, "status_message"));
+    const cJSON *asked = cJSON_GetObjectItem(res, "rows_asked");
+    const cJSON *pid = cJSON_GetObjectItem(res, "pid");
+    double done = cJSON_GetNumberValue(cJSON_GetObjectItem(res, "rows_done"));
+    if (!st)
+        st = "unknown";
+    if (!strcmp(st, "running"))
+        fprintf(f, "  %-22s running (pid %.0f): the figures below are of the rows so far\n",
+                "status", cJSON_IsNumber(pid) ? pid->valuedouble : 0.0);
+    else
+        fprintf(f, "  %-22s %s%s%s\n", "status", st, msg && *msg ? ": " : "", msg ? msg : "");
+    if (cJSON_IsNumber(asked))
+        fprintf(f, "  %-22s %.0f of %.0f done, %.0f not run\n", "rows", done, asked->valuedouble,
+                asked->valuedouble > done ? asked->valuedouble - done : 0);
+    const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(res, "finish_command"));
+    if (fin && *fin && strcmp(st, "complete"))
+        fprintf(f, "  %-22s %s\n", strcmp(st, "running") ? "finish with" : "if it stops", fin);
+    const char *sc = cJSON_GetStringValue(cJSON_GetObjectItem(res, "scorer"));
+    const char *sha = cJSON_GetStringValue(cJSON_GetObjectItem(res, "scorer_sha256"));
+    if (sc)
+        fprintf(f, "  %-22s %s%s%s%s\n", "scorer", sc, sha && *sha ? " (sha256 " : "",
+                sha && *sha ? sha : "", sha && *sha ? ")" : "");
+}
+
 void bprog_summary(FILE *f, const cJSON *res)
 {
     const char *task = cJSON_GetStringValue(cJSON_GetObjectItem(res, "task"));
     double total = cJSON_GetNumberValue(cJSON_GetObjectItem(res, "total"));
-    double mean = cJSON_GetNumberValue(cJSON_GetObjectItem(res, "mean_score"));
+    const cJSON *mean = cJSON_GetObjectItem(res, "mean_score");
     double errs = cJSON_GetNumberValue(cJSON_GetObjectItem(res, "num_errors"));
     double el = cJSON_GetNumberValue(cJSON_GetObjectItem(res, "elapsed_time_seconds"));
     char els[32];
     fmt_duration(els, sizeof els, el == el ? el : 0);
     fprintf(f, "Results: %s\n", task ? task : "?");
+    status_lines(f, res);
     fprintf(f, "  %-22s %.0f\n", "episodes", total == total ? total : 0);
-    fprintf(f, "  %-22s %.4f\n", "mean score", mean == mean ? mean : 0);
+    if (cJSON_IsNumber(mean))
+        fprintf(f, "  %-22s %.4f (over the %.0f finished rows)\n", "mean score", mean->valuedouble,
+                total);
+    else
+        fprintf(f, "  %-22s none (no row finished)\n", "mean score");
     fprintf(f, "  %-22s %.0f\n", "errors", errs == errs ? errs : 0);
     const cJSON *by = cJSON_GetObjectItem(res, "by_reason"), *it;
     if (cJSON_IsObject(by)) {
@@ -152,13 +186,17 @@ void bprog_summary(FILE *f, const cJSON *res)
             fprintf(f, "    %-20s %.0f\n", it->string, it->valuedouble);
     }
     /* the other figures results.json has (tokens, time split, attempts) */
+    static const char *const shown[] = {"total",        "mean_score",
+                                        "num_errors",   "elapsed_time_seconds",
+                                        "rows_asked",   "rows_done",
+                                        "rows_not_run", "pid"};
     cJSON_ArrayForEach(it, res)
     {
-        if (!cJSON_IsNumber(it) || !strcmp(it->string, "total") ||
-            !strcmp(it->string, "mean_score") || !strcmp(it->string, "num_errors") ||
-            !strcmp(it->string, "elapsed_time_seconds"))
-            continue;
-        fprintf(f, "  %-22s %g\n", it->string, it->valuedouble);
+        int skip = !cJSON_IsNumber(it);
+        for (size_t i = 0; !skip && i < sizeof shown / sizeof *shown; i++)
+            skip = !strcmp(it->string, shown[i]);
+        if (!skip)
+            fprintf(f, "  %-22s %g\n", it->string, it->valuedouble);
     }
     fprintf(f, "  %-22s %s\n", "elapsed", els);
 }

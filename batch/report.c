@@ -309,6 +309,18 @@ static int batch_index(rp_out *o, cJSON *index, lis_error *err)
     const cJSON *el = cJSON_GetObjectItemCaseSensitive(results, "elapsed_time_seconds");
     if (cJSON_IsNumber(el))
         cJSON_AddNumberToObject(index, "elapsed_seconds", el->valuedouble);
+    /* what the run is (results.json, made just before): status, rows, the
+     * command that finishes it, the scorer; the page shows it on top */
+    static const char *const run_keys[] = {"status",         "status_reason", "status_message",
+                                           "rows_asked",     "rows_done",     "rows_not_run",
+                                           "finish_command", "pid",           "scorer",
+                                           "scorer_sha256"};
+    cJSON *run = cJSON_AddObjectToObject(index, "run");
+    for (size_t i = 0; run && i < sizeof run_keys / sizeof *run_keys; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(results, run_keys[i]);
+        if (v)
+            cJSON_AddItemToObject(run, run_keys[i], cJSON_Duplicate(v, 1));
+    }
     cJSON_Delete(results);
     cJSON *rows = cJSON_AddArrayToObject(index, "rows");
     size_t n = 0;

@@ -488,19 +488,66 @@ static int check_config(batch_out *o, const cJSON *config, lis_error *err)
                         "%s: not valid JSON; restore it or start a new "
                         "--output-dir",
                         path);
+    /* how the run stands and how to run it again are not what it is; keys
+     * that an older lis did not write are not compared with it */
+    static const char *const newer[] = {"scorer", "scorer_sha256", "prompt_sha256", "net",
+                                        "memory"};
+    cJSON *mine = cJSON_Duplicate(config, 1);
+    for (const cJSON *e = old->child, *next; e; e = next) {
+        next = e->next;
+        if (bo_uncompared_key(e->string))
+            cJSON_DeleteItemFromObjectCaseSensitive(old, e->string);
+    }
+    for (const cJSON *e = mine ? mine->child : NULL, *next; e; e = next) {
+        next = e->next;
+        if (bo_uncompared_key(e->string))
+            cJSON_DeleteItemFromObjectCaseSensitive(mine, e->string);
+    }
+    for (size_t i = 0; mine && i < sizeof newer / sizeof *newer; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(old, newer[i]))
+            cJSON_DeleteItemFromObjectCaseSensitive(mine, newer[i]);
+    if (!mine) {
+        cJSON_Delete(old);
+        return lis_oom(err);
+    }
     char key[256] = "";
     const cJSON *va = NULL, *vb = NULL;
     int rc = 0;
-    if (first_diff(old, config, key, sizeof key, &va, &vb)) {
+    if (first_diff(old, mine, key, sizeof key, &va, &vb)) {
         char a[96], b[96];
         short_json(va, a, sizeof a);
         short_json(vb, b, sizeof b);
         rc = lis_fail(err, EINVAL,
-                      "--resume %s: %s differs (run.json: %s, this run: %s); "
-                      "resume with the same task and flags, or start a new --output-dir",
+                      "--resume %s: %s differs (run.json: %s, this run: %s): that would "
+                      "change the results; resume without that flag, or start a new run",
                       o->dir, *key ? key : "the configuration", a, b);
     }
     cJSON_Delete(old);
+    cJSON_Delete(mine);
+    return rc;
+}
+
+int batch_out_set_state(batch_out *o, const batch_state *st, lis_error *err)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/run.json", o->dir);
+    size_t len = 0;
+    char *text = agent_read_host_file(path, &len, err);
+    if (!text)
+        return -1;
+    cJSON *j = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return lis_fail(err, EINVAL, "%s: not a JSON object", path);
+    }
+    batch_state_json(j, st);
+    char *out = agent_json_pretty(j);
+    cJSON_Delete(j);
+    if (!out)
+        return lis_oom(err);
+    int rc = bo_write_atomic(o->dfd, o->dir, "run.json", out, strlen(out), err);
+    free(out);
     return rc;
 }
 
@@ -565,10 +612,14 @@ int batch_out_open(const char *dir, const cJSON *config, int resume, batch_out *
     }
     if (!resume) {
         if (faccessat(o->dfd, "run.json", F_OK, 0) == 0) {
+            strbuf cmd = {0};
+            bo_lis_command(&cmd, "batch --resume", dir);
+            char *c = strbuf_take(&cmd);
             lis_fail(err, EEXIST,
-                     "%s already holds a run (run.json); continue it with "
-                     "--resume %s or choose another --output-dir",
-                     dir, dir);
+                     "%s already holds a run (run.json); continue it with %s, or choose another "
+                     "--output-dir",
+                     dir, c ? c : "lis batch --resume DIR");
+            free(c);
             goto fail;
         }
         cfg_text = agent_json_pretty(config);

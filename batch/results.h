@@ -57,6 +57,29 @@ const char *batch_out_dir(const batch_out *o);
 char *batch_out_key(const char *id, int attempt);
 void batch_out_close(batch_out *o);
 
+/* What a run says about itself, in run.json (as it goes) and results.json:
+ * complete (every row asked for has its row), partial (some rows not run:
+ * Ctrl-C, SIGTERM, a kill, a shard of the task), stopped (the run stopped
+ * at once: 401/403/404, an unreachable endpoint, a write that failed), or
+ * running. status.c. */
+typedef enum batch_status { BS_RUNNING, BS_COMPLETE, BS_PARTIAL, BS_STOPPED } batch_status;
+const char *batch_status_name(batch_status s);
+typedef struct batch_state {
+    batch_status status;
+    const char *reason;  /* a word: interrupted, terminated, killed, shard, http_404,
+                          * unreachable, write_failed...; "" when complete */
+    const char *message; /* one line for a person */
+    size_t rows_asked;   /* the episodes this run (or shard) was asked for */
+    size_t rows_done;    /* those with a row */
+    const char *finish;  /* the command that finishes the run; NULL when complete */
+    const char *lis;     /* the lis that ran it */
+    long pid;            /* while running */
+} batch_state;
+/* Puts st's keys into obj (run.json or results.json), replacing old ones. */
+void batch_state_json(cJSON *obj, const batch_state *st);
+/* Rewrites DIR/run.json with st (write then rename). */
+int batch_out_set_state(batch_out *o, const batch_state *st, lis_error *err);
+
 /* Writes results.json + trajectory.json from DIR's run.json, results.jsonl
  * and trajectories/; elapsed (seconds, <0: unknown) goes to
  * elapsed_time_seconds. summary (may be NULL) receives the results.json

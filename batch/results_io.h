@@ -67,4 +67,21 @@ int bo_read_jsonl(int fd, const char *path, row_fn cb, void *arg, off_t *good, s
 int bo_read_jsonl_at(int dfd, const char *dir, const char *name, int must, row_fn cb, void *arg,
                      lis_error *err);
 
+/* status.c: run.json's keys that say how the run stands (status, rows,
+ * finish_command, pid...) and, with "settings" (how to run it again), what
+ * --resume and merge do not compare. */
+int bo_state_key(const char *key);
+int bo_uncompared_key(const char *key);
+void bo_strip_state(cJSON *obj);
+/* s as one shell word (quoted when it needs it), appended to b. */
+void bo_shell_word(strbuf *b, const char *s);
+/* The lis that runs (/proc/self/exe; "lis" when unknown). */
+void bo_self_path(char *out, size_t len);
+/* "<that lis> SUB DIR" (e.g. "batch --resume"), each word quoted as the shell needs. */
+void bo_lis_command(strbuf *b, const char *sub, const char *dir);
+/* v as Python's repr(float) writes it (1.0, 0.25, 1e-05): json.dump's text. */
+void bo_py_float(double v, char *out, size_t n);
+/* The numbers of obj's keys (NULL-terminated; arrays too) as raw Python floats. */
+void bo_json_floats(cJSON *obj, const char *const *keys);
+
 #endif

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 typedef struct rep_row {
@@ -178,7 +179,9 @@ static int write_trajectories(int dfd, const char *dir, const report *R, lis_err
                                   json_copy(r->row, "problem_statement", ""));
             cJSON_AddItemToObject(e, "trajectory",
                                   tdfd >= 0 ? read_steps(tdfd, r) : cJSON_CreateArray());
-            cJSON_AddNumberToObject(e, "reward", row_score(R, r, &judged));
+            char rw[48];
+            bo_py_float(row_score(R, r, &judged), rw, sizeof rw); /* compute_score's float */
+            cJSON_AddRawToObject(e, "reward", rw);
             cJSON_AddItemToObject(e, "agent_answer", json_copy(r->row, "answer", ""));
             cJSON_AddItemToObject(e, "ground_truth", json_copy(r->row, "ground_truth", NULL));
         }
@@ -232,8 +235,10 @@ static cJSON *read_json_at(int dfd, const char *name)
     return j;
 }
 
-/* The counts of results.json over the rows that count. */
-static cJSON *summarize(const report *R, cJSON *config, const char *dir, double elapsed, int dfd)
+/* The counts of results.json over the rows that count; state (run.json's
+ * status keys, taken) goes after the original's keys. */
+static cJSON *summarize(const report *R, cJSON *config, cJSON *state, const char *dir,
+                        double elapsed, int dfd)
 {
     size_t total = 0, errors = 0, judged_n = 0;
     double sum = 0, pt = 0, ct = 0, llm = 0, tool = 0, wall = 0, oomk = 0, mem = 0;
@@ -299,7 +304,12 @@ static cJSON *summarize(const report *R, cJSON *config, const char *dir, double 
         cJSON_AddStringToObject(res, "task", b && b[1] ? b + 1 : dir);
     }
     cJSON_AddNumberToObject(res, "total", (double)total);
-    cJSON_AddNumberToObject(res, "mean_score", total ? sum / (double)total : 0.0);
+    /* over the rows that finished (an error row scores 0, as in the
+     * original); a run with none has no mean, not a 0 */
+    if (total)
+        cJSON_AddNumberToObject(res, "mean_score", sum / (double)total);
+    else
+        cJSON_AddNullToObject(res, "mean_score");
     cJSON_AddNumberToObject(res, "num_errors", (double)errors);
     if (elapsed >= 0) {
         cJSON_AddNumberToObject(res, "elapsed_time_seconds", elapsed);
@@ -311,6 +321,32 @@ static cJSON *summarize(const report *R, cJSON *config, const char *dir, double 
                                                 : cJSON_CreateNull());
         cJSON_Delete(old);
     }
+    /* what the run is: its status, and the scorer of every score */
+    const cJSON *rows_asked = cJSON_GetObjectItemCaseSensitive(state, "rows_asked");
+    for (cJSON *e = state ? state->child : NULL; e; e = e->next) {
+        if (!strcmp(e->string, "rows_done") || !strcmp(e->string, "rows_not_run"))
+            continue; /* counted from the rows below */
+        cJSON_AddItemToObject(res, e->string, cJSON_Duplicate(e, 1));
+    }
+    if (!cJSON_GetObjectItemCaseSensitive(res, "status"))
+        cJSON_AddStringToObject(res, "status", "unknown"); /* run.json of an older lis */
+    cJSON_AddNumberToObject(res, "rows_done", (double)total);
+    if (cJSON_IsNumber(rows_asked))
+        cJSON_AddNumberToObject(res, "rows_not_run",
+                                rows_asked->valuedouble > (double)total
+                                    ? rows_asked->valuedouble - (double)total
+                                    : 0.0);
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(res, "config");
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(cfg, "scorer");
+    const cJSON *ss = cJSON_GetObjectItemCaseSensitive(cfg, "scorer_sha256");
+    for (size_t i = 0; !cJSON_IsString(sc) && i < R->n; i++) /* run.json of an older lis */
+        if (!R->r[i].skip)
+            sc = cJSON_GetObjectItemCaseSensitive(R->r[i].row, "scorer"),
+            ss = cJSON_GetObjectItemCaseSensitive(R->r[i].row, "scorer_sha256");
+    cJSON_AddItemToObject(res, "scorer",
+                          cJSON_IsString(sc) ? cJSON_Duplicate(sc, 0) : cJSON_CreateNull());
+    cJSON_AddItemToObject(res, "scorer_sha256",
+                          cJSON_IsString(ss) ? cJSON_Duplicate(ss, 0) : cJSON_CreateNull());
     cJSON_AddItemToObject(res, "by_reason", by_reason);
     by_reason = NULL;
     cJSON_AddNumberToObject(res, "prompt_tokens", pt);
@@ -333,7 +369,10 @@ static cJSON *summarize(const report *R, cJSON *config, const char *dir, double 
         double bs = 0;
         for (size_t i = 0; i < nids; i++)
             bs += best[i];
-        cJSON_AddNumberToObject(res, "pass_at_k", nids ? bs / (double)nids : 0.0);
+        if (nids)
+            cJSON_AddNumberToObject(res, "pass_at_k", bs / (double)nids);
+        else
+            cJSON_AddNullToObject(res, "pass_at_k");
     }
     free(asum), free(acnt), free(best);
     bo_kset_free(&ids);
@@ -347,6 +386,85 @@ fail:
     return NULL;
 }
 
+/* A run that says "running": is its process still there? Its lis batch holds
+ * results.jsonl locked (flock, results.c) until it ends, kill -9 included.
+ * Returns 1 (live), or 0 with *lockfd holding a shared lock (-1 if none). */
+static int run_is_live(int dfd, int *lockfd)
+{
+    *lockfd = openat(dfd, "results.jsonl", O_RDONLY | O_CLOEXEC);
+    if (*lockfd < 0)
+        return 0;
+    if (flock(*lockfd, LOCK_SH | LOCK_NB) == 0)
+        return 0;
+    int live = errno == EWOULDBLOCK;
+    close(*lockfd);
+    *lockfd = -1;
+    return live;
+}
+
+/* run.json's state keys, detached from config into a new object. */
+static cJSON *take_state(cJSON *config)
+{
+    cJSON *state = cJSON_CreateObject();
+    for (cJSON *e = config->child, *next; state && e; e = next) {
+        next = e->next;
+        if (bo_state_key(e->string))
+            cJSON_AddItemToObject(state, e->string, cJSON_DetachItemViaPointer(config, e));
+    }
+    return state;
+}
+
+/* A run that says "running" but whose process is gone (kill -9, a crash, the
+ * OOM killer, a reboot) is partial: run.json says so from now on. */
+static cJSON *killed_state(int dfd, const char *dir, const cJSON *config, cJSON *state, size_t done,
+                           lis_error *err)
+{
+    const cJSON *asked = cJSON_GetObjectItemCaseSensitive(state, "rows_asked");
+    const cJSON *pid = cJSON_GetObjectItemCaseSensitive(state, "pid");
+    size_t n = cJSON_IsNumber(asked) ? (size_t)asked->valuedouble : done;
+    char msg[400];
+    snprintf(msg, sizeof msg,
+             "the run's process (pid %.0f) ended before it finished (kill -9, a crash, the OOM "
+             "killer or a reboot): %zu of %zu rows done",
+             cJSON_IsNumber(pid) ? pid->valuedouble : 0.0, done, n);
+    batch_state st = {
+        .status = done >= n ? BS_COMPLETE : BS_PARTIAL,
+        .reason = done >= n ? "" : "killed",
+        .message = done >= n ? "" : msg,
+        .rows_asked = n,
+        .rows_done = done,
+        .finish = done >= n ? NULL
+                            : cJSON_GetStringValue(
+                                  cJSON_GetObjectItemCaseSensitive(state, "finish_command")),
+        .lis = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(state, "lis")),
+    };
+    cJSON *full = cJSON_Duplicate(config, 1), *fresh = cJSON_CreateObject();
+    if (!full || !fresh) {
+        cJSON_Delete(full);
+        cJSON_Delete(fresh);
+        lis_oom(err);
+        return NULL;
+    }
+    batch_state_json(full, &st);
+    batch_state_json(fresh, &st);
+    char *text = agent_json_pretty(full);
+    cJSON_Delete(full);
+    int rc = text ? bo_write_atomic(dfd, dir, "run.json", text, strlen(text), err) : lis_oom(err);
+    free(text);
+    if (rc < 0) {
+        cJSON_Delete(fresh);
+        return NULL;
+    }
+    return fresh;
+}
+
+/* Python writes these as floats (json.dump of a float: 1.0, not 1). */
+static const char *const FLOAT_KEYS[] = {"mean_score",   "elapsed_time_seconds",
+                                         "pass_at_k",    "mean_score_by_attempt",
+                                         "llm_seconds",  "tool_seconds",
+                                         "wall_seconds", NULL};
+static const char *const CONFIG_FLOAT_KEYS[] = {"temperature", NULL};
+
 int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_error *err)
 {
     if (summary)
@@ -356,9 +474,9 @@ int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_err
         return lis_fail(err, errno, "%s: %s; give the output directory of a lis batch run", dir,
                         strerror(errno));
     report R = {0};
-    int rc = -1;
+    int rc = -1, lockfd = -1;
     char *text = NULL;
-    cJSON *res = NULL, *config = read_json_at(dfd, "run.json");
+    cJSON *res = NULL, *state = NULL, *printed = NULL, *config = read_json_at(dfd, "run.json");
     if (!config) {
         lis_fail(err, EINVAL,
                  "%s/run.json is missing or not JSON; give the output "
@@ -373,9 +491,35 @@ int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_err
     R.path = NULL;
     if (rrc < 0 || bo_read_jsonl_at(dfd, dir, "judge.jsonl", 0, bo_judged_add, &R.judged, err) < 0)
         goto out;
-    res = summarize(&R, config, dir, elapsed, dfd);
+    if (!(state = take_state(config))) {
+        lis_oom(err);
+        goto out;
+    }
+    const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(state, "status"));
+    const char *host = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(state, "host"));
+    char here[256] = "";
+    gethostname(here, sizeof here - 1);
+    /* only on the run's own host does a free lock mean its process is gone (a
+     * shared filesystem's locks may not reach across hosts) */
+    if (status && !strcmp(status, "running") && (!host || !strcmp(host, here)) &&
+        !run_is_live(dfd, &lockfd)) {
+        size_t done = 0;
+        for (size_t i = 0; i < R.n; i++)
+            done += !R.r[i].skip;
+        cJSON *k = killed_state(dfd, dir, config, state, done, err);
+        if (!k)
+            goto out;
+        cJSON_Delete(state);
+        state = k;
+    }
+    res = summarize(&R, config, state, dir, elapsed, dfd);
     config = NULL;
-    if (!res || !(text = agent_json_pretty(res))) {
+    printed = res ? cJSON_Duplicate(res, 1) : NULL;
+    if (printed) {
+        bo_json_floats(printed, FLOAT_KEYS);
+        bo_json_floats(cJSON_GetObjectItemCaseSensitive(printed, "config"), CONFIG_FLOAT_KEYS);
+    }
+    if (!printed || !(text = agent_json_pretty(printed))) {
         lis_oom(err);
         goto out;
     }
@@ -396,8 +540,12 @@ out:
     bo_kset_free(&R.keys);
     bo_judged_free(&R.judged);
     cJSON_Delete(config);
+    cJSON_Delete(state);
     cJSON_Delete(res);
+    cJSON_Delete(printed);
     free(text);
+    if (lockfd >= 0)
+        close(lockfd);
     close(dfd);
     return rc;
 }

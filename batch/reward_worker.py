@@ -31,7 +31,13 @@ def load(path, name):
 
 def describe(exc):
     msg = str(exc).strip().splitlines()
-    return "%s: %s" % (type(exc).__name__, msg[-1] if msg else "")
+    text = "%s: %s" % (type(exc).__name__, msg[-1] if msg else "")
+    # an ImportError raised over another (the original math/reward.py's
+    # "math-verify is required"): name the import that failed too
+    inner = exc.__cause__ or exc.__context__
+    if isinstance(exc, ImportError) and isinstance(inner, ImportError):
+        text += " (%s: %s)" % (type(inner).__name__, str(inner).strip())
+    return text
 
 
 def main():

@@ -2,10 +2,13 @@
  * the scorer, the episodes still without a row, the host's capacity, the
  * pools; then the event loop (sched.c) and the original's files at the end. */
 #include "engine.h"
+#include "results_io.h"
 #include "rootfs.h"
 #include "shard.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,12 +35,16 @@ void lis_batch_opts_default(lis_batch_opts *o)
 /* What makes two runs the same run: resuming with another model, task or
  * setting that changes the results is refused (results.c compares it). The
  * endpoint is left out: the same model may be served from elsewhere. */
-static cJSON *run_config(const lis_batch_opts *o, const batch_task *t)
+static cJSON *run_config(const lis_batch_opts *o, const batch_task *t, const batch_scorer *sc)
 {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "mode", o->mode_llm ? "llm" : "llm-in-sandbox");
     cJSON_AddStringToObject(c, "task", t->name ? t->name : "");
-    cJSON_AddStringToObject(c, "data", t->data_path ? t->data_path : "");
+    char data[PATH_MAX]; /* absolute: a resume from elsewhere names the same file */
+    cJSON_AddStringToObject(c, "data",
+                            !t->data_path                  ? ""
+                            : realpath(t->data_path, data) ? data
+                                                           : t->data_path);
     cJSON_AddStringToObject(c, "llm_name", o->llm_name ? o->llm_name : "");
     cJSON_AddNumberToObject(c, "temperature", o->llm.temperature);
     cJSON_AddNumberToObject(c, "repeat", o->repeat);
@@ -57,7 +64,27 @@ static cJSON *run_config(const lis_batch_opts *o, const batch_task *t)
         cJSON_AddStringToObject(c, "working_dir", t->prompts.working_dir);
         cJSON_AddStringToObject(c, "input_dir", t->prompts.input_dir);
         cJSON_AddStringToObject(c, "output_dir", t->prompts.output_dir);
+        /* the prompt templates as the task and --prompt-config made them */
+        strbuf p = {0};
+        strbuf_puts(&p, t->prompts.system_prompt ? t->prompts.system_prompt : "");
+        strbuf_putc(&p, 0);
+        strbuf_puts(&p, t->prompts.instance_prompt ? t->prompts.instance_prompt : "");
+        char sha[65] = "";
+        if (!p.oom)
+            batch_sha256_text(p.s ? p.s : "", p.len, sha);
+        strbuf_release(&p);
+        cJSON_AddStringToObject(c, "prompt_sha256", sha);
+        cJSON_AddStringToObject(c, "net",
+                                o->net == LIS_NET_NONE   ? "none"
+                                : o->net == LIS_NET_HOST ? "host"
+                                                         : "proxy");
+        cJSON_AddNumberToObject(c, "memory",
+                                (double)(o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY));
     }
+    /* the scorer of every score, and the file that defines it */
+    cJSON_AddStringToObject(c, "scorer", batch_scorer_name(sc));
+    cJSON_AddStringToObject(c, "scorer_sha256", batch_scorer_sha256(sc));
+    cJSON_AddStringToObject(c, "scorer_file", batch_scorer_source(sc));
     batch_shard_config(c, o->shard_index, o->shard_count,
                        batch_shard_rows(t->nrows, o->shard_index, o->shard_count));
     return c;
@@ -129,6 +156,85 @@ static void free_run(brun *r)
     free(r->groups);
 }
 
+/* The commands that finish a run: the rest of its rows, or, for a shard
+ * whose rows are all done, the merge of the array's shards. */
+static void finish_commands(brun *r, const char *dir)
+{
+    char abs[PATH_MAX];
+    if (!realpath(dir, abs))
+        snprintf(abs, sizeof abs, "%s", dir);
+    strbuf b = {0};
+    bo_shell_word(&b, r->lis);
+    strbuf_puts(&b, " batch --resume ");
+    bo_shell_word(&b, abs);
+    char *t = strbuf_take(&b);
+    snprintf(r->resume_cmd, sizeof r->resume_cmd, "%s", t ? t : "");
+    free(t);
+    if (!r->o->shard_count)
+        return;
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", abs);
+    char *sl = strrchr(parent, '/');
+    if (sl)
+        *sl = 0;
+    char merged[PATH_MAX + 16], glob[64];
+    snprintf(merged, sizeof merged, "%s/merged", parent);
+    snprintf(glob, sizeof glob, "/shard-*-of-%d", r->o->shard_count);
+    bo_shell_word(&b, r->lis);
+    strbuf_puts(&b, " batch merge ");
+    bo_shell_word(&b, merged);
+    strbuf_putc(&b, ' ');
+    bo_shell_word(&b, parent);
+    strbuf_puts(&b, glob); /* unquoted: the shell finds the shards */
+    t = strbuf_take(&b);
+    snprintf(r->merge_cmd, sizeof r->merge_cmd, "%s", t ? t : "");
+    free(t);
+}
+
+/* What the run is now: running, or how it ended (docs/batch-files.md). */
+static batch_status end_state(brun *r, size_t done, batch_state *st, char *msg, size_t ml)
+{
+    *st = (batch_state){.rows_asked = r->total,
+                        .rows_done = done,
+                        .lis = r->lis,
+                        .finish = r->resume_cmd};
+    size_t left = r->total > done ? r->total - done : 0;
+    if (r->fatal) {
+        st->status = BS_STOPPED;
+        st->reason = r->fatal_reason;
+        snprintf(msg, ml, "%s", r->fatal_msg);
+    } else if (left) {
+        st->status = BS_PARTIAL;
+        int sig = r->first_signal;
+        st->reason = !r->signals      ? "unfinished"
+                     : sig == SIGINT  ? "interrupted"
+                     : sig == SIGTERM ? "terminated"
+                                      : "hangup";
+        snprintf(msg, ml, "%s: %zu of %zu rows done, %zu not run",
+                 !r->signals      ? "stopped early"
+                 : sig == SIGINT  ? "Ctrl-C"
+                 : sig == SIGTERM ? "SIGTERM (a scheduler's time limit, or kill)"
+                                  : "SIGHUP (the terminal went away)",
+                 done, r->total, left);
+    } else if (r->o->shard_count) {
+        /* every row of the shard is done; the task's other rows are other shards' */
+        st->status = BS_PARTIAL;
+        st->reason = "shard";
+        snprintf(msg, ml,
+                 "shard %d/%d: %zu of the task's %zu rows (x%d); when every shard is done, "
+                 "lis batch merge joins them",
+                 r->o->shard_index, r->o->shard_count, r->rows, r->task->nrows, r->o->repeat);
+        st->finish = r->merge_cmd;
+    } else {
+        st->status = BS_COMPLETE;
+        st->reason = "";
+        msg[0] = 0;
+        st->finish = NULL;
+    }
+    st->message = msg;
+    return st->status;
+}
+
 int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum, lis_error *err)
 {
     memset(sum, 0, sizeof *sum);
@@ -145,13 +251,13 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     if (batch_task_load(&to, &task, err) < 0)
         return -1;
     brun r = {.o = o, .ctx = ctx, .task = &task, .epfd = -1, .sigfd = -1};
+    bo_self_path(r.lis, sizeof r.lis);
     int rc = -1;
+    cJSON *config = NULL;
     sigset_t old;
     bsched_block_signals(&old);
-    cJSON *config = run_config(o, &task);
-    if (make_dir(o, &task, sum->dir, sizeof sum->dir, err) < 0 ||
-        batch_out_open(sum->dir, config, o->resume_dir != NULL, &r.out, err) < 0)
-        goto out;
+    /* the scorer first: its sha256 is part of what the run is, and a
+     * reward.py that cannot be imported stops the run before any directory */
     batch_scorer_opts so = {.task_name = task.name,
                             .task_dir = task.dir,
                             .scorer = o->scorer,
@@ -159,6 +265,13 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
                             .log = o->quiet ? NULL : o->err};
     if (batch_scorer_open(&so, &r.scorer, err) < 0)
         goto out;
+    config = run_config(o, &task, r.scorer);
+    if (o->settings)
+        cJSON_AddItemToObject(config, "settings", cJSON_Duplicate(o->settings, 1));
+    if (make_dir(o, &task, sum->dir, sizeof sum->dir, err) < 0 ||
+        batch_out_open(sum->dir, config, o->resume_dir != NULL, &r.out, err) < 0)
+        goto out;
+    finish_commands(&r, sum->dir);
 
     /* the episodes without a row: all of them, or what a resumed run left */
     r.rows = batch_shard_rows(task.nrows, o->shard_index, o->shard_count);
@@ -193,6 +306,16 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
         }
     int n = o->concurrency < (int)r.neps ? o->concurrency : (int)r.neps;
     if (batch_capacity_check(n ? n : 1, !o->mode_llm, o->quiet ? NULL : o->err, err) < 0)
+        goto out;
+    batch_state st = {.status = BS_RUNNING,
+                      .reason = "",
+                      .message = "",
+                      .rows_asked = r.total,
+                      .rows_done = r.already,
+                      .finish = r.resume_cmd,
+                      .lis = r.lis,
+                      .pid = (long)getpid()};
+    if (batch_out_set_state(r.out, &st, err) < 0)
         goto out;
 
     llm_config cfg = o->llm;
@@ -247,33 +370,42 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     sum->errors = r.errors;
     sum->cancelled = r.neps - r.done;
     sum->interrupted = r.signals > 0;
-    cJSON *summary = NULL;
+    sum->reached = r.llm_ok;
+    char msg[700];
+    batch_status bs = end_state(&r, sum->done, &st, msg, sizeof msg);
+    snprintf(sum->status, sizeof sum->status, "%s", batch_status_name(bs));
+    snprintf(sum->finish, sizeof sum->finish, "%s", st.finish ? st.finish : "");
     lis_error rerr = {0};
+    if (batch_out_set_state(r.out, &st, &rerr) < 0 && !o->quiet)
+        fprintf(o->err, "lis: warning: writing the run's status to run.json: %s\n", rerr.msg);
+    /* a run that never reached the model has nothing to show: the one line
+     * (with the command that finishes it) is all */
+    int empty = r.fatal && !strcmp(r.fatal_reason, "unreachable") && sum->done == 0;
+    cJSON *summary = NULL;
     if (batch_report_write(sum->dir, lis_now() - t0, &summary, &rerr) < 0) {
         if (!o->quiet)
             fprintf(o->err, "lis: warning: writing results.json: %s\n", rerr.msg);
     } else {
-        sum->mean_score = cJSON_GetNumberValue(cJSON_GetObjectItem(summary, "mean_score"));
-        if (!o->quiet)
+        const cJSON *m = cJSON_GetObjectItem(summary, "mean_score");
+        sum->has_mean = cJSON_IsNumber(m);
+        sum->mean_score = sum->has_mean ? m->valuedouble : 0;
+        if (!o->quiet && !empty)
             bprog_summary(o->out, summary);
-        if (lis_report_html(sum->dir, NULL, 0, &rerr) < 0 && !o->quiet)
+        if (empty)
+            ; /* no report of an empty run */
+        else if (lis_report_html(sum->dir, NULL, 0, &rerr) < 0 && !o->quiet)
             fprintf(o->err, "lis: warning: writing the report: %s\n", rerr.msg);
         else if (!o->quiet)
             fprintf(o->err, "lis: report: %s/report.html\n", sum->dir);
     }
     cJSON_Delete(summary);
-    if (r.fatal) {
-        lis_fail(err, EIO, "%s%s", r.fatal_msg,
-                 r.write_error[0] ? ""
-                                  : " (stopped the run; "
-                                    "--resume DIR continues it)");
+    if (r.fatal) { /* the one line; sum->finish is the command that goes on */
+        lis_fail(err, EIO, "%s", r.fatal_msg);
         goto out;
     }
     if (sum->cancelled && !o->quiet)
-        fprintf(o->err,
-                "lis: %zu episodes did not finish: lis batch --resume %s ... runs "
-                "them\n",
-                sum->cancelled, sum->dir);
+        fprintf(o->err, "lis: %zu episodes did not finish; finish them with: %s\n", sum->cancelled,
+                r.resume_cmd);
     rc = sum->cancelled ? 1 : 0;
 out:
     free_run(&r);
@@ -288,6 +420,12 @@ int lis_batch_report(const char *dir, FILE *out, lis_error *err)
     cJSON *summary = NULL;
     if (batch_report_write(dir, -1, &summary, err) < 0)
         return -1;
+    const char *st = cJSON_GetStringValue(cJSON_GetObjectItem(summary, "status"));
+    if (st && !strcmp(st, "running"))
+        fprintf(out,
+                "lis batch report: %s is a run in progress (pid %.0f): results.json and the "
+                "report are of the rows written so far\n",
+                dir, cJSON_GetNumberValue(cJSON_GetObjectItem(summary, "pid")));
     bprog_summary(out, summary);
     cJSON_Delete(summary);
     lis_error rerr = {0};

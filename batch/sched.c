@@ -113,7 +113,7 @@ static void llm_cancel(bep *e)
     e->lq = LQ_NONE;
 }
 
-static void run_fatal(brun *r, const char *msg);
+static void run_fatal(brun *r, const char *reason, const char *msg);
 /* What would fail every row: stop the run rather than burn through it. */
 static int is_fatal(const brun *r, const lis_error *err)
 {
@@ -132,19 +132,6 @@ static void llm_done(brun *r, CURL *h, CURLcode rc)
     double wait = 0;
     lis_error err = {0};
     int res = llm_call_result(e->call, rc, &reply, &wait, &err);
-    if (res == LLM_CALL_RETRY && !r->llm_ok &&
-        (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST)) {
-        /* nothing has worked yet and nothing listens there: every row would fail */
-        char msg[700];
-        snprintf(msg, sizeof msg, "cannot reach the LLM at %s: %s (check --llm-base-url)",
-                 llm_client_url(r->llm), curl_easy_strerror(rc));
-        llm_call_free(e->call);
-        e->call = NULL;
-        e->lq = LQ_NONE;
-        run_fatal(r, msg);
-        try_finish(e);
-        return;
-    }
     if (res == LLM_CALL_RETRY) {
         e->lq = LQ_RETRY;
         e->retry_at = lis_now() + wait;
@@ -181,7 +168,12 @@ static void llm_done(brun *r, CURL *h, CURLcode rc)
         return;
     }
     if (is_fatal(r, &err)) {
-        run_fatal(r, err.msg);
+        char why[32];
+        if (err.http_status)
+            snprintf(why, sizeof why, "http_%d", err.http_status);
+        else
+            snprintf(why, sizeof why, "unreachable");
+        run_fatal(r, why, err.msg);
         return;
     }
     if (e->ep) {
@@ -466,7 +458,7 @@ static void finish_done(void *arg, int status)
     r->live--;
     if (e->row_fate == ROW_WRITE_FAILED && !r->fatal) {
         snprintf(r->write_error, sizeof r->write_error, "%s", e->error);
-        run_fatal(r, e->error);
+        run_fatal(r, "write_failed", e->error);
     }
     switch (e->row_fate) {
     case ROW_WRITE:
@@ -631,11 +623,12 @@ void bsched_cancel_all(brun *r, agent_stop reason, const char *error)
         bsched_stop(&r->eps[i], reason, error);
 }
 
-static void run_fatal(brun *r, const char *msg)
+static void run_fatal(brun *r, const char *reason, const char *msg)
 {
     if (r->fatal)
         return;
     r->fatal = 1;
+    snprintf(r->fatal_reason, sizeof r->fatal_reason, "%s", reason);
     snprintf(r->fatal_msg, sizeof r->fatal_msg, "%s", msg);
     bsched_cancel_all(r, AGENT_STOP_CANCELLED, msg);
 }

@@ -8,14 +8,23 @@
 
 typedef struct batch_scorer batch_scorer;
 
+/* One of the original's reward.py files that a built-in scorer stands for. */
+typedef struct batch_original {
+    const char *task, *builtin, *sha256;
+} batch_original;
+
 typedef struct batch_scorer_opts {
-    const char *task_name;   /* demo | chem | biomed | math pick a built-in scorer */
+    const char *task_name;   /* names the built-in in hints (demo, chem, biomed, math) */
     const char *task_dir;    /* reward.py, judge.py, vanilla_llm_prompt.py live here */
     const char *scorer;      /* --scorer: NULL/"auto", "python", "builtin:NAME", or a
                                 * command (a JSON row on stdin, a number on stdout) */
     const char *python;      /* NULL: python3 from PATH */
     const llm_config *judge; /* --judge-model/--judge-base-url; NULL: no judge */
     FILE *log;               /* one line saying which scorer is used; NULL: silent */
+    /* the originals a reward.py is matched against (tests); NULL: the
+     * original's four rule-based tasks (score.c) */
+    const batch_original *originals;
+    size_t noriginals;
 } batch_scorer_opts;
 
 int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error *err);
@@ -25,6 +34,16 @@ int batch_scorer_score(batch_scorer *s, const char *answer, const cJSON *row, do
                        lis_error *err);
 /* "builtin:letter", "python:reward.py", "cmd:...", "judge:MODEL" */
 const char *batch_scorer_name(const batch_scorer *s);
+/* The sha256 (hex) of what defines the scorer: the task's reward.py (the
+ * original's, for a built-in chosen by it), the original's file a built-in
+ * given by --scorer stands for, the --scorer command's text, the task's
+ * judge.py; "" when there is none. */
+const char *batch_scorer_sha256(const batch_scorer *s);
+/* That file, in words: a path, or what a built-in is. */
+const char *batch_scorer_source(const batch_scorer *s);
+/* sha256 of a file (at most 16 MiB) or of a text, as 64 hex digits. */
+int batch_sha256_file(const char *path, char out[65], lis_error *err);
+void batch_sha256_text(const char *text, size_t len, char out[65]);
 /* --mode llm: vanilla_llm_prompt.py's create_prompt(row) when the task has
  * it, else the problem statement (malloc'ed). Thread-safe. */
 char *batch_scorer_prompt(batch_scorer *s, const cJSON *row, lis_error *err);

@@ -243,8 +243,8 @@ static const char *config_diff(const cJSON *a, const cJSON *b)
 {
     for (int pass = 0; pass < 2; pass++)
         for (const cJSON *e = (pass ? b : a)->child; e; e = e->next) {
-            if (!strcmp(e->string, "shard"))
-                continue;
+            if (!strcmp(e->string, "shard") || bo_uncompared_key(e->string))
+                continue; /* what a shard is, how it stands, how it ran */
             const cJSON *o = cJSON_GetObjectItemCaseSensitive(pass ? a : b, e->string);
             if (!o || !cJSON_Compare(e, o, 1))
                 return e->string;
@@ -306,8 +306,8 @@ static int check_set(merge *m, lis_error *err)
             char *t = strbuf_take(&b);
             rc = lis_fail(err, ENOENT,
                           "shard%s %s%s missing; give every shard's directory "
-                          "(a shard that never ran: lis batch --shard K/%d with the run's "
-                          "flags)",
+                          "(a shard that never ran is run first, with --shard K/%d and the "
+                          "run's flags)",
                           missing > 1 ? "s" : "", t ? t : "?", missing > 8 ? ", ..." : "", n);
             free(t);
         } else {
@@ -417,12 +417,23 @@ static int check_rows(merge *m, lis_error *err)
         char more[64] = "";
         if (bad > 1)
             snprintf(more, sizeof more, " (and %zu more shard%s)", bad - 1, bad > 2 ? "s" : "");
-        return lis_fail(err, EINVAL,
-                        "shard %d/%d (%s) is incomplete: %zu of %zu episodes "
-                        "have no row%s; finish it with lis batch --resume %s --shard %d/%d "
-                        "and the run's flags, then merge again",
-                        first->k, first->n, first->dir, want - first->done, want, more, first->dir,
-                        first->k, first->n);
+        /* the command as run.json has it (the lis that ran the shard, its
+         * absolute directory), else one made here */
+        const char *fin =
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(first->cfg, "finish_command"));
+        strbuf cmd = {0};
+        if (fin && strstr(fin, " batch --resume ")) {
+            strbuf_puts(&cmd, fin);
+        } else {
+            bo_lis_command(&cmd, "batch --resume", first->dir);
+        }
+        char *c = strbuf_take(&cmd);
+        lis_fail(err, EINVAL,
+                 "shard %d/%d (%s) is incomplete: %zu of %zu episodes have no row%s; finish it "
+                 "with %s, then merge again",
+                 first->k, first->n, first->dir, want - first->done, want, more, c ? c : "");
+        free(c);
+        return -1;
     }
     return 0;
 }
@@ -661,6 +672,15 @@ static int write_out(merge *m, const char *out, double *elapsed, lis_error *err)
     /* run.json last: the merge is a run like any other only once it is whole */
     cJSON *cfg = cJSON_Duplicate(m->s[0].cfg, 1);
     cJSON_DeleteItemFromObjectCaseSensitive(cfg, "shard");
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(cfg, "settings"),
+                                            "shard");
+    size_t all = 0;
+    for (size_t i = 0; i < m->n; i++)
+        all += m->s[i].done;
+    /* every shard was whole (checked before): so is the merge */
+    batch_state st = {.status = BS_COMPLETE, .rows_asked = all, .rows_done = all};
+    if (cfg)
+        batch_state_json(cfg, &st);
     char *text = cfg ? agent_json_pretty(cfg) : NULL;
     cJSON_Delete(cfg);
     if (!text) {

@@ -1,4 +1,5 @@
-/* agent_main.c - the entry point of liblis-agent.so: `lis run`, `lis batch` or `lis report`. */
+/* agent_main.c - the entry point of liblis-agent.so: `lis run`, `lis batch`, `lis report` or
+ * `lis image`. */
 #include "agent_cli.h"
 
 #include <string.h>
@@ -11,5 +12,7 @@ int lis_cli_agent_main(int argc, char **argv)
         return cmd_batch_main(argc, argv);
     if (!strcmp(argv[0], "report"))
         return cmd_report_main(argc, argv);
+    if (!strcmp(argv[0], "image"))
+        return cmd_image_main(argc, argv);
     return cmd_run_main(argc, argv);
 }

@@ -17,14 +17,19 @@
 static void usage(FILE *f)
 {
     fputs("usage: lis batch --task DIR | --tasks FILE [options]\n"
+          "       lis batch --resume DIR [options]   finish a run with the flags it ran with\n"
           "       lis batch report DIR          rewrite results.json/trajectory.json, print them\n"
-          "       lis batch judge DIR --judge-model M --judge-base-url URL [--api-key K]\n"
+          "       lis batch judge DIR --judge-model M --judge-base-url URL [--judge-api-key K]\n"
           "       lis batch merge OUT SHARD_DIR...  join the shards of one run into OUT\n"
           "\n"
           "Runs every row of a benchmark task from one process, at most --concurrency at once,\n"
           "scores each answer as the original does, and writes each result as soon as its\n"
           "episode ends (results.jsonl), so Ctrl-C, kill -9 or a reboot lose at most what was\n"
-          "running; --resume DIR finishes the rest.\n"
+          "running; `lis batch --resume DIR` finishes the rest.\n"
+          "\n"
+          "example:\n"
+          "  lis batch --task llm_in_sandbox/benchmark/math --llm-name Qwen/Qwen3-Coder \\\n"
+          "      --llm-base-url http://localhost:8000/v1 --concurrency 64 --output-dir runs\n"
           "\n"
           "rows:\n"
           "  --task DIR                the original's benchmark/<task>/ (config.yaml, data,\n"
@@ -32,8 +37,8 @@ static void usage(FILE *f)
           "  --tasks FILE              a JSON array or JSONL of rows (id, problem_statement,\n"
           "                            ground_truth, input_files, ...)\n"
           "  --prompt-config FILE      system_prompt, instance_prompt, *_dir (with --tasks)\n"
-          "  --start-id N --end-id M   rows [N, M) as the original\n"
-          "  --repeat K                K attempts per row (pass@k, RL groups)\n"
+          "  --start-id N --end-id M   rows [N, M) as the original (default: all)\n"
+          "  --repeat K                K attempts per row (pass@k, RL groups; default 1)\n"
           "  --fork-from-setup         with --repeat: a row's set-up (directories, git init, its\n"
           "                            input files) runs once; its K attempts fork from a snapshot\n"
           "                            of it (files only; docs/snapshots.md)\n"
@@ -45,29 +50,39 @@ static void usage(FILE *f)
           "                            (docs/scale-out.md)\n"
           "results:\n"
           "  --output-dir DIR          a new DIR/<YYYYmmdd_HHMMSS>_<task>/ (default runs)\n"
-          "  --resume DIR              run only the episodes DIR has no row for\n"
-          "  --save-files              keep each episode's output dir in DIR/files/ID/\n"
+          "  --resume DIR              run only the episodes DIR has no row for, with the flags\n"
+          "                            of DIR/run.json; --concurrency, --max-*, the timeouts,\n"
+          "                            --quiet, --save-files, --llm-base-url may be given anew,\n"
+          "                            a flag that changes results is refused\n"
+          "  --save-files              keep each episode's output dir in DIR/files/ID/ (off)\n"
           "at once:\n"
-          "  --concurrency N           live episodes (env LLM_NUM_WORKERS; --num-workers)\n"
+          "  --concurrency N           live episodes (default 1; env LLM_NUM_WORKERS;\n"
+          "                            --num-workers)\n"
           "  --max-creating N          sandboxes being created at once (default 4)\n"
           "  --max-commands N          commands running at once (default: concurrency)\n"
           "  --max-llm N               LLM requests in flight (default: concurrency)\n"
           "  --warm N                  sandboxes made ahead for rows still waiting (default:\n"
           "                            --max-creating; 0: none)\n"
-          "  --episode-timeout S       per episode, default 1800\n"
-          "  --cmd-timeout S           per command, default 120\n"
+          "  --episode-timeout S       per episode (default 1800)\n"
+          "  --cmd-timeout S           per command (default 120)\n"
           "  --drain-timeout S         after Ctrl-C, cancel what still runs after S seconds\n"
+          "                            (default: wait for it)\n"
           "mode and scoring:\n"
-          "  --mode llm-in-sandbox|llm llm: the original's no-sandbox baseline\n"
+          "  --mode llm-in-sandbox|llm llm: the original's no-sandbox baseline (default\n"
+          "                            llm-in-sandbox)\n"
           "  --max-response-len N      max_tokens in --mode llm (default 65536)\n"
-          "  --scorer auto|python|builtin:NAME|CMD   how answers are scored (docs/batch.md)\n"
+          "  --scorer auto|python|builtin:NAME|CMD   how answers are scored (default auto: the\n"
+          "                            task's reward.py; the built-in only for a reward.py that\n"
+          "                            is the original's own; docs/batch-scoring.md)\n"
           "  --judge-model M --judge-base-url URL [--judge-api-key K]   LLM judge (judge.py tasks)\n"
           "  --quiet                   no progress, no summary\n"
           "model and sandbox: every flag of lis run but --query and --input-dir (lis run --help):\n"
-          "  --llm-name --llm-base-url --api-key --temperature --max-steps --max-token-limit\n"
-          "  --max-tokens-per-call --extra-body --image --rootfs --memory --net --stream\n"
-          "  --timeout --connect-timeout --settings; env LLM_NAME, LLM_BASE_URL, LLM_API_KEY,\n"
-          "  LLM_TEMPERATURE as the original.\n",
+          "  --llm-name --llm-base-url --api-key --temperature (1.0) --max-steps (100)\n"
+          "  --max-token-limit (65536) --max-tokens-per-call (65536) --extra-body --image\n"
+          "  (lis-agent:latest) --rootfs --memory (200M) --net (proxy) --stream --timeout (1200)\n"
+          "  --connect-timeout (30) --settings; env LLM_NAME, LLM_BASE_URL, LLM_API_KEY,\n"
+          "  LLM_TEMPERATURE as the original. A local endpoint (localhost, 127.0.0.1, ::1, a unix\n"
+          "  socket) needs no API key.\n",
           f);
 }
 
@@ -226,7 +241,7 @@ static int judge_config(const bflags *b, const agent_cli *c, llm_config *j)
     j->api = LLM_API_OPENAI;
     j->model = b->judge_model;
     j->base_url = b->judge_url ? b->judge_url : c ? c->llm_base_url : NULL;
-    j->api_key = b->judge_key ? b->judge_key : c && c->api_key ? c->api_key : "dummy";
+    j->api_key = b->judge_key ? b->judge_key : c && c->api_key ? c->api_key : NULL;
     j->temperature = 0.7; /* the original's judge */
     j->send_temperature = 1;
     j->max_tokens = 16384; /* the original judge.py */
@@ -239,6 +254,16 @@ static int judge_config(const bflags *b, const agent_cli *c, llm_config *j)
         cli_error("--judge-model needs --judge-base-url URL");
         return -1;
     }
+    if (!j->api_key) {
+        const char *e = getenv("OPENAI_API_KEY");
+        j->api_key = e && *e ? e : NULL;
+    }
+    if (!j->api_key && !agent_url_is_local(j->base_url)) {
+        cli_error("no API key for the judge at %s: pass --judge-api-key KEY or set "
+                  "OPENAI_API_KEY (a server on this host needs none)",
+                  j->base_url);
+        return -1;
+    }
     return 0;
 }
 
@@ -248,11 +273,15 @@ static int sub_report_or_judge(int argc, char **argv)
     bflags b = {0};
     cli_list rest = {0};
     if (argc < 3 || split_flags(argc - 2, argv + 2, &b, &rest) < 0 || rest.n > 1) {
-        if (argc >= 3 && rest.n > 1)
+        if (argc >= 3 && rest.n > 1 && judge && !strncmp(rest.v[1], "--api-key", 9))
+            cli_error("lis batch %s: the judge's key is --judge-api-key K (one spelling with "
+                      "lis batch --judge-model)",
+                      argv[1]);
+        else if (argc >= 3 && rest.n > 1)
             cli_error("unknown option '%s' (lis batch --help)", rest.v[1]);
         else if (argc < 3)
             cli_error("usage: lis batch %s DIR%s", argv[1],
-                      judge ? " --judge-model M --judge-base-url URL" : "");
+                      judge ? " --judge-model M --judge-base-url URL [--judge-api-key K]" : "");
         cli_list_free(&rest);
         return 2;
     }
@@ -304,6 +333,205 @@ static int sub_merge(int argc, char **argv)
                : 0;
 }
 
+/* ---- `lis batch --resume DIR` alone --------------------------------------
+ * The resolved flags of a run (no secrets) are kept in run.json's
+ * "settings", named as the flags are; a resume gets them back as flags put
+ * before the ones given now, so a given flag wins. A flag that changes
+ * results and differs from the run's is then refused by the comparison with
+ * run.json (batch/results.c), naming the key; the others (--concurrency, the
+ * --max-* bounds, timeouts, --quiet, --save-files, --llm-base-url) override. */
+
+/* The flag name of argv[i] ("--max_steps=3" -> "max-steps"), its aliases folded. */
+static int flag_name(const char *a, char *name, size_t len)
+{
+    if (strncmp(a, "--", 2))
+        return -1;
+    const char *eq = strchr(a, '=');
+    size_t n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+    if (n >= len)
+        return -1;
+    memcpy(name, a + 2, n);
+    name[n] = 0;
+    for (char *p = name; *p; p++)
+        if (*p == '_')
+            *p = '-';
+    if (!strcmp(name, "num-workers"))
+        snprintf(name, len, "concurrency");
+    if (!strcmp(name, "docker-image"))
+        snprintf(name, len, "image");
+    return 0;
+}
+
+/* Flags that stand for one another: giving one drops the run's other. */
+static const char *const GROUPS[][2] = {{"image", "rootfs"}, {"task", "tasks"}};
+
+static int given(int argc, char **argv, const char *key)
+{
+    char name[64];
+    for (int i = 1; i < argc; i++) {
+        if (flag_name(argv[i], name, sizeof name) < 0)
+            continue;
+        if (!strcmp(name, key))
+            return 1;
+        for (size_t g = 0; g < sizeof GROUPS / sizeof *GROUPS; g++)
+            if ((!strcmp(key, GROUPS[g][0]) && !strcmp(name, GROUPS[g][1])) ||
+                (!strcmp(key, GROUPS[g][1]) && !strcmp(name, GROUPS[g][0])))
+                return 1;
+    }
+    return 0;
+}
+
+static const char *own(cli_list *owned, const char *s)
+{
+    char *d = strdup(s);
+    if (d && cli_list_add(owned, d) < 0) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* argv[0], the run's flags that argv does not give, then argv's own. */
+static int resume_argv(const char *dir, int argc, char **argv, cli_list *out, cli_list *owned)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    lis_error err = {0};
+    size_t len = 0;
+    char *text = agent_read_host_file(path, &len, &err);
+    cJSON *run = text ? cJSON_ParseWithLength(text, len) : NULL;
+    free(text);
+    const cJSON *set = cJSON_GetObjectItemCaseSensitive(run, "settings");
+    int has_rows = given(argc, argv, "task");
+    if (!cJSON_IsObject(set)) {
+        cJSON_Delete(run);
+        if (has_rows) /* the whole command given again, as before */
+            return 0;
+        cli_error("--resume %s: %s", dir,
+                  !text && err.code == ENOENT
+                      ? "no run.json there; give the directory of a lis batch run"
+                  : !run ? "run.json is not valid JSON"
+                         : "run.json holds no settings (it was written by an older lis): give "
+                           "the command of the run again, with --resume DIR");
+        return -1;
+    }
+    out->n = 0;
+    cli_list_add(out, argv[0]);
+    for (const cJSON *e = set->child; e; e = e->next) {
+        if (given(argc, argv, e->string) || cJSON_IsNull(e) || cJSON_IsFalse(e))
+            continue;
+        char flag[96], num[64];
+        snprintf(flag, sizeof flag, "--%s", e->string);
+        const char *f = own(owned, flag), *v = NULL;
+        if (cJSON_IsString(e)) {
+            v = own(owned, e->valuestring);
+        } else if (cJSON_IsNumber(e)) {
+            snprintf(num, sizeof num, "%.17g", e->valuedouble);
+            v = own(owned, num);
+        } else if (!cJSON_IsTrue(e)) {
+            continue; /* not a flag's value: left out */
+        }
+        if (!f || (!cJSON_IsTrue(e) && !v) || cli_list_add(out, f) < 0 ||
+            (v && cli_list_add(out, v) < 0)) {
+            cJSON_Delete(run);
+            cli_error("out of memory");
+            return -1;
+        }
+    }
+    for (int i = 1; i < argc; i++)
+        cli_list_add(out, argv[i]);
+    cJSON_Delete(run);
+    return 1;
+}
+
+/* A path as it will still mean the same from another directory. */
+static void add_path(cJSON *s, const char *key, const char *p)
+{
+    if (!p)
+        return;
+    char abs[PATH_MAX];
+    cJSON_AddStringToObject(s, key, realpath(p, abs) ? abs : p);
+}
+
+/* An endpoint without the user:password@ a URL may carry: run.json holds
+ * no secret. */
+static void add_url(cJSON *s, const char *key, const char *url)
+{
+    if (!url)
+        return;
+    const char *host = strstr(url, "://");
+    host = host ? host + 3 : url;
+    const char *end = host + strcspn(host, "/?#"), *at = memchr(host, '@', (size_t)(end - host));
+    if (!at) {
+        cJSON_AddStringToObject(s, key, url);
+        return;
+    }
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%.*s%s", (int)(host - url), url, at + 1);
+    cJSON_AddStringToObject(s, key, buf);
+}
+
+/* The flags this run resolved to (settings file and environment included),
+ * named as flags: what `--resume DIR` alone runs with. No API key. */
+static cJSON *run_settings(const bflags *b, const agent_cli *c, const lis_batch_opts *o,
+                           const char *shard)
+{
+    cJSON *s = cJSON_CreateObject();
+    if (!s)
+        return NULL;
+    add_path(s, "task", b->task);
+    add_path(s, "tasks", b->tasks);
+    add_path(s, "prompt-config", o->prompt_config);
+    if (o->start_set)
+        cJSON_AddNumberToObject(s, "start-id", (double)o->start_id);
+    if (o->end_set)
+        cJSON_AddNumberToObject(s, "end-id", (double)o->end_id);
+    cJSON_AddNumberToObject(s, "repeat", o->repeat);
+    cJSON_AddBoolToObject(s, "fork-from-setup", o->fork_from_setup);
+    if (shard)
+        cJSON_AddStringToObject(s, "shard", shard);
+    cJSON_AddStringToObject(s, "mode", o->mode_llm ? "llm" : "llm-in-sandbox");
+    if (o->mode_llm)
+        cJSON_AddNumberToObject(s, "max-response-len", (double)o->max_response_len);
+    cJSON_AddStringToObject(s, "llm-name", c->llm_name);
+    add_url(s, "llm-base-url", c->llm_base_url);
+    cJSON_AddNumberToObject(s, "temperature", o->llm.temperature);
+    cJSON_AddNumberToObject(s, "max-steps", c->max_steps);
+    cJSON_AddNumberToObject(s, "max-token-limit", (double)c->max_token_limit);
+    cJSON_AddNumberToObject(s, "max-tokens-per-call", (double)c->max_tokens_per_call);
+    if (c->extra_body)
+        cJSON_AddStringToObject(s, "extra-body", c->extra_body);
+    if (c->image)
+        cJSON_AddStringToObject(s, "image", c->image);
+    add_path(s, "rootfs", c->rootfs);
+    add_path(s, "settings", c->settings_path[0] ? c->settings_path : NULL);
+    if (c->memory)
+        cJSON_AddStringToObject(s, "memory", c->memory);
+    cJSON_AddStringToObject(s, "net", c->net ? c->net : "proxy");
+    cJSON_AddBoolToObject(s, "stream", c->stream);
+    cJSON_AddNumberToObject(s, "timeout", c->timeout);
+    cJSON_AddNumberToObject(s, "connect-timeout", c->connect_timeout);
+    if (b->scorer)
+        cJSON_AddStringToObject(s, "scorer", b->scorer);
+    if (b->judge_model) {
+        cJSON_AddStringToObject(s, "judge-model", b->judge_model);
+        add_url(s, "judge-base-url", o->judge ? o->judge->base_url : NULL);
+    }
+    cJSON_AddNumberToObject(s, "concurrency", o->concurrency);
+    cJSON_AddNumberToObject(s, "max-creating", o->max_creating);
+    cJSON_AddNumberToObject(s, "max-commands", o->max_commands);
+    cJSON_AddNumberToObject(s, "max-llm", o->max_llm);
+    if (b->warm_set)
+        cJSON_AddNumberToObject(s, "warm", o->warm);
+    cJSON_AddNumberToObject(s, "episode-timeout", o->episode_timeout);
+    if (o->drain_timeout > 0)
+        cJSON_AddNumberToObject(s, "drain-timeout", o->drain_timeout);
+    cJSON_AddNumberToObject(s, "cmd-timeout", o->cmd_timeout);
+    cJSON_AddBoolToObject(s, "save-files", o->save_files);
+    /* not --quiet: it is about the terminal of the command, not the run */
+    return s;
+}
+
 int cmd_batch_main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "merge"))
@@ -316,18 +544,36 @@ int cmd_batch_main(int argc, char **argv)
             return 0;
         }
     bflags b = {.start_id = LONG_MIN, .end_id = LONG_MIN};
-    cli_list rest = {0};
+    cli_list rest = {0}, args = {0}, owned = {0};
     agent_cli c;
     memset(&c, 0, sizeof c);
     lis_error err = {0};
     int rc = 2;
     lis_ctx *ctx = NULL;
-    cJSON *extra = NULL;
+    cJSON *extra = NULL, *settings = NULL;
     llm_config llm, judge;
     lis_batch_opts o;
     lis_batch_opts_default(&o);
-    if (split_flags(argc, argv, &b, &rest) < 0)
+    /* --resume DIR alone: the run's own flags first (run.json "settings") */
+    const char *resume = NULL;
+    char name[64];
+    for (int i = 1; i < argc; i++)
+        if (flag_name(argv[i], name, sizeof name) == 0 && !strcmp(name, "resume"))
+            resume = strchr(argv[i], '=') ? strchr(argv[i], '=') + 1
+                     : i + 1 < argc       ? argv[i + 1]
+                                          : NULL;
+    int stored = resume ? resume_argv(resume, argc, argv, &args, &owned) : 0;
+    if (stored < 0)
         goto out;
+    int nargs = stored ? (int)args.n : argc;
+    char **av = stored ? (char **)args.v : argv;
+    if (split_flags(nargs, av, &b, &rest) < 0)
+        goto out;
+    if (b.resume && b.output_dir) {
+        cli_error("--output-dir has no use with --resume %s: the run's directory is that one",
+                  b.resume);
+        goto out;
+    }
     if (agent_cli_parse((int)rest.n, (char **)rest.v, &c, "batch", &err) < 0 ||
         agent_cli_settings(&c, &err) < 0 || agent_cli_llm(&c, &llm, &extra, &err) < 0) {
         cli_error("%s", err.msg);
@@ -389,6 +635,15 @@ int cmd_batch_main(int argc, char **argv)
         cli_error("%s", err.msg);
         goto out;
     }
+    const char *array = getenv("SLURM_ARRAY_TASK_ID");
+    if (array && *array && !o.shard_count && !resume)
+        fprintf(stderr,
+                "lis: warning: this is task %s of a Slurm job array, and without --shard every "
+                "array task runs every row; give --shard auto to split the rows between them\n",
+                array);
+    char shard[48] = "";
+    if (o.shard_count)
+        snprintf(shard, sizeof shard, "%d/%d", o.shard_index, o.shard_count);
     if (b.output_dir)
         o.output_dir = b.output_dir;
     o.resume_dir = b.resume;
@@ -432,27 +687,46 @@ int cmd_batch_main(int argc, char **argv)
         cli_fail(&err);
         goto out;
     }
-    char rootfs[4096];
+    char rootfs[4096], rootfs_abs[PATH_MAX];
     if (!o.mode_llm) {
         if (cli_agent_rootfs(ctx, c.image, c.rootfs, rootfs, sizeof rootfs) < 0)
             goto out;
         o.rootfs = rootfs;
-        o.image = c.image ? c.image : c.rootfs ? c.rootfs : DEFAULT_IMAGE;
+        /* run.json's docker_image: a --rootfs as an absolute path, so that a
+         * resume from another directory is the same image */
+        o.image = c.image    ? c.image
+                  : c.rootfs ? (realpath(c.rootfs, rootfs_abs) ? rootfs_abs : c.rootfs)
+                             : DEFAULT_IMAGE;
     }
+    if (!(settings = run_settings(&b, &c, &o, shard[0] ? shard : NULL))) {
+        cli_error("out of memory");
+        goto out;
+    }
+    o.settings = settings;
     lis_batch_summary sum;
     int r = lis_batch_run(ctx, &o, &sum, &err);
     if (r < 0) {
         cli_fail(&err);
+        if (sum.finish[0]) /* the run had started: how it goes on once the cause is fixed */
+            fprintf(stderr, "lis: %s: %s\n",
+                    sum.done ? "the run stopped; finish it with"
+                             : "no row was run; once that is fixed, run",
+                    sum.finish);
         goto out;
     }
     if (!o.quiet)
         printf("  %-22s %s\n", "output", sum.dir);
-    /* 0 every episode has its row; 1 some were cancelled (--resume finishes them) */
+    /* 0 every episode has its row; 1 some were cancelled (sum.finish runs them) */
     rc = r;
 out:
     lis_ctx_free(ctx);
     cJSON_Delete(extra);
+    cJSON_Delete(settings);
     agent_cli_free(&c);
     cli_list_free(&rest);
+    cli_list_free(&args);
+    for (size_t i = 0; i < owned.n; i++)
+        free((char *)owned.v[i]);
+    cli_list_free(&owned);
     return rc;
 }

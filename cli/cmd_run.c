@@ -73,6 +73,11 @@ int cmd_run_main(int argc, char **argv)
                    .out = stdout};
     agent_outcome res;
     if (agent_episode(ctx, &r, &res, NULL, 0, &err) < 0) {
+        if (res.unreached) { /* as lis batch: the one line, and the LLM's exit status */
+            cli_error("%s", err.msg);
+            rc = 3;
+            goto out;
+        }
         cli_fail(&err);
         goto out;
     }

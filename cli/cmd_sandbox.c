@@ -833,13 +833,36 @@ static int cmd_sandbox_gc(int argc, char **argv)
     return rc;
 }
 
+static void sandbox_usage(FILE *f)
+{
+    fputs("usage: lis sandbox COMMAND [options] (each command takes --help)\n"
+          "  run  (--rootfs DIR | --image NAME[:TAG]) [options] -- CMD [ARG...]\n"
+          "                                 run CMD in a fresh sandbox, then discard it\n"
+          "  create [--name N] (--rootfs DIR | --image REF) [options] [--pool K]\n"
+          "                                 start a persistent sandbox, print its name\n"
+          "  exec NAME [--timeout S] [-w DIR] [-e K=V] [-i] [-t] -- CMD [ARG...]\n"
+          "  cp SRC DST                     NAME:/path on one side\n"
+          "  ls [--json]                    list sandboxes\n"
+          "  rm NAME... | --all             kill and delete sandboxes\n"
+          "  gc                             clean up sandboxes whose PID 1 died\n"
+          "  pause|resume NAME...           stop every process (no CPU), go on\n"
+          "  snapshot NAME [--tag T]        its files as an image (not its processes)\n"
+          "  fork NAME -n N                 one snapshot + N independent sandboxes on it\n"
+          "The options of run and create are in the README (\"What a sandbox is\") and\n"
+          "`lis sandbox run --help`.\n",
+          f);
+}
+
 int cmd_sandbox(int argc, char **argv)
 {
     cli_stdio_guard();
     if (argc < 2) {
-        cli_error("usage: lis sandbox run|create|exec|cp|ls|rm|gc|pause|resume|snapshot|fork ... "
-                  "(lis --help)");
+        sandbox_usage(stderr);
         return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        sandbox_usage(stdout);
+        return 0;
     }
     const char *sub = argv[1];
     argc--;
@@ -868,42 +891,4 @@ int cmd_sandbox(int argc, char **argv)
               "snapshot, fork)",
               sub);
     return 2;
-}
-
-int cmd_doctor(int argc, char **argv)
-{
-    int json = argc > 1 && !strcmp(argv[1], "--json");
-    lis_error err = {0};
-    lis_ctx *ctx = lis_ctx_new(NULL, &err);
-    if (!ctx)
-        cli_error("warning: %s", err.msg);
-    lis_check checks[64];
-    size_t n = lis_doctor(ctx, checks, 64);
-    static const char *const lv[] = {"OK", "WARN", "FAIL"};
-    int worst = 0;
-    cJSON *arr = json ? cJSON_CreateArray() : NULL;
-    for (size_t i = 0; i < n; i++) {
-        if ((int)checks[i].level > worst)
-            worst = (int)checks[i].level;
-        if (json) {
-            cJSON *j = cJSON_CreateObject();
-            cJSON_AddStringToObject(j, "check", checks[i].name);
-            cJSON_AddStringToObject(j, "level", lv[checks[i].level]);
-            cJSON_AddStringToObject(j, "detail", checks[i].detail);
-            cJSON_AddStringToObject(j, "fix", checks[i].fix);
-            cJSON_AddItemToArray(arr, j);
-        } else {
-            printf("%-4s %-22s %s\n", lv[checks[i].level], checks[i].name, checks[i].detail);
-            if (checks[i].fix[0] && checks[i].level != LIS_CHECK_OK)
-                printf("     %-22s fix: %s\n", "", checks[i].fix);
-        }
-    }
-    if (json) {
-        char *s = cJSON_Print(arr);
-        puts(s);
-        free(s);
-        cJSON_Delete(arr);
-    }
-    lis_ctx_free(ctx);
-    return worst == LIS_CHECK_FAIL ? 1 : 0;
 }

@@ -18,6 +18,7 @@ static void usage(FILE *f)
           "  lis run --query TEXT [options]        run an agent episode (lis run --help)\n"
           "  lis batch FILE [options]              run many episodes (lis batch --help)\n"
           "  lis report DIR                        a static HTML report of a run or batch\n"
+          "  lis image build [--rebuild]           build the default agent image ahead of time\n"
           "  lis sandbox run [opts] -- CMD...      run CMD in a fresh sandbox, then discard it\n"
           "  lis sandbox create [opts]             start a persistent sandbox, print its name\n"
           "  lis sandbox exec NAME [opts] -- CMD   run CMD in a running sandbox\n"
@@ -51,7 +52,8 @@ int main(int argc, char **argv)
         return cmd_sandbox(argc - 1, argv + 1);
     if (!strcmp(cmd, "doctor"))
         return cmd_doctor(argc - 1, argv + 1);
-    if (!strcmp(cmd, "run") || !strcmp(cmd, "batch") || !strcmp(cmd, "report"))
+    if (!strcmp(cmd, "run") || !strcmp(cmd, "batch") || !strcmp(cmd, "report") ||
+        !strcmp(cmd, "image"))
         return cli_run_plugin("liblis-agent.so", "lis_cli_agent_main", argc - 1, argv + 1);
     if (!strcmp(cmd, "proxyd")) { /* hidden: started on demand by --net proxy sandboxes */
         if (argc != 3) {

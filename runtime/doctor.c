@@ -318,11 +318,11 @@ size_t lis_doctor(lis_ctx *ctx, lis_check *c, size_t max)
     cgroup_checks(ctx, c, &n, max);
     overlay_check(ctx, c, &n, max);
 
+    /* information only: lis needs no tun device (--net proxy gives sandboxes
+     * HTTP(S) without one), so its absence is no warning */
     int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
-    add(c, &n, max, "/dev/net/tun", tun >= 0 ? LIS_CHECK_OK : LIS_CHECK_WARN,
-        "lis does not need it: --net proxy gives sandboxes HTTP(S) without a tun device",
-        tun >= 0 ? "usable by this user"
-                 : "not usable by this user (pasta/slirp4netns could not run)");
+    add(c, &n, max, "/dev/net/tun", LIS_CHECK_OK, NULL, "%s; lis does not need it (--net proxy)",
+        tun >= 0 ? "usable by this user" : "not usable by this user");
     if (tun >= 0)
         close(tun);
 

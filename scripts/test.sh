@@ -105,7 +105,7 @@ if [ "$(id -u)" -eq 0 ]; then
         export LIS_TEST_FOREIGN="/tmp/lis-$(id -u "$user-b")/foreign-$$"
 fi
 
-passed=0 failed=0
+passed=0 failed=0 skipped=0
 # LIS_TEST_SUITES="test_tty test_net" runs only those suites (default: all);
 # LIS_TEST_FILTER='tty/*' passes criterion's --filter (one test: 'suite/name')
 only=${LIS_TEST_SUITES:-}
@@ -140,6 +140,25 @@ if want format_check; then
         failed=$((failed + f))
     fi
 fi
+# scripts/deps.sh (the README's first command), by scripts/test-deps.sh: stubs, then the real
+# one as the test user, twice, after root's install (.ci/run: scripts/deps.sh --test).
+if want deps_check; then
+    mkdir -p "$work/deps-check/scripts"
+    cp scripts/deps.sh scripts/test-deps.sh "$work/deps-check/scripts/"
+    cp README.md "$work/deps-check/"
+    [ "$(id -u)" -eq 0 ] && chown -R "$user:$user" "$work/deps-check"
+    as_user sh "$work/deps-check/scripts/test-deps.sh" >"$work/suite.log" 2>&1 </dev/null
+    rc=$?
+    p=$(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p' "$work/suite.log")
+    f=$(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p' "$work/suite.log")
+    p=${p:-0}
+    f=${f:-1}
+    [ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
+    [ "$f" -ne 0 ] && grep -A8 '^FAIL' "$work/suite.log" | head -n 60
+    echo "deps_check: $p passed, $f failed"
+    passed=$((passed + p))
+    failed=$((failed + f))
+fi
 for t in "$work"/build/tests/test_* "$work"/build/tests/security/test_*; do
     [ -x "$t" ] || continue
     want "$t" || continue
@@ -157,9 +176,19 @@ for t in "$work"/build/tests/test_* "$work"/build/tests/security/test_*; do
     f=$(( ${f:-1} ))
     if [ -z "$syn" ] || [ $rc -ne 0 ]; then f=$(( f > 0 ? f : 1 )); fi
     f=$(( f + $(san_reports) + $(leaks) ))
-    echo "$(basename "$t"): $p passed, $f failed"
+    # a test skipped for a missing fixture (cr_skip_test) is neither passed nor failed
+    s=$(grep -c '^\[SKIP\]' "$work/suite.log")
+    why=$(grep -m1 '^\[SKIP\]' "$work/suite.log" | sed 's/^\[SKIP\] [^ ]*: //')
+    if [ "$s" -gt 0 ] && [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
+        echo "$(basename "$t"): skipped ($s tests: $why)"
+    elif [ "$s" -gt 0 ]; then
+        echo "$(basename "$t"): $p passed, $f failed, $s skipped ($why)"
+    else
+        echo "$(basename "$t"): $p passed, $f failed"
+    fi
     passed=$((passed + p))
     failed=$((failed + f))
+    skipped=$((skipped + s))
 done
 
 if [ "$(id -u)" -eq 0 ]; then
@@ -181,6 +210,8 @@ if [ "$(id -u)" -eq 0 ]; then
     done
 fi
 [ $fail -ne 0 ] && failed=$((failed + 1))
+[ $skipped -gt 0 ] && echo "$skipped tests skipped for a missing fixture (as root, make test prepares" \
+    "every fixture and runs the suites as the unprivileged $user)"
 rm -rf "$work/tmp" 2>/dev/null # as a user, files of subordinate ids may stay: the next run's rm -rf
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -5,8 +5,9 @@ usage: fake_llm.py SCRIPT.json [REQUEST_LOG]
 
 Binds 127.0.0.1 on a free port and prints the port on the first line of
 stdout. Every POST consumes the next entry of the script's "replies" list;
-every request body is appended as one JSON line to REQUEST_LOG. When the
-replies run out, it answers with a submit call.
+every request body is appended as one JSON line to REQUEST_LOG (with its
+Authorization header and how many requests were being answered at once,
+"inflight"). When the replies run out, it answers with a submit call.
 
 Script: {"mode": "openai" | "anthropic", "replies": [ENTRY, ...]}
 ENTRY keys (all optional):
@@ -167,6 +168,16 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def do_POST(self):
+        with lock:  # requests being answered right now, logged with each request
+            state["inflight"] = state.get("inflight", 0) + 1
+            self.inflight = state["inflight"]
+        try:
+            self.answer()
+        finally:
+            with lock:
+                state["inflight"] -= 1
+
+    def answer(self):
         n = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(n)
         if "rows" in script:
@@ -179,7 +190,7 @@ class Handler(BaseHTTPRequestHandler):
         if log_path:
             with lock, open(log_path, "a") as f:
                 rec = {"path": self.path, "auth": self.headers.get("Authorization"),
-                       "x_api_key": self.headers.get("x-api-key"),
+                       "x_api_key": self.headers.get("x-api-key"), "inflight": self.inflight,
                        "body": json.loads(body or b"{}")}
                 f.write(json.dumps(rec) + "\n")
         if e.get("hang"):

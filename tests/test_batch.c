@@ -286,6 +286,11 @@ Test(batch, kill9_then_resume_each_id_once, .timeout = 240)
         cr_expect_eq(n, 1, "id %s: %d rows", id, n);
         cr_expect_eq(num(r, "score"), 1.0, "id %s", id);
     }
+    /* the original's number types: mean_score a float, as json.dump writes 1.0 */
+    char *rj = t_host(NULL, "cat %s/results.json", rdir);
+    cr_expect(strstr(rj, "\"mean_score\": 1.0,"), "%s", rj);
+    cr_expect(strstr(rj, "\"status\": \"complete\""), "%s", rj);
+    free(rj);
     /* resuming with another model is refused, and changes nothing */
     char *bad = t_lis(&code,
                       "batch --llm-name other --llm-base-url %s --api-key k --rootfs %s "
@@ -588,5 +593,249 @@ Test(batch, repeat_fork_from_setup, .timeout = 180)
         differ |= strcmp(a0, str(row_by_id(rows, "a", k, NULL), "answer")) != 0;
     cr_expect(differ, "the mtime check cannot tell a fork from a fresh set-up: %s", a0);
     cJSON_Delete(rows);
+    free(out);
+}
+
+/* ---- issue 20: numbers a researcher can trust ---------------------------- */
+
+/* The original's demo folder is its template for custom tasks: a copy named
+ * demo whose reward.py was edited (to give half marks) is scored by that file,
+ * and run.json, results.json, every row and the report say which file it was. */
+Test(batch, edited_reward_py_in_a_folder_named_demo_is_the_scorer, .timeout = 120)
+{
+    char *d = dir_for("demo");
+    char p[700];
+    snprintf(p, sizeof p, "%s/demo", d);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/demo/config.yaml", d);
+    write_file(p, "dataset: json\ndata_files: data.json\n");
+    snprintf(p, sizeof p, "%s/demo/data.json", d);
+    write_file(p,
+               "[{\"id\": \"demo_001\", \"problem_statement\": \"MARKA\", \"ground_truth\": \"5\"},"
+               "{\"id\": \"demo_002\", \"problem_statement\": \"MARKA\", \"ground_truth\": "
+               "\"5\"}]");
+    snprintf(p, sizeof p, "%s/demo/reward.py", d);
+    write_file(p, "def compute_score(agent_answer, ground_truth, **kwargs):\n"
+                  "    return 0.5  # edited: half marks for anything\n");
+    char *sha = t_host(NULL, "sha256sum %s | cut -c1-64 | tr -d '\\n'", p);
+    t_fake f;
+    t_fake_start(&f, "{\"rows\":{\"MARKA\":[{\"calls\":[[\"execute_bash\",{\"command\":"
+                     "\"echo 5 > /testbed/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}}");
+    int code = 0;
+    char *out = t_lis(&code, LIS_BATCH "--task %s/demo --concurrency 2 --output-dir %s/out", f.url,
+                      t_busybox(), d, d);
+    t_fake_stop(&f);
+    cr_assert_eq(code, 0, "%s", out);
+    char rdir[1024];
+    run_dir(d, rdir, sizeof rdir);
+    cJSON *rows = t_results_rows(rdir), *r;
+    cr_assert_eq(cJSON_GetArraySize(rows), 2, "%s", out);
+    cJSON_ArrayForEach(r, rows)
+    {
+        cr_expect_eq(num(r, "score"), 0.5, "%s: score %g", str(r, "id"), num(r, "score"));
+        cr_expect_str_eq(str(r, "scorer"), "python:reward.py");
+        cr_expect_str_eq(str(r, "scorer_sha256"), sha);
+    }
+    char *t = t_host(NULL, "cat %s/run.json", rdir);
+    cJSON *run = cJSON_Parse(t);
+    free(t);
+    cr_expect_str_eq(str(run, "scorer"), "python:reward.py");
+    cr_expect_str_eq(str(run, "scorer_sha256"), sha);
+    t = t_host(NULL, "cat %s/results.json", rdir);
+    cJSON *res = cJSON_Parse(t);
+    cr_expect(strstr(t, "\"mean_score\": 0.5,"), "%s", t);
+    free(t);
+    cr_expect_str_eq(str(res, "scorer"), "python:reward.py");
+    cr_expect_str_eq(str(res, "scorer_sha256"), sha);
+    cr_expect_str_eq(str(res, "status"), "complete");
+    /* the summary and the report */
+    char want[200];
+    snprintf(want, sizeof want, "python:reward.py (sha256 %s)", sha);
+    cr_expect(strstr(out, want), "the summary does not name the scorer: %s", out);
+    t = t_host(NULL, "grep -c '\"scorer_sha256\":\"%s\"' %s/report.html", sha, rdir);
+    cr_expect_neq(atoi(t), 0, "the report does not carry the scorer's sha256");
+    free(t);
+    cJSON_Delete(run);
+    cJSON_Delete(res);
+    cJSON_Delete(rows);
+    free(sha);
+    free(out);
+}
+
+/* A run interrupted after some of its 40 rows, then `lis batch --resume DIR`
+ * with no other flag: the task, the model, the endpoint and --concurrency 8
+ * come from run.json (no API key is kept there: the server is local). */
+Test(batch, resume_alone_finishes_40_rows_at_the_stored_concurrency, .timeout = 300)
+{
+    char *d = dir_for("alone");
+    char tasks[600], cmd[4096];
+    snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", d);
+    FILE *tf = fopen(tasks, "w");
+    for (int i = 0; i < 40; i++)
+        fprintf(tf, "{\"id\":\"a%02d\",\"problem_statement\":\"p\",\"ground_truth\":\"ok\"}\n", i);
+    fclose(tf);
+    t_fake f;
+    t_fake_start(&f, "{\"latency\":0.3,\"rows\":{},\"default\":[{\"calls\":[[\"execute_bash\","
+                     "{\"command\":\"sleep 1; echo ok > /testbed/output/answer.txt\"}]]},"
+                     "{\"calls\":[[\"submit\",{}]]}]}");
+    snprintf(cmd, sizeof cmd,
+             "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s batch --llm-name fake "
+             "--llm-base-url %s --rootfs %s --net none --tasks %s --scorer builtin:match "
+             "--concurrency 8 --output-dir %s/out >%s/log 2>&1",
+             t_tmpdir(), t_tmpdir(), t_lis_bin(), f.url, t_busybox(), tasks, d, d);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        setsid();
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    char rdir[1024] = "";
+    int n = 0;
+    for (int t = 0; t < 600 && n < 8; t++) {
+        usleep(100000);
+        if (!rdir[0]) {
+            run_dir(d, rdir, sizeof rdir);
+            if (strstr(rdir, "*"))
+                rdir[0] = 0;
+        }
+        if (rdir[0]) {
+            cJSON *r = t_results_rows(rdir);
+            n = cJSON_GetArraySize(r);
+            cJSON_Delete(r);
+        }
+    }
+    kill(-pid, SIGINT);
+    usleep(200000);
+    kill(-pid, SIGINT); /* twice: cancel what runs */
+    waitpid(pid, NULL, 0);
+    cJSON *before = t_results_rows(rdir);
+    int nb = cJSON_GetArraySize(before);
+    cJSON_Delete(before);
+    cr_assert(nb >= 8 && nb < 40, "%d rows before the resume", nb);
+    int asked = t_fake_count(&f);
+    double t0 = lis_now();
+    int code = 0;
+    char *out = t_host(&code,
+                       "env -u OPENAI_API_KEY -u LLM_API_KEY XDG_RUNTIME_DIR=%s/run "
+                       "XDG_DATA_HOME=%s/data %s batch --resume %s 2>&1",
+                       t_tmpdir(), t_tmpdir(), t_lis_bin(), rdir);
+    double secs = lis_now() - t0;
+    cr_assert_eq(code, 0, "%s", out);
+    cr_expect(strstr(out, "at most 8 at once"), "not at the run's concurrency: %s", out);
+    cJSON *rows = t_results_rows(rdir);
+    cr_expect_eq(cJSON_GetArraySize(rows), 40, "%s", out);
+    for (int i = 0; i < 40; i++) {
+        char id[8];
+        snprintf(id, sizeof id, "a%02d", i);
+        int c = 0;
+        row_by_id(rows, id, 0, &c);
+        cr_expect_eq(c, 1, "%s: %d rows", id, c);
+    }
+    /* the server saw the resume's requests overlap, as with 8 at once (not 1) */
+    int most = 0;
+    for (int i = asked; i < t_fake_count(&f); i++) {
+        cJSON *q = t_fake_request(&f, i);
+        int k = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(q, "inflight"));
+        most = k > most ? k : most;
+        cr_expect_null(cJSON_GetStringValue(cJSON_GetObjectItem(q, "auth")),
+                       "an Authorization header to a local server without a key");
+        cJSON_Delete(q);
+    }
+    cr_expect(most > 1 && most <= 8, "at most %d requests at once during the resume", most);
+    fprintf(stderr, "test_batch: the resume of %d rows took %.1f s, %d requests at most at once\n",
+            40 - nb, secs, most);
+    cJSON_Delete(rows);
+    /* a flag that would change the results is refused, naming it */
+    char *bad = t_lis(&code, "batch --resume %s --temperature 0.2", rdir);
+    cr_expect_neq(code, 0, "%s", bad);
+    cr_expect(strstr(bad, "temperature differs (run.json: 1, this run: 0.2)"), "%s", bad);
+    free(bad);
+    free(out);
+    t_fake_stop(&f);
+}
+
+/* A server on this host with no key configured: no Authorization header, and
+ * the run works; a remote one without a key is one line. */
+Test(batch, keyless_local_endpoint_works, .timeout = 120)
+{
+    t_fake f;
+    t_fake_start(&f,
+                 "{\"replies\":[{\"calls\":[[\"execute_bash\",{\"command\":"
+                 "\"echo 42 > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}");
+    int code = 0;
+    char *out =
+        t_host(&code,
+               "env -u OPENAI_API_KEY -u LLM_API_KEY -u ANTHROPIC_API_KEY HOME=%s "
+               "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data %s run --llm-name fake "
+               "--llm-base-url %s --rootfs %s --net none --query q --output-dir %s/o 2>&1",
+               t_tmpdir(), t_tmpdir(), t_tmpdir(), t_lis_bin(), f.url, t_busybox(), t_tmpdir());
+    cr_expect_eq(code, 0, "%s", out);
+    cr_expect(strstr(out, "42"), "%s", out);
+    cr_assert_geq(t_fake_count(&f), 1);
+    cJSON *q = t_fake_request(&f, 0);
+    cr_expect(cJSON_IsNull(cJSON_GetObjectItem(q, "auth")), "sent an Authorization header");
+    cJSON_Delete(q);
+    free(out);
+    t_fake_stop(&f);
+    /* localhost by name too; a remote endpoint needs a key, in one line */
+    const char *remote = "http://llm.example.invalid/v1";
+    out = t_host(&code,
+                 "env -u OPENAI_API_KEY -u LLM_API_KEY -u ANTHROPIC_API_KEY HOME=%s "
+                 "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data %s run --llm-name fake "
+                 "--llm-base-url %s --rootfs %s --query q 2>&1",
+                 t_tmpdir(), t_tmpdir(), t_tmpdir(), t_lis_bin(), remote, t_busybox());
+    cr_expect_eq(code, 2, "%s", out);
+    cr_expect(strstr(out, "no API key for http://llm.example.invalid/v1"), "%s", out);
+    cr_expect_eq(strchr(out, '\n'), out + strlen(out) - 1, "not one line: %s", out);
+    free(out);
+}
+
+/* lis run against a port where nothing listens: the one line lis batch says
+ * too, at once (no retry), exit 3, and no empty run directory. A timed
+ * assertion is not allowed in a test, so the time is printed, not checked. */
+Test(batch, lis_run_closed_port_fails_at_once_without_retry, .timeout = 60)
+{
+    char out_dir[600];
+    snprintf(out_dir, sizeof out_dir, "%s/closed", t_tmpdir());
+    double t0 = lis_now();
+    int code = 0;
+    char *out = t_lis(&code,
+                      "run --llm-name fake --llm-base-url http://127.0.0.1:9/v1 --rootfs %s "
+                      "--net none --query q --output-dir %s",
+                      t_busybox(), out_dir);
+    double secs = lis_now() - t0;
+    fprintf(stderr, "test_batch: lis run against a closed port ended in %.2f s\n", secs);
+    cr_expect_eq(code, 3, "%s", out);
+    cr_expect(strstr(out, "lis: cannot reach the LLM at http://127.0.0.1:9/v1: Couldn't connect "
+                          "to server (check --llm-base-url)\n"),
+              "%s", out);
+    cr_expect_null(strstr(out, "retry"), "it retried: %s", out);
+    cr_expect_null(strstr(out, "trajectory"), "paths of an empty run: %s", out);
+    cr_expect_null(strstr(out, "report"), "paths of an empty run: %s", out);
+    char *ls = t_host(NULL, "ls -A %s 2>/dev/null | wc -l", out_dir);
+    cr_expect_eq(atoi(ls), 0, "an empty run directory was left");
+    free(ls);
+    free(out);
+}
+
+/* lis batch --help: the defaults, an example, where scoring is explained. */
+Test(batch, help_has_defaults_an_example_and_the_scoring_doc)
+{
+    int code = 0;
+    char *out = t_lis(&code, "batch --help");
+    cr_expect_eq(code, 0);
+    cr_expect(strstr(out, "example:\n  lis batch --task "), "%s", out);
+    cr_expect(strstr(out, "(default 1;") && strstr(out, "(default 1800)") &&
+                  strstr(out, "(default runs)"),
+              "%s", out);
+    cr_expect(strstr(out, "docs/batch-scoring.md"), "%s", out);
+    cr_expect(strstr(out, "--judge-api-key"), "%s", out);
+    free(out);
+    /* one spelling for the judge's key */
+    out = t_lis(&code, "batch judge /nonexistent --judge-model m --judge-base-url "
+                       "http://127.0.0.1:9/v1 --api-key k");
+    cr_expect_eq(code, 2, "%s", out);
+    cr_expect(strstr(out, "--judge-api-key"), "%s", out);
     free(out);
 }

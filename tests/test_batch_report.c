@@ -8,10 +8,12 @@
  * A missing chromium fails the suite: CI installs it (scripts/deps.sh). */
 #include "testlib.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void setup(void) { lis_ctx_free(t_ctx()); }
@@ -364,10 +366,13 @@ Test(report, lis_run_prints_the_command, .timeout = 200)
                       f.url, t_busybox(), t_tmpdir());
     t_fake_stop(&f);
     cr_assert_eq(code, 0, "%s", out);
-    const char *p = strstr(out, "lis: report: lis report ");
-    cr_assert(p, "lis run did not print the report command: %s", out);
+    /* the command as it runs: the lis that ran, `report`, the directory */
+    char said[1200];
+    snprintf(said, sizeof said, "lis: report: %s report ", t_lis_bin());
+    const char *p = strstr(out, said);
+    cr_assert(p, "lis run did not print the report command (%s): %s", said, out);
     char dir[1000];
-    cr_assert_eq(sscanf(p + strlen("lis: report: lis report "), "%999s", dir), 1);
+    cr_assert_eq(sscanf(p + strlen(said), "%999s", dir), 1);
     free(out);
     out = t_lis(&code, "report %s", dir);
     cr_assert_eq(code, 0, "%s", out);
@@ -458,5 +463,227 @@ Test(report, escaped_json_stale_files_and_bad_input)
     out = t_lis(&code, "report --bogus");
     cr_expect_eq(code, 2);
     cr_expect(strstr(out, "unknown option '--bogus'"), "%s", out);
+    free(out);
+}
+
+/* ---- a run that did not finish says so everywhere (issue 20) ------------ */
+
+static cJSON *json_in(const char *dir, const char *name)
+{
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    char *t = slurp(p, NULL);
+    cr_assert(t, "%s is missing", p);
+    cJSON *j = cJSON_Parse(t);
+    cr_assert(j, "%s is not JSON: %s", p, t);
+    free(t);
+    return j;
+}
+
+static const char *jstr(const cJSON *j, const char *k)
+{
+    const char *s = cJSON_GetStringValue(cJSON_GetObjectItem(j, k));
+    return s ? s : "";
+}
+
+/* run.json, results.json, the summary and the page (in Chromium) all say the
+ * run's status, why, how many rows were not run and the command that finishes
+ * it; the command is the lis that ran, `batch --resume`, the directory. */
+static void says_so_everywhere(const char *rdir, const char *summary, const char *status,
+                               const char *reason, int not_run)
+{
+    cJSON *run = json_in(rdir, "run.json"), *res = json_in(rdir, "results.json");
+    const cJSON *files[] = {run, res};
+    const char *names[] = {"run.json", "results.json"};
+    for (int i = 0; i < 2; i++) {
+        cr_expect_str_eq(jstr(files[i], "status"), status, "%s", names[i]);
+        cr_expect_str_eq(jstr(files[i], "status_reason"), reason, "%s", names[i]);
+        cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(files[i], "rows_not_run")), not_run,
+                     "%s: rows_not_run", names[i]);
+        cr_expect(*jstr(files[i], "status_message"), "%s: no status_message", names[i]);
+    }
+    const char *fin = jstr(run, "finish_command");
+    cr_expect_str_eq(jstr(res, "finish_command"), fin);
+    char want[1300];
+    snprintf(want, sizeof want, "%s batch --resume ", t_lis_bin());
+    cr_expect(!strncmp(fin, want, strlen(want)) && strstr(fin, rdir),
+              "the finish command is not the lis that ran, resuming %s: %s", rdir, fin);
+    /* no finished row: no mean, not a 0 */
+    double done = cJSON_GetNumberValue(cJSON_GetObjectItem(res, "rows_done"));
+    cr_expect_eq(cJSON_IsNull(cJSON_GetObjectItem(res, "mean_score")), done == 0,
+                 "mean_score with %g rows done", done);
+    /* the summary */
+    snprintf(want, sizeof want, "  %-22s %s", "status", status);
+    cr_expect(strstr(summary, want), "the summary does not say '%s': %s", want, summary);
+    snprintf(want, sizeof want, "%-22s %s", "finish with", fin);
+    cr_expect(strstr(summary, want), "the summary does not give the command: %s", summary);
+    /* the page */
+    char html[1200];
+    snprintf(html, sizeof html, "%s/report.html", rdir);
+    char *dom = browse(html, "");
+    snprintf(want, sizeof want, "data-status=\"%s\"", status);
+    cr_expect(strstr(dom, "id=\"run-status\"") && strstr(dom, want), "the page does not say %s: %s",
+              status, dom);
+    snprintf(want, sizeof want, "data-not-run=\"%d\"", not_run);
+    cr_expect(strstr(dom, want), "the page does not say %d rows not run: %s", not_run, dom);
+    snprintf(want, sizeof want, "<code id=\"finish-command\">%s</code>", fin);
+    cr_expect(strstr(dom, want), "the page does not give the command: %s", dom);
+    free(dom);
+    cJSON_Delete(run);
+    cJSON_Delete(res);
+}
+
+/* n rows of a --tasks file, each one command of `sleep S` then submit. */
+static void tasks_file(const char *d, int n, char *path, size_t len)
+{
+    snprintf(path, len, "%s/tasks.jsonl", d);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "{\"id\":\"r%d\",\"problem_statement\":\"p\",\"ground_truth\":\"ok\"}\n", i);
+    fclose(f);
+}
+
+#define SLEEPER(s)                                                                                 \
+    "{\"rows\":{},\"default\":[{\"calls\":[[\"execute_bash\",{\"command\":\"sleep " s "; echo ok " \
+    "> /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}"
+
+/* lis batch in the background, its output in d/log; returns its pid. */
+static pid_t batch_bg(const t_fake *f, const char *d, const char *tasks, int conc)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s batch --llm-name fake "
+             "--llm-base-url %s --rootfs %s --net none --tasks %s --scorer builtin:match "
+             "--concurrency %d --output-dir %s/out >%s/log 2>&1",
+             t_tmpdir(), t_tmpdir(), t_lis_bin(), f->url, t_busybox(), tasks, conc, d, d);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) { /* its own group, which a terminal's Ctrl-C goes to */
+        setsid();
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void the_run_dir(const char *d, char *rdir, size_t len)
+{
+    char *o = t_host(NULL, "ls -d %s/out/*/ 2>/dev/null | head -1 | tr -d '\\n'", d);
+    snprintf(rdir, len, "%.*s", o[0] ? (int)strlen(o) - 1 : 0, o);
+    free(o);
+}
+
+static int rows_in(const char *rdir)
+{
+    cJSON *r = t_results_rows(rdir);
+    int n = cJSON_GetArraySize(r);
+    cJSON_Delete(r);
+    return n;
+}
+
+Test(report, ctrl_c_partial_says_so_and_its_command_finishes_it, .timeout = 300)
+{
+    need_chromium();
+    char d[600], tasks[700], rdir[1000];
+    snprintf(d, sizeof d, "%s/status-ctrlc", t_tmpdir());
+    mkdir(d, 0755);
+    tasks_file(d, 8, tasks, sizeof tasks);
+    t_fake f;
+    t_fake_start(&f, SLEEPER("3"));
+    pid_t pid = batch_bg(&f, d, tasks, 4);
+    for (int t = 0; t < 300 && t_fake_count(&f) < 4; t++) /* four in their 3 s command */
+        usleep(100000);
+    usleep(500000);
+    kill(-pid, SIGINT); /* Ctrl-C: the four finish, nothing new starts */
+    int st = 0;
+    waitpid(pid, &st, 0);
+    char *log = t_host(NULL, "cat %s/log", d);
+    cr_expect_eq(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 1, "%s", log);
+    the_run_dir(d, rdir, sizeof rdir);
+    cr_assert(rdir[0], "no run directory: %s", log);
+    cr_assert_eq(rows_in(rdir), 4, "%s", log);
+    says_so_everywhere(rdir, log, "partial", "interrupted", 4);
+    free(log);
+    /* the command, as printed, finishes the run: every row, complete */
+    cJSON *run = json_in(rdir, "run.json");
+    int code = 0;
+    char *out = t_host(&code, "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data %s 2>&1", t_tmpdir(),
+                       t_tmpdir(), jstr(run, "finish_command"));
+    cJSON_Delete(run);
+    cr_expect_eq(code, 0, "%s", out);
+    cr_expect_eq(rows_in(rdir), 8, "%s", out);
+    run = json_in(rdir, "run.json");
+    cr_expect_str_eq(jstr(run, "status"), "complete");
+    cr_expect(cJSON_IsNull(cJSON_GetObjectItem(run, "finish_command")));
+    cJSON_Delete(run);
+    free(out);
+    char html[1200];
+    snprintf(html, sizeof html, "%s/report.html", rdir);
+    char *dom = browse(html, "");
+    cr_expect(strstr(dom, "data-status=\"complete\"") && !strstr(dom, "id=\"finish-command\""),
+              "%s", dom);
+    free(dom);
+    t_fake_stop(&f);
+}
+
+Test(report, kill9_partial_is_found_by_lis_batch_report, .timeout = 300)
+{
+    need_chromium();
+    char d[600], tasks[700], rdir[1000] = "";
+    snprintf(d, sizeof d, "%s/status-kill", t_tmpdir());
+    mkdir(d, 0755);
+    tasks_file(d, 12, tasks, sizeof tasks);
+    t_fake f;
+    t_fake_start(&f, SLEEPER("1"));
+    pid_t pid = batch_bg(&f, d, tasks, 3);
+    int n = 0;
+    for (int t = 0; t < 600 && n < 3; t++) {
+        usleep(100000);
+        if (!rdir[0])
+            the_run_dir(d, rdir, sizeof rdir);
+        n = rdir[0] ? rows_in(rdir) : 0;
+    }
+    cr_assert_geq(n, 3, "no progress before the kill");
+    /* while it runs, lis batch report says it is a run in progress */
+    int code = 0;
+    char *out = t_lis(&code, "batch report %s", rdir);
+    cr_expect_eq(code, 0, "%s", out);
+    cr_expect(strstr(out, "is a run in progress"), "%s", out);
+    free(out);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    n = rows_in(rdir);
+    cr_assert_lt(n, 12, "every row finished before the kill");
+    /* no process is left to say it: the next lis batch report finds it */
+    out = t_lis(&code, "batch report %s", rdir);
+    cr_expect_eq(code, 0, "%s", out);
+    cr_expect(!strstr(out, "in progress"), "%s", out);
+    says_so_everywhere(rdir, out, "partial", "killed", 12 - n);
+    free(out);
+    t_fake_stop(&f);
+}
+
+Test(report, http_404_stopped_with_no_mean, .timeout = 200)
+{
+    need_chromium();
+    char d[600], tasks[700], rdir[1000];
+    snprintf(d, sizeof d, "%s/status-404", t_tmpdir());
+    mkdir(d, 0755);
+    tasks_file(d, 5, tasks, sizeof tasks);
+    t_fake f;
+    t_fake_start(&f, "{\"rows\":{},\"default\":[{\"fail\":1000,\"fail_status\":404}]}");
+    int code = 0;
+    char *out = t_lis(&code,
+                      "batch --llm-name fake --llm-base-url %s --rootfs %s --net none --tasks "
+                      "%s --scorer builtin:match --concurrency 2 --output-dir %s/out",
+                      f.url, t_busybox(), tasks, d);
+    t_fake_stop(&f);
+    cr_expect_neq(code, 0, "%s", out);
+    cr_expect(strstr(out, "not found (HTTP 404)"), "%s", out);
+    the_run_dir(d, rdir, sizeof rdir);
+    cr_assert(rdir[0], "%s", out);
+    cr_expect_eq(rows_in(rdir), 0);
+    says_so_everywhere(rdir, out, "stopped", "http_404", 5);
     free(out);
 }

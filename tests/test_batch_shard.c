@@ -252,6 +252,8 @@ Test(shard, four_shards_merged_equal_one_run, .timeout = 400)
     free(b);
     /* the summary */
     cJSON *ra = json_file(one, "results.json"), *rb = json_file(merged, "results.json");
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(ra, "config"), "settings");
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(rb, "config"), "settings");
     const char *keys[] = {"task", "total",    "mean_score",    "num_errors",        "by_reason",
                           "ids",  "attempts", "prompt_tokens", "completion_tokens", "config"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -259,11 +261,28 @@ Test(shard, four_shards_merged_equal_one_run, .timeout = 400)
                                 1),
                   "results.json: %s differs", keys[i]);
     cr_expect_float_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(rb, "mean_score")), 6.0 / 10, 1e-9);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(rb, "status")), "complete");
     cJSON_Delete(ra);
     cJSON_Delete(rb);
     /* run.json is the unsharded run's */
     cJSON *ca = json_file(one, "run.json"), *cb = json_file(merged, "run.json");
-    cr_expect(cJSON_Compare(ca, cb, 1), "run.json differs from the unsharded run's");
+    /* what a run is; how it ran (settings) and how it stands (status) are its own */
+    for (cJSON *e = ca->child, *next; e; e = next) {
+        next = e->next;
+        if (!strcmp(e->string, "settings") || !strncmp(e->string, "status", 6) ||
+            !strncmp(e->string, "rows_", 5) || !strcmp(e->string, "finish_command") ||
+            !strcmp(e->string, "lis") || !strcmp(e->string, "pid")) {
+            char k[64];
+            snprintf(k, sizeof k, "%s", e->string);
+            cJSON_DeleteItemFromObject(cb, k);
+            cJSON_DeleteItemFromObject(ca, k);
+        }
+    }
+    char *ta = cJSON_PrintUnformatted(ca), *tb = cJSON_PrintUnformatted(cb);
+    cr_expect(cJSON_Compare(ca, cb, 1), "run.json differs from the unsharded run's:\n%s\n%s", ta,
+              tb);
+    free(ta);
+    free(tb);
     cJSON_Delete(ca);
     cJSON_Delete(cb);
     /* the files: the same names in logs/ and trajectories/, the same trajectory.json keys and
@@ -346,10 +365,18 @@ Test(shard, merge_refusals_then_resume_completes, .timeout = 200)
     char want[1024];
     snprintf(want, sizeof want,
              "shard 2/4 (%s/sh/shard-2-of-4) is incomplete: 2 of 2 episodes "
-             "have no row; finish it with lis batch --resume %s/sh/shard-2-of-4 --shard 2/4",
-             d, d);
+             "have no row; finish it with ",
+             d);
     merge_refused(d, all, want);
-    /* a resume of another shard, or unsharded, is refused */
+    /* the hint is the command run.json holds: the lis that ran, the shard's directory */
+    char *hint = t_lis(&code, "batch merge %s/m %s", d, all);
+    const char *cmd = strstr(hint, "finish it with ");
+    cr_assert(cmd, "%s", hint);
+    char wantcmd[1024];
+    snprintf(wantcmd, sizeof wantcmd, " batch --resume %s/sh/shard-2-of-4, then merge again", d);
+    cr_expect(strstr(cmd, wantcmd), "%s", hint);
+    free(hint);
+    /* a resume of another shard is refused */
     out = t_lis(&code,
                 LIS_PLAIN "--tasks %s --scorer builtin:match --shard 1/4 --resume "
                           "%s/sh/shard-2-of-4",
@@ -357,16 +384,9 @@ Test(shard, merge_refusals_then_resume_completes, .timeout = 200)
     cr_expect_neq(code, 0, "%s", out);
     cr_expect(strstr(out, "shard.index differs (run.json: 2, this run: 1)"), "%s", out);
     free(out);
-    out = t_lis(&code, LIS_PLAIN "--tasks %s --scorer builtin:match --resume %s/sh/shard-2-of-4",
-                f.url, tasks, d);
-    cr_expect_neq(code, 0, "%s", out);
-    cr_expect(strstr(out, "shard differs"), "%s", out);
-    free(out);
-    /* the right resume completes the set */
-    out = t_lis(&code,
-                LIS_PLAIN "--tasks %s --scorer builtin:match --shard 2/4 --resume "
-                          "%s/sh/shard-2-of-4",
-                f.url, tasks, d);
+    /* the resume alone, with the endpoint that works (--llm-base-url may change): the
+     * shard and every other flag come from its run.json */
+    out = t_lis(&code, "batch --resume %s/sh/shard-2-of-4 --llm-base-url %s", d, f.url);
     cr_assert_eq(code, 0, "%s", out);
     free(out);
     /* a shard still running (its writer holds the lock) */
@@ -448,12 +468,32 @@ Test(shard, slurm_array_env_picks_the_rows, .timeout = 100)
                                 "--output-dir %s/sh",
                       f.url, tasks, d);
     cr_assert_eq(code, 0, "%s", out);
+    cr_expect_null(strstr(out, "every array task runs every row"), "warned with --shards: %s", out);
     free(out);
     char sdir[700];
     snprintf(sdir, sizeof sdir, "%s/sh/shard-1-of-3", d);
     char *got = outcomes(sdir);
     cr_expect_str_eq(got, "r1@0 1 submitted\nr4@0 1 submitted\n");
     free(got);
+    /* a shard says it is one: partial, the rows of the task it does not hold are the
+     * other shards', and lis batch merge is the command that finishes the run */
+    char *rj = t_host(NULL, "cat %s/run.json", sdir);
+    cJSON *run = cJSON_Parse(rj);
+    free(rj);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(run, "status")), "partial");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(run, "status_reason")), "shard");
+    const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(run, "finish_command"));
+    cr_expect(fin && strstr(fin, " batch merge ") && strstr(fin, "/sh/shard-*-of-3"), "%s",
+              fin ? fin : "(none)");
+    cJSON_Delete(run);
+    /* in a Slurm job array without --shard: one line says every task runs every row */
+    out = t_lis(&code, LIS_PLAIN "--tasks %s --scorer builtin:match --output-dir %s/all", f.url,
+                tasks, d);
+    cr_expect_eq(code, 0, "%s", out);
+    cr_expect(strstr(out, "lis: warning: this is task 1 of a Slurm job array, and without "
+                          "--shard every array task runs every row; give --shard auto"),
+              "%s", out);
+    free(out);
     /* and from JOB_COMPLETION_INDEX (Kubernetes), --start-id applied first */
     unsetenv("SLURM_ARRAY_TASK_ID");
     setenv("JOB_COMPLETION_INDEX", "0", 1);

@@ -187,3 +187,38 @@ Test(doctor, shipped_apparmor_profile_parses)
     free(out);
     free(t_host(&code, "rm -rf %s", tmp));
 }
+
+/* The CLI: a bottom line saying what the host can do, the agent image named,
+ * no warning about /dev/net/tun (lis does not need it); lis sandbox --help. */
+Test(doctor, cli_bottom_line_image_and_no_tun_warning)
+{
+    lis_ctx_free(t_ctx()); /* a private data dir: no agent image in it */
+    int code = 0;
+    char *out = t_lis(&code, "doctor");
+    cr_expect(code == 0 || code == 1, "exit %d: %s", code, out);
+    cr_expect(strstr(out, "\nthis host can run sandboxes, lis run and lis batch") ||
+                  strstr(out, "\nthis host cannot run sandboxes yet"),
+              "no bottom line: %s", out);
+    cr_expect(strstr(out, "limits: ") || strstr(out, "cannot"), "%s", out);
+    cr_expect(strstr(out, "agent image            lis-agent:latest is not built yet"), "%s", out);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s image build\n", t_lis_bin());
+    cr_expect(strstr(out, cmd), "not the command as it runs: %s", out);
+    cr_expect_null(strstr(out, "WARN /dev/net/tun"), "%s", out);
+    free(out);
+    out = t_lis(&code, "doctor --json");
+    cJSON *j = cJSON_Parse(out);
+    cr_assert(cJSON_IsArray(j), "%s", out);
+    const cJSON *last = cJSON_GetArrayItem(j, cJSON_GetArraySize(j) - 1);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(last, "check")), "bottom line");
+    cJSON_Delete(j);
+    free(out);
+    out = t_lis(&code, "sandbox --help");
+    cr_expect_eq(code, 0, "%s", out);
+    cr_expect(strstr(out, "usage: lis sandbox COMMAND") && strstr(out, "  exec NAME"), "%s", out);
+    free(out);
+    out = t_lis(&code, "image --help");
+    cr_expect_eq(code, 0, "%s", out);
+    cr_expect(strstr(out, "usage: lis image build [--rebuild]"), "%s", out);
+    free(out);
+}

@@ -209,13 +209,13 @@ Test(score_select, which_scorer_when)
         const llm_config *judge;
         const char *want;
     } t[] = {
-        {"demo", NULL, NULL, NULL, "builtin:match"},
-        {"chem", NULL, "auto", NULL, "builtin:letter"},
-        {"biomed", NULL, NULL, NULL, "builtin:letter"},
-        {"math", NULL, NULL, NULL, "builtin:math"},
         {"kwtask", task_dir("kwtask"), NULL, NULL, "python:reward.py"},
         {"kwtask", task_dir("kwtask"), "builtin:demo", NULL, "builtin:match"},
+        {"kwtask", task_dir("kwtask"), "builtin:chem", NULL, "builtin:letter"},
         {"demo", task_dir("kwtask"), "python", NULL, "python:reward.py"},
+        /* a folder's name never picks a scorer: its reward.py runs */
+        {"demo", task_dir("kwtask"), NULL, NULL, "python:reward.py"},
+        {"math", task_dir("kwtask"), "auto", NULL, "python:reward.py"},
         {"physics", task_dir("physics"), NULL, &judge, "judge:judge-m"},
         {"physics", task_dir("physics"), NULL, NULL, "python:reward.py"},
         {"x", NULL, "./my-scorer --strict", NULL, "cmd:./my-scorer --strict"},
@@ -242,13 +242,116 @@ Test(score_select, bad_choices_are_one_line_errors)
     cr_expect(strstr(err.msg, "no reward.py"), "%s", err.msg);
     cr_expect_null(open_name("other", task_dir("physics/none"), NULL, NULL, log, sizeof log, &err));
     cr_expect(strstr(err.msg, "no scorer"), "%s", err.msg);
+    /* no reward.py in a folder named demo: no guess either; the hint names the built-in */
+    cr_expect_null(open_name("demo", NULL, NULL, NULL, log, sizeof log, &err));
+    cr_expect(strstr(err.msg, "no scorer for task demo") &&
+                  strstr(err.msg, "--scorer builtin:match"),
+              "%s", err.msg);
     cr_expect_null(strchr(err.msg, '\n'));
+}
+
+/* A task folder named NAME under a fresh directory, its reward.py TEXT. */
+static const char *make_task(const char *name, const char *text)
+{
+    static char dir[512];
+    lis_ctx_free(t_ctx());
+    snprintf(dir, sizeof dir, "%s/%s", t_tmpdir(), name);
+    mkdir(dir, 0755);
+    char p[600];
+    snprintf(p, sizeof p, "%s/reward.py", dir);
+    FILE *f = fopen(p, "w");
+    cr_assert(f, "%s", p);
+    fputs(text, f);
+    fclose(f);
+    return dir;
+}
+
+/* issue 20: the built-in stands in for a task's reward.py only when the file
+ * is one of the original's, byte for byte (its sha256 in score.c's table;
+ * here a table of this test's own file, so no upstream text is copied): the
+ * same file gives the built-in, a one-byte edit gives the file itself, and
+ * both record the sha256 of the file that defined the score. */
+Test(score_select, builtin_only_for_the_originals_own_reward_py)
+{
+    const char *orig = "def compute_score(agent_answer, ground_truth, **kwargs):\n"
+                       "    return 1.0 if agent_answer.strip().lower() == "
+                       "ground_truth.strip().lower() else 0.0\n";
+    const char *dir = make_task("demo", orig);
+    char p[600], sha[65];
+    snprintf(p, sizeof p, "%s/reward.py", dir);
+    lis_error err = {0};
+    cr_assert_eq(batch_sha256_file(p, sha, &err), 0, "%s", err.msg);
+    /* the sha256 of a known text, as sha256sum prints it */
+    char abc[65];
+    batch_sha256_text("abc", 3, abc);
+    cr_expect_str_eq(abc, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    batch_original table[] = {{"demo", "match", sha}};
+    batch_scorer_opts o = {.task_name = "demo",
+                           .task_dir = dir,
+                           .python = py(),
+                           .originals = table,
+                           .noriginals = 1};
+    batch_scorer *s = NULL;
+    cr_assert_eq(batch_scorer_open(&o, &s, &err), 0, "%s", err.msg);
+    cr_expect_str_eq(batch_scorer_name(s), "builtin:match");
+    cr_expect_str_eq(batch_scorer_sha256(s), sha);
+    cr_expect(strstr(batch_scorer_source(s), "reward.py"), "%s", batch_scorer_source(s));
+    batch_scorer_close(s);
+    /* edited to give half marks: the task's file is the scorer, and scores 0.5 */
+    dir = make_task("demo", "def compute_score(agent_answer, ground_truth, **kwargs):\n"
+                            "    return 0.5\n");
+    cr_assert_eq(batch_scorer_open(&o, &s, &err), 0, "%s", err.msg);
+    cr_expect_str_eq(batch_scorer_name(s), "python:reward.py");
+    cr_expect_str_neq(batch_scorer_sha256(s), sha);
+    cr_expect_eq(strlen(batch_scorer_sha256(s)), 64);
+    cJSON *row = cJSON_Parse("{\"id\":1,\"ground_truth\":\"x\"}");
+    double x = -1;
+    cr_assert_eq(batch_scorer_score(s, "x", row, &x, &err), 0, "%s", err.msg);
+    cr_expect_eq(x, 0.5);
+    cJSON_Delete(row);
+    batch_scorer_close(s);
+    /* the real table knows the original's four rule-based files, and nothing else */
+    o.originals = NULL;
+    o.noriginals = 0;
+    dir = make_task("demo", orig);
+    cr_assert_eq(batch_scorer_open(&o, &s, &err), 0, "%s", err.msg);
+    cr_expect_str_eq(batch_scorer_name(s), "python:reward.py");
+    batch_scorer_close(s);
+}
+
+/* An edited math/reward.py that cannot be imported (math-verify missing, as
+ * the original's raises it): one line naming the import, and the built-in. */
+Test(score_select, failed_import_names_the_module_and_the_builtin)
+{
+    const char *dir =
+        make_task("math", "try:\n"
+                          "    from lis_test_no_such_module.metric import math_metric\n"
+                          "except ImportError:\n"
+                          "    raise ImportError('math-verify is required. Install with: pip "
+                          "install math-verify')\n"
+                          "def compute_score(agent_answer, ground_truth, **kwargs):\n"
+                          "    return 1.0\n");
+    lis_error err = {0};
+    batch_scorer_opts o = {.task_name = "math", .task_dir = dir, .python = py()};
+    batch_scorer *s = NULL;
+    cr_assert_eq(batch_scorer_open(&o, &s, &err), -1);
+    cr_expect(strstr(err.msg, "No module named 'lis_test_no_such_module'"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "math-verify is required"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "--scorer builtin:math"), "%s", err.msg);
+    cr_expect_null(strchr(err.msg, '\n'));
+    /* and accepting the built-in works, recorded as such */
+    o.scorer = "builtin:math";
+    cr_assert_eq(batch_scorer_open(&o, &s, &err), 0, "%s", err.msg);
+    cr_expect_str_eq(batch_scorer_name(s), "builtin:math");
+    cr_expect_str_eq(batch_scorer_sha256(s),
+                     "b1b89399b68268c6d6025f062190a079a481647f438fbfab10f2fb4e0ccf3af9");
+    batch_scorer_close(s);
 }
 
 Test(score_select, builtin_reads_a_number_ground_truth_as_python_str)
 {
     lis_error err = {0};
-    batch_scorer_opts o = {.task_name = "demo"};
+    batch_scorer_opts o = {.task_name = "demo", .scorer = "builtin:demo"};
     batch_scorer *s;
     cr_assert_eq(batch_scorer_open(&o, &s, &err), 0, "%s", err.msg);
     cJSON *row = cJSON_Parse("{\"id\":1,\"ground_truth\":\"Paris\"}");
@@ -283,7 +386,10 @@ Test(score_select, builtin_reads_a_number_ground_truth_as_python_str)
 Test(score_select, prompts_come_from_vanilla_llm_prompt_py_whatever_scores)
 {
     lis_error err = {0};
-    batch_scorer_opts o = {.task_name = "demo", .task_dir = task_dir("kwtask"), .python = py()};
+    batch_scorer_opts o = {.task_name = "demo",
+                           .task_dir = task_dir("kwtask"),
+                           .python = py(),
+                           .scorer = "builtin:match"};
     batch_scorer *s;
     cr_assert_eq(batch_scorer_open(&o, &s, &err), 0, "%s", err.msg);
     cr_expect_str_eq(batch_scorer_name(s), "builtin:match");
