@@ -7,7 +7,6 @@
 #include "internal.h"
 #include "proto.h"
 
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,47 +34,6 @@ static const char *const default_env[] = {
     "LANG=C.UTF-8",
     NULL,
 };
-
-/* K=V lists: extra replaces base key by key; everything copied. */
-char **lis_env_merge(const char *const *base, const char *const *extra)
-{
-    size_t nb = 0, ne = 0;
-    while (base && base[nb])
-        nb++;
-    while (extra && extra[ne])
-        ne++;
-    char **out = calloc(nb + ne + 1, sizeof *out);
-    if (!out)
-        return NULL;
-    size_t n = 0;
-    for (size_t i = 0; i < nb + ne; i++) {
-        const char *kv = i < nb ? base[i] : extra[i - nb];
-        const char *eq = strchr(kv, '=');
-        if (!eq || eq == kv)
-            continue;
-        size_t klen = (size_t)(eq - kv) + 1;
-        size_t j = 0;
-        while (j < n && strncmp(out[j], kv, klen) != 0)
-            j++;
-        char *dup = strdup(kv);
-        if (!dup)
-            break;
-        if (j < n) {
-            free(out[j]);
-            out[j] = dup;
-        } else {
-            out[n++] = dup;
-        }
-    }
-    return out;
-}
-
-void lis_env_free(char **env)
-{
-    for (size_t i = 0; env && env[i]; i++)
-        free(env[i]);
-    free(env);
-}
 
 static void sandbox_free(lis_sandbox *sb)
 {
@@ -335,7 +293,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
     if (listen_fd >= 0)
         close(listen_fd);
     listen_fd = -1;
-    if (has_state && lis_meta_write(sb, err) < 0) {
+    if (has_state && lis_meta_save(sb, err) < 0) {
         lis_error ignore;
         lis_sandbox_destroy(sb, &ignore);
         return lis_wrap(err, "creating sandbox %s", spec->name ? spec->name : "");
@@ -360,10 +318,23 @@ fail:
     return -1;
 }
 
-static const char *jstr(cJSON *m, const char *k)
+/* The handle from the record: everything but what only its creator knows
+ * (the lifeline, the listener); env moved out of m. */
+static void apply_meta(lis_sandbox *sb, lis_meta *m)
 {
-    cJSON *v = cJSON_GetObjectItem(m, k);
-    return cJSON_IsString(v) ? v->valuestring : "";
+    snprintf(sb->rootfs, sizeof sb->rootfs, "%s", m->rootfs);
+    snprintf(sb->layer_dir, sizeof sb->layer_dir, "%s", m->layer_dir);
+    sb->persist = m->persist;
+    sb->full_map = m->full_map;
+    sb->net = m->net;
+    sb->created = m->created;
+    sb->paused = m->paused;
+    sb->limits = m->asked;
+    sb->scratch_fd = m->scratch_fd;
+    sb->disk_limit = m->disk_limit; /* kept when the record is written again (rename, pause) */
+    sb->env = m->env;
+    m->env = NULL;
+    sb->pid = m->pid;
 }
 
 int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_error *err)
@@ -376,45 +347,15 @@ int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_erro
         return lis_oom(err);
     snprintf(sb->name, sizeof sb->name, "%s", name);
     snprintf(sb->state_dir, sizeof sb->state_dir, "%s/%s", ctx->run_dir, name);
-    cJSON *m = lis_meta_read(sb->state_dir);
-    if (!m) {
+    lis_meta m;
+    lis_error ignore;
+    if (lis_meta_read(sb->state_dir, &m, &ignore) < 0) {
         sandbox_free(sb);
         return lis_fail(err, ENOENT, "no sandbox named '%s' (lis sandbox ls)", name);
     }
-    snprintf(sb->rootfs, sizeof sb->rootfs, "%s", jstr(m, "rootfs"));
-    snprintf(sb->layer_dir, sizeof sb->layer_dir, "%s", jstr(m, "layer_dir"));
-    sb->persist = cJSON_IsTrue(cJSON_GetObjectItem(m, "persist"));
-    sb->full_map = cJSON_IsTrue(cJSON_GetObjectItem(m, "full_map"));
-    cJSON *netv = cJSON_GetObjectItem(m, "net");
-    sb->net = cJSON_IsNumber(netv) ? (int)netv->valuedouble : LIS_NET_NONE;
-    cJSON *c = cJSON_GetObjectItem(m, "created");
-    sb->created = cJSON_IsNumber(c) ? c->valuedouble : 0;
-    sb->paused = cJSON_IsTrue(cJSON_GetObjectItem(m, "paused"));
-    cJSON *lim = cJSON_GetObjectItem(m, "asked");
-    static const char *const lk[] = {"memory", "pids", "cpu_millis", "disk"};
-    uint64_t *lv[] = {&sb->limits.memory_bytes, &sb->limits.pids, &sb->limits.cpu_millis,
-                      &sb->limits.disk_bytes};
-    for (int i = 0; i < 4; i++) {
-        cJSON *v = cJSON_GetObjectItem(lim, lk[i]);
-        if (cJSON_IsNumber(v) && v->valuedouble >= 0)
-            *lv[i] = v->valuedouble >= 1.8e19 ? LIS_UNLIMITED : (uint64_t)v->valuedouble;
-    }
-    cJSON *sfd = cJSON_GetObjectItem(m, "scratch_fd");
-    sb->scratch_fd = cJSON_IsNumber(sfd) ? (int)sfd->valuedouble : -1;
-    /* kept when the metadata is written again (rename, pause) */
-    cJSON *dl = cJSON_GetObjectItem(m, "disk_limit");
-    sb->disk_limit = cJSON_IsNumber(dl) && dl->valuedouble >= 0 && dl->valuedouble < 9e18
-                         ? (uint64_t)dl->valuedouble
-                         : LIS_UNLIMITED;
-    cJSON *env = cJSON_GetObjectItem(m, "env");
-    size_t n = (size_t)cJSON_GetArraySize(env);
-    sb->env = calloc(n + 1, sizeof *sb->env);
-    for (size_t i = 0; sb->env && i < n; i++) {
-        cJSON *e = cJSON_GetArrayItem(env, (int)i);
-        sb->env[i] = strdup(cJSON_IsString(e) ? e->valuestring : "X=");
-    }
-    int alive = lis_meta_alive(m, &sb->pid);
-    cJSON_Delete(m);
+    int alive = lis_meta_alive(&m);
+    apply_meta(sb, &m);
+    lis_meta_release(&m);
     if (!alive) {
         sandbox_free(sb);
         return lis_fail(err, ESRCH, "sandbox '%s' is dead (lis sandbox gc cleans it up)", name);
@@ -636,91 +577,88 @@ int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err)
     return 0;
 }
 
+struct list_acc {
+    lis_ctx *ctx;
+    lis_stats *st;
+    size_t n, cap;
+    lis_error *err;
+};
+
+static int list_one(const char *dir, const char *name, const lis_meta *m, void *arg)
+{
+    struct list_acc *a = arg;
+    if (!m)
+        return 0;
+    if (LIS_GROW(a->st, a->cap, a->n + 1) < 0)
+        return lis_oom(a->err);
+    lis_stats *st = &a->st[a->n++];
+    int alive = lis_meta_alive(m);
+    fill_stats(st, name, m->pid, alive, m->rootfs, m->created, m->persist);
+    if (alive)
+        lis_cg_pid_stats(a->ctx, m->pid, st);
+    if (alive && m->paused)
+        snprintf(st->state, sizeof st->state, "paused");
+    snprintf(st->limits, sizeof st->limits, "%s", m->cgroup ? "cgroup" : "fallback");
+    st->disk_limit = m->disk_limit;
+    st->disk_bytes = lis_disk_usage(alive ? m->pid : 0, m->layer_dir);
+    st->net = (lis_net_mode)m->net;
+    return 0;
+}
+
 int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err)
 {
+    struct list_acc a = {.ctx = ctx, .err = err};
     *out = NULL;
     *n = 0;
-    DIR *d = opendir(ctx->run_dir);
-    if (!d)
-        return lis_fail_errno(err, "opendir %s", ctx->run_dir);
-    size_t cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.' || !lis_valid_name(e->d_name))
-            continue;
-        char dir[PATH_MAX + 80];
-        snprintf(dir, sizeof dir, "%s/%s", ctx->run_dir, e->d_name);
-        cJSON *m = lis_meta_read(dir);
-        if (!m)
-            continue;
-        if (LIS_GROW(*out, cap, *n + 1) < 0) {
-            cJSON_Delete(m);
-            closedir(d);
-            return lis_oom(err);
-        }
-        pid_t pid = 0;
-        int alive = lis_meta_alive(m, &pid);
-        cJSON *c = cJSON_GetObjectItem(m, "created");
-        fill_stats(&(*out)[*n], e->d_name, pid, alive, jstr(m, "rootfs"),
-                   cJSON_IsNumber(c) ? c->valuedouble : 0,
-                   cJSON_IsTrue(cJSON_GetObjectItem(m, "persist")));
-        if (alive)
-            lis_cg_pid_stats(ctx, pid, &(*out)[*n]);
-        if (alive && cJSON_IsTrue(cJSON_GetObjectItem(m, "paused")))
-            snprintf((*out)[*n].state, sizeof(*out)[*n].state, "paused");
-        snprintf((*out)[*n].limits, sizeof(*out)[*n].limits, "%s", jstr(m, "limits"));
-        cJSON *dl = cJSON_GetObjectItem(m, "disk_limit");
-        (*out)[*n].disk_limit = cJSON_IsNumber(dl) && dl->valuedouble >= 0 && dl->valuedouble < 9e18
-                                    ? (uint64_t)dl->valuedouble
-                                    : LIS_UNLIMITED;
-        (*out)[*n].disk_bytes = lis_disk_usage(alive ? pid : 0, jstr(m, "layer_dir"));
-        cJSON *netv = cJSON_GetObjectItem(m, "net");
-        (*out)[*n].net = cJSON_IsNumber(netv) ? (lis_net_mode)netv->valuedouble : LIS_NET_NONE;
-        (*n)++;
-        cJSON_Delete(m);
+    if (lis_meta_each(ctx->run_dir, list_one, &a, err) < 0) {
+        free(a.st);
+        return -1;
     }
-    closedir(d);
+    *out = a.st;
+    *n = a.n;
+    return 0;
+}
+
+struct gc_acc {
+    lis_ctx *ctx;
+    int removed, failed;
+    lis_error *err;
+};
+
+static int gc_one(const char *dir, const char *name, const lis_meta *m, void *arg)
+{
+    struct gc_acc *a = arg;
+    if (!m) {
+        /* being created right now, or a crash before the metadata was written */
+        struct stat st;
+        if (stat(dir, &st) == 0 && lis_wallclock() - st.st_mtime > 60) {
+            lis_error ignore;
+            lis_rmtree(a->ctx, dir, 0, &ignore);
+        }
+        return 0;
+    }
+    if (lis_meta_alive(m))
+        return 0;
+    if (remove_state(a->ctx, dir, m->layer_dir, m->full_map, a->err) < 0)
+        a->failed = 1;
+    else
+        a->removed++;
     return 0;
 }
 
 int lis_sandbox_gc(lis_ctx *ctx, int *removed, lis_error *err)
 {
     *removed = 0;
-    int rc = 0;
-    DIR *d = opendir(ctx->run_dir);
-    if (!d)
-        return lis_fail_errno(err, "opendir %s", ctx->run_dir);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.' || !lis_valid_name(e->d_name))
-            continue;
-        char dir[PATH_MAX + 80];
-        snprintf(dir, sizeof dir, "%s/%s", ctx->run_dir, e->d_name);
-        cJSON *m = lis_meta_read(dir);
-        pid_t pid;
-        if (!m) {
-            /* being created right now, or a crash before the metadata was written */
-            struct stat st;
-            if (stat(dir, &st) == 0 && lis_wallclock() - st.st_mtime > 60) {
-                lis_error ignore;
-                lis_rmtree(ctx, dir, 0, &ignore);
-            }
-            continue;
-        }
-        if (!lis_meta_alive(m, &pid)) {
-            if (remove_state(ctx, dir, jstr(m, "layer_dir"),
-                             cJSON_IsTrue(cJSON_GetObjectItem(m, "full_map")), err) < 0)
-                rc = -1;
-            else
-                (*removed)++;
-        }
-        cJSON_Delete(m);
-    }
-    closedir(d);
+    struct gc_acc a = {.ctx = ctx, .err = err};
+    if (lis_meta_each(ctx->run_dir, gc_one, &a, err) < 0)
+        return -1;
+    int rc = a.failed ? -1 : 0;
+    *removed = a.removed;
     /* Layers whose state directory is gone. */
     char layers[PATH_MAX + 16];
     snprintf(layers, sizeof layers, "%s/sandboxes", ctx->data_dir);
-    d = opendir(layers);
+    DIR *d = opendir(layers);
+    struct dirent *e;
     while (d && (e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
@@ -751,11 +689,12 @@ int lis_sandbox_rename(lis_ctx *ctx, const char *old_name, const char *new_name,
     char from[PATH_MAX + 80], to[PATH_MAX + 80];
     snprintf(from, sizeof from, "%s/%s", ctx->run_dir, old_name);
     snprintf(to, sizeof to, "%s/%s", ctx->run_dir, new_name);
-    cJSON *m = lis_meta_read(from);
-    if (!m)
+    lis_meta m;
+    lis_error ignore;
+    if (lis_meta_read(from, &m, &ignore) < 0)
         return lis_fail(err, ENOENT, "no sandbox named '%s'", old_name);
-    int persist = cJSON_IsTrue(cJSON_GetObjectItem(m, "persist"));
-    cJSON_Delete(m);
+    int persist = m.persist;
+    lis_meta_release(&m);
     if (!persist)
         return lis_fail(err, EPERM, "sandbox '%s' is not persistent", old_name);
     /* The state dir is the claim: exactly one renamer wins. */
@@ -771,7 +710,7 @@ int lis_sandbox_rename(lis_ctx *ctx, const char *old_name, const char *new_name,
     if (sb->layer_dir[0] && strcmp(sb->layer_dir, layers) && rename(sb->layer_dir, layers) == 0)
         snprintf(sb->layer_dir, sizeof sb->layer_dir, "%s", layers);
     snprintf(sb->ctl_path, sizeof sb->ctl_path, "%s/ctl.sock", sb->state_dir);
-    int rc = lis_meta_write(sb, err);
+    int rc = lis_meta_save(sb, err);
     sandbox_free(sb);
     return rc;
 }
