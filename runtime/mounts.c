@@ -61,30 +61,50 @@ typedef struct mount_op {
 struct lis_mount_plan {
     mount_op ops[MAX_OPS];
     int n;
+    int full;       /* an op or a string did not fit: the plan is refused (E2BIG) */
+    mount_op spill; /* what add() hands out once the plan is full */
     char *arena;
     size_t used, cap;
     int listen_port;          /* spec.listen_port: open the listener after the plan */
     const char *listen_stage; /* its error stage, made by the owner */
 };
 
+/* The directories of a plan: the set-up tmpfs (base), the new root's mount
+ * point, and the writable layer (in the tmpfs, or req's disk layer). */
+typedef struct plan_dirs {
+    char base[PATH_MAX], root[PATH_MAX + 16];
+    const char *upper, *work;
+    char tup[PATH_MAX + 16], twk[PATH_MAX + 16];
+} plan_dirs;
+
+/* A copy of s in the plan's arena (NULL stays NULL); a string that does not
+ * fit marks the plan full. */
 static const char *keep(lis_mount_plan *p, const char *s)
 {
     if (!s)
         return NULL;
     size_t n = strlen(s) + 1;
-    if (p->used + n > p->cap)
+    if (p->used + n > p->cap) {
+        p->full = 1;
         return NULL;
+    }
     char *d = p->arena + p->used;
     memcpy(d, s, n);
     p->used += n;
     return d;
 }
 
+/* The next op, cleared. Never NULL: past MAX_OPS the plan is marked full and
+ * the op written is a spill slot that nothing runs, so the phases below fill
+ * their ops without a check each and lis_mount_plan_new refuses the plan once,
+ * at the end. */
 static mount_op *add(lis_mount_plan *p, enum op_kind k, const char *stage)
 {
-    if (p->n >= MAX_OPS)
-        return NULL;
-    mount_op *o = &p->ops[p->n++];
+    mount_op *o = &p->spill;
+    if (p->n < MAX_OPS)
+        o = &p->ops[p->n++];
+    else
+        p->full = 1;
     memset(o, 0, sizeof *o);
     o->kind = k;
     o->stage = keep(p, stage);
@@ -107,55 +127,44 @@ static int bad_lower_chain(const char *s)
 
 /* An empty read-only tmpfs over each dir (NULL-terminated; absent ones are
  * skipped at run time). */
-static int mask_dirs(lis_mount_plan *p, const char *const *dirs, const char *stage)
+static void mask_dirs(lis_mount_plan *p, const char *const *dirs, const char *stage)
 {
     for (size_t i = 0; dirs[i]; i++) {
         mount_op *o = add(p, OP_MOUNT, stage);
-        if (!o)
-            return -1;
         o->src = o->fstype = "tmpfs";
         o->dst = dirs[i];
         o->in_root = o->is_dir = o->optional = 1;
         o->flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
         o->data = "mode=0555,size=4k";
     }
+}
+
+/* The paths of the plan, checked for what overlayfs cannot take. */
+static int plan_dirs_init(plan_dirs *d, lis_ctx *ctx, const lis_spawn_req *req, lis_error *err)
+{
+    snprintf(d->base, sizeof d->base, "%s/.mnt", ctx->run_dir);
+    snprintf(d->root, sizeof d->root, "%s/root", d->base);
+    d->upper = req->upper_dir;
+    d->work = req->work_dir;
+    if (!d->upper) {
+        snprintf(d->tup, sizeof d->tup, "%s/upper", d->base);
+        snprintf(d->twk, sizeof d->twk, "%s/work", d->base);
+        d->upper = d->tup;
+        d->work = d->twk;
+    }
+    if (bad_lower_chain(req->rootfs) || bad_overlay_path(d->upper) || bad_overlay_path(d->base))
+        return lis_fail(err, EINVAL,
+                        "paths used by overlayfs may not contain ',', ':' or '\\', and "
+                        "a chain has at most %d layers (%s)",
+                        LIS_MAX_LAYERS, bad_lower_chain(req->rootfs) ? req->rootfs : d->upper);
     return 0;
 }
 
-lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_error *err)
+/* Phase 1: a private mount namespace and the set-up tmpfs, with the mount
+ * point of the root, /tmp, /dev/shm and (tmpfs upper) the writable layer in it. */
+static void plan_scratch(lis_mount_plan *p, const plan_dirs *d, const lis_spawn_req *req)
 {
-    const lis_sandbox_spec *spec = req->spec;
-    lis_mount_plan *p = calloc(1, sizeof *p);
-    if (!p || !(p->arena = malloc(p->cap = 64 * 1024))) {
-        free(p);
-        lis_oom(err);
-        return NULL;
-    }
-    char buf[3 * PATH_MAX + 128], root[PATH_MAX + 16], stage[PATH_MAX + 64];
-    char base[PATH_MAX];
-    snprintf(base, sizeof base, "%s/.mnt", ctx->run_dir);
-    snprintf(root, sizeof root, "%s/root", base);
-    const char *upper = req->upper_dir, *work = req->work_dir;
-    char tup[PATH_MAX + 16], twk[PATH_MAX + 16];
-    if (!upper) {
-        snprintf(tup, sizeof tup, "%s/upper", base);
-        snprintf(twk, sizeof twk, "%s/work", base);
-        upper = tup;
-        work = twk;
-    }
-    if (bad_lower_chain(req->rootfs) || bad_overlay_path(upper) || bad_overlay_path(base)) {
-        lis_mount_plan_free(p);
-        lis_fail(err, EINVAL,
-                 "paths used by overlayfs may not contain ',', ':' or '\\', and "
-                 "a chain has at most %d layers (%s)",
-                 LIS_MAX_LAYERS, bad_lower_chain(req->rootfs) ? req->rootfs : upper);
-        return NULL;
-    }
-    mount_op *o;
-#define ADD(kind, st)                                                                              \
-    if (!(o = add(p, kind, st)))                                                                   \
-    goto full
-    ADD(OP_MOUNT, "making the mount namespace private");
+    mount_op *o = add(p, OP_MOUNT, "making the mount namespace private");
     o->dst = keep(p, "/");
     o->flags = MS_REC | MS_PRIVATE;
     /* A scratch tmpfs over the run dir, only in this mount namespace. It is
@@ -163,49 +172,55 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
      * /dev/shm all live in it, so a writer gets ENOSPC at --disk and the
      * host never notices. Inodes are bounded too (each costs kernel memory
      * that size= does not count): one per 4 KiB of budget. */
-    uint64_t disk = lis_disk_budget(&spec->limits);
+    uint64_t disk = lis_disk_budget(&req->spec->limits);
     char tmpfs_opts[96] = "mode=0755";
     if (disk != LIS_UNLIMITED) {
         uint64_t inodes = disk / 4096 < 16384 ? 16384 : disk / 4096;
         snprintf(tmpfs_opts, sizeof tmpfs_opts, "mode=0755,size=%llu,nr_inodes=%llu",
                  (unsigned long long)disk, (unsigned long long)inodes);
     }
-    ADD(OP_MOUNT, "mounting the set-up tmpfs");
+    o = add(p, OP_MOUNT, "mounting the set-up tmpfs");
     o->src = "tmpfs";
     o->fstype = "tmpfs";
-    o->dst = keep(p, base);
+    o->dst = keep(p, d->base);
     o->flags = MS_NOSUID | MS_NODEV;
     o->data = keep(p, tmpfs_opts);
     /* lis-init keeps this tmpfs open: after pivot_root it is reachable only
      * through that fd, which the owner opens as /proc/<pid>/fd/N to capture
      * the tmpfs upper layer and /tmp (capture.c). Nothing in the sandbox
      * can: lis-init is not dumpable and commands have no CAP_SYS_PTRACE. */
-    ADD(OP_HOLD, "opening the set-up tmpfs");
-    o->dst = keep(p, base);
-    ADD(OP_MKDIR, "creating the root mount point");
-    o->dst = keep(p, root);
+    o = add(p, OP_HOLD, "opening the set-up tmpfs");
+    o->dst = keep(p, d->base);
+    o = add(p, OP_MKDIR, "creating the root mount point");
+    o->dst = keep(p, d->root);
     static const char *const scratch_dirs[] = {"tmp", "shm"};
     for (int i = 0; i < 2; i++) {
-        snprintf(buf, sizeof buf, "%s/%s", base, scratch_dirs[i]);
-        ADD(OP_MKDIR, "creating /tmp and /dev/shm");
+        char buf[PATH_MAX + 16];
+        snprintf(buf, sizeof buf, "%s/%s", d->base, scratch_dirs[i]);
+        o = add(p, OP_MKDIR, "creating /tmp and /dev/shm");
         o->dst = keep(p, buf);
         o->mode = 01777;
     }
     if (!req->upper_dir) {
-        ADD(OP_MKDIR, "creating the tmpfs upper layer");
-        o->dst = keep(p, upper);
-        ADD(OP_MKDIR, "creating the tmpfs work dir");
-        o->dst = keep(p, work);
+        o = add(p, OP_MKDIR, "creating the tmpfs upper layer");
+        o->dst = keep(p, d->upper);
+        o = add(p, OP_MKDIR, "creating the tmpfs work dir");
+        o->dst = keep(p, d->work);
     }
-    /* lis's own mount points and /etc files go into the upper layer before
-     * the overlay is mounted, so a lower layer we cannot write (a root-owned
-     * debootstrap, ids not mapped here) still starts; the merged /, /etc
-     * and these dirs are then the sandbox's own. */
+}
+
+/* Phase 2: lis's own mount points and /etc files go into the upper layer
+ * before the overlay is mounted, so a lower layer we cannot write (a
+ * root-owned debootstrap, ids not mapped here) still starts; the merged /,
+ * /etc and these dirs are then the sandbox's own. */
+static void plan_upper(lis_mount_plan *p, const plan_dirs *d, const lis_spawn_req *req)
+{
+    const lis_sandbox_spec *spec = req->spec;
     static const char *const upper_dirs[] = {"etc", "proc", "dev", "sys", "tmp"};
     for (size_t i = 0; i < sizeof upper_dirs / sizeof upper_dirs[0]; i++) {
-        ADD(OP_MKDIR, "creating mount points in the upper layer");
+        mount_op *o = add(p, OP_MKDIR, "creating mount points in the upper layer");
         o->dst = upper_dirs[i];
-        o->upper = keep(p, upper);
+        o->upper = keep(p, d->upper);
         o->in_upper = 1;
     }
     const char *hostname = spec->hostname ? spec->hostname : req->name;
@@ -229,62 +244,75 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
     static const char *const etc[] = {"hosts", "resolv.conf"};
     const char *content[] = {hosts, resolv};
     for (int i = 0; i < 2; i++) {
+        char buf[64];
         snprintf(buf, sizeof buf, "etc/%s", etc[i]);
-        ADD(OP_WRITE, "writing /etc/hosts and /etc/resolv.conf into the upper layer");
+        mount_op *o =
+            add(p, OP_WRITE, "writing /etc/hosts and /etc/resolv.conf into the upper layer");
         o->dst = keep(p, buf);
         o->data = keep(p, content[i]);
-        o->upper = keep(p, upper);
+        o->upper = keep(p, d->upper);
         o->in_upper = 1;
     }
+}
+
+/* Phase 3: the overlay root, opened for the phases that mount inside it. */
+static void plan_overlay(lis_mount_plan *p, const plan_dirs *d, const lis_spawn_req *req)
+{
+    char stage[PATH_MAX + 64];
     snprintf(stage, sizeof stage, "mounting the overlay root (lower %s)", req->rootfs);
-    ADD(OP_OVERLAY, stage);
+    mount_op *o = add(p, OP_OVERLAY, stage);
     o->src = keep(p, req->rootfs);
-    o->upper = keep(p, upper);
-    o->work = keep(p, work);
-    o->dst = keep(p, root);
+    o->upper = keep(p, d->upper);
+    o->work = keep(p, d->work);
+    o->dst = keep(p, d->root);
     /* A disk upper layer that is deleted with the sandbox needs no sync: without
      * `volatile` the unmount at PID 1's exit waits for the writeback of the
      * host filesystem (seconds when it is busy), and so does every destroy. */
-    o->volatile_upper = req->upper_dir && !spec->persist;
-    if (!o->src || !o->upper || !o->work)
-        goto full;
-    ADD(OP_OPENROOT, "opening the new root");
-    o->dst = keep(p, root);
+    o->volatile_upper = req->upper_dir && !req->spec->persist;
+    o = add(p, OP_OPENROOT, "opening the new root");
+    o->dst = keep(p, d->root);
+}
 
-    ADD(OP_MOUNT, "mounting /proc");
+/* Phase 4: /proc, with what Docker and podman mask or make read-only in it
+ * (SECURITY.md): /proc/keys and key-users list the host user's keyrings
+ * (keyrings are per uid, not per namespace); the rest shows host kernel
+ * state. Paths this kernel lacks are skipped. */
+static void plan_proc(lis_mount_plan *p)
+{
+    mount_op *o = add(p, OP_MOUNT, "mounting /proc");
     o->src = o->fstype = "proc";
     o->dst = "proc";
     o->in_root = o->is_dir = 1;
     o->flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
-    /* What Docker and podman mask or make read-only in /proc (SECURITY.md):
-     * /proc/keys and key-users list the host user's keyrings (keyrings are
-     * per uid, not per namespace); the rest shows host kernel state. Paths
-     * this kernel lacks are skipped. */
     static const char *const masked_files[] = {"proc/kcore",        "proc/keys",
                                                "proc/key-users",    "proc/timer_list",
                                                "proc/timer_stats",  "proc/sched_debug",
                                                "proc/latency_stats"};
     for (size_t i = 0; i < sizeof masked_files / sizeof masked_files[0]; i++) {
-        ADD(OP_BIND, "masking /proc files");
+        o = add(p, OP_BIND, "masking /proc files");
         o->src = "/dev/null";
         o->dst = masked_files[i];
         o->in_root = o->optional = 1;
         o->read_only = 1;
     }
     static const char *const masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/asound", NULL};
-    if (mask_dirs(p, masked_dirs, "masking /proc directories") < 0)
-        goto full;
+    mask_dirs(p, masked_dirs, "masking /proc directories");
     static const char *const ro_proc[] = {"proc/sys", "proc/bus", "proc/fs", "proc/irq",
                                           "proc/sysrq-trigger"};
     for (size_t i = 0; i < sizeof ro_proc / sizeof ro_proc[0]; i++) {
-        ADD(OP_BIND, "making /proc/sys, bus, fs, irq and sysrq-trigger read-only");
+        o = add(p, OP_BIND, "making /proc/sys, bus, fs, irq and sysrq-trigger read-only");
         o->dst = ro_proc[i];
         o->in_root = o->read_only = 1;
         o->is_dir = i < 4;
         o->optional = i > 0; /* /proc/sys always exists */
     }
+}
 
-    ADD(OP_MOUNT, "mounting /dev");
+/* Phase 5: a minimal /dev: a tmpfs with six host nodes bound in, a private
+ * devpts, the usual links, and /dev/shm from the set-up tmpfs. */
+static void plan_dev(lis_mount_plan *p, const plan_dirs *d, const lis_spawn_req *req)
+{
+    mount_op *o = add(p, OP_MOUNT, "mounting /dev");
     o->src = o->fstype = "tmpfs";
     o->dst = "dev";
     o->in_root = o->is_dir = 1;
@@ -292,14 +320,15 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
     o->data = "mode=0755,size=1m";
     static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
     for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+        char buf[64], stage[64];
         snprintf(buf, sizeof buf, "/dev/%s", nodes[i]);
         snprintf(stage, sizeof stage, "binding /dev/%s", nodes[i]);
-        ADD(OP_BIND, stage);
+        o = add(p, OP_BIND, stage);
         o->src = keep(p, buf);
-        o->dst = o->src + 1;
+        o->dst = o->src ? o->src + 1 : NULL;
         o->in_root = 1;
     }
-    ADD(OP_MOUNT, "mounting /dev/pts");
+    o = add(p, OP_MOUNT, "mounting /dev/pts");
     o->src = o->fstype = "devpts";
     o->dst = "dev/pts";
     o->in_root = o->is_dir = 1;
@@ -312,59 +341,66 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
                                            {"/proc/self/fd/1", "dev/stdout"},
                                            {"/proc/self/fd/2", "dev/stderr"}};
     for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
-        ADD(OP_SYMLINK, "creating /dev links");
+        o = add(p, OP_SYMLINK, "creating /dev links");
         o->src = links[i][0];
         o->dst = links[i][1];
         o->in_root = 1;
     }
-    snprintf(buf, sizeof buf, "%s/shm", base);
-    ADD(OP_BIND, "mounting /dev/shm");
-    o->src = keep(p, buf);
+    char shm[PATH_MAX + 16];
+    snprintf(shm, sizeof shm, "%s/shm", d->base);
+    o = add(p, OP_BIND, "mounting /dev/shm");
+    o->src = keep(p, shm);
     o->dst = "dev/shm";
     o->in_root = o->is_dir = 1;
-    if (spec->net != LIS_NET_HOST) {
-        /* sysfs needs a network namespace owned by our user namespace. */
-        ADD(OP_MOUNT, "mounting /sys");
-        o->src = o->fstype = "sysfs";
-        o->dst = "sys";
-        o->in_root = o->is_dir = 1;
-        o->flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
-        o->optional = 1;
-        static const char *const masked_sys[] = {"sys/firmware", "sys/devices/virtual/powercap",
-                                                 NULL};
-        if (mask_dirs(p, masked_sys, "masking /sys/firmware") < 0)
-            goto full;
-    }
-    snprintf(buf, sizeof buf, "%s/tmp", base);
-    /* What a snapshot layer holds in /tmp, into this sandbox's own /tmp. */
-    ADD(OP_FILLTMP, "copying the image's /tmp into the sandbox's /tmp");
-    o->src = keep(p, buf);
+}
+
+/* Phase 6: a read-only /sys (sysfs needs a network namespace owned by our
+ * user namespace: not with the host network), firmware and powercap masked. */
+static void plan_sys(lis_mount_plan *p, const lis_spawn_req *req)
+{
+    if (req->spec->net == LIS_NET_HOST)
+        return;
+    mount_op *o = add(p, OP_MOUNT, "mounting /sys");
+    o->src = o->fstype = "sysfs";
+    o->dst = "sys";
+    o->in_root = o->is_dir = 1;
+    o->flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    o->optional = 1;
+    static const char *const masked_sys[] = {"sys/firmware", "sys/devices/virtual/powercap", NULL};
+    mask_dirs(p, masked_sys, "masking /sys/firmware");
+}
+
+/* Phase 7: /tmp from the set-up tmpfs, with what the image (a snapshot
+ * layer) holds in its /tmp copied in first. */
+static void plan_tmp(lis_mount_plan *p, const plan_dirs *d)
+{
+    char tmp[PATH_MAX + 16];
+    snprintf(tmp, sizeof tmp, "%s/tmp", d->base);
+    mount_op *o = add(p, OP_FILLTMP, "copying the image's /tmp into the sandbox's /tmp");
+    o->src = keep(p, tmp);
     o->in_root = 1;
-    ADD(OP_BIND, "mounting /tmp");
-    o->src = keep(p, buf);
+    o = add(p, OP_BIND, "mounting /tmp");
+    o->src = keep(p, tmp);
     o->dst = "tmp";
     o->in_root = o->is_dir = 1;
+}
 
+/* Phase 8: the caller's binds, each checked here (a bad one fails the plan). */
+static int plan_binds(lis_mount_plan *p, const lis_sandbox_spec *spec, lis_error *err)
+{
     for (size_t i = 0; i < spec->nbinds; i++) {
         const lis_bind *b = &spec->binds[i];
         struct stat st;
-        if (!b->host_path || !b->path || b->path[0] != '/') {
-            lis_mount_plan_free(p);
-            lis_fail(err, EINVAL, "bind %zu: needs a host path and an absolute sandbox path", i);
-            return NULL;
-        }
-        if (stat(b->host_path, &st) < 0) {
-            lis_fail_errno(err, "bind source %s", b->host_path);
-            lis_mount_plan_free(p);
-            return NULL;
-        }
-        if (lis_path_check(b->path, err) < 0) {
-            lis_wrap(err, "bind target");
-            lis_mount_plan_free(p);
-            return NULL;
-        }
+        if (!b->host_path || !b->path || b->path[0] != '/')
+            return lis_fail(err, EINVAL, "bind %zu: needs a host path and an absolute sandbox path",
+                            i);
+        if (stat(b->host_path, &st) < 0)
+            return lis_fail_errno(err, "bind source %s", b->host_path);
+        if (lis_path_check(b->path, err) < 0)
+            return lis_wrap(err, "bind target");
+        char stage[2 * PATH_MAX + 32];
         snprintf(stage, sizeof stage, "binding %s at %s", b->host_path, b->path);
-        ADD(OP_BIND, stage);
+        mount_op *o = add(p, OP_BIND, stage);
         o->src = keep(p, b->host_path);
         const char *rel = b->path;
         while (*rel == '/')
@@ -374,26 +410,54 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
         o->is_dir = S_ISDIR(st.st_mode);
         o->read_only = b->read_only;
     }
+    return 0;
+}
+
+/* Phase 9: the listener (opened after the plan, lis_mount_plan_listener),
+ * the hostname, loopback, and pivot_root into the new root. */
+static void plan_finish(lis_mount_plan *p, const lis_spawn_req *req)
+{
+    const lis_sandbox_spec *spec = req->spec;
     if (spec->net != LIS_NET_HOST && spec->listen_port) {
+        char buf[64];
         p->listen_port = spec->listen_port;
         snprintf(buf, sizeof buf, "opening the listener on 127.0.0.1:%u", spec->listen_port);
         p->listen_stage = keep(p, buf);
     }
-    ADD(OP_HOSTNAME, "setting the hostname");
-    o->data = keep(p, hostname);
-    if (spec->net != LIS_NET_HOST) {
-        ADD(OP_LO_UP, "bringing up loopback");
+    mount_op *o = add(p, OP_HOSTNAME, "setting the hostname");
+    o->data = keep(p, spec->hostname ? spec->hostname : req->name);
+    if (spec->net != LIS_NET_HOST)
+        add(p, OP_LO_UP, "bringing up loopback");
+    add(p, OP_PIVOT, "pivoting into the new root");
+}
+
+lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_error *err)
+{
+    plan_dirs d;
+    if (plan_dirs_init(&d, ctx, req, err) < 0)
+        return NULL;
+    lis_mount_plan *p = calloc(1, sizeof *p);
+    if (!p || !(p->arena = malloc(p->cap = 64 * 1024))) {
+        free(p);
+        lis_oom(err);
+        return NULL;
     }
-    ADD(OP_PIVOT, "pivoting into the new root");
-#undef ADD
-    for (int i = 0; i < p->n; i++)
-        if (!p->ops[i].stage)
-            goto full;
+    plan_scratch(p, &d, req);
+    plan_upper(p, &d, req);
+    plan_overlay(p, &d, req);
+    plan_proc(p);
+    plan_dev(p, &d, req);
+    plan_sys(p, req);
+    plan_tmp(p, &d);
+    int rc = plan_binds(p, req->spec, err);
+    plan_finish(p, req);
+    if (rc == 0 && p->full)
+        rc = lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
+    if (rc < 0) {
+        lis_mount_plan_free(p);
+        return NULL;
+    }
     return p;
-full:
-    lis_mount_plan_free(p);
-    lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
-    return NULL;
 }
 
 void lis_mount_plan_free(lis_mount_plan *p)
