@@ -167,81 +167,57 @@ static int resolve_chain(const char *in, char *out, size_t len, lis_error *err)
     }
 }
 
-int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox **out,
-                       lis_error *err)
+/* The spec checked before anything is made: the root chain resolved into
+ * rootfs, the name, the uid map (*full_map: whether this sandbox gets the
+ * full one), and the options that exclude each other. */
+static int spec_check(lis_ctx *ctx, const lis_sandbox_spec *spec, char *rootfs, size_t len,
+                      int *full_map, lis_error *err)
 {
-    *out = NULL;
     if (!spec->rootfs || !*spec->rootfs)
         return lis_fail(err, EINVAL, "no root filesystem given (--rootfs DIR or --image NAME)");
-    lis_sandbox *sb = sandbox_alloc(ctx);
-    if (!sb)
-        return lis_oom(err);
-    if (resolve_chain(spec->rootfs, sb->rootfs, sizeof sb->rootfs, err) < 0) {
-        sandbox_free(sb);
+    if (resolve_chain(spec->rootfs, rootfs, len, err) < 0)
         return -1;
-    }
-    if (spec->name) {
-        if (!lis_valid_name(spec->name)) {
-            sandbox_free(sb);
-            return lis_fail(err, EINVAL,
-                            "invalid sandbox name '%s': use 1-64 of [A-Za-z0-9_.-], "
-                            "not starting with '.' or '-'",
-                            spec->name);
-        }
-        snprintf(sb->name, sizeof sb->name, "%s", spec->name);
-    } else {
-        random_name(sb->name, sizeof sb->name);
-    }
-    if (lis_ctx_prepare_spawn(ctx, err) < 0) {
-        sandbox_free(sb);
+    if (spec->name && !lis_valid_name(spec->name))
+        return lis_fail(err, EINVAL,
+                        "invalid sandbox name '%s': use 1-64 of [A-Za-z0-9_.-], "
+                        "not starting with '.' or '-'",
+                        spec->name);
+    if (lis_ctx_prepare_spawn(ctx, err) < 0)
         return -1;
-    }
     int can_full = ctx->uid == 0 || (ctx->newuidmap[0] && ctx->subuid.count && ctx->subgid.count);
-    if (spec->uidmap == LIS_UIDMAP_FULL && !can_full) {
-        sandbox_free(sb);
+    if (spec->uidmap == LIS_UIDMAP_FULL && !can_full)
         return lis_fail(err, ENOENT,
                         "a full uid map needs newuidmap/newgidmap (package uidmap) "
                         "and ranges for uid %u in /etc/subuid and /etc/subgid",
                         (unsigned)ctx->uid);
-    }
-    sb->full_map = spec->uidmap != LIS_UIDMAP_SINGLE && can_full;
-    const char *base = strrchr(sb->rootfs, ':'); /* the image at the bottom of a chain */
-    warn_unmapped_owner(ctx, base ? base + 1 : sb->rootfs, sb->full_map);
-    sb->persist = spec->persist;
-    sb->created = lis_wallclock();
-    sb->net = spec->net;
-    sb->env = lis_env_merge(default_env, spec->env);
-    if (!sb->env) {
-        sandbox_free(sb);
-        return lis_oom(err);
-    }
-    if (spec->persist && spec->upper == LIS_UPPER_TMPFS) {
-        sandbox_free(sb);
+    *full_map = spec->uidmap != LIS_UIDMAP_SINGLE && can_full;
+    if (spec->persist && spec->upper == LIS_UPPER_TMPFS)
         return lis_fail(err, EINVAL,
                         "a persistent sandbox keeps its files on disk: do not ask "
                         "for a tmpfs upper layer");
-    }
-    int has_state = spec->persist || spec->upper == LIS_UPPER_DISK;
-    if (spec->listen_port && spec->net == LIS_NET_HOST) {
-        sandbox_free(sb);
+    if (spec->listen_port && spec->net == LIS_NET_HOST)
         return lis_fail(err, EINVAL,
                         "a listener inside the sandbox (listen_port) needs a network "
                         "namespace of its own: not with the host network");
-    }
-    if (spec->net == LIS_NET_PROXY && !spec->listen_port) {
-        sandbox_free(sb);
+    if (spec->net == LIS_NET_PROXY && !spec->listen_port)
         return lis_fail(err, EINVAL,
                         "--net proxy: the sandbox needs the proxy's listener "
                         "(listen_port); create it with lis_net_sandbox_create (net/lis_net.h)");
-    }
-    int listen_fd = -1;
-    char upper[PATH_MAX + 16], work[PATH_MAX + 16];
-    if (has_state) {
+    return 0;
+}
+
+/* What a sandbox keeps outside: its state dir <run_dir>/<name> (persistent,
+ * or with a disk upper layer: it is the claim on the name), the disk layer
+ * <data_dir>/sandboxes/<name>/{upper,work}, and a persistent one's control
+ * socket (*listen_fd). On failure what was made is left to the caller. */
+static int state_make(lis_sandbox *sb, const lis_sandbox_spec *spec, int *listen_fd, lis_error *err)
+{
+    lis_ctx *ctx = sb->ctx;
+    if (spec->persist || spec->upper == LIS_UPPER_DISK) {
         snprintf(sb->state_dir, sizeof sb->state_dir, "%s/%s", ctx->run_dir, sb->name);
         if (mkdir(sb->state_dir, 0700) < 0) {
             int e = errno;
             sb->state_dir[0] = 0;
-            sandbox_free(sb);
             if (e == EEXIST)
                 return lis_fail(err, e, "a sandbox named '%s' already exists (lis sandbox rm %s)",
                                 spec->name ? spec->name : "", spec->name ? spec->name : "");
@@ -249,34 +225,44 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         }
     }
     if (spec->upper == LIS_UPPER_DISK) {
+        char upper[PATH_MAX + 16], work[PATH_MAX + 16];
         snprintf(sb->layer_dir, sizeof sb->layer_dir, "%s/sandboxes/%s", ctx->data_dir, sb->name);
         snprintf(upper, sizeof upper, "%s/upper", sb->layer_dir);
         snprintf(work, sizeof work, "%s/work", sb->layer_dir);
         lis_error ignore;
         lis_rmtree(ctx, sb->layer_dir, 1, &ignore); /* a leftover of a crashed sandbox */
         if (lis_mkdir_p(upper, 0755, err) < 0 || lis_mkdir_p(work, 0700, err) < 0)
-            goto fail;
+            return -1;
     }
     if (spec->persist) {
         snprintf(sb->ctl_path, sizeof sb->ctl_path, "%s/ctl.sock", sb->state_dir);
-        listen_fd = listen_socket(sb->ctl_path, err);
-        if (listen_fd < 0)
-            goto fail;
+        if ((*listen_fd = listen_socket(sb->ctl_path, err)) < 0)
+            return -1;
     }
-    if (lis_cg_create(ctx, sb->name, &spec->limits, &sb->cg, err) < 0)
-        goto fail;
+    return 0;
+}
+
+/* Starts PID 1 (spawn.c) in sb's cgroup, with the fallback limits when it
+ * has none (docs/cgroups.md). */
+static int sandbox_spawn(lis_sandbox *sb, const lis_sandbox_spec *spec, int listen_fd,
+                         lis_error *err)
+{
+    char upper[PATH_MAX + 16], work[PATH_MAX + 16];
+    int disk = spec->upper == LIS_UPPER_DISK;
+    snprintf(upper, sizeof upper, "%s/upper", sb->layer_dir);
+    snprintf(work, sizeof work, "%s/work", sb->layer_dir);
     lis_spawn_req req = {
         .spec = spec,
         .name = sb->name,
         .rootfs = sb->rootfs,
-        .upper_dir = spec->upper == LIS_UPPER_DISK ? upper : NULL,
-        .work_dir = spec->upper == LIS_UPPER_DISK ? work : NULL,
+        .upper_dir = disk ? upper : NULL,
+        .work_dir = disk ? work : NULL,
         .listen_fd = listen_fd,
         .full_map = sb->full_map,
         .cg = sb->cg,
         .listener_fd = &sb->listener_fd,
         .scratch_fd = &sb->scratch_fd,
-        .fsize = spec->upper == LIS_UPPER_DISK ? lis_disk_budget(&spec->limits) : 0,
+        .fsize = disk ? lis_disk_budget(&spec->limits) : 0,
     };
     if (!sb->cg) { /* no cgroup: the fallback limits (docs/cgroups.md) */
         uint64_t pids = spec->limits.pids ? spec->limits.pids : LIS_DEFAULT_PIDS;
@@ -286,17 +272,57 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         req.fb_nice = 10;
         sb->fallback_limits = 1;
     }
+    return lis_spawn(sb->ctx, &req, &sb->pid, &sb->pidfd, &sb->life_fd, err);
+}
+
+int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox **out,
+                       lis_error *err)
+{
+    *out = NULL;
+    char rootfs[PATH_MAX];
+    int full_map = 0;
+    if (spec_check(ctx, spec, rootfs, sizeof rootfs, &full_map, err) < 0)
+        return -1;
+    const char *base = strrchr(rootfs, ':'); /* the image at the bottom of a chain */
+    warn_unmapped_owner(ctx, base ? base + 1 : rootfs, full_map);
+    lis_sandbox *sb = sandbox_alloc(ctx);
+    if (!sb)
+        return lis_oom(err);
+    snprintf(sb->rootfs, sizeof sb->rootfs, "%s", rootfs);
+    if (spec->name)
+        snprintf(sb->name, sizeof sb->name, "%s", spec->name);
+    else
+        random_name(sb->name, sizeof sb->name);
+    sb->full_map = full_map;
+    sb->persist = spec->persist;
+    sb->created = lis_wallclock();
+    sb->net = spec->net;
     sb->disk_limit = lis_disk_budget(&spec->limits);
     sb->limits = spec->limits;
-    if (lis_spawn(ctx, &req, &sb->pid, &sb->pidfd, &sb->life_fd, err) < 0)
-        goto fail;
+    int listen_fd = -1, spawned = 0;
+    int rc = (sb->env = lis_env_merge(default_env, spec->env)) ? 0 : lis_oom(err);
+    if (rc == 0)
+        rc = state_make(sb, spec, &listen_fd, err);
+    if (rc == 0)
+        rc = lis_cg_create(ctx, sb->name, &spec->limits, &sb->cg, err);
+    if (rc == 0)
+        rc = sandbox_spawn(sb, spec, listen_fd, err);
+    spawned = rc == 0;
     if (listen_fd >= 0)
         close(listen_fd);
-    listen_fd = -1;
-    if (has_state && lis_meta_save(sb, err) < 0) {
+    if (rc == 0 && sb->state_dir[0] && lis_meta_save(sb, err) < 0)
+        rc = lis_wrap(err, "creating sandbox %s", spec->name ? spec->name : "");
+    if (rc < 0) {
         lis_error ignore;
-        lis_sandbox_destroy(sb, &ignore);
-        return lis_wrap(err, "creating sandbox %s", spec->name ? spec->name : "");
+        if (spawned) {
+            lis_sandbox_destroy(sb, &ignore);
+            return -1;
+        }
+        lis_cg_remove(sb->cg, NULL);
+        sb->cg = NULL;
+        remove_state(ctx, sb->state_dir, sb->layer_dir, sb->full_map, &ignore);
+        sandbox_free(sb);
+        return -1;
     }
     if (spec->persist) {
         /* PID 1 now lives on its own; the lifeline is not needed. */
@@ -305,17 +331,6 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
     }
     *out = sb;
     return 0;
-fail:
-    if (listen_fd >= 0)
-        close(listen_fd);
-    lis_cg_remove(sb->cg, NULL);
-    sb->cg = NULL;
-    {
-        lis_error ignore;
-        remove_state(ctx, sb->state_dir, sb->layer_dir, sb->full_map, &ignore);
-    }
-    sandbox_free(sb);
-    return -1;
 }
 
 /* The handle from the record: everything but what only its creator knows
