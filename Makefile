@@ -49,6 +49,7 @@ ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootf
 SERVE_SRC   := $(wildcard serve/*.c) cli/cmd_serve.c
 
 RT_OBJ      := $(RT_SRC:%.c=$(B)/obj/%.o)
+INIT_OBJ    := $(INIT_SRC:%.c=$(B)/obj/%.o)
 NET_OBJ     := $(NET_SRC:%.c=$(B)/obj/%.o)
 CLI_OBJ     := $(CLI_SRC:%.c=$(B)/obj/%.o)
 AGENT_OBJ   := $(AGENT_SRC:%.c=$(B)/pobj/%.o)
@@ -83,10 +84,16 @@ $(B)/libnet.a: $(NET_OBJ)
 $(B)/lis: $(CLI_OBJ) $(B)/libnet.a $(B)/libruntime.a
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $(CLI_OBJ) -Wl,--whole-archive $(B)/libnet.a $(B)/libruntime.a -Wl,--no-whole-archive $(RT_LIBS)
 
-# Static and small: one copy of its pages is shared by every sandbox.
-$(B)/lis-init: $(INIT_SRC) runtime/proto.h runtime/init/init.h
+# Static and small: one copy of its pages is shared by every sandbox. Its objects
+# sit in $(B)/obj like the rest of runtime/, so check-layers sees its files too;
+# they keep their own flags (no -fPIC, no sanitizer: ASan cannot link statically).
+$(B)/obj/runtime/init/%.o: runtime/init/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -Os -static -Iruntime -o $@ $(INIT_SRC)
+	$(CC) $(CSTD) $(WARN) -Os -Iruntime -MMD -MP -c $< -o $@
+
+$(B)/lis-init: $(INIT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -Os -static -o $@ $(INIT_OBJ)
 
 # the reward.py worker is embedded in the library (.incbin, see batch/score_worker.c)
 $(B)/pobj/batch/score_worker.o: batch/reward_worker.py

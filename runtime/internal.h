@@ -10,16 +10,18 @@
  *   5  sandbox.c                  its life: create, open, destroy, list, gc
  *   4  spawn.c host.c             clone3 + set-up; host.c: API helpers without a context
  *   3  userns.c doctor.c          id maps, holder namespace, mapped rm -rf; host checks
- *   2  context.c mounts.c         the lis_ctx (never created below host.c); the mount plan
- *   1  util.c meta.c cgroups.c seccomp.c
- *                                 util.c: clocks, names, paths, mkdir -p, sysctls;
- *                                 meta.c: a sandbox's meta.json
+ *   2  context.c mounts.c meta.c  the lis_ctx (never created below host.c); the mount
+ *                                 plan; meta.c: a sandbox's meta.json
+ *   1  util.c cgroups.c seccomp.c jobs.c
+ *                                 util.c: clocks, names, paths, mkdir -p, sysctls, K=V
+ *                                 lists; jobs.c: the one job pool
  *   0  error.c usage.c ext.c      ext.c: the opaque slots net/ keeps per ctx and sandbox;
  *      copytree.c                 an overlay layer copied exactly, without malloc
  *      rmtree.c                   rm -rf without malloc, recursion or an fd a level
  * The runtime knows no proxy: --net proxy is net/ (net/lis_net.h) over the
  * listen_port hook and the ext slots.
- * lis-init (init/) is its own static program: it shares proto.h only. */
+ * lis-init (init/) is its own static program: it shares proto.h only (its
+ * rows: 2 lis_init.c, 1 session.c memwatch.c, 0 cpuwatch.c harden.c killtag.c). */
 #ifndef LIS_INTERNAL_H
 #define LIS_INTERNAL_H
 
@@ -170,12 +172,12 @@ typedef struct lis_meta {
     char layer_dir[PATH_MAX]; /* "" with a tmpfs upper layer */
     double created;           /* CLOCK_REALTIME seconds */
     int persist, full_map, paused;
-    int net;        /* lis_net_mode */
-    int cgroup;     /* limits by a cgroup (else the fallback) */
-    int scratch_fd; /* lis-init's fd of the set-up tmpfs, -1 when none */
-    lis_limits asked;     /* as asked at create (0: default); a fork's default */
-    uint64_t disk_limit;  /* LIS_UNLIMITED: none */
-    char **env;           /* NULL-terminated; owned when read */
+    int net;             /* lis_net_mode */
+    int cgroup;          /* limits by a cgroup (else the fallback) */
+    int scratch_fd;      /* lis-init's fd of the set-up tmpfs, -1 when none */
+    lis_limits asked;    /* as asked at create (0: default); a fork's default */
+    uint64_t disk_limit; /* LIS_UNLIMITED: none */
+    char **env;          /* NULL-terminated; owned when read */
 } lis_meta;
 /* Reads <state_dir>/meta.json into *m (lis_meta_release frees it): 0, or -1
  * with *err (ENOENT: none; EINVAL: not a record lis wrote). */

@@ -203,7 +203,8 @@ int lis_meta_read(const char *state_dir, lis_meta *m, lis_error *err)
     }
     size_t n = 0;
     ssize_t got;
-    while (n < META_MAX && ((got = read(fd, buf + n, META_MAX - n)) > 0 || (got < 0 && errno == EINTR)))
+    while (n < META_MAX &&
+           ((got = read(fd, buf + n, META_MAX - n)) > 0 || (got < 0 && errno == EINTR)))
         n += got > 0 ? (size_t)got : 0;
     close(fd);
     buf[n] = 0;

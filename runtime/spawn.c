@@ -98,7 +98,6 @@ static int load_filter(int fd)
     return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0 ? errno : 0;
 }
 
-/* The child. Never returns. */
 /* Fallback limits and the per-file size cap, before lis-init. Hard limits
  * too: raising them back needs CAP_SYS_RESOURCE in the initial namespace. */
 static int apply_rlimits(const lis_spawn_req *req)
@@ -125,8 +124,13 @@ static int apply_rlimits(const lis_spawn_req *req)
     return 0;
 }
 
-static void child_main(const lis_mount_plan *plan, int life, int parent_end, int listen_fd,
-                       int init_fd, const struct lis_seccomp *sc, const lis_spawn_req *req)
+/* The clone child: waits for GO, runs the mount plan, hardens itself and
+ * execs lis-init as PID 1. Never returns (exits when a step fails, after
+ * telling the owner on the lifeline). No allocation, no locks (see the top). */
+static __attribute__((noreturn)) void child_main(const lis_mount_plan *plan, int life,
+                                                 int parent_end, int listen_fd, int init_fd,
+                                                 const struct lis_seccomp *sc,
+                                                 const lis_spawn_req *req)
 {
     int persist = req->spec->persist;
     close(parent_end);
