@@ -138,6 +138,10 @@ $(B)/tests/bench_fork: tests/bench_fork.c $(B)/libruntime.a $(ROOTFS_LIBOBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RT_CFLAGS) $(ROOTFS_CFLAGS) -o $@ $< $(ROOTFS_LIBOBJ) $(B)/libruntime.a $(RT_LIBS) $(ROOTFS_LIBS) -lpthread
 
+$(B)/tests/bench_setup: tests/bench_setup.c $(B)/libruntime.a $(B)/libnet.a $(ROOTFS_LIBOBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(RT_CFLAGS) $(ROOTFS_CFLAGS) -o $@ $< $(ROOTFS_LIBOBJ) $(B)/libnet.a $(B)/libruntime.a $(RT_LIBS) $(ROOTFS_LIBS) -lpthread
+
 $(B)/tests/sysprobe: tests/sysprobe.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
@@ -148,7 +152,7 @@ $(B)/tests/security/escape_probe: tests/security/escape_probe.c
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
 
 tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/security/escape_probe \
-       $(B)/tests/bench_api $(B)/tests/bench_fork
+       $(B)/tests/bench_api $(B)/tests/bench_fork $(B)/tests/bench_setup
 
 # The README's test command. As root it prepares fixtures, then runs the
 # rootless suites as an unprivileged user (LIS_TEST_USER, default lis-test).
