@@ -56,6 +56,28 @@ typedef struct bgroup {
     size_t pending; /* episodes of this run still to end */
 } bgroup;
 
+/* The run's set-up template (docs/batch.md): the task's directories and
+ * `git init`, made once by the image's own tools in a sandbox and snapshot;
+ * every sandbox of the run starts on it, so none execs anything to be
+ * ready. Made by the first set-up job that needs it (the others wait on
+ * mu); its own image (its /etc/hosts names the sandbox it was made in), so
+ * removing it at the end of the run touches no other run. */
+typedef enum {
+    TMPL_NONE = 0, /* not made yet */
+    TMPL_MADE,     /* chain: start on it */
+    TMPL_FAILED,   /* the task's set-up fails in this image: every row's error */
+    TMPL_UNUSED    /* it could not be snapshot: each sandbox runs the set-up itself */
+} btemplate_state;
+
+typedef struct btemplate {
+    pthread_mutex_t mu;
+    btemplate_state state;
+    char chain[4096]; /* TMPL_MADE: the rootfs to start on */
+    char digest[72];
+    char error[512];  /* TMPL_FAILED: the rows' error; TMPL_UNUSED: why */
+    double seconds;   /* what making it took */
+} btemplate;
+
 typedef struct bep {
     struct brun *run;
     size_t index;
@@ -131,6 +153,7 @@ typedef struct brun {
     agent_opts base;
     bep *eps;       /* the episodes still to run (no row yet) */
     bgroup *groups; /* --fork-from-setup: one per row of the task */
+    btemplate tmpl; /* the set-up every sandbox starts on */
     size_t neps, next;
     size_t rows, total, already; /* rows of the task, episodes in all, done before (resume) */
     /* in flight */

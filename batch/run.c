@@ -127,6 +127,12 @@ static void free_run(brun *r)
         pthread_mutex_destroy(&r->groups[i].mu);
     }
     free(r->groups);
+    /* the template, after the group snapshots made on it */
+    if (r->tmpl.state == TMPL_MADE) {
+        lis_error ign;
+        lis_rootfs_rm(lis_ctx_data_dir(r->ctx), r->tmpl.digest, NULL, &ign);
+    }
+    pthread_mutex_destroy(&r->tmpl.mu);
 }
 
 int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum, lis_error *err)
@@ -145,6 +151,7 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     if (batch_task_load(&to, &task, err) < 0)
         return -1;
     brun r = {.o = o, .ctx = ctx, .task = &task, .epfd = -1, .sigfd = -1};
+    pthread_mutex_init(&r.tmpl.mu, NULL);
     int rc = -1;
     sigset_t old;
     bsched_block_signals(&old);
@@ -234,6 +241,11 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     if (bsched_run(&r, err) < 0)
         goto out;
     bprog_clear(&r);
+    if (!o->quiet && r.tmpl.state == TMPL_UNUSED)
+        fprintf(o->err,
+                "lis batch: note: no set-up template (%s): each sandbox ran the set-up "
+                "itself\n",
+                r.tmpl.error);
     if (!o->quiet && r.spares_made)
         fprintf(o->err,
                 "lis batch: warm pool: %zu of the %zu sandboxes made ahead were taken by "

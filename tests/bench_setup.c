@@ -14,7 +14,7 @@
  * time until the last of the N is ready, sandboxes ready per second, and the
  * CPU of the whole round per sandbox (this process and its reaped children,
  * destroy included). Beside them, in the same run: bwrap making N bare
- * sandboxes (/bin/true) with K at once, and this machine's fork+exec of
+ * sandboxes (/bin/true, on the base of a ROOTFS chain) with K at once, and this machine's fork+exec of
  * /bin/true, so that runs on different machines can be compared.
  *
  * Prints "key value" lines and a table. */
@@ -409,7 +409,8 @@ int main(int argc, char **argv)
         r.spec.rootfs = snap.rootfs;
         r.exec_mode = 0;
         one_round(&r, "template", (int)kk);
-        bwrap_round(rootfs, n, (int)kk);
+        const char *bottom = strrchr(rootfs, ':'); /* bwrap gets the chain's base */
+        bwrap_round(bottom ? bottom + 1 : rootfs, n, (int)kk);
     }
     lis_rootfs_rm(lis_ctx_data_dir(ctx), snap.digest, NULL, &err);
     free(r.sb);
