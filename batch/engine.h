@@ -74,8 +74,8 @@ typedef struct btemplate {
     btemplate_state state;
     char chain[4096]; /* TMPL_MADE: the rootfs to start on */
     char digest[72];
-    char error[512];  /* TMPL_FAILED: the rows' error; TMPL_UNUSED: why */
-    double seconds;   /* what making it took */
+    char error[512]; /* TMPL_FAILED: the rows' error; TMPL_UNUSED: why */
+    double seconds;  /* what making it took */
 } btemplate;
 
 typedef struct bep {
@@ -158,6 +158,12 @@ typedef struct brun {
     size_t rows, total, already; /* rows of the task, episodes in all, done before (resume) */
     /* in flight */
     size_t live, creating, commands, llm_inflight, retrying;
+    /* set-ups at once (sched.c: creators_adjust): one per core to start with,
+     * more while set-ups wait and the host's cores sit idle, never above
+     * creators_max (the setup pool's threads); fixed by --max-creating */
+    size_t creators, creators_max, cores;
+    int creators_auto;
+    uint64_t cpu_busy, cpu_total; /* the host's CPU at the last adjustment */
     /* the warm pool: sandboxes made ahead while rows wait for admission */
     bspare *spares[64];
     size_t nspares, spares_creating, warm, spares_made, spares_used;

@@ -169,6 +169,23 @@ int lis_apparmor_restricts_userns(const char *proc_sys)
     return lis_read_sysctl(proc_sys, "kernel/apparmor_restrict_unprivileged_userns", 0) == 1;
 }
 
+int lis_host_cpu(uint64_t *busy, uint64_t *total)
+{
+    FILE *f = fopen("/proc/stat", "re");
+    unsigned long long v[8] = {0};
+    int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                       &v[4], &v[5], &v[6], &v[7])
+              : 0;
+    if (f)
+        fclose(f);
+    if (n < 5)
+        return -1;
+    /* user nice system idle iowait irq softirq steal: idle and iowait are idle */
+    *total = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+    *busy = *total - v[3] - v[4];
+    return 0;
+}
+
 char *lis_proc_stat(pid_t pid, char *buf, size_t len)
 {
     char path[64];
