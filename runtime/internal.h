@@ -49,7 +49,11 @@ struct lis_ctx {
     int warned_unmapped; /* sandbox.c: the unmapped-rootfs warning was given */
     int prepared;
     struct lis_cgroot *cgroot; /* cgroups.c: discovered on first use */
-    void *ext;                 /* ext.c: the slot of the layer above (net/) */
+    struct lis_plan_cache {    /* mounts.c: the last mount plan, for the next sandbox */
+        pthread_mutex_t mu;
+        struct lis_mount_plan *plan;
+    } plans;
+    void *ext; /* ext.c: the slot of the layer above (net/) */
     void (*ext_release)(void *ext);
     void (*warn)(void *arg, const char *line);
     void *warn_arg;

@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 enum op_kind {
@@ -54,6 +55,7 @@ typedef struct mount_op {
     int read_only;      /* OP_BIND: make the bind read-only (recursively) */
     int optional;       /* a failure is ignored */
     int volatile_upper; /* OP_OVERLAY: the upper layer goes with the sandbox: no syncs */
+    int named;          /* OP_WRITE: data, the sandbox's name, "\n"; OP_HOSTNAME: the name */
     const char *stage;
 } mount_op;
 
@@ -67,6 +69,11 @@ struct lis_mount_plan {
     size_t used, cap;
     int listen_port;          /* spec.listen_port: open the listener after the plan */
     const char *listen_stage; /* its error stage, made by the owner */
+    /* The plan holds no sandbox's name (it is given to lis_mount_plan_run),
+     * so one plan serves every sandbox of a spec: the context keeps the last
+     * one made (lis_mount_plan_get), refs counting its holders. */
+    int refs;
+    char key[2 * PATH_MAX + 128]; /* what it was made from; "" when it is no one else's */
 };
 
 /* The directories of a plan: the set-up tmpfs (base), the new root's mount
@@ -223,11 +230,11 @@ static void plan_upper(lis_mount_plan *p, const plan_dirs *d, const lis_spawn_re
         o->upper = keep(p, d->upper);
         o->in_upper = 1;
     }
-    const char *hostname = spec->hostname ? spec->hostname : req->name;
+    /* the last line names the host: spec.hostname, or the sandbox's name at run time */
     char hosts[512];
     snprintf(hosts, sizeof hosts,
-             "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s\n",
-             hostname);
+             "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s%s",
+             spec->hostname ? spec->hostname : "", spec->hostname ? "\n" : "");
     char resolv[4096] = "# lis: this sandbox has no DNS of its own\n";
     if (spec->net == LIS_NET_HOST) {
         int fd = open("/etc/resolv.conf", O_RDONLY | O_CLOEXEC);
@@ -250,6 +257,7 @@ static void plan_upper(lis_mount_plan *p, const plan_dirs *d, const lis_spawn_re
             add(p, OP_WRITE, "writing /etc/hosts and /etc/resolv.conf into the upper layer");
         o->dst = keep(p, buf);
         o->data = keep(p, content[i]);
+        o->named = i == 0 && !spec->hostname; /* /etc/hosts ends with the name */
         o->upper = keep(p, d->upper);
         o->in_upper = 1;
     }
@@ -425,7 +433,8 @@ static void plan_finish(lis_mount_plan *p, const lis_spawn_req *req)
         p->listen_stage = keep(p, buf);
     }
     mount_op *o = add(p, OP_HOSTNAME, "setting the hostname");
-    o->data = keep(p, spec->hostname ? spec->hostname : req->name);
+    o->data = keep(p, spec->hostname); /* NULL: the sandbox's name, at run time */
+    o->named = !spec->hostname;
     if (spec->net != LIS_NET_HOST)
         add(p, OP_LO_UP, "bringing up loopback");
     add(p, OP_PIVOT, "pivoting into the new root");
@@ -442,6 +451,7 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
         lis_oom(err);
         return NULL;
     }
+    p->refs = 1;
     plan_scratch(p, &d, req);
     plan_upper(p, &d, req);
     plan_overlay(p, &d, req);
@@ -466,6 +476,68 @@ void lis_mount_plan_free(lis_mount_plan *p)
         free(p->arena);
         free(p);
     }
+}
+
+/* What a plan is made from, but the sandbox's name, in key: 1 when another
+ * sandbox of the same spec can use it. A disk upper layer (its paths), binds
+ * (their sources are stat'ed) and the host's network (its resolv.conf is
+ * read) are made for one sandbox each. */
+static int plan_key(const lis_ctx *ctx, const lis_spawn_req *req, char *key, size_t len)
+{
+    const lis_sandbox_spec *spec = req->spec;
+    if (req->upper_dir || spec->nbinds || spec->net == LIS_NET_HOST)
+        return 0;
+    int n = snprintf(key, len, "%s|%s|%llu|%d|%u|%d|%s%s", ctx->run_dir, req->rootfs,
+                     (unsigned long long)lis_disk_budget(&spec->limits), (int)spec->net,
+                     spec->listen_port, req->full_map, spec->hostname ? "h=" : "",
+                     spec->hostname ? spec->hostname : "");
+    return n > 0 && (size_t)n < len;
+}
+
+lis_mount_plan *lis_mount_plan_get(lis_ctx *ctx, const lis_spawn_req *req, lis_error *err)
+{
+    struct lis_plan_cache *c = &ctx->plans;
+    char key[sizeof((lis_mount_plan *)0)->key];
+    int shared = plan_key(ctx, req, key, sizeof key);
+    if (shared) {
+        pthread_mutex_lock(&c->mu);
+        lis_mount_plan *p = c->plan;
+        if (p && !strcmp(p->key, key))
+            p->refs++;
+        else
+            p = NULL;
+        pthread_mutex_unlock(&c->mu);
+        if (p)
+            return p;
+    }
+    lis_mount_plan *p = lis_mount_plan_new(ctx, req, err);
+    if (!p || !shared)
+        return p;
+    memcpy(p->key, key, sizeof key);
+    pthread_mutex_lock(&c->mu);
+    lis_mount_plan *old = c->plan;
+    c->plan = p;
+    p->refs++; /* the context's */
+    pthread_mutex_unlock(&c->mu);
+    lis_mount_plan_put(ctx, old);
+    return p;
+}
+
+void lis_mount_plan_put(lis_ctx *ctx, lis_mount_plan *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&ctx->plans.mu);
+    int last = --p->refs == 0;
+    pthread_mutex_unlock(&ctx->plans.mu);
+    if (last)
+        lis_mount_plan_free(p);
+}
+
+void lis_mount_plan_cache_free(lis_ctx *ctx)
+{
+    lis_mount_plan_put(ctx, ctx->plans.plan);
+    ctx->plans.plan = NULL;
 }
 
 /* ---- child side: no allocation below this line ---- */
@@ -598,13 +670,16 @@ static int make_dir(const mount_op *o)
     return o->mode && chmod(o->dst, o->mode) < 0 ? errno : 0;
 }
 
-static int write_upper_file(const mount_op *o)
+static int write_upper_file(const mount_op *o, const char *name)
 {
     int fd = open_upper(o, o->dst, O_CREAT | O_WRONLY | O_TRUNC | O_NOFOLLOW, 0644);
     if (fd < 0)
         return -fd;
-    size_t n = strlen(o->data);
-    int rc = write(fd, o->data, n) == (ssize_t)n ? 0 : EIO;
+    struct iovec v[3] = {{(void *)o->data, strlen(o->data)},
+                         {(void *)name, o->named ? strlen(name) : 0},
+                         {"\n", o->named ? 1 : 0}};
+    ssize_t want = (ssize_t)(v[0].iov_len + v[1].iov_len + v[2].iov_len);
+    int rc = writev(fd, v, 3) == want ? 0 : EIO;
     close(fd);
     return rc;
 }
@@ -680,7 +755,7 @@ static int fill_tmp(const mount_op *o, int rootfd)
     return rc;
 }
 
-static int run_op(const mount_op *o, int *rootfd, int *held)
+static int run_op(const mount_op *o, const char *name, int *rootfd, int *held)
 {
     char fdp[32];
     int tfd = -1, rc = 0;
@@ -717,9 +792,13 @@ static int run_op(const mount_op *o, int *rootfd, int *held)
         close(pfd);
         break;
     }
-    case OP_WRITE: rc = write_upper_file(o); break;
+    case OP_WRITE: rc = write_upper_file(o, name); break;
     case OP_OVERLAY: rc = mount_overlay(o); break;
-    case OP_HOSTNAME: rc = sethostname(o->data, strlen(o->data)) < 0 ? errno : 0; break;
+    case OP_HOSTNAME: {
+        const char *h = o->named ? name : o->data;
+        rc = sethostname(h, strlen(h)) < 0 ? errno : 0;
+        break;
+    }
     case OP_LO_UP: rc = lo_up(); break;
     case OP_HOLD:
         *held = open(o->dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -760,12 +839,12 @@ int lis_mount_plan_listener(const lis_mount_plan *plan, int life, const char **s
     return rc;
 }
 
-int lis_mount_plan_run(const lis_mount_plan *plan, const char **stage, int *held)
+int lis_mount_plan_run(const lis_mount_plan *plan, const char *name, const char **stage, int *held)
 {
     int rootfd = -1;
     *held = -1;
     for (int i = 0; i < plan->n; i++) {
-        int rc = run_op(&plan->ops[i], &rootfd, held);
+        int rc = run_op(&plan->ops[i], name, &rootfd, held);
         if (rc && !plan->ops[i].optional) {
             *stage = plan->ops[i].stage;
             return rc;

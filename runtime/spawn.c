@@ -151,7 +151,7 @@ static __attribute__((noreturn)) void child_main(const lis_mount_plan *plan, int
 
     const char *stage = NULL;
     int held = -1;
-    int e = lis_mount_plan_run(plan, &stage, &held);
+    int e = lis_mount_plan_run(plan, req->name, &stage, &held);
     if (e) {
         send_msg(life, LIS_MSG_SETUP_ERR, e, stage);
         _exit(1);
@@ -345,13 +345,13 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
 {
     if (lis_ctx_prepare_spawn(ctx, err) < 0)
         return -1;
-    lis_mount_plan *plan = lis_mount_plan_new(ctx, req, err);
+    lis_mount_plan *plan = lis_mount_plan_get(ctx, req, err);
     if (!plan)
         return -1;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
         int e = errno;
-        lis_mount_plan_free(plan);
+        lis_mount_plan_put(ctx, plan);
         if (e == EMFILE || e == ENFILE)
             return lis_fail(err, e,
                             "out of file descriptors (each sandbox holds 2 in its owner): "
@@ -379,7 +379,7 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         if (holder < 0) {
             close(sv[0]);
             close(sv[1]);
-            lis_mount_plan_free(plan);
+            lis_mount_plan_put(ctx, plan);
             return -1;
         }
         pid = clone_nested(holder, &ca, plan, sv, req, ctx->init_fd, &ctx->seccomp, &pidfd,
@@ -391,7 +391,7 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         clone_errno = errno;
     }
     close(sv[1]);
-    lis_mount_plan_free(plan);
+    lis_mount_plan_put(ctx, plan);
     if (pid < 0) {
         close(sv[0]);
         if (clone_errno == ENOSYS)
