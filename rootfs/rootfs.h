@@ -132,7 +132,7 @@ int lis_rootfs_snapshot(const char *data_dir, lis_sandbox *sb, const char *ref,
  * the sandbox destroyed. res->rootfs is the chain to start on. 0, or -1 with
  * *err and *stage saying what failed. */
 typedef enum lis_setup_stage {
-    LIS_SETUP_CREATE, /* making the sandbox */
+    LIS_SETUP_CREATE,  /* making the sandbox */
     LIS_SETUP_PREPARE, /* prepare failed: its error */
     LIS_SETUP_SNAPSHOT /* the snapshot */
 } lis_setup_stage;
@@ -154,7 +154,7 @@ typedef struct lis_fork_opts {
     const char *tag;           /* tag the snapshot with this NAME[:TAG]; NULL: untagged */
     lis_fork_create_fn create; /* NULL: lis_sandbox_create */
     void *create_arg;
-    /* Forks made at once, by that many threads (max 16). 0: 4 with the
+    /* Forks made at once, by that many threads (max 16). 0: two per core with the
      * default create, 1 with a create of the caller's (set more only when
      * it may be called from several threads at once). */
     int threads;

@@ -237,7 +237,11 @@ int lis_sandbox_fork(lis_ctx *ctx, lis_sandbox *sb, int n, const lis_fork_opts *
                   .errs = errs,
                   .n = n};
     pthread_mutex_init(&j.mu, NULL);
-    int threads = o && o->threads ? o->threads : (o && o->create ? 1 : 4);
+    /* two per core: a creation is partly waiting (for the clone child, the kernel) */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = o && o->threads  ? o->threads
+                  : o && o->create ? 1
+                                   : 2 * (cores > 0 ? (int)cores : 1);
     if (threads > n)
         threads = n;
     if (threads > 16)
