@@ -102,7 +102,10 @@ static double pid1_cpu(lis_sandbox *sb)
 static int exec_dirs(lis_sandbox *sb, lis_error *err)
 {
     const char *mk[] = {"mkdir", "-p", WORKDIR, INPUT_DIR, OUTPUT_DIR, NULL};
-    lis_exec_spec s = {.argv = mk, .out = LIS_STDIO_CAPTURE, .err = LIS_STDIO_CAPTURE, .timeout = 60};
+    lis_exec_spec s = {.argv = mk,
+                       .out = LIS_STDIO_CAPTURE,
+                       .err = LIS_STDIO_CAPTURE,
+                       .timeout = 60};
     lis_result r = {0};
     if (lis_exec(sb, &s, &r, err) < 0)
         return -1;
@@ -114,8 +117,11 @@ static int exec_dirs(lis_sandbox *sb, lis_error *err)
 static int exec_git(lis_sandbox *sb, lis_error *err)
 {
     const char *gi[] = {"git", "init", "-q", NULL};
-    lis_exec_spec g = {
-        .argv = gi, .cwd = WORKDIR, .out = LIS_STDIO_NULL, .err = LIS_STDIO_NULL, .timeout = 60};
+    lis_exec_spec g = {.argv = gi,
+                       .cwd = WORKDIR,
+                       .out = LIS_STDIO_NULL,
+                       .err = LIS_STDIO_NULL,
+                       .timeout = 60};
     lis_result r = {0};
     lis_error ignore;
     if (lis_exec(sb, &g, &r, &ignore) == 0)
@@ -282,8 +288,8 @@ static int spawn_wait(char *const argv[])
 static void *bw_worker(void *arg)
 {
     bw_round *b = arg;
-    char *argv[] = {"/usr/bin/bwrap", "--unshare-all", "--dev",     "/dev", "--proc", "/proc",
-                    "--bind",         (char *)b->rootfs, "/", "/bin/true", NULL};
+    char *argv[] = {"/usr/bin/bwrap", "--unshare-all",   "--dev", "/dev",      "--proc", "/proc",
+                    "--bind",         (char *)b->rootfs, "/",     "/bin/true", NULL};
     for (;;) {
         pthread_mutex_lock(&b->mu);
         int i = b->next < b->n ? b->next++ : -1;

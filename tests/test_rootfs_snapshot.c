@@ -392,8 +392,10 @@ Test(snapshot, sparse_files_and_the_held_tmpfs_out_of_reach, .timeout = 120)
 static int setup_writes(void *arg, lis_sandbox *sb, lis_error *err)
 {
     lis_result r;
-    lis_exec_spec s = {.shell = (const char *)arg, .out = LIS_STDIO_CAPTURE,
-                       .err = LIS_STDIO_CAPTURE, .timeout = 60};
+    lis_exec_spec s = {.shell = (const char *)arg,
+                       .out = LIS_STDIO_CAPTURE,
+                       .err = LIS_STDIO_CAPTURE,
+                       .timeout = 60};
     if (lis_exec(sb, &s, &r, err) < 0)
         return -1;
     int rc = r.exit_code ? lis_fail(err, EIO, "set-up exited %d", r.exit_code) : 0;
