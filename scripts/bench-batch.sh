@@ -38,7 +38,7 @@ if [ -z "$R" ]; then
     R=$("$LIS" rootfs inspect lis-agent:latest 2>/dev/null | python3 -c \
         "import json,sys; print(json.load(sys.stdin).get('path',''))" 2>/dev/null)
 fi
-if [ -z "$R" ] || [ ! -d "$R" ]; then
+if [ -z "$R" ] || [ ! -d "${R##*:}" ]; then
     R=${LIS_BENCH_ROOTFS:-/var/tmp/lis-bench-debian}
     [ -d "$R/usr/bin" ] || bash scripts/make-test-rootfs.sh debian "$R" >/dev/null || exit 1
 fi
