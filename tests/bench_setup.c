@@ -17,6 +17,8 @@
  * sandboxes (/bin/true, on the base of a ROOTFS chain) with K at once, and this machine's fork+exec of
  * /bin/true, so that runs on different machines can be compared.
  *
+ * Env: CREATORS (default "1 2 4 8"), MODES (default "exec template bwrap": the
+ * rounds to run), UIDMAP=single (a one-id map instead of the full one).
  * Prints "key value" lines and a table. */
 #include "lis.h"
 #include "lis_net.h"
@@ -388,6 +390,9 @@ int main(int argc, char **argv)
         snprintf(r.doc + strlen(r.doc), sizeof r.doc - strlen(r.doc), "line %d of the notes\n", i);
     strncat(r.doc, "the needle is here\n", sizeof r.doc - strlen(r.doc) - 1);
     lis_sandbox_spec base = {.rootfs = rootfs, .net = net, .upper = LIS_UPPER_TMPFS};
+    const char *modes = getenv("MODES") ? getenv("MODES") : "exec template bwrap";
+    if (getenv("UIDMAP") && !strcmp(getenv("UIDMAP"), "single"))
+        base.uidmap = LIS_UIDMAP_SINGLE;
     base.limits.memory_bytes = LIS_DEFAULT_MEMORY;
 
     /* the template: made once per run (its time is the run's, not a sandbox's) */
@@ -411,12 +416,15 @@ int main(int argc, char **argv)
         k = end;
         r.spec = base;
         r.exec_mode = 1;
-        one_round(&r, "exec", (int)kk);
+        if (strstr(modes, "exec"))
+            one_round(&r, "exec", (int)kk);
         r.spec.rootfs = snap.rootfs;
         r.exec_mode = 0;
-        one_round(&r, "template", (int)kk);
+        if (strstr(modes, "template"))
+            one_round(&r, "template", (int)kk);
         const char *bottom = strrchr(rootfs, ':'); /* bwrap gets the chain's base */
-        bwrap_round(bottom ? bottom + 1 : rootfs, n, (int)kk);
+        if (strstr(modes, "bwrap"))
+            bwrap_round(bottom ? bottom + 1 : rootfs, n, (int)kk);
     }
     lis_rootfs_rm(lis_ctx_data_dir(ctx), snap.digest, NULL, &err);
     free(r.sb);
