@@ -51,6 +51,7 @@ ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootf
 SERVE_SRC   := $(MON_SRC) $(wildcard serve/*.c) cli/cmd_serve.c
 
 RT_OBJ      := $(RT_SRC:%.c=$(B)/obj/%.o)
+INIT_OBJ    := $(INIT_SRC:%.c=$(B)/obj/%.o)
 NET_OBJ     := $(NET_SRC:%.c=$(B)/obj/%.o)
 CLI_OBJ     := $(CLI_SRC:%.c=$(B)/obj/%.o)
 AGENT_OBJ   := $(AGENT_SRC:%.c=$(B)/pobj/%.o)
@@ -85,10 +86,16 @@ $(B)/libnet.a: $(NET_OBJ)
 $(B)/lis: $(CLI_OBJ) $(B)/libnet.a $(B)/libruntime.a
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $(CLI_OBJ) -Wl,--whole-archive $(B)/libnet.a $(B)/libruntime.a -Wl,--no-whole-archive $(RT_LIBS)
 
-# Static and small: one copy of its pages is shared by every sandbox.
-$(B)/lis-init: $(INIT_SRC) runtime/proto.h runtime/init/init.h
+# Static and small: one copy of its pages is shared by every sandbox. Its objects
+# sit in $(B)/obj like the rest of runtime/, so check-layers sees its files too;
+# they keep their own flags (no -fPIC, no sanitizer: ASan cannot link statically).
+$(B)/obj/runtime/init/%.o: runtime/init/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -Os -static -Iruntime -o $@ $(INIT_SRC)
+	$(CC) $(CSTD) $(WARN) -Os -Iruntime -MMD -MP -c $< -o $@
+
+$(B)/lis-init: $(INIT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -Os -static -o $@ $(INIT_OBJ)
 
 # the reward.py worker is embedded in the library (.incbin, see batch/score_worker.c)
 $(B)/pobj/batch/score_worker.o: batch/reward_worker.py
@@ -141,6 +148,10 @@ $(B)/tests/bench_fork: tests/bench_fork.c $(B)/libruntime.a $(ROOTFS_LIBOBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RT_CFLAGS) $(ROOTFS_CFLAGS) -o $@ $< $(ROOTFS_LIBOBJ) $(B)/libruntime.a $(RT_LIBS) $(ROOTFS_LIBS) -lpthread
 
+$(B)/tests/bench_setup: tests/bench_setup.c $(B)/libruntime.a $(B)/libnet.a $(ROOTFS_LIBOBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(RT_CFLAGS) $(ROOTFS_CFLAGS) -o $@ $< $(ROOTFS_LIBOBJ) $(B)/libnet.a $(B)/libruntime.a $(RT_LIBS) $(ROOTFS_LIBS) -lpthread
+
 $(B)/tests/sysprobe: tests/sysprobe.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
@@ -157,7 +168,7 @@ $(B)/tests/monitor_probe: tests/monitor_probe.c
 
 tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/security/escape_probe \
        $(B)/tests/monitor_probe $(B)/tests/bench_monitor \
-       $(B)/tests/bench_api $(B)/tests/bench_fork
+       $(B)/tests/bench_api $(B)/tests/bench_fork $(B)/tests/bench_setup
 
 # The README's test command. As root it prepares fixtures, then runs the
 # rootless suites as an unprivileged user (LIS_TEST_USER, default lis-test).

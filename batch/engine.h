@@ -75,6 +75,28 @@ typedef struct bgroup {
     size_t pending; /* episodes of this run still to end */
 } bgroup;
 
+/* The run's set-up template (docs/batch.md): the task's directories and
+ * `git init`, made once by the image's own tools in a sandbox and snapshot;
+ * every sandbox of the run starts on it, so none execs anything to be
+ * ready. Made by the first set-up job that needs it (the others wait on
+ * mu); its own image (its /etc/hosts names the sandbox it was made in), so
+ * removing it at the end of the run touches no other run. */
+typedef enum {
+    TMPL_NONE = 0, /* not made yet */
+    TMPL_MADE,     /* chain: start on it */
+    TMPL_FAILED,   /* the task's set-up fails in this image: every row's error */
+    TMPL_UNUSED    /* it could not be snapshot: each sandbox runs the set-up itself */
+} btemplate_state;
+
+typedef struct btemplate {
+    pthread_mutex_t mu;
+    btemplate_state state;
+    char chain[4096]; /* TMPL_MADE: the rootfs to start on */
+    char digest[72];
+    char error[512]; /* TMPL_FAILED: the rows' error; TMPL_UNUSED: why */
+    double seconds;  /* what making it took */
+} btemplate;
+
 typedef struct bep {
     struct brun *run;
     size_t index;
@@ -153,10 +175,17 @@ typedef struct brun {
     agent_opts base;
     bep *eps;       /* the episodes still to run (no row yet) */
     bgroup *groups; /* --fork-from-setup: one per row of the task */
+    btemplate tmpl; /* the set-up every sandbox starts on */
     size_t neps, next;
     size_t rows, total, already; /* rows of the task, episodes in all, done before (resume) */
     /* in flight */
     size_t live, creating, commands, llm_inflight, retrying;
+    /* set-ups at once (sched.c: creators_adjust): one per core to start with,
+     * more while set-ups wait and the host's cores sit idle, never above
+     * creators_max (the setup pool's threads); fixed by --max-creating */
+    size_t creators, creators_max, cores;
+    int creators_auto;
+    uint64_t cpu_busy, cpu_total; /* the host's CPU at the last adjustment */
     /* the warm pool: sandboxes made ahead while rows wait for admission */
     bspare *spares[64];
     size_t nspares, spares_creating, warm, spares_made, spares_used;
@@ -206,7 +235,8 @@ enum { K_SIG = 1, K_SETUP, K_MISC, K_CURL, K_PROC };
 #define TAG_VAL(t) ((t) & ((1ull << 56) - 1))
 
 /* sched.c: what the loop does with each event, on the loop's thread */
-void bsched_admit(brun *r); /* starts episodes while the bounds allow */
+void bsched_admit(brun *r);           /* starts episodes while the bounds allow */
+void bsched_creators_adjust(brun *r); /* once a tick: set-ups at once follow the host's idle CPU */
 void bsched_llm_start(bep *e);
 void bsched_llm_reap(brun *r); /* curl's finished transfers */
 void bsched_cmd_event(brun *r, bep *e);

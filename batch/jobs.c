@@ -1,6 +1,6 @@
-/* jobs.c - what an episode does that may block, run on a worker thread
- * (lis_jobs) while the event loop (loop.c, sched.c) goes on: creating and preparing
- * its sandbox, the editor, the --mode llm prompt, and the end: the answer,
+/* jobs.c - what an episode does that may block, run on a worker thread of
+ * the run's pools (lis_jobs) while the event loop (sched.c) goes on: creating
+ * and preparing its sandbox, the editor, the --mode llm prompt, and the end: the answer,
  * the sandbox's figures, destroying it, scoring, the row. Each job touches
  * only its own episode; the run's shared parts it uses (the output
  * directory, the scorer) are thread-safe. */
@@ -51,16 +51,69 @@ static int write_inputs(bep *e, lis_sandbox *sb, lis_error *err)
     return 0;
 }
 
-/* A sandbox ready for any row of the task: created, its directories made. */
+/* The template's set-up: the original's, in the image (agent_prepare_sandbox:
+ * the task's directories, `git init` when the image has git). */
+static int template_prepare(void *arg, lis_sandbox *sb, lis_error *err)
+{
+    brun *r = arg;
+    agent_tool_env env;
+    return agent_prepare_sandbox(sb, &r->task->prompts, &env, err);
+}
+
+/* The run's template (engine.h), made by the first set-up to ask. */
+static btemplate_state template_state(brun *r)
+{
+    btemplate *t = &r->tmpl;
+    pthread_mutex_lock(&t->mu);
+    if (t->state == TMPL_NONE) {
+        lis_sandbox_spec spec = r->spec;
+        spec.net = LIS_NET_NONE; /* the set-up reaches no network */
+        spec.listen_port = 0;
+        lis_snapshot_result snap;
+        lis_setup_stage stage;
+        lis_error err = {0};
+        double t0 = lis_now();
+        if (lis_rootfs_snapshot_setup(r->ctx, &spec, template_prepare, r, &snap, &stage, &err) ==
+            0) {
+            snprintf(t->chain, sizeof t->chain, "%s", snap.rootfs);
+            snprintf(t->digest, sizeof t->digest, "%s", snap.digest);
+            t->state = TMPL_MADE;
+        } else if (stage == LIS_SETUP_PREPARE) { /* what each row's own set-up would say */
+            snprintf(t->error, sizeof t->error, "preparing the sandbox: %s", err.msg);
+            t->state = TMPL_FAILED;
+        } else { /* a snapshot is not possible here: each sandbox as before */
+            snprintf(t->error, sizeof t->error, "%s", err.msg);
+            t->state = TMPL_UNUSED;
+        }
+        t->seconds = lis_now() - t0;
+    }
+    btemplate_state st = t->state;
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
+/* A sandbox ready for any row of the task: created on the template (or,
+ * without one, created and its directories made and `git init` run in it). */
 static int make_sandbox(brun *r, lis_sandbox **sb, agent_tool_env *env, char *why, size_t wl)
 {
     lis_error err = {0};
-    if (lis_net_sandbox_create(r->ctx, &r->spec, NULL, sb, &err) < 0) {
+    *sb = NULL;
+    btemplate_state ts = template_state(r);
+    if (ts == TMPL_FAILED) {
+        snprintf(why, wl, "%s", r->tmpl.error);
+        return -1;
+    }
+    lis_sandbox_spec spec = r->spec;
+    if (ts == TMPL_MADE)
+        spec.rootfs = r->tmpl.chain;
+    if (lis_net_sandbox_create(r->ctx, &spec, NULL, sb, &err) < 0) {
         snprintf(why, wl, "starting the sandbox: %s", err.msg);
         *sb = NULL;
         return -1;
     }
-    if (agent_prepare_sandbox(*sb, &r->task->prompts, env, &err) < 0) {
+    if (ts == TMPL_MADE) {
+        agent_tool_env_init(*sb, &r->task->prompts, env);
+    } else if (agent_prepare_sandbox(*sb, &r->task->prompts, env, &err) < 0) {
         snprintf(why, wl, "preparing the sandbox: %s", err.msg);
         lis_error ign;
         lis_sandbox_destroy(*sb, &ign);

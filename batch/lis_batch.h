@@ -7,6 +7,9 @@
 
 #include "agent.h"
 
+/* --max-creating's bound (also of the set-up pool that follows the machine) */
+#define LIS_BATCH_MAX_CREATING 64
+
 typedef struct lis_batch_opts {
     /* the rows */
     const char *task_dir;         /* --task DIR (the original's benchmark/<task>/) */
@@ -25,10 +28,12 @@ typedef struct lis_batch_opts {
     int save_files;         /* export each episode's output dir to files/KEY/ */
     /* how much at once */
     int concurrency;        /* live episodes */
-    int max_creating;       /* sandboxes being created at once */
+    int max_creating;       /* sandboxes being created at once; 0: following the machine
+                             * (one per core, more while cores sit idle; run.c) */
     int max_commands;       /* commands running at once */
     int max_llm;            /* LLM requests in flight at once */
-    int warm;               /* sandboxes made ahead for rows still waiting; -1: max_creating */
+    int warm;               /* sandboxes made ahead for rows still waiting; -1: the larger of
+                             * the creators' bound and a quarter of the concurrency (<= 64) */
     double episode_timeout; /* seconds per episode (1800) */
     double drain_timeout;   /* after the first Ctrl-C; <= 0: until they finish */
     /* the episode */

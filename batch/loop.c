@@ -247,6 +247,7 @@ static void run_sweep(brun *r, double now)
         return;
     r->last_sweep = now;
     sweep(r, now);
+    bsched_creators_adjust(r);
     bprog_tick(r, 0);
 }
 

@@ -120,11 +120,13 @@ static int check_opts(const lis_batch_opts *o, lis_error *err)
         return lis_fail(err, EINVAL,
                         "give the rows: --task DIR (a benchmark folder) or --tasks "
                         "FILE (JSON or JSONL)");
-    if (o->concurrency < 1 || o->max_creating < 1 || o->max_commands < 1 || o->max_llm < 1 ||
+    if (o->concurrency < 1 || o->max_creating < 0 || o->max_commands < 1 || o->max_llm < 1 ||
         o->repeat < 1)
         return lis_fail(err, EINVAL,
                         "--concurrency, --repeat and the --max-* bounds must be "
                         "at least 1");
+    if (o->max_creating > LIS_BATCH_MAX_CREATING)
+        return lis_fail(err, EINVAL, "--max-creating: at most %d", LIS_BATCH_MAX_CREATING);
     if (!o->mode_llm && !o->rootfs)
         return lis_fail(err, EINVAL, "no root filesystem for the sandboxes");
     if (o->shard_count < 0 ||
@@ -154,6 +156,12 @@ static void free_run(brun *r)
         pthread_mutex_destroy(&r->groups[i].mu);
     }
     free(r->groups);
+    /* the template, after the group snapshots made on it */
+    if (r->tmpl.state == TMPL_MADE) {
+        lis_error ign;
+        lis_rootfs_rm(lis_ctx_data_dir(r->ctx), r->tmpl.digest, NULL, &ign);
+    }
+    pthread_mutex_destroy(&r->tmpl.mu);
 }
 
 /* The commands that finish a run: the rest of its rows, or, for a shard
@@ -252,6 +260,7 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
         return -1;
     brun r = {.o = o, .ctx = ctx, .task = &task, .epfd = -1, .sigfd = -1};
     bo_self_path(r.lis, sizeof r.lis);
+    pthread_mutex_init(&r.tmpl.mu, NULL);
     int rc = -1;
     cJSON *config = NULL;
     sigset_t old;
@@ -330,12 +339,25 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
                           .llm = cfg,
                           .llm_name = o->llm_name};
     r.spec = (lis_sandbox_spec){.rootfs = o->rootfs, .net = o->net, .upper = LIS_UPPER_TMPFS};
-    /* spares are sandboxes of the image: of no use to the forks of a set-up */
-    r.warm = o->mode_llm || forking ? 0 : (size_t)(o->warm >= 0 ? o->warm : o->max_creating);
+    /* the set-ups at once: --max-creating, or following the machine (sched.c:
+     * creators_adjust) from one per core up to four per core */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    r.cores = cores > 0 ? (size_t)cores : 1;
+    r.creators_auto = o->max_creating == 0;
+    r.creators_max = o->max_creating ? (size_t)o->max_creating : 4 * r.cores;
+    if (r.creators_max > LIS_BATCH_MAX_CREATING)
+        r.creators_max = LIS_BATCH_MAX_CREATING;
+    r.creators = r.creators_auto ? r.cores : r.creators_max;
+    /* spares are sandboxes of the image: of no use to the forks of a set-up;
+     * by default enough for a quarter of the live episodes to start at once */
+    size_t warm = o->warm >= 0                                  ? (size_t)o->warm
+                  : (size_t)o->concurrency / 4 > r.creators_max ? (size_t)o->concurrency / 4
+                                                                : r.creators_max;
+    r.warm = o->mode_llm || forking ? 0 : warm;
     if (r.warm > sizeof r.spares / sizeof r.spares[0])
         r.warm = sizeof r.spares / sizeof r.spares[0];
     r.spec.limits.memory_bytes = o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY;
-    if (!o->mode_llm && !(r.setup = lis_jobs_new((unsigned)o->max_creating, err)))
+    if (!o->mode_llm && !(r.setup = lis_jobs_new((unsigned)r.creators_max, err)))
         goto out;
     if (o->mode_llm && !(r.setup = lis_jobs_new(1, err)))
         goto out;
@@ -357,6 +379,11 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     if (bsched_run(&r, err) < 0)
         goto out;
     bprog_clear(&r);
+    if (!o->quiet && r.tmpl.state == TMPL_UNUSED)
+        fprintf(o->err,
+                "lis batch: note: no set-up template (%s): each sandbox ran the set-up "
+                "itself\n",
+                r.tmpl.error);
     if (!o->quiet && r.spares_made)
         fprintf(o->err,
                 "lis batch: warm pool: %zu of the %zu sandboxes made ahead were taken by "

@@ -341,8 +341,7 @@ static void spare_top_up(brun *r)
 {
     while (r->warm && !r->draining && !r->fatal && !r->setup_wait.head &&
            r->nspares + r->spares_creating < r->warm &&
-           r->next + r->nspares + r->spares_creating < r->neps &&
-           r->creating < (size_t)r->o->max_creating) {
+           r->next + r->nspares + r->spares_creating < r->neps && r->creating < r->creators) {
         bspare *s = calloc(1, sizeof *s);
         lis_error err = {0};
         if (!s)
@@ -381,7 +380,7 @@ static void setup_done(void *arg, int status)
         e->wants_tool = 0;
         drive(e);
     }
-    while (r->creating < (size_t)r->o->max_creating) {
+    while (r->creating < r->creators) {
         bep *w = list_pop(&r->setup_wait);
         if (!w)
             break;
@@ -414,7 +413,7 @@ static void setup_start(bep *e)
         spare_top_up(r);
         return;
     }
-    if (r->creating >= (size_t)r->o->max_creating) {
+    if (r->creating >= r->creators) {
         list_push(&r->setup_wait, e);
         return;
     }
@@ -631,4 +630,33 @@ static void run_fatal(brun *r, const char *reason, const char *msg)
     snprintf(r->fatal_reason, sizeof r->fatal_reason, "%s", reason);
     snprintf(r->fatal_msg, sizeof r->fatal_msg, "%s", msg);
     bsched_cancel_all(r, AGENT_STOP_CANCELLED, msg);
+}
+
+/* --max-creating unset: the set-ups at once follow the machine. A set-up is
+ * partly CPU (namespaces, mounts, lis-init's start) and partly waiting for
+ * the clone child and the kernel; one per core to start with, one more
+ * each tick (0.1 s) in which set-ups queued and the host had at least half
+ * a core idle, one fewer (never below the cores) in a tick with no idle
+ * CPU at all: the extra ones would only queue for it. */
+void bsched_creators_adjust(brun *r)
+{
+    uint64_t busy, total;
+    if (!r->creators_auto || lis_host_cpu(&busy, &total) < 0)
+        return;
+    uint64_t db = busy - r->cpu_busy, dt = total - r->cpu_total;
+    int first = !r->cpu_total;
+    r->cpu_busy = busy;
+    r->cpu_total = total;
+    if (first || !dt || !r->setup_wait.head)
+        return;
+    double idle_cores = (double)(dt - db) / (double)dt * (double)r->cores;
+    if (idle_cores >= 0.5 && r->creators < r->creators_max) {
+        r->creators++;
+        bep *w; /* a slot more: the next waiting row starts now */
+        while (r->creating < r->creators && (w = list_pop(&r->setup_wait)))
+            if (w->sbs == SB_NONE && w->phase == EP_LIVE && !w->stopped)
+                setup_start(w);
+    } else if (idle_cores < 0.05 && r->creators > r->cores) {
+        r->creators--;
+    }
 }

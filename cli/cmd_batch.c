@@ -58,11 +58,13 @@ static void usage(FILE *f)
           "at once:\n"
           "  --concurrency N           live episodes (default 1; env LLM_NUM_WORKERS;\n"
           "                            --num-workers)\n"
-          "  --max-creating N          sandboxes being created at once (default 4)\n"
+          "  --max-creating N          sandboxes being created at once (default: one per core,\n"
+          "                            more while cores sit idle, at most four per core)\n"
           "  --max-commands N          commands running at once (default: concurrency)\n"
           "  --max-llm N               LLM requests in flight (default: concurrency)\n"
           "  --warm N                  sandboxes made ahead for rows still waiting (default:\n"
-          "                            --max-creating; 0: none)\n"
+          "                            a quarter of the concurrency, at least the creators'\n"
+          "                            bound, at most 64; 0: none)\n"
           "  --episode-timeout S       per episode (default 1800)\n"
           "  --cmd-timeout S           per command (default 120)\n"
           "  --drain-timeout S         after Ctrl-C, cancel what still runs after S seconds\n"
@@ -650,7 +652,7 @@ int cmd_batch_main(int argc, char **argv)
     o.save_files = b.save_files;
     o.fork_from_setup = b.fork_from_setup;
     o.concurrency = b.concurrency > 0 ? b.concurrency : 1;
-    o.max_creating = b.max_creating > 0 ? b.max_creating : 4;
+    o.max_creating = b.max_creating > 0 ? b.max_creating : 0; /* 0: following the machine */
     o.max_commands = b.max_commands > 0 ? b.max_commands : o.concurrency;
     o.max_llm = b.max_llm > 0 ? b.max_llm : o.concurrency;
     if (b.warm_set)

@@ -104,8 +104,15 @@ static int attach(lis_ctx *ctx, lis_sandbox *sb, const lis_net_rules *r, int lis
         return lis_fail_errnum(err, errno ? errno : ENOMEM, "attaching the proxy");
     }
     pthread_mutex_lock(&px->mu);
-    net_port_add(px, p);
+    int rc = net_port_add(px, p);
+    int e = errno;
     pthread_mutex_unlock(&px->mu);
+    if (rc < 0) {
+        close(fd);
+        lis_netrules_free(&p->rules);
+        free(p);
+        return lis_fail_errnum(err, e, "attaching the proxy: polling the sandbox's listener");
+    }
     lis_sandbox_set_ext(sb, p, port_release);
     return 0;
 }

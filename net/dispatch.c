@@ -43,10 +43,13 @@ void net_sweep(lis_proxy *px)
             break;
         }
     }
-    for (net_port *p = px->ports; p; p = p->next)
+    int paused = 0;
+    for (net_port *p = px->ports; p; p = p->next) {
         if (p->paused && p->nconns < PORT_MAX_CONNS)
             net_pause_listen(px, p, 0);
-    if (!px->nconns && !px->daemon)
+        paused |= p->paused;
+    }
+    if (!px->nconns && !px->daemon && !paused) /* a paused listener is retried each tick */
         net_timer_arm(px, 0);
 }
 
@@ -61,11 +64,12 @@ void net_port_kill(lis_proxy *px, net_port *p)
             net_conn_close(px, c);
     }
     p->dead = 1;
-    net_set_mask(px, p->listen_fd, &p->lref, &p->lmask, 0);
+    net_unwatch(px, p->listen_fd, &p->lmask);
     close(p->listen_fd);
     p->listen_fd = -1;
     if (p->pid_fd >= 0) {
-        epoll_ctl(px->epfd, EPOLL_CTL_DEL, p->pid_fd, NULL);
+        uint32_t polled = EPOLLIN;
+        net_unwatch(px, p->pid_fd, &polled);
         close(p->pid_fd);
         p->pid_fd = -1;
     }

@@ -30,8 +30,12 @@ void net_timer_arm(lis_proxy *px, int on)
 
 void net_pause_listen(lis_proxy *px, net_port *p, int paused)
 {
-    p->paused = paused;
-    net_set_mask(px, p->listen_fd, &p->lref, &p->lmask, paused || p->dead ? 0 : EPOLLIN);
+    int rc = net_set_mask(px, p->listen_fd, &p->lref, &p->lmask, paused || p->dead ? 0 : EPOLLIN);
+    /* a listener that cannot be polled again stays paused: the sweep, which
+     * the timer runs while a port is paused, tries again each second */
+    p->paused = paused || rc < 0;
+    if (p->paused)
+        net_timer_arm(px, 1);
 }
 
 /* ---- ports (one per sandbox) ---- */
@@ -51,20 +55,27 @@ net_port *net_port_new(const char *name, const lis_netrules *rules, int listen_f
 }
 
 /* Caller holds px->mu. */
-void net_port_add(lis_proxy *px, net_port *p)
+int net_port_add(lis_proxy *px, net_port *p)
 {
+    fcntl(p->listen_fd, F_SETFL, O_NONBLOCK | fcntl(p->listen_fd, F_GETFL));
+    if (net_set_mask(px, p->listen_fd, &p->lref, &p->lmask, EPOLLIN) < 0)
+        return -1;
+    if (p->pid_fd >= 0) {
+        struct epoll_event e = {.events = EPOLLIN, .data.ptr = &p->pref};
+        if (epoll_ctl(px->epfd, EPOLL_CTL_ADD, p->pid_fd, &e) < 0) {
+            int saved = errno;
+            net_unwatch(px, p->listen_fd, &p->lmask);
+            errno = saved;
+            return -1;
+        }
+    }
     p->px = px;
     p->next = px->ports;
     if (px->ports)
         px->ports->prev = p;
     px->ports = p;
     px->nports++;
-    fcntl(p->listen_fd, F_SETFL, O_NONBLOCK | fcntl(p->listen_fd, F_GETFL));
-    net_set_mask(px, p->listen_fd, &p->lref, &p->lmask, EPOLLIN);
-    if (p->pid_fd >= 0) {
-        struct epoll_event e = {.events = EPOLLIN, .data.ptr = &p->pref};
-        epoll_ctl(px->epfd, EPOLL_CTL_ADD, p->pid_fd, &e);
-    }
+    return 0;
 }
 
 void net_bury(lis_proxy *px)
@@ -121,13 +132,16 @@ lis_proxy *net_proxy_new(int daemon, lis_error *err)
     px->timer_ref = (ep_ref){R_TIMER, px};
     px->dns_ref = (ep_ref){R_DNS, px};
     px->ctl_ref = (ep_ref){R_CTL_LISTEN, px};
-    struct epoll_event e = {.events = EPOLLIN};
-    e.data.ptr = &px->wake_ref;
-    epoll_ctl(px->epfd, EPOLL_CTL_ADD, px->wakefd, &e);
-    e.data.ptr = &px->timer_ref;
-    epoll_ctl(px->epfd, EPOLL_CTL_ADD, px->timerfd, &e);
-    e.data.ptr = &px->dns_ref;
-    epoll_ctl(px->epfd, EPOLL_CTL_ADD, px->dnsfd, &e);
+    const int fds[] = {px->wakefd, px->timerfd, px->dnsfd};
+    ep_ref *refs[] = {&px->wake_ref, &px->timer_ref, &px->dns_ref};
+    for (int i = 0; i < 3; i++) {
+        struct epoll_event e = {.events = EPOLLIN, .data.ptr = refs[i]};
+        if (epoll_ctl(px->epfd, EPOLL_CTL_ADD, fds[i], &e) < 0) {
+            lis_fail_errno(err, "creating the proxy's event loop");
+            net_proxy_release(px);
+            return NULL;
+        }
+    }
     px->idle_since = lis_now();
     if (daemon)
         net_timer_arm(px, 1);

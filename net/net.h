@@ -51,6 +51,7 @@
 #include "lis_net.h"
 #include "rules.h"
 
+#include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -212,17 +213,33 @@ static inline void net_count_back(uint64_t *v, size_t tried, ssize_t n)
 static inline uint64_t net_load(const uint64_t *v) { return __atomic_load_n(v, __ATOMIC_RELAXED); }
 void net_port_counters(const net_port *p, lis_net_counters *c);
 
-/* What fd is polled for; inline: the relay calls it on every round. */
-static inline void net_set_mask(lis_proxy *px, int fd, ep_ref *ref, uint32_t *cur, uint32_t want)
+/* What fd is polled for; inline: the relay calls it on every round. 0, or
+ * -1 with errno when the kernel refused an ADD or MOD (ENOMEM, ENOSPC at
+ * fs.epoll.max_user_watches): fd is then polled as before (not at all after
+ * a failed ADD) and its owner must not wait for it (net_conn_mask closes a
+ * connection). Taking fd out (want 0) fails only when fd is not in the set
+ * (ENOENT), which is the state wanted. */
+static inline int net_set_mask(lis_proxy *px, int fd, ep_ref *ref, uint32_t *cur, uint32_t want)
 {
     if (fd < 0 || want == *cur)
-        return;
+        return 0;
     struct epoll_event e = {.events = want, .data.ptr = ref};
-    if (!want)
-        epoll_ctl(px->epfd, EPOLL_CTL_DEL, fd, NULL);
-    else
-        epoll_ctl(px->epfd, *cur ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &e);
+    int rc = want ? epoll_ctl(px->epfd, *cur ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &e)
+                  : epoll_ctl(px->epfd, EPOLL_CTL_DEL, fd, NULL);
+    if (rc < 0 && (want || errno != ENOENT))
+        return -1;
     *cur = want;
+    return 0;
+}
+
+/* fd out of the set, right before it is closed (the DEL is needed: a fork
+ * elsewhere in the process may hold a copy of fd for a moment, and close
+ * alone would then leave it in the set). Its failure leaves nothing to
+ * undo: a DEL fails only for an fd that is not in the set. */
+static inline void net_unwatch(lis_proxy *px, int fd, uint32_t *cur)
+{
+    if (net_set_mask(px, fd, NULL, cur, 0) < 0)
+        *cur = 0;
 }
 
 /* event.c: a finished request told to the port's watcher (px->mu held) */
@@ -233,6 +250,10 @@ lis_proxy *net_proxy_new(int daemon, lis_error *err);
 void net_proxy_free(lis_proxy *px);
 /* loop.c: the fds, locks and memory of a proxy with nothing left in it */
 void net_proxy_release(lis_proxy *px);
+/* relay.c: what one side of a connection (upstream: its ufd, else its cfd)
+ * is polled for; a connection whose fd cannot be polled is closed (it would
+ * wait forever). */
+void net_conn_mask(lis_proxy *px, conn *c, int upstream, uint32_t want);
 /* relay.c: writing a queued reply, and draining a client after it */
 void net_send_reply(lis_proxy *px, conn *c);
 void net_linger_drain(lis_proxy *px, conn *c);
@@ -243,7 +264,8 @@ void net_pause_listen(lis_proxy *px, net_port *p, int paused);
 void net_sweep(lis_proxy *px);
 /* rules are moved into the port; listen_fd and pid_fd (-1: none) are its */
 net_port *net_port_new(const char *name, const lis_netrules *rules, int listen_fd, int pid_fd);
-void net_port_add(lis_proxy *px, net_port *p);
+/* 0, or -1 with errno when its fds cannot be polled (the port is not added). */
+int net_port_add(lis_proxy *px, net_port *p);
 void net_port_kill(lis_proxy *px, net_port *p);
 void net_bury(lis_proxy *px); /* frees what was closed during the round */
 

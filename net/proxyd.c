@@ -249,7 +249,11 @@ void net_ctl_accept(lis_proxy *px)
         cc->ref = (ep_ref){R_CTL, cc};
         cc->fd = fd;
         struct epoll_event e = {.events = EPOLLIN, .data.ptr = &cc->ref};
-        epoll_ctl(px->epfd, EPOLL_CTL_ADD, fd, &e);
+        if (epoll_ctl(px->epfd, EPOLL_CTL_ADD, fd, &e) < 0) { /* the client sees EOF */
+            close(fd);
+            free(cc);
+            return;
+        }
     }
 }
 
@@ -322,8 +326,12 @@ void net_ctl_handle(lis_proxy *px, ctl_client *cc)
                     if (!port) {
                         lis_netrules_free(&rules);
                         snprintf(ans.text, sizeof ans.text, "out of memory");
+                    } else if (net_port_add(px, port) < 0) {
+                        lis_fail_errno(&e, "cannot poll the sandbox's listener");
+                        snprintf(ans.text, sizeof ans.text, "%s", e.msg);
+                        lis_netrules_free(&port->rules);
+                        free(port);
                     } else {
-                        net_port_add(px, port);
                         fds[0] = fds[1] = -1;
                         ans.type = PXD_OK;
                     }
@@ -351,7 +359,8 @@ void net_ctl_handle(lis_proxy *px, ctl_client *cc)
         if (fds[i] >= 0)
             close(fds[i]);
     free(in);
-    epoll_ctl(px->epfd, EPOLL_CTL_DEL, cc->fd, NULL);
+    uint32_t polled = EPOLLIN;
+    net_unwatch(px, cc->fd, &polled);
     close(cc->fd);
     free(cc); /* one fd, so no other event of this round refers to it */
 }
@@ -417,7 +426,10 @@ int lis_proxyd_serve(const char *run_dir, lis_error *err)
     px->on_ctl_accept = net_ctl_accept;
     px->on_ctl = ctl_handle_any;
     struct epoll_event e = {.events = EPOLLIN, .data.ptr = &px->ctl_ref};
-    epoll_ctl(px->epfd, EPOLL_CTL_ADD, sfd, &e);
+    if (epoll_ctl(px->epfd, EPOLL_CTL_ADD, sfd, &e) < 0) { /* the starter sees no daemon */
+        unlink(path);
+        _exit(1);
+    }
     for (;;) {
         net_proxy_step(px, 1000);
         if (!px->nports && !px->nconns && lis_now() - px->idle_since > PROXYD_IDLE)

@@ -19,7 +19,7 @@
 void net_drop_upstream(lis_proxy *px, conn *c)
 {
     if (c->ufd >= 0) {
-        net_set_mask(px, c->ufd, &c->uref, &c->umask, 0);
+        net_unwatch(px, c->ufd, &c->umask);
         close(c->ufd);
         c->ufd = -1;
     }
@@ -36,7 +36,7 @@ void net_conn_close(lis_proxy *px, conn *c)
     c->dead = 1;
     net_conn_event(c);
     if (c->cfd >= 0) {
-        net_set_mask(px, c->cfd, &c->cref, &c->cmask, 0);
+        net_unwatch(px, c->cfd, &c->cmask);
         close(c->cfd);
         c->cfd = -1;
     }
@@ -64,6 +64,13 @@ void net_conn_close(lis_proxy *px, conn *c)
     px->grave_c = c;
 }
 
+void net_conn_mask(lis_proxy *px, conn *c, int upstream, uint32_t want)
+{
+    if (!c->dead && net_set_mask(px, upstream ? c->ufd : c->cfd, upstream ? &c->uref : &c->cref,
+                                 upstream ? &c->umask : &c->cmask, want) < 0)
+        net_conn_close(px, c);
+}
+
 /* An error response; the connection closes after it. */
 void net_reply(lis_proxy *px, conn *c, int code, const char *reason, const char *fmt, ...)
 {
@@ -89,7 +96,7 @@ void net_reply(lis_proxy *px, conn *c, int code, const char *reason, const char 
                                    code, reason, strlen(body), body);
     c->state = S_REPLY;
     c->deadline = lis_now() + HEAD_TIMEOUT;
-    net_set_mask(px, c->cfd, &c->cref, &c->cmask, EPOLLOUT);
+    net_conn_mask(px, c, 0, EPOLLOUT);
 }
 
 void net_send_reply(lis_proxy *px, conn *c)
@@ -115,7 +122,7 @@ void net_send_reply(lis_proxy *px, conn *c)
     shutdown(c->cfd, SHUT_WR);
     c->state = S_LINGER;
     c->deadline = lis_now() + LINGER_TIMEOUT;
-    net_set_mask(px, c->cfd, &c->cref, &c->cmask, EPOLLIN);
+    net_conn_mask(px, c, 0, EPOLLIN);
 }
 
 void net_linger_drain(lis_proxy *px, conn *c)
@@ -259,8 +266,8 @@ void net_relay(lis_proxy *px, conn *c)
         uw |= EPOLLIN;
     if (c->up_off < c->up_len)
         uw |= EPOLLOUT;
-    net_set_mask(px, c->cfd, &c->cref, &c->cmask, cw);
-    net_set_mask(px, c->ufd, &c->uref, &c->umask, uw);
+    net_conn_mask(px, c, 0, cw);
+    net_conn_mask(px, c, 1, uw);
 }
 
 void net_on_listen(lis_proxy *px, net_port *p)
@@ -302,6 +309,6 @@ void net_on_listen(lis_proxy *px, net_port *p)
         px->nconns++;
         p->nconns++;
         net_timer_arm(px, 1);
-        net_set_mask(px, fd, &c->cref, &c->cmask, EPOLLIN);
+        net_conn_mask(px, c, 0, EPOLLIN);
     }
 }

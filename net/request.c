@@ -117,7 +117,7 @@ void net_read_head(lis_proxy *px, conn *c)
         return;
     }
     /* The client may send its body meanwhile; it is read during the relay. */
-    net_set_mask(px, c->cfd, &c->cref, &c->cmask, 0);
+    net_conn_mask(px, c, 0, 0);
     c->state = S_RESOLVE;
     c->deadline = lis_now() + RESOLVE_TIMEOUT;
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
@@ -176,7 +176,7 @@ static void connected(lis_proxy *px, conn *c)
     }
     c->state = S_RELAY;
     c->deadline = 0;
-    net_set_mask(px, c->ufd, &c->uref, &c->umask, 0);
+    net_conn_mask(px, c, 1, 0);
     net_relay(px, c);
 }
 
@@ -187,7 +187,7 @@ void net_try_connect(lis_proxy *px, conn *c)
         int i = c->next_addr++;
         const struct sockaddr *sa = (const struct sockaddr *)&c->addrs[i];
         if (c->ufd >= 0) {
-            net_set_mask(px, c->ufd, &c->uref, &c->umask, 0);
+            net_unwatch(px, c->ufd, &c->umask);
             close(c->ufd);
         }
         c->ufd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -202,7 +202,7 @@ void net_try_connect(lis_proxy *px, conn *c)
         if (errno == EINPROGRESS) {
             c->state = S_CONNECT;
             c->deadline = lis_now() + CONNECT_TIMEOUT;
-            net_set_mask(px, c->ufd, &c->uref, &c->umask, EPOLLOUT);
+            net_conn_mask(px, c, 1, EPOLLOUT);
             return;
         }
         last = errno;

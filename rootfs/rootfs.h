@@ -123,6 +123,24 @@ typedef struct lis_snapshot_result {
 int lis_rootfs_snapshot(const char *data_dir, lis_sandbox *sb, const char *ref,
                         lis_snapshot_result *res, lis_error *err);
 
+/* A set-up made once and snapshot, for many sandboxes to start on (lis
+ * batch's template: the task's directories and `git init`, made by the
+ * image's own tools; --fork-from-setup: a row's set-up): a sandbox made from
+ * spec (lis_sandbox_create; give it a fixed hostname for the same files, so
+ * the same digest, every time), prepare(arg, sb) run in it, its files
+ * snapshot (untagged: `lis rootfs gc` removes it once nothing runs on it),
+ * the sandbox destroyed. res->rootfs is the chain to start on. 0, or -1 with
+ * *err and *stage saying what failed. */
+typedef enum lis_setup_stage {
+    LIS_SETUP_CREATE,  /* making the sandbox */
+    LIS_SETUP_PREPARE, /* prepare failed: its error */
+    LIS_SETUP_SNAPSHOT /* the snapshot */
+} lis_setup_stage;
+typedef int (*lis_setup_fn)(void *arg, lis_sandbox *sb, lis_error *err);
+int lis_rootfs_snapshot_setup(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_setup_fn prepare,
+                              void *arg, lis_snapshot_result *res, lis_setup_stage *stage,
+                              lis_error *err);
+
 /* Makes fork i (0-based) from spec (its rootfs is the snapshot's chain, its
  * name NULL or the one asked for). Default: lis_sandbox_create. */
 typedef int (*lis_fork_create_fn)(void *arg, const lis_sandbox_spec *spec, int i, lis_sandbox **out,
@@ -136,7 +154,7 @@ typedef struct lis_fork_opts {
     const char *tag;           /* tag the snapshot with this NAME[:TAG]; NULL: untagged */
     lis_fork_create_fn create; /* NULL: lis_sandbox_create */
     void *create_arg;
-    /* Forks made at once, by that many threads (max 16). 0: 4 with the
+    /* Forks made at once, by that many threads (max 16). 0: two per core with the
      * default create, 1 with a create of the caller's (set more only when
      * it may be called from several threads at once). */
     int threads;

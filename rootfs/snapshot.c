@@ -138,6 +138,28 @@ out_lock:
     return rc;
 }
 
+int lis_rootfs_snapshot_setup(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_setup_fn prepare,
+                              void *arg, lis_snapshot_result *res, lis_setup_stage *stage,
+                              lis_error *err)
+{
+    lis_sandbox *sb = NULL;
+    memset(res, 0, sizeof *res);
+    *stage = LIS_SETUP_CREATE;
+    if (lis_sandbox_create(ctx, spec, &sb, err) < 0)
+        return -1;
+    int rc = 0;
+    *stage = LIS_SETUP_PREPARE;
+    if (prepare && prepare(arg, sb, err) < 0)
+        rc = -1;
+    if (rc == 0) {
+        *stage = LIS_SETUP_SNAPSHOT;
+        rc = lis_rootfs_snapshot(lis_ctx_data_dir(ctx), sb, NULL, res, err);
+    }
+    lis_error ignore;
+    lis_sandbox_destroy(sb, &ignore);
+    return rc;
+}
+
 /* The forks are made by a few threads at once: a sandbox's creation is
  * mostly waiting (clone3, mounts, lis-init's handshake), so 16 on 2 cores
  * take about half the time they take one after another. */
@@ -215,7 +237,11 @@ int lis_sandbox_fork(lis_ctx *ctx, lis_sandbox *sb, int n, const lis_fork_opts *
                   .errs = errs,
                   .n = n};
     pthread_mutex_init(&j.mu, NULL);
-    int threads = o && o->threads ? o->threads : (o && o->create ? 1 : 4);
+    /* two per core: a creation is partly waiting (for the clone child, the kernel) */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = o && o->threads  ? o->threads
+                  : o && o->create ? 1
+                                   : 2 * (cores > 0 ? (int)cores : 1);
     if (threads > n)
         threads = n;
     if (threads > 16)

@@ -77,9 +77,16 @@ static int resolve_chain(const char *data_dir, const char *hex, const char *ref,
             return lis_fail(err, EINVAL, "corrupt metadata of image '%s'", ref);
         if (!parent[0])
             return 0;
-        if (is_dir) { /* a snapshot of a sandbox made from --rootfs DIR */
-            if (stat(parent, &st) < 0 || !S_ISDIR(st.st_mode))
-                return lis_fail(err, ENOENT, "the parent directory of image '%s' is gone", ref);
+        if (is_dir) { /* a snapshot of a sandbox made from --rootfs DIR (or a chain of them) */
+            for (const char *c = parent; *c;) {
+                char one[4096];
+                size_t l = strcspn(c, ":");
+                snprintf(one, sizeof one, "%.*s", (int)l, c);
+                if (stat(one, &st) < 0 || !S_ISDIR(st.st_mode))
+                    return lis_fail(err, ENOENT, "the parent directory %s of image '%s' is gone",
+                                    one, ref);
+                c += l + (c[l] == ':');
+            }
             w = snprintf(dir + used, len - used, ":%s", parent);
             if (w < 0 || (size_t)w >= len - used)
                 return lis_fail(err, ENAMETOOLONG, "the chain of layers of image '%s' is too long",

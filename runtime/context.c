@@ -1,5 +1,6 @@
 /* context.c - the lis_ctx: directories, the init helper, the seccomp program. */
 #include "internal.h"
+#include "mounts.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -176,6 +177,7 @@ lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err)
     ctx->holder_fd = -1;
     pthread_mutex_init(&ctx->holder_lock, NULL);
     pthread_mutex_init(&ctx->prep_lock, NULL);
+    pthread_mutex_init(&ctx->plans.mu, NULL);
     ctx->uid = getuid();
     ctx->gid = getgid();
 
@@ -229,8 +231,10 @@ void lis_ctx_free(lis_ctx *ctx)
         close(ctx->init_fd);
     if (ctx->holder_fd >= 0)
         close(ctx->holder_fd);
+    lis_mount_plan_cache_free(ctx);
     pthread_mutex_destroy(&ctx->holder_lock);
     pthread_mutex_destroy(&ctx->prep_lock);
+    pthread_mutex_destroy(&ctx->plans.mu);
     lis_seccomp_close(&ctx->seccomp);
     lis_cg_ctx_free(ctx);
     free(ctx);

@@ -179,6 +179,17 @@ static int watch(int epfd, int fd, uint32_t ev)
     return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e);
 }
 
+/* *fd out of the command's epoll set, closed, -1. The DEL comes first: a
+ * fork elsewhere in the owner may hold a copy of the fd for a moment, and
+ * close alone would then leave it in the set. Its result needs no action: a
+ * DEL fails only for an fd that is not in the set, the state wanted. */
+static void unwatch(lis_proc *p, int *fd)
+{
+    (void)epoll_ctl(p->epfd, EPOLL_CTL_DEL, *fd, NULL);
+    close(*fd);
+    *fd = -1;
+}
+
 static int recv_msg(lis_proc *p, struct lis_msg *m, int *passed_fd, int block)
 {
     *passed_fd = -1;
@@ -237,6 +248,169 @@ static int handle_msg(lis_proc *p, const struct lis_msg *m, int fd)
     return 0;
 }
 
+/* What goes to lis-init with a request: the header, the fds passed with it,
+ * and our copies of the child's ends (closed once sent). */
+typedef struct exec_req {
+    struct lis_req_hdr h;
+    int send_fds[3], nfds;
+    int child_ends[3];
+} exec_req;
+
+static lis_proc *proc_new(lis_sandbox *sb)
+{
+    lis_proc *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->sb = sb;
+    p->conn = p->epfd = p->out_rd = p->err_rd = p->in_wr = p->pty_fd = -1;
+    p->pipe_fd[0] = p->pipe_fd[1] = p->pipe_fd[2] = -1;
+    p->t0 = lis_now();
+    lis_cg_cmd_begin(sb->cg, &p->cgm);
+    return p;
+}
+
+/* A pipe whose end `ours` (0 read, 1 write) is non-blocking. */
+static int pipe_for(int pp[2], int ours, lis_error *err)
+{
+    if (pipe2(pp, O_CLOEXEC) < 0)
+        return lis_fail_errno(err, "pipe");
+    fcntl(pp[ours], F_SETFL, O_NONBLOCK);
+    return 0;
+}
+
+/* stdin: the caller's fd, a pipe the caller writes, or the given bytes. */
+static int stdin_setup(lis_proc *p, const lis_exec_spec *spec, exec_req *rq, lis_error *err)
+{
+    int pp[2];
+    switch (spec->in) {
+    case LIS_STDIO_NULL:
+    case LIS_STDIO_CAPTURE: return 0;
+    case LIS_STDIO_FD: rq->send_fds[rq->nfds++] = spec->in_fd; break;
+    case LIS_STDIO_PIPE:
+        if (pipe_for(pp, 1, err) < 0)
+            return -1;
+        rq->child_ends[0] = pp[0];
+        p->pipe_fd[0] = pp[1];
+        rq->send_fds[rq->nfds++] = pp[0];
+        break;
+    case LIS_STDIO_DATA:
+        if (pipe_for(pp, 1, err) < 0)
+            return -1;
+        rq->child_ends[0] = pp[0];
+        p->in_wr = pp[1];
+        p->in_data = malloc(spec->in_len ? spec->in_len : 1);
+        if (!p->in_data)
+            return lis_oom(err);
+        memcpy(p->in_data, spec->in_data, spec->in_len);
+        p->in_len = spec->in_len;
+        rq->send_fds[rq->nfds++] = pp[0];
+        break;
+    }
+    rq->h.flags |= LIS_REQ_HAVE_STDIN;
+    return 0;
+}
+
+/* stdout (i 0) or stderr (i 1): the caller's fd, a pipe the caller reads, or
+ * captured here into head + tail buffers of cap bytes. */
+static int output_setup(lis_proc *p, int i, lis_stdio mode, int given, size_t cap, exec_req *rq,
+                        lis_error *err)
+{
+    int pp[2];
+    switch (mode) {
+    case LIS_STDIO_NULL:
+    case LIS_STDIO_DATA: return 0;
+    case LIS_STDIO_FD: rq->send_fds[rq->nfds++] = given; break;
+    case LIS_STDIO_PIPE:
+        if (pipe_for(pp, 0, err) < 0)
+            return -1;
+        rq->child_ends[1 + i] = pp[1];
+        p->pipe_fd[1 + i] = pp[0];
+        rq->send_fds[rq->nfds++] = pp[1];
+        break;
+    case LIS_STDIO_CAPTURE:
+        if (pipe_for(pp, 0, err) < 0)
+            return -1;
+        rq->child_ends[1 + i] = pp[1];
+        rq->send_fds[rq->nfds++] = pp[1];
+        if (cap_init(i ? &p->err : &p->out, cap) < 0) {
+            close(pp[0]);
+            return lis_oom(err);
+        }
+        *(i ? &p->err_rd : &p->out_rd) = pp[0];
+        *(i ? &p->capture_err : &p->capture_out) = 1;
+        break;
+    }
+    rq->h.flags |= i ? LIS_REQ_HAVE_STDERR : LIS_REQ_HAVE_STDOUT;
+    return 0;
+}
+
+/* The request's payload (cwd, argv, the sandbox's env with the command's on
+ * top), bounded by LIS_PAYLOAD_MAX. */
+static char *payload_new(lis_sandbox *sb, const lis_exec_spec *spec, const char *const *argv,
+                         exec_req *rq, size_t *len, lis_error *err)
+{
+    char **env = lis_env_merge((const char *const *)sb->env, spec->env); /* command wins */
+    uint32_t argc, envc;
+    char *payload =
+        env ? build_payload(spec->cwd ? spec->cwd : "/", argv, env, len, &argc, &envc) : NULL;
+    lis_env_free(env);
+    if (!payload) {
+        lis_oom(err);
+        return NULL;
+    }
+    if (*len > LIS_PAYLOAD_MAX) {
+        free(payload);
+        lis_fail(err, E2BIG, "command and environment too large (%zu bytes, max %u)", *len,
+                 LIS_PAYLOAD_MAX);
+        return NULL;
+    }
+    rq->h.argc = argc;
+    rq->h.envc = envc;
+    rq->h.payload_len = (uint32_t)*len;
+    return payload;
+}
+
+/* The request sent on a new connection to PID 1; the child's ends closed. */
+static int request_send(lis_proc *p, exec_req *rq, const char *payload, size_t len, lis_error *err)
+{
+    p->conn = lis_sandbox_connect(p->sb, err);
+    if (p->conn < 0)
+        return -1;
+    if (send_request(p->conn, &rq->h, rq->send_fds, rq->nfds, payload, len) < 0)
+        return lis_fail_errno(err, "sandbox %s did not take the command", p->sb->name);
+    for (int i = 0; i < 3; i++)
+        if (rq->child_ends[i] >= 0) {
+            close(rq->child_ends[i]);
+            rq->child_ends[i] = -1;
+        }
+    return 0;
+}
+
+/* With a pty, the master comes first (or an error): handed over ready to use. */
+static int pty_wait(lis_proc *p, lis_error *err)
+{
+    while (p->pty_fd < 0 && !p->exited) {
+        struct lis_msg m;
+        int fd;
+        if (recv_msg(p, &m, &fd, 1) <= 0)
+            return lis_fail(err, EIO, "sandbox %s closed the connection", p->sb->name);
+        handle_msg(p, &m, fd);
+    }
+    return 0;
+}
+
+/* The one pollable fd of the command: its connection and our pipe ends. */
+static int epoll_setup(lis_proc *p, lis_error *err)
+{
+    p->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (p->epfd < 0 || watch(p->epfd, p->conn, EPOLLIN) < 0 ||
+        (p->out_rd >= 0 && watch(p->epfd, p->out_rd, EPOLLIN) < 0) ||
+        (p->err_rd >= 0 && watch(p->epfd, p->err_rd, EPOLLIN) < 0) ||
+        (p->in_wr >= 0 && watch(p->epfd, p->in_wr, EPOLLOUT) < 0))
+        return lis_fail_errno(err, "epoll");
+    return 0;
+}
+
 int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, lis_error *err)
 {
     *out = NULL;
@@ -251,159 +425,34 @@ int lis_exec_start(lis_sandbox *sb, const lis_exec_spec *spec, lis_proc **out, l
     if (lis_meta_paused(sb))
         return lis_fail(err, EBUSY, "sandbox %s is paused (lis sandbox resume %s)", sb->name,
                         sb->name);
-    lis_proc *p = calloc(1, sizeof *p);
+    lis_proc *p = proc_new(sb);
     if (!p)
         return lis_oom(err);
-    p->sb = sb;
-    p->conn = p->epfd = p->out_rd = p->err_rd = p->in_wr = p->pty_fd = -1;
-    p->pipe_fd[0] = p->pipe_fd[1] = p->pipe_fd[2] = -1;
-    p->t0 = lis_now();
-    lis_cg_cmd_begin(sb->cg, &p->cgm);
-    size_t cap = spec->out_cap ? spec->out_cap : 1u << 20;
-    int send_fds[3], nfds = 0, child_ends[3] = {-1, -1, -1};
-    struct lis_req_hdr h = {.magic = LIS_PROTO_MAGIC,
-                            .timeout_ms = spec->timeout > 0 ? (int64_t)(spec->timeout * 1000) : 0,
-                            .rows = spec->rows,
-                            .cols = spec->cols};
-    int rc = -1;
-    char **env = NULL;
+    exec_req rq = {.h = {.magic = LIS_PROTO_MAGIC,
+                         .timeout_ms = spec->timeout > 0 ? (int64_t)(spec->timeout * 1000) : 0,
+                         .rows = spec->rows,
+                         .cols = spec->cols},
+                   .child_ends = {-1, -1, -1}};
+    size_t cap = spec->out_cap ? spec->out_cap : 1u << 20, len = 0;
     char *payload = NULL;
-    if (spec->pty) {
-        h.flags |= LIS_REQ_PTY;
-    } else {
-        /* stdin */
-        if (spec->in == LIS_STDIO_FD) {
-            send_fds[nfds++] = spec->in_fd;
-            h.flags |= LIS_REQ_HAVE_STDIN;
-        } else if (spec->in == LIS_STDIO_PIPE) {
-            int pp[2];
-            if (pipe2(pp, O_CLOEXEC) < 0) {
-                lis_fail_errno(err, "pipe");
-                goto out;
-            }
-            child_ends[0] = pp[0];
-            p->pipe_fd[0] = pp[1];
-            fcntl(pp[1], F_SETFL, O_NONBLOCK);
-            send_fds[nfds++] = pp[0];
-            h.flags |= LIS_REQ_HAVE_STDIN;
-        } else if (spec->in == LIS_STDIO_DATA) {
-            int pp[2];
-            if (pipe2(pp, O_CLOEXEC) < 0) {
-                lis_fail_errno(err, "pipe");
-                goto out;
-            }
-            child_ends[0] = pp[0];
-            p->in_wr = pp[1];
-            fcntl(p->in_wr, F_SETFL, O_NONBLOCK);
-            p->in_data = malloc(spec->in_len ? spec->in_len : 1);
-            if (!p->in_data) {
-                lis_oom(err);
-                goto out;
-            }
-            memcpy(p->in_data, spec->in_data, spec->in_len);
-            p->in_len = spec->in_len;
-            send_fds[nfds++] = pp[0];
-            h.flags |= LIS_REQ_HAVE_STDIN;
-        }
-        /* stdout, stderr */
-        lis_stdio modes[2] = {spec->out, spec->err};
-        int given[2] = {spec->out_fd, spec->err_fd};
-        for (int i = 0; i < 2; i++) {
-            if (modes[i] == LIS_STDIO_FD) {
-                send_fds[nfds++] = given[i];
-            } else if (modes[i] == LIS_STDIO_PIPE) {
-                int pp[2];
-                if (pipe2(pp, O_CLOEXEC) < 0) {
-                    lis_fail_errno(err, "pipe");
-                    goto out;
-                }
-                fcntl(pp[0], F_SETFL, O_NONBLOCK);
-                child_ends[1 + i] = pp[1];
-                p->pipe_fd[1 + i] = pp[0];
-                send_fds[nfds++] = pp[1];
-            } else if (modes[i] == LIS_STDIO_CAPTURE) {
-                int pp[2];
-                if (pipe2(pp, O_CLOEXEC) < 0) {
-                    lis_fail_errno(err, "pipe");
-                    goto out;
-                }
-                fcntl(pp[0], F_SETFL, O_NONBLOCK);
-                child_ends[1 + i] = pp[1];
-                send_fds[nfds++] = pp[1];
-                capbuf *c = i ? &p->err : &p->out;
-                if (cap_init(c, cap) < 0) {
-                    close(pp[0]);
-                    lis_oom(err);
-                    goto out;
-                }
-                if (i) {
-                    p->err_rd = pp[0];
-                    p->capture_err = 1;
-                } else {
-                    p->out_rd = pp[0];
-                    p->capture_out = 1;
-                }
-            } else {
-                continue;
-            }
-            h.flags |= i ? LIS_REQ_HAVE_STDERR : LIS_REQ_HAVE_STDOUT;
-        }
-    }
-    env = lis_env_merge((const char *const *)sb->env, spec->env); /* command wins */
-    size_t len;
-    uint32_t argc, envc;
-    payload =
-        env ? build_payload(spec->cwd ? spec->cwd : "/", argv, env, &len, &argc, &envc) : NULL;
-    if (!payload) {
-        lis_oom(err);
-        goto out;
-    }
-    if (len > LIS_PAYLOAD_MAX) {
-        lis_fail(err, E2BIG, "command and environment too large (%zu bytes, max %u)", len,
-                 LIS_PAYLOAD_MAX);
-        goto out;
-    }
-    h.argc = argc;
-    h.envc = envc;
-    h.payload_len = (uint32_t)len;
-    p->conn = lis_sandbox_connect(sb, err);
-    if (p->conn < 0)
-        goto out;
-    if (send_request(p->conn, &h, send_fds, nfds, payload, len) < 0) {
-        lis_fail_errno(err, "sandbox %s did not take the command", sb->name);
-        goto out;
-    }
+    int rc = 0;
+    if (spec->pty)
+        rq.h.flags |= LIS_REQ_PTY;
+    else if (stdin_setup(p, spec, &rq, err) < 0 ||
+             output_setup(p, 0, spec->out, spec->out_fd, cap, &rq, err) < 0 ||
+             output_setup(p, 1, spec->err, spec->err_fd, cap, &rq, err) < 0)
+        rc = -1;
+    if (rc == 0 && !(payload = payload_new(sb, spec, argv, &rq, &len, err)))
+        rc = -1;
+    if (rc == 0)
+        rc = request_send(p, &rq, payload, len, err);
+    if (rc == 0 && spec->pty)
+        rc = pty_wait(p, err);
+    if (rc == 0)
+        rc = epoll_setup(p, err);
     for (int i = 0; i < 3; i++)
-        if (child_ends[i] >= 0) {
-            close(child_ends[i]);
-            child_ends[i] = -1;
-        }
-    if (spec->pty) {
-        /* The master comes first (or an error): hand it over ready to use. */
-        struct lis_msg m;
-        int fd;
-        while (p->pty_fd < 0 && !p->exited) {
-            if (recv_msg(p, &m, &fd, 1) <= 0) {
-                lis_fail(err, EIO, "sandbox %s closed the connection", sb->name);
-                goto out;
-            }
-            handle_msg(p, &m, fd);
-        }
-    }
-    p->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (p->epfd < 0 || watch(p->epfd, p->conn, EPOLLIN) < 0 ||
-        (p->out_rd >= 0 && watch(p->epfd, p->out_rd, EPOLLIN) < 0) ||
-        (p->err_rd >= 0 && watch(p->epfd, p->err_rd, EPOLLIN) < 0) ||
-        (p->in_wr >= 0 && watch(p->epfd, p->in_wr, EPOLLOUT) < 0)) {
-        lis_fail_errno(err, "epoll");
-        goto out;
-    }
-    rc = 0;
-out:
-    for (int i = 0; i < 3; i++)
-        if (child_ends[i] >= 0)
-            close(child_ends[i]);
-    lis_env_free(env);
+        if (rq.child_ends[i] >= 0)
+            close(rq.child_ends[i]);
     free(payload);
     if (rc < 0) {
         proc_free(p);
@@ -437,11 +486,8 @@ static void drain(lis_proc *p, int *fd, capbuf *c)
         }
         if (n < 0 && errno == EINTR)
             continue;
-        if (n == 0 || (n < 0 && errno != EAGAIN)) {
-            epoll_ctl(p->epfd, EPOLL_CTL_DEL, *fd, NULL);
-            close(*fd);
-            *fd = -1;
-        }
+        if (n == 0 || (n < 0 && errno != EAGAIN))
+            unwatch(p, fd);
         return;
     }
 }
@@ -460,11 +506,8 @@ static void feed_stdin(lis_proc *p)
             return;
         break; /* EPIPE: the command does not read its input */
     }
-    if (p->in_wr >= 0) {
-        epoll_ctl(p->epfd, EPOLL_CTL_DEL, p->in_wr, NULL);
-        close(p->in_wr);
-        p->in_wr = -1;
-    }
+    if (p->in_wr >= 0)
+        unwatch(p, &p->in_wr);
 }
 
 int lis_proc_step(lis_proc *p, lis_error *err)
@@ -500,19 +543,13 @@ int lis_proc_step(lis_proc *p, lis_error *err)
      * processes that still hold them do not keep the command alive. */
     if (p->out_rd >= 0) {
         drain(p, &p->out_rd, &p->out);
-        if (p->out_rd >= 0) {
-            epoll_ctl(p->epfd, EPOLL_CTL_DEL, p->out_rd, NULL);
-            close(p->out_rd);
-            p->out_rd = -1;
-        }
+        if (p->out_rd >= 0)
+            unwatch(p, &p->out_rd);
     }
     if (p->err_rd >= 0) {
         drain(p, &p->err_rd, &p->err);
-        if (p->err_rd >= 0) {
-            epoll_ctl(p->epfd, EPOLL_CTL_DEL, p->err_rd, NULL);
-            close(p->err_rd);
-            p->err_rd = -1;
-        }
+        if (p->err_rd >= 0)
+            unwatch(p, &p->err_rd);
     }
     if (p->lost)
         return lis_fail(err, EIO, "sandbox %s died while running the command", p->sb->name);

@@ -50,7 +50,11 @@ struct lis_ctx {
     int warned_unmapped; /* sandbox.c: the unmapped-rootfs warning was given */
     int prepared;
     struct lis_cgroot *cgroot; /* cgroups.c: discovered on first use */
-    void *ext;                 /* ext.c: the slot of the layer above (net/) */
+    struct lis_plan_cache {    /* mounts.c: the last mount plan, for the next sandbox */
+        pthread_mutex_t mu;
+        struct lis_mount_plan *plan;
+    } plans;
+    void *ext; /* ext.c: the slot of the layer above (net/) */
     void (*ext_release)(void *ext);
     void (*warn)(void *arg, const char *line);
     void *warn_arg;
@@ -119,6 +123,9 @@ char *lis_proc_stat(pid_t pid, char *buf, size_t len);
  * value, 0, or -errno when pid1's namespace cannot be read. */
 int lis_pidns_each(pid_t pid1, int (*fn)(pid_t pid, const char *stat, void *arg), void *arg);
 int lis_mkdir_p(const char *path, unsigned mode, lis_error *err);
+/* K=V lists: extra replaces base key by key; everything copied (NULL: out of memory). */
+char **lis_env_merge(const char *const *base, const char *const *extra);
+void lis_env_free(char **env);
 int lis_valid_name(const char *name);
 /* An absolute path without "..". */
 int lis_path_check(const char *path, lis_error *err);
@@ -146,16 +153,41 @@ int lis_ctx_prepare_spawn(lis_ctx *ctx, lis_error *err);
 int lis_seccomp_compile(struct lis_seccomp *out, lis_error *err);
 void lis_seccomp_close(struct lis_seccomp *sc);
 
-/* meta.c: a sandbox's meta.json */
-struct cJSON;
-int lis_meta_write(lis_sandbox *sb, lis_error *err);
-/* The parsed meta.json in state_dir, NULL when none (free with cJSON_Delete). */
-struct cJSON *lis_meta_read(const char *state_dir);
-/* Alive and the same process that the metadata names (its pid in *pid). */
-int lis_meta_alive(struct cJSON *m, pid_t *pid);
+/* meta.c: a sandbox's meta.json (crun's status.c is the model: one struct
+ * owns the on-disk record, written to a temporary file then renamed). */
+typedef struct lis_meta {
+    char name[LIS_NAME_MAX + 1];
+    pid_t pid;
+    unsigned long long starttime; /* of pid: with it, names one process forever */
+    char rootfs[PATH_MAX];
+    char layer_dir[PATH_MAX]; /* "" with a tmpfs upper layer */
+    double created;           /* CLOCK_REALTIME seconds */
+    int persist, full_map, paused;
+    int net;             /* lis_net_mode */
+    int cgroup;          /* limits by a cgroup (else the fallback) */
+    int scratch_fd;      /* lis-init's fd of the set-up tmpfs, -1 when none */
+    lis_limits asked;    /* as asked at create (0: default); a fork's default */
+    uint64_t disk_limit; /* LIS_UNLIMITED: none */
+    char **env;          /* NULL-terminated; owned when read */
+} lis_meta;
+/* Reads <state_dir>/meta.json into *m (lis_meta_release frees it): 0, or -1
+ * with *err (ENOENT: none; EINVAL: not a record lis wrote). */
+int lis_meta_read(const char *state_dir, lis_meta *m, lis_error *err);
+void lis_meta_release(lis_meta *m);
+/* Writes *m as <state_dir>/meta.json: a temporary file, then renamed. */
+int lis_meta_write(const char *state_dir, const lis_meta *m, lis_error *err);
+/* sb as its record (its PID 1's start time read now), written to its state_dir. */
+int lis_meta_save(lis_sandbox *sb, lis_error *err);
+/* Alive and the same process that the record names. */
+int lis_meta_alive(const lis_meta *m);
 /* Whether sb is paused right now: its meta.json says so (another process may
  * have paused it since sb was opened), or, without state, the handle does. */
 int lis_meta_paused(lis_sandbox *sb);
+/* fn(the state dir, its name, its record or NULL when it has none that can
+ * be read, arg) for each sandbox directory in run_dir, until fn returns
+ * non-zero: that value; 0; or -1 when run_dir cannot be read. */
+typedef int (*lis_meta_fn)(const char *dir, const char *name, const lis_meta *m, void *arg);
+int lis_meta_each(const char *run_dir, lis_meta_fn fn, void *arg, lis_error *err);
 
 /* files.c, for copy.c */
 /* openat2 of rel below the sandbox root rootfd (RESOLVE_IN_ROOT, no magic links). */
@@ -199,8 +231,6 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid, int *pidfd, in
               lis_error *err);
 
 /* sandbox.c */
-char **lis_env_merge(const char *const *base, const char *const *extra);
-void lis_env_free(char **env);
 int lis_sandbox_root_fd(lis_sandbox *sb, lis_error *err);
 int lis_sandbox_connect(lis_sandbox *sb, lis_error *err);
 

@@ -457,6 +457,10 @@ int lis_host_rmtree(const char *path, lis_error *err);
 int lis_host_rmtree_at(int pdfd, const char *name);
 /* mkdir -p on the host (for exporting results next to the caller). */
 int lis_host_mkdir_p(const char *path, unsigned mode, lis_error *err);
+/* The host's CPU time so far, summed over its CPUs (/proc/stat, in clock
+ * ticks): *busy of *total. Two samples tell how much of the machine sat idle
+ * in between (lis batch sizes its set-up by it). 0, or -1 when unreadable. */
+int lis_host_cpu(uint64_t *busy, uint64_t *total);
 
 /* ---- host checks ------------------------------------------------------- */
 

@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 enum op_kind {
@@ -54,6 +55,7 @@ typedef struct mount_op {
     int read_only;      /* OP_BIND: make the bind read-only (recursively) */
     int optional;       /* a failure is ignored */
     int volatile_upper; /* OP_OVERLAY: the upper layer goes with the sandbox: no syncs */
+    int named;          /* OP_WRITE: data, the sandbox's name, "\n"; OP_HOSTNAME: the name */
     const char *stage;
 } mount_op;
 
@@ -61,30 +63,55 @@ typedef struct mount_op {
 struct lis_mount_plan {
     mount_op ops[MAX_OPS];
     int n;
+    int full;       /* an op or a string did not fit: the plan is refused (E2BIG) */
+    mount_op spill; /* what add() hands out once the plan is full */
     char *arena;
     size_t used, cap;
     int listen_port;          /* spec.listen_port: open the listener after the plan */
     const char *listen_stage; /* its error stage, made by the owner */
+    /* The plan holds no sandbox's name (it is given to lis_mount_plan_run),
+     * so one plan serves every sandbox of a spec: the context keeps the last
+     * one made (lis_mount_plan_get), refs counting its holders. */
+    int refs;
+    char key[2 * PATH_MAX + 128]; /* what it was made from; "" when it is no one else's */
 };
 
+/* The directories of a plan: the set-up tmpfs (base), the new root's mount
+ * point, and the writable layer (in the tmpfs, or req's disk layer). */
+typedef struct plan_dirs {
+    char base[PATH_MAX], root[PATH_MAX + 16];
+    const char *upper, *work;
+    char tup[PATH_MAX + 16], twk[PATH_MAX + 16];
+} plan_dirs;
+
+/* A copy of s in the plan's arena (NULL stays NULL); a string that does not
+ * fit marks the plan full. */
 static const char *keep(lis_mount_plan *p, const char *s)
 {
     if (!s)
         return NULL;
     size_t n = strlen(s) + 1;
-    if (p->used + n > p->cap)
+    if (p->used + n > p->cap) {
+        p->full = 1;
         return NULL;
+    }
     char *d = p->arena + p->used;
     memcpy(d, s, n);
     p->used += n;
     return d;
 }
 
+/* The next op, cleared. Never NULL: past MAX_OPS the plan is marked full and
+ * the op written is a spill slot that nothing runs, so the phases below fill
+ * their ops without a check each and lis_mount_plan_new refuses the plan once,
+ * at the end. */
 static mount_op *add(lis_mount_plan *p, enum op_kind k, const char *stage)
 {
-    if (p->n >= MAX_OPS)
-        return NULL;
-    mount_op *o = &p->ops[p->n++];
+    mount_op *o = &p->spill;
+    if (p->n < MAX_OPS)
+        o = &p->ops[p->n++];
+    else
+        p->full = 1;
     memset(o, 0, sizeof *o);
     o->kind = k;
     o->stage = keep(p, stage);
@@ -107,55 +134,44 @@ static int bad_lower_chain(const char *s)
 
 /* An empty read-only tmpfs over each dir (NULL-terminated; absent ones are
  * skipped at run time). */
-static int mask_dirs(lis_mount_plan *p, const char *const *dirs, const char *stage)
+static void mask_dirs(lis_mount_plan *p, const char *const *dirs, const char *stage)
 {
     for (size_t i = 0; dirs[i]; i++) {
         mount_op *o = add(p, OP_MOUNT, stage);
-        if (!o)
-            return -1;
         o->src = o->fstype = "tmpfs";
         o->dst = dirs[i];
         o->in_root = o->is_dir = o->optional = 1;
         o->flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
         o->data = "mode=0555,size=4k";
     }
+}
+
+/* The paths of the plan, checked for what overlayfs cannot take. */
+static int plan_dirs_init(plan_dirs *d, lis_ctx *ctx, const lis_spawn_req *req, lis_error *err)
+{
+    snprintf(d->base, sizeof d->base, "%s/.mnt", ctx->run_dir);
+    snprintf(d->root, sizeof d->root, "%s/root", d->base);
+    d->upper = req->upper_dir;
+    d->work = req->work_dir;
+    if (!d->upper) {
+        snprintf(d->tup, sizeof d->tup, "%s/upper", d->base);
+        snprintf(d->twk, sizeof d->twk, "%s/work", d->base);
+        d->upper = d->tup;
+        d->work = d->twk;
+    }
+    if (bad_lower_chain(req->rootfs) || bad_overlay_path(d->upper) || bad_overlay_path(d->base))
+        return lis_fail(err, EINVAL,
+                        "paths used by overlayfs may not contain ',', ':' or '\\', and "
+                        "a chain has at most %d layers (%s)",
+                        LIS_MAX_LAYERS, bad_lower_chain(req->rootfs) ? req->rootfs : d->upper);
     return 0;
 }
 
-lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_error *err)
+/* Phase 1: a private mount namespace and the set-up tmpfs, with the mount
+ * point of the root, /tmp, /dev/shm and (tmpfs upper) the writable layer in it. */
+static void plan_scratch(lis_mount_plan *p, const plan_dirs *d, const lis_spawn_req *req)
 {
-    const lis_sandbox_spec *spec = req->spec;
-    lis_mount_plan *p = calloc(1, sizeof *p);
-    if (!p || !(p->arena = malloc(p->cap = 64 * 1024))) {
-        free(p);
-        lis_oom(err);
-        return NULL;
-    }
-    char buf[3 * PATH_MAX + 128], root[PATH_MAX + 16], stage[PATH_MAX + 64];
-    char base[PATH_MAX];
-    snprintf(base, sizeof base, "%s/.mnt", ctx->run_dir);
-    snprintf(root, sizeof root, "%s/root", base);
-    const char *upper = req->upper_dir, *work = req->work_dir;
-    char tup[PATH_MAX + 16], twk[PATH_MAX + 16];
-    if (!upper) {
-        snprintf(tup, sizeof tup, "%s/upper", base);
-        snprintf(twk, sizeof twk, "%s/work", base);
-        upper = tup;
-        work = twk;
-    }
-    if (bad_lower_chain(req->rootfs) || bad_overlay_path(upper) || bad_overlay_path(base)) {
-        lis_mount_plan_free(p);
-        lis_fail(err, EINVAL,
-                 "paths used by overlayfs may not contain ',', ':' or '\\', and "
-                 "a chain has at most %d layers (%s)",
-                 LIS_MAX_LAYERS, bad_lower_chain(req->rootfs) ? req->rootfs : upper);
-        return NULL;
-    }
-    mount_op *o;
-#define ADD(kind, st)                                                                              \
-    if (!(o = add(p, kind, st)))                                                                   \
-    goto full
-    ADD(OP_MOUNT, "making the mount namespace private");
+    mount_op *o = add(p, OP_MOUNT, "making the mount namespace private");
     o->dst = keep(p, "/");
     o->flags = MS_REC | MS_PRIVATE;
     /* A scratch tmpfs over the run dir, only in this mount namespace. It is
@@ -163,56 +179,62 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
      * /dev/shm all live in it, so a writer gets ENOSPC at --disk and the
      * host never notices. Inodes are bounded too (each costs kernel memory
      * that size= does not count): one per 4 KiB of budget. */
-    uint64_t disk = lis_disk_budget(&spec->limits);
+    uint64_t disk = lis_disk_budget(&req->spec->limits);
     char tmpfs_opts[96] = "mode=0755";
     if (disk != LIS_UNLIMITED) {
         uint64_t inodes = disk / 4096 < 16384 ? 16384 : disk / 4096;
         snprintf(tmpfs_opts, sizeof tmpfs_opts, "mode=0755,size=%llu,nr_inodes=%llu",
                  (unsigned long long)disk, (unsigned long long)inodes);
     }
-    ADD(OP_MOUNT, "mounting the set-up tmpfs");
+    o = add(p, OP_MOUNT, "mounting the set-up tmpfs");
     o->src = "tmpfs";
     o->fstype = "tmpfs";
-    o->dst = keep(p, base);
+    o->dst = keep(p, d->base);
     o->flags = MS_NOSUID | MS_NODEV;
     o->data = keep(p, tmpfs_opts);
     /* lis-init keeps this tmpfs open: after pivot_root it is reachable only
      * through that fd, which the owner opens as /proc/<pid>/fd/N to capture
      * the tmpfs upper layer and /tmp (capture.c). Nothing in the sandbox
      * can: lis-init is not dumpable and commands have no CAP_SYS_PTRACE. */
-    ADD(OP_HOLD, "opening the set-up tmpfs");
-    o->dst = keep(p, base);
-    ADD(OP_MKDIR, "creating the root mount point");
-    o->dst = keep(p, root);
+    o = add(p, OP_HOLD, "opening the set-up tmpfs");
+    o->dst = keep(p, d->base);
+    o = add(p, OP_MKDIR, "creating the root mount point");
+    o->dst = keep(p, d->root);
     static const char *const scratch_dirs[] = {"tmp", "shm"};
     for (int i = 0; i < 2; i++) {
-        snprintf(buf, sizeof buf, "%s/%s", base, scratch_dirs[i]);
-        ADD(OP_MKDIR, "creating /tmp and /dev/shm");
+        char buf[PATH_MAX + 16];
+        snprintf(buf, sizeof buf, "%s/%s", d->base, scratch_dirs[i]);
+        o = add(p, OP_MKDIR, "creating /tmp and /dev/shm");
         o->dst = keep(p, buf);
         o->mode = 01777;
     }
     if (!req->upper_dir) {
-        ADD(OP_MKDIR, "creating the tmpfs upper layer");
-        o->dst = keep(p, upper);
-        ADD(OP_MKDIR, "creating the tmpfs work dir");
-        o->dst = keep(p, work);
+        o = add(p, OP_MKDIR, "creating the tmpfs upper layer");
+        o->dst = keep(p, d->upper);
+        o = add(p, OP_MKDIR, "creating the tmpfs work dir");
+        o->dst = keep(p, d->work);
     }
-    /* lis's own mount points and /etc files go into the upper layer before
-     * the overlay is mounted, so a lower layer we cannot write (a root-owned
-     * debootstrap, ids not mapped here) still starts; the merged /, /etc
-     * and these dirs are then the sandbox's own. */
+}
+
+/* Phase 2: lis's own mount points and /etc files go into the upper layer
+ * before the overlay is mounted, so a lower layer we cannot write (a
+ * root-owned debootstrap, ids not mapped here) still starts; the merged /,
+ * /etc and these dirs are then the sandbox's own. */
+static void plan_upper(lis_mount_plan *p, const plan_dirs *d, const lis_spawn_req *req)
+{
+    const lis_sandbox_spec *spec = req->spec;
     static const char *const upper_dirs[] = {"etc", "proc", "dev", "sys", "tmp"};
     for (size_t i = 0; i < sizeof upper_dirs / sizeof upper_dirs[0]; i++) {
-        ADD(OP_MKDIR, "creating mount points in the upper layer");
+        mount_op *o = add(p, OP_MKDIR, "creating mount points in the upper layer");
         o->dst = upper_dirs[i];
-        o->upper = keep(p, upper);
+        o->upper = keep(p, d->upper);
         o->in_upper = 1;
     }
-    const char *hostname = spec->hostname ? spec->hostname : req->name;
+    /* the last line names the host: spec.hostname, or the sandbox's name at run time */
     char hosts[512];
     snprintf(hosts, sizeof hosts,
-             "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s\n",
-             hostname);
+             "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s%s",
+             spec->hostname ? spec->hostname : "", spec->hostname ? "\n" : "");
     char resolv[4096] = "# lis: this sandbox has no DNS of its own\n";
     if (spec->net == LIS_NET_HOST) {
         int fd = open("/etc/resolv.conf", O_RDONLY | O_CLOEXEC);
@@ -229,62 +251,76 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
     static const char *const etc[] = {"hosts", "resolv.conf"};
     const char *content[] = {hosts, resolv};
     for (int i = 0; i < 2; i++) {
+        char buf[64];
         snprintf(buf, sizeof buf, "etc/%s", etc[i]);
-        ADD(OP_WRITE, "writing /etc/hosts and /etc/resolv.conf into the upper layer");
+        mount_op *o =
+            add(p, OP_WRITE, "writing /etc/hosts and /etc/resolv.conf into the upper layer");
         o->dst = keep(p, buf);
         o->data = keep(p, content[i]);
-        o->upper = keep(p, upper);
+        o->named = i == 0 && !spec->hostname; /* /etc/hosts ends with the name */
+        o->upper = keep(p, d->upper);
         o->in_upper = 1;
     }
+}
+
+/* Phase 3: the overlay root, opened for the phases that mount inside it. */
+static void plan_overlay(lis_mount_plan *p, const plan_dirs *d, const lis_spawn_req *req)
+{
+    char stage[PATH_MAX + 64];
     snprintf(stage, sizeof stage, "mounting the overlay root (lower %s)", req->rootfs);
-    ADD(OP_OVERLAY, stage);
+    mount_op *o = add(p, OP_OVERLAY, stage);
     o->src = keep(p, req->rootfs);
-    o->upper = keep(p, upper);
-    o->work = keep(p, work);
-    o->dst = keep(p, root);
+    o->upper = keep(p, d->upper);
+    o->work = keep(p, d->work);
+    o->dst = keep(p, d->root);
     /* A disk upper layer that is deleted with the sandbox needs no sync: without
      * `volatile` the unmount at PID 1's exit waits for the writeback of the
      * host filesystem (seconds when it is busy), and so does every destroy. */
-    o->volatile_upper = req->upper_dir && !spec->persist;
-    if (!o->src || !o->upper || !o->work)
-        goto full;
-    ADD(OP_OPENROOT, "opening the new root");
-    o->dst = keep(p, root);
+    o->volatile_upper = req->upper_dir && !req->spec->persist;
+    o = add(p, OP_OPENROOT, "opening the new root");
+    o->dst = keep(p, d->root);
+}
 
-    ADD(OP_MOUNT, "mounting /proc");
+/* Phase 4: /proc, with what Docker and podman mask or make read-only in it
+ * (SECURITY.md): /proc/keys and key-users list the host user's keyrings
+ * (keyrings are per uid, not per namespace); the rest shows host kernel
+ * state. Paths this kernel lacks are skipped. */
+static void plan_proc(lis_mount_plan *p)
+{
+    mount_op *o = add(p, OP_MOUNT, "mounting /proc");
     o->src = o->fstype = "proc";
     o->dst = "proc";
     o->in_root = o->is_dir = 1;
     o->flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
-    /* What Docker and podman mask or make read-only in /proc (SECURITY.md):
-     * /proc/keys and key-users list the host user's keyrings (keyrings are
-     * per uid, not per namespace); the rest shows host kernel state. Paths
-     * this kernel lacks are skipped. */
     static const char *const masked_files[] = {"proc/kcore",        "proc/keys",
                                                "proc/key-users",    "proc/timer_list",
                                                "proc/timer_stats",  "proc/sched_debug",
                                                "proc/latency_stats"};
     for (size_t i = 0; i < sizeof masked_files / sizeof masked_files[0]; i++) {
-        ADD(OP_BIND, "masking /proc files");
+        o = add(p, OP_BIND, "masking /proc files");
         o->src = "/dev/null";
         o->dst = masked_files[i];
         o->in_root = o->optional = 1;
         o->read_only = 1;
     }
     static const char *const masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/asound", NULL};
-    if (mask_dirs(p, masked_dirs, "masking /proc directories") < 0)
-        goto full;
+    mask_dirs(p, masked_dirs, "masking /proc directories");
     static const char *const ro_proc[] = {"proc/sys", "proc/bus", "proc/fs", "proc/irq",
                                           "proc/sysrq-trigger"};
     for (size_t i = 0; i < sizeof ro_proc / sizeof ro_proc[0]; i++) {
-        ADD(OP_BIND, "making /proc/sys, bus, fs, irq and sysrq-trigger read-only");
+        o = add(p, OP_BIND, "making /proc/sys, bus, fs, irq and sysrq-trigger read-only");
         o->dst = ro_proc[i];
         o->in_root = o->read_only = 1;
         o->is_dir = i < 4;
         o->optional = i > 0; /* /proc/sys always exists */
     }
+}
 
-    ADD(OP_MOUNT, "mounting /dev");
+/* Phase 5: a minimal /dev: a tmpfs with six host nodes bound in, a private
+ * devpts, the usual links, and /dev/shm from the set-up tmpfs. */
+static void plan_dev(lis_mount_plan *p, const plan_dirs *d, const lis_spawn_req *req)
+{
+    mount_op *o = add(p, OP_MOUNT, "mounting /dev");
     o->src = o->fstype = "tmpfs";
     o->dst = "dev";
     o->in_root = o->is_dir = 1;
@@ -292,14 +328,15 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
     o->data = "mode=0755,size=1m";
     static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
     for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+        char buf[64], stage[64];
         snprintf(buf, sizeof buf, "/dev/%s", nodes[i]);
         snprintf(stage, sizeof stage, "binding /dev/%s", nodes[i]);
-        ADD(OP_BIND, stage);
+        o = add(p, OP_BIND, stage);
         o->src = keep(p, buf);
-        o->dst = o->src + 1;
+        o->dst = o->src ? o->src + 1 : NULL;
         o->in_root = 1;
     }
-    ADD(OP_MOUNT, "mounting /dev/pts");
+    o = add(p, OP_MOUNT, "mounting /dev/pts");
     o->src = o->fstype = "devpts";
     o->dst = "dev/pts";
     o->in_root = o->is_dir = 1;
@@ -312,59 +349,66 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
                                            {"/proc/self/fd/1", "dev/stdout"},
                                            {"/proc/self/fd/2", "dev/stderr"}};
     for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
-        ADD(OP_SYMLINK, "creating /dev links");
+        o = add(p, OP_SYMLINK, "creating /dev links");
         o->src = links[i][0];
         o->dst = links[i][1];
         o->in_root = 1;
     }
-    snprintf(buf, sizeof buf, "%s/shm", base);
-    ADD(OP_BIND, "mounting /dev/shm");
-    o->src = keep(p, buf);
+    char shm[PATH_MAX + 16];
+    snprintf(shm, sizeof shm, "%s/shm", d->base);
+    o = add(p, OP_BIND, "mounting /dev/shm");
+    o->src = keep(p, shm);
     o->dst = "dev/shm";
     o->in_root = o->is_dir = 1;
-    if (spec->net != LIS_NET_HOST) {
-        /* sysfs needs a network namespace owned by our user namespace. */
-        ADD(OP_MOUNT, "mounting /sys");
-        o->src = o->fstype = "sysfs";
-        o->dst = "sys";
-        o->in_root = o->is_dir = 1;
-        o->flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
-        o->optional = 1;
-        static const char *const masked_sys[] = {"sys/firmware", "sys/devices/virtual/powercap",
-                                                 NULL};
-        if (mask_dirs(p, masked_sys, "masking /sys/firmware") < 0)
-            goto full;
-    }
-    snprintf(buf, sizeof buf, "%s/tmp", base);
-    /* What a snapshot layer holds in /tmp, into this sandbox's own /tmp. */
-    ADD(OP_FILLTMP, "copying the image's /tmp into the sandbox's /tmp");
-    o->src = keep(p, buf);
+}
+
+/* Phase 6: a read-only /sys (sysfs needs a network namespace owned by our
+ * user namespace: not with the host network), firmware and powercap masked. */
+static void plan_sys(lis_mount_plan *p, const lis_spawn_req *req)
+{
+    if (req->spec->net == LIS_NET_HOST)
+        return;
+    mount_op *o = add(p, OP_MOUNT, "mounting /sys");
+    o->src = o->fstype = "sysfs";
+    o->dst = "sys";
+    o->in_root = o->is_dir = 1;
+    o->flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    o->optional = 1;
+    static const char *const masked_sys[] = {"sys/firmware", "sys/devices/virtual/powercap", NULL};
+    mask_dirs(p, masked_sys, "masking /sys/firmware");
+}
+
+/* Phase 7: /tmp from the set-up tmpfs, with what the image (a snapshot
+ * layer) holds in its /tmp copied in first. */
+static void plan_tmp(lis_mount_plan *p, const plan_dirs *d)
+{
+    char tmp[PATH_MAX + 16];
+    snprintf(tmp, sizeof tmp, "%s/tmp", d->base);
+    mount_op *o = add(p, OP_FILLTMP, "copying the image's /tmp into the sandbox's /tmp");
+    o->src = keep(p, tmp);
     o->in_root = 1;
-    ADD(OP_BIND, "mounting /tmp");
-    o->src = keep(p, buf);
+    o = add(p, OP_BIND, "mounting /tmp");
+    o->src = keep(p, tmp);
     o->dst = "tmp";
     o->in_root = o->is_dir = 1;
+}
 
+/* Phase 8: the caller's binds, each checked here (a bad one fails the plan). */
+static int plan_binds(lis_mount_plan *p, const lis_sandbox_spec *spec, lis_error *err)
+{
     for (size_t i = 0; i < spec->nbinds; i++) {
         const lis_bind *b = &spec->binds[i];
         struct stat st;
-        if (!b->host_path || !b->path || b->path[0] != '/') {
-            lis_mount_plan_free(p);
-            lis_fail(err, EINVAL, "bind %zu: needs a host path and an absolute sandbox path", i);
-            return NULL;
-        }
-        if (stat(b->host_path, &st) < 0) {
-            lis_fail_errno(err, "bind source %s", b->host_path);
-            lis_mount_plan_free(p);
-            return NULL;
-        }
-        if (lis_path_check(b->path, err) < 0) {
-            lis_wrap(err, "bind target");
-            lis_mount_plan_free(p);
-            return NULL;
-        }
+        if (!b->host_path || !b->path || b->path[0] != '/')
+            return lis_fail(err, EINVAL, "bind %zu: needs a host path and an absolute sandbox path",
+                            i);
+        if (stat(b->host_path, &st) < 0)
+            return lis_fail_errno(err, "bind source %s", b->host_path);
+        if (lis_path_check(b->path, err) < 0)
+            return lis_wrap(err, "bind target");
+        char stage[2 * PATH_MAX + 32];
         snprintf(stage, sizeof stage, "binding %s at %s", b->host_path, b->path);
-        ADD(OP_BIND, stage);
+        mount_op *o = add(p, OP_BIND, stage);
         o->src = keep(p, b->host_path);
         const char *rel = b->path;
         while (*rel == '/')
@@ -374,26 +418,56 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
         o->is_dir = S_ISDIR(st.st_mode);
         o->read_only = b->read_only;
     }
+    return 0;
+}
+
+/* Phase 9: the listener (opened after the plan, lis_mount_plan_listener),
+ * the hostname, loopback, and pivot_root into the new root. */
+static void plan_finish(lis_mount_plan *p, const lis_spawn_req *req)
+{
+    const lis_sandbox_spec *spec = req->spec;
     if (spec->net != LIS_NET_HOST && spec->listen_port) {
+        char buf[64];
         p->listen_port = spec->listen_port;
         snprintf(buf, sizeof buf, "opening the listener on 127.0.0.1:%u", spec->listen_port);
         p->listen_stage = keep(p, buf);
     }
-    ADD(OP_HOSTNAME, "setting the hostname");
-    o->data = keep(p, hostname);
-    if (spec->net != LIS_NET_HOST) {
-        ADD(OP_LO_UP, "bringing up loopback");
+    mount_op *o = add(p, OP_HOSTNAME, "setting the hostname");
+    o->data = keep(p, spec->hostname); /* NULL: the sandbox's name, at run time */
+    o->named = !spec->hostname;
+    if (spec->net != LIS_NET_HOST)
+        add(p, OP_LO_UP, "bringing up loopback");
+    add(p, OP_PIVOT, "pivoting into the new root");
+}
+
+lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_error *err)
+{
+    plan_dirs d;
+    if (plan_dirs_init(&d, ctx, req, err) < 0)
+        return NULL;
+    lis_mount_plan *p = calloc(1, sizeof *p);
+    if (!p || !(p->arena = malloc(p->cap = 64 * 1024))) {
+        free(p);
+        lis_oom(err);
+        return NULL;
     }
-    ADD(OP_PIVOT, "pivoting into the new root");
-#undef ADD
-    for (int i = 0; i < p->n; i++)
-        if (!p->ops[i].stage)
-            goto full;
+    p->refs = 1;
+    plan_scratch(p, &d, req);
+    plan_upper(p, &d, req);
+    plan_overlay(p, &d, req);
+    plan_proc(p);
+    plan_dev(p, &d, req);
+    plan_sys(p, req);
+    plan_tmp(p, &d);
+    int rc = plan_binds(p, req->spec, err);
+    plan_finish(p, req);
+    if (rc == 0 && p->full)
+        rc = lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
+    if (rc < 0) {
+        lis_mount_plan_free(p);
+        return NULL;
+    }
     return p;
-full:
-    lis_mount_plan_free(p);
-    lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
-    return NULL;
 }
 
 void lis_mount_plan_free(lis_mount_plan *p)
@@ -402,6 +476,68 @@ void lis_mount_plan_free(lis_mount_plan *p)
         free(p->arena);
         free(p);
     }
+}
+
+/* What a plan is made from, but the sandbox's name, in key: 1 when another
+ * sandbox of the same spec can use it. A disk upper layer (its paths), binds
+ * (their sources are stat'ed) and the host's network (its resolv.conf is
+ * read) are made for one sandbox each. */
+static int plan_key(const lis_ctx *ctx, const lis_spawn_req *req, char *key, size_t len)
+{
+    const lis_sandbox_spec *spec = req->spec;
+    if (req->upper_dir || spec->nbinds || spec->net == LIS_NET_HOST)
+        return 0;
+    int n = snprintf(key, len, "%s|%s|%llu|%d|%u|%d|%s%s", ctx->run_dir, req->rootfs,
+                     (unsigned long long)lis_disk_budget(&spec->limits), (int)spec->net,
+                     spec->listen_port, req->full_map, spec->hostname ? "h=" : "",
+                     spec->hostname ? spec->hostname : "");
+    return n > 0 && (size_t)n < len;
+}
+
+lis_mount_plan *lis_mount_plan_get(lis_ctx *ctx, const lis_spawn_req *req, lis_error *err)
+{
+    struct lis_plan_cache *c = &ctx->plans;
+    char key[sizeof((lis_mount_plan *)0)->key];
+    int shared = plan_key(ctx, req, key, sizeof key);
+    if (shared) {
+        pthread_mutex_lock(&c->mu);
+        lis_mount_plan *p = c->plan;
+        if (p && !strcmp(p->key, key))
+            p->refs++;
+        else
+            p = NULL;
+        pthread_mutex_unlock(&c->mu);
+        if (p)
+            return p;
+    }
+    lis_mount_plan *p = lis_mount_plan_new(ctx, req, err);
+    if (!p || !shared)
+        return p;
+    memcpy(p->key, key, sizeof key);
+    pthread_mutex_lock(&c->mu);
+    lis_mount_plan *old = c->plan;
+    c->plan = p;
+    p->refs++; /* the context's */
+    pthread_mutex_unlock(&c->mu);
+    lis_mount_plan_put(ctx, old);
+    return p;
+}
+
+void lis_mount_plan_put(lis_ctx *ctx, lis_mount_plan *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&ctx->plans.mu);
+    int last = --p->refs == 0;
+    pthread_mutex_unlock(&ctx->plans.mu);
+    if (last)
+        lis_mount_plan_free(p);
+}
+
+void lis_mount_plan_cache_free(lis_ctx *ctx)
+{
+    lis_mount_plan_put(ctx, ctx->plans.plan);
+    ctx->plans.plan = NULL;
 }
 
 /* ---- child side: no allocation below this line ---- */
@@ -534,13 +670,16 @@ static int make_dir(const mount_op *o)
     return o->mode && chmod(o->dst, o->mode) < 0 ? errno : 0;
 }
 
-static int write_upper_file(const mount_op *o)
+static int write_upper_file(const mount_op *o, const char *name)
 {
     int fd = open_upper(o, o->dst, O_CREAT | O_WRONLY | O_TRUNC | O_NOFOLLOW, 0644);
     if (fd < 0)
         return -fd;
-    size_t n = strlen(o->data);
-    int rc = write(fd, o->data, n) == (ssize_t)n ? 0 : EIO;
+    struct iovec v[3] = {{(void *)o->data, strlen(o->data)},
+                         {(void *)name, o->named ? strlen(name) : 0},
+                         {"\n", o->named ? 1 : 0}};
+    ssize_t want = (ssize_t)(v[0].iov_len + v[1].iov_len + v[2].iov_len);
+    int rc = writev(fd, v, 3) == want ? 0 : EIO;
     close(fd);
     return rc;
 }
@@ -616,7 +755,7 @@ static int fill_tmp(const mount_op *o, int rootfd)
     return rc;
 }
 
-static int run_op(const mount_op *o, int *rootfd, int *held)
+static int run_op(const mount_op *o, const char *name, int *rootfd, int *held)
 {
     char fdp[32];
     int tfd = -1, rc = 0;
@@ -653,9 +792,13 @@ static int run_op(const mount_op *o, int *rootfd, int *held)
         close(pfd);
         break;
     }
-    case OP_WRITE: rc = write_upper_file(o); break;
+    case OP_WRITE: rc = write_upper_file(o, name); break;
     case OP_OVERLAY: rc = mount_overlay(o); break;
-    case OP_HOSTNAME: rc = sethostname(o->data, strlen(o->data)) < 0 ? errno : 0; break;
+    case OP_HOSTNAME: {
+        const char *h = o->named ? name : o->data;
+        rc = sethostname(h, strlen(h)) < 0 ? errno : 0;
+        break;
+    }
     case OP_LO_UP: rc = lo_up(); break;
     case OP_HOLD:
         *held = open(o->dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -696,12 +839,12 @@ int lis_mount_plan_listener(const lis_mount_plan *plan, int life, const char **s
     return rc;
 }
 
-int lis_mount_plan_run(const lis_mount_plan *plan, const char **stage, int *held)
+int lis_mount_plan_run(const lis_mount_plan *plan, const char *name, const char **stage, int *held)
 {
     int rootfd = -1;
     *held = -1;
     for (int i = 0; i < plan->n; i++) {
-        int rc = run_op(&plan->ops[i], &rootfd, held);
+        int rc = run_op(&plan->ops[i], name, &rootfd, held);
         if (rc && !plan->ops[i].optional) {
             *stage = plan->ops[i].stage;
             return rc;

@@ -7,7 +7,6 @@
 #include "internal.h"
 #include "proto.h"
 
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,47 +34,6 @@ static const char *const default_env[] = {
     "LANG=C.UTF-8",
     NULL,
 };
-
-/* K=V lists: extra replaces base key by key; everything copied. */
-char **lis_env_merge(const char *const *base, const char *const *extra)
-{
-    size_t nb = 0, ne = 0;
-    while (base && base[nb])
-        nb++;
-    while (extra && extra[ne])
-        ne++;
-    char **out = calloc(nb + ne + 1, sizeof *out);
-    if (!out)
-        return NULL;
-    size_t n = 0;
-    for (size_t i = 0; i < nb + ne; i++) {
-        const char *kv = i < nb ? base[i] : extra[i - nb];
-        const char *eq = strchr(kv, '=');
-        if (!eq || eq == kv)
-            continue;
-        size_t klen = (size_t)(eq - kv) + 1;
-        size_t j = 0;
-        while (j < n && strncmp(out[j], kv, klen) != 0)
-            j++;
-        char *dup = strdup(kv);
-        if (!dup)
-            break;
-        if (j < n) {
-            free(out[j]);
-            out[j] = dup;
-        } else {
-            out[n++] = dup;
-        }
-    }
-    return out;
-}
-
-void lis_env_free(char **env)
-{
-    for (size_t i = 0; env && env[i]; i++)
-        free(env[i]);
-    free(env);
-}
 
 static void sandbox_free(lis_sandbox *sb)
 {
@@ -212,91 +170,63 @@ static int resolve_chain(const char *in, char *out, size_t len, lis_error *err)
     }
 }
 
-int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox **out,
-                       lis_error *err)
+/* The spec checked before anything is made: the root chain resolved into
+ * rootfs, the name, the uid map (*full_map: whether this sandbox gets the
+ * full one), and the options that exclude each other. */
+static int spec_check(lis_ctx *ctx, const lis_sandbox_spec *spec, char *rootfs, size_t len,
+                      int *full_map, lis_error *err)
 {
-    *out = NULL;
     if (!spec->rootfs || !*spec->rootfs)
         return lis_fail(err, EINVAL, "no root filesystem given (--rootfs DIR or --image NAME)");
-    lis_sandbox *sb = sandbox_alloc(ctx);
-    if (!sb)
-        return lis_oom(err);
-    if (resolve_chain(spec->rootfs, sb->rootfs, sizeof sb->rootfs, err) < 0) {
-        sandbox_free(sb);
+    if (resolve_chain(spec->rootfs, rootfs, len, err) < 0)
         return -1;
-    }
-    if (spec->name) {
-        if (!lis_valid_name(spec->name)) {
-            sandbox_free(sb);
-            return lis_fail(err, EINVAL,
-                            "invalid sandbox name '%s': use 1-64 of [A-Za-z0-9_.-], "
-                            "not starting with '.' or '-'",
-                            spec->name);
-        }
-        snprintf(sb->name, sizeof sb->name, "%s", spec->name);
-    } else {
-        random_name(sb->name, sizeof sb->name);
-    }
-    if (lis_ctx_prepare_spawn(ctx, err) < 0) {
-        sandbox_free(sb);
+    if (spec->name && !lis_valid_name(spec->name))
+        return lis_fail(err, EINVAL,
+                        "invalid sandbox name '%s': use 1-64 of [A-Za-z0-9_.-], "
+                        "not starting with '.' or '-'",
+                        spec->name);
+    if (lis_ctx_prepare_spawn(ctx, err) < 0)
         return -1;
-    }
     int can_full = ctx->uid == 0 || (ctx->newuidmap[0] && ctx->subuid.count && ctx->subgid.count);
-    if (spec->uidmap == LIS_UIDMAP_FULL && !can_full) {
-        sandbox_free(sb);
+    if (spec->uidmap == LIS_UIDMAP_FULL && !can_full)
         return lis_fail(err, ENOENT,
                         "a full uid map needs newuidmap/newgidmap (package uidmap) "
                         "and ranges for uid %u in /etc/subuid and /etc/subgid",
                         (unsigned)ctx->uid);
-    }
-    sb->full_map = spec->uidmap != LIS_UIDMAP_SINGLE && can_full;
-    const char *base = strrchr(sb->rootfs, ':'); /* the image at the bottom of a chain */
-    warn_unmapped_owner(ctx, base ? base + 1 : sb->rootfs, sb->full_map);
-    sb->persist = spec->persist;
-    sb->created = lis_wallclock();
-    sb->net = spec->net;
-    sb->env = lis_env_merge(default_env, spec->env);
-    if (!sb->env) {
-        sandbox_free(sb);
-        return lis_oom(err);
-    }
-    if (spec->persist && spec->upper == LIS_UPPER_TMPFS) {
-        sandbox_free(sb);
+    *full_map = spec->uidmap != LIS_UIDMAP_SINGLE && can_full;
+    if (spec->persist && spec->upper == LIS_UPPER_TMPFS)
         return lis_fail(err, EINVAL,
                         "a persistent sandbox keeps its files on disk: do not ask "
                         "for a tmpfs upper layer");
-    }
-    if (spec->monitor > (LIS_MONITOR_EXEC | LIS_MONITOR_CONNECT)) {
-        sandbox_free(sb);
+    if (spec->monitor > (LIS_MONITOR_EXEC | LIS_MONITOR_CONNECT))
         return lis_fail(err, EINVAL, "unknown monitor bits %#x", spec->monitor);
-    }
-    if (spec->monitor && spec->persist) {
-        sandbox_free(sb);
+    if (spec->monitor && spec->persist)
         return lis_fail(err, EINVAL,
                         "a monitored sandbox cannot persist: its seccomp listener dies with "
                         "its owner (docs/monitoring.md)");
-    }
-    int has_state = spec->persist || spec->upper == LIS_UPPER_DISK;
-    if (spec->listen_port && spec->net == LIS_NET_HOST) {
-        sandbox_free(sb);
+    if (spec->listen_port && spec->net == LIS_NET_HOST)
         return lis_fail(err, EINVAL,
                         "a listener inside the sandbox (listen_port) needs a network "
                         "namespace of its own: not with the host network");
-    }
-    if (spec->net == LIS_NET_PROXY && !spec->listen_port) {
-        sandbox_free(sb);
+    if (spec->net == LIS_NET_PROXY && !spec->listen_port)
         return lis_fail(err, EINVAL,
                         "--net proxy: the sandbox needs the proxy's listener "
                         "(listen_port); create it with lis_net_sandbox_create (net/lis_net.h)");
-    }
-    int listen_fd = -1;
-    char upper[PATH_MAX + 16], work[PATH_MAX + 16];
-    if (has_state) {
+    return 0;
+}
+
+/* What a sandbox keeps outside: its state dir <run_dir>/<name> (persistent,
+ * or with a disk upper layer: it is the claim on the name), the disk layer
+ * <data_dir>/sandboxes/<name>/{upper,work}, and a persistent one's control
+ * socket (*listen_fd). On failure what was made is left to the caller. */
+static int state_make(lis_sandbox *sb, const lis_sandbox_spec *spec, int *listen_fd, lis_error *err)
+{
+    lis_ctx *ctx = sb->ctx;
+    if (spec->persist || spec->upper == LIS_UPPER_DISK) {
         snprintf(sb->state_dir, sizeof sb->state_dir, "%s/%s", ctx->run_dir, sb->name);
         if (mkdir(sb->state_dir, 0700) < 0) {
             int e = errno;
             sb->state_dir[0] = 0;
-            sandbox_free(sb);
             if (e == EEXIST)
                 return lis_fail(err, e, "a sandbox named '%s' already exists (lis sandbox rm %s)",
                                 spec->name ? spec->name : "", spec->name ? spec->name : "");
@@ -304,35 +234,45 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         }
     }
     if (spec->upper == LIS_UPPER_DISK) {
+        char upper[PATH_MAX + 16], work[PATH_MAX + 16];
         snprintf(sb->layer_dir, sizeof sb->layer_dir, "%s/sandboxes/%s", ctx->data_dir, sb->name);
         snprintf(upper, sizeof upper, "%s/upper", sb->layer_dir);
         snprintf(work, sizeof work, "%s/work", sb->layer_dir);
         lis_error ignore;
         lis_rmtree(ctx, sb->layer_dir, 1, &ignore); /* a leftover of a crashed sandbox */
         if (lis_mkdir_p(upper, 0755, err) < 0 || lis_mkdir_p(work, 0700, err) < 0)
-            goto fail;
+            return -1;
     }
     if (spec->persist) {
         snprintf(sb->ctl_path, sizeof sb->ctl_path, "%s/ctl.sock", sb->state_dir);
-        listen_fd = listen_socket(sb->ctl_path, err);
-        if (listen_fd < 0)
-            goto fail;
+        if ((*listen_fd = listen_socket(sb->ctl_path, err)) < 0)
+            return -1;
     }
-    if (lis_cg_create(ctx, sb->name, &spec->limits, &sb->cg, err) < 0)
-        goto fail;
+    return 0;
+}
+
+/* Starts PID 1 (spawn.c) in sb's cgroup, with the fallback limits when it
+ * has none (docs/cgroups.md). */
+static int sandbox_spawn(lis_sandbox *sb, const lis_sandbox_spec *spec, int listen_fd,
+                         lis_error *err)
+{
+    char upper[PATH_MAX + 16], work[PATH_MAX + 16];
+    int disk = spec->upper == LIS_UPPER_DISK;
+    snprintf(upper, sizeof upper, "%s/upper", sb->layer_dir);
+    snprintf(work, sizeof work, "%s/work", sb->layer_dir);
     lis_spawn_req req = {
         .spec = spec,
         .name = sb->name,
         .rootfs = sb->rootfs,
-        .upper_dir = spec->upper == LIS_UPPER_DISK ? upper : NULL,
-        .work_dir = spec->upper == LIS_UPPER_DISK ? work : NULL,
+        .upper_dir = disk ? upper : NULL,
+        .work_dir = disk ? work : NULL,
         .listen_fd = listen_fd,
         .full_map = sb->full_map,
         .cg = sb->cg,
         .listener_fd = &sb->listener_fd,
         .monitor_fd = &sb->monitor_fd,
         .scratch_fd = &sb->scratch_fd,
-        .fsize = spec->upper == LIS_UPPER_DISK ? lis_disk_budget(&spec->limits) : 0,
+        .fsize = disk ? lis_disk_budget(&spec->limits) : 0,
     };
     if (!sb->cg) { /* no cgroup: the fallback limits (docs/cgroups.md) */
         uint64_t pids = spec->limits.pids ? spec->limits.pids : LIS_DEFAULT_PIDS;
@@ -342,17 +282,57 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         req.fb_nice = 10;
         sb->fallback_limits = 1;
     }
+    return lis_spawn(sb->ctx, &req, &sb->pid, &sb->pidfd, &sb->life_fd, err);
+}
+
+int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox **out,
+                       lis_error *err)
+{
+    *out = NULL;
+    char rootfs[PATH_MAX];
+    int full_map = 0;
+    if (spec_check(ctx, spec, rootfs, sizeof rootfs, &full_map, err) < 0)
+        return -1;
+    const char *base = strrchr(rootfs, ':'); /* the image at the bottom of a chain */
+    warn_unmapped_owner(ctx, base ? base + 1 : rootfs, full_map);
+    lis_sandbox *sb = sandbox_alloc(ctx);
+    if (!sb)
+        return lis_oom(err);
+    snprintf(sb->rootfs, sizeof sb->rootfs, "%s", rootfs);
+    if (spec->name)
+        snprintf(sb->name, sizeof sb->name, "%s", spec->name);
+    else
+        random_name(sb->name, sizeof sb->name);
+    sb->full_map = full_map;
+    sb->persist = spec->persist;
+    sb->created = lis_wallclock();
+    sb->net = spec->net;
     sb->disk_limit = lis_disk_budget(&spec->limits);
     sb->limits = spec->limits;
-    if (lis_spawn(ctx, &req, &sb->pid, &sb->pidfd, &sb->life_fd, err) < 0)
-        goto fail;
+    int listen_fd = -1, spawned = 0;
+    int rc = (sb->env = lis_env_merge(default_env, spec->env)) ? 0 : lis_oom(err);
+    if (rc == 0)
+        rc = state_make(sb, spec, &listen_fd, err);
+    if (rc == 0)
+        rc = lis_cg_create(ctx, sb->name, &spec->limits, &sb->cg, err);
+    if (rc == 0)
+        rc = sandbox_spawn(sb, spec, listen_fd, err);
+    spawned = rc == 0;
     if (listen_fd >= 0)
         close(listen_fd);
-    listen_fd = -1;
-    if (has_state && lis_meta_write(sb, err) < 0) {
+    if (rc == 0 && sb->state_dir[0] && lis_meta_save(sb, err) < 0)
+        rc = lis_wrap(err, "creating sandbox %s", spec->name ? spec->name : "");
+    if (rc < 0) {
         lis_error ignore;
-        lis_sandbox_destroy(sb, &ignore);
-        return lis_wrap(err, "creating sandbox %s", spec->name ? spec->name : "");
+        if (spawned) {
+            lis_sandbox_destroy(sb, &ignore);
+            return -1;
+        }
+        lis_cg_remove(sb->cg, NULL);
+        sb->cg = NULL;
+        remove_state(ctx, sb->state_dir, sb->layer_dir, sb->full_map, &ignore);
+        sandbox_free(sb);
+        return -1;
     }
     if (spec->persist) {
         /* PID 1 now lives on its own; the lifeline is not needed. */
@@ -361,23 +341,25 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
     }
     *out = sb;
     return 0;
-fail:
-    if (listen_fd >= 0)
-        close(listen_fd);
-    lis_cg_remove(sb->cg, NULL);
-    sb->cg = NULL;
-    {
-        lis_error ignore;
-        remove_state(ctx, sb->state_dir, sb->layer_dir, sb->full_map, &ignore);
-    }
-    sandbox_free(sb);
-    return -1;
 }
 
-static const char *jstr(cJSON *m, const char *k)
+/* The handle from the record: everything but what only its creator knows
+ * (the lifeline, the listener); env moved out of m. */
+static void apply_meta(lis_sandbox *sb, lis_meta *m)
 {
-    cJSON *v = cJSON_GetObjectItem(m, k);
-    return cJSON_IsString(v) ? v->valuestring : "";
+    snprintf(sb->rootfs, sizeof sb->rootfs, "%s", m->rootfs);
+    snprintf(sb->layer_dir, sizeof sb->layer_dir, "%s", m->layer_dir);
+    sb->persist = m->persist;
+    sb->full_map = m->full_map;
+    sb->net = m->net;
+    sb->created = m->created;
+    sb->paused = m->paused;
+    sb->limits = m->asked;
+    sb->scratch_fd = m->scratch_fd;
+    sb->disk_limit = m->disk_limit; /* kept when the record is written again (rename, pause) */
+    sb->env = m->env;
+    m->env = NULL;
+    sb->pid = m->pid;
 }
 
 int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_error *err)
@@ -390,45 +372,15 @@ int lis_sandbox_open(lis_ctx *ctx, const char *name, lis_sandbox **out, lis_erro
         return lis_oom(err);
     snprintf(sb->name, sizeof sb->name, "%s", name);
     snprintf(sb->state_dir, sizeof sb->state_dir, "%s/%s", ctx->run_dir, name);
-    cJSON *m = lis_meta_read(sb->state_dir);
-    if (!m) {
+    lis_meta m;
+    lis_error ignore;
+    if (lis_meta_read(sb->state_dir, &m, &ignore) < 0) {
         sandbox_free(sb);
         return lis_fail(err, ENOENT, "no sandbox named '%s' (lis sandbox ls)", name);
     }
-    snprintf(sb->rootfs, sizeof sb->rootfs, "%s", jstr(m, "rootfs"));
-    snprintf(sb->layer_dir, sizeof sb->layer_dir, "%s", jstr(m, "layer_dir"));
-    sb->persist = cJSON_IsTrue(cJSON_GetObjectItem(m, "persist"));
-    sb->full_map = cJSON_IsTrue(cJSON_GetObjectItem(m, "full_map"));
-    cJSON *netv = cJSON_GetObjectItem(m, "net");
-    sb->net = cJSON_IsNumber(netv) ? (int)netv->valuedouble : LIS_NET_NONE;
-    cJSON *c = cJSON_GetObjectItem(m, "created");
-    sb->created = cJSON_IsNumber(c) ? c->valuedouble : 0;
-    sb->paused = cJSON_IsTrue(cJSON_GetObjectItem(m, "paused"));
-    cJSON *lim = cJSON_GetObjectItem(m, "asked");
-    static const char *const lk[] = {"memory", "pids", "cpu_millis", "disk"};
-    uint64_t *lv[] = {&sb->limits.memory_bytes, &sb->limits.pids, &sb->limits.cpu_millis,
-                      &sb->limits.disk_bytes};
-    for (int i = 0; i < 4; i++) {
-        cJSON *v = cJSON_GetObjectItem(lim, lk[i]);
-        if (cJSON_IsNumber(v) && v->valuedouble >= 0)
-            *lv[i] = v->valuedouble >= 1.8e19 ? LIS_UNLIMITED : (uint64_t)v->valuedouble;
-    }
-    cJSON *sfd = cJSON_GetObjectItem(m, "scratch_fd");
-    sb->scratch_fd = cJSON_IsNumber(sfd) ? (int)sfd->valuedouble : -1;
-    /* kept when the metadata is written again (rename, pause) */
-    cJSON *dl = cJSON_GetObjectItem(m, "disk_limit");
-    sb->disk_limit = cJSON_IsNumber(dl) && dl->valuedouble >= 0 && dl->valuedouble < 9e18
-                         ? (uint64_t)dl->valuedouble
-                         : LIS_UNLIMITED;
-    cJSON *env = cJSON_GetObjectItem(m, "env");
-    size_t n = (size_t)cJSON_GetArraySize(env);
-    sb->env = calloc(n + 1, sizeof *sb->env);
-    for (size_t i = 0; sb->env && i < n; i++) {
-        cJSON *e = cJSON_GetArrayItem(env, (int)i);
-        sb->env[i] = strdup(cJSON_IsString(e) ? e->valuestring : "X=");
-    }
-    int alive = lis_meta_alive(m, &sb->pid);
-    cJSON_Delete(m);
+    int alive = lis_meta_alive(&m);
+    apply_meta(sb, &m);
+    lis_meta_release(&m);
     if (!alive) {
         sandbox_free(sb);
         return lis_fail(err, ESRCH, "sandbox '%s' is dead (lis sandbox gc cleans it up)", name);
@@ -650,91 +602,88 @@ int lis_sandbox_stats(lis_sandbox *sb, lis_stats *st, lis_error *err)
     return 0;
 }
 
+struct list_acc {
+    lis_ctx *ctx;
+    lis_stats *st;
+    size_t n, cap;
+    lis_error *err;
+};
+
+static int list_one(const char *dir, const char *name, const lis_meta *m, void *arg)
+{
+    struct list_acc *a = arg;
+    if (!m)
+        return 0;
+    if (LIS_GROW(a->st, a->cap, a->n + 1) < 0)
+        return lis_oom(a->err);
+    lis_stats *st = &a->st[a->n++];
+    int alive = lis_meta_alive(m);
+    fill_stats(st, name, m->pid, alive, m->rootfs, m->created, m->persist);
+    if (alive)
+        lis_cg_pid_stats(a->ctx, m->pid, st);
+    if (alive && m->paused)
+        snprintf(st->state, sizeof st->state, "paused");
+    snprintf(st->limits, sizeof st->limits, "%s", m->cgroup ? "cgroup" : "fallback");
+    st->disk_limit = m->disk_limit;
+    st->disk_bytes = lis_disk_usage(alive ? m->pid : 0, m->layer_dir);
+    st->net = (lis_net_mode)m->net;
+    return 0;
+}
+
 int lis_sandbox_list(lis_ctx *ctx, lis_stats **out, size_t *n, lis_error *err)
 {
+    struct list_acc a = {.ctx = ctx, .err = err};
     *out = NULL;
     *n = 0;
-    DIR *d = opendir(ctx->run_dir);
-    if (!d)
-        return lis_fail_errno(err, "opendir %s", ctx->run_dir);
-    size_t cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.' || !lis_valid_name(e->d_name))
-            continue;
-        char dir[PATH_MAX + 80];
-        snprintf(dir, sizeof dir, "%s/%s", ctx->run_dir, e->d_name);
-        cJSON *m = lis_meta_read(dir);
-        if (!m)
-            continue;
-        if (LIS_GROW(*out, cap, *n + 1) < 0) {
-            cJSON_Delete(m);
-            closedir(d);
-            return lis_oom(err);
-        }
-        pid_t pid = 0;
-        int alive = lis_meta_alive(m, &pid);
-        cJSON *c = cJSON_GetObjectItem(m, "created");
-        fill_stats(&(*out)[*n], e->d_name, pid, alive, jstr(m, "rootfs"),
-                   cJSON_IsNumber(c) ? c->valuedouble : 0,
-                   cJSON_IsTrue(cJSON_GetObjectItem(m, "persist")));
-        if (alive)
-            lis_cg_pid_stats(ctx, pid, &(*out)[*n]);
-        if (alive && cJSON_IsTrue(cJSON_GetObjectItem(m, "paused")))
-            snprintf((*out)[*n].state, sizeof(*out)[*n].state, "paused");
-        snprintf((*out)[*n].limits, sizeof(*out)[*n].limits, "%s", jstr(m, "limits"));
-        cJSON *dl = cJSON_GetObjectItem(m, "disk_limit");
-        (*out)[*n].disk_limit = cJSON_IsNumber(dl) && dl->valuedouble >= 0 && dl->valuedouble < 9e18
-                                    ? (uint64_t)dl->valuedouble
-                                    : LIS_UNLIMITED;
-        (*out)[*n].disk_bytes = lis_disk_usage(alive ? pid : 0, jstr(m, "layer_dir"));
-        cJSON *netv = cJSON_GetObjectItem(m, "net");
-        (*out)[*n].net = cJSON_IsNumber(netv) ? (lis_net_mode)netv->valuedouble : LIS_NET_NONE;
-        (*n)++;
-        cJSON_Delete(m);
+    if (lis_meta_each(ctx->run_dir, list_one, &a, err) < 0) {
+        free(a.st);
+        return -1;
     }
-    closedir(d);
+    *out = a.st;
+    *n = a.n;
+    return 0;
+}
+
+struct gc_acc {
+    lis_ctx *ctx;
+    int removed, failed;
+    lis_error *err;
+};
+
+static int gc_one(const char *dir, const char *name, const lis_meta *m, void *arg)
+{
+    struct gc_acc *a = arg;
+    if (!m) {
+        /* being created right now, or a crash before the metadata was written */
+        struct stat st;
+        if (stat(dir, &st) == 0 && lis_wallclock() - st.st_mtime > 60) {
+            lis_error ignore;
+            lis_rmtree(a->ctx, dir, 0, &ignore);
+        }
+        return 0;
+    }
+    if (lis_meta_alive(m))
+        return 0;
+    if (remove_state(a->ctx, dir, m->layer_dir, m->full_map, a->err) < 0)
+        a->failed = 1;
+    else
+        a->removed++;
     return 0;
 }
 
 int lis_sandbox_gc(lis_ctx *ctx, int *removed, lis_error *err)
 {
     *removed = 0;
-    int rc = 0;
-    DIR *d = opendir(ctx->run_dir);
-    if (!d)
-        return lis_fail_errno(err, "opendir %s", ctx->run_dir);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.' || !lis_valid_name(e->d_name))
-            continue;
-        char dir[PATH_MAX + 80];
-        snprintf(dir, sizeof dir, "%s/%s", ctx->run_dir, e->d_name);
-        cJSON *m = lis_meta_read(dir);
-        pid_t pid;
-        if (!m) {
-            /* being created right now, or a crash before the metadata was written */
-            struct stat st;
-            if (stat(dir, &st) == 0 && lis_wallclock() - st.st_mtime > 60) {
-                lis_error ignore;
-                lis_rmtree(ctx, dir, 0, &ignore);
-            }
-            continue;
-        }
-        if (!lis_meta_alive(m, &pid)) {
-            if (remove_state(ctx, dir, jstr(m, "layer_dir"),
-                             cJSON_IsTrue(cJSON_GetObjectItem(m, "full_map")), err) < 0)
-                rc = -1;
-            else
-                (*removed)++;
-        }
-        cJSON_Delete(m);
-    }
-    closedir(d);
+    struct gc_acc a = {.ctx = ctx, .err = err};
+    if (lis_meta_each(ctx->run_dir, gc_one, &a, err) < 0)
+        return -1;
+    int rc = a.failed ? -1 : 0;
+    *removed = a.removed;
     /* Layers whose state directory is gone. */
     char layers[PATH_MAX + 16];
     snprintf(layers, sizeof layers, "%s/sandboxes", ctx->data_dir);
-    d = opendir(layers);
+    DIR *d = opendir(layers);
+    struct dirent *e;
     while (d && (e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
@@ -765,11 +714,12 @@ int lis_sandbox_rename(lis_ctx *ctx, const char *old_name, const char *new_name,
     char from[PATH_MAX + 80], to[PATH_MAX + 80];
     snprintf(from, sizeof from, "%s/%s", ctx->run_dir, old_name);
     snprintf(to, sizeof to, "%s/%s", ctx->run_dir, new_name);
-    cJSON *m = lis_meta_read(from);
-    if (!m)
+    lis_meta m;
+    lis_error ignore;
+    if (lis_meta_read(from, &m, &ignore) < 0)
         return lis_fail(err, ENOENT, "no sandbox named '%s'", old_name);
-    int persist = cJSON_IsTrue(cJSON_GetObjectItem(m, "persist"));
-    cJSON_Delete(m);
+    int persist = m.persist;
+    lis_meta_release(&m);
     if (!persist)
         return lis_fail(err, EPERM, "sandbox '%s' is not persistent", old_name);
     /* The state dir is the claim: exactly one renamer wins. */
@@ -785,7 +735,7 @@ int lis_sandbox_rename(lis_ctx *ctx, const char *old_name, const char *new_name,
     if (sb->layer_dir[0] && strcmp(sb->layer_dir, layers) && rename(sb->layer_dir, layers) == 0)
         snprintf(sb->layer_dir, sizeof sb->layer_dir, "%s", layers);
     snprintf(sb->ctl_path, sizeof sb->ctl_path, "%s/ctl.sock", sb->state_dir);
-    int rc = lis_meta_write(sb, err);
+    int rc = lis_meta_save(sb, err);
     sandbox_free(sb);
     return rc;
 }

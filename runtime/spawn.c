@@ -98,7 +98,6 @@ static int load_filter(int fd)
     return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0 ? errno : 0;
 }
 
-/* The child. Never returns. */
 /* Fallback limits and the per-file size cap, before lis-init. Hard limits
  * too: raising them back needs CAP_SYS_RESOURCE in the initial namespace. */
 static int apply_rlimits(const lis_spawn_req *req)
@@ -125,8 +124,13 @@ static int apply_rlimits(const lis_spawn_req *req)
     return 0;
 }
 
-static void child_main(const lis_mount_plan *plan, int life, int parent_end, int listen_fd,
-                       int init_fd, const struct lis_seccomp *sc, const lis_spawn_req *req)
+/* The clone child: waits for GO, runs the mount plan, hardens itself and
+ * execs lis-init as PID 1. Never returns (exits when a step fails, after
+ * telling the owner on the lifeline). No allocation, no locks (see the top). */
+static __attribute__((noreturn)) void child_main(const lis_mount_plan *plan, int life,
+                                                 int parent_end, int listen_fd, int init_fd,
+                                                 const struct lis_seccomp *sc,
+                                                 const lis_spawn_req *req)
 {
     int persist = req->spec->persist;
     close(parent_end);
@@ -151,7 +155,7 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
 
     const char *stage = NULL;
     int held = -1;
-    int e = lis_mount_plan_run(plan, &stage, &held);
+    int e = lis_mount_plan_run(plan, req->name, &stage, &held);
     if (e) {
         send_msg(life, LIS_MSG_SETUP_ERR, e, stage);
         _exit(1);
@@ -352,13 +356,13 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
 {
     if (lis_ctx_prepare_spawn(ctx, err) < 0)
         return -1;
-    lis_mount_plan *plan = lis_mount_plan_new(ctx, req, err);
+    lis_mount_plan *plan = lis_mount_plan_get(ctx, req, err);
     if (!plan)
         return -1;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
         int e = errno;
-        lis_mount_plan_free(plan);
+        lis_mount_plan_put(ctx, plan);
         if (e == EMFILE || e == ENFILE)
             return lis_fail(err, e,
                             "out of file descriptors (each sandbox holds 2 in its owner): "
@@ -386,7 +390,7 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         if (holder < 0) {
             close(sv[0]);
             close(sv[1]);
-            lis_mount_plan_free(plan);
+            lis_mount_plan_put(ctx, plan);
             return -1;
         }
         pid = clone_nested(holder, &ca, plan, sv, req, ctx->init_fd, &ctx->seccomp, &pidfd,
@@ -398,7 +402,7 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         clone_errno = errno;
     }
     close(sv[1]);
-    lis_mount_plan_free(plan);
+    lis_mount_plan_put(ctx, plan);
     if (pid < 0) {
         close(sv[0]);
         if (clone_errno == ENOSYS)

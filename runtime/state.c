@@ -84,7 +84,7 @@ static int stop_all(lis_sandbox *sb, lis_error *err)
 static int set_paused(lis_sandbox *sb, int on, lis_error *err)
 {
     sb->paused = on;
-    return sb->state_dir[0] ? lis_meta_write(sb, err) : 0;
+    return sb->state_dir[0] ? lis_meta_save(sb, err) : 0;
 }
 
 int lis_sandbox_pause(lis_sandbox *sb, lis_error *err)

@@ -2,8 +2,6 @@
  * whose files may belong to subordinate ids. */
 #include "internal.h"
 
-#include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -106,46 +104,50 @@ static void reap(pid_t pid, int *status)
         *status = st;
 }
 
+struct holder_search {
+    struct stat self;
+    uid_t uid;
+    int found; /* the holder's fd, -1 until found */
+};
+
+/* The parent user namespace of a live full-map sandbox, when it is a holder
+ * of ours: kept in h->found, and 1 stops the search. */
+static int holder_of(const char *dir, const char *name, const lis_meta *m, void *arg)
+{
+    struct holder_search *h = arg;
+    if (!m || !m->full_map || !lis_meta_alive(m))
+        return 0;
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/ns/user", (int)m->pid);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    int parent = fd >= 0 ? ioctl(fd, NS_GET_PARENT) : -1;
+    if (fd >= 0)
+        close(fd);
+    struct stat st;
+    uid_t owner = (uid_t)-1;
+    /* ours, and not our own namespace (a sandbox made without a holder) */
+    if (parent >= 0 && fstat(parent, &st) == 0 &&
+        (st.st_ino != h->self.st_ino || st.st_dev != h->self.st_dev) &&
+        ioctl(parent, NS_GET_OWNER_UID, &owner) == 0 && owner == h->uid) {
+        h->found = parent;
+        return 1;
+    }
+    if (parent >= 0)
+        close(parent);
+    return 0;
+}
+
 /* The holder user namespace another lis process made lives on as the parent
  * of the user namespace of each full-map sandbox it created: a new process
  * can reuse it (NS_GET_PARENT) instead of running newuidmap/newgidmap again. */
 static int find_holder(lis_ctx *ctx)
 {
-    struct stat self;
-    if (stat("/proc/self/ns/user", &self) < 0)
+    struct holder_search h = {.uid = ctx->uid, .found = -1};
+    lis_error ignore;
+    if (stat("/proc/self/ns/user", &h.self) < 0)
         return -1;
-    DIR *d = opendir(ctx->run_dir);
-    struct dirent *e;
-    int found = -1;
-    while (d && found < 0 && (e = readdir(d))) {
-        if (e->d_name[0] == '.' || !lis_valid_name(e->d_name))
-            continue;
-        char dir[PATH_MAX + 80];
-        snprintf(dir, sizeof dir, "%s/%s", ctx->run_dir, e->d_name);
-        cJSON *m = lis_meta_read(dir);
-        pid_t pid;
-        if (m && cJSON_IsTrue(cJSON_GetObjectItem(m, "full_map")) && lis_meta_alive(m, &pid)) {
-            char p[64];
-            snprintf(p, sizeof p, "/proc/%d/ns/user", (int)pid);
-            int fd = open(p, O_RDONLY | O_CLOEXEC);
-            int parent = fd >= 0 ? ioctl(fd, NS_GET_PARENT) : -1;
-            struct stat st;
-            uid_t owner = (uid_t)-1;
-            /* ours, and not our own namespace (a sandbox made without a holder) */
-            if (parent >= 0 && fstat(parent, &st) == 0 &&
-                (st.st_ino != self.st_ino || st.st_dev != self.st_dev) &&
-                ioctl(parent, NS_GET_OWNER_UID, &owner) == 0 && owner == ctx->uid)
-                found = parent;
-            else if (parent >= 0)
-                close(parent);
-            if (fd >= 0)
-                close(fd);
-        }
-        cJSON_Delete(m);
-    }
-    if (d)
-        closedir(d);
-    return found;
+    lis_meta_each(ctx->run_dir, holder_of, &h, &ignore);
+    return h.found;
 }
 
 int lis_holder_userns(lis_ctx *ctx, lis_error *err)

@@ -1,6 +1,6 @@
 /* util.c - the bottom of runtime/: small helpers that need no context and
  * use nothing of runtime/ but lis_fail (error.c): clocks, names, paths,
- * mkdir -p, sysctl reads, growing arrays (rm -rf is rmtree.c). */
+ * mkdir -p, sysctl reads, growing arrays, K=V lists (rm -rf is rmtree.c). */
 #include "internal.h"
 
 #include <dirent.h>
@@ -48,6 +48,48 @@ int lis_grow(void *arrp, size_t *cap, size_t need, size_t elem)
     memcpy(arrp, &grown, sizeof grown);
     *cap = nc;
     return 0;
+}
+
+char **lis_env_merge(const char *const *base, const char *const *extra)
+{
+    size_t nb = 0, ne = 0;
+    while (base && base[nb])
+        nb++;
+    while (extra && extra[ne])
+        ne++;
+    char **out = calloc(nb + ne + 1, sizeof *out);
+    if (!out)
+        return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < nb + ne; i++) {
+        const char *kv = i < nb ? base[i] : extra[i - nb];
+        const char *eq = strchr(kv, '=');
+        if (!eq || eq == kv)
+            continue;
+        size_t klen = (size_t)(eq - kv) + 1;
+        size_t j = 0;
+        while (j < n && strncmp(out[j], kv, klen) != 0)
+            j++;
+        char *dup = strdup(kv);
+        if (!dup) { /* nothing half-made */
+            lis_env_free(out);
+            return NULL;
+        }
+        if (j < n) {
+            free(out[j]);
+            out[j] = dup;
+        } else {
+            out[n++] = dup;
+        }
+    }
+    return out;
+}
+
+void lis_env_free(char **env)
+{
+    for (size_t i = 0; env && env[i]; i++)
+        free(env[i]);
+    free(env);
 }
 
 int lis_valid_name(const char *name)
@@ -125,6 +167,23 @@ long lis_read_sysctl(const char *proc_sys, const char *name, long dflt)
 int lis_apparmor_restricts_userns(const char *proc_sys)
 {
     return lis_read_sysctl(proc_sys, "kernel/apparmor_restrict_unprivileged_userns", 0) == 1;
+}
+
+int lis_host_cpu(uint64_t *busy, uint64_t *total)
+{
+    FILE *f = fopen("/proc/stat", "re");
+    unsigned long long v[8] = {0};
+    int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                       &v[4], &v[5], &v[6], &v[7])
+              : 0;
+    if (f)
+        fclose(f);
+    if (n < 5)
+        return -1;
+    /* user nice system idle iowait irq softirq steal: idle and iowait are idle */
+    *total = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+    *busy = *total - v[3] - v[4];
+    return 0;
 }
 
 char *lis_proc_stat(pid_t pid, char *buf, size_t len)

@@ -9,8 +9,11 @@
 # Env: LIS (default build/lis), LATENCY (seconds per reply, default 5), ROOTFS (a directory;
 #      default: the lis-agent:latest image when the store has it, else the Debian test fixture
 #      built by scripts/make-test-rootfs.sh), ONLY=batch|run (one side only),
-#      MAX_CREATING (lis batch --max-creating, default 4), TOOLS=light (every command an echo,
-#      the editor calls kept: what the engine itself costs, without the tools' CPU).
+#      MAX_CREATING (lis batch --max-creating; default: lis's own, following the machine),
+#      TOOLS=light (every command an echo, the editor calls kept: what the engine itself
+#      costs, without the tools' CPU), TURNS=K (K < 7: K replies, the answer written, K-2
+#      editor steps, submit; issue 24's density run is TOOLS=light TURNS=4).
+#      ROOTFS may be a chain "top:...:base" (lis's --rootfs).
 # Prints one line per figure with the ratio against `lis run` x N; docs/benchmarks.md has runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,11 +38,11 @@ if [ -z "$R" ]; then
     R=$("$LIS" rootfs inspect lis-agent:latest 2>/dev/null | python3 -c \
         "import json,sys; print(json.load(sys.stdin).get('path',''))" 2>/dev/null)
 fi
-if [ -z "$R" ] || [ ! -d "$R" ]; then
+if [ -z "$R" ] || [ ! -d "${R##*:}" ]; then
     R=${LIS_BENCH_ROOTFS:-/var/tmp/lis-bench-debian}
     [ -d "$R/usr/bin" ] || bash scripts/make-test-rootfs.sh debian "$R" >/dev/null || exit 1
 fi
-[ -x "$R/usr/bin/python3" ] || { echo "bench-batch: $R has no python3"; exit 1; }
+[ -x "${R##*:}/usr/bin/python3" ] || { echo "bench-batch: $R has no python3"; exit 1; }
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
 
 # the task: N rows, each with one input document to grep
@@ -50,9 +53,10 @@ data_files: data.jsonl
 input_dir: /testbed/input
 output_dir: /testbed/output
 EOF
-python3 - "$tmp" "$N" "${TOOLS:-}" <<'EOF'
+TURNS=${TURNS:-7}
+python3 - "$tmp" "$N" "${TOOLS:-}" "$TURNS" <<'EOF'
 import json, sys
-tmp, n, light = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "light"
+tmp, n, light, turns = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "light", int(sys.argv[4])
 doc = "\n".join("line %d of the notes" % i for i in range(200)) + "\nthe needle is here\n"
 with open(tmp + "/task/data.jsonl", "w") as f:
     for i in range(n):
@@ -76,6 +80,8 @@ steps = [
 if light:
     steps[0][1]["command"] = "echo 333328333350000"
     steps[4][1]["command"] = "mkdir -p /testbed/output && echo 333328333350000 > /testbed/output/answer.txt"
+if turns < 7:  # the answer is written first, so a short episode still scores
+    steps = [steps[4]] + steps[1:turns - 1] + [steps[6]]
 json.dump({"latency": 5, "rows": {},
            "default": [{"calls": [s], "usage": [1000, 50]} for s in steps]},
           open(tmp + "/script.json", "w"))
@@ -88,7 +94,7 @@ python3 tests/fake_llm.py "$tmp/script.json" >"$tmp/port" 2>"$tmp/fake.err" &
 pids+=($!)
 for _ in $(seq 50); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 URL="http://127.0.0.1:$(head -n1 "$tmp/port")/v1"
-model_time=$(python3 -c "print(7 * $LAT)")
+model_time=$(python3 -c "print($TURNS * $LAT)")
 
 # samples MemAvailable, and the RSS + own CPU of the lis processes, every 0.5 s until told to stop
 sampler() { # OUT PATTERN
@@ -166,7 +172,7 @@ run_batch() {
     t0=$(date +%s.%N)
     "$LIS" batch --task "$tmp/task" --llm-name fake --llm-base-url "$URL" --api-key k \
         --rootfs "$R" --net none --scorer builtin:match --concurrency "$N" \
-        --max-creating "${MAX_CREATING:-4}" --output-dir "$tmp/batch-out" --quiet \
+        ${MAX_CREATING:+--max-creating "$MAX_CREATING"} --output-dir "$tmp/batch-out" --quiet \
         >"$tmp/batch.log" 2>&1
     local rc=$?
     t1=$(date +%s.%N)
@@ -191,7 +197,8 @@ run_procs() {
     echo "{\"rc\": 0, \"wall\": $(python3 -c "print($t1 - $t0)"), \"sample\": $(cat "$tmp/run.sample"), \"eps\": $(stats "$tmp/run-out/*/*/trajectory.json" "")}" >"$tmp/run.json"
 }
 
-echo "lis batch density: N=$N at concurrency $N, reply latency ${LAT}s x 7 = ${model_time}s model time per episode, tools ${TOOLS:-mixed},"
+echo "lis batch density: N=$N at concurrency $N, reply latency ${LAT}s x $TURNS = ${model_time}s model time per episode, tools ${TOOLS:-mixed},"
+echo "  load $(cut -d' ' -f1-3 /proc/loadavg), lis $LIS"
 echo "  rootfs $R, kernel $(uname -r), $(nproc) cores, $(grep -q ':memory:' /proc/self/cgroup && echo 'memory on cgroup v1 (lis: fallback limits)' || echo 'cgroup v2')"
 [ "${ONLY:-}" != run ] && run_batch
 [ "${ONLY:-}" != batch ] && run_procs

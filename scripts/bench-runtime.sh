@@ -4,18 +4,21 @@
 #   warm exec     lis API / lis sandbox exec      vs  nsenter into a bwrap sandbox (root)
 #   density       N idle lis sandboxes            vs  N idle bwrap sandboxes
 # Run as root (it drops to $LIS_BENCH_USER for everything rootless) after `make tests`.
-# Env: BENCH_N (density, default 512), BENCH_RUNS (hyperfine runs, default 100).
+# Env: BENCH_N (density, default 512), BENCH_RUNS (hyperfine runs, default 100),
+#      LIS_BENCH_USER (default lis-test), BENCH_WORK (its scratch dir, default /var/tmp/lis-bench),
+#      B (the build dir measured, default build: a build of another commit compares it).
 set -u
 cd "$(dirname "$0")/.."
 user=${LIS_BENCH_USER:-lis-test}
 N=${BENCH_N:-512}
 RUNS=${BENCH_RUNS:-100}
-work=/var/tmp/lis-bench
+work=${BENCH_WORK:-/var/tmp/lis-bench}
+B=${B:-build}
 for t in hyperfine bwrap; do command -v $t >/dev/null || { echo "bench: $t missing (scripts/deps.sh)"; exit 1; }; done
 [ "$(id -u)" -eq 0 ] || { echo "bench: run as root (it runs the sandboxes as $user)"; exit 1; }
 id "$user" >/dev/null 2>&1 || useradd -m -s /bin/bash "$user"
 rm -rf "$work"; mkdir -p "$work"; chmod 755 "$work"
-cp -a build "$work/build"; chmod -R a+rX "$work/build"
+cp -a "$B" "$work/build"; chmod -R a+rX "$work/build"
 bash scripts/make-test-rootfs.sh busybox "$work/busybox"
 bash scripts/make-test-rootfs.sh debian "$work/debian" 2>/dev/null || echo "note: no Debian tree; density uses busybox"
 chown -R "$user:$user" "$work"
@@ -27,7 +30,7 @@ median() { hyperfine -N -w 5 -r "$RUNS" --export-json "$work/h.json" "$@" >/dev/
            python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(" ".join("%.3f"%(x["median"]*1000) for x in r))' "$work/h.json"; }
 ratio() { python3 -c "import sys; print('%.2f' % (float(sys.argv[1])/float(sys.argv[2])))" "$1" "$2"; }
 
-echo "== machine: $(nproc) cores, $(uname -r), $(date -u +%F)"
+echo "== machine: $(nproc) cores, $(uname -r), $(date -u +%F), load $(cut -d' ' -f1-3 /proc/loadavg), build $B"
 echo "== cold start: /bin/true in a fresh sandbox (busybox rootfs, user $user), median ms"
 read -r l_full l_single b <<<"$(as bash -c "$(declare -f median); RUNS=$RUNS; work=$work; median \
   '$LIS sandbox run --rootfs $R -- /bin/true' \

@@ -239,11 +239,16 @@ def levels_of(objs, edges):
     return out
 
 
+def in_area(src):
+    """A file's name inside its area: copy.c, init/lis_init.c."""
+    return src.split("/", 1)[1]
+
+
 def print_levels(levels):
     for area, rows in levels.items():
         print(f"{area}/ (bottom-up):")
         for k in sorted(rows):
-            print(f"  {k}: {' '.join(os.path.basename(n) for n in rows[k])}")
+            print(f"  {k}: {' '.join(in_area(n) for n in rows[k])}")
 
 
 def purpose(root, src):
@@ -281,7 +286,7 @@ def render_docs(root, levels):
                 "| row | file | what it owns (its opening comment) |", "|---|---|---|"]
         for k in sorted(rows, reverse=True):
             for n in rows[k]:
-                out.append(f"| {k} | `{os.path.basename(n)}` | {purpose(root, n)} |")
+                out.append(f"| {k} | `{in_area(n)}` | {purpose(root, n)} |")
         out.append("")
     out.append(DOCS_END)
     return "\n".join(out)

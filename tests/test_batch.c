@@ -839,3 +839,68 @@ Test(batch, help_has_defaults_an_example_and_the_scoring_doc)
     cr_expect(strstr(out, "--judge-api-key"), "%s", out);
     free(out);
 }
+
+/* The set-up template (issue 24): the task's directories and `git init` are
+ * made once per run, by the image's own git, and every sandbox starts on
+ * them. The repository works in each (status, then a commit), each is its
+ * own (one commit in each), and it is the same one made once: .git's files
+ * carry the same nanosecond mtime in every sandbox. The image: the Debian
+ * fixture with the host's git as a layer on top (Debian's git, the same
+ * libraries); no template is left in the store after the run. */
+Test(batch, template_git_status_and_commit, .timeout = 240)
+{
+    const char *deb = t_debian();
+    if (access("/usr/bin/git", X_OK) < 0)
+        cr_skip_test("no /usr/bin/git on the host to put into the image");
+    char *d = dir_for("gittmpl");
+    char *o = t_host(NULL,
+                     "mkdir -p %s/git/usr/bin %s/git/usr/share/git-core && "
+                     "cp /usr/bin/git %s/git/usr/bin/ && "
+                     "{ [ ! -d /usr/share/git-core/templates ] || "
+                     "cp -r /usr/share/git-core/templates %s/git/usr/share/git-core/; }",
+                     d, d, d, d);
+    free(o);
+    char tasks[600], rootfs[2048];
+    snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
+    snprintf(rootfs, sizeof rootfs, "%s/git:%s", d, deb);
+    write_file(tasks, "{\"id\":\"a\",\"problem_statement\":\"GITROW\",\"ground_truth\":\"x\"}\n"
+                      "{\"id\":\"b\",\"problem_statement\":\"GITROW\",\"ground_truth\":\"x\"}\n"
+                      "{\"id\":\"c\",\"problem_statement\":\"GITROW\",\"ground_truth\":\"x\"}\n");
+    t_fake f;
+    t_fake_start(&f, "{\"rows\":{\"GITROW\":[{\"calls\":[[\"execute_bash\",{\"command\":"
+                     "\"cd /testbed && git status --porcelain -b > /tmp/st && echo hi > f.txt && "
+                     "git add f.txt && git -c user.name=t -c user.email=t@t commit -q -m one && "
+                     "echo $(git rev-list --count HEAD) $(tr ' ' _ < /tmp/st) "
+                     "$(stat -c %y .git/description | tr ' ' _) > /testbed/output/answer.txt\"}]]},"
+                     "{\"calls\":[[\"submit\",{}]]}]}}");
+    int code = 0;
+    char *out = t_lis(&code,
+                      LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 3 "
+                                "--output-dir %s/out",
+                      f.url, rootfs, tasks, d);
+    cr_assert_eq(code, 0, "%s", out);
+    cr_expect_null(strstr(out, "no set-up template"), "%s", out);
+    char rdir[1024];
+    run_dir(d, rdir, sizeof rdir);
+    cJSON *rows = t_results_rows(rdir);
+    cr_assert_eq(cJSON_GetArraySize(rows), 3, "%s", out);
+    const char *first = NULL;
+    for (int i = 0; i < 3; i++) {
+        const char *id = (const char *[]){"a", "b", "c"}[i];
+        const char *ans = str(row_by_id(rows, id, 0, NULL), "answer");
+        /* a fresh repository: no commit before, exactly this sandbox's one after */
+        cr_expect_eq(strncmp(ans, "1 ##_No_commits_yet_on_", 23), 0, "%s: '%s'", id, ans);
+        const char *mtime = strrchr(ans, ' ');
+        cr_assert_not_null(mtime, "%s: '%s'", id, ans);
+        if (!first)
+            first = mtime;
+        else
+            cr_expect_str_eq(mtime, first, "%s's repository was made on its own: '%s'", id, ans);
+    }
+    cJSON_Delete(rows);
+    free(out);
+    t_fake_stop(&f);
+    out = t_lis(&code, "rootfs ls");
+    cr_expect_null(strstr(out, "snapshot"), "the template was left in the store: %s", out);
+    free(out);
+}

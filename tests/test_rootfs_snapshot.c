@@ -388,3 +388,60 @@ Test(snapshot, sparse_files_and_the_held_tmpfs_out_of_reach, .timeout = 120)
     lis_sandbox_destroy(sb, &err);
     lis_ctx_free(ctx);
 }
+
+static int setup_writes(void *arg, lis_sandbox *sb, lis_error *err)
+{
+    lis_result r;
+    lis_exec_spec s = {.shell = (const char *)arg,
+                       .out = LIS_STDIO_CAPTURE,
+                       .err = LIS_STDIO_CAPTURE,
+                       .timeout = 60};
+    if (lis_exec(sb, &s, &r, err) < 0)
+        return -1;
+    int rc = r.exit_code ? lis_fail(err, EIO, "set-up exited %d", r.exit_code) : 0;
+    lis_result_free(&r);
+    return rc;
+}
+
+/* lis_rootfs_snapshot_setup (issue 24: lis batch's template): a set-up run
+ * once in a sandbox of a chain of --rootfs directories, snapshot; sandboxes
+ * on it each see the set-up and only their own writes; a failing set-up is
+ * reported as such, with the sandbox gone. */
+Test(snapshot, setup_snapshot_once_for_many, .timeout = 120)
+{
+    lis_ctx *ctx = t_ctx();
+    char layer[600], chain[2048];
+    snprintf(layer, sizeof layer, "%s/extra-%ld", t_tmpdir(), (long)getpid());
+    char *o = t_host(NULL, "mkdir -p %s/opt && echo from-layer > %s/opt/l", layer, layer);
+    free(o);
+    snprintf(chain, sizeof chain, "%s:%s", layer, t_busybox());
+    lis_sandbox_spec spec = {.rootfs = chain, .upper = LIS_UPPER_TMPFS, .hostname = "tmpl"};
+    lis_snapshot_result snap;
+    lis_setup_stage stage;
+    lis_error err = {0};
+    cr_assert_eq(lis_rootfs_snapshot_setup(ctx, &spec, setup_writes,
+                                           "mkdir -p /testbed/in && echo made > /testbed/in/f",
+                                           &snap, &stage, &err),
+                 0, "stage %d: %s", (int)stage, err.msg);
+    cr_assert_str_eq(snap.parent, chain, "the parent of a chain of directories is the chain");
+    cr_assert_eq(snap.depth, 3);
+    lis_sandbox *a = from_chain(ctx, snap.rootfs), *b = from_chain(ctx, snap.rootfs);
+    sh_ok(a, "cat /testbed/in/f /opt/l", "made\nfrom-layer\n");
+    sh_ok(a, "echo mine > /testbed/in/f", NULL);
+    sh_ok(b, "cat /testbed/in/f", "made\n");
+    lis_sandbox_destroy(a, &err);
+    lis_sandbox_destroy(b, &err);
+    cr_assert_eq(lis_rootfs_rm(lis_ctx_data_dir(ctx), snap.digest, NULL, &err), 0, "%s", err.msg);
+    /* a set-up that fails is the prepare stage's error (its sandbox is destroyed:
+     * scripts/test.sh fails a suite that leaves a process behind) */
+    cr_assert_eq(lis_rootfs_snapshot_setup(ctx, &spec, setup_writes, "exit 3", &snap, &stage, &err),
+                 -1);
+    cr_assert_eq(stage, LIS_SETUP_PREPARE);
+    cr_assert(strstr(err.msg, "set-up exited 3"), "%s", err.msg);
+    /* and a spec that cannot start is the create stage's */
+    spec.rootfs = "/nonexistent-lis-rootfs";
+    cr_assert_eq(lis_rootfs_snapshot_setup(ctx, &spec, setup_writes, "true", &snap, &stage, &err),
+                 -1);
+    cr_assert_eq(stage, LIS_SETUP_CREATE);
+    lis_ctx_free(ctx);
+}

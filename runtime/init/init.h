@@ -71,7 +71,12 @@ int init_load_notify(int fd);
 /* A command child, before its chdir: CAP_SYS_PTRACE dropped (0 or errno). */
 int init_drop_ptrace(void);
 
-/* one lis_msg to a client connection, never blocking PID 1 */
-int init_send(int fd, uint32_t type, int32_t a, int64_t b, const char *text);
+/* One lis_msg to a client connection, never blocking PID 1. Inline: PID 1
+ * (lis_init.c) and the sessions (session.c) both send, and neither file may
+ * call into the other's (lis_init.c starts session.c's init_session). */
+static inline int init_send(int fd, uint32_t type, int32_t a, int64_t b, const char *text)
+{
+    return lis_msg_send_flags(fd, type, a, b, text, -1, MSG_DONTWAIT);
+}
 
 #endif

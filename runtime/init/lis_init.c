@@ -7,7 +7,8 @@
  * to the owner, so every command and everything it starts is under it.
  * MEMORY_LIMIT is 0, or the fallback limit in bytes that PID 1 enforces
  * itself when the sandbox has no cgroup (memwatch.c); CPUWATCH 1 moves CPU
- * hogs to SCHED_IDLE in that case (cpuwatch.c).
+ * hogs to SCHED_IDLE in that case (cpuwatch.c). SCRATCH_FD is the set-up
+ * tmpfs (runtime/mounts.c), kept open for the owner's snapshots.
  *
  * PID 1 reaps orphans and forks one session process per command request
  * (from the lifeline or the listening socket); session.c runs the command.
@@ -33,11 +34,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-int init_send(int fd, uint32_t type, int32_t a, int64_t b, const char *text)
-{
-    return lis_msg_send_flags(fd, type, a, b, text, -1, MSG_DONTWAIT);
-}
 
 static int64_t now_ms(void)
 {
