@@ -194,6 +194,14 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     int n = o->concurrency < (int)r.neps ? o->concurrency : (int)r.neps;
     if (batch_capacity_check(n ? n : 1, !o->mode_llm, o->quiet ? NULL : o->err, err) < 0)
         goto out;
+    /* the sandboxes alive at once: the episodes, and the spares made ahead */
+    int spares = o->mode_llm || forking ? 0 : o->warm >= 0 ? o->warm : o->max_creating;
+    if (!o->mode_llm &&
+        batch_memory_check(n ? n + (spares < 64 ? spares : 64) : 0,
+                           o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY,
+                           o->disk_bytes ? o->disk_bytes : LIS_DEFAULT_DISK, o->overcommit,
+                           o->quiet ? NULL : o->err, err) < 0)
+        goto out;
 
     llm_config cfg = o->llm;
     cfg.log = NULL; /* each call reports to its episode's log */
@@ -212,6 +220,7 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     if (r.warm > sizeof r.spares / sizeof r.spares[0])
         r.warm = sizeof r.spares / sizeof r.spares[0];
     r.spec.limits.memory_bytes = o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY;
+    r.spec.limits.disk_bytes = o->disk_bytes;
     if (!o->mode_llm && !(r.setup = lis_jobs_new((unsigned)o->max_creating, err)))
         goto out;
     if (o->mode_llm && !(r.setup = lis_jobs_new(1, err)))

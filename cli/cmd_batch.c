@@ -57,6 +57,8 @@ static void usage(FILE *f)
           "  --episode-timeout S       per episode, default 1800\n"
           "  --cmd-timeout S           per command, default 120\n"
           "  --drain-timeout S         after Ctrl-C, cancel what still runs after S seconds\n"
+          "  --overcommit              start even when concurrency x (--memory + --disk) is more\n"
+          "                            than the host's memory (the writable space is RAM)\n"
           "mode and scoring:\n"
           "  --mode llm-in-sandbox|llm llm: the original's no-sandbox baseline\n"
           "  --max-response-len N      max_tokens in --mode llm (default 65536)\n"
@@ -65,7 +67,8 @@ static void usage(FILE *f)
           "  --quiet                   no progress, no summary\n"
           "model and sandbox: every flag of lis run but --query and --input-dir (lis run --help):\n"
           "  --llm-name --llm-base-url --api-key --temperature --max-steps --max-token-limit\n"
-          "  --max-tokens-per-call --extra-body --image --rootfs --memory --net --stream\n"
+          "  --max-tokens-per-call --extra-body --image --rootfs --memory --disk --export-max\n"
+          "  --net --stream\n"
           "  --timeout --connect-timeout --settings; env LLM_NAME, LLM_BASE_URL, LLM_API_KEY,\n"
           "  LLM_TEMPERATURE as the original.\n",
           f);
@@ -76,7 +79,7 @@ typedef struct bflags {
     const char *judge_model, *judge_url, *judge_key, *shard;
     long start_id, end_id, max_response_len;
     int shards, repeat, concurrency, max_creating, max_commands, max_llm, quiet, save_files, warm;
-    int fork_from_setup;
+    int fork_from_setup, overcommit;
     double episode_timeout, drain_timeout, cmd_timeout;
     int have_temperature, concurrency_set, warm_set;
 } bflags;
@@ -120,6 +123,7 @@ static const bopt BOPTS[] = {
     B("quiet", F_BOOL, quiet),
     B("save-files", F_BOOL, save_files),
     B("fork-from-setup", F_BOOL, fork_from_setup),
+    B("overcommit", F_BOOL, overcommit),
 };
 
 static int parse_number(const char *name, ftype t, const char *v, void *field)
@@ -424,6 +428,15 @@ int cmd_batch_main(int argc, char **argv)
         cli_error("--memory: '%s' is not a size (e.g. 200M, 2G, unlimited)", c.memory);
         goto out;
     }
+    if (c.disk && agent_parse_size(c.disk, &o.disk_bytes) < 0) {
+        cli_error("--disk: '%s' is not a size (e.g. 1G, 20G, unlimited)", c.disk);
+        goto out;
+    }
+    if (c.export_max && agent_parse_size(c.export_max, &o.export_max) < 0) {
+        cli_error("--export-max: '%s' is not a size (e.g. 100M, 1G, unlimited)", c.export_max);
+        goto out;
+    }
+    o.overcommit = b.overcommit;
     rc = CLI_EXIT_LIS;
     cli_warn_once wo = {.mu = PTHREAD_MUTEX_INITIALIZER, .scope = "of this run"};
     lis_ctx_opts co = {.warn = cli_warn_once_fn, .warn_arg = &wo};

@@ -408,17 +408,39 @@ int lis_file_write(lis_sandbox *sb, const char *path, const void *data, size_t l
  * err->code ENOENT when missing. */
 int lis_file_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size, lis_error *err);
 /* Copies a host file/dir into the sandbox, or out of it, recursively.
- * Symlinks are copied as symlinks, never followed. */
+ * Symlinks are copied as symlinks, never followed; sparse files stay sparse
+ * (only their data extents are read and written). lis_copy_out is
+ * lis_copy_out_opts with the default bounds, what it leaves out a warning
+ * through the context. */
 int lis_copy_in(lis_sandbox *sb, const char *host_src, const char *path, lis_error *err);
 int lis_copy_out(lis_sandbox *sb, const char *path, const char *host_dst, lis_error *err);
-/* Called once per entry lis_copy_out_data leaves out: its path inside the
- * exported tree ("." for the tree itself) and why. */
+/* Called once per entry a copy out leaves out: its path inside the copied
+ * tree ("." for the tree itself) and why. */
 typedef void (*lis_skip_fn)(void *arg, const char *path, const char *why);
+/* A copy out of a sandbox and its bounds. A file whose data would pass
+ * max_bytes, and every entry past one per 4 KiB of max_bytes (at least
+ * 16384), is left out whole and reported; the first 100 entries left out are
+ * reported one by one, the rest in one closing report (path "."). */
+typedef struct lis_copy_opts {
+    /* data bytes written at most (holes are not counted); 0: the sandbox's
+     * writable budget (--disk); LIS_UNLIMITED: no bound */
+    uint64_t max_bytes;
+    int data_filter;     /* Python tarfile's "data" filter, as lis_copy_out_data */
+    lis_skip_fn skipped; /* NULL: each one a warning through the context */
+    void *arg;
+    /* filled in */
+    uint64_t bytes;         /* data bytes written */
+    uint64_t skipped_count; /* entries left out by the bounds */
+    uint64_t skipped_bytes; /* their data bytes */
+} lis_copy_opts;
+int lis_copy_out_opts(lis_sandbox *sb, const char *path, const char *host_dst, lis_copy_opts *o,
+                      lis_error *err);
 /* lis_copy_out with Python tarfile's "data" filter (PEP 706): symlinks that
  * are absolute or lead outside the exported tree (also through other links
  * of the tree), device nodes, fifos and sockets are not exported, each one
- * reported to skipped (may be NULL); setuid/setgid/sticky bits and
- * group/other write bits are cleared. Hard links come out as plain copies. */
+ * reported to skipped (NULL: a warning); setuid/setgid/sticky bits and
+ * group/other write bits are cleared. Hard links come out as plain copies
+ * (each counted against the bounds). */
 int lis_copy_out_data(lis_sandbox *sb, const char *path, const char *host_dst, lis_skip_fn skipped,
                       void *arg, lis_error *err);
 
