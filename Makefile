@@ -60,7 +60,7 @@ TEST_BIN    := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 # root_*: run as root by scripts/test.sh; vm_*: run only inside the cgroup v2 VM (tests/vm/)
 EXTRA_TEST_BIN := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/root_*.c tests/vm_*.c))
 
-.PHONY: all clean test check tests bench test-asan fuzz fuzz-build check-layers format-check format
+.PHONY: all clean test check tests bench test-asan fuzz fuzz-build check-layers layers-docs format-check format
 all: $(B)/lis $(B)/lis-init $(B)/liblis-agent.so $(B)/liblis-rootfs.so $(B)/liblis-serve.so
 
 $(B)/obj/%.o: %.c
@@ -151,13 +151,17 @@ test check: tests
 # The one-way layers of docs/architecture.md (scripts/test.sh runs the same
 # check first and counts it): prints each area's layers, then its self-test.
 # The C style of .clang-format (docs/style.md); scripts/test.sh runs it too.
+# docs/architecture.md's tables of each area's rows, from the build's call graph
+layers-docs: all
+	python3 scripts/check-layers.py --objdir $(B)/obj --objdir $(B)/pobj --write-docs docs/architecture.md
+
 format-check:
 	bash scripts/format-check.sh
 format:
 	bash scripts/format-check.sh --fix
 
 check-layers: all
-	python3 scripts/check-layers.py --objdir $(B)/obj --objdir $(B)/pobj --levels
+	python3 scripts/check-layers.py --objdir $(B)/obj --objdir $(B)/pobj --levels --docs docs/architecture.md
 	python3 scripts/check-layers.py --self-test
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own

@@ -1,22 +1,8 @@
 /* internal.h - declarations shared inside runtime/ only.
  *
- * The layers of runtime/, bottom-up: each file calls only files of the rows
- * below it (scripts/check-layers.py checks it in `make test`; the rule and
- * the other areas: docs/architecture.md).
- *   7  capture.c                  a sandbox's writable layer copied out (snapshots);
- *      copy.c                     trees copied in and out, over files.c's path resolution
- *   6  exec.c files.c pool.c      what is done with a sandbox;
- *      state.c                    pause and resume
- *   5  sandbox.c                  its life: create, open, destroy, list, gc
- *   4  spawn.c host.c             clone3 + set-up; host.c: API helpers without a context
- *   3  userns.c doctor.c          id maps, holder namespace, mapped rm -rf; host checks
- *   2  context.c mounts.c         the lis_ctx (never created below host.c); the mount plan
- *   1  util.c meta.c cgroups.c seccomp.c
- *                                 util.c: clocks, names, paths, mkdir -p, sysctls;
- *                                 meta.c: a sandbox's meta.json
- *   0  error.c usage.c ext.c      ext.c: the opaque slots net/ keeps per ctx and sandbox;
- *      copytree.c                 an overlay layer copied exactly, without malloc
- *      rmtree.c                   rm -rf without malloc, recursion or an fd a level
+ * The layers of runtime/ (each file calls only files of lower rows) are the
+ * generated tables of docs/architecture.md, checked by scripts/check-layers.py
+ * in `make test`.
  * The runtime knows no proxy: --net proxy is net/ (net/lis_net.h) over the
  * listen_port hook and the ext slots.
  * lis-init (init/) is its own static program: it shares proto.h only. */

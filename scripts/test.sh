@@ -106,14 +106,15 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 passed=0 failed=0
-# LIS_TEST_SUITES="test_tty test_net" runs only those suites (default: all)
+# LIS_TEST_SUITES="test_tty test_net" runs only those suites (default: all);
+# LIS_TEST_FILTER='tty/*' passes criterion's --filter (one test: 'suite/name')
 only=${LIS_TEST_SUITES:-}
 want() { [ -z "$only" ] || [[ " $only " == *" $(basename "$1") "* ]]; }
 # The one-way layers (docs/architecture.md, scripts/check-layers.py): no upward
 # include or call, no loop of calls inside an area; then the check's self-test.
 if want check_layers; then
     for mode in check self-test; do
-        args=(--objdir "${B:-build}/obj" --objdir "${B:-build}/pobj")
+        args=(--objdir "${B:-build}/obj" --objdir "${B:-build}/pobj" --docs docs/architecture.md)
         [ $mode = self-test ] && args=(--self-test)
         if python3 scripts/check-layers.py "${args[@]}" >"$work/suite.log" 2>&1; then
             p=1 f=0
@@ -143,7 +144,8 @@ for t in "$work"/build/tests/test_* "$work"/build/tests/security/test_*; do
     [ -x "$t" ] || continue
     want "$t" || continue
     # through a file, not $(...): a process a test leaked cannot hold the runner
-    as_user "$t" -j"${LIS_TEST_JOBS:-2}" --verbose=0 >"$work/suite.log" 2>&1 </dev/null
+    as_user "$t" -j"${LIS_TEST_JOBS:-2}" --verbose=0 ${LIS_TEST_FILTER:+--filter "$LIS_TEST_FILTER"} \
+        >"$work/suite.log" 2>&1 </dev/null
     rc=$?
     out=$(cat "$work/suite.log")
     # failures in full (criterion puts their details on [----] lines), then the summary

@@ -1,4 +1,4 @@
-/* test_agent.c - the LLM client against tests/fake_llm.py on 127.0.0.1, and
+/* test_agent_loop.c - the LLM client against tests/fake_llm.py on 127.0.0.1, and
  * the agent loop against it in real sandboxes (busybox where sh is enough,
  * the Debian fixture where python or bash is needed). */
 #include "agent.h"

@@ -1,4 +1,4 @@
-/* test_snapshot.c - sandbox state (issue 15): pause and resume, through the C
+/* test_pause.c - sandbox state (issue 15): pause and resume, through the C
  * API and the CLI. */
 #include "testlib.h"
 
