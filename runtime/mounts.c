@@ -164,6 +164,11 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
      * host never notices. Inodes are bounded too (each costs kernel memory
      * that size= does not count): one per 4 KiB of budget. */
     uint64_t disk = lis_disk_budget(&spec->limits);
+    /* Under the fallback limits it is also at most the memory limit: it is
+     * RAM (a cgroup charges its pages to memory.max), and PID 1's watch
+     * counts it with the processes' memory (init/memwatch.c). */
+    if (req->fb_memory && req->fb_memory < disk)
+        disk = req->fb_memory;
     char tmpfs_opts[96] = "mode=0755";
     if (disk != LIS_UNLIMITED) {
         uint64_t inodes = disk / 4096 < 16384 ? 16384 : disk / 4096;

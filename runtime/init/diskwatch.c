@@ -1,0 +1,154 @@
+/* diskwatch.c - the total bound of a disk upper layer (lis sandbox create, lis serve's
+ * containers, lis run): an unprivileged user has no quota, so PID 1 measures the layer
+ * itself, through an fd of its host directory the set-up handed it, and holds it near the
+ * writable budget (docs/runtime.md, "The disk upper layer's bound"):
+ *
+ *  - a measurement walks the layer (st_blocks of every entry, directories included; never
+ *    following a link), at most one entry per 4 KiB of the budget and 128 directories deep;
+ *  - it runs at least every DW_MAX_MS (more rarely on a huge layer: 50 x its own time, so
+ *    the backstop costs at most 2 % of a CPU), and every DW_MIN_MS (or 4 x its own time) as
+ *    soon as the host filesystem's used blocks grew by half of what the budget has left
+ *    since the last one: a writer near the budget is measured four times a second. PID 1
+ *    does nothing else while it walks (a layer at the entry bound, 262144 entries for
+ *    1 GiB, takes a few hundred ms);
+ *  - over the budget, every process's RLIMIT_FSIZE (soft and hard) goes to 0, and so does
+ *    each new command's while the layer stays over it (lis_init.c's start_session): a write
+ *    that extends a file fails (EFBIG, SIGXFSZ), while reading, deleting and overwriting in
+ *    place go on. A hard limit cannot be raised again in a user namespace (that takes
+ *    CAP_SYS_RESOURCE of the host's), so the processes that ran then stay so; commands
+ *    started once deleting brought the layer back under the budget write again;
+ *  - more entries than that, or a deeper tree, cannot be measured within the bound: the
+ *    layer counts as over the budget and every process but PID 1's own is killed.
+ *
+ * So the layer passes the budget by at most what the sandbox writes between two
+ * measurements (docs/runtime.md has the figure measured). */
+#include "init.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DW_MIN_MS 250
+#define DW_MAX_MS 5000
+#define DW_MAX_DEPTH 128
+
+struct walk {
+    uint64_t bytes, entries, max_entries;
+    int too_big; /* more entries or a deeper tree than the bound */
+};
+
+/* Adds dir (which it closes) and everything below it. */
+static void walk_dir(struct walk *w, int fd, int depth)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *e;
+    while (!w->too_big && (e = readdir(d))) {
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue; /* removed meanwhile */
+        w->bytes += (uint64_t)st.st_blocks * 512;
+        if (++w->entries > w->max_entries) {
+            w->too_big = 1;
+            break;
+        }
+        if (!S_ISDIR(st.st_mode))
+            continue;
+        if (depth + 1 >= DW_MAX_DEPTH) {
+            w->too_big = 1;
+            break;
+        }
+        int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0)
+            walk_dir(w, sub, depth + 1);
+    }
+    closedir(d);
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* RLIMIT_FSIZE 0 for every process of the sandbox but PID 1, or SIGKILL to
+ * them. */
+static void each_process(int kill_them)
+{
+    struct rlimit zero = {0, 0};
+    DIR *d = opendir("/proc");
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] < '1' || e->d_name[0] > '9' || !strcmp(e->d_name, "1"))
+                continue;
+            pid_t p = atoi(e->d_name);
+            if (kill_them)
+                kill(p, SIGKILL);
+            else
+                prlimit(p, RLIMIT_FSIZE, &zero, NULL);
+        }
+        closedir(d);
+    }
+}
+
+static uint64_t host_used(int fd)
+{
+    struct statfs s;
+    if (fstatfs(fd, &s) < 0)
+        return 0;
+    return (uint64_t)(s.f_blocks - s.f_bfree) * (uint64_t)s.f_bsize;
+}
+
+int init_diskwatch(struct disk_watch *w, int64_t now)
+{
+    if (w->fd < 0)
+        return -1;
+    uint64_t host = host_used(w->fd);
+    uint64_t left = w->usage < w->budget ? w->budget - w->usage : 0;
+    int64_t since = now - w->measured_at;
+    /* the backstop (also catches growth hidden by deletions elsewhere on the
+     * host filesystem), or sooner when the host's usage says the budget may be
+     * near, or to see a frozen layer shrink; never more often than gap */
+    int due = !w->measured_at || since >= w->interval ||
+              (since >= w->gap && (host >= w->host_at + left / 2 || w->frozen));
+    if (!due)
+        return DW_MIN_MS;
+    int top = openat(w->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (top < 0)
+        return DW_MAX_MS;
+    struct walk k = {.max_entries = w->budget / 4096 < 16384 ? 16384 : w->budget / 4096};
+    int64_t t0 = mono_ms();
+    walk_dir(&k, top, 0);
+    int64_t cost = mono_ms() - t0;
+    w->usage = k.bytes;
+    w->host_at = host;
+    w->measured_at = now;
+    w->interval = 50 * cost > DW_MAX_MS ? 50 * cost : DW_MAX_MS; /* at most 2 % of a CPU */
+    w->gap = 4 * cost > DW_MIN_MS ? 4 * cost : DW_MIN_MS;           /* near the budget: 20 % */
+    w->measurements++;
+    int over = k.too_big || k.bytes > w->budget;
+    if (over && !w->frozen) {
+        each_process(0);
+        w->freezes++;
+    }
+    w->frozen = over;
+    if (k.too_big)
+        each_process(1);
+    return DW_MIN_MS;
+}
