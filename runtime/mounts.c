@@ -163,15 +163,17 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
      * /dev/shm all live in it, so a writer gets ENOSPC at --disk and the
      * host never notices. Inodes are bounded too (each costs kernel memory
      * that size= does not count): one per 4 KiB of budget. */
-    uint64_t disk = lis_disk_budget(&spec->limits);
-    /* Under the fallback limits it is also at most the memory limit: it is
-     * RAM (a cgroup charges its pages to memory.max), and PID 1's watch
+    uint64_t budget = lis_disk_budget(&spec->limits), disk = budget;
+    /* Under the fallback limits its size is also at most the memory limit: it
+     * is RAM (a cgroup charges its pages to memory.max), and PID 1's watch
      * counts it with the processes' memory (init/memwatch.c). */
     if (req->fb_memory && req->fb_memory < disk)
         disk = req->fb_memory;
     char tmpfs_opts[96] = "mode=0755";
     if (disk != LIS_UNLIMITED) {
-        uint64_t inodes = disk / 4096 < 16384 ? 16384 : disk / 4096;
+        /* inodes by the budget asked: files there are small more often than not */
+        uint64_t asked = budget == LIS_UNLIMITED ? disk : budget;
+        uint64_t inodes = asked / 4096 < 16384 ? 16384 : asked / 4096;
         snprintf(tmpfs_opts, sizeof tmpfs_opts, "mode=0755,size=%llu,nr_inodes=%llu",
                  (unsigned long long)disk, (unsigned long long)inodes);
     }

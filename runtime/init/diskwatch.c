@@ -4,7 +4,9 @@
  * writable budget (docs/runtime.md, "The disk upper layer's bound"):
  *
  *  - a measurement walks the layer (st_blocks of every entry, directories included; never
- *    following a link), at most one entry per 4 KiB of the budget and 128 directories deep;
+ *    following a link; any depth with two fds), at most one entry per 4 KiB of the budget;
+ *    a walk the sandbox spoils by moving directories under it is done again, and after
+ *    DW_MAX_RACES spoilt ones in a row the layer counts as over the budget;
  *  - it runs at least every DW_MAX_MS (more rarely on a huge layer: 50 x its own time, so
  *    the backstop costs at most 2 % of a CPU), and every DW_MIN_MS (or 4 x its own time) as
  *    soon as the host filesystem's used blocks grew by half of what the budget has left
@@ -17,8 +19,8 @@
  *    place go on. A hard limit cannot be raised again in a user namespace (that takes
  *    CAP_SYS_RESOURCE of the host's), so the processes that ran then stay so; commands
  *    started once deleting brought the layer back under the budget write again;
- *  - more entries than that, or a deeper tree, cannot be measured within the bound: the
- *    layer counts as over the budget and every process but PID 1's own is killed.
+ *  - more entries than that cannot be measured within the bound: the layer counts as over
+ *    the budget and every process but PID 1's own is killed.
  *
  * So the layer passes the budget by at most what the sandbox writes between two
  * measurements (docs/runtime.md has the figure measured). */
@@ -39,23 +41,53 @@
 
 #define DW_MIN_MS 250
 #define DW_MAX_MS 5000
-#define DW_MAX_DEPTH 128
+#define DW_MAX_RACES 5 /* walks in a row spoilt by directories moved under them */
 
 struct walk {
     uint64_t bytes, entries, max_entries;
-    int too_big; /* more entries or a deeper tree than the bound */
+    int too_big; /* more entries than the bound */
 };
 
-/* Adds dir (which it closes) and everything below it. */
-static void walk_dir(struct walk *w, int fd, int depth)
+/* One level of the walk: a directory's identity and where its listing was. */
+struct level {
+    dev_t dev;
+    ino_t ino;
+    long pos;
+};
+
+/* Sums the tree below top. Any depth with two fds and a stack of 24 bytes a level:
+ * down through openat(name, O_NOFOLLOW), back up through "..", whose identity must be
+ * the directory left (else the sandbox moved it meanwhile: -1, the walk is spoilt). */
+static int measure(int top, struct walk *w)
 {
-    DIR *d = fdopendir(fd);
+    struct level *stk = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    DIR *d = fdopendir(top);
     if (!d) {
-        close(fd);
-        return;
+        close(top);
+        return -1;
     }
-    struct dirent *e;
-    while (!w->too_big && (e = readdir(d))) {
+    for (;;) {
+        struct dirent *e = readdir(d);
+        if (!e) {
+            if (!n)
+                break;
+            int up = openat(dirfd(d), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            closedir(d);
+            d = NULL;
+            struct stat st;
+            n--;
+            if (up < 0 || fstat(up, &st) < 0 || st.st_dev != stk[n].dev ||
+                st.st_ino != stk[n].ino || !(d = fdopendir(up))) {
+                if (up >= 0 && !d)
+                    close(up);
+                rc = -1;
+                break;
+            }
+            seekdir(d, stk[n].pos);
+            continue;
+        }
         if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
             continue;
         struct stat st;
@@ -68,15 +100,39 @@ static void walk_dir(struct walk *w, int fd, int depth)
         }
         if (!S_ISDIR(st.st_mode))
             continue;
-        if (depth + 1 >= DW_MAX_DEPTH) {
-            w->too_big = 1;
+        struct stat here;
+        long pos = telldir(d);
+        int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat sst;
+        if (sub < 0 || fstat(dirfd(d), &here) < 0 || fstat(sub, &sst) < 0 ||
+            sst.st_ino != st.st_ino || sst.st_dev != st.st_dev) {
+            if (sub >= 0)
+                close(sub);
+            continue; /* gone or swapped since the fstatat */
+        }
+        if (n == cap) {
+            size_t nc = cap ? 2 * cap : 64;
+            struct level *g = realloc(stk, nc * sizeof *g);
+            if (!g) {
+                close(sub);
+                rc = -1;
+                break;
+            }
+            stk = g;
+            cap = nc;
+        }
+        stk[n++] = (struct level){here.st_dev, here.st_ino, pos};
+        closedir(d);
+        if (!(d = fdopendir(sub))) {
+            close(sub);
+            rc = -1;
             break;
         }
-        int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sub >= 0)
-            walk_dir(w, sub, depth + 1);
     }
-    closedir(d);
+    if (d)
+        closedir(d);
+    free(stk);
+    return rc;
 }
 
 static int64_t mono_ms(void)
@@ -134,15 +190,19 @@ int init_diskwatch(struct disk_watch *w, int64_t now)
         return DW_MAX_MS;
     struct walk k = {.max_entries = w->budget / 4096 < 16384 ? 16384 : w->budget / 4096};
     int64_t t0 = mono_ms();
-    walk_dir(&k, top, 0);
+    int spoilt = measure(top, &k) < 0 && !k.too_big;
     int64_t cost = mono_ms() - t0;
+    if (spoilt && ++w->races < DW_MAX_RACES)
+        return DW_MIN_MS; /* directories moved under the walk: again soon */
     w->usage = k.bytes;
     w->host_at = host;
     w->measured_at = now;
     w->interval = 50 * cost > DW_MAX_MS ? 50 * cost : DW_MAX_MS; /* at most 2 % of a CPU */
     w->gap = 4 * cost > DW_MIN_MS ? 4 * cost : DW_MIN_MS;           /* near the budget: 20 % */
     w->measurements++;
-    int over = k.too_big || k.bytes > w->budget;
+    /* a tree moved under every walk cannot be measured: as if over the budget */
+    int over = k.too_big || k.bytes > w->budget || spoilt;
+    w->races = 0;
     if (over && !w->frozen) {
         each_process(0);
         w->freezes++;

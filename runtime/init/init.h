@@ -61,6 +61,7 @@ struct disk_watch {
     int64_t measured_at;          /* CLOCK_MONOTONIC ms, 0: never */
     int64_t interval, gap;        /* the backstop's period; the least time between two */
     int frozen;                   /* over the budget: RLIMIT_FSIZE 0 everywhere */
+    int races;                    /* walks spoilt in a row by directories moved under them */
     unsigned measurements, freezes;
 };
 int init_diskwatch(struct disk_watch *w, int64_t now);
