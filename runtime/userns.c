@@ -258,14 +258,15 @@ int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *e
         int rc;
         lis_error err;
     } * sh;
-    size_t len = sizeof *sh + result_len;
+    /* result after sh, aligned for any type (a struct of uint64_t misaligned is UB) */
+    size_t roff = (sizeof *sh + 15) & ~(size_t)15, len = roff + result_len;
     sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED)
         return lis_fail_errno(err, "mmap");
     sh->rc = -1;
     lis_fail(&sh->err, EIO, "the mapped child died");
     if (result_len)
-        memcpy(sh + 1, result, result_len);
+        memcpy((char *)sh + roff, result, result_len);
     /* fork(), not quiet_fork(): fn may allocate (libarchive extracting an
      * image), and only glibc's fork makes malloc usable in the child of a
      * threaded owner (it holds the arena locks across the fork). The status
@@ -281,7 +282,7 @@ int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *e
             _exit(1);
         }
         memset(&sh->err, 0, sizeof sh->err);
-        sh->rc = fn(arg, result_len ? (void *)(sh + 1) : NULL, &sh->err);
+        sh->rc = fn(arg, result_len ? (void *)((char *)sh + roff) : NULL, &sh->err);
         _exit(0);
     }
     reap(pid, NULL);
@@ -289,7 +290,7 @@ int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *e
     if (rc < 0 && err)
         *err = sh->err;
     if (result_len)
-        memcpy(result, sh + 1, result_len);
+        memcpy(result, (char *)sh + roff, result_len);
     munmap(sh, len);
     return rc;
 }

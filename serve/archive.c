@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -158,6 +159,8 @@ typedef struct arc_get {
     sv_watch w;
     int done; /* the producer ended: ok 1 after a whole tar, else msg */
     int ok;
+    struct MHD_Response *resp; /* until it is sent (get_reply) */
+    sv_timer reply_timer;
     char msg[512];
     int refs; /* the response, the producer */
 } arc_get;
@@ -173,11 +176,11 @@ static void get_unref(arc_get *g)
 {
     if (--g->refs)
         return;
-    if (g->rfd >= 0) {
-        sv_loop_unwatch(g->s->loop, &g->w);
+    sv_loop_unwatch(g->s->loop, &g->w);
+    sv_timer_cancel(g->s->loop, &g->reply_timer);
+    if (g->rfd >= 0)
         close(g->rfd);
-    }
-    free(g);
+    sv_loop_defer(g->s->loop, free, g); /* an event of this batch may still name its watch */
 }
 
 static void skipped_log(void *arg, const char *path, const char *why)
@@ -276,6 +279,33 @@ static int tar_entry(void *arg, const lis_walk_entry *e, lis_error *err)
     return rc;
 }
 
+/* A client that reads nothing for GET_STALL_MS ends its GET: the producer holds the
+ * sandbox (it cannot be removed meanwhile), so it must not wait on a reader forever. */
+#define GET_STALL_MS 60000
+
+static la_ssize_t pipe_write(struct archive *a, void *arg, const void *buf, size_t n)
+{
+    int fd = *(int *)arg;
+    for (;;) {
+        ssize_t w = write(fd, buf, n);
+        if (w >= 0)
+            return w;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN) {
+            archive_set_error(a, errno, "%s", strerror(errno));
+            return -1;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int r = poll(&p, 1, GET_STALL_MS);
+        if (r == 0) {
+            archive_set_error(a, ETIMEDOUT, "the client read nothing for %d s",
+                              GET_STALL_MS / 1000);
+            return -1;
+        }
+    }
+}
+
 static int produce(void *arg, void *result, lis_error *err)
 {
     arc_get *g = arg;
@@ -287,7 +317,9 @@ static int produce(void *arg, void *result, lis_error *err)
     archive_write_set_format_pax_restricted(p.a);
     archive_write_set_bytes_in_last_block(p.a, 1);
     lis_copy_opts o = {.skipped = skipped_log, .arg = g};
-    int rc = archive_write_open_fd(p.a, g->wfd) == ARCHIVE_OK
+    fcntl(g->wfd, F_SETFL, O_NONBLOCK); /* pipe_write waits, GET_STALL_MS at most */
+    archive_write_set_bytes_per_block(p.a, 65536);
+    int rc = archive_write_open(p.a, &g->wfd, NULL, pipe_write, NULL) == ARCHIVE_OK
                  ? lis_walk(g->sb, g->path, &o, tar_entry, &p, err)
                  : lis_fail(err, EIO, "%s", archive_error_string(p.a));
     if (rc == 0 && archive_write_close(p.a) != ARCHIVE_OK)
@@ -322,6 +354,8 @@ static void produce_work(void *arg)
                 g->path, g->cname, r.skipped, r.skipped_bytes);
 }
 
+static void get_reply(arc_get *g);
+
 static void produce_done(void *arg, int status)
 {
     arc_get *g = arg;
@@ -330,15 +364,19 @@ static void produce_done(void *arg, int status)
     if (!g->ok)
         fprintf(stderr, "lis serve: GET archive of %s in %s stopped: %s\n", g->path, g->cname,
                 g->msg);
-    if (g->q)
-        sv_req_resume(g->q);
+    if (g->resp)
+        get_reply(g); /* resumes the request */
+    else if (g->q)
+        sv_req_resume(g->q); /* a reader waiting for this word */
     get_unref(g);
 }
 
+/* Watched only while the reader waits (a pipe whose writer went reports EPOLLHUP
+ * whatever the events asked), and only once the headers went out. */
 static void pipe_ready(void *arg, uint32_t ev)
 {
     arc_get *g = arg;
-    sv_loop_events(g->s->loop, &g->w, 0);
+    sv_loop_unwatch(g->s->loop, &g->w);
     if (g->q)
         sv_req_resume(g->q);
 }
@@ -352,9 +390,9 @@ static ssize_t get_read(void *cls, uint64_t pos, char *buf, size_t max)
     if (n < 0 && errno == EINTR)
         return 0;
     if (n < 0 && errno == EAGAIN) { /* nothing yet: wait for the pipe */
-        if (g->q)
+        if (g->q && (g->w.added || sv_loop_watch(g->s->loop, &g->w, g->rfd, EPOLLIN, pipe_ready,
+                                                 g) == 0))
             sv_req_suspend(g->q);
-        sv_loop_events(g->s->loop, &g->w, EPOLLIN);
         return 0;
     }
     if (!g->done) { /* the end of the pipe before the producer's word: wait for it */
@@ -380,9 +418,31 @@ static void get_req_done(sv_req *q)
     arc_get *g = q->owner;
     if (g)
         g->q = NULL;
+    if (g && g->resp) /* gone before the headers: the response was never handed over */
+        get_reply(g);
 }
 
-/* The stat is known: the headers go out, a worker writes the tar. */
+/* The headers go out when the producer is done (a tar that fits in the pipe: the
+ * sandbox is free again before the client sees the answer, as it was when GET built
+ * the tar first) or after GET_REPLY_WAIT, whichever is first. */
+#define GET_REPLY_WAIT 0.05
+
+static void get_reply(arc_get *g)
+{
+    if (!g->resp)
+        return;
+    sv_timer_cancel(g->s->loop, &g->reply_timer);
+    struct MHD_Response *r = g->resp;
+    g->resp = NULL;
+    if (g->q)
+        sv_req_finish(g->q, 200, r);
+    else
+        MHD_destroy_response(r);
+}
+
+static void reply_due(void *arg) { get_reply(arg); }
+
+/* The stat is known: a worker writes the tar, the headers follow (get_reply). */
 static void get_start(arc_job *j)
 {
     sv_req *q = j->q;
@@ -400,13 +460,6 @@ static void get_start(arc_job *j)
     snprintf(g->cname, sizeof g->cname, "%s", j->cname);
     snprintf(g->path, sizeof g->path, "%s", j->path);
     export_name(j->path, g->top, sizeof g->top);
-    if (sv_loop_watch(q->s->loop, &g->w, g->rfd, 0, pipe_ready, g) < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        free(g);
-        sv_req_finish_error(q, 500, "streaming the archive: cannot watch its pipe");
-        return;
-    }
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, get_read, g, get_free);
     sv_resp_headers(r);
@@ -415,6 +468,7 @@ static void get_start(arc_job *j)
     q->owner = g;
     q->on_complete = get_req_done;
     (*g->busy)++; /* the sandbox stays while the producer walks it */
+    g->resp = r;
     if (sv_job(q->s->loop, produce_work, produce_done, g) < 0) {
         (*g->busy)--;
         close(g->wfd);
@@ -422,8 +476,10 @@ static void get_start(arc_job *j)
         g->done = 1;
         snprintf(g->msg, sizeof g->msg, "out of memory");
         g->refs--;
+        get_reply(g);
+        return;
     }
-    sv_req_finish(q, 200, r);
+    sv_timer_arm(q->s->loop, &g->reply_timer, GET_REPLY_WAIT, reply_due, g);
 }
 
 /* ---- PUT: checked, then extracted ----------------------------------------------------------- */
