@@ -1,10 +1,13 @@
 /* cpuwatch.c - the CPU share where no cgroup can enforce one: a process of
- * the sandbox that kept a CPU busy for most of the last interval is moved to
+ * the sandbox that wanted a CPU for most of the last interval is moved to
  * SCHED_IDLE and its autogroup to nice 19, so it runs only on CPU time nobody
  * else wants: the host, the neighbours and the sandbox's own short commands
- * come first. A command cannot leave SCHED_IDLE (that needs CAP_SYS_NICE or
- * RLIMIT_NICE); it can raise its autogroup back, and is demoted again at the
- * next check. PID 1 checks every 250 ms (docs/runtime.md). */
+ * come first. "Wanted" is the time it ran plus the time it waited on a run
+ * queue (/proc/PID/schedstat): with 64 hogs on 2 CPUs each runs 3 % of the
+ * time and waits the rest, and counting only the time it ran (as this did
+ * once) demoted none of them. A command cannot leave SCHED_IDLE (that needs
+ * CAP_SYS_NICE or RLIMIT_NICE); it can raise its autogroup back, and is
+ * demoted again at the next check. PID 1 checks every 250 ms (docs/runtime.md). */
 #include "init.h"
 
 #include <dirent.h>
@@ -15,39 +18,48 @@
 #include <string.h>
 #include <unistd.h>
 
-/* utime + stime in clock ticks and the policy of one process; -1 when gone */
-static long long cpu_ticks(int dirfd, const char *pid, int *policy)
+/* ns one process spent running or runnable (schedstat's run time + run delay;
+ * without it, its CPU time from stat), and its policy; -1 when gone */
+static long long cpu_wanted(int dirfd, const char *pid, pid_t p, int *policy)
 {
     char path[64], buf[1024];
-    snprintf(path, sizeof path, "%s/stat", pid);
+    *policy = sched_getscheduler(p);
+    snprintf(path, sizeof path, "%s/schedstat", pid);
     int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n > 0) {
+        buf[n] = 0;
+        char *end;
+        long long run = strtoll(buf, &end, 10), wait = strtoll(end, NULL, 10);
+        return run + wait;
+    }
+    snprintf(path, sizeof path, "%s/stat", pid);
+    fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    n = read(fd, buf, sizeof buf - 1);
     close(fd);
     if (n <= 0)
         return -1;
     buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    if (!p)
+    char *q = strrchr(buf, ')');
+    if (!q)
         return -1;
-    /* after the comm: field 3 is the state; utime and stime are 14 and 15,
-     * policy is 41 */
+    /* after the comm: field 3 is the state; utime and stime are 14 and 15 */
     long long ut = 0, stt = 0;
     int field = 2;
-    *policy = 0;
-    for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " ")) {
-        field++;
-        if (field == 14)
+    for (char *tok = strtok(q + 1, " "); tok; tok = strtok(NULL, " ")) {
+        if (++field == 14)
             ut = atoll(tok);
-        else if (field == 15)
+        else if (field == 15) {
             stt = atoll(tok);
-        else if (field == 41) {
-            *policy = atoi(tok);
             break;
         }
     }
-    return ut + stt;
+    long hz = sysconf(_SC_CLK_TCK);
+    return hz > 0 ? (ut + stt) * (1000000000ll / hz) : -1;
 }
 
 /* SCHED_IDLE ranks the process only inside its scheduling group, and with
@@ -73,8 +85,7 @@ static void demote(int dirfd, const char *pid, pid_t p, int policy)
 
 void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms)
 {
-    long hz = sysconf(_SC_CLK_TCK);
-    long long busy = hz > 0 ? (long long)hz * interval_ms / 1000 * 3 / 4 : 0;
+    long long busy = interval_ms * 1000000ll * 3 / 4;
     DIR *d = opendir("/proc");
     if (!d)
         return;
@@ -84,11 +95,11 @@ void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms)
     while ((e = readdir(d))) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9' || !strcmp(e->d_name, "1"))
             continue;
+        pid_t pid = atoi(e->d_name);
         int policy;
-        long long t = cpu_ticks(dirfd(d), e->d_name, &policy);
+        long long t = cpu_wanted(dirfd(d), e->d_name, pid, &policy);
         if (t < 0)
             continue;
-        pid_t pid = atoi(e->d_name);
         for (int i = 0; i < *n; i++)
             if ((*tab)[i].pid == pid && busy > 0 && t - (*tab)[i].ticks >= busy)
                 demote(dirfd(d), e->d_name, pid, policy);

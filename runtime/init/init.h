@@ -71,7 +71,7 @@ int init_diskwatch(struct disk_watch *w, int64_t now);
  * previous samples (replaced). */
 struct cpu_sample {
     pid_t pid;
-    long long ticks;
+    long long ticks; /* ns it ran or waited to run (schedstat) */
 };
 void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms);
 
