@@ -301,3 +301,64 @@ Test(bounds, disk_upper_layer_total_is_bounded, .timeout = 120)
     free(out);
     free(t_lis(&code, "sandbox rm dw"));
 }
+
+struct reports {
+    int n;
+    char last_path[256], last_why[512];
+};
+
+static void note(void *arg, const char *path, const char *why)
+{
+    struct reports *r = arg;
+    r->n++;
+    snprintf(r->last_path, sizeof r->last_path, "%s", path);
+    snprintf(r->last_why, sizeof r->last_why, "%s", why);
+}
+
+static int count_entry(void *arg, const lis_walk_entry *e, lis_error *err)
+{
+    (*(int *)arg)++;
+    return 0;
+}
+
+/* The cap of a copy out (lis sandbox cp, docker cp's GET): whole files left out
+ * past it, the holes free; the first 100 left out reported one by one, the rest
+ * in one closing report, so the report is bounded too. The same for lis_walk. */
+Test(bounds, copy_out_cap_reports_100_then_one_line, .timeout = 120)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = t_sandbox(ctx, t_busybox());
+    lis_result r;
+    t_sh(sb,
+         "mkdir /o && i=0; while [ $i -lt 300 ]; do head -c 8192 /dev/urandom > /o/f$i; "
+         "i=$((i+1)); done; truncate -s 1073741824 /o/hole",
+         &r);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err.data);
+    lis_result_free(&r);
+    char dst[600];
+    snprintf(dst, sizeof dst, "%s/copy", t_tmpdir());
+    struct reports rep = {0};
+    lis_copy_opts o = {.max_bytes = 1 << 20, .skipped = note, .arg = &rep};
+    lis_error err = {0};
+    cr_assert_eq(lis_copy_out_opts(sb, "/o", dst, &o, &err), 0, "%s", err.msg);
+    cr_assert_eq(o.bytes, 128 * 8192);
+    cr_assert_eq(o.skipped_count, 172);
+    cr_assert_eq(o.skipped_bytes, 172 * 8192);
+    cr_assert_eq(rep.n, 101, "%d reports", rep.n);
+    cr_assert_str_eq(rep.last_path, ".");
+    cr_assert(strstr(rep.last_why, "72 more entries"), "%s", rep.last_why);
+    char p[700];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/hole", dst);
+    cr_assert(stat(p, &st) == 0 && st.st_size == 1 << 30 && st.st_blocks < 16, "the hole");
+    /* lis_walk: the same bounds, the same reports */
+    int entries = 0;
+    struct reports rep2 = {0};
+    lis_copy_opts o2 = {.max_bytes = 1 << 20, .skipped = note, .arg = &rep2};
+    cr_assert_eq(lis_walk(sb, "/o", &o2, count_entry, &entries, &err), 0, "%s", err.msg);
+    cr_assert_eq(entries, 1 + 128 + 1, "%d entries handed out", entries); /* /o, files, hole */
+    cr_assert_eq(o2.skipped_count, 172);
+    cr_assert_eq(rep2.n, 101);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+}
