@@ -132,9 +132,10 @@ int agent_export(lis_sandbox *sb, const char *path, const char *host_dst, uint64
                 "export by its cap of %llu bytes (--export-max; listed in "
                 "trajectory.json's metadata.export_skipped)\n",
                 (unsigned long long)o.skipped_count, path, (unsigned long long)o.skipped_bytes,
-                (unsigned long long)(max_bytes                            ? max_bytes
-                                     : lis_sandbox_limits(sb).disk_bytes ? lis_sandbox_limits(sb).disk_bytes
-                                                                         : LIS_DEFAULT_DISK));
+                (unsigned long long)(max_bytes ? max_bytes
+                                     : lis_sandbox_limits(sb).disk_bytes
+                                         ? lis_sandbox_limits(sb).disk_bytes
+                                         : LIS_DEFAULT_DISK));
     return rc;
 }
 

@@ -196,11 +196,10 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
         goto out;
     /* the sandboxes alive at once: the episodes, and the spares made ahead */
     int spares = o->mode_llm || forking ? 0 : o->warm >= 0 ? o->warm : o->max_creating;
-    if (!o->mode_llm &&
-        batch_memory_check(n ? n + (spares < 64 ? spares : 64) : 0,
-                           o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY,
-                           o->disk_bytes ? o->disk_bytes : LIS_DEFAULT_DISK, o->overcommit,
-                           o->quiet ? NULL : o->err, err) < 0)
+    if (!o->mode_llm && batch_memory_check(n ? n + (spares < 64 ? spares : 64) : 0,
+                                           o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY,
+                                           o->disk_bytes ? o->disk_bytes : LIS_DEFAULT_DISK,
+                                           o->overcommit, o->quiet ? NULL : o->err, err) < 0)
         goto out;
 
     llm_config cfg = o->llm;

@@ -42,12 +42,12 @@
  * reports of what was left out. rel is the entry's path inside the copied
  * tree, depth the number of directories between it and the tree's top. */
 typedef struct copy_job {
-    int filter;      /* the data filter is on */
-    int bounded;     /* a copy out: max_bytes and max_entries apply */
+    int filter;  /* the data filter is on */
+    int bounded; /* a copy out: max_bytes and max_entries apply */
     uint64_t max_bytes, max_entries;
-    uint64_t bytes, entries;             /* so far */
-    uint64_t skipped, skipped_bytes;     /* left out by the bounds */
-    uint64_t skips, reported;            /* every entry left out; those reported one by one */
+    uint64_t bytes, entries;         /* so far */
+    uint64_t skipped, skipped_bytes; /* left out by the bounds */
+    uint64_t skips, reported;        /* every entry left out; those reported one by one */
     lis_skip_fn on_skip;
     void *arg;
     char rel[PATH_MAX];
@@ -137,7 +137,7 @@ static void data_bytes(int fd, uint64_t size, uint64_t *data)
     for (off_t pos = 0; (uint64_t)pos < size;) {
         off_t d = lseek(fd, pos, SEEK_DATA);
         if (d < 0 && errno == ENXIO)
-            break; /* only a hole is left */
+            break;   /* only a hole is left */
         if (d < 0) { /* no SEEK_DATA here: all of it is data */
             *data += size - (uint64_t)pos;
             break;
@@ -402,7 +402,8 @@ static int do_copy_in(lis_sandbox *sb, const char *host_src, const char *path, l
     }
     int dd = openat(ddir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     close(ddir);
-    copy_job *f = dd < 0 ? NULL : calloc(1, sizeof *f); /* unbounded: the sandbox's budget bounds it */
+    copy_job *f =
+        dd < 0 ? NULL : calloc(1, sizeof *f); /* unbounded: the sandbox's budget bounds it */
     int rc = dd < 0 ? lis_fail_errno(err, "%s", target)
              : !f   ? lis_oom(err)
                     : copy_entry(sdir, hname, dd, last, 0, f, err);

@@ -517,8 +517,8 @@ int lis_walk(lis_sandbox *sb, const char *path, lis_copy_opts *o, lis_walk_fn fn
  * that was not there before is removed again by lis_put_abort. */
 typedef struct lis_put lis_put;
 typedef struct lis_put_attr {
-    unsigned mode;       /* permission bits (07777) */
-    long long uid, gid;  /* inside the sandbox; -1, or an id the caller cannot give: root */
+    unsigned mode;         /* permission bits (07777) */
+    long long uid, gid;    /* inside the sandbox; -1, or an id the caller cannot give: root */
     struct timespec mtime; /* tv_nsec UTIME_OMIT: now */
 } lis_put_attr;
 lis_put *lis_put_new(lis_sandbox *sb, const char *dir, lis_error *err);

@@ -240,7 +240,8 @@ int lis_put_dir(lis_put *p, const char *path, const lis_put_attr *a, lis_error *
     close(parent);
     if (rc < 0)
         return -1;
-    if (LIS_GROW(p->dirs, p->dirs_cap, p->ndirs + 1) < 0 || !(p->dirs[p->ndirs].path = strdup(full)))
+    if (LIS_GROW(p->dirs, p->dirs_cap, p->ndirs + 1) < 0 ||
+        !(p->dirs[p->ndirs].path = strdup(full)))
         return lis_oom(err);
     p->dirs[p->ndirs++].a = *a; /* its mode and time at the end: lis_put_finish */
     return 0;
@@ -260,7 +261,8 @@ int lis_put_file(lis_put *p, const char *path, lis_error *err)
                         p->pend_rel);
     }
     tmp_name(p->pend_tmp, sizeof p->pend_tmp);
-    int fd = openat(parent, p->pend_tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd =
+        openat(parent, p->pend_tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         int e = errno;
         close(parent);
@@ -301,15 +303,16 @@ int lis_put_file_done(lis_put *p, int fd, uint64_t size, const lis_put_attr *a, 
     p->pend_fd = p->pend_parent = -1;
     char full[PATH_MAX];
     snprintf(full, sizeof full, "%s/%s", strcmp(p->dir, "/") ? p->dir : "", p->pend_rel);
-    if ((!p->pend_existed && remember(p, full, 0, err) < 0) || add_file(p, p->pend_rel, &st, err) < 0)
+    if ((!p->pend_existed && remember(p, full, 0, err) < 0) ||
+        add_file(p, p->pend_rel, &st, err) < 0)
         return -1;
     return 0;
 }
 
 /* Puts what make() made under a temporary name in place of path's last component. */
-static int replace_with(lis_put *p, const char *path, int (*make)(int dir, const char *tmp,
-                                                                   const void *arg),
-                        const void *arg, const lis_put_attr *a, lis_error *err)
+static int replace_with(lis_put *p, const char *path,
+                        int (*make)(int dir, const char *tmp, const void *arg), const void *arg,
+                        const lis_put_attr *a, lis_error *err)
 {
     char rel[PATH_MAX], last[NAME_MAX + 1], full[PATH_MAX], tmp[32];
     struct stat now;

@@ -212,8 +212,9 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
     itoa10(listen_fd, a2);
     itoa10(bpf_fd, a3);
     utoa10(req->fb_memory, a4);
-    char *argv[] = {"lis-init", a1, a2, persist ? "1" : "0", a3, a4, req->fb_nice ? "1" : "0",
-                    a5,         a6, a7, a8, NULL};
+    char *argv[] =
+        {"lis-init", a1, a2,  persist ? "1" : "0", a3, a4, req->fb_nice ? "1" : "0", a5, a6,
+         a7,         a8, NULL};
     char *envp[] = {NULL};
     syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
     send_msg(life, LIS_MSG_SETUP_ERR, errno, "executing lis-init");

@@ -246,7 +246,8 @@ static int tar_entry(void *arg, const lis_walk_entry *e, lis_error *err)
     const char *top = p->g->top;
     int dot = !strcmp(top, ".");
     if (!e->path[0])
-        snprintf(p->name, sizeof p->name, "%s%s", dot ? "." : top, S_ISDIR(e->st.st_mode) ? "/" : "");
+        snprintf(p->name, sizeof p->name, "%s%s", dot ? "." : top,
+                 S_ISDIR(e->st.st_mode) ? "/" : "");
     else
         snprintf(p->name, sizeof p->name, "%s%s%s%s", dot ? "" : top, dot ? "" : "/", e->path,
                  S_ISDIR(e->st.st_mode) ? "/" : "");
@@ -390,8 +391,8 @@ static ssize_t get_read(void *cls, uint64_t pos, char *buf, size_t max)
     if (n < 0 && errno == EINTR)
         return 0;
     if (n < 0 && errno == EAGAIN) { /* nothing yet: wait for the pipe */
-        if (g->q && (g->w.added || sv_loop_watch(g->s->loop, &g->w, g->rfd, EPOLLIN, pipe_ready,
-                                                 g) == 0))
+        if (g->q &&
+            (g->w.added || sv_loop_watch(g->s->loop, &g->w, g->rfd, EPOLLIN, pipe_ready, g) == 0))
             sv_req_suspend(g->q);
         return 0;
     }
@@ -455,8 +456,13 @@ static void get_start(arc_job *j)
     }
     fcntl(fds[0], F_SETFL, O_NONBLOCK);
     fcntl(fds[1], F_SETPIPE_SZ, ARC_PIPE_SIZE); /* fewer wake-ups; the default 64 KiB is fine too */
-    *g = (arc_get){.s = q->s, .q = q, .sb = j->sb, .busy = j->busy, .rfd = fds[0],
-                   .wfd = fds[1], .refs = 2};
+    *g = (arc_get){.s = q->s,
+                   .q = q,
+                   .sb = j->sb,
+                   .busy = j->busy,
+                   .rfd = fds[0],
+                   .wfd = fds[1],
+                   .refs = 2};
     snprintf(g->cname, sizeof g->cname, "%s", j->cname);
     snprintf(g->path, sizeof g->path, "%s", j->path);
     export_name(j->path, g->top, sizeof g->top);
@@ -597,8 +603,8 @@ static void check_pass(arc_job *j, uint64_t allowed, const char *budget)
         }
         /* what libarchive decompressed so far stays near the declared sizes: a
          * bomb of headers (pax records, long names) stops here too */
-        if (allowed != LIS_UNLIMITED &&
-            (uint64_t)archive_filter_bytes(a, 0) > allowed + entries * ARC_ENTRY_OVERHEAD + (1u << 20)) {
+        if (allowed != LIS_UNLIMITED && (uint64_t)archive_filter_bytes(a, 0) >
+                                            allowed + entries * ARC_ENTRY_OVERHEAD + (1u << 20)) {
             j->status = 413;
             snprintf(j->msg, sizeof j->msg,
                      "the archive decompresses to more than the container's writable budget "

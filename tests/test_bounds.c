@@ -59,7 +59,7 @@ static char *slurp(const char *path)
 /* The shell command of an episode: a 1 TB hole, 8 x 1 GB holes, 3 MiB of real
  * data, and the answer. */
 #define SPARSE_CMD                                                                                 \
-    "cd /testbed/output && truncate -s 1099511627776 big && "                                                 \
+    "cd /testbed/output && truncate -s 1099511627776 big && "                                      \
     "for i in 1 2 3 4 5 6 7 8; do truncate -s 1G sp$i; done && "                                   \
     "head -c 3145728 /dev/urandom > data && echo 42 > answer.txt && ls -ls"
 
@@ -198,8 +198,8 @@ Test(bounds, batch_save_files_keeps_holes_and_its_cap, .timeout = 180)
     check_skipped(p, "/testbed/output/data");
     snprintf(p, sizeof p, "%slogs/r1.txt", run);
     char *log = slurp(p);
-    cr_assert(log && strstr(log, "not exported: /testbed/output/data: 3145728 bytes of data"),
-              "%s", log ? log : p);
+    cr_assert(log && strstr(log, "not exported: /testbed/output/data: 3145728 bytes of data"), "%s",
+              log ? log : p);
     free(log);
     free(run);
     t_fake_stop(&f);
@@ -280,13 +280,13 @@ Test(bounds, disk_upper_layer_total_is_bounded, .timeout = 120)
     /* 4 x 40 MiB in 4 files, each under the per-file limit: 160 MiB asked */
     out = t_lis(&code, "sandbox exec dw -- sh -c 'for i in 1 2 3 4; do dd if=/dev/zero of=/f$i "
                        "bs=1M count=40 2>/dev/null; echo dd$i=$?; sleep 0.5; done'");
-    cr_assert(strstr(out, "dd4=153") || strstr(out, "dd4=1"), "the 4th file was written: %s",
-              out);
+    cr_assert(strstr(out, "dd4=153") || strstr(out, "dd4=1"), "the 4th file was written: %s", out);
     free(out);
     out = t_lis(&code, "sandbox ls --json");
     cJSON *ls = cJSON_Parse(out);
     cr_assert(ls, "%s", out);
-    double used = cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(ls, 0), "disk_bytes"));
+    double used =
+        cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(ls, 0), "disk_bytes"));
     printf("disk upper layer, --disk 64M, 4 x 40 MiB written at full speed: %.1f MiB kept\n",
            used / (1 << 20));
     cr_assert_leq(used, 64.0 * (1 << 20) * 2, "%s", out); /* the stated margin: docs/runtime.md */

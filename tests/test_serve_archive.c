@@ -46,8 +46,9 @@ Test(serve_archive, hostile_archives_and_sparse_files, .timeout = 600)
     for (int i = 0; i < 200 && access(sock, F_OK) != 0; i++)
         usleep(25000);
     cr_assert_eq(access(sock, F_OK), 0, "lis serve did not create %s", sock);
-    out = t_host(&code, "python3 %s/serve/archive.py %s lis-test:v1 %d %s/data/lis/serve-tmp-%d 2>&1",
-                 t_src_dir(), sock, (int)pid, t_tmpdir(), (int)pid);
+    out =
+        t_host(&code, "python3 %s/serve/archive.py %s lis-test:v1 %d %s/data/lis/serve-tmp-%d 2>&1",
+               t_src_dir(), sock, (int)pid, t_tmpdir(), (int)pid);
     printf("%s", out);
     cr_assert(strstr(out, " 0 failed") && code == 0, "archive checks failed:\n%s", out);
     /* the key facts, named, so a check dropped from the script shows here */

@@ -198,7 +198,7 @@ int init_diskwatch(struct disk_watch *w, int64_t now)
     w->host_at = host;
     w->measured_at = now;
     w->interval = 50 * cost > DW_MAX_MS ? 50 * cost : DW_MAX_MS; /* at most 2 % of a CPU */
-    w->gap = 4 * cost > DW_MIN_MS ? 4 * cost : DW_MIN_MS;           /* near the budget: 20 % */
+    w->gap = 4 * cost > DW_MIN_MS ? 4 * cost : DW_MIN_MS;        /* near the budget: 20 % */
     w->measurements++;
     /* a tree moved under every walk cannot be measured: as if over the budget */
     int over = k.too_big || k.bytes > w->budget || spoilt;

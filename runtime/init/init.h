@@ -56,12 +56,12 @@ int init_memwatch(uint64_t limit, int scratch_fd, uint64_t *killed_tag);
  * nothing to watch. */
 struct disk_watch {
     int fd;
-    uint64_t budget;              /* bytes */
-    uint64_t usage, host_at;      /* the last measurement; the host filesystem's use then */
-    int64_t measured_at;          /* CLOCK_MONOTONIC ms, 0: never */
-    int64_t interval, gap;        /* the backstop's period; the least time between two */
-    int frozen;                   /* over the budget: RLIMIT_FSIZE 0 everywhere */
-    int races;                    /* walks spoilt in a row by directories moved under them */
+    uint64_t budget;         /* bytes */
+    uint64_t usage, host_at; /* the last measurement; the host filesystem's use then */
+    int64_t measured_at;     /* CLOCK_MONOTONIC ms, 0: never */
+    int64_t interval, gap;   /* the backstop's period; the least time between two */
+    int frozen;              /* over the budget: RLIMIT_FSIZE 0 everywhere */
+    int races;               /* walks spoilt in a row by directories moved under them */
     unsigned measurements, freezes;
 };
 int init_diskwatch(struct disk_watch *w, int64_t now);
