@@ -1,11 +1,14 @@
 /* cpuwatch.c - the CPU share where no cgroup can enforce one: a process of
- * the sandbox that wanted a CPU for most of the last interval is moved to
- * SCHED_IDLE and its autogroup to nice 19, so it runs only on CPU time nobody
- * else wants: the host, the neighbours and the sandbox's own short commands
- * come first. "Wanted" is the time it ran plus the time it waited on a run
- * queue (/proc/PID/schedstat): with 64 hogs on 2 CPUs each runs 3 % of the
- * time and waits the rest, and counting only the time it ran (as this did
- * once) demoted none of them. A command cannot leave SCHED_IDLE (that needs
+ * the sandbox that wanted a CPU for most of the time over the last 2 s is
+ * moved to SCHED_IDLE and its autogroup to nice 19, so it runs only on CPU
+ * time nobody else wants: the host, the neighbours and the sandbox's own
+ * short commands come first. "Wanted" is the time it ran plus the time it
+ * waited on a run queue (/proc/PID/schedstat): with 64 hogs on 2 CPUs each
+ * runs 3 % of the time and waits the rest, and counting only the time it ran
+ * (as this did once) demoted none of them. Only a hog that kept at it for
+ * HOG_INTERVALS checks in a row is one: a command's CPU burst of a second
+ * (a build step, a pipe of 25 MB) is not held back, which on a host loaded by
+ * other work would starve it. A command cannot leave SCHED_IDLE (that needs
  * CAP_SYS_NICE or RLIMIT_NICE); it can raise its autogroup back, and is
  * demoted again at the next check. PID 1 checks every 250 ms (docs/runtime.md). */
 #include "init.h"
@@ -83,6 +86,9 @@ static void demote(int dirfd, const char *pid, pid_t p, int policy)
     }
 }
 
+/* checks in a row (250 ms each) a process must want a CPU for 3/4 of */
+#define HOG_INTERVALS 8
+
 void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms)
 {
     long long busy = interval_ms * 1000000ll * 3 / 4;
@@ -100,9 +106,12 @@ void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms)
         long long t = cpu_wanted(dirfd(d), e->d_name, pid, &policy);
         if (t < 0)
             continue;
+        int streak = 0;
         for (int i = 0; i < *n; i++)
             if ((*tab)[i].pid == pid && busy > 0 && t - (*tab)[i].ticks >= busy)
-                demote(dirfd(d), e->d_name, pid, policy);
+                streak = (*tab)[i].streak + 1;
+        if (streak >= HOG_INTERVALS)
+            demote(dirfd(d), e->d_name, pid, policy);
         if (m == cap) {
             cap = cap ? 2 * cap : 64;
             struct cpu_sample *g = realloc(next, (size_t)cap * sizeof *g);
@@ -110,7 +119,7 @@ void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms)
                 break;
             next = g;
         }
-        next[m++] = (struct cpu_sample){pid, t};
+        next[m++] = (struct cpu_sample){pid, t, streak};
     }
     closedir(d);
     free(*tab);

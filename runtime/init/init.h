@@ -72,6 +72,7 @@ int init_diskwatch(struct disk_watch *w, int64_t now);
 struct cpu_sample {
     pid_t pid;
     long long ticks; /* ns it ran or waited to run (schedstat) */
+    int streak;      /* checks in a row it wanted a CPU for 3/4 of */
 };
 void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms);
 
