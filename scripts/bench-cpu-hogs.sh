@@ -83,7 +83,7 @@ for i in $(seq 1 120); do # every hog started (they start slowly on a busy host)
     [ "$(count)" -ge "$N" ] && break
     sleep 1
 done
-sleep 3 # and, under the fallback, demoted (2-2.25 s after it started)
+sleep 5 # and, under the fallback, demoted (4-4.25 s after it started)
 hogs=$(count)
 idle=$(for p in $(ps -e -o pid=,args= | awk '$2 == "sh" && $4 == "while" {print $1}'); do
     awk '{print $41}' "/proc/$p/stat" 2>/dev/null

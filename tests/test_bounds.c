@@ -268,38 +268,41 @@ Test(bounds, dev_shm_counts_toward_memory, .timeout = 120)
     lis_ctx_free(ctx);
 }
 
-/* A disk upper layer (a persistent sandbox's, as lis serve's containers) is held
- * near its budget: PID 1 measures it and, past it, no process can grow a file;
- * deleting brings a new command its writes back. */
+/* A disk upper layer (lis serve's containers', lis run's, lis sandbox create's) is
+ * held near its budget: PID 1 measures it and, past it, no process can grow a
+ * file; deleting brings a new command its writes back. An ephemeral sandbox: it
+ * dies with the test whatever the test asserts. */
 Test(bounds, disk_upper_layer_total_is_bounded, .timeout = 120)
 {
-    int code;
-    char *out = t_lis(&code, "sandbox create --name dw --rootfs %s --disk 64M", t_busybox());
-    cr_assert_eq(code, 0, "%s", out);
-    free(out);
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox_spec spec = {
+        .rootfs = t_busybox(), .upper = LIS_UPPER_DISK, .limits = {.disk_bytes = 64ull << 20}};
+    lis_sandbox *sb;
+    lis_error err = {0};
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "%s", err.msg);
     /* 4 x 40 MiB in 4 files, each under the per-file limit: 160 MiB asked */
-    out = t_lis(&code, "sandbox exec dw -- sh -c 'for i in 1 2 3 4; do dd if=/dev/zero of=/f$i "
-                       "bs=1M count=40 2>/dev/null; echo dd$i=$?; sleep 0.5; done'");
-    cr_assert(strstr(out, "dd4=153") || strstr(out, "dd4=1"), "the 4th file was written: %s", out);
-    free(out);
-    out = t_lis(&code, "sandbox ls --json");
-    cJSON *ls = cJSON_Parse(out);
-    cr_assert(ls, "%s", out);
-    double used =
-        cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(ls, 0), "disk_bytes"));
+    lis_result r;
+    t_sh(sb,
+         "for i in 1 2 3 4; do dd if=/dev/zero of=/f$i bs=1M count=40 2>/dev/null; "
+         "echo dd$i=$?; sleep 0.5; done",
+         &r);
+    cr_assert(strstr(r.out.data, "dd4=153") || strstr(r.out.data, "dd4=1"),
+              "the 4th file was written: %s", r.out.data);
+    lis_result_free(&r);
+    lis_stats st;
+    cr_assert_eq(lis_sandbox_stats(sb, &st, &err), 0, "%s", err.msg);
     printf("disk upper layer, --disk 64M, 4 x 40 MiB written at full speed: %.1f MiB kept\n",
-           used / (1 << 20));
-    cr_assert_leq(used, 64.0 * (1 << 20) * 2, "%s", out); /* the stated margin: docs/runtime.md */
-    cJSON_Delete(ls);
-    free(out);
+           (double)st.disk_bytes / (1 << 20));
+    cr_assert_leq(st.disk_bytes, 2 * (64ull << 20), "the stated margin: docs/runtime.md");
     /* deleting frees it: a command started afterwards writes again */
-    free(t_lis(&code, "sandbox exec dw -- rm -f /f1 /f2 /f3 /f4"));
+    t_sh(sb, "rm -f /f1 /f2 /f3 /f4", &r);
+    lis_result_free(&r);
     usleep(1500000);
-    out = t_lis(&code, "sandbox exec dw -- sh -c 'dd if=/dev/zero of=/g bs=1M count=8 2>&1 | "
-                       "tail -1; echo rc=$?'");
-    cr_assert(strstr(out, "8+0 records out"), "%s", out);
-    free(out);
-    free(t_lis(&code, "sandbox rm dw"));
+    t_sh(sb, "dd if=/dev/zero of=/g bs=1M count=8 2>&1 | tail -1", &r);
+    cr_assert(strstr(r.out.data, "8+0 records out"), "%s", r.out.data);
+    lis_result_free(&r);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
 }
 
 struct reports {

@@ -1,14 +1,14 @@
 /* cpuwatch.c - the CPU share where no cgroup can enforce one: a process of
- * the sandbox that wanted a CPU for most of the time over the last 2 s is
+ * the sandbox that wanted a CPU for most of the time over the last 4 s is
  * moved to SCHED_IDLE and its autogroup to nice 19, so it runs only on CPU
  * time nobody else wants: the host, the neighbours and the sandbox's own
  * short commands come first. "Wanted" is the time it ran plus the time it
  * waited on a run queue (/proc/PID/schedstat): with 64 hogs on 2 CPUs each
  * runs 3 % of the time and waits the rest, and counting only the time it ran
  * (as this did once) demoted none of them. Only a hog that kept at it for
- * HOG_INTERVALS checks in a row is one: a command's CPU burst of a second
- * (a build step, a pipe of 25 MB) is not held back, which on a host loaded by
- * other work would starve it. A command cannot leave SCHED_IDLE (that needs
+ * HOG_INTERVALS checks in a row is one: a command's CPU burst of a few
+ * seconds (a build step, a pipe of 25 MB on a host 10 times oversubscribed) is
+ * not held back, which on a host loaded by other work would starve it. A command cannot leave SCHED_IDLE (that needs
  * CAP_SYS_NICE or RLIMIT_NICE); it can raise its autogroup back, and is
  * demoted again at the next check. PID 1 checks every 250 ms (docs/runtime.md). */
 #include "init.h"
@@ -87,7 +87,7 @@ static void demote(int dirfd, const char *pid, pid_t p, int policy)
 }
 
 /* checks in a row (250 ms each) a process must want a CPU for 3/4 of */
-#define HOG_INTERVALS 8
+#define HOG_INTERVALS 16
 
 void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms)
 {

@@ -9,10 +9,12 @@
  *    DW_MAX_RACES spoilt ones in a row the layer counts as over the budget;
  *  - it runs at least every DW_MAX_MS (more rarely on a huge layer: 50 x its own time, so
  *    the backstop costs at most 2 % of a CPU), and every DW_MIN_MS (or 4 x its own time) as
- *    soon as the host filesystem's used blocks grew by half of what the budget has left
- *    since the last one: a writer near the budget is measured four times a second. PID 1
- *    does nothing else while it walks (a layer at the entry bound, 262144 entries for
- *    1 GiB, takes a few hundred ms);
+ *    soon as the sandbox's processes wrote (/proc/PID/io write_bytes, which a reaped
+ *    child adds to its parent's, so the live processes' sum is all they ever wrote) or
+ *    the host filesystem's used blocks grew (fallocate writes nothing) by half of what
+ *    the budget has left since the last one: a writer near the budget is measured four
+ *    times a second. PID 1 does nothing else while it walks (a layer at the entry bound,
+ *    262144 entries for 1 GiB, takes a few hundred ms);
  *  - over the budget, every process's RLIMIT_FSIZE (soft and hard) goes to 0, and so does
  *    each new command's while the layer stays over it (lis_init.c's start_session): a write
  *    that extends a file fails (EFBIG, SIGXFSZ), while reading, deleting and overwriting in
@@ -163,6 +165,37 @@ static void each_process(int kill_them)
     }
 }
 
+/* What the sandbox's processes wrote, all they ever wrote: /proc/PID/io's
+ * write_bytes (counted when a page is dirtied) of each, a reaped child's
+ * added to its parent's, PID 1's too. */
+static uint64_t written(void)
+{
+    uint64_t sum = 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "%s/io", e->d_name);
+        int fd = openat(dirfd(d), path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        buf[n] = 0;
+        char *p = strstr(buf, "\nwrite_bytes:");
+        if (p)
+            sum += strtoull(p + 13, NULL, 10);
+    }
+    closedir(d);
+    return sum;
+}
+
 static uint64_t host_used(int fd)
 {
     struct statfs s;
@@ -175,14 +208,15 @@ int init_diskwatch(struct disk_watch *w, int64_t now)
 {
     if (w->fd < 0)
         return -1;
-    uint64_t host = host_used(w->fd);
+    uint64_t host = host_used(w->fd), wrote = written();
     uint64_t left = w->usage < w->budget ? w->budget - w->usage : 0;
     int64_t since = now - w->measured_at;
     /* the backstop (also catches growth hidden by deletions elsewhere on the
      * host filesystem), or sooner when the host's usage says the budget may be
      * near, or to see a frozen layer shrink; never more often than gap */
     int due = !w->measured_at || since >= w->interval ||
-              (since >= w->gap && (host >= w->host_at + left / 2 || w->frozen));
+              (since >= w->gap && (host >= w->host_at + left / 2 ||
+                                   wrote >= w->written_at + left / 2 || w->frozen));
     if (!due)
         return DW_MIN_MS;
     int top = openat(w->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -196,6 +230,7 @@ int init_diskwatch(struct disk_watch *w, int64_t now)
         return DW_MIN_MS; /* directories moved under the walk: again soon */
     w->usage = k.bytes;
     w->host_at = host;
+    w->written_at = wrote;
     w->measured_at = now;
     w->interval = 50 * cost > DW_MAX_MS ? 50 * cost : DW_MAX_MS; /* at most 2 % of a CPU */
     w->gap = 4 * cost > DW_MIN_MS ? 4 * cost : DW_MIN_MS;        /* near the budget: 20 % */

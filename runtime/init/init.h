@@ -58,6 +58,7 @@ struct disk_watch {
     int fd;
     uint64_t budget;         /* bytes */
     uint64_t usage, host_at; /* the last measurement; the host filesystem's use then */
+    uint64_t written_at;     /* what the sandbox's processes had written then */
     int64_t measured_at;     /* CLOCK_MONOTONIC ms, 0: never */
     int64_t interval, gap;   /* the backstop's period; the least time between two */
     int frozen;              /* over the budget: RLIMIT_FSIZE 0 everywhere */
