@@ -275,8 +275,9 @@ Test(bounds, dev_shm_counts_toward_memory, .timeout = 120)
 Test(bounds, disk_upper_layer_total_is_bounded, .timeout = 120)
 {
     lis_ctx *ctx = t_ctx();
-    lis_sandbox_spec spec = {
-        .rootfs = t_busybox(), .upper = LIS_UPPER_DISK, .limits = {.disk_bytes = 64ull << 20}};
+    lis_sandbox_spec spec = {.rootfs = t_busybox(),
+                             .upper = LIS_UPPER_DISK,
+                             .limits = {.disk_bytes = 64ull << 20}};
     lis_sandbox *sb;
     lis_error err = {0};
     cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "%s", err.msg);

@@ -215,8 +215,8 @@ int init_diskwatch(struct disk_watch *w, int64_t now)
      * host filesystem), or sooner when the host's usage says the budget may be
      * near, or to see a frozen layer shrink; never more often than gap */
     int due = !w->measured_at || since >= w->interval ||
-              (since >= w->gap && (host >= w->host_at + left / 2 ||
-                                   wrote >= w->written_at + left / 2 || w->frozen));
+              (since >= w->gap &&
+               (host >= w->host_at + left / 2 || wrote >= w->written_at + left / 2 || w->frozen));
     if (!due)
         return DW_MIN_MS;
     int top = openat(w->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
