@@ -1,16 +1,19 @@
 /* cpuwatch.c - the CPU share where no cgroup can enforce one: a process of
- * the sandbox that wanted a CPU for most of the time over the last 4 s is
- * moved to SCHED_IDLE and its autogroup to nice 19, so it runs only on CPU
- * time nobody else wants: the host, the neighbours and the sandbox's own
- * short commands come first. "Wanted" is the time it ran plus the time it
- * waited on a run queue (/proc/PID/schedstat): with 64 hogs on 2 CPUs each
- * runs 3 % of the time and waits the rest, and counting only the time it ran
- * (as this did once) demoted none of them. Only a hog that kept at it for
- * HOG_INTERVALS checks in a row is one: a command's CPU burst of a few
- * seconds (a build step, a pipe of 25 MB on a host 10 times oversubscribed) is
- * not held back, which on a host loaded by other work would starve it. A command cannot leave SCHED_IDLE (that needs
- * CAP_SYS_NICE or RLIMIT_NICE); it can raise its autogroup back, and is
- * demoted again at the next check. PID 1 checks every 250 ms (docs/runtime.md). */
+ * the sandbox that keeps wanting a CPU is held back in two steps. After 4 s
+ * its autogroup (each command is a session, so a scheduling group of its own
+ * when kernel.sched_autogroup_enabled is on) goes to nice 10: a tenth of a
+ * normal group's share, as every sandbox process's nice 10 is to a host
+ * process. After 30 s it goes to SCHED_IDLE and its autogroup to nice 19: it
+ * then runs only on CPU time nobody else wants, so the host, the neighbours
+ * and the sandbox's short commands come first. "Wanting" is the time it ran
+ * plus the time it waited on a run queue (/proc/PID/schedstat), for 3/4 of
+ * each check: with 64 hogs on 2 CPUs each runs 3 % of the time and waits the
+ * rest, and counting only the time it ran (as this did once) held none of
+ * them back. The steps are slow on purpose: a command that computes for a
+ * few seconds on a host loaded by other work also waits most of the time,
+ * and at nice 19 it would get next to nothing. A command cannot leave
+ * SCHED_IDLE or lower its autogroup's nice (that needs CAP_SYS_NICE or
+ * RLIMIT_NICE); PID 1 checks every 250 ms (docs/runtime.md). */
 #include "init.h"
 
 #include <dirent.h>
@@ -69,25 +72,34 @@ static long long cpu_wanted(int dirfd, const char *pid, pid_t p, int *policy)
  * autogroups (kernel.sched_autogroup_enabled) each command's session is a
  * group of normal weight: the group goes to nice 19 too. A command may set
  * its group back to 0; it is then demoted again at the next check. */
+static void set_autogroup(int dirfd, const char *pid, const char *nice)
+{
+    char path[64];
+    snprintf(path, sizeof path, "%s/autogroup", pid);
+    int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (write(fd, nice, strlen(nice)) < 0) {
+            /* no autogroups on this kernel: the policy alone */
+        }
+        close(fd);
+    }
+}
+
+/* The second step: only what nobody else wants. */
 static void demote(int dirfd, const char *pid, pid_t p, int policy)
 {
     if (policy != SCHED_IDLE) {
         struct sched_param sp = {0};
         sched_setscheduler(p, SCHED_IDLE, &sp);
     }
-    char path[64];
-    snprintf(path, sizeof path, "%s/autogroup", pid);
-    int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        if (write(fd, "19", 2) < 0) {
-            /* no autogroups on this kernel: SCHED_IDLE alone */
-        }
-        close(fd);
-    }
+    set_autogroup(dirfd, pid, "19");
 }
 
-/* checks in a row (250 ms each) a process must want a CPU for 3/4 of */
+/* checks in a row (250 ms each) a process must want a CPU for 3/4 of: for
+ * its autogroup to go to nice 10 (a tenth of a normal group's share, as the
+ * fallback's nice 10 is to a process), then for SCHED_IDLE and nice 19 */
 #define HOG_INTERVALS 16
+#define IDLE_INTERVALS 120
 
 void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms)
 {
@@ -110,8 +122,10 @@ void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms)
         for (int i = 0; i < *n; i++)
             if ((*tab)[i].pid == pid && busy > 0 && t - (*tab)[i].ticks >= busy)
                 streak = (*tab)[i].streak + 1;
-        if (streak >= HOG_INTERVALS)
+        if (streak >= IDLE_INTERVALS)
             demote(dirfd(d), e->d_name, pid, policy);
+        else if (streak >= HOG_INTERVALS && policy != SCHED_IDLE)
+            set_autogroup(dirfd(d), e->d_name, "10");
         if (m == cap) {
             cap = cap ? 2 * cap : 64;
             struct cpu_sample *g = realloc(next, (size_t)cap * sizeof *g);
