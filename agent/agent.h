@@ -256,6 +256,20 @@ void agent_tool_env_init(lis_sandbox *sb, const agent_prompts *p, agent_tool_env
 int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env,
                           lis_error *err);
 
+/* What an export left out: one line in the log (may be NULL) each, one
+ * {path, reason} entry in skipped (the trajectory's metadata.export_skipped). */
+typedef struct agent_export_log {
+    FILE *log;
+    const char *root; /* the exported directory, as shown */
+    cJSON *skipped;
+} agent_export_log;
+/* Copies the sandbox's directory path to host_dst through the export filter
+ * (lis_copy_out_data) and at most max_bytes of data (0: the sandbox's
+ * writable budget); what it leaves out goes to x. lis run's and lis batch
+ * --save-files' export. */
+int agent_export(lis_sandbox *sb, const char *path, const char *host_dst, uint64_t max_bytes,
+                 agent_export_log *x, lis_error *err);
+
 typedef struct agent_run {
     agent_opts opts;
     const char *rootfs;
@@ -263,7 +277,9 @@ typedef struct agent_run {
     const char *output_dir; /* host; the run goes to <output_dir>/<timestamp>/ */
     lis_net_mode net;
     uint64_t memory_bytes;
-    FILE *out; /* answer and paths (stdout) */
+    uint64_t disk_bytes; /* the writable budget; 0: LIS_DEFAULT_DISK */
+    uint64_t export_max; /* data bytes the export of output_dir writes; 0: disk_bytes */
+    FILE *out;           /* answer and paths (stdout) */
 } agent_run;
 
 /* A whole episode: sandbox, input copy, loop, export, trajectory.json,
@@ -288,6 +304,8 @@ typedef struct agent_cli {
     const char *extra_body;
     const char *net;
     const char *memory;
+    const char *disk;       /* --disk: the sandbox's writable budget */
+    const char *export_max; /* --export-max: data an episode's export writes at most */
     int max_steps;
     long max_token_limit, max_tokens_per_call;
     double temperature;

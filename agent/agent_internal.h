@@ -91,6 +91,15 @@ char *agent_prompt_instance(const agent_prompts *p, const char *problem_statemen
 /* ---- the LLM client (llm.c, sse.c) ------------------------------------- */
 
 /* Parses a text/event-stream body chunk by chunk (sse.c). */
+/* One streamed tool call being assembled: its deltas are appended to
+ * strbufs (amortised linear; cJSON strings would be copied whole at every
+ * delta: quadratic), made into JSON once, by sse_finish. */
+typedef struct sse_call {
+    long index; /* the deltas' "index" */
+    strbuf id, name, args;
+} sse_call;
+#define SSE_MAX_CALLS 1024 /* tool calls in one streamed reply; the rest are dropped */
+
 typedef struct sse_state {
     strbuf line; /* the current partial line */
     strbuf data; /* data: lines of the current event */
@@ -98,7 +107,10 @@ typedef struct sse_state {
     int events;
     /* the assembled reply */
     strbuf content, reasoning;
-    cJSON *tool_calls; /* array being assembled */
+    sse_call *calls; /* the tool calls, in order of appearance */
+    size_t ncalls, calls_cap;
+    int calls_dropped;
+    cJSON *tool_calls; /* made by sse_finish from calls: [{id, type, function}] */
     cJSON *error;      /* an error object sent in the stream */
     char finish_reason[32];
     llm_usage usage;

@@ -121,17 +121,9 @@ static void shell_word(FILE *f, const char *s)
     fputc('\'', f);
 }
 
-/* What the export filter left out: one line in the run log, one entry in
- * the trajectory's metadata.export_skipped. */
-typedef struct export_log {
-    FILE *log;
-    const char *root;
-    cJSON *skipped;
-} export_log;
-
 static void export_skipped(void *arg, const char *path, const char *why)
 {
-    export_log *x = arg;
+    agent_export_log *x = arg;
     char full[4200];
     snprintf(full, sizeof full, "%s%s%s", x->root, strcmp(path, ".") ? "/" : "",
              strcmp(path, ".") ? path : "");
@@ -142,6 +134,27 @@ static void export_skipped(void *arg, const char *path, const char *why)
     cJSON_AddStringToObject(e, "reason", why);
     if (!cJSON_AddItemToArray(x->skipped, e))
         cJSON_Delete(e);
+}
+
+int agent_export(lis_sandbox *sb, const char *path, const char *host_dst, uint64_t max_bytes,
+                 agent_export_log *x, lis_error *err)
+{
+    lis_copy_opts o = {.max_bytes = max_bytes,
+                       .data_filter = 1,
+                       .skipped = export_skipped,
+                       .arg = x};
+    int rc = lis_copy_out_opts(sb, path, host_dst, &o, err);
+    if (o.skipped_count && x->log)
+        fprintf(x->log,
+                "lis: warning: %llu files of %s (%llu bytes of data) were left out of the "
+                "export by its cap of %llu bytes (--export-max; listed in "
+                "trajectory.json's metadata.export_skipped)\n",
+                (unsigned long long)o.skipped_count, path, (unsigned long long)o.skipped_bytes,
+                (unsigned long long)(max_bytes ? max_bytes
+                                     : lis_sandbox_limits(sb).disk_bytes
+                                         ? lis_sandbox_limits(sb).disk_bytes
+                                         : LIS_DEFAULT_DISK));
+    return rc;
 }
 
 int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *run_dir,
@@ -167,6 +180,7 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
 
     lis_sandbox_spec spec = {.rootfs = r->rootfs, .upper = LIS_UPPER_DISK, .net = r->net};
     spec.limits.memory_bytes = r->memory_bytes ? r->memory_bytes : 200ull << 20;
+    spec.limits.disk_bytes = r->disk_bytes;
     lis_sandbox *sb = NULL;
     if (log)
         fprintf(log, "lis: starting a sandbox on %s\n", r->rootfs);
@@ -199,8 +213,8 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
      * points at the host (links out, devices, fifos, sockets) is exported */
     char files[4200], tpath[4200];
     snprintf(files, sizeof files, "%s/files", dir);
-    export_log x = {.log = log, .root = p->output_dir, .skipped = cJSON_CreateArray()};
-    if (lis_copy_out_data(sb, p->output_dir, files, export_skipped, &x, &e2) < 0) {
+    agent_export_log x = {.log = log, .root = p->output_dir, .skipped = cJSON_CreateArray()};
+    if (agent_export(sb, p->output_dir, files, r->export_max, &x, &e2) < 0) {
         if (log)
             fprintf(log, "lis: warning: could not copy %s out of the sandbox: %s\n", p->output_dir,
                     e2.msg);

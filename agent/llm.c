@@ -396,6 +396,7 @@ typedef struct xfer {
     strbuf body;
     int is_sse;
     int too_big;
+    size_t received; /* body bytes of this response, streamed or not (MAX_BODY) */
     sse_state *sse;
     double retry_after; /* seconds, -1 when absent */
     long status;
@@ -436,15 +437,18 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 {
     xfer *x = ud;
     size_t len = size * n;
+    /* a streamed reply is bounded as a plain one: an endpoint that streams
+     * forever ends this attempt with "larger than 64 MiB" (CURLE_WRITE_ERROR) */
+    if (x->received + len > MAX_BODY) {
+        x->too_big = 1;
+        return 0;
+    }
+    x->received += len;
     if (x->is_sse && x->sse) {
         sse_feed(x->sse, p, len);
         if (x->body.len < 65536)
             strbuf_putn(&x->body, p, len);
         return len;
-    }
-    if (x->body.len + len > MAX_BODY) {
-        x->too_big = 1;
-        return 0;
     }
     strbuf_putn(&x->body, p, len);
     return x->body.oom ? 0 : len;

@@ -128,6 +128,11 @@ void agent_cli_usage(FILE *f)
           "                            ./llm-in-sandbox.yaml, ./llm_in_sandbox.yaml,\n"
           "                            ~/.llm-in-sandbox/config.yaml, ~/.llm-in-sandbox.yaml\n"
           "  --memory SIZE             sandbox memory limit, default 200M\n"
+          "  --disk SIZE               the sandbox's writable space, default 1G\n"
+          "  --export-max SIZE         data the copy of /testbed/output writes to the host at\n"
+          "                            most (sparse holes not counted), default --disk; files\n"
+          "                            past it are left out and listed in the log and in\n"
+          "                            trajectory.json's metadata.export_skipped\n"
           "  --net proxy|none|host     sandbox network, default proxy: HTTP(S) through lis's\n"
           "                            egress proxy, so pip/apt/curl work (the LLM is\n"
           "                            reached by lis itself, not from the sandbox)\n"
@@ -164,6 +169,8 @@ static const opt OPTS[] = {
     O("extra-body", T_STR, extra_body),
     O("net", T_STR, net),
     O("memory", T_STR, memory),
+    O("disk", T_STR, disk),
+    O("export-max", T_STR, export_max),
     O("max-steps", T_INT, max_steps),
     O("max-token-limit", T_LONG, max_token_limit),
     O("max-tokens-per-call", T_LONG, max_tokens_per_call),
@@ -492,6 +499,11 @@ int agent_parse_size(const char *s, uint64_t *out)
     case 'g':
     case 'G':
         mul = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        mul = 1024.0 * 1024 * 1024 * 1024;
         end++;
         break;
     case 0: break;

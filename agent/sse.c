@@ -11,76 +11,90 @@ void sse_init(sse_state *s)
     s->tool_calls = cJSON_CreateArray();
 }
 
+static void calls_release(sse_state *s)
+{
+    for (size_t i = 0; i < s->ncalls; i++) {
+        strbuf_release(&s->calls[i].id);
+        strbuf_release(&s->calls[i].name);
+        strbuf_release(&s->calls[i].args);
+    }
+    free(s->calls);
+    s->calls = NULL;
+    s->ncalls = s->calls_cap = 0;
+}
+
 void sse_free(sse_state *s)
 {
     strbuf_release(&s->line);
     strbuf_release(&s->data);
     strbuf_release(&s->content);
     strbuf_release(&s->reasoning);
+    calls_release(s);
     cJSON_Delete(s->tool_calls);
     cJSON_Delete(s->error);
     free(s->bad);
     memset(s, 0, sizeof *s);
 }
 
-static void append_str(cJSON *obj, const char *key, const char *add)
+/* The call a delta continues: by "index", else by "id", else the last one;
+ * a new one when none matches. Searched from the end: deltas continue the
+ * latest call, so the usual lookup is one comparison. NULL past
+ * SSE_MAX_CALLS or out of memory. */
+static sse_call *find_call(sse_state *s, const cJSON *idx, const cJSON *id)
 {
-    cJSON *cur = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!cJSON_IsString(cur)) {
-        cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
-        cJSON_AddStringToObject(obj, key, add);
-        return;
+    for (size_t i = s->ncalls; i-- > 0;) {
+        sse_call *c = &s->calls[i];
+        if (cJSON_IsNumber(idx)
+                ? c->index == (long)idx->valuedouble
+                : cJSON_IsString(id) && c->id.s && !strcmp(c->id.s, id->valuestring))
+            return c;
     }
-    strbuf b = {0};
-    strbuf_puts(&b, cur->valuestring);
-    strbuf_puts(&b, add);
-    char *s = strbuf_take(&b);
-    if (s) {
-        cJSON_ReplaceItemInObjectCaseSensitive(obj, key, cJSON_CreateString(s));
-        free(s);
+    if (!cJSON_IsNumber(idx) && !cJSON_IsString(id) && s->ncalls)
+        return &s->calls[s->ncalls - 1];
+    if (s->ncalls >= SSE_MAX_CALLS || LIS_GROW(s->calls, s->calls_cap, s->ncalls + 1) < 0) {
+        s->calls_dropped = 1;
+        return NULL;
     }
+    sse_call *c = &s->calls[s->ncalls];
+    memset(c, 0, sizeof *c);
+    c->index = cJSON_IsNumber(idx) ? (long)idx->valuedouble : (long)s->ncalls;
+    s->ncalls++;
+    return c;
 }
 
 static void tool_delta(sse_state *s, const cJSON *d)
 {
-    const cJSON *idx = cJSON_GetObjectItem(d, "index");
     const cJSON *id = cJSON_GetObjectItem(d, "id");
-    cJSON *tc = NULL, *it;
-    cJSON_ArrayForEach(it, s->tool_calls)
-    {
-        const cJSON *i2 = cJSON_GetObjectItem(it, "index");
-        if (cJSON_IsNumber(idx)
-                ? (cJSON_IsNumber(i2) && i2->valueint == idx->valueint)
-                : (cJSON_IsString(id) && cJSON_IsString(cJSON_GetObjectItem(it, "id")) &&
-                   !strcmp(cJSON_GetObjectItem(it, "id")->valuestring, id->valuestring)))
-            tc = it;
+    sse_call *c = find_call(s, cJSON_GetObjectItem(d, "index"), id);
+    if (!c)
+        return;
+    if (cJSON_IsString(id) && *id->valuestring) {
+        c->id.len = 0;
+        strbuf_puts(&c->id, id->valuestring);
     }
-    if (!tc) {
-        if (!cJSON_IsNumber(idx) && !cJSON_IsString(id) && cJSON_GetArraySize(s->tool_calls))
-            tc = cJSON_GetArrayItem(s->tool_calls, cJSON_GetArraySize(s->tool_calls) - 1);
-        else {
-            tc = cJSON_CreateObject();
-            cJSON_AddNumberToObject(tc, "index",
-                                    cJSON_IsNumber(idx) ? idx->valueint
-                                                        : cJSON_GetArraySize(s->tool_calls));
-            cJSON_AddStringToObject(tc, "id", "");
-            cJSON_AddStringToObject(tc, "type", "function");
-            cJSON *f = cJSON_AddObjectToObject(tc, "function");
-            cJSON_AddStringToObject(f, "name", "");
-            cJSON_AddStringToObject(f, "arguments", "");
-            cJSON_AddItemToArray(s->tool_calls, tc);
-        }
-    }
-    if (cJSON_IsString(id) && *id->valuestring)
-        cJSON_ReplaceItemInObjectCaseSensitive(tc, "id", cJSON_CreateString(id->valuestring));
     const cJSON *f = cJSON_GetObjectItem(d, "function");
     const cJSON *name = cJSON_GetObjectItem(f, "name");
     const cJSON *args = cJSON_GetObjectItem(f, "arguments");
-    cJSON *tf = cJSON_GetObjectItem(tc, "function");
     if (cJSON_IsString(name))
-        append_str(tf, "name", name->valuestring);
+        strbuf_puts(&c->name, name->valuestring);
     if (cJSON_IsString(args))
-        append_str(tf, "arguments", args->valuestring);
+        strbuf_puts(&c->args, args->valuestring);
+}
+
+/* calls as the message's tool_calls array (once, at the end) */
+static void build_calls(sse_state *s)
+{
+    for (size_t i = 0; i < s->ncalls; i++) {
+        sse_call *c = &s->calls[i];
+        cJSON *tc = cJSON_CreateObject();
+        cJSON_AddStringToObject(tc, "id", c->id.s ? c->id.s : "");
+        cJSON_AddStringToObject(tc, "type", "function");
+        cJSON *f = cJSON_AddObjectToObject(tc, "function");
+        cJSON_AddStringToObject(f, "name", c->name.s ? c->name.s : "");
+        cJSON_AddStringToObject(f, "arguments", c->args.s ? c->args.s : "");
+        cJSON_AddItemToArray(s->tool_calls, tc);
+    }
+    calls_release(s);
 }
 
 static void dispatch(sse_state *s)
@@ -158,15 +172,18 @@ static void line(sse_state *s, const char *l, size_t n)
 
 void sse_feed(sse_state *s, const char *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] == '\n') {
-            line(s, s->line.s ? s->line.s : "", s->line.len);
-            s->line.len = 0;
-            if (s->line.s)
-                s->line.s[0] = 0;
-        } else {
-            strbuf_putc(&s->line, p[i]);
-        }
+    while (n) {
+        const char *nl = memchr(p, '\n', n);
+        size_t k = nl ? (size_t)(nl - p) : n;
+        strbuf_putn(&s->line, p, k); /* the whole line's part in this piece at once */
+        if (!nl)
+            return;
+        line(s, s->line.s ? s->line.s : "", s->line.len);
+        s->line.len = 0;
+        if (s->line.s)
+            s->line.s[0] = 0;
+        p += k + 1;
+        n -= k + 1;
     }
 }
 
@@ -177,6 +194,5 @@ void sse_finish(sse_state *s)
         s->line.len = 0;
     }
     dispatch(s);
-    cJSON *t;
-    cJSON_ArrayForEach(t, s->tool_calls) cJSON_DeleteItemFromObjectCaseSensitive(t, "index");
+    build_calls(s);
 }

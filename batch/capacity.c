@@ -1,7 +1,11 @@
 /* capacity.c - before a batch starts: will N sandboxes fit on this host?
  * Raises RLIMIT_NOFILE as far as the hard limit allows and checks the
  * per-user namespace and pid limits every sandbox draws on, so a run of 512
- * fails at once with the fix rather than at episode 300 with EAGAIN. */
+ * fails at once with the fix rather than at episode 300 with EAGAIN; and
+ * checks that N x (memory limit + writable budget) fits the host's memory:
+ * a batch sandbox's writable space is a tmpfs, RAM (or swap) like its
+ * processes' memory, so a run that does not fit can take the host down
+ * (--overcommit starts it anyway). */
 #include "engine.h"
 
 #include <errno.h>
@@ -24,6 +28,62 @@ static long read_long(const char *path)
         fclose(f);
     }
     return v;
+}
+
+/* MemAvailable + SwapFree of /proc/meminfo in bytes; 0 when unknown */
+static uint64_t host_memory(void)
+{
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kb, avail = 0, swap = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            avail = kb;
+        else if (sscanf(line, "SwapFree: %llu kB", &kb) == 1)
+            swap = kb;
+    }
+    fclose(f);
+    return (uint64_t)(avail + swap) * 1024;
+}
+
+static double gib(uint64_t b) { return (double)b / (1u << 30); }
+
+int batch_memory_check(int n, uint64_t memory, uint64_t disk, int overcommit, FILE *warn,
+                       lis_error *err)
+{
+    uint64_t have = host_memory();
+    if (!have || n <= 0)
+        return 0;
+    if (memory == LIS_UNLIMITED || disk == LIS_UNLIMITED) {
+        if (overcommit)
+            return 0;
+        return lis_fail(err, ENOMEM,
+                        "--%s unlimited: %d sandboxes' memory and writable space (a tmpfs: RAM) "
+                        "cannot be bounded by this host's %.1f GiB; give a size, or pass "
+                        "--overcommit to run anyway",
+                        memory == LIS_UNLIMITED ? "memory" : "disk", n, gib(have));
+    }
+    uint64_t each = memory + disk, need = (uint64_t)n * each;
+    if (need <= have)
+        return 0;
+    if (overcommit) {
+        if (warn)
+            fprintf(warn,
+                    "lis: warning: --overcommit: %d x (%.2f GiB memory + %.2f GiB disk) = %.1f "
+                    "GiB is more than the host's available %.1f GiB; episodes may be OOM-killed\n",
+                    n, gib(memory), gib(disk), gib(need), gib(have));
+        return 0;
+    }
+    long fit = (long)(have / each);
+    return lis_fail(err, ENOMEM,
+                    "--concurrency %d x (--memory %.2f GiB + --disk %.2f GiB) = %.1f GiB is more "
+                    "than this host's available memory, %.1f GiB (MemAvailable + SwapFree; a "
+                    "batch sandbox's writable space is a tmpfs, so it is RAM too): lower "
+                    "--concurrency to %ld, --memory or --disk, or pass --overcommit to start "
+                    "anyway (then the kernel's OOM killer may end episodes)",
+                    n, gib(memory), gib(disk), gib(need), gib(have), fit > 0 ? fit : 1);
 }
 
 int batch_capacity_check(int n, int sandboxes, FILE *warn, lis_error *err)

@@ -221,6 +221,11 @@ void bjob_reap(void *arg);   /* bep: waits for a killed command the loop could n
 
 /* capacity.c: RLIMIT_NOFILE raised, host limits checked for n episodes */
 int batch_capacity_check(int n, int sandboxes, FILE *warn, lis_error *err);
+/* n sandboxes of memory + disk bytes each (LIS_UNLIMITED: unbounded) against
+ * the host's available memory and swap: -1 with the numbers and the fix when
+ * they do not fit, unless overcommit (then a warning). */
+int batch_memory_check(int n, uint64_t memory, uint64_t disk, int overcommit, FILE *warn,
+                       lis_error *err);
 
 /* progress.c */
 void bprog_tick(brun *r, int force);

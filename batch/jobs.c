@@ -277,12 +277,22 @@ static void close_sandbox(bep *e)
         snprintf(parent, sizeof parent, "%s/files", batch_out_dir(r->out));
         snprintf(dst, sizeof dst, "%s/%s", parent, key ? key : "_");
         free(key);
+        /* what the filter or the cap leaves out: in the episode's log and its
+         * trajectory's metadata.export_skipped, as lis run's export */
+        agent_export_log x = {.log = e->log,
+                              .root = r->task->prompts.output_dir,
+                              .skipped = cJSON_CreateArray()};
         if (lis_host_mkdir_p(parent, 0755, &err) < 0 ||
-            lis_copy_out_data(e->sb, r->task->prompts.output_dir, dst, NULL, NULL, &err) < 0) {
+            agent_export(e->sb, r->task->prompts.output_dir, dst, r->o->export_max, &x, &err) < 0) {
             if (e->log)
                 fprintf(e->log, "lis: warning: could not save %s: %s\n",
                         r->task->prompts.output_dir, err.msg);
         }
+        cJSON *md = cJSON_GetObjectItem(e->traj, "metadata");
+        if (md && cJSON_GetArraySize(x.skipped))
+            cJSON_AddItemToObject(md, "export_skipped", x.skipped);
+        else
+            cJSON_Delete(x.skipped);
     }
     lis_stats st;
     if (lis_sandbox_stats(e->sb, &st, &err) == 0) {

@@ -47,7 +47,11 @@ typedef struct lis_batch_opts {
     const char *image;  /* its name, for run.json */
     lis_net_mode net;
     uint64_t memory_bytes;
-    double cmd_timeout; /* per command (120) */
+    uint64_t disk_bytes; /* --disk: each sandbox's writable budget (0: LIS_DEFAULT_DISK) */
+    uint64_t export_max; /* --export-max: data --save-files writes per episode (0: disk_bytes) */
+    int overcommit;      /* --overcommit: start although concurrency x (memory + disk)
+                          * does not fit the host's memory (batch/capacity.c) */
+    double cmd_timeout;  /* per command (120) */
     /* scoring */
     const char *scorer;      /* --scorer (NULL: auto) */
     const llm_config *judge; /* --judge-model */

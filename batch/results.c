@@ -490,8 +490,8 @@ static int check_config(batch_out *o, const cJSON *config, lis_error *err)
                         path);
     /* how the run stands and how to run it again are not what it is; keys
      * that an older lis did not write are not compared with it */
-    static const char *const newer[] = {"scorer", "scorer_sha256", "prompt_sha256", "net",
-                                        "memory"};
+    static const char *const newer[] = {"scorer", "scorer_sha256", "prompt_sha256",
+                                        "net",    "memory",        "disk"};
     cJSON *mine = cJSON_Duplicate(config, 1);
     for (const cJSON *e = old->child, *next; e; e = next) {
         next = e->next;

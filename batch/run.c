@@ -80,6 +80,8 @@ static cJSON *run_config(const lis_batch_opts *o, const batch_task *t, const bat
                                                          : "proxy");
         cJSON_AddNumberToObject(c, "memory",
                                 (double)(o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY));
+        cJSON_AddNumberToObject(c, "disk",
+                                (double)(o->disk_bytes ? o->disk_bytes : LIS_DEFAULT_DISK));
     }
     /* the scorer of every score, and the file that defines it */
     cJSON_AddStringToObject(c, "scorer", batch_scorer_name(sc));
@@ -316,6 +318,19 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     int n = o->concurrency < (int)r.neps ? o->concurrency : (int)r.neps;
     if (batch_capacity_check(n ? n : 1, !o->mode_llm, o->quiet ? NULL : o->err, err) < 0)
         goto out;
+    /* the sandboxes alive at once: the episodes, and the spares made ahead
+     * (--warm, or its default: run.c below) */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int creators = o->max_creating ? o->max_creating : 4 * (int)(ncpu > 0 ? ncpu : 1);
+    int spares = o->mode_llm || forking          ? 0
+                 : o->warm >= 0                  ? o->warm
+                 : o->concurrency / 4 > creators ? o->concurrency / 4
+                                                 : creators;
+    if (!o->mode_llm && batch_memory_check(n ? n + (spares < 64 ? spares : 64) : 0,
+                                           o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY,
+                                           o->disk_bytes ? o->disk_bytes : LIS_DEFAULT_DISK,
+                                           o->overcommit, o->quiet ? NULL : o->err, err) < 0)
+        goto out;
     batch_state st = {.status = BS_RUNNING,
                       .reason = "",
                       .message = "",
@@ -357,6 +372,7 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     if (r.warm > sizeof r.spares / sizeof r.spares[0])
         r.warm = sizeof r.spares / sizeof r.spares[0];
     r.spec.limits.memory_bytes = o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY;
+    r.spec.limits.disk_bytes = o->disk_bytes;
     if (!o->mode_llm && !(r.setup = lis_jobs_new((unsigned)r.creators_max, err)))
         goto out;
     if (o->mode_llm && !(r.setup = lis_jobs_new(1, err)))

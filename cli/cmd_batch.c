@@ -52,9 +52,11 @@ static void usage(FILE *f)
           "  --output-dir DIR          a new DIR/<YYYYmmdd_HHMMSS>_<task>/ (default runs)\n"
           "  --resume DIR              run only the episodes DIR has no row for, with the flags\n"
           "                            of DIR/run.json; --concurrency, --max-*, the timeouts,\n"
-          "                            --quiet, --save-files, --llm-base-url may be given anew,\n"
+          "                            --quiet, --save-files, --export-max, --overcommit,\n"
+          "                            --llm-base-url may be given anew,\n"
           "                            a flag that changes results is refused\n"
-          "  --save-files              keep each episode's output dir in DIR/files/ID/ (off)\n"
+          "  --save-files              keep each episode's output dir in DIR/files/ID/ (off;\n"
+          "                            holes stay holes; at most --export-max of data)\n"
           "at once:\n"
           "  --concurrency N           live episodes (default 1; env LLM_NUM_WORKERS;\n"
           "                            --num-workers)\n"
@@ -69,6 +71,8 @@ static void usage(FILE *f)
           "  --cmd-timeout S           per command (default 120)\n"
           "  --drain-timeout S         after Ctrl-C, cancel what still runs after S seconds\n"
           "                            (default: wait for it)\n"
+          "  --overcommit              start even when concurrency x (--memory + --disk) is more\n"
+          "                            than the host's memory (the writable space is RAM)\n"
           "mode and scoring:\n"
           "  --mode llm-in-sandbox|llm llm: the original's no-sandbox baseline (default\n"
           "                            llm-in-sandbox)\n"
@@ -81,8 +85,8 @@ static void usage(FILE *f)
           "model and sandbox: every flag of lis run but --query and --input-dir (lis run --help):\n"
           "  --llm-name --llm-base-url --api-key --temperature (1.0) --max-steps (100)\n"
           "  --max-token-limit (65536) --max-tokens-per-call (65536) --extra-body --image\n"
-          "  (lis-agent:latest) --rootfs --memory (200M) --net (proxy) --stream --timeout (1200)\n"
-          "  --connect-timeout (30) --settings; env LLM_NAME, LLM_BASE_URL, LLM_API_KEY,\n"
+          "  (lis-agent:latest) --rootfs --memory (200M) --disk --export-max --net (proxy)\n"
+          "  --stream --timeout (1200) --connect-timeout (30) --settings; env LLM_NAME, LLM_BASE_URL, LLM_API_KEY,\n"
           "  LLM_TEMPERATURE as the original. A local endpoint (localhost, 127.0.0.1, ::1, a unix\n"
           "  socket) needs no API key.\n",
           f);
@@ -93,7 +97,7 @@ typedef struct bflags {
     const char *judge_model, *judge_url, *judge_key, *shard;
     long start_id, end_id, max_response_len;
     int shards, repeat, concurrency, max_creating, max_commands, max_llm, quiet, save_files, warm;
-    int fork_from_setup;
+    int fork_from_setup, overcommit;
     double episode_timeout, drain_timeout, cmd_timeout;
     int have_temperature, concurrency_set, warm_set;
 } bflags;
@@ -137,6 +141,7 @@ static const bopt BOPTS[] = {
     B("quiet", F_BOOL, quiet),
     B("save-files", F_BOOL, save_files),
     B("fork-from-setup", F_BOOL, fork_from_setup),
+    B("overcommit", F_BOOL, overcommit),
 };
 
 static int parse_number(const char *name, ftype t, const char *v, void *field)
@@ -509,6 +514,10 @@ static cJSON *run_settings(const bflags *b, const agent_cli *c, const lis_batch_
     add_path(s, "settings", c->settings_path[0] ? c->settings_path : NULL);
     if (c->memory)
         cJSON_AddStringToObject(s, "memory", c->memory);
+    if (c->disk)
+        cJSON_AddStringToObject(s, "disk", c->disk);
+    if (c->export_max)
+        cJSON_AddStringToObject(s, "export-max", c->export_max);
     cJSON_AddStringToObject(s, "net", c->net ? c->net : "proxy");
     cJSON_AddBoolToObject(s, "stream", c->stream);
     cJSON_AddNumberToObject(s, "timeout", c->timeout);
@@ -520,7 +529,8 @@ static cJSON *run_settings(const bflags *b, const agent_cli *c, const lis_batch_
         add_url(s, "judge-base-url", o->judge ? o->judge->base_url : NULL);
     }
     cJSON_AddNumberToObject(s, "concurrency", o->concurrency);
-    cJSON_AddNumberToObject(s, "max-creating", o->max_creating);
+    if (o->max_creating) /* 0: following the machine, the flag not given */
+        cJSON_AddNumberToObject(s, "max-creating", o->max_creating);
     cJSON_AddNumberToObject(s, "max-commands", o->max_commands);
     cJSON_AddNumberToObject(s, "max-llm", o->max_llm);
     if (b->warm_set)
@@ -530,6 +540,7 @@ static cJSON *run_settings(const bflags *b, const agent_cli *c, const lis_batch_
         cJSON_AddNumberToObject(s, "drain-timeout", o->drain_timeout);
     cJSON_AddNumberToObject(s, "cmd-timeout", o->cmd_timeout);
     cJSON_AddBoolToObject(s, "save-files", o->save_files);
+    cJSON_AddBoolToObject(s, "overcommit", o->overcommit);
     /* not --quiet: it is about the terminal of the command, not the run */
     return s;
 }
@@ -681,6 +692,15 @@ int cmd_batch_main(int argc, char **argv)
         cli_error("--memory: '%s' is not a size (e.g. 200M, 2G, unlimited)", c.memory);
         goto out;
     }
+    if (c.disk && agent_parse_size(c.disk, &o.disk_bytes) < 0) {
+        cli_error("--disk: '%s' is not a size (e.g. 1G, 20G, unlimited)", c.disk);
+        goto out;
+    }
+    if (c.export_max && agent_parse_size(c.export_max, &o.export_max) < 0) {
+        cli_error("--export-max: '%s' is not a size (e.g. 100M, 1G, unlimited)", c.export_max);
+        goto out;
+    }
+    o.overcommit = b.overcommit;
     rc = CLI_EXIT_LIS;
     cli_warn_once wo = {.mu = PTHREAD_MUTEX_INITIALIZER, .scope = "of this run"};
     lis_ctx_opts co = {.warn = cli_warn_once_fn, .warn_arg = &wo};

@@ -44,6 +44,15 @@ int cmd_run_main(int argc, char **argv)
         cli_error("--memory: '%s' is not a size (e.g. 200M, 2G, unlimited)", c.memory);
         goto out;
     }
+    uint64_t disk = 0, export_max = 0;
+    if (c.disk && agent_parse_size(c.disk, &disk) < 0) {
+        cli_error("--disk: '%s' is not a size (e.g. 1G, 20G, unlimited)", c.disk);
+        goto out;
+    }
+    if (c.export_max && agent_parse_size(c.export_max, &export_max) < 0) {
+        cli_error("--export-max: '%s' is not a size (e.g. 100M, 1G, unlimited)", c.export_max);
+        goto out;
+    }
     if (c.prompt_config ? agent_prompts_load(&prompts, c.prompt_config, &err) < 0
                         : agent_prompts_default(&prompts) < 0) {
         cli_error("%s", err.msg);
@@ -70,6 +79,8 @@ int cmd_run_main(int argc, char **argv)
                    .output_dir = c.output_dir ? c.output_dir : "output",
                    .net = net,
                    .memory_bytes = mem,
+                   .disk_bytes = disk,
+                   .export_max = export_max,
                    .out = stdout};
     agent_outcome res;
     if (agent_episode(ctx, &r, &res, NULL, 0, &err) < 0) {

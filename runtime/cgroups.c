@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #define OWNER_LEAF "lis.owner"
+#define SANDBOX_CPU_WEIGHT "10" /* cpu.weight of a sandbox's cgroup; its owner's is 100 */
 #define PREFIX "lis-"
 #define DEFAULT_MEMORY LIS_DEFAULT_MEMORY
 #define DEFAULT_PIDS ((uint64_t)LIS_DEFAULT_PIDS)
@@ -459,6 +460,11 @@ int lis_cg_create(lis_ctx *ctx, const char *name, const lis_limits *lim, lis_cg 
             put_u64(v, sizeof v, pids);
             e = wr(cg->dir, "pids.max", v);
         }
+        /* The share of a sandbox when CPUs are contended: a tenth of its owner's
+         * (lis.owner keeps 100), as the fallback's nice 10 does, so hog sandboxes
+         * never starve the owner's loop; sandboxes share equally among themselves
+         * (absent without the cpu controller: only --cpus then says so). */
+        wr(cg->dir, "cpu.weight", SANDBOX_CPU_WEIGHT);
         if (!e && cpu != LIS_UNLIMITED) {
             snprintf(v, sizeof v, "%llu %llu", (unsigned long long)(cpu * CPU_PERIOD / 1000),
                      (unsigned long long)CPU_PERIOD);

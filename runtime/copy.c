@@ -3,7 +3,15 @@
  * link on either side.
  *
  * Sandbox paths are resolved as files.c does (openat2 RESOLVE_IN_ROOT on the
- * sandbox's root); trees are walked with O_NOFOLLOW directory fds.
+ * sandbox's root); trees are walked with O_NOFOLLOW directory fds. Files are
+ * copied extent by extent (SEEK_DATA/SEEK_HOLE): a sparse file stays sparse,
+ * and a 1 TB hole costs nothing on either side.
+ *
+ * A copy out is bounded (lis_copy_opts): at most max_bytes of data (holes
+ * not counted; default the sandbox's writable budget) and one entry per
+ * 4 KiB of that (as the budget tmpfs's inodes); what would pass either is
+ * left out whole and reported, the first COPY_SKIP_LIST entries one by one,
+ * the rest in one closing line, so the report is bounded too.
  *
  * lis_copy_out_data (the agent's export) also keeps the sandbox from leaving
  * anything in the copy that points at the host: Python tarfile's "data"
@@ -29,33 +37,68 @@
 
 /* ---- recursive copies between two directory fds, never following links ---- */
 
-/* The export filter of lis_copy_out_data (Python tarfile's "data" filter,
- * PEP 706): rel is the entry's path inside the exported tree, depth the
- * number of directories between it and the tree's top. */
-typedef struct copy_filter {
-    lis_skip_fn skipped;
+/* One copy's state: the bounds (copies out only), the export filter of
+ * lis_copy_out_data (Python tarfile's "data" filter, PEP 706) and the
+ * reports of what was left out. rel is the entry's path inside the copied
+ * tree, depth the number of directories between it and the tree's top. */
+typedef struct copy_job {
+    int filter;  /* the data filter is on */
+    int bounded; /* a copy out: max_bytes and max_entries apply */
+    uint64_t max_bytes, max_entries;
+    uint64_t bytes, entries;         /* so far */
+    uint64_t skipped, skipped_bytes; /* left out by the bounds */
+    uint64_t skips, reported;        /* every entry left out; those reported one by one */
+    lis_skip_fn on_skip;
     void *arg;
     char rel[PATH_MAX];
     int depth;
-} copy_filter;
+} copy_job;
 
 /* Nesting limit of every copy: the walk recurses, and a sandbox can nest
  * directories far deeper than PATH_MAX by creating them from inside. */
 #define COPY_MAX_DEPTH 512
+/* Skipped entries reported one by one; the rest are summed in one report. */
+#define COPY_SKIP_LIST 100
+/* One entry per this many bytes of max_bytes (the budget tmpfs's nr_inodes rule). */
+#define COPY_BYTES_PER_ENTRY 4096
+#define COPY_MIN_ENTRIES 16384
 
 static int copy_entry(int sdir, const char *sname, int ddir, const char *dname, int depth,
-                      copy_filter *f, lis_error *err);
+                      copy_job *f, lis_error *err);
 
-static void skip(copy_filter *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void skip(copy_filter *f, const char *fmt, ...)
+static void skip(copy_job *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void skip(copy_job *f, const char *fmt, ...)
 {
     char why[PATH_MAX + 128];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    if (f->skipped)
-        f->skipped(f->arg, f->rel[0] ? f->rel : ".", why);
+    f->skips++;
+    if (f->reported >= COPY_SKIP_LIST)
+        return; /* counted; summed up at the end (skip_summary) */
+    f->reported++;
+    if (f->on_skip)
+        f->on_skip(f->arg, f->rel[0] ? f->rel : ".", why);
+}
+
+/* An entry the bounds leave out (with its data bytes when known). */
+static void skip_bound(copy_job *f, uint64_t data, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void skip_bound(copy_job *f, uint64_t data, const char *fmt, ...)
+{
+    f->skipped++;
+    f->skipped_bytes += data;
+    if (f->reported >= COPY_SKIP_LIST) {
+        f->skips++;
+        return;
+    }
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    skip(f, "%s", why);
 }
 
 /* Does a relative link target climb above the exported tree, read as plain
@@ -80,38 +123,88 @@ static int lexically_escapes(const char *target, int depth)
 
 /* The data filter's modes: no setuid/setgid/sticky, no group/other write,
  * and the owner can always read and write (and enter directories). */
-static mode_t filter_mode(const copy_filter *f, mode_t mode, int dir)
+static mode_t filter_mode(const copy_job *f, mode_t mode, int dir)
 {
-    if (!f)
+    if (!f->filter)
         return mode & 07777;
     return (mode & 0755) | (dir ? 0700 : 0600);
 }
 
-static __attribute__((noinline)) int copy_file_fd(int in, int out)
+/* The bytes of data (not holes) in fd's first size bytes. */
+static void data_bytes(int fd, uint64_t size, uint64_t *data)
 {
-    char buf[65536];
-    for (;;) {
-        ssize_t n = read(in, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return errno;
-        if (n == 0)
-            return 0;
-        for (char *p = buf; n > 0;) {
-            ssize_t w = write(out, p, (size_t)n);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                return w < 0 ? errno : EIO;
-            p += w;
-            n -= w;
+    *data = 0;
+    for (off_t pos = 0; (uint64_t)pos < size;) {
+        off_t d = lseek(fd, pos, SEEK_DATA);
+        if (d < 0 && errno == ENXIO)
+            break;   /* only a hole is left */
+        if (d < 0) { /* no SEEK_DATA here: all of it is data */
+            *data += size - (uint64_t)pos;
+            break;
         }
+        if ((uint64_t)d >= size)
+            break;
+        off_t h = lseek(fd, d, SEEK_HOLE);
+        if (h < 0 || (uint64_t)h > size)
+            h = (off_t)size;
+        *data += (uint64_t)(h - d);
+        pos = h;
     }
 }
 
+/* Copies the data extents of in's first size bytes to the same offsets of
+ * out (holes stay holes; out ends at size), writing at most max bytes of
+ * data: EFBIG past it (the file grew data while copied). errno-style 0 or
+ * error; *wrote gets the data bytes written. Out of line: the recursion's
+ * frames stay small. */
+static __attribute__((noinline)) int copy_file_sparse(int in, int out, uint64_t size, uint64_t max,
+                                                      uint64_t *wrote)
+{
+    char buf[65536];
+    *wrote = 0;
+    for (off_t pos = 0; (uint64_t)pos < size;) {
+        off_t d = lseek(in, pos, SEEK_DATA);
+        if (d < 0 && errno == ENXIO)
+            break;
+        if (d < 0)
+            d = pos;
+        if ((uint64_t)d >= size)
+            break;
+        off_t h = lseek(in, d, SEEK_HOLE);
+        if (h < 0 || (uint64_t)h > size)
+            h = (off_t)size;
+        for (off_t at = d; at < h;) {
+            size_t want = (size_t)(h - at) < sizeof buf ? (size_t)(h - at) : sizeof buf;
+            if (*wrote + want > max)
+                return EFBIG;
+            ssize_t n = pread(in, buf, want, at);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                return errno;
+            if (n == 0) { /* it shrank meanwhile */
+                h = at;
+                size = (uint64_t)at;
+                break;
+            }
+            for (ssize_t w = 0; w < n;) {
+                ssize_t m = pwrite(out, buf + w, (size_t)(n - w), at + w);
+                if (m < 0 && errno == EINTR)
+                    continue;
+                if (m <= 0)
+                    return m < 0 ? errno : EIO;
+                w += m;
+            }
+            *wrote += (uint64_t)n;
+            at += n;
+        }
+        pos = h;
+    }
+    return ftruncate(out, (off_t)size) < 0 ? errno : 0; /* a hole at the end */
+}
+
 static int copy_dir(int sdir, const char *sname, int ddir, const char *dname, mode_t mode,
-                    int depth, copy_filter *f, lis_error *err)
+                    int depth, copy_job *f, lis_error *err)
 {
     if (depth >= COPY_MAX_DEPTH)
         return lis_fail(err, ELOOP, "%s: more than %d nested directories", sname, COPY_MAX_DEPTH);
@@ -132,25 +225,20 @@ static int copy_dir(int sdir, const char *sname, int ddir, const char *dname, mo
     DIR *it = fdopendir(s);
     int rc = 0;
     struct dirent *e;
-    size_t rlen = f ? strlen(f->rel) : 0;
-    if (f)
-        f->depth++;
+    size_t rlen = strlen(f->rel);
+    f->depth++;
     while (it && rc == 0 && (e = readdir(it))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
-        if (f) {
-            if (rlen + 1 + strlen(e->d_name) >= sizeof f->rel) {
-                rc = lis_fail(err, ENAMETOOLONG, "%s/%s: path too long", f->rel, e->d_name);
-                break;
-            }
-            snprintf(f->rel + rlen, sizeof f->rel - rlen, "%s%s", rlen ? "/" : "", e->d_name);
+        if (rlen + 1 + strlen(e->d_name) >= sizeof f->rel) {
+            rc = lis_fail(err, ENAMETOOLONG, "%s/%s: path too long", f->rel, e->d_name);
+            break;
         }
+        snprintf(f->rel + rlen, sizeof f->rel - rlen, "%s%s", rlen ? "/" : "", e->d_name);
         rc = copy_entry(dirfd(it), e->d_name, d, e->d_name, depth + 1, f, err);
-        if (f)
-            f->rel[rlen] = 0;
+        f->rel[rlen] = 0;
     }
-    if (f)
-        f->depth--;
+    f->depth--;
     fchmod(d, filter_mode(f, mode, 1));
     if (it)
         closedir(it);
@@ -162,7 +250,7 @@ static int copy_dir(int sdir, const char *sname, int ddir, const char *dname, mo
 
 /* Out of line, as copy_file_fd: the recursion's frames stay small. */
 static __attribute__((noinline)) int copy_link(int sdir, const char *sname, int ddir,
-                                               const char *dname, copy_filter *f, lis_error *err)
+                                               const char *dname, copy_job *f, lis_error *err)
 {
     char target[PATH_MAX];
     ssize_t n = readlinkat(sdir, sname, target, sizeof target - 1);
@@ -170,11 +258,11 @@ static __attribute__((noinline)) int copy_link(int sdir, const char *sname, int 
         return lis_fail_errno(err, "readlink %s", sname);
     target[n] = 0;
     /* the target read once is the one checked and the one written */
-    if (f && target[0] == '/') {
+    if (f->filter && target[0] == '/') {
         skip(f, "absolute symlink to %s", target);
         return 0;
     }
-    if (f && (f->depth == 0 || lexically_escapes(target, f->depth - 1))) {
+    if (f->filter && (f->depth == 0 || lexically_escapes(target, f->depth - 1))) {
         skip(f, "symlink to %s leads outside the exported tree", target);
         return 0;
     }
@@ -193,46 +281,86 @@ static const char *kind_name(mode_t m)
                          : "not a regular file";
 }
 
-static int copy_entry(int sdir, const char *sname, int ddir, const char *dname, int depth,
-                      copy_filter *f, lis_error *err)
+/* A copy out past its entry bound leaves the rest out. */
+static int over_entries(copy_job *f)
 {
-    struct stat st;
-    if (fstatat(sdir, sname, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return lis_fail_errno(err, "%s", sname);
-    if (S_ISDIR(st.st_mode))
-        return copy_dir(sdir, sname, ddir, dname, st.st_mode, depth, f, err);
-    if (S_ISLNK(st.st_mode))
-        return copy_link(sdir, sname, ddir, dname, f, err);
-    if (!S_ISREG(st.st_mode)) { /* devices, fifos and sockets are not copied */
-        if (f)
-            skip(f, "%s", kind_name(st.st_mode));
+    if (!f->bounded || ++f->entries <= f->max_entries)
         return 0;
-    }
+    skip_bound(f, 0, "more than %llu entries: the copy's entry bound",
+               (unsigned long long)f->max_entries);
+    return 1;
+}
+
+static int copy_file(int sdir, const char *sname, int ddir, const char *dname, copy_job *f,
+                     lis_error *err)
+{
     int in = openat(sdir, sname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (in < 0)
         return lis_fail_errno(err, "%s", sname);
+    struct stat st;
     if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) { /* swapped since the fstatat */
         close(in);
-        if (f)
+        if (f->filter)
             skip(f, "%s", kind_name(st.st_mode));
         return 0;
     }
+    uint64_t size = (uint64_t)st.st_size, data = 0, wrote = 0;
+    uint64_t left = f->bounded ? f->max_bytes - f->bytes : UINT64_MAX;
+    if (f->bounded) {
+        data_bytes(in, size, &data);
+        if (data > left) {
+            close(in);
+            skip_bound(f, data,
+                       "%llu bytes of data would pass the copy's cap of %llu bytes "
+                       "(%llu copied before it)",
+                       (unsigned long long)data, (unsigned long long)f->max_bytes,
+                       (unsigned long long)f->bytes);
+            return 0;
+        }
+    }
     int out = openat(ddir, dname, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                     st.st_mode & 0777 & (f ? 0755 : 0777));
+                     st.st_mode & 0777 & (f->filter ? 0755 : 0777));
     if (out < 0) {
         int e = errno;
         close(in);
         return lis_fail(err, e, "%s: %s", dname,
                         e == ELOOP ? "is a symlink; refusing to write through it" : strerror(e));
     }
-    int e = copy_file_fd(in, out);
+    int e = copy_file_sparse(in, out, size, left, &wrote);
     fchmod(out, filter_mode(f, st.st_mode, 0));
     close(in);
     if (close(out) < 0 && !e)
         e = errno;
+    if (e == EFBIG && f->bounded) { /* grew past the cap while copied: left out whole */
+        unlinkat(ddir, dname, 0);
+        skip_bound(f, wrote, "it grew past the copy's cap of %llu bytes while it was copied",
+                   (unsigned long long)f->max_bytes);
+        return 0;
+    }
+    f->bytes += wrote;
     if (e)
         return lis_fail_errnum(err, e, "copying %s", sname);
     return 0;
+}
+
+static int copy_entry(int sdir, const char *sname, int ddir, const char *dname, int depth,
+                      copy_job *f, lis_error *err)
+{
+    struct stat st;
+    if (fstatat(sdir, sname, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return lis_fail_errno(err, "%s", sname);
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) {
+        if (f->filter) /* devices, fifos and sockets are not copied */
+            skip(f, "%s", kind_name(st.st_mode));
+        return 0;
+    }
+    if (over_entries(f))
+        return 0;
+    if (S_ISDIR(st.st_mode))
+        return copy_dir(sdir, sname, ddir, dname, st.st_mode, depth, f, err);
+    if (S_ISLNK(st.st_mode))
+        return copy_link(sdir, sname, ddir, dname, f, err);
+    return copy_file(sdir, sname, ddir, dname, f, err);
 }
 
 static const char *base_name(const char *path, char *buf, size_t len)
@@ -274,8 +402,12 @@ static int do_copy_in(lis_sandbox *sb, const char *host_src, const char *path, l
     }
     int dd = openat(ddir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     close(ddir);
+    copy_job *f =
+        dd < 0 ? NULL : calloc(1, sizeof *f); /* unbounded: the sandbox's budget bounds it */
     int rc = dd < 0 ? lis_fail_errno(err, "%s", target)
-                    : copy_entry(sdir, hname, dd, last, 0, NULL, err);
+             : !f   ? lis_oom(err)
+                    : copy_entry(sdir, hname, dd, last, 0, f, err);
+    free(f);
     if (dd >= 0)
         close(dd);
     close(sdir);
@@ -370,7 +502,7 @@ static const char *link_escapes(int top, const char *dir, const char *target)
  * directory's part) and removes it when it escapes. Out of line: the
  * recursion of drop_pass keeps small frames. */
 static __attribute__((noinline)) int drop_if_escaping(int top, int dfd, const char *name,
-                                                      size_t dlen, copy_filter *f)
+                                                      size_t dlen, copy_job *f)
 {
     char t[PATH_MAX], dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%.*s", (int)dlen, f->rel);
@@ -388,7 +520,7 @@ static __attribute__((noinline)) int drop_if_escaping(int top, int dfd, const ch
 
 /* One pass over the tree below top: removes each symlink whose target
  * escapes (reported to f). Returns how many were removed. */
-static int drop_pass(int top, int dfd, int depth, copy_filter *f)
+static int drop_pass(int top, int dfd, int depth, copy_job *f)
 {
     int dup_fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *it = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
@@ -426,7 +558,7 @@ static int drop_pass(int top, int dfd, int depth, copy_filter *f)
 
 /* Removing a link can only make paths through it dangle, never escape, but
  * another pass costs little and makes that argument unnecessary. */
-static void drop_escaping_links(int ddir, const char *tname, copy_filter *f)
+static void drop_escaping_links(int ddir, const char *tname, copy_job *f)
 {
     struct stat st;
     if (fstatat(ddir, tname, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
@@ -442,7 +574,7 @@ static void drop_escaping_links(int ddir, const char *tname, copy_filter *f)
     close(top);
 }
 
-static int copy_out(lis_sandbox *sb, const char *path, const char *host_dst, copy_filter *f,
+static int copy_out(lis_sandbox *sb, const char *path, const char *host_dst, copy_job *f,
                     lis_error *err)
 {
     char last[NAME_MAX + 1];
@@ -474,46 +606,93 @@ static int copy_out(lis_sandbox *sb, const char *path, const char *host_dst, cop
         return lis_fail_errnum(err, e, "%s", tdir);
     }
     int rc = copy_entry(sdir, last, ddir, tname, 0, f, err);
-    if (f) /* also after a failed copy: what did land must be safe too */
+    if (f->filter) /* also after a failed copy: what did land must be safe too */
         drop_escaping_links(ddir, tname, f);
     close(sdir);
     close(ddir);
     return rc;
 }
 
-struct copy_out_job {
-    lis_sandbox *sb;
-    const char *path, *host_dst;
+/* What a copy done again in the mapped child hands back. */
+struct copy_counts {
+    uint64_t bytes, skipped, skipped_bytes, skips, reported;
 };
 
 static int mapped_copy_out(void *arg, void *result, lis_error *err)
 {
-    struct copy_out_job *j = arg;
-    (void)result;
-    return copy_out(j->sb, j->path, j->host_dst, NULL, err);
+    void **a = arg;
+    copy_job *f = a[3];
+    int rc = copy_out(a[0], a[1], a[2], f, err);
+    struct copy_counts *c = result;
+    *c = (struct copy_counts){f->bytes, f->skipped, f->skipped_bytes, f->skips, f->reported};
+    return rc;
 }
 
-/* Out of a directory of another uid inside: again, whole, as root of the
- * mapped namespace (what it makes on the host belongs to the caller, that
- * namespace's root). The export (lis_copy_out_data) is not redone: its
- * callbacks are the caller's. */
+/* Without a caller's skip callback, what a copy leaves out is a warning. */
+static void warn_skip(void *arg, const char *path, const char *why)
+{
+    void **a = arg;
+    lis_warn(a[0], "%s: %s%s%s: not copied: %s", lis_sandbox_name(a[1]), (const char *)a[2],
+             strcmp(path, ".") ? "/" : "", strcmp(path, ".") ? path : "", why);
+}
+
+int lis_copy_out_opts(lis_sandbox *sb, const char *path, const char *host_dst, lis_copy_opts *o,
+                      lis_error *err)
+{
+    copy_job *f = calloc(1, sizeof *f);
+    if (!f)
+        return lis_oom(err);
+    void *warn_arg[3] = {sb->ctx, sb, (void *)path};
+    f->filter = o->data_filter;
+    f->on_skip = o->skipped ? o->skipped : warn_skip;
+    f->arg = o->skipped ? o->arg : warn_arg;
+    f->max_bytes = o->max_bytes ? o->max_bytes : sb->disk_limit;
+    f->bounded = f->max_bytes != LIS_UNLIMITED;
+    f->max_entries = f->max_bytes / COPY_BYTES_PER_ENTRY;
+    if (f->max_entries < COPY_MIN_ENTRIES)
+        f->max_entries = COPY_MIN_ENTRIES;
+    int rc = copy_out(sb, path, host_dst, f, err);
+    /* Out of a directory of another uid inside: again, whole, as root of the
+     * mapped namespace (what it makes on the host belongs to the caller, that
+     * namespace's root). Not with a caller's callback: it would run in the
+     * child, on a copy of the caller's memory. */
+    if (rc < 0 && !o->skipped) {
+        f->bytes = f->entries = f->skipped = f->skipped_bytes = f->skips = f->reported = 0;
+        struct copy_counts c = {0};
+        void *a[4] = {sb, (void *)path, (void *)host_dst, f};
+        rc = lis_files_redo_mapped(sb, mapped_copy_out, a, &c, sizeof c, err);
+        f->bytes = c.bytes;
+        f->skipped = c.skipped;
+        f->skipped_bytes = c.skipped_bytes;
+        f->skips = c.skips;
+        f->reported = c.reported;
+    }
+    if (f->skips > f->reported) { /* the rest in one line: the report stays bounded */
+        char why[256];
+        snprintf(why, sizeof why,
+                 "%llu more entries left out, not listed one by one (%llu bytes of data "
+                 "left out by the copy's cap in all)",
+                 (unsigned long long)(f->skips - f->reported),
+                 (unsigned long long)f->skipped_bytes);
+        f->rel[0] = 0;
+        f->on_skip(f->arg, ".", why);
+    }
+    o->bytes = f->bytes;
+    o->skipped_count = f->skipped;
+    o->skipped_bytes = f->skipped_bytes;
+    free(f);
+    return rc;
+}
+
 int lis_copy_out(lis_sandbox *sb, const char *path, const char *host_dst, lis_error *err)
 {
-    if (copy_out(sb, path, host_dst, NULL, err) == 0)
-        return 0;
-    struct copy_out_job j = {sb, path, host_dst};
-    return lis_files_redo_mapped(sb, mapped_copy_out, &j, NULL, 0, err);
+    lis_copy_opts o = {0};
+    return lis_copy_out_opts(sb, path, host_dst, &o, err);
 }
 
 int lis_copy_out_data(lis_sandbox *sb, const char *path, const char *host_dst, lis_skip_fn skipped,
                       void *arg, lis_error *err)
 {
-    copy_filter *f = calloc(1, sizeof *f);
-    if (!f)
-        return lis_oom(err);
-    f->skipped = skipped;
-    f->arg = arg;
-    int rc = copy_out(sb, path, host_dst, f, err);
-    free(f);
-    return rc;
+    lis_copy_opts o = {.data_filter = 1, .skipped = skipped, .arg = arg};
+    return lis_copy_out_opts(sb, path, host_dst, &o, err);
 }

@@ -355,3 +355,105 @@ int lis_file_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size,
         *size = res.size;
     return 0;
 }
+
+struct as_root {
+    int (*fn)(void *arg, void *result, lis_error *err);
+    void *arg;
+    const int *keep;
+    size_t nkeep;
+    int root_fd;
+};
+
+/* In the forked child: every fd of the caller's but stdio, the sandbox's root and
+ * keep goes first, so a long copy holds no client connection or listener open. */
+static int as_root_child(void *arg, void *result, lis_error *err)
+{
+    struct as_root *a = arg;
+    unsigned lo = 3; /* the gaps between the kept fds, in order, with close_range */
+    for (;;) {
+        unsigned next = ~0u;
+        if ((unsigned)a->root_fd >= lo)
+            next = (unsigned)a->root_fd;
+        for (size_t i = 0; i < a->nkeep; i++)
+            if (a->keep[i] >= 0 && (unsigned)a->keep[i] >= lo && (unsigned)a->keep[i] < next)
+                next = (unsigned)a->keep[i];
+        if (next == ~0u) {
+            syscall(SYS_close_range, lo, ~0u, 0);
+            break;
+        }
+        if (next > lo)
+            syscall(SYS_close_range, lo, next - 1, 0);
+        lo = next + 1;
+    }
+    return a->fn(a->arg, result, err);
+}
+
+int lis_sandbox_as_root(lis_sandbox *sb, int (*fn)(void *arg, void *result, lis_error *err),
+                        void *arg, void *result, size_t result_len, const int *keep, size_t nkeep,
+                        lis_error *err)
+{
+    if (!sb->full_map)
+        return fn(arg, result, err);
+    struct as_root a = {fn, arg, keep, nkeep, lis_sandbox_root_fd(sb, err)};
+    if (a.root_fd < 0)
+        return -1;
+    return lis_run_mapped(sb->ctx, as_root_child, &a, result, result_len, err);
+}
+
+static int do_lstat(lis_sandbox *sb, const char *path, struct stat *st, char *link, size_t len,
+                    lis_error *err)
+{
+    char last[NAME_MAX + 1];
+    if (link && len)
+        link[0] = 0;
+    if (!strcmp(path, "/")) {
+        int root = lis_sandbox_root_fd(sb, err);
+        if (root < 0)
+            return -1;
+        return fstat(root, st) < 0 ? lis_fail_errno(err, "/") : 0;
+    }
+    int dir = lis_open_parent(sb, path, 0, last, err);
+    if (dir < 0)
+        return -1;
+    int rc = fstatat(dir, last, st, AT_SYMLINK_NOFOLLOW), e = errno;
+    if (rc == 0 && S_ISLNK(st->st_mode) && link && len) {
+        ssize_t n = readlinkat(dir, last, link, len - 1);
+        link[n > 0 ? n : 0] = 0;
+    }
+    close(dir);
+    return rc < 0 ? lis_fail_errnum(err, e, "%s", path) : 0;
+}
+
+struct mapped_lstat {
+    lis_sandbox *sb;
+    const char *path;
+};
+
+static int mapped_lstat(void *arg, void *result, lis_error *err)
+{
+    struct mapped_lstat *m = arg;
+    struct {
+        struct stat st;
+        char link[PATH_MAX];
+    } *r = result;
+    return do_lstat(m->sb, m->path, &r->st, r->link, sizeof r->link, err);
+}
+
+int lis_file_lstat(lis_sandbox *sb, const char *path, struct stat *st, char *link, size_t len,
+                   lis_error *err)
+{
+    if (do_lstat(sb, path, st, link, len, err) == 0)
+        return 0;
+    struct mapped_lstat m = {sb, path};
+    struct {
+        struct stat st;
+        char link[PATH_MAX];
+    } r;
+    memset(&r, 0, sizeof r);
+    if (lis_files_redo_mapped(sb, mapped_lstat, &m, &r, sizeof r, err) < 0)
+        return -1;
+    *st = r.st;
+    if (link && len)
+        snprintf(link, len, "%s", r.link);
+    return 0;
+}

@@ -12,7 +12,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -427,19 +429,116 @@ int lis_file_write(lis_sandbox *sb, const char *path, const void *data, size_t l
  * err->code ENOENT when missing. */
 int lis_file_stat(lis_sandbox *sb, const char *path, char *kind, uint64_t *size, lis_error *err);
 /* Copies a host file/dir into the sandbox, or out of it, recursively.
- * Symlinks are copied as symlinks, never followed. */
+ * Symlinks are copied as symlinks, never followed; sparse files stay sparse
+ * (only their data extents are read and written). lis_copy_out is
+ * lis_copy_out_opts with the default bounds, what it leaves out a warning
+ * through the context. */
 int lis_copy_in(lis_sandbox *sb, const char *host_src, const char *path, lis_error *err);
 int lis_copy_out(lis_sandbox *sb, const char *path, const char *host_dst, lis_error *err);
-/* Called once per entry lis_copy_out_data leaves out: its path inside the
- * exported tree ("." for the tree itself) and why. */
+/* Called once per entry a copy out leaves out: its path inside the copied
+ * tree ("." for the tree itself) and why. */
 typedef void (*lis_skip_fn)(void *arg, const char *path, const char *why);
+/* A copy out of a sandbox and its bounds. A file whose data would pass
+ * max_bytes, and every entry past one per 4 KiB of max_bytes (at least
+ * 16384), is left out whole and reported; the first 100 entries left out are
+ * reported one by one, the rest in one closing report (path "."). */
+typedef struct lis_copy_opts {
+    /* data bytes written at most (holes are not counted); 0: the sandbox's
+     * writable budget (--disk); LIS_UNLIMITED: no bound */
+    uint64_t max_bytes;
+    int data_filter;     /* Python tarfile's "data" filter, as lis_copy_out_data */
+    lis_skip_fn skipped; /* NULL: each one a warning through the context */
+    void *arg;
+    /* filled in */
+    uint64_t bytes;         /* data bytes written */
+    uint64_t skipped_count; /* entries left out by the bounds */
+    uint64_t skipped_bytes; /* their data bytes */
+} lis_copy_opts;
+int lis_copy_out_opts(lis_sandbox *sb, const char *path, const char *host_dst, lis_copy_opts *o,
+                      lis_error *err);
 /* lis_copy_out with Python tarfile's "data" filter (PEP 706): symlinks that
  * are absolute or lead outside the exported tree (also through other links
  * of the tree), device nodes, fifos and sockets are not exported, each one
- * reported to skipped (may be NULL); setuid/setgid/sticky bits and
- * group/other write bits are cleared. Hard links come out as plain copies. */
+ * reported to skipped (NULL: a warning); setuid/setgid/sticky bits and
+ * group/other write bits are cleared. Hard links come out as plain copies
+ * (each counted against the bounds). */
 int lis_copy_out_data(lis_sandbox *sb, const char *path, const char *host_dst, lis_skip_fn skipped,
                       void *arg, lis_error *err);
+
+/* lstat of path (its last component not followed), and a symlink's target
+ * into link (len bytes; may be NULL): done again as root of the mapped
+ * namespace when the owner cannot see it. */
+int lis_file_lstat(lis_sandbox *sb, const char *path, struct stat *st, char *link, size_t len,
+                   lis_error *err);
+
+/* ---- trees entry by entry (serve/'s archives) --------------------------- */
+
+/* Runs fn(arg, result, err) with the power of the sandbox's root over its
+ * files: when sb has a full id map, in a forked child that is root of the
+ * user namespace mapping the sandbox's ids (lis_run_mapped: result,
+ * result_len bytes, is shared; the child may allocate; what fn changes in
+ * the caller's memory stays in the child; of the caller's fds only stdio,
+ * the sandbox's own and keep stay open there), else as the caller, in the
+ * calling thread. fn's result. */
+int lis_sandbox_as_root(lis_sandbox *sb, int (*fn)(void *arg, void *result, lis_error *err),
+                        void *arg, void *result, size_t result_len, const int *keep, size_t nkeep,
+                        lis_error *err);
+
+/* A regular file's data: [off, off + len), holes between extents. */
+typedef struct lis_extent {
+    uint64_t off, len;
+} lis_extent;
+
+typedef struct lis_walk_entry {
+    const char *path; /* below the walked path: "" for itself, "d", "d/f" */
+    struct stat st;   /* lstat (ids as the caller sees them) */
+    const char *link; /* a symlink's target */
+    int fd;           /* a regular file, open for reading; -1 for the others */
+    const lis_extent *ext;
+    size_t next;   /* its data extents, in order (the last may cover holes) */
+    uint64_t data; /* their total */
+} lis_walk_entry;
+typedef int (*lis_walk_fn)(void *arg, const lis_walk_entry *e, lis_error *err);
+/* Hands fn every directory (before what is in it), regular file and
+ * symlink of path inside sb, never following a link (path's last component
+ * neither); devices, fifos and sockets are left out. Bounded as a copy out
+ * (o: max_bytes of data, one entry per 4 KiB of it; what they leave out is
+ * reported to o->skipped and counted in o; o->bytes gets the data handed
+ * out). fn returning -1 (with err) stops the walk. 0 or -1. */
+int lis_walk(lis_sandbox *sb, const char *path, lis_copy_opts *o, lis_walk_fn fn, void *arg,
+             lis_error *err);
+
+/* Writing entries one by one below a directory of a sandbox (serve's archive
+ * PUT). Each path is resolved inside the sandbox's root below dir (missing
+ * parents made; symlinks followed inside the root, as dockerd's chrooted
+ * extraction; the last component never: it is replaced). A file is written
+ * to a temporary name beside it and renamed over the old one when done, so
+ * each file is either the old one or the whole new one. What the writer made
+ * that was not there before is removed again by lis_put_abort. */
+typedef struct lis_put lis_put;
+typedef struct lis_put_attr {
+    unsigned mode;         /* permission bits (07777) */
+    long long uid, gid;    /* inside the sandbox; -1, or an id the caller cannot give: root */
+    struct timespec mtime; /* tv_nsec UTIME_OMIT: now */
+} lis_put_attr;
+lis_put *lis_put_new(lis_sandbox *sb, const char *dir, lis_error *err);
+int lis_put_dir(lis_put *p, const char *path, const lis_put_attr *a, lis_error *err);
+/* A new regular file: returns an fd to write its data into (pwrite at
+ * offsets: what is not written stays a hole), then lis_put_file_done with its
+ * size. */
+int lis_put_file(lis_put *p, const char *path, lis_error *err);
+int lis_put_file_done(lis_put *p, int fd, uint64_t size, const lis_put_attr *a, lis_error *err);
+int lis_put_symlink(lis_put *p, const char *path, const char *target, const lis_put_attr *a,
+                    lis_error *err);
+/* A hard link to target, a regular file this writer made before (nothing
+ * else: links stay within what was written). */
+int lis_put_hardlink(lis_put *p, const char *path, const char *target, lis_error *err);
+/* Sets the directories' modes and times (deepest first: a read-only one
+ * received its entries before). */
+int lis_put_finish(lis_put *p, lis_error *err);
+/* Removes what the writer made that was not there (newest first). */
+void lis_put_abort(lis_put *p);
+void lis_put_free(lis_put *p);
 
 /* Runs fn in a child process that is root of a user namespace mapping the
  * caller's uid and its 65535 subordinate ids (as root: ids 0-65535), so it can

@@ -179,10 +179,17 @@ static void plan_scratch(lis_mount_plan *p, const plan_dirs *d, const lis_spawn_
      * /dev/shm all live in it, so a writer gets ENOSPC at --disk and the
      * host never notices. Inodes are bounded too (each costs kernel memory
      * that size= does not count): one per 4 KiB of budget. */
-    uint64_t disk = lis_disk_budget(&req->spec->limits);
+    uint64_t budget = lis_disk_budget(&req->spec->limits), disk = budget;
+    /* Under the fallback limits its size is also at most the memory limit: it
+     * is RAM (a cgroup charges its pages to memory.max), and PID 1's watch
+     * counts it with the processes' memory (init/memwatch.c). */
+    if (req->fb_memory && req->fb_memory < disk)
+        disk = req->fb_memory;
     char tmpfs_opts[96] = "mode=0755";
     if (disk != LIS_UNLIMITED) {
-        uint64_t inodes = disk / 4096 < 16384 ? 16384 : disk / 4096;
+        /* inodes by the budget asked: files there are small more often than not */
+        uint64_t asked = budget == LIS_UNLIMITED ? disk : budget;
+        uint64_t inodes = asked / 4096 < 16384 ? 16384 : asked / 4096;
         snprintf(tmpfs_opts, sizeof tmpfs_opts, "mode=0755,size=%llu,nr_inodes=%llu",
                  (unsigned long long)disk, (unsigned long long)inodes);
     }
@@ -487,10 +494,11 @@ static int plan_key(const lis_ctx *ctx, const lis_spawn_req *req, char *key, siz
     const lis_sandbox_spec *spec = req->spec;
     if (req->upper_dir || spec->nbinds || spec->net == LIS_NET_HOST)
         return 0;
-    int n = snprintf(key, len, "%s|%s|%llu|%d|%u|%d|%s%s", ctx->run_dir, req->rootfs,
-                     (unsigned long long)lis_disk_budget(&spec->limits), (int)spec->net,
-                     spec->listen_port, req->full_map, spec->hostname ? "h=" : "",
-                     spec->hostname ? spec->hostname : "");
+    int n =
+        snprintf(key, len, "%s|%s|%llu|%llu|%d|%u|%d|%s%s", ctx->run_dir, req->rootfs,
+                 (unsigned long long)lis_disk_budget(&spec->limits),
+                 (unsigned long long)req->fb_memory, (int)spec->net, spec->listen_port,
+                 req->full_map, spec->hostname ? "h=" : "", spec->hostname ? spec->hostname : "");
     return n > 0 && (size_t)n < len;
 }
 

@@ -153,6 +153,16 @@ static __attribute__((noreturn)) void child_main(const lis_mount_plan *plan, int
     if (n != (ssize_t)sizeof go || go.type != LIS_MSG_GO)
         _exit(1); /* the owner went away during set-up */
 
+    /* A disk upper layer's host directory, for PID 1's bound of its total
+     * (init/diskwatch.c): opened while host paths still resolve. */
+    int upper = req->upper_dir && req->fsize && req->fsize != LIS_UNLIMITED
+                    ? open(req->upper_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                    : -1;
+    if (upper >= 0 && upper < 3) {
+        int moved = fcntl(upper, F_DUPFD_CLOEXEC, 3);
+        close(upper);
+        upper = moved;
+    }
     const char *stage = NULL;
     int held = -1;
     int e = lis_mount_plan_run(plan, req->name, &stage, &held);
@@ -195,15 +205,20 @@ static __attribute__((noreturn)) void child_main(const lis_mount_plan *plan, int
         _exit(1);
     }
     fcntl(held, F_SETFD, 0); /* lis-init keeps the set-up tmpfs (mounts.c) */
-    char a1[16], a2[16], a3[16], a4[24], a5[16], a6[16];
+    if (upper >= 0)
+        fcntl(upper, F_SETFD, 0);
+    char a1[16], a2[16], a3[16], a4[24], a5[16], a6[16], a7[16], a8[24];
     itoa10(held, a5);
     itoa10(notify_fd, a6);
+    itoa10(upper, a7);
+    utoa10(req->fsize, a8);
     itoa10(life, a1);
     itoa10(listen_fd, a2);
     itoa10(bpf_fd, a3);
     utoa10(req->fb_memory, a4);
-    char *argv[] = {"lis-init", a1, a2,  persist ? "1" : "0", a3, a4, req->fb_nice ? "1" : "0",
-                    a5,         a6, NULL};
+    char *argv[] =
+        {"lis-init", a1, a2,  persist ? "1" : "0", a3, a4, req->fb_nice ? "1" : "0", a5, a6,
+         a7,         a8, NULL};
     char *envp[] = {NULL};
     syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
     send_msg(life, LIS_MSG_SETUP_ERR, errno, "executing lis-init");

@@ -172,7 +172,7 @@ run_batch() {
     t0=$(date +%s.%N)
     "$LIS" batch --task "$tmp/task" --llm-name fake --llm-base-url "$URL" --api-key k \
         --rootfs "$R" --net none --scorer builtin:match --concurrency "$N" \
-        ${MAX_CREATING:+--max-creating "$MAX_CREATING"} --output-dir "$tmp/batch-out" --quiet \
+        ${MAX_CREATING:+--max-creating "$MAX_CREATING"} --output-dir "$tmp/batch-out" --quiet --overcommit \
         >"$tmp/batch.log" 2>&1
     local rc=$?
     t1=$(date +%s.%N)

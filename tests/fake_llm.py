@@ -21,6 +21,8 @@ ENTRY keys (all optional):
   body         a raw JSON reply body
   headers      extra response headers
   hang         never answer (sleep this many seconds)
+  endless      with stream: after the role chunk, content chunks of this many
+               bytes forever, until the client hangs up (a runaway endpoint)
 
 Conversation mode (lis batch: many episodes at once, in any order): with
 "rows": {MARKER: [ENTRY, ...]} a request is matched to the first MARKER found
@@ -206,6 +208,18 @@ class Handler(BaseHTTPRequestHandler):
             for k, v in headers.items():
                 self.send_header(k, v)
             self.end_headers()
+            if e.get("endless"):
+                piece = json.dumps({"id": "chatcmpl-%d" % i, "object": "chat.completion.chunk",
+                                    "choices": [{"index": 0, "delta": {
+                                        "content": "x" * int(e["endless"])}}]})
+                block = (b"data: " + piece.encode() + b"\n\n") * 64
+                try:
+                    while True:
+                        self.wfile.write(block)
+                except OSError:
+                    pass
+                self.close_connection = True
+                return
             chunks = openai_chunks(e, i)
             limit = e.get("reset_after")
             for k, c in enumerate(chunks):

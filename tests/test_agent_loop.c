@@ -165,6 +165,62 @@ Test(agent_llm, connection_reset_mid_stream_is_retried)
     t_fake_stop(&f);
 }
 
+/* An endpoint that streams forever: each attempt stops at the 64 MiB cap of
+ * a plain reply and fails as that attempt's error (not at the 1200 s
+ * timeout, not with the process growing by the stream's rate). */
+Test(agent_llm, an_endless_stream_stops_at_the_reply_cap, .timeout = 120)
+{
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":[{\"stream\":true,\"endless\":8192},"
+                     "{\"stream\":true,\"endless\":8192}]}");
+    llm_config cfg = cfg_for(&f);
+    cfg.stream = 1;
+    cfg.timeout = 100;
+    cfg.max_retries = 2;
+    llm_reply r;
+    lis_error err = {0};
+    double t0 = lis_now();
+    cr_assert_eq(chat(&cfg, &r, &err), -1);
+    printf("endless SSE stream: 2 attempts stopped at the cap in %.2f s\n", lis_now() - t0);
+    cr_assert(strstr(err.msg, "after 2 attempts"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "larger than 64 MiB"), "%s", err.msg);
+    t_fake_stop(&f);
+}
+
+/* 2 MB of tool-call arguments in 7-byte deltas (the fake server's split):
+ * assembled exactly; the CPU it took is printed (quadratic assembly took
+ * 66 s; docs/benchmarks.md). */
+Test(agent_llm, streamed_arguments_of_2_mb_assemble_exactly, .timeout = 120)
+{
+    enum { N = 2 << 20 };
+    char *script = malloc(N + 256);
+    cr_assert(script);
+    int k = snprintf(script, 256,
+                     "{\"replies\":[{\"stream\":true,\"calls\":[[\"execute_bash\","
+                     "{\"command\":\"echo ");
+    for (int i = 0; i < N; i++)
+        script[k + i] = "abcdefghijklmnopqrstuvwxyz0123456789"[i % 36];
+    snprintf(script + k + N, 256, "\"}]]}]}");
+    t_fake f;
+    t_fake_start(&f, script);
+    llm_config cfg = cfg_for(&f);
+    cfg.stream = 1;
+    cfg.timeout = 100;
+    llm_reply r;
+    lis_error err = {0};
+    cr_assert_eq(chat(&cfg, &r, &err), 0, "%s", err.msg);
+    cJSON *f0 = cJSON_GetObjectItem(cJSON_GetArrayItem(r.tool_calls, 0), "function");
+    cJSON *args = cJSON_Parse(cJSON_GetStringValue(cJSON_GetObjectItem(f0, "arguments")));
+    const char *cmd = cJSON_GetStringValue(cJSON_GetObjectItem(args, "command"));
+    cr_assert(cmd);
+    cr_assert_eq(strlen(cmd), (size_t)N + 5);
+    cr_assert_eq(memcmp(cmd + 5, script + k, N), 0);
+    cJSON_Delete(args);
+    llm_reply_free(&r);
+    free(script);
+    t_fake_stop(&f);
+}
+
 Test(agent_llm, a_server_that_never_answers_times_out)
 {
     t_fake f;

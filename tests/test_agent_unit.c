@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- schemas and observations ------------------------------------------ */
 
@@ -562,6 +563,62 @@ Test(agent_unit, sse_assembles_tool_call_deltas)
         free(tc);
         sse_free(&s);
     }
+}
+
+/* 2 MB of arguments in 7-byte deltas, fed straight to the parser: linear
+ * (cJSON strings re-copied at every delta took 66 s); its CPU is printed. */
+Test(agent_unit, sse_assembles_2_mb_of_7_byte_deltas, .timeout = 60)
+{
+    enum { N = 2 << 20 };
+    sse_state s;
+    sse_init(&s);
+    const char *head = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\","
+                       "\"function\":{\"name\":\"execute_bash\",\"arguments\":\"\"}}]}}]}\n\n";
+    sse_feed(&s, head, strlen(head));
+    struct timespec a, b;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+    for (int i = 0; i < N; i += 7) {
+        char ev[256];
+        int n = snprintf(ev, sizeof ev,
+                         "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,"
+                         "\"function\":{\"arguments\":\"%.*s\"}}]}}]}\n\n",
+                         N - i < 7 ? N - i : 7, "aaaaaaa");
+        sse_feed(&s, ev, (size_t)n);
+    }
+    const char *tail = "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
+                       "data: [DONE]\n\n";
+    sse_feed(&s, tail, strlen(tail));
+    sse_finish(&s);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+    printf("2 MiB of 7-byte argument deltas assembled in %.3f s of CPU\n",
+           (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9);
+    cJSON *f0 = cJSON_GetObjectItem(cJSON_GetArrayItem(s.tool_calls, 0), "function");
+    const char *args = cJSON_GetStringValue(cJSON_GetObjectItem(f0, "arguments"));
+    cr_assert(args);
+    cr_assert_eq(strlen(args), (size_t)N);
+    cr_assert_eq(strspn(args, "a"), (size_t)N);
+    sse_free(&s);
+}
+
+/* More tool calls than SSE_MAX_CALLS in one stream: the first ones are kept,
+ * the rest dropped and said so (calls_dropped). */
+Test(agent_unit, sse_tool_calls_are_bounded)
+{
+    sse_state s;
+    sse_init(&s);
+    for (int i = 0; i < SSE_MAX_CALLS + 10; i++) {
+        char ev[256];
+        int n = snprintf(ev, sizeof ev,
+                         "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":%d,"
+                         "\"id\":\"c%d\",\"function\":{\"name\":\"submit\",\"arguments\":\"{}\"}}]"
+                         "}}]}\n\n",
+                         i, i);
+        sse_feed(&s, ev, (size_t)n);
+    }
+    sse_finish(&s);
+    cr_assert_eq(cJSON_GetArraySize(s.tool_calls), SSE_MAX_CALLS);
+    cr_assert(s.calls_dropped);
+    sse_free(&s);
 }
 
 /* ---- the context-length rule ------------------------------------------- */

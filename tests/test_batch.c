@@ -156,11 +156,11 @@ Test(batch, mixed_outcomes_64_at_once, .timeout = 240)
     t_fake f;
     t_fake_start(&f, script);
     int code = 0;
-    char *out =
-        t_lis(&code,
-              LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 64 "
-                        "--max-steps 3 --episode-timeout 30 --memory 64M --output-dir %s/out",
-              f.url, t_busybox(), tasks, d);
+    char *out = t_lis(&code,
+                      LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 64 "
+                                "--max-steps 3 --episode-timeout 30 --memory 64M --disk 32M "
+                                "--output-dir %s/out",
+                      f.url, t_busybox(), tasks, d);
     cr_assert_eq(code, 0, "lis batch: %s", out);
     char rdir[1024];
     run_dir(d, rdir, sizeof rdir);

@@ -120,6 +120,8 @@ Test(vm_cgroup, limits_applied_at_clone_time)
     cr_assert_eq(atoi(b), 1024, "pids.max %s", b);
     rdfile(dir, "cpu.max", b, sizeof b);
     cr_assert(!strncmp(b, "150000 100000", 13), "cpu.max %s", b);
+    rdfile(dir, "cpu.weight", b, sizeof b); /* a tenth of its owner's share (cgroups.c) */
+    cr_assert_eq(atoi(b), 10, "cpu.weight %s", b);
     if (rdfile(dir, "memory.swap.max", b, sizeof b) > 0)
         cr_assert_eq(atoi(b), 0, "memory.swap.max %s", b);
     char self[1024];

@@ -44,17 +44,36 @@ uint64_t init_ns_tag(const char *pid);
  * (bounded); returns how many signals were sent. */
 int init_kill_tag(uint64_t tag);
 
-/* memwatch.c: one check of the fallback memory limit (bytes); kills the
- * largest process when the sandbox is over it and gives its tag. Returns the
- * ms until the next check. */
-int init_memwatch(uint64_t limit, uint64_t *killed_tag);
+/* memwatch.c: one check of the fallback memory limit (bytes): the
+ * processes' anonymous memory plus what is written in the sandbox's tmpfs
+ * (scratch_fd: the set-up tmpfs; -1: none); kills the largest process when
+ * the sandbox is over it and gives its tag. Returns the ms until the next
+ * check. */
+int init_memwatch(uint64_t limit, int scratch_fd, uint64_t *killed_tag);
+
+/* diskwatch.c: the total bound of a disk upper layer (fd: its host directory,
+ * -1: none). One check: returns the ms until the next, -1 when there is
+ * nothing to watch. */
+struct disk_watch {
+    int fd;
+    uint64_t budget;         /* bytes */
+    uint64_t usage, host_at; /* the last measurement; the host filesystem's use then */
+    uint64_t written_at;     /* what the sandbox's processes had written then */
+    int64_t measured_at;     /* CLOCK_MONOTONIC ms, 0: never */
+    int64_t interval, gap;   /* the backstop's period; the least time between two */
+    int frozen;              /* over the budget: RLIMIT_FSIZE 0 everywhere */
+    int races;               /* walks spoilt in a row by directories moved under them */
+    unsigned measurements, freezes;
+};
+int init_diskwatch(struct disk_watch *w, int64_t now);
 
 /* cpuwatch.c: one check of the fallback CPU share, every interval_ms: a
  * process busy for 3/4 of the interval goes to SCHED_IDLE. *tab holds the
  * previous samples (replaced). */
 struct cpu_sample {
     pid_t pid;
-    long long ticks;
+    long long ticks; /* ns it ran or waited to run (schedstat) */
+    int streak;      /* checks in a row it wanted a CPU for 3/4 of */
 };
 void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms);
 

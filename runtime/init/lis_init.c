@@ -1,6 +1,7 @@
 /* lis-init - PID 1 of every sandbox. Static, small, no libraries.
  *
  *   lis-init LIFELINE_FD LISTEN_FD PERSIST SECCOMP_FD MEMORY_LIMIT CPUWATCH SCRATCH_FD NOTIFY_FD
+ *            UPPER_FD DISK_BUDGET
  *
  * NOTIFY_FD is -1, or the monitor's seccomp program (spec.monitor): PID 1
  * loads it with a listener before serving anything and hands the listener
@@ -8,7 +9,9 @@
  * MEMORY_LIMIT is 0, or the fallback limit in bytes that PID 1 enforces
  * itself when the sandbox has no cgroup (memwatch.c); CPUWATCH 1 moves CPU
  * hogs to SCHED_IDLE in that case (cpuwatch.c). SCRATCH_FD is the set-up
- * tmpfs (runtime/mounts.c), kept open for the owner's snapshots.
+ * tmpfs (runtime/mounts.c), kept open for the owner's snapshots. UPPER_FD
+ * is -1, or the host directory of a disk upper layer that PID 1 holds to
+ * DISK_BUDGET bytes (diskwatch.c).
  *
  * PID 1 reaps orphans and forks one session process per command request
  * (from the lifeline or the listening socket); session.c runs the command.
@@ -28,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -62,6 +66,8 @@ struct init_state {
     int64_t cpu_next;
     struct cpu_sample *cpu;
     int ncpu;
+    struct disk_watch disk; /* a disk upper layer's total bound */
+    int64_t disk_next;
     struct sock_fprog prog;
     struct sess *s;
     int n, cap;
@@ -143,6 +149,10 @@ static void start_session(struct init_state *st, int conn)
         if (c < 0 || k < 0 || dup3(c, 3, O_CLOEXEC) < 0 || dup3(k, 4, O_CLOEXEC) < 0)
             _exit(1);
         syscall(SYS_close_range, 5, ~0u, 0);
+        if (st->disk.frozen) { /* the disk upper layer is over its budget (diskwatch.c) */
+            struct rlimit zero = {0, 0};
+            setrlimit(RLIMIT_FSIZE, &zero);
+        }
         init_session(3, 4, &st->prog);
     }
     close(sp[1]);
@@ -241,7 +251,7 @@ int main(int argc, char **argv)
      * of the sandbox's running commands (lis batch drains on the first one;
      * as PID 1 we would drop it, the sessions would die of it). */
     setsid();
-    if (argc != 9)
+    if (argc != 11)
         return 2;
     /* argv[7]: the set-up tmpfs (tmpfs upper layer, /tmp), held open for the
      * owner's snapshots (runtime/capture.c); never used here, closed on every
@@ -252,7 +262,11 @@ int main(int argc, char **argv)
                             .listen_fd = atoi(argv[2]),
                             .persist = argv[3][0] == '1',
                             .mem_limit = strtoull(argv[5], NULL, 10),
-                            .cpuwatch = argv[6][0] == '1'};
+                            .cpuwatch = argv[6][0] == '1',
+                            .disk = {.fd = atoi(argv[9]), .budget = strtoull(argv[10], NULL, 10)}};
+    /* argv[9]: the disk upper layer's host directory, for diskwatch.c only */
+    if (st.disk.fd >= 0)
+        fcntl(st.disk.fd, F_SETFD, FD_CLOEXEC);
     if (load_prog(&st, atoi(argv[4])) < 0 || init_harden_self() != 0)
         return 1;
     /* Whatever the owner ignored (SIGPIPE, even SIGCHLD) came through the
@@ -298,8 +312,9 @@ int main(int argc, char **argv)
                 wait = wait < 0 || left < wait ? left : wait;
             }
         }
-        int64_t next_tick[2] = {st.mem_limit ? st.mem_next : -1, st.cpuwatch ? st.cpu_next : -1};
-        for (int k = 0; k < 2; k++) {
+        int64_t next_tick[3] = {st.mem_limit ? st.mem_next : -1, st.cpuwatch ? st.cpu_next : -1,
+                                st.disk.fd >= 0 ? st.disk_next : -1};
+        for (int k = 0; k < 3; k++) {
             if (next_tick[k] < 0)
                 continue;
             int64_t left = next_tick[k] - now;
@@ -312,11 +327,13 @@ int main(int argc, char **argv)
         now = now_ms();
         if (st.mem_limit && now >= st.mem_next) {
             uint64_t tag;
-            st.mem_next = now + init_memwatch(st.mem_limit, &tag);
+            st.mem_next = now + init_memwatch(st.mem_limit, scratch, &tag);
             for (int i = 0; tag && i < st.n; i++)
                 if (st.s[i].reg && st.s[i].tag == tag)
                     st.s[i].oom = 1;
         }
+        if (st.disk.fd >= 0 && now >= st.disk_next)
+            st.disk_next = now + init_diskwatch(&st.disk, now);
         if (st.cpuwatch && now >= st.cpu_next) {
             enum { CPU_INTERVAL_MS = 250 };
             init_cpuwatch(&st.cpu, &st.ncpu,

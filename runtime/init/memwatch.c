@@ -1,11 +1,16 @@
 /* memwatch.c - the memory limit where no cgroup can enforce one (cgroup v1
  * hosts, undelegated v2): PID 1 sums the anonymous memory (RssAnon + VmSwap)
- * of every process in the sandbox and, above the limit, SIGKILLs the largest
- * one, as the kernel's OOM killer would inside a cgroup. It checks every
- * second while far below the limit and every 100 ms near it, so a fast
- * allocator can overshoot by what it allocates in that window (SECURITY.md
- * says so). File pages and tmpfs are not counted here: tmpfs is bounded by
- * the sandbox's --disk budget. */
+ * of every process in the sandbox and what is written in its tmpfs (the
+ * writable budget: a tmpfs upper layer, /tmp, /dev/shm; RAM, which a cgroup
+ * would charge to memory.max) and, above the limit, SIGKILLs the largest
+ * process, as the kernel's OOM killer would inside a cgroup. The tmpfs
+ * itself is at most the limit under the fallback limits (runtime/mounts.c),
+ * so a writer there meets ENOSPC and the sum stays within the limit plus
+ * what the processes allocate between two checks. It checks every second
+ * while far below the limit and every 100 ms near it, so a fast allocator
+ * can overshoot by what it allocates in that window (SECURITY.md says so);
+ * each process alone is held to the limit by RLIMIT_DATA. File pages are
+ * not counted. */
 #include "init.h"
 
 #include <dirent.h>
@@ -14,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* kB of anonymous memory of one process, 0 when gone or a kernel thread */
@@ -39,7 +45,7 @@ static uint64_t anon_kb(int dirfd, const char *pid)
     return kb;
 }
 
-int init_memwatch(uint64_t limit, uint64_t *killed_tag)
+int init_memwatch(uint64_t limit, int scratch_fd, uint64_t *killed_tag)
 {
     *killed_tag = 0;
     DIR *d = opendir("/proc");
@@ -60,6 +66,9 @@ int init_memwatch(uint64_t limit, uint64_t *killed_tag)
     }
     closedir(d);
     total *= 1024;
+    struct statvfs vfs;
+    if (scratch_fd >= 0 && fstatvfs(scratch_fd, &vfs) == 0)
+        total += (uint64_t)(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize;
     if (total > limit && victim[0]) {
         *killed_tag = init_ns_tag(victim);
         kill(atoi(victim), SIGKILL);
