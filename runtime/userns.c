@@ -11,6 +11,7 @@
 #include <sys/ioctl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,6 +258,8 @@ int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *e
     struct shared {
         int rc;
         lis_error err;
+        /* the result as fn's struct wants it: aligned (UBSan) */
+        _Alignas(max_align_t) unsigned char result[];
     } * sh;
     size_t len = sizeof *sh + result_len;
     sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -265,7 +268,7 @@ int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *e
     sh->rc = -1;
     lis_fail(&sh->err, EIO, "the mapped child died");
     if (result_len)
-        memcpy(sh + 1, result, result_len);
+        memcpy(sh->result, result, result_len);
     /* fork(), not quiet_fork(): fn may allocate (libarchive extracting an
      * image), and only glibc's fork makes malloc usable in the child of a
      * threaded owner (it holds the arena locks across the fork). The status
@@ -281,7 +284,7 @@ int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *e
             _exit(1);
         }
         memset(&sh->err, 0, sizeof sh->err);
-        sh->rc = fn(arg, result_len ? (void *)(sh + 1) : NULL, &sh->err);
+        sh->rc = fn(arg, result_len ? (void *)sh->result : NULL, &sh->err);
         _exit(0);
     }
     reap(pid, NULL);
@@ -289,7 +292,7 @@ int lis_run_mapped(lis_ctx *ctx, int (*fn)(void *arg, void *result, lis_error *e
     if (rc < 0 && err)
         *err = sh->err;
     if (result_len)
-        memcpy(result, sh + 1, result_len);
+        memcpy(result, sh->result, result_len);
     munmap(sh, len);
     return rc;
 }
