@@ -21,14 +21,16 @@ static int valid_name(const char *n)
     return strlen(n) < sizeof((sv_container *)0)->name;
 }
 
+/* a then b, copied; NULL without memory. */
 static char **concat(char **a, char **b)
 {
     size_t na = sv_strv_len(a), nb = sv_strv_len(b);
     char **r = calloc(na + nb + 1, sizeof *r);
-    for (size_t i = 0; i < na; i++)
-        r[i] = strdup(a[i]);
-    for (size_t i = 0; i < nb; i++)
-        r[na + i] = strdup(b[i]);
+    for (size_t i = 0; r && i < na + nb; i++)
+        if (!(r[i] = strdup(i < na ? a[i] : b[i - na]))) {
+            sv_strv_free(r);
+            return NULL;
+        }
     return r;
 }
 
@@ -97,10 +99,12 @@ sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const
     c->cmd = concat(ep, cmd);
     sv_strv_free(ep);
     sv_strv_free(cmd);
-    if (!c->cmd[0]) {
+    if (!c->cmd || !c->cmd[0]) {
+        if (!c->cmd)
+            *status = 500;
         sv_strv_free(c->cmd);
         free(c);
-        snprintf(msg, mlen, "No command specified");
+        snprintf(msg, mlen, "%s", *status == 500 ? "out of memory" : "No command specified");
         cJSON_Delete(cfg);
         return NULL;
     }
@@ -127,9 +131,17 @@ sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const
     if (!env_has(env, "HOME"))
         extra[ne++] = "HOME=/root";
     char **e1 = concat(env_has(env, "PATH") ? NULL : base, env);
-    c->env = concat(e1, extra);
+    c->env = e1 ? concat(e1, extra) : NULL;
     sv_strv_free(e1);
     sv_strv_free(env);
+    if (!c->env) {
+        sv_strv_free(c->cmd);
+        free(c);
+        *status = 500;
+        snprintf(msg, mlen, "out of memory");
+        cJSON_Delete(cfg);
+        return NULL;
+    }
     const cJSON *hc = cJSON_GetObjectItemCaseSensitive(cfg, "HostConfig");
     c->auto_remove = sv_jbool(hc, "AutoRemove");
     c->limits = s->opts.limits;
@@ -153,7 +165,7 @@ sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const
         c->net = LIS_NET_NONE;
     c->config = cfg;
     c->created = lis_wallclock();
-    snprintf(c->status, sizeof c->status, "created");
+    c->state = SV_CREATED;
     c->busy = 1;
     c->next = s->containers;
     s->containers = c;

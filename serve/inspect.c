@@ -16,18 +16,30 @@ static const char *net_name(lis_net_mode n)
     return n == LIS_NET_HOST ? "host" : n == LIS_NET_PROXY ? "proxy" : "none";
 }
 
+const char *sv_cstate_name(sv_cstate s)
+{
+    switch (s) {
+    case SV_CREATED: return "created";
+    case SV_RUNNING: return "running";
+    case SV_EXITED: return "exited";
+    case SV_REMOVING: return "removing";
+    case SV_REMOVED: return "removed";
+    }
+    return "unknown";
+}
+
 const char *sv_sandbox_state(const sv_container *c)
 {
-    if (!strcmp(c->status, "removing") || !strcmp(c->status, "removed"))
+    if (sv_removing(c))
         return "removing";
     return !c->sb ? "creating" : c->paused ? "paused" : "running";
 }
 
 /* Docker's State: "paused" while a running container is paused (native API or
- * docker pause), else the container's own status. */
+ * docker pause), else the container's own state. */
 static const char *docker_state(const sv_container *c)
 {
-    return c->paused && c->main ? "paused" : c->status;
+    return c->paused && c->main ? "paused" : sv_cstate_name(c->state);
 }
 
 cJSON *sv_sandbox_json(sv_container *c)
@@ -152,10 +164,16 @@ static void status_text(sv_container *c, char *buf, size_t len)
             size_t l = strlen(buf);
             snprintf(buf + l, len - l, " (Paused)");
         }
-    } else if (!strcmp(c->status, "exited")) {
+        return;
+    }
+    switch (c->state) {
+    case SV_EXITED:
         snprintf(buf, len, "Exited (%d) %d seconds ago", c->exit_code, (int)(now - c->finished_at));
-    } else {
-        snprintf(buf, len, "%c%s", toupper((unsigned char)c->status[0]), c->status + 1);
+        return;
+    case SV_CREATED: snprintf(buf, len, "Created"); return;
+    case SV_RUNNING: snprintf(buf, len, "Up"); return; /* between start and the proc */
+    case SV_REMOVING: snprintf(buf, len, "Removal In Progress"); return;
+    case SV_REMOVED: snprintf(buf, len, "Dead"); return;
     }
 }
 
@@ -204,7 +222,7 @@ enum MHD_Result sv_containers_list(sv_req *q)
     }
     cJSON *a = cJSON_CreateArray();
     for (sv_container *c = q->s->containers; c; c = c->next) {
-        if (!strcmp(c->status, "removing") || (c->busy && !c->sb))
+        if (sv_removing(c) || (c->busy && !c->sb))
             continue;
         if (!all && !c->main && !cJSON_GetObjectItemCaseSensitive(f, "status"))
             continue;

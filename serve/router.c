@@ -150,7 +150,7 @@ enum MHD_Result sv_route(sv_req *q, const char *url)
                 return sv_reply_error(q, 404, "No such container: %s", ref);
             if (!strcmp(op, "/exec"))
                 return sv_exec_create(q, c);
-            if (!strcmp(c->status, "removing"))
+            if (sv_removing(c))
                 return sv_reply_error(q, 409, "removal of container %s is already in progress",
                                       c->id);
             return sv_state_docker_pause(q, c, !strcmp(op, "/pause"));

@@ -3,6 +3,7 @@
  * Layers (bottom-up; a file calls only files of lower rows):
  *   0 json.c loop.c    replies and JSON helpers; the epoll loop, timers, worker jobs
  *   1 stream.c         an upgraded (hijacked) connection: framing, buffered writes
+ *   1 proc.c           a running command watched on the loop: output, end
  *   1 autosnap.c       a fork's untagged snapshot, removed when nothing needs it
  *   2 images.c archive.c ports.c
  *   3 inspect.c        container inspect and list, the native API's view (read-only)
@@ -50,7 +51,8 @@ typedef struct sv_timer {
 sv_loop *sv_loop_new(int workers, lis_error *err);
 void sv_loop_free(sv_loop *l);
 int sv_loop_watch(sv_loop *l, sv_watch *w, int fd, uint32_t events, sv_fd_cb cb, void *arg);
-void sv_loop_events(sv_loop *l, sv_watch *w, uint32_t events);
+/* Changes a watched fd's events: 0, or -1 with errno from epoll_ctl. */
+int sv_loop_events(sv_loop *l, sv_watch *w, uint32_t events);
 void sv_loop_unwatch(sv_loop *l, sv_watch *w);
 void sv_timer_arm(sv_loop *l, sv_timer *t, double delay, void (*cb)(void *), void *arg);
 void sv_timer_cancel(sv_loop *l, sv_timer *t);
@@ -126,6 +128,25 @@ void sv_hexid(char out[65]);
 typedef struct sv_container sv_container;
 typedef struct sv_exec sv_exec;
 
+/* A container's life, in Docker's words (sv_cstate_name, inspect.c). Docker's
+ * "paused" is not one of them: it is a running container whose sandbox is
+ * paused (sv_container.paused). */
+typedef enum sv_cstate {
+    SV_CREATED,  /* its sandbox is being made, or made; the main command not started */
+    SV_RUNNING,  /* the main command runs */
+    SV_EXITED,   /* the main command ended; the sandbox stays until removal */
+    SV_REMOVING, /* its sandbox is being destroyed on a worker */
+    SV_REMOVED,  /* destroyed: the waiters are answered and the object goes */
+} sv_cstate;
+const char *sv_cstate_name(sv_cstate s);
+
+/* The one state change a container may undergo at a time (state.c). */
+typedef enum sv_change {
+    SV_CHANGE_NONE,
+    SV_CHANGE_SNAP,  /* a snapshot, fork or commit of it runs */
+    SV_CHANGE_PAUSE, /* a pause or resume runs */
+} sv_change;
+
 struct sv_server {
     lis_serve_opts opts;
     lis_ctx *ctx;
@@ -165,6 +186,39 @@ size_t sv_stream_backlog(const sv_stream *st);
 void sv_stream_end(sv_stream *st);
 /* Detaches the owner: no more callbacks. */
 void sv_stream_orphan(sv_stream *st);
+
+/* ---- proc.c: the one process watcher -------------------------------------------- */
+
+typedef struct sv_proc sv_proc;
+typedef struct sv_proc_ops {
+    /* n bytes the command wrote on stream type (1: stdout, or the pty; 2:
+     * stderr). Return 0 to stop reading both pipes until sv_proc_read_on
+     * (back-pressure); its end is read whole anyway. */
+    int (*output)(void *owner, int type, const char *buf, size_t n);
+    /* The command ended: r is its result (exit code, signal, exec failure),
+     * err set when the runtime failed to follow it. The sv_proc is freed
+     * when this returns: forget it. */
+    void (*exited)(void *owner, const lis_result *r, const lis_error *err);
+    /* stdin (spec.in LIS_STDIO_PIPE) has room again, after sv_proc_stdin_want_room */
+    void (*stdin_room)(void *owner);
+} sv_proc_ops;
+
+/* Starts spec in sb (lis_exec_start) and watches it on l; NULL with err. */
+sv_proc *sv_proc_start(sv_loop *l, lis_sandbox *sb, const lis_exec_spec *spec,
+                       const sv_proc_ops *ops, void *owner, lis_error *err);
+lis_proc *sv_proc_lis(const sv_proc *p);
+/* Reads again after output returned 0. */
+void sv_proc_read_on(sv_proc *p);
+/* The command's stdin (or pty) to write to, non-blocking; -1 when there is none
+ * or it was closed. */
+int sv_proc_stdin(const sv_proc *p);
+/* want 1: call stdin_room when it can take more; 0: stop. -1 with errno. */
+int sv_proc_stdin_want_room(sv_proc *p, int want);
+/* The command reads EOF on its stdin (a pty gets nothing: it has no EOF). */
+void sv_proc_stdin_close(sv_proc *p);
+/* Stops watching and frees p, without a callback; returns its lis_proc,
+ * which the caller must signal and reap (lis_proc_wait). */
+lis_proc *sv_proc_detach(sv_proc *p);
 
 /* ---- images.c ------------------------------------------------------------------- */
 
@@ -232,15 +286,13 @@ struct sv_container {
     lis_net_mode net;
     lis_limits limits;
     double created, started_at, finished_at;
-    char status[16]; /* created running exited removing dead */
+    sv_cstate state;
     int exit_code;
-    int busy;     /* a job runs on it */
-    int paused;   /* paused through the native API (state.c) */
-    int snapping; /* SV_SNAP: a snapshot, fork or commit of it runs; SV_PAUSING: a
-                                 * pause or resume (state.c: one at a time) */
+    int busy;         /* a job runs on it */
+    int paused;       /* its sandbox is paused (state.c; either API) */
+    sv_change change; /* the state change in flight (state.c: one at a time) */
     lis_sandbox *sb;
-    lis_proc *main;
-    sv_watch w_main, w_out, w_err;
+    sv_proc *main; /* the main command while it runs */
     sv_timer stop_timer;
     sv_timer life;  /* the native API's timeout: removed when it fires (api.c) */
     double ends_at; /* wall clock of that; 0: none */
@@ -258,7 +310,11 @@ struct sv_container {
     sv_container *next;
 };
 
-enum { SV_SNAP = 1, SV_PAUSING = 2 };
+/* Being removed, or removed: nothing new may start on it. */
+static inline int sv_removing(const sv_container *c)
+{
+    return c->state == SV_REMOVING || c->state == SV_REMOVED;
+}
 
 /* inspect.c */
 cJSON *sv_container_inspect(sv_container *c);

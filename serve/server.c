@@ -6,6 +6,7 @@
 #include "serve.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <signal.h>
@@ -180,35 +181,49 @@ static void sig_ev(void *arg, uint32_t ev)
 }
 
 /* The runtime's warnings (e.g. "runs with fallback limits") are the same for
- * every container: print each distinct line once. */
-static void warn_once(void *arg, const char *line)
+ * every container: each distinct line is printed once (past WARN_KEYS distinct
+ * ones, every line is). The runtime calls this from the worker threads that
+ * create sandboxes, hence the lock. */
+#define WARN_KEYS 8
+typedef struct warn_once {
+    pthread_mutex_t mu;
+    char seen[WARN_KEYS][160];
+} warn_once;
+
+static void warn_once_cb(void *arg, const char *line)
 {
-    char(*seen)[160] = arg;
+    warn_once *w = arg;
     char key[160];
     snprintf(key, sizeof key, "%s", line);
     for (char *p = key; *p; p++) /* sandbox names differ: compare without them */
         if (p[0] == 'd' && p[1] == 'k' && p[2] == '-')
             memset(p, 'x', strnlen(p, 19) < 19 ? strnlen(p, 19) : 19);
-    for (int i = 0; i < 8; i++) {
-        if (!strcmp(seen[i], key))
-            return;
-        if (!seen[i][0]) {
-            snprintf(seen[i], sizeof seen[i], "%s", key);
-            fprintf(stderr, "lis serve: warning: %s\n", line);
-            return;
+    int print = 1;
+    pthread_mutex_lock(&w->mu);
+    for (int i = 0; i < WARN_KEYS; i++) {
+        if (!strcmp(w->seen[i], key)) {
+            print = 0;
+            break;
+        }
+        if (!w->seen[i][0]) {
+            snprintf(w->seen[i], sizeof w->seen[i], "%s", key);
+            break;
         }
     }
+    pthread_mutex_unlock(&w->mu);
+    if (print)
+        fprintf(stderr, "lis serve: warning: %s\n", line);
 }
 
 int lis_serve_run(const lis_serve_opts *opts, lis_error *err)
 {
     sv_server s0 = {0}, *s = &s0;
     s->opts = *opts;
-    static char seen[8][160];
+    warn_once warned = {.mu = PTHREAD_MUTEX_INITIALIZER};
     lis_ctx_opts co = {.run_dir = opts->run_dir,
                        .data_dir = opts->data_dir,
-                       .warn = warn_once,
-                       .warn_arg = seen};
+                       .warn = warn_once_cb,
+                       .warn_arg = &warned};
     s->ctx = lis_ctx_new(&co, err);
     if (!s->ctx)
         return -1;
@@ -250,11 +265,18 @@ int lis_serve_run(const lis_serve_opts *opts, lis_error *err)
         if (!dr[nd].d)
             goto out;
         const union MHD_DaemonInfo *inf = MHD_get_daemon_info(dr[nd].d, MHD_DAEMON_INFO_EPOLL_FD);
-        sv_loop_watch(s->loop, &dr[nd].w, inf->epoll_fd, EPOLLIN, mhd_ev, &dr[nd]);
         nd++;
+        if (!inf || sv_loop_watch(s->loop, &dr[nd - 1].w, inf->epoll_fd, EPOLLIN, mhd_ev,
+                                  &dr[nd - 1]) < 0) {
+            lis_fail_errno(err, "watching libmicrohttpd's epoll fd");
+            goto out;
+        }
     }
-    sv_watch sw;
-    sv_loop_watch(s->loop, &sw, stop[1], EPOLLIN, sig_ev, stop);
+    sv_watch sw = {0};
+    if (stop[1] < 0 || sv_loop_watch(s->loop, &sw, stop[1], EPOLLIN, sig_ev, stop) < 0) {
+        lis_fail_errno(err, "watching SIGTERM and SIGINT (signalfd)");
+        goto out;
+    }
     fprintf(stderr, "lis serve: listening on unix://%s%s%s (API " SV_API_VERSION ")\n", sock,
             opts->tcp ? " and tcp://" : "", opts->tcp ? opts->tcp : "");
     int wait_ms = 1000;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """docker-py (python3-docker) against `lis serve`: the llm-in-sandbox
 DockerRuntime and rLLM DockerSandbox call sequences, the protocol details
-of docker-api-subset.md (§5-§9) and the errors docker-py maps.
+traced against dockerd (docs/serve.md: the 101 alone, framing, half-close,
+exit codes before EOF) and the errors docker-py maps.
 Usage: docker_py.py SOCKET IMAGE [concurrency]. Prints one line per check,
 then "N passed, M failed"."""
 import http.client
