@@ -15,7 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define API_FILE_MAX (64u << 20) /* largest file read or written in one request */
+#define API_FILE_MAX SV_BODY_FILE_MAX /* largest file read or written in one request */
 #define API_DEFAULT_MEM (256ull << 20)
 #define API_HOST_RESERVE (256ull << 20)
 

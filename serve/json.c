@@ -73,6 +73,8 @@ enum MHD_Result sv_reply(sv_req *q, unsigned status, struct MHD_Response *r)
     if (!r)
         return MHD_NO;
     enum MHD_Result rc = MHD_queue_response(q->conn, status, r);
+    if (rc == MHD_YES && status == 101)
+        q->upgraded = 1; /* its connection is the stream's from now (listen.c) */
     MHD_destroy_response(r);
     return rc;
 }

@@ -2,6 +2,8 @@
  *
  * Layers (bottom-up; a file calls only files of lower rows):
  *   0 json.c loop.c    replies and JSON helpers; the epoll loop, timers, worker jobs
+ *   0 certs.c          --tls-init: the CA, server and client certificates
+ *   1 tls.c            mutual TLS on --tcp: --tls-dir, the handshake, the relay
  *   1 stream.c         an upgraded (hijacked) connection: framing, buffered writes
  *   1 proc.c           a running command watched on the loop: output, end
  *   1 autosnap.c       a fork's untagged snapshot, removed when nothing needs it
@@ -13,8 +15,9 @@
  *   5 api_exec.c       the native API's exec (server-sent events)
  *   5 state.c          pause, resume, stats, snapshot, fork; Docker's commit
  *   6 api.c            the native API under /lis/v1/ (docs/api.md): routes, create, files
- *   7 router.c         method + path -> handler
- *   8 server.c         libmicrohttpd, the sockets, the main loop, shutdown
+ *   7 router.c         method + path -> handler (and each route's body cap)
+ *   7 listen.c         listeners, accepting, the connections' caps and deadlines
+ *   8 server.c         the request handler, the main loop, idle exit, shutdown
  * Everything runs on the one loop thread except the jobs (loop.c), which do
  * only the slow runtime calls and hand their result back to the loop. */
 #ifndef LIS_SERVE_INTERNAL_H
@@ -64,9 +67,31 @@ int sv_job(sv_loop *l, void (*work)(void *), void (*done)(void *, int status), v
 /* One round: waits up to max_ms (-1: timers only) and dispatches. */
 int sv_loop_run_once(sv_loop *l, int max_ms);
 
+/* ---- tls.c, certs.c: mutual TLS ------------------------------------------------ */
+
+typedef struct sv_tls {
+    char *ca, *cert, *key; /* PEM */
+} sv_tls;
+/* Reads dir/ca.pem, server-cert.pem, server-key.pem (0600) and checks them. */
+int sv_tls_load(const char *dir, sv_tls *t, lis_error *err);
+void sv_tls_release(sv_tls *t);
+/* GnuTLS credentials (the server's, and the CA its clients must chain to). */
+typedef struct sv_tls_ctx sv_tls_ctx;
+sv_tls_ctx *sv_tls_ctx_new(const sv_tls *pem, lis_error *err);
+void sv_tls_ctx_free(sv_tls_ctx *x);
+/* One TCP connection's TLS (takes fd): once the handshake is done and the
+ * client's certificate checked, ready(arg, fd2) hands over the plaintext end
+ * of the relay; gone(arg) is called when it ends (with or without ready),
+ * also from sv_tlsconn_close. NULL (fd closed) without memory. */
+typedef struct sv_tlsconn sv_tlsconn;
+sv_tlsconn *sv_tlsconn_new(sv_loop *l, sv_tls_ctx *x, int fd, void (*ready)(void *, int),
+                           void (*gone)(void *), void *arg);
+void sv_tlsconn_close(sv_tlsconn *t);
+
 /* ---- json.c: requests and replies -------------------------------------------- */
 
 typedef struct sv_server sv_server;
+typedef struct sv_conn sv_conn;
 
 /* One HTTP request (libmicrohttpd's con_cls). A handler either answers at
  * once (sv_reply*), or suspends the connection and answers later with
@@ -83,6 +108,9 @@ typedef struct sv_req {
     struct MHD_Response *resp; /* the deferred answer */
     unsigned status;
     int upgrade;                           /* the request asked for Connection: Upgrade */
+    int upgraded;                          /* answered 101: the connection is hijacked */
+    size_t body_max;                       /* its route's cap (router.c) */
+    sv_conn *cn;                           /* its connection (listen.c); NULL if untracked */
     struct sv_req *next_susp;              /* s->suspended list */
     void (*on_complete)(struct sv_req *q); /* the request is over (freed next) */
     void *owner;
@@ -149,6 +177,15 @@ typedef enum sv_change {
 
 struct sv_server {
     lis_serve_opts opts;
+    struct sv_listener *listeners; /* listen.c */
+    sv_conn *conns;                /* every open connection, oldest first */
+    unsigned nconns;
+    size_t body_bytes;          /* request bodies held in memory now, all connections */
+    double idle_since;          /* --idle-timeout: when the server last became idle; 0: busy */
+    int stop;                   /* 1: SIGTERM/SIGINT, 2: --idle-timeout: the main loop ends */
+    int sigfd;                  /* SIGTERM, SIGINT */
+    sv_timer sweep;             /* once a second: connection deadlines, idle exit */
+    const struct sv_http *http; /* the request handler (server.c), for listen.c */
     lis_ctx *ctx;
     sv_loop *loop;
     const char *data_dir;
@@ -394,6 +431,52 @@ void sv_state_free(sv_server *s);
 
 /* ---- router.c ---- */
 enum MHD_Result sv_route(sv_req *q, const char *url);
+/* The largest request body a route takes (json: SV_BODY_JSON_MAX). */
+size_t sv_route_body_max(const char *method, const char *url);
+#define SV_BODY_JSON_MAX (1u << 20)      /* create, exec, fork ... bodies */
+#define SV_BODY_FILE_MAX (64u << 20)     /* a file written whole (native API) */
+#define SV_BODY_ARCHIVE_MAX (1ull << 30) /* PUT .../archive: a tar, held in memory */
+#define SV_BODY_TOTAL_MAX (2ull << 30)   /* all bodies held at once */
+
+/* ---- listen.c: listeners and connections ---- */
+
+/* A connection's phase, for its deadline and whether it may be dropped. */
+typedef enum sv_conn_state {
+    SV_CONN_IDLE,     /* no request, or one whose headers have not all come */
+    SV_CONN_BODY,     /* headers in, the body coming */
+    SV_CONN_ACTIVE,   /* a request being answered (suspended, streaming...) */
+    SV_CONN_UPGRADED, /* hijacked (exec, attach): the stream owns it */
+} sv_conn_state;
+
+#define SV_CONN_IDLE_TIMEOUT 60.0  /* seconds a connection may stay idle (headers included) */
+#define SV_CONN_BODY_TIMEOUT 60.0  /* seconds a body may go without a byte */
+#define SV_CONN_STUCK 3.0          /* seconds bytes may wait unread mid-body (MHD's stall) */
+#define SV_CONN_MEMORY (64u << 10) /* per-connection buffer: request line + headers */
+#define SV_CONNS_MAX 4096          /* default --max-conns */
+#define SV_CONNS_PER_CLIENT 1024   /* default --max-conns-per-client (TCP) */
+
+/* libmicrohttpd's callbacks for each listener's daemon (server.c's). */
+typedef struct sv_http {
+    MHD_AccessHandlerCallback handler;
+    MHD_RequestCompletedCallback completed;
+} sv_http;
+/* Listens on the unix socket and --tcp; 0, or -1 with err. */
+int sv_listen_start(sv_server *s, const char *unix_path, lis_error *err);
+/* Runs libmicrohttpd's work pending on each listener; the ms until it wants to
+ * run again (at most max_ms). */
+int sv_listen_run(sv_server *s, int max_ms);
+/* Stops accepting (SIGTERM, idle exit): the unix socket's file goes first
+ * (when it is still ours: a new server may have taken the path), so a client
+ * starts a new server rather than reaching one that is leaving. */
+void sv_listen_quiesce(sv_server *s);
+void sv_listen_stop(sv_server *s);
+/* The connection's record, its phase, and whether its client is the owner (the
+ * unix socket, or TLS with a verified client certificate: NetworkMode host). */
+sv_conn *sv_conn_of(struct MHD_Connection *mc);
+void sv_conn_phase(sv_conn *c, sv_conn_state st);
+int sv_conn_owner(const sv_conn *c);
+/* Deadlines and drops (once a second). */
+void sv_conns_sweep(sv_server *s);
 
 /* At exit, after sv_containers_shutdown. */
 void sv_execs_free(sv_server *s);

@@ -3,11 +3,14 @@
 DockerRuntime and rLLM DockerSandbox call sequences, the protocol details
 traced against dockerd (docs/serve.md: the 101 alone, framing, half-close,
 exit codes before EOF) and the errors docker-py maps.
-Usage: docker_py.py SOCKET IMAGE [concurrency]. Prints one line per check,
-then "N passed, M failed"."""
+Usage: docker_py.py SOCKET|tcp://HOST:PORT IMAGE [concurrency]. tcp://: over
+mutual TLS (docker.tls.TLSConfig) with $DOCKER_CERT_PATH's ca.pem, cert.pem,
+key.pem. Prints one line per check, then "N passed, M failed"."""
 import http.client
 import io
+import os
 import socket
+import ssl
 import sys
 import tarfile
 import threading
@@ -30,8 +33,31 @@ def check(name, cond, detail=""):
         print("FAIL", name, detail, flush=True)
 
 
+def cert(name):
+    return os.path.join(os.environ["DOCKER_CERT_PATH"], name)
+
+
 def client():
+    if SOCK.startswith("tcp://"):
+        # requests prefers these to docker-py's ca_cert (docker/docker-py#2433)
+        os.environ.pop("REQUESTS_CA_BUNDLE", None)
+        os.environ.pop("CURL_CA_BUNDLE", None)
+        tls = docker.tls.TLSConfig(client_cert=(cert("cert.pem"), cert("key.pem")),
+                                   ca_cert=cert("ca.pem"), verify=True)
+        return docker.DockerClient(base_url=SOCK, tls=tls, timeout=120)
     return docker.DockerClient(base_url="unix://" + SOCK, timeout=120)
+
+
+def raw_socket():
+    """A connection to the server for hand-written HTTP (TLS over tcp://)."""
+    if SOCK.startswith("tcp://"):
+        host, port = SOCK[6:].rsplit(":", 1)
+        ctx = ssl.create_default_context(cafile=cert("ca.pem"))
+        ctx.load_cert_chain(cert("cert.pem"), cert("key.pem"))
+        return ctx.wrap_socket(socket.create_connection((host, int(port))), server_hostname=host)
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(SOCK)
+    return s
 
 
 def make_tar(files):
@@ -164,7 +190,6 @@ def main_checks():
     except docker.errors.APIError:
         pass
     r = ct.exec_run(["sh", "-c", "test -e /etc/pwned && echo in-sandbox; true"])
-    import os
     check("symlink tar entries never reach the host", not os.path.exists("/etc/pwned"), r)
     try:
         ct.put_archive("/nonexistent", tar)
@@ -185,8 +210,7 @@ def main_checks():
     check("[strict] slow client still gets exec output", r.output == b"hi\n", r)
     # raw socket: the first recv holds the header only
     eid = c.api.exec_create(ct.id, ["echo", "hi"])["Id"]
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(SOCK)
+    s = raw_socket()
     body = b'{"Detach": false, "Tty": false}'
     s.sendall(b"POST /v1.41/exec/%s/start HTTP/1.1\r\nHost: docker\r\nConnection: Upgrade\r\n"
               b"Upgrade: tcp\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
