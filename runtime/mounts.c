@@ -39,7 +39,8 @@ enum op_kind {
     OP_LO_UP,
     OP_PIVOT,
     OP_HOLD,
-    OP_FILLTMP
+    OP_FILLTMP,
+    OP_RDONLY /* the new root's own mount read-only (not its sub-mounts) */
 };
 
 typedef struct mount_op {
@@ -48,7 +49,7 @@ typedef struct mount_op {
     const char *upper, *work; /* OP_OVERLAY: src is the lower layer(s), "top:...:base" */
     unsigned long flags;
     unsigned mode;      /* OP_MKDIR: chmod to this after mkdir (0: 0755, umask applies) */
-    int in_root;        /* dst is relative to the new root */
+    int in_root;        /* dst is relative to the new root (OP_MKDIR: mkdir -p there) */
     int in_upper;       /* OP_MKDIR/OP_WRITE: dst is relative to the upper dir, no symlinks */
     int is_dir;         /* create dst as a directory (else a file) when missing */
     int read_only;      /* OP_BIND: make the bind read-only (recursively) */
@@ -103,6 +104,50 @@ static int bad_lower_chain(const char *s)
     for (; *s; s++)
         n += *s == ':';
     return n > LIS_MAX_LAYERS;
+}
+
+/* What a container asked for (spec: tmpfs mounts, its working directory, a
+ * read-only root), after every other mount of the root; -1 with err. */
+static int plan_options(lis_mount_plan *p, const lis_sandbox_spec *spec, lis_error *err)
+{
+    char data[128], stage[PATH_MAX + 64];
+    mount_op *o;
+    for (size_t i = 0; i < spec->ntmpfs; i++) {
+        const lis_tmpfs *t = &spec->tmpfs[i];
+        if (!t->path || t->path[0] != '/' || !t->path[1])
+            return lis_fail(err, EINVAL, "tmpfs %zu: needs an absolute path other than /", i);
+        if (lis_path_check(t->path, err) < 0)
+            return lis_wrap(err, "tmpfs %s", t->path);
+        uint64_t size = t->size ? t->size : LIS_TMPFS_DEFAULT;
+        uint64_t inodes = size / 4096 < 1024 ? 1024 : size / 4096;
+        snprintf(data, sizeof data, "mode=%o,size=%llu,nr_inodes=%llu", t->mode ? t->mode : 01777,
+                 (unsigned long long)size, (unsigned long long)inodes);
+        snprintf(stage, sizeof stage, "mounting a tmpfs at %s", t->path);
+        if (!(o = add(p, OP_MOUNT, stage)))
+            return lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
+        o->src = o->fstype = "tmpfs";
+        o->dst = keep(p, t->path + 1);
+        o->data = keep(p, data);
+        o->in_root = o->is_dir = 1;
+        if (!o->dst || !o->data)
+            return lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
+        o->flags =
+            MS_NOSUID | MS_NODEV | (t->noexec ? MS_NOEXEC : 0) | (t->read_only ? MS_RDONLY : 0);
+    }
+    if (spec->workdir && spec->workdir[0] == '/' && spec->workdir[1]) {
+        if (lis_path_check(spec->workdir, err) < 0)
+            return lis_wrap(err, "working directory");
+        snprintf(stage, sizeof stage, "making the working directory %s", spec->workdir);
+        if (!(o = add(p, OP_MKDIR, stage)))
+            return lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
+        o->dst = keep(p, spec->workdir + 1);
+        o->in_root = 1;
+        if (!o->dst)
+            return lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
+    }
+    if (spec->read_only_root && !add(p, OP_RDONLY, "making / read-only"))
+        return lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
+    return 0;
 }
 
 /* An empty read-only tmpfs over each dir (NULL-terminated; absent ones are
@@ -317,9 +362,19 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
         o->dst = links[i][1];
         o->in_root = 1;
     }
-    snprintf(buf, sizeof buf, "%s/shm", base);
-    ADD(OP_BIND, "mounting /dev/shm");
-    o->src = keep(p, buf);
+    if (spec->shm_bytes) { /* a size of its own (Docker's --shm-size), beside the budget */
+        uint64_t inodes = spec->shm_bytes / 4096 < 1024 ? 1024 : spec->shm_bytes / 4096;
+        snprintf(buf, sizeof buf, "mode=1777,size=%llu,nr_inodes=%llu",
+                 (unsigned long long)spec->shm_bytes, (unsigned long long)inodes);
+        ADD(OP_MOUNT, "mounting /dev/shm");
+        o->src = o->fstype = "tmpfs";
+        o->data = keep(p, buf);
+        o->flags = MS_NOSUID | MS_NODEV;
+    } else {
+        snprintf(buf, sizeof buf, "%s/shm", base);
+        ADD(OP_BIND, "mounting /dev/shm");
+        o->src = keep(p, buf);
+    }
     o->dst = "dev/shm";
     o->in_root = o->is_dir = 1;
     if (spec->net != LIS_NET_HOST) {
@@ -344,6 +399,7 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
     o->src = keep(p, buf);
     o->dst = "tmp";
     o->in_root = o->is_dir = 1;
+    o->read_only = spec->read_only_root; /* Docker's --read-only: /tmp is the root's */
 
     for (size_t i = 0; i < spec->nbinds; i++) {
         const lis_bind *b = &spec->binds[i];
@@ -378,6 +434,10 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
         p->listen_port = spec->listen_port;
         snprintf(buf, sizeof buf, "opening the listener on 127.0.0.1:%u", spec->listen_port);
         p->listen_stage = keep(p, buf);
+    }
+    if (plan_options(p, spec, err) < 0) {
+        lis_mount_plan_free(p);
+        return NULL;
     }
     ADD(OP_HOSTNAME, "setting the hostname");
     o->data = keep(p, hostname);
@@ -635,7 +695,22 @@ static int run_op(const mount_op *o, int *rootfd, int *held)
         if (!rc && o->read_only)
             rc = make_read_only(*rootfd, o->dst);
         break;
-    case OP_MKDIR: rc = make_dir(o); break;
+    case OP_MKDIR:
+        if (o->in_root) { /* mkdir -p inside the root, never through a symlink out */
+            int fd = target(*rootfd, o->dst, 1);
+            rc = fd < 0 ? -fd : 0;
+            if (fd >= 0)
+                close(fd);
+        } else {
+            rc = make_dir(o);
+        }
+        break;
+    case OP_RDONLY: {
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+        rc = syscall(SYS_mount_setattr, *rootfd, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0 ? errno
+                                                                                            : 0;
+        break;
+    }
     case OP_OPENROOT:
         *rootfd = open(dst, O_PATH | O_DIRECTORY | O_CLOEXEC);
         rc = *rootfd < 0 ? errno : 0;

@@ -64,6 +64,7 @@ struct init_state {
     struct cpu_sample *cpu;
     int ncpu;
     struct sock_fprog prog;
+    struct init_limits lim; /* every command's resource limits */
     struct sess *s;
     int n, cap;
 };
@@ -144,7 +145,7 @@ static void start_session(struct init_state *st, int conn)
         if (c < 0 || k < 0 || dup3(c, 3, O_CLOEXEC) < 0 || dup3(k, 4, O_CLOEXEC) < 0)
             _exit(1);
         syscall(SYS_close_range, 5, ~0u, 0);
-        init_session(3, 4, &st->prog);
+        init_session(3, 4, &st->prog, &st->lim);
     }
     close(sp[1]);
     if (p < 0) {
@@ -232,6 +233,30 @@ static void reset_signals(void)
             syscall(SYS_rt_sigaction, sig, &sa, NULL, sizeof sa.mask);
 }
 
+static int parse_limits(const char *s, struct init_limits *lim)
+{
+    lim->n = 0;
+    if (!strcmp(s, "-"))
+        return 0;
+    while (*s) {
+        char *end;
+        if (lim->n == (int)(sizeof lim->r / sizeof lim->r[0]))
+            return -1;
+        lim->r[lim->n].resource = (int)strtol(s, &end, 10);
+        if (*end != ':')
+            return -1;
+        lim->r[lim->n].soft = strtoull(end + 1, &end, 10);
+        if (*end != ':')
+            return -1;
+        lim->r[lim->n].hard = strtoull(end + 1, &end, 10);
+        lim->n++;
+        if (*end && *end != ',')
+            return -1;
+        s = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* Before anything else: out of reach of ptrace, /proc/<pid>/mem and fd,
@@ -242,7 +267,7 @@ int main(int argc, char **argv)
      * of the sandbox's running commands (lis batch drains on the first one;
      * as PID 1 we would drop it, the sessions would die of it). */
     setsid();
-    if (argc != 8)
+    if (argc != 10)
         return 2;
     /* argv[7]: the set-up tmpfs (tmpfs upper layer, /tmp), held open for the
      * owner's snapshots (runtime/capture.c); never used here, closed on every
@@ -254,7 +279,10 @@ int main(int argc, char **argv)
                             .persist = argv[3][0] == '1',
                             .mem_limit = strtoull(argv[5], NULL, 10),
                             .cpuwatch = argv[6][0] == '1'};
-    if (load_prog(&st, atoi(argv[4])) < 0 || init_harden_self() != 0)
+    /* argv[8]: capabilities left out of every command's set; argv[9]: its
+     * resource limits, "RESOURCE:SOFT:HARD,..." ("-": none) */
+    if (load_prog(&st, atoi(argv[4])) < 0 || init_harden_self(strtoull(argv[8], NULL, 10)) != 0 ||
+        parse_limits(argv[9], &st.lim) < 0)
         return 1;
     /* Whatever the owner ignored (SIGPIPE, even SIGCHLD) came through the
      * exec: every disposition back to default, for us and every command. */
