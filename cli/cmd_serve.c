@@ -36,6 +36,8 @@ static const char usage_text[] =
     "                      makes room for a new one)\n"
     "  --max-conns-per-client N\n"
     "                      connections from one TCP address at most (default 1024)\n"
+    "  --conn-timeout SEC  a connection with no request (or a request body with no byte)\n"
+    "                      for SEC seconds is closed (default 60)\n"
     "  -v, --verbose       log each request on stderr\n"
     "then: export DOCKER_HOST=unix://$XDG_RUNTIME_DIR/lis/docker.sock\n";
 
@@ -133,6 +135,10 @@ int lis_cli_serve_main(int argc, char **argv)
             if (number(a, v, 30L * 86400, &x) < 0)
                 return 2;
             o.idle_timeout = (double)x;
+        } else if (!strcmp(a, "--conn-timeout")) {
+            if (number(a, v, 86400, &x) < 0)
+                return 2;
+            o.conn_timeout = (double)x;
         } else if (!strcmp(a, "--max-conns") || !strcmp(a, "--max-conns-per-client")) {
             if (number(a, v, 1000000, &x) < 0)
                 return 2;

@@ -112,16 +112,27 @@ static void attach_gone(void *owner)
                 *p = a->next;
                 break;
             }
+    if (a->c && a->c->main) /* it may have been what held the command back */
+        sv_proc_read_on(a->c->main);
     sv_stream_end(a->st);
     free(a);
 }
 
-static const sv_stream_ops attach_ops = {.gone = attach_gone};
+static void attach_drained(void *owner)
+{
+    sv_attach *a = owner;
+    if (a->c && a->c->main)
+        sv_proc_read_on(a->c->main);
+}
+
+static const sv_stream_ops attach_ops = {.gone = attach_gone, .drained = attach_drained};
 
 static void attaches_write(sv_container *c, int type, const char *buf, size_t n)
 {
-    for (sv_attach *a = c->attaches; a; a = a->next)
+    for (sv_attach *a = c->attaches, *next; a; a = next) {
+        next = a->next; /* a write that finds the client gone frees a (attach_gone) */
         sv_stream_write(a->st, type, buf, n);
+    }
 }
 
 static void attaches_end(sv_container *c)
@@ -234,8 +245,13 @@ static int main_output(void *owner, int type, const char *buf, size_t n)
 {
     sv_container *c = owner;
     attaches_write(c, type, buf, n);
-    log_add(c, type, buf, n);
-    return 1; /* the log is capped, attaches buffer: no back-pressure */
+    log_add(c, type, buf, n); /* capped */
+    /* a slow attached client holds the command back (its pipe fills), as an
+     * exec's does, rather than the server's memory growing */
+    for (sv_attach *a = c->attaches; a; a = a->next)
+        if (sv_stream_backlog(a->st) >= SV_STREAM_HIGH)
+            return 0;
+    return 1;
 }
 
 static void main_exited(void *owner, const lis_result *r, const lis_error *err)
@@ -271,8 +287,8 @@ static int main_start(sv_container *c, lis_error *err)
                        .out = LIS_STDIO_PIPE,
                        .err = LIS_STDIO_PIPE,
                        .pty = c->tty,
-                       .rows = 24,
-                       .cols = 80};
+                       .rows = c->copts.rows ? c->copts.rows : 24,
+                       .cols = c->copts.cols ? c->copts.cols : 80};
     if (c->tty)
         e.out = e.err = LIS_STDIO_NULL;
     if (!(c->main = sv_proc_start(c->s->loop, c->sb, &e, &main_ops, c, err)))
@@ -307,6 +323,7 @@ static void container_free(sv_container *c)
     for (sv_waiter *w = c->waiters; w; w = w->next)
         w->c = NULL;
     cJSON_Delete(c->config);
+    sv_options_release(&c->copts);
     sv_strv_free(c->cmd);
     sv_strv_free(c->env);
     free(c->log);
@@ -321,23 +338,17 @@ void sv_container_spec(const sv_container *c, lis_sandbox_spec *spec, char name[
                                .name = name,
                                .hostname = host,
                                .limits = c->limits,
-                               .net = c->net};
+                               .net = c->net,
+                               .workdir = c->workdir[0] ? c->workdir : NULL};
+    sv_options_spec(&c->copts, spec);
 }
 
 int sv_container_sandbox(const sv_container *c, const lis_sandbox_spec *spec, lis_sandbox **out,
                          lis_error *err)
 {
-    int rc = c->net == LIS_NET_PROXY ? lis_net_sandbox_create(c->s->ctx, spec, NULL, out, err)
-                                     : lis_sandbox_create(c->s->ctx, spec, out, err);
-    if (rc == 0 && c->workdir[0] && strcmp(c->workdir, "/")) { /* Docker makes WorkingDir */
-        const char *argv[] = {"mkdir", "-p", "--", c->workdir, NULL};
-        lis_exec_spec e = {.argv = argv};
-        lis_result r;
-        lis_error ignore;
-        if (lis_exec(*out, &e, &r, &ignore) == 0)
-            lis_result_free(&r);
-    }
-    return rc;
+    /* Docker makes WorkingDir: the runtime does at set-up (spec.workdir) */
+    return c->net == LIS_NET_PROXY ? lis_net_sandbox_create(c->s->ctx, spec, NULL, out, err)
+                                   : lis_sandbox_create(c->s->ctx, spec, out, err);
 }
 
 static void create_work(void *arg)
@@ -403,10 +414,14 @@ enum MHD_Result sv_container_create(sv_req *q, cJSON *cfg, const char *name, con
 {
     unsigned status;
     char msg[512];
-    sv_container *c =
-        sv_container_new(q->s, cfg, name, idem, cb != NULL, NULL, &status, msg, sizeof msg);
-    if (!c)
-        return sv_reply_error(q, status, "%s", msg);
+    sv_container *c = sv_container_new(q->s, cfg, name, idem, cb != NULL, sv_conn_owner(q->cn),
+                                       NULL, &status, msg, sizeof msg);
+    if (!c) /* the native API says how to get a missing image (Docker's clients
+             * match "No such image" and keep their own words) */
+        return sv_reply_error(q, status, "%s%s", msg,
+                              cb && status == 404 ? " (get it with lis rootfs pull IMAGE, or lis "
+                                                    "rootfs import ROOTFS.tar --name IMAGE)"
+                                                  : "");
     create_job *j = calloc(1, sizeof *j);
     if (j)
         *j = (create_job){.q = q, .c = c, .cb = cb};
@@ -600,11 +615,12 @@ static enum MHD_Result stop(sv_req *q, sv_container *c)
     if (!c->main)
         return sv_reply_status(q, 304);
     const char *t = sv_arg(q, "t");
-    double secs = t && *t ? atof(t) : 10;
+    double secs = t && *t ? atof(t) : c->copts.stop_timeout >= 0 ? c->copts.stop_timeout : 10;
+    int sig = c->copts.stop_signal[0] ? parse_signal(c->copts.stop_signal) : SIGTERM;
     lis_error err = {0};
     /* The main command is not the namespace's PID 1 (lis-init is), so a
      * SIGTERM it does not handle kills it at once: no full-timeout wait. */
-    lis_proc_signal(sv_proc_lis(c->main), secs <= 0 ? SIGKILL : SIGTERM, &err);
+    lis_proc_signal(sv_proc_lis(c->main), secs <= 0 || sig <= 0 ? SIGKILL : sig, &err);
     if (secs > 0)
         sv_timer_arm(c->s->loop, &c->stop_timer, secs, stop_timeout, c);
     return park(c, q, P_EXIT);

@@ -112,9 +112,9 @@ cJSON *sv_container_inspect(sv_container *c)
     cJSON_AddStringToObject(o, "Driver", "lis");
     cJSON_AddStringToObject(o, "Platform", "linux");
     cJSON *cf = cJSON_AddObjectToObject(o, "Config");
-    char host[16];
+    char host[64];
     snprintf(host, sizeof host, "%.12s", c->id);
-    cJSON_AddStringToObject(cf, "Hostname", host);
+    cJSON_AddStringToObject(cf, "Hostname", c->copts.hostname[0] ? c->copts.hostname : host);
     cJSON_AddStringToObject(cf, "User", c->user);
     cJSON_AddBoolToObject(cf, "Tty", c->tty);
     cJSON_AddBoolToObject(cf, "OpenStdin", c->open_stdin);
@@ -143,11 +143,20 @@ cJSON *sv_container_inspect(sv_container *c)
                                 ? 0
                                 : (double)c->limits.memory_bytes);
     cJSON_AddNumberToObject(hc, "NanoCpus", (double)c->limits.cpu_millis * 1e6);
+    /* the create options as given (each was honoured: options.c) */
+    static const char *const kept[] = {"Binds",   "Mounts",    "Tmpfs",      "ReadonlyRootfs",
+                                       "ShmSize", "Ulimits",   "CapDrop",    "CapAdd",
+                                       "Init",    "PidsLimit", "SecurityOpt"};
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(hc0, kept[i]);
+        if (v)
+            cJSON_AddItemToObject(hc, kept[i], cJSON_Duplicate(v, 1));
+    }
     cJSON *ns = cJSON_AddObjectToObject(o, "NetworkSettings");
     cJSON_AddItemToObject(ns, "Ports", ports_json(c));
     cJSON_AddObjectToObject(ns, "Networks");
     cJSON_AddStringToObject(ns, "IPAddress", "");
-    cJSON_AddArrayToObject(o, "Mounts");
+    cJSON_AddItemToObject(o, "Mounts", sv_options_mounts(&c->copts));
     return o;
 }
 

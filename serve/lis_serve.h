@@ -22,6 +22,7 @@ typedef struct lis_serve_opts {
      * (as podman's system service --time); 0: never. */
     double idle_timeout;
     unsigned max_conns;            /* open connections at most; 0: 4096 */
+    double conn_timeout;           /* seconds a connection may idle, or a body stall; 0: 60 */
     unsigned max_conns_per_client; /* from one TCP client address; 0: 1024 */
 } lis_serve_opts;
 

@@ -10,9 +10,9 @@
  * accept to its close, with its phase (server.c sets it) and the deadline of
  * that phase:
  *   idle (no request, headers still coming, or a TLS handshake):
- *     SV_CONN_IDLE_TIMEOUT, counted
+ *     --conn-timeout (SV_CONN_TIMEOUT), counted
  *     from the end of the last request, so trickled headers do not extend it;
- *   body (headers in, body coming): SV_CONN_BODY_TIMEOUT without a byte;
+ *   body (headers in, body coming): as long without a byte;
  *   active or upgraded: none (a wait, a followed log, an exec stream).
  * A connection is dropped by shutting its socket down: libmicrohttpd sees the
  * hang-up on its next round and closes it as any other (one still in its TLS
@@ -42,6 +42,11 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+/* The kernel's queue of connections not yet accepted: a flood of connects must
+ * not make a legitimate client's connect fail (EAGAIN on a full unix socket
+ * queue) while the loop catches up (the kernel caps it at somaxconn). */
+#define SV_BACKLOG 4096
 
 typedef struct sv_listener {
     sv_server *s;
@@ -242,7 +247,7 @@ static void accept_resume(void *arg)
 static void accept_ev(void *arg, uint32_t ev)
 {
     sv_listener *l = arg;
-    for (int i = 0; i < 64; i++) { /* a flood cannot keep the loop here */
+    for (int i = 0; i < 256; i++) { /* a flood cannot keep the loop here */
         struct sockaddr_storage a;
         socklen_t alen = sizeof a;
         int fd = accept4(l->fd, (struct sockaddr *)&a, &alen, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -286,18 +291,19 @@ static void mhd_ev(void *arg, uint32_t ev)
 
 void sv_conns_sweep(sv_server *s)
 {
-    double now = lis_now();
+    double now = lis_now(),
+           limit = s->opts.conn_timeout > 0 ? s->opts.conn_timeout : SV_CONN_TIMEOUT;
     for (sv_conn *c = s->conns, *next; c; c = next) {
         next = c->next; /* a drop may free c */
         if (c->dropping)
             continue;
         switch (c->state) {
         case SV_CONN_IDLE:
-            if (now - c->since > SV_CONN_IDLE_TIMEOUT)
+            if (now - c->since > limit)
                 drop(c, "idle too long");
             break;
         case SV_CONN_BODY:
-            if (now - c->since > SV_CONN_BODY_TIMEOUT) {
+            if (now - c->since > limit) {
                 drop(c, "no byte of the request body for too long");
             } else if (now - c->since > SV_CONN_STUCK) {
                 int unread = 0;
@@ -338,7 +344,7 @@ static int unix_listener(const char *path, lis_error *err)
     mode_t old = umask(0177);
     int rc = bind(fd, (struct sockaddr *)&a, sizeof a);
     umask(old);
-    if (rc < 0 || chmod(path, 0600) < 0 || listen(fd, 512) < 0) {
+    if (rc < 0 || chmod(path, 0600) < 0 || listen(fd, SV_BACKLOG) < 0) {
         int e = errno;
         close(fd);
         return lis_fail_errnum(err, e, "listening on %s", path);
@@ -372,7 +378,7 @@ static int tcp_listener(const char *spec, lis_error *err)
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     int rc = fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-             bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 512) < 0;
+             bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, SV_BACKLOG) < 0;
     int e = errno;
     freeaddrinfo(res);
     if (rc) {

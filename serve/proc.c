@@ -26,6 +26,7 @@ struct sv_proc {
     const sv_proc_ops *ops;
     void *owner;
     int stopped; /* the owner asked for no more output until sv_proc_read_on */
+    int reading; /* in read_pipe: a read_on from an output callback only re-arms */
 };
 
 static void pipes_events(sv_proc *p)
@@ -44,6 +45,9 @@ static void pipes_events(sv_proc *p)
 static void read_pipe(sv_proc *p, sv_watch *w, int type, int all)
 {
     char buf[65536];
+    if (p->reading)
+        return;
+    p->reading = 1;
     while (w->added && (all || !p->stopped)) {
         ssize_t n = read(w->fd, buf, sizeof buf);
         if (n > 0) {
@@ -59,6 +63,7 @@ static void read_pipe(sv_proc *p, sv_watch *w, int type, int all)
             sv_loop_unwatch(p->loop, w);
         break;
     }
+    p->reading = 0;
 }
 
 static void out_ev(void *arg, uint32_t ev)

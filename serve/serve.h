@@ -8,6 +8,7 @@
  *   1 proc.c           a running command watched on the loop: output, end
  *   1 autosnap.c       a fork's untagged snapshot, removed when nothing needs it
  *   2 images.c archive.c ports.c
+ *   2 options.c        a create body's options: honoured into the sandbox, or refused
  *   3 inspect.c        container inspect and list, the native API's view (read-only)
  *   3 create.c         a create body made into a container object
  *   4 containers.c     container state and life; attach, wait, logs
@@ -298,6 +299,34 @@ enum MHD_Result sv_archive_put(sv_req *q, lis_sandbox *sb, const char *cname, in
 /* Base64 of in[0..n) into out (NUL-terminated; stops when len is short). */
 void sv_base64(const unsigned char *in, size_t n, char *out, size_t len);
 
+/* ---- options.c: a create body's options, honoured or refused ------------------- */
+
+#define SV_MAX_BINDS 32
+#define SV_MAX_TMPFS 16
+typedef struct sv_copts {
+    lis_bind binds[SV_MAX_BINDS]; /* host paths resolved (realpath), strings owned */
+    size_t nbinds;
+    lis_tmpfs tmpfs[SV_MAX_TMPFS];
+    size_t ntmpfs;
+    int read_only_root;
+    uint64_t shm_bytes;
+    lis_rlimit rlimits[LIS_MAX_RLIMITS];
+    size_t nrlimits;
+    uint64_t cap_drop;
+    char hostname[64];         /* "": the id's first 12 */
+    char stop_signal[16];      /* "": SIGTERM */
+    double stop_timeout;       /* -1: 10 s */
+    unsigned short rows, cols; /* ConsoleSize; 0: 24x80 */
+} sv_copts;
+/* cfg's options into o (0), or a one-line reason (-1: answer 400). budget
+ * bounds a tmpfs or /dev/shm (the container's writable budget). */
+int sv_options_parse(sv_copts *o, const cJSON *cfg, uint64_t budget, char *msg, size_t mlen);
+void sv_options_release(sv_copts *o);
+/* Into a sandbox's spec (pointers into o). */
+void sv_options_spec(const sv_copts *o, lis_sandbox_spec *spec);
+/* Docker's inspect Mounts. */
+cJSON *sv_options_mounts(const sv_copts *o);
+
 /* ---- ports.c -------------------------------------------------------------------- */
 
 typedef struct sv_ports sv_ports;
@@ -322,6 +351,7 @@ struct sv_container {
     int tty, open_stdin, auto_remove;
     lis_net_mode net;
     lis_limits limits;
+    sv_copts copts; /* the create options that reach the sandbox (options.c) */
     double created, started_at, finished_at;
     sv_cstate state;
     int exit_code;
@@ -377,8 +407,8 @@ enum MHD_Result sv_container_create(sv_req *q, cJSON *cfg, const char *name, con
  * NULL: cfg's Image is resolved in the store; else rootfs is used as it is
  * (the caller sets image and image_id). NULL with *status and msg on failure. */
 sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const char *idem,
-                               int native, const char *rootfs, unsigned *status, char *msg,
-                               size_t mlen);
+                               int native, int owner, const char *rootfs, unsigned *status,
+                               char *msg, size_t mlen);
 /* Its sandbox's spec (name and host are the spec's buffers). */
 void sv_container_spec(const sv_container *c, lis_sandbox_spec *spec, char name[32], char host[16]);
 /* Makes a sandbox of c from spec, on a worker: through net/ for the proxy
@@ -448,8 +478,9 @@ typedef enum sv_conn_state {
     SV_CONN_UPGRADED, /* hijacked (exec, attach): the stream owns it */
 } sv_conn_state;
 
-#define SV_CONN_IDLE_TIMEOUT 60.0  /* seconds a connection may stay idle (headers included) */
-#define SV_CONN_BODY_TIMEOUT 60.0  /* seconds a body may go without a byte */
+#define SV_CONN_TIMEOUT                                                                            \
+    60.0                           /* default --conn-timeout: seconds a connection may stay idle
+                              * (headers included), or a body go without a byte */
 #define SV_CONN_STUCK 3.0          /* seconds bytes may wait unread mid-body (MHD's stall) */
 #define SV_CONN_MEMORY (64u << 10) /* per-connection buffer: request line + headers */
 #define SV_CONNS_MAX 4096          /* default --max-conns */

@@ -540,6 +540,13 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
         cJSON_Delete(b);
         return refuse_busy(q, c);
     }
+    if ((net ? !strcmp(net, "host") : c->net == LIS_NET_HOST) && !sv_conn_owner(q->cn)) {
+        cJSON_Delete(b);
+        return sv_reply_error(q, 403,
+                              "fork: net host shares the owner's network identity and is only "
+                              "for a client known to be the owner; this connection is not "
+                              "authenticated");
+    }
     fork_job *j = calloc(1, sizeof *j);
     sv_fork *f = j ? calloc(1, sizeof *f) : NULL;
     if (!f) {
@@ -561,7 +568,7 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
         unsigned st;
         char msg[512];
         sv_container *k =
-            sv_container_new(s, kid_config(c, env), NULL, NULL, 1, "", &st, msg, sizeof msg);
+            sv_container_new(s, kid_config(c, env), NULL, NULL, 1, 1, "", &st, msg, sizeof msg);
         if (!k) {
             for (int m = 0; m < i; m++)
                 sv_container_discard(j->kids[m]);

@@ -381,10 +381,69 @@ def proxy_checks():
     ct2.remove(force=True)
 
 
+def options_checks():
+    """docker-py's create options (issue 22, item 2): honoured, or refused with a 400."""
+    import shutil
+    import tempfile
+    from docker.types import Mount, Ulimit
+    c = client()
+    host = tempfile.mkdtemp()
+    with open(os.path.join(host, "f"), "w") as f:
+        f.write("from the host\n")
+
+    def run(cmd, **kw):
+        return c.containers.run(IMG, ["sh", "-c", cmd], remove=True, **kw).decode()
+    out = run("cat /mnt/f; touch /mnt/x 2>/dev/null || echo ro",
+              volumes={host: {"bind": "/mnt", "mode": "ro"}})
+    check("volumes= ro: the host's file, read-only", out == "from the host\nro\n", out)
+    run("echo w > /mnt/w", volumes=["%s:/mnt:rw" % host])
+    check("volumes= rw: the write reached the host",
+          open(os.path.join(host, "w")).read() == "w\n")
+    out = run("cat /m/f", mounts=[Mount("/m", host, type="bind", read_only=True)])
+    check("mounts= bind", out == "from the host\n", out)
+    out = run("df -k /t | awk 'NR==2{print $2}'", tmpfs={"/t": "size=1m"})
+    check("tmpfs= size", out == "1024\n", out)
+    out = run("touch /x 2>/dev/null || echo ro; touch /dev/shm/y && echo shm", read_only=True)
+    check("read_only=True", out == "ro\nshm\n", out)
+    out = run("df -k /dev/shm | awk 'NR==2{print $2}'", shm_size="4m")
+    check("shm_size", out == "4096\n", out)
+    out = run("echo $(ulimit -n) $(ulimit -Hn)", ulimits=[Ulimit(name="nofile", soft=64, hard=128)])
+    check("ulimits", out == "64 128\n", out)
+    out = run("awk '/CapEff/{print $2}' /proc/self/status", cap_drop=["ALL"])
+    check("cap_drop ALL", out == "0000000000000000\n", out)
+    out = run("hostname", hostname="pyhost", init=True)
+    check("hostname, init", out == "pyhost\n", out)
+    refusals = [("privileged", {"privileged": True}, "Privileged"),
+                ("cap_add SYS_ADMIN", {"cap_add": ["SYS_ADMIN"]}, "CapAdd"),
+                ("devices", {"devices": ["/dev/null:/dev/null:rwm"]}, "Devices"),
+                ("pid_mode host", {"pid_mode": "host"}, "PidMode"),
+                ("ipc_mode host", {"ipc_mode": "host"}, "IpcMode"),
+                ("userns_mode host", {"userns_mode": "host"}, "UsernsMode"),
+                ("security_opt seccomp=unconfined", {"security_opt": ["seccomp=unconfined"]},
+                 "SecurityOpt"),
+                ("sysctls", {"sysctls": {"net.ipv4.ip_forward": "1"}}, "Sysctls"),
+                ("cgroup_parent", {"cgroup_parent": "x"}, "CgroupParent"),
+                ("volumes_from", {"volumes_from": ["other"]}, "VolumesFrom"),
+                ("a named volume", {"volumes": {"myvol": {"bind": "/data"}}}, "no volumes"),
+                ("restart_policy", {"restart_policy": {"Name": "always"}, "detach": True},
+                 "RestartPolicy")]
+    for name, kw, word in refusals:
+        try:
+            kw.setdefault("remove", True)
+            c.containers.run(IMG, "true", **kw)
+            check("refused: " + name, False, "it ran")
+        except docker.errors.APIError as e:
+            check("refused: " + name, e.status_code == 400 and word in str(e), str(e))
+    check("nothing left", not c.containers.list(all=True))
+    shutil.rmtree(host)
+
+
 if MODE == "concurrency":
     concurrency(int(sys.argv[4]), int(sys.argv[5]))
 elif MODE == "proxy":
     proxy_checks()
+elif MODE == "options":
+    options_checks()
 else:
     main_checks()
 print("%d passed, %d failed" % (passed, failed), flush=True)
