@@ -6,7 +6,7 @@
 set -eu
 PKGS="build-essential pkg-config libc6-dev \
  libseccomp-dev libcap-dev libcurl4-openssl-dev libssl-dev libcjson-dev libarchive-dev libyaml-dev \
- libcriterion-dev libmicrohttpd-dev \
+ libcriterion-dev libmicrohttpd-dev libgnutls28-dev \
  busybox-static debootstrap mmdebstrap uidmap bubblewrap hyperfine util-linux iproute2 procps \
  zstd xz-utils tar curl wget python3 ca-certificates chromium"
 # chromium: tests/test_batch_report.c opens `lis report` output in headless Chromium
@@ -14,10 +14,11 @@ PKGS="build-essential pkg-config libc6-dev \
 # check scripts/apparmor/lis, and clang with libFuzzer for `make fuzz` (libclang-rt-14-dev
 # is Debian 12's; clang-N wants libclang-rt-N-dev). python3-docker and docker.io: the
 # real clients of `lis serve`'s suite (the docker CLI only as a client: tests never start dockerd);
-# python3-pytest: the Python client's suite tests/python (tests/test_python_client.c).
+# python3-pytest: the Python client's suite tests/python (tests/test_python_client.c);
+# python3-venv, -setuptools, -wheel: its offline venv install (python/README.md).
 # A single-node Slurm with munge for scripts/slurm/ci-test.sh (its daemons are started by hand,
 # never by the packages).
-EXTRA="python3-docker python3-pytest docker.io docker-registry umoci skopeo qemu-system-x86 cpio kmod apparmor \
+EXTRA="python3-docker python3-pytest python3-venv python3-setuptools python3-wheel docker.io docker-registry umoci skopeo qemu-system-x86 cpio kmod apparmor \
  clang libclang-rt-14-dev clang-format-14 slurmctld slurmd slurm-client munge"
 case "${1:-}" in
   --minimal) EXTRA="" ;;
