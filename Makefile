@@ -15,13 +15,13 @@ B       ?= build
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation
 OPT     ?= -O2 -g
-CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Inet -Irootfs -Iagent -Ibatch -Iserve
+CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Inet -Irootfs -Imonitor -Iagent -Ibatch -Iserve
 
 RT_PKGS     := libseccomp libcjson
 AGENT_PKGS  := libcurl libcjson yaml-0.1 libcrypto
 ROOTFS_PKGS := libarchive libcurl libcjson libcrypto
 TEST_PKGS   := criterion
-SERVE_PKGS  := libmicrohttpd gnutls libarchive libcjson
+SERVE_PKGS  := libmicrohttpd gnutls libarchive libcjson yaml-0.1
 
 RT_CFLAGS     := $(shell $(PKG) --cflags $(RT_PKGS))
 RT_LIBS       := $(shell $(PKG) --libs $(RT_PKGS)) -ldl
@@ -39,14 +39,16 @@ RT_SRC      := $(wildcard runtime/*.c) rootfs/store.c
 # net/: the egress proxy of --net proxy, on the runtime's public API (lis.h) only
 NET_SRC     := $(wildcard net/*.c)
 INIT_SRC    := $(wildcard runtime/init/*.c)
+# monitor/: what each step did (docs/monitoring.md), for agent/, batch/ and serve/
+MON_SRC     := $(wildcard monitor/*.c)
 CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cmd_state.c cli/cli_util.c cli/relay.c
 # (batch/'s --fork-from-setup snapshots and removes them: rootfs/snapshot.c, admin.c)
-AGENT_SRC   := $(wildcard agent/*.c) $(wildcard batch/*.c) rootfs/snapshot.c rootfs/admin.c rootfs/util.c \
+AGENT_SRC   := $(MON_SRC) $(wildcard agent/*.c) $(wildcard batch/*.c) rootfs/snapshot.c rootfs/admin.c rootfs/util.c \
                cli/cmd_run.c cli/cmd_batch.c cli/cmd_report.c \
                cli/agent_image.c cli/agent_main.c cli/cli_util.c
 ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cmd_snapshot.c cli/cli_util.c
 # serve/ links the rootfs store's admin code (tags, list, pull) as liblis-rootfs.so does
-SERVE_SRC   := $(wildcard serve/*.c) cli/cmd_serve.c
+SERVE_SRC   := $(MON_SRC) $(wildcard serve/*.c) cli/cmd_serve.c
 
 RT_OBJ      := $(RT_SRC:%.c=$(B)/obj/%.o)
 NET_OBJ     := $(NET_SRC:%.c=$(B)/obj/%.o)
@@ -60,7 +62,7 @@ TEST_BIN    := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 # root_*: run as root by scripts/test.sh; vm_*: run only inside the cgroup v2 VM (tests/vm/)
 EXTRA_TEST_BIN := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/root_*.c tests/vm_*.c))
 
-.PHONY: all clean test check tests bench test-asan fuzz fuzz-build check-layers format-check format
+.PHONY: all clean test check tests bench test-asan fuzz fuzz-build check-layers layers-docs format-check format
 all: $(B)/lis $(B)/lis-init $(B)/liblis-agent.so $(B)/liblis-rootfs.so $(B)/liblis-serve.so
 
 $(B)/obj/%.o: %.c
@@ -108,11 +110,15 @@ $(B)/liblis-serve.so: $(SERVE_OBJ) $(filter-out $(B)/pobj/cli/cmd_rootfs.o $(B)/
 # break another area's suites.
 AGENT_LIBOBJ  := $(filter-out $(B)/pobj/cli/%,$(AGENT_OBJ))
 ROOTFS_LIBOBJ := $(filter-out $(B)/pobj/cli/%,$(ROOTFS_OBJ))
+MON_LIBOBJ    := $(MON_SRC:%.c=$(B)/pobj/%.o)
 TESTLIB       := tests/testlib.c tests/testlib.h
-uses_net  = $(filter test_net test_http_head test_agent% test_batch% test_score% security/%,$(1))
+uses_net  = $(filter test_net test_http_head test_agent% test_batch% test_score% test_monitor% security/%,$(1))
+# the escape suites run with the monitor on (tests/security/seclib.c)
+uses_mon  = $(filter test_monitor% security/%,$(1))
 test_objs = $(if $(filter test_agent% test_batch% test_score%,$(1)),$(AGENT_LIBOBJ)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBOBJ)) \
-            $(if $(call uses_net,$(1)),$(B)/libnet.a)
-test_libs = $(if $(filter test_agent% test_batch% test_score%,$(1)),$(AGENT_LIBS)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBS))
+            $(if $(call uses_mon,$(1)),$(MON_LIBOBJ)) $(if $(call uses_net,$(1)),$(B)/libnet.a)
+test_libs = $(if $(filter test_agent% test_batch% test_score%,$(1)),$(AGENT_LIBS)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBS)) \
+            $(if $(call uses_mon,$(1)),$(AGENT_LIBS))
 # tests/security/test_* (the escape suites) also link their shared helpers
 test_srcs = $(if $(filter security/%,$(1)),tests/security/seclib.c tests/security/seclib.h)
 
@@ -127,6 +133,10 @@ $(B)/tests/bench_api: tests/bench_api.c $(B)/libruntime.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RT_CFLAGS) -o $@ $< $(B)/libruntime.a $(RT_LIBS) -lpthread
 
+$(B)/tests/bench_monitor: tests/bench_monitor.c $(B)/libruntime.a $(B)/libnet.a $(MON_LIBOBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(RT_CFLAGS) $(AGENT_CFLAGS) -o $@ $< $(MON_LIBOBJ) $(B)/libnet.a $(B)/libruntime.a $(RT_LIBS) $(AGENT_LIBS) -lpthread
+
 $(B)/tests/bench_fork: tests/bench_fork.c $(B)/libruntime.a $(ROOTFS_LIBOBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(RT_CFLAGS) $(ROOTFS_CFLAGS) -o $@ $< $(ROOTFS_LIBOBJ) $(B)/libruntime.a $(RT_LIBS) $(ROOTFS_LIBS) -lpthread
@@ -140,7 +150,13 @@ $(B)/tests/security/escape_probe: tests/security/escape_probe.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
 
+# the static helper the monitor suites run inside sandboxes (tests/test_monitor*.c)
+$(B)/tests/monitor_probe: tests/monitor_probe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
+
 tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/security/escape_probe \
+       $(B)/tests/monitor_probe $(B)/tests/bench_monitor \
        $(B)/tests/bench_api $(B)/tests/bench_fork
 
 # The README's test command. As root it prepares fixtures, then runs the
@@ -151,13 +167,17 @@ test check: tests
 # The one-way layers of docs/architecture.md (scripts/test.sh runs the same
 # check first and counts it): prints each area's layers, then its self-test.
 # The C style of .clang-format (docs/style.md); scripts/test.sh runs it too.
+# docs/architecture.md's tables of each area's rows, from the build's call graph
+layers-docs: all
+	python3 scripts/check-layers.py --objdir $(B)/obj --objdir $(B)/pobj --write-docs docs/architecture.md
+
 format-check:
 	bash scripts/format-check.sh
 format:
 	bash scripts/format-check.sh --fix
 
 check-layers: all
-	python3 scripts/check-layers.py --objdir $(B)/obj --objdir $(B)/pobj --levels
+	python3 scripts/check-layers.py --objdir $(B)/obj --objdir $(B)/pobj --levels --docs docs/architecture.md
 	python3 scripts/check-layers.py --self-test
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own
@@ -192,7 +212,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := http_head textcalls sse llm settings extract
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS   = $(CSTD) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -g -O1 $(FUZZ_SAN) \
-  -Iruntime -Inet -Irootfs -Iagent -Ifuzz $(AGENT_CFLAGS) $(ROOTFS_CFLAGS)
+  -Iruntime -Inet -Irootfs -Imonitor -Iagent -Ifuzz $(AGENT_CFLAGS) $(ROOTFS_CFLAGS)
 fuzz_src_http_head := net/http_head.c
 fuzz_src_textcalls := agent/textcalls.c agent/util.c runtime/error.c runtime/util.c
 fuzz_src_sse       := agent/sse.c agent/llm.c agent/util.c runtime/error.c runtime/util.c

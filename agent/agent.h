@@ -1,4 +1,8 @@
-/* agent.h - the LLM-in-Sandbox agent, internal interface of liblis-agent.so.
+/* agent.h - the LLM-in-Sandbox agent: the public header of agent/ for the
+ * areas above it (batch/, cli/): the episode engine and `lis run`'s episode,
+ * the LLM client, the tools' two halves, prompts, flags and settings, and the
+ * small helpers batch/ shares. What only agent/'s own files use is in
+ * agent/internal.h.
  *
  * Layering: agent/ talks to sandboxes only through lis.h, to the LLM through
  * libcurl, and reads JSON/YAML through cJSON/libyaml. No global mutable state:
@@ -32,7 +36,6 @@ void strbuf_release(strbuf *b);
 
 char *agent_strdup(const char *s);
 char *agent_strndup(const char *s, size_t n);
-void agent_sleep(double seconds);
 /* Reads a whole host file (settings, prompt configs); NULL on error. */
 char *agent_read_host_file(const char *path, size_t *len, lis_error *err);
 /* Prints JSON the way Python's json.dump(indent=2, ensure_ascii=False) does. */
@@ -48,25 +51,9 @@ long agent_json_long(const cJSON *item);
  * by U+FFFD, so the text is valid for a JSON string. */
 char *agent_clean_output(const char *p, size_t n);
 
-/* ---- tools (tools.c): schemas, execution, observation text ------------- */
+/* ---- tools (tools.c): execution -------------------------------------- */
 
-/* The message sent as a user turn when a reply holds no usable tool call. */
-extern const char AGENT_CONTINUE_MSG[];
-#define AGENT_CMD_TIMEOUT 120
-#define AGENT_TRUNC_LINES 40
-#define AGENT_OBS_CAP 32768          /* bytes per stream in a bash observation */
-#define AGENT_CAPTURE_CAP (1u << 20) /* bytes per stream kept by the runtime */
-
-/* The three tools, in the original's order and wording. */
-cJSON *agent_tool_schemas(void);
-
-/* The original's 40+40 line cut (Python str.splitlines semantics). */
-char *agent_truncate_lines(const char *s, int num_lines);
-/* Keeps head and tail of s within cap bytes (UTF-8 safe); extra_dropped
- * counts bytes already dropped by the runtime. Returns a copy. */
-char *agent_cap_bytes(const char *s, size_t cap, uint64_t extra_dropped);
-/* "Exit code: ...\nExecution output of \[execute_bash]:\n\[STDOUT]\n..." */
-char *agent_obs_bash(const char *exit_str, const char *out, const char *err);
+#define AGENT_CMD_TIMEOUT 120 /* seconds per command, as the original */
 
 typedef struct agent_tool_env {
     lis_sandbox *sb;
@@ -106,57 +93,6 @@ void agent_bash_prepare(const agent_tool_env *env, const char *command, agent_ba
 void agent_bash_observe(const agent_tool_env *env, const agent_bash *b, int rc,
                         const lis_result *res, const lis_error *err, agent_tool_out *out);
 
-/* ---- the editor (editor.c) --------------------------------------------- */
-
-/* The file system the editor works on: a sandbox, or a test double. */
-typedef struct ed_fs {
-    void *ctx;
-    int (*read)(void *ctx, const char *path, size_t max, char **data, size_t *len, lis_error *err);
-    int (*write)(void *ctx, const char *path, const char *data, size_t len, lis_error *err);
-    int (*stat)(void *ctx, const char *path, char *kind, uint64_t *size, lis_error *err);
-    /* find PATH -maxdepth 2, non-hidden, one entry a line; malloc'ed */
-    char *(*list)(void *ctx, const char *path, lis_error *err);
-    /* readlink -f PATH; malloc'ed */
-    char *(*resolve)(void *ctx, const char *path, lis_error *err);
-} ed_fs;
-
-#define ED_MAX_FILE (64u << 20)
-#define ED_MAX_RESPONSE 10000
-#define ED_SNIPPET_LINES 4
-
-/* Runs a str_replace_editor call; returns the result text (without the
- * "Execution output of" header), malloc'ed. */
-char *agent_editor_run(const ed_fs *fs, const char *workdir, const cJSON *params);
-/* The sandbox implementation of ed_fs (ctx is an agent_tool_env). */
-void agent_editor_sandbox_fs(ed_fs *fs, const agent_tool_env *env);
-
-/* Pure edit operations on buffers (exposed for tests). */
-/* Number of non-overlapping occurrences of needle in hay. */
-size_t ed_count(const char *hay, size_t hn, const char *needle, size_t nn, size_t *first);
-/* Replaces the unique occurrence of old_s (exact, or else with tabs expanded
- * and \r ignored). Returns 0 and sets *out; -1 with *count 0 or >1. */
-int ed_replace(const char *data, size_t len, const char *old_s, const char *new_s, char **out,
-               size_t *out_len, size_t *count, size_t *line);
-/* Inserts text after line `line` (0 = top). Returns -1 when line is out of
- * range and sets *nlines. */
-int ed_insert(const char *data, size_t len, long line, const char *text, char **out,
-              size_t *out_len, long *nlines);
-
-/* ---- tool calls written as text (textcalls.c) -------------------------- */
-
-typedef struct text_call {
-    char *name;
-    char *arguments; /* JSON text of the arguments object */
-} text_call;
-
-/* Parses hermes <tool_call>{...}</tool_call> and qwen3_coder
- * <function=N><parameter=P>V</parameter></function> blocks out of content.
- * Returns how many calls were found (up to max); *rest gets the content with
- * the blocks removed (malloc'ed). tools (the schemas) give parameter types. */
-size_t agent_parse_text_calls(const char *content, const cJSON *tools, text_call *calls, size_t max,
-                              char **rest);
-void agent_text_calls_free(text_call *calls, size_t n);
-
 /* ---- prompts (prompts.c) ---------------------------------------------- */
 
 typedef struct agent_prompts {
@@ -171,9 +107,6 @@ int agent_prompts_default(agent_prompts *p);
  * input_dir, output_dir); missing dirs default as the original's. */
 int agent_prompts_load(agent_prompts *p, const char *path, lis_error *err);
 void agent_prompts_free(agent_prompts *p);
-/* The final texts, filled in as the original does. */
-char *agent_prompt_system(const agent_prompts *p);
-char *agent_prompt_instance(const agent_prompts *p, const char *problem_statement);
 
 /* ---- the LLM client (llm.c) -------------------------------------------- */
 
@@ -248,42 +181,6 @@ void llm_call_set_log(llm_call *k, FILE *log);
 int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_error *err);
 void llm_call_free(llm_call *k);
 
-/* Parses a text/event-stream body chunk by chunk (sse.c). */
-typedef struct sse_state {
-    strbuf line; /* the current partial line */
-    strbuf data; /* data: lines of the current event */
-    int done;    /* [DONE] seen */
-    int events;
-    /* the assembled reply */
-    strbuf content, reasoning;
-    cJSON *tool_calls; /* array being assembled */
-    cJSON *error;      /* an error object sent in the stream */
-    char finish_reason[32];
-    llm_usage usage;
-    char *bad; /* first unparsable event, for the error text */
-} sse_state;
-
-void sse_init(sse_state *s);
-void sse_feed(sse_state *s, const char *p, size_t n);
-void sse_finish(sse_state *s);
-void sse_free(sse_state *s);
-
-/* Helpers shared by llm.c and the tests. */
-/* Context-length error: fills *max_context / *input_tokens (0 when absent);
- * returns 1 when the text is a token-limit error. */
-int llm_is_token_error(const char *text, long *max_context, long *input_tokens);
-/* New max_tokens after a token-limit error, or -1 to give up (original's rule). */
-long llm_shrink_max_tokens(long max_tokens, long max_context, long input_tokens);
-/* Anthropic request/response conversion. */
-cJSON *llm_anthropic_request(const cJSON *messages, const cJSON *tools, const llm_config *cfg,
-                             long max_tokens);
-cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, size_t flen);
-/* A successful response body (JSON) of api into out (released with
- * llm_reply_free); a stream once all of it went through sse_feed. 0, -1 with
- * *why, or -2 when the server sent an error object (*why is its message). */
-int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why, size_t wl);
-int llm_parse_stream(sse_state *s, llm_reply *out, char *why, size_t wl);
-
 /* ---- the episode (loop.c, episode.c) ----------------------------------- */
 
 typedef struct agent_opts {
@@ -296,10 +193,28 @@ typedef struct agent_opts {
     FILE *progress;       /* live progress (stderr); NULL: silent */
 } agent_opts;
 
+/* Why an episode ended: the engine's own reasons, then the ones a driver
+ * gives agent_ep_stop (lis batch: a deadline, Ctrl-C, a sandbox that could
+ * not start). lis batch numbers its row reasons after these (batch/engine.h:
+ * batch_reason), so a reason is never a string until it is printed. */
+typedef enum agent_stop {
+    AGENT_STOP_SUBMIT,
+    AGENT_STOP_MAX_STEPS,
+    AGENT_STOP_TOKEN_LIMIT,
+    AGENT_STOP_DEADLINE,
+    AGENT_STOP_LLM_ERROR,
+    AGENT_STOP_SANDBOX_ERROR,
+    AGENT_STOP_CANCELLED,
+} agent_stop;
+#define AGENT_STOPS (AGENT_STOP_CANCELLED + 1)
+/* As trajectory.json's metadata.stop_reason writes it: "submit", "max_steps",
+ * "token_limit", "deadline", "llm_error", "sandbox_error", "cancelled". */
+const char *agent_stop_name(agent_stop s);
+
 typedef struct agent_outcome {
     int steps;
     int submitted;
-    char stop_reason[32]; /* submit | max_steps | token_limit | llm_error | ... */
+    agent_stop stop;
     char error[512];
     long prompt_tokens, completion_tokens;
     double llm_seconds, tool_seconds; /* summed over the steps */
@@ -328,24 +243,17 @@ const char *agent_ep_tool(const agent_ep *ep, const cJSON **params);
 /* Takes out->obs. */
 void agent_ep_tool_done(agent_ep *ep, agent_tool_out *out);
 /* Ends the episode now with reason (deadline, cancelled, sandbox_error). */
-void agent_ep_stop(agent_ep *ep, const char *reason, const char *error);
+void agent_ep_stop(agent_ep *ep, agent_stop reason, const char *error);
 /* The trajectory (the original's format plus usage and tool time); frees ep. */
 cJSON *agent_ep_finish(agent_ep *ep, agent_outcome *out);
 
+/* The tool environment of a sandbox that is prepared already (a fork of a
+ * prepared one): bash or sh, the caps; no command runs. */
+void agent_tool_env_init(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env);
 /* Prepares the sandbox as the original does (mkdir -p of the working, input
  * and output dirs; git init when git exists) and fills env (bash or sh). */
-/* The tool environment of a sandbox that is prepared already (a fork of a
- * prepared one): no command runs. */
-void agent_tool_env_init(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env);
 int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env,
                           lis_error *err);
-/* Runs the ReAct loop. Returns the trajectory (the original's format plus
- * per-step usage and tool time); NULL only when out of memory. */
-cJSON *agent_loop(const agent_tool_env *env, const agent_opts *o, agent_outcome *out);
-
-/* Copies a host directory so that its contents land in dst, also when the
- * image already has dst. */
-int agent_copy_input(lis_sandbox *sb, const char *host, const char *dst, lis_error *err);
 
 typedef struct agent_run {
     agent_opts opts;

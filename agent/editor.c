@@ -6,7 +6,7 @@
  * (tabs, CRLF, a missing final newline, non-UTF-8 bytes), and a path under
  * the working directory that goes through a symlink pointing outside it is
  * refused. See docs/agent.md for the list of differences. */
-#include "agent.h"
+#include "agent_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

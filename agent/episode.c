@@ -1,7 +1,7 @@
 /* episode.c - one `lis run`: a fresh sandbox, the input copied in, the loop,
  * /testbed/output exported to <output-dir>/<timestamp>/files/, and
  * trajectory.json written next to it, whatever way the loop ended. */
-#include "agent.h"
+#include "agent_internal.h"
 #include "lis_net.h"
 
 #include <errno.h>
@@ -57,7 +57,8 @@ int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_en
     return 0;
 }
 
-/* Host directories are made by the runtime: agent/ makes no syscalls. */
+/* The run directory's parents, made by the runtime's mkdir -p (the files in
+ * it are written with stdio below). */
 static int mkdir_p(const char *path, lis_error *err) { return lis_host_mkdir_p(path, 0755, err); }
 
 static int write_text(const char *path, const char *text, lis_error *err)
@@ -202,8 +203,8 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
     free(json);
 
     if (log) {
-        fprintf(log, "lis: finished after %d steps (%s%s%s)\n", res->steps, res->stop_reason,
-                res->error[0] ? ": " : "", res->error);
+        fprintf(log, "lis: finished after %d steps (%s%s%s)\n", res->steps,
+                agent_stop_name(res->stop), res->error[0] ? ": " : "", res->error);
         fprintf(log, "lis: output files: %s\nlis: trajectory:   %s\n", files, tpath);
         fprintf(log, "lis: report: lis report %s\n", dir);
     }

@@ -2,7 +2,7 @@
  * and the Anthropic Messages API, over libcurl, with the original's
  * context-length back-off plus retries with exponential backoff, jitter and
  * Retry-After. */
-#include "agent.h"
+#include "agent_internal.h"
 
 #include <curl/curl.h>
 #include <errno.h>

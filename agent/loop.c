@@ -1,7 +1,7 @@
 /* loop.c - `lis run`'s driver of the episode engine (react.c): each LLM call
  * and each tool in turn, blocking. lis batch drives the same engine from its
  * event loop. */
-#include "agent.h"
+#include "agent_internal.h"
 
 cJSON *agent_loop(const agent_tool_env *env, const agent_opts *o, agent_outcome *out)
 {

@@ -2,7 +2,7 @@
  * config/general.yaml (embedded verbatim and parsed like any --prompt-config),
  * and the placeholder filling it does (str.replace for the directories, then
  * str.format for {problem_statement}, {command_docs} and {demo}). */
-#include "agent.h"
+#include "agent_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * LLM failure. Whoever drives it does the LLM calls and the tools: `lis run`
  * one at a time and blocking (loop.c), `lis batch` hundreds at once from one
  * event loop (batch/). Both get the same steps, history and trajectory. */
-#include "agent.h"
+#include "agent_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +105,20 @@ static void short_args(char *out, size_t len, const char *name, const cJSON *p)
         strcpy(out + 69, "...");
 }
 
+const char *agent_stop_name(agent_stop s)
+{
+    switch (s) {
+    case AGENT_STOP_SUBMIT: return "submit";
+    case AGENT_STOP_MAX_STEPS: return "max_steps";
+    case AGENT_STOP_TOKEN_LIMIT: return "token_limit";
+    case AGENT_STOP_LLM_ERROR: return "llm_error";
+    case AGENT_STOP_DEADLINE: return "deadline";
+    case AGENT_STOP_SANDBOX_ERROR: return "sandbox_error";
+    case AGENT_STOP_CANCELLED: return "cancelled";
+    }
+    return "?";
+}
+
 agent_ep *agent_ep_new(const agent_opts *o)
 {
     agent_ep *ep = calloc(1, sizeof *ep);
@@ -122,9 +136,9 @@ agent_ep *agent_ep_new(const agent_opts *o)
     free(user);
     ep->max_steps = o->max_steps > 0 ? o->max_steps : 100;
     ep->limit = o->max_token_limit > 0 ? o->max_token_limit : 65536;
-    snprintf(ep->out.stop_reason, sizeof ep->out.stop_reason, "max_steps");
+    ep->out.stop = AGENT_STOP_MAX_STEPS;
     if (!ep->tools || !ep->history || !ep->steps) {
-        snprintf(ep->out.stop_reason, sizeof ep->out.stop_reason, "llm_error");
+        ep->out.stop = AGENT_STOP_LLM_ERROR;
         snprintf(ep->out.error, sizeof ep->out.error, "out of memory");
         ep->state = S_END;
     }
@@ -154,7 +168,7 @@ int agent_ep_next(agent_ep *ep)
     append_content(cJSON_GetArrayItem(ep->history, cJSON_GetArraySize(ep->history) - 1), suffix);
     long tokens = estimate_tokens(ep->history, ep->known_tokens, ep->known_upto);
     if (tokens > ep->limit) {
-        snprintf(ep->out.stop_reason, sizeof ep->out.stop_reason, "token_limit");
+        ep->out.stop = AGENT_STOP_TOKEN_LIMIT;
         snprintf(ep->out.error, sizeof ep->out.error, "Total tokens: %ld > %ld", tokens, ep->limit);
         if (log)
             fprintf(log,
@@ -173,7 +187,7 @@ int agent_ep_next(agent_ep *ep)
 
 void agent_ep_llm_failed(agent_ep *ep, const char *why)
 {
-    snprintf(ep->out.stop_reason, sizeof ep->out.stop_reason, "llm_error");
+    ep->out.stop = AGENT_STOP_LLM_ERROR;
     snprintf(ep->out.error, sizeof ep->out.error, "%s", why);
     if (ep->o->progress)
         fprintf(ep->o->progress, "lis: LLM error: %s\n", why);
@@ -350,16 +364,16 @@ void agent_ep_tool_done(agent_ep *ep, agent_tool_out *tout)
     ep->state = S_ASK;
 }
 
-void agent_ep_stop(agent_ep *ep, const char *reason, const char *error)
+void agent_ep_stop(agent_ep *ep, agent_stop reason, const char *error)
 {
     if (ep->state == S_END)
         return;
     drop_pending(ep);
-    snprintf(ep->out.stop_reason, sizeof ep->out.stop_reason, "%s", reason);
+    ep->out.stop = reason;
     snprintf(ep->out.error, sizeof ep->out.error, "%s", error ? error : "");
     if (ep->o->progress)
-        fprintf(ep->o->progress, "lis: stopped: %s%s%s\n", reason, error && *error ? ": " : "",
-                error ? error : "");
+        fprintf(ep->o->progress, "lis: stopped: %s%s%s\n", agent_stop_name(reason),
+                error && *error ? ": " : "", error ? error : "");
     ep->state = S_END;
 }
 
@@ -367,7 +381,7 @@ cJSON *agent_ep_finish(agent_ep *ep, agent_outcome *out)
 {
     drop_pending(ep);
     if (ep->done)
-        snprintf(ep->out.stop_reason, sizeof ep->out.stop_reason, "submit");
+        ep->out.stop = AGENT_STOP_SUBMIT;
     ep->out.submitted = ep->done;
     ep->out.steps = ep->step;
     *out = ep->out;
@@ -377,7 +391,7 @@ cJSON *agent_ep_finish(agent_ep *ep, agent_outcome *out)
     cJSON_AddItemToObject(traj, "steps", ep->steps);
     cJSON *md = cJSON_AddObjectToObject(traj, "metadata");
     cJSON_AddNumberToObject(md, "total_steps", ep->step);
-    cJSON_AddStringToObject(md, "stop_reason", out->stop_reason);
+    cJSON_AddStringToObject(md, "stop_reason", agent_stop_name(out->stop));
     if (out->error[0])
         cJSON_AddStringToObject(md, "error", out->error);
     if (o->llm_name)

@@ -1,6 +1,6 @@
 /* settings.c - `lis run` flags, the original's settings files and
  * environment variables, YAML loading (libyaml). */
-#include "agent.h"
+#include "agent_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* sse.c - OpenAI streaming responses (text/event-stream): events are parsed
  * as they arrive and content, reasoning and tool_call deltas assembled. */
-#include "agent.h"
+#include "agent_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * without a tool-call parser: hermes (<tool_call>{"name":..,"arguments":..}
  * </tool_call>) and qwen3_coder (<function=NAME><parameter=P>V</parameter>
  * </function>, optionally inside <tool_call>). */
-#include "agent.h"
+#include "agent_internal.h"
 
 #include <ctype.h>
 #include <stdlib.h>

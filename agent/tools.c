@@ -1,7 +1,7 @@
 /* tools.c - the three tools of the original (execute_bash, str_replace_editor,
  * submit): their schemas, their execution in the sandbox, and the exact
  * observation texts the model sees. */
-#include "agent.h"
+#include "agent_internal.h"
 
 #include <ctype.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* util.c - strings, errors, time, JSON printing and output cleaning for the
  * agent: the bottom of agent/, it uses nothing else of it. */
-#include "agent.h"
+#include "agent_internal.h"
 
 #include <errno.h>
 #include <stdarg.h>

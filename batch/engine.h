@@ -25,20 +25,39 @@ typedef enum { EP_QUEUED = 0, EP_LIVE, EP_FINISHING, EP_DONE } bep_phase;
 typedef enum { SB_NONE = 0, SB_CREATING, SB_READY, SB_FAILED } bep_sandbox;
 typedef enum { LQ_NONE = 0, LQ_WAITING, LQ_FLIGHT, LQ_RETRY } bep_llm;
 
-#define BATCH_REASONS 10
-extern const char *const batch_reason_names[BATCH_REASONS];
-enum {
-    R_SUBMITTED,
-    R_MAX_STEPS,
-    R_TOKEN_LIMIT,
-    R_DEADLINE,
-    R_LLM_ERROR,
-    R_SANDBOX_ERROR,
-    R_SCORER_ERROR,
+/* A row's reason: the agent's stop reasons (agent.h: agent_stop, the same
+ * numbers, so an episode's reason is carried over without a string), then
+ * what only lis batch can say. */
+typedef enum batch_reason {
+    R_SUBMITTED = AGENT_STOP_SUBMIT,
+    R_MAX_STEPS = AGENT_STOP_MAX_STEPS,
+    R_TOKEN_LIMIT = AGENT_STOP_TOKEN_LIMIT,
+    R_DEADLINE = AGENT_STOP_DEADLINE,
+    R_LLM_ERROR = AGENT_STOP_LLM_ERROR,
+    R_SANDBOX_ERROR = AGENT_STOP_SANDBOX_ERROR,
+    R_CANCELLED = AGENT_STOP_CANCELLED,
+    R_SCORER_ERROR = AGENT_STOPS,
     R_INPUT_ERROR,
-    R_CANCELLED,
-    R_OTHER
-};
+    R_OTHER,
+} batch_reason;
+#define BATCH_REASONS (R_OTHER + 1)
+/* As results.jsonl's "reason" writes it: "submitted", "max_steps", ... */
+const char *batch_reason_name(batch_reason r);
+
+/* What becomes of an episode's row. */
+typedef enum bep_row {
+    ROW_WRITE,        /* written to results.jsonl */
+    ROW_CANCELLED,    /* cancelled: no row, --resume runs it again */
+    ROW_WRITE_FAILED, /* the append failed: the run stops */
+} bep_row;
+
+/* --fork-from-setup: the state of a row's shared set-up. */
+typedef enum bgroup_state {
+    G_NOT_MADE,
+    G_MADE,   /* the snapshot exists */
+    G_FAILED, /* its error is in bgroup.error */
+    G_GONE,   /* removed after the last repeat */
+} bgroup_state;
 
 struct brun;
 
@@ -49,7 +68,7 @@ struct brun;
  * this run ends. */
 typedef struct bgroup {
     pthread_mutex_t mu;
-    int state;        /* 0: not made, 1: made, 2: failed */
+    bgroup_state state;
     char chain[4096]; /* the snapshot's chain of layers (lis_store_resolve) */
     char digest[72];
     char error[512];
@@ -82,6 +101,8 @@ typedef struct bep {
     cJSON *plain_msgs; /* --mode llm: the one user message */
     /* the command or job in flight */
     lis_proc *proc;
+    lis_proc *reaping; /* a killed command the loop could not watch (bjob_reap) */
+    lis_error cmd_err; /* why */
     agent_bash bash;
     char *bash_printed;
     double cmd_t0, kill_at;
@@ -90,16 +111,17 @@ typedef struct bep {
     agent_tool_out tout;
     /* stopping early */
     int stopped;
-    char stop_reason[32];
+    agent_stop stop_reason;
     char stop_error[256];
     /* the result */
     char *answer;
     cJSON *traj;
     agent_outcome out;
-    int reason; /* R_* */
+    int decided; /* reason is set (by the loop or the end of the episode) */
+    batch_reason reason;
     char error[600];
     double score;
-    int discard; /* cancelled: no row, --resume runs it again */
+    bep_row row_fate;
     uint64_t memory_peak, oom_kills, proxy_bytes;
     struct bep *next_wait; /* in one of the run's wait lists */
 } bep;
@@ -162,7 +184,7 @@ void bjob_spare(void *arg);  /* bspare: create + prepare a sandbox for a row to 
 void bjob_tool(void *arg);   /* bep: a tool other than a command */
 void bjob_prompt(void *arg); /* bep: --mode llm prompt */
 void bjob_finish(void *arg); /* bep: answer, stats, destroy, score, row */
-int batch_reason_index(const char *stop_reason);
+void bjob_reap(void *arg);   /* bep: waits for a killed command the loop could not watch */
 
 /* capacity.c: RLIMIT_NOFILE raised, host limits checked for n episodes */
 int batch_capacity_check(int n, int sandboxes, FILE *warn, lis_error *err);
@@ -172,8 +194,24 @@ void bprog_tick(brun *r, int force);
 void bprog_clear(brun *r);
 void bprog_summary(FILE *f, const cJSON *results);
 
-/* sched.c; signals are blocked (and read from a signalfd) before any thread
- * starts, so that no worker or proxy thread takes a Ctrl-C */
+/* epoll tags of the loop's set: a kind in the top byte, a value (an fd, an
+ * episode's index) below */
+enum { K_SIG = 1, K_SETUP, K_MISC, K_CURL, K_PROC };
+#define TAG(k, v) (((uint64_t)(k) << 56) | (uint64_t)(v))
+#define TAG_KIND(t) ((int)((t) >> 56))
+#define TAG_VAL(t) ((t) & ((1ull << 56) - 1))
+
+/* sched.c: what the loop does with each event, on the loop's thread */
+void bsched_admit(brun *r); /* starts episodes while the bounds allow */
+void bsched_llm_start(bep *e);
+void bsched_llm_reap(brun *r); /* curl's finished transfers */
+void bsched_cmd_event(brun *r, bep *e);
+void bsched_stop(bep *e, agent_stop reason, const char *error);
+void bsched_cancel_all(brun *r, agent_stop reason, const char *error);
+void bsched_forget(brun *r, int fd); /* out of the epoll set */
+
+/* loop.c: the loop itself. Signals are blocked (and read from a signalfd)
+ * before any thread starts, so that no worker or proxy thread takes a Ctrl-C */
 #include <signal.h>
 void bsched_block_signals(sigset_t *old);
 void bsched_restore_signals(const sigset_t *old);

@@ -1,5 +1,5 @@
 /* jobs.c - what an episode does that may block, run on a worker thread
- * (workers.c) while the event loop (sched.c) goes on: creating and preparing
+ * (lis_jobs) while the event loop (loop.c, sched.c) goes on: creating and preparing
  * its sandbox, the editor, the --mode llm prompt, and the end: the answer,
  * the sandbox's figures, destroying it, scoring, the row. Each job touches
  * only its own episode; the run's shared parts it uses (the output
@@ -12,20 +12,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const batch_reason_names[BATCH_REASONS] = {"submitted",    "max_steps",
-                                                       "token_limit",  "deadline",
-                                                       "llm_error",    "sandbox_error",
-                                                       "scorer_error", "input_error",
-                                                       "cancelled",    "other"};
-
-int batch_reason_index(const char *stop_reason)
+const char *batch_reason_name(batch_reason r)
 {
-    if (!strcmp(stop_reason, "submit"))
-        return R_SUBMITTED;
-    for (int i = 0; i < BATCH_REASONS; i++)
-        if (!strcmp(stop_reason, batch_reason_names[i]))
-            return i;
-    return R_OTHER;
+    switch (r) {
+    case R_SUBMITTED: return "submitted";
+    case R_MAX_STEPS: return "max_steps";
+    case R_TOKEN_LIMIT: return "token_limit";
+    case R_DEADLINE: return "deadline";
+    case R_LLM_ERROR: return "llm_error";
+    case R_SANDBOX_ERROR: return "sandbox_error";
+    case R_CANCELLED: return "cancelled";
+    case R_SCORER_ERROR: return "scorer_error";
+    case R_INPUT_ERROR: return "input_error";
+    case R_OTHER: return "other";
+    }
+    return "other";
 }
 
 /* Input files land in input_dir as the original's copy_dir_to_container of
@@ -83,11 +84,11 @@ static int group_snapshot(bep *e)
     bgroup *g = e->group;
     brun *r = e->run;
     pthread_mutex_lock(&g->mu);
-    if (g->state == 0) {
+    if (g->state == G_NOT_MADE) {
         lis_sandbox *t = NULL;
         agent_tool_env env;
         lis_error err = {0};
-        g->state = 2;
+        g->state = G_FAILED;
         if (make_sandbox(r, &t, &env, g->error, sizeof g->error) == 0) {
             lis_snapshot_result snap;
             if (write_inputs(e, t, &err) < 0)
@@ -97,13 +98,13 @@ static int group_snapshot(bep *e)
             else {
                 snprintf(g->chain, sizeof g->chain, "%s", snap.rootfs);
                 snprintf(g->digest, sizeof g->digest, "%s", snap.digest);
-                g->state = 1;
+                g->state = G_MADE;
             }
             lis_error ign;
             lis_sandbox_destroy(t, &ign);
         }
     }
-    int ok = g->state == 1;
+    int ok = g->state == G_MADE;
     if (!ok)
         snprintf(e->setup_error, sizeof e->setup_error, "%s", g->error);
     pthread_mutex_unlock(&g->mu);
@@ -135,10 +136,10 @@ static void group_done(bep *e)
     if (!g)
         return;
     pthread_mutex_lock(&g->mu);
-    if (g->pending && --g->pending == 0 && g->state == 1) {
+    if (g->pending && --g->pending == 0 && g->state == G_MADE) {
         lis_error ign;
         lis_rootfs_rm(lis_ctx_data_dir(e->run->ctx), g->digest, NULL, &ign);
-        g->state = 3; /* gone */
+        g->state = G_GONE;
     }
     pthread_mutex_unlock(&g->mu);
 }
@@ -169,6 +170,16 @@ void bjob_tool(void *arg)
     agent_tool_exec(&e->env, *name ? name : NULL, params, &e->tout);
 }
 
+void bjob_reap(void *arg)
+{
+    bep *e = arg;
+    lis_result res = {0};
+    lis_error ign;
+    if (lis_proc_wait(e->reaping, &res, &ign) == 0)
+        lis_result_free(&res);
+    e->reaping = NULL;
+}
+
 void bjob_prompt(void *arg)
 {
     bep *e = arg;
@@ -176,6 +187,7 @@ void bjob_prompt(void *arg)
     char *p = batch_scorer_prompt(e->run->scorer, e->row->json, &err);
     if (!p) {
         e->reason = R_INPUT_ERROR;
+        e->decided = 1;
         snprintf(e->error, sizeof e->error, "vanilla_llm_prompt.py: %s", err.msg);
         return;
     }
@@ -204,7 +216,7 @@ static void close_sandbox(bep *e)
         e->answer = agent_strndup(data, len);
         free(data);
     }
-    if (r->o->save_files && !e->discard) {
+    if (r->o->save_files && e->row_fate == ROW_WRITE) {
         /* files/KEY (batch_out_key: the same escaped name as trajectories/ and logs/),
          * made by the copy itself so the output dir's contents land right in it */
         char *key = batch_out_key(e->row->id, e->attempt);
@@ -259,7 +271,7 @@ static cJSON *make_row(bep *e, double wall)
                           e->row->ground_truth ? cJSON_Duplicate(e->row->ground_truth, 1)
                                                : cJSON_CreateNull());
     cJSON_AddStringToObject(row, "problem_statement", e->row->problem_statement);
-    cJSON_AddStringToObject(row, "reason", batch_reason_names[e->reason]);
+    cJSON_AddStringToObject(row, "reason", batch_reason_name(e->reason));
     if (e->error[0])
         cJSON_AddStringToObject(row, "error", e->error);
     else
@@ -285,16 +297,19 @@ void bjob_finish(void *arg)
     if (e->ep) {
         e->traj = agent_ep_finish(e->ep, &e->out);
         e->ep = NULL;
-        if (e->reason < 0) { /* not decided by the loop: the engine's reason */
-            e->reason = batch_reason_index(e->out.stop_reason);
+        if (!e->decided) { /* not decided by the loop: the engine's reason */
+            e->reason = (batch_reason)e->out.stop;
+            e->decided = 1;
             snprintf(e->error, sizeof e->error, "%s", e->out.error);
         }
     }
-    if (e->reason < 0)
+    if (!e->decided) {
         e->reason = R_OTHER;
+        e->decided = 1;
+    }
     close_sandbox(e);
     group_done(e);
-    if (e->discard)
+    if (e->row_fate != ROW_WRITE)
         return;
     if (e->answer) { /* as the original's runner: stripped; and valid UTF-8 for the row */
         char *c = agent_clean_output(e->answer, strlen(e->answer));
@@ -325,7 +340,7 @@ void bjob_finish(void *arg)
                                                : cJSON_PrintUnformatted(e->row->ground_truth))
                                         : agent_strdup("");
         fprintf(e->log, "Ground Truth: %s\nScore: %.4f\nReason: %s%s%s\n%s\n", gt ? gt : "",
-                e->score, batch_reason_names[e->reason], e->error[0] ? ": " : "", e->error,
+                e->score, batch_reason_name(e->reason), e->error[0] ? ": " : "", e->error,
                 "================================================================================");
         free(gt);
         fflush(e->log);
@@ -334,7 +349,7 @@ void bjob_finish(void *arg)
     if (batch_out_append(r->out, row, e->traj, e->log_buf, &err) < 0) {
         /* the loop stops the run: results that cannot be kept are worth nothing */
         snprintf(e->error, sizeof e->error, "writing the result: %s", err.msg);
-        e->discard = 2;
+        e->row_fate = ROW_WRITE_FAILED;
     }
     cJSON_Delete(row);
 }

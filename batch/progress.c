@@ -33,11 +33,14 @@ static void fmt_errors(const brun *r, char *b, size_t n)
 {
     size_t off = 0;
     b[0] = 0;
-    for (int i = R_DEADLINE; i < BATCH_REASONS; i++) {
-        if (!r->by_reason[i] || off >= n)
+    static const batch_reason shown[] = {R_DEADLINE,     R_LLM_ERROR,   R_SANDBOX_ERROR,
+                                         R_SCORER_ERROR, R_INPUT_ERROR, R_CANCELLED,
+                                         R_OTHER};
+    for (size_t i = 0; i < sizeof shown / sizeof *shown; i++) {
+        if (!r->by_reason[shown[i]] || off >= n)
             continue;
         off += (size_t)snprintf(b + off, n - off, "%s%s %zu", off ? ", " : "",
-                                batch_reason_names[i], r->by_reason[i]);
+                                batch_reason_name(shown[i]), r->by_reason[shown[i]]);
     }
     if (!b[0])
         snprintf(b, n, "none");

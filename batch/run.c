@@ -120,7 +120,7 @@ static void free_run(brun *r)
     /* --fork-from-setup: a snapshot whose repeats did not all run (Ctrl-C, a
      * fatal error) goes too; every sandbox is gone by now */
     for (size_t i = 0; r->groups && i < r->task->nrows; i++) {
-        if (r->groups[i].state == 1) {
+        if (r->groups[i].state == G_MADE) {
             lis_error ign;
             lis_rootfs_rm(lis_ctx_data_dir(r->ctx), r->groups[i].digest, NULL, &ign);
         }

@@ -1,8 +1,8 @@
-/* sched.c - the event loop of lis batch (engine.h says the design): admits
- * episodes under the run's bounds, drives each one's engine (agent_ep) from
- * the LLM replies, command completions and finished jobs, and applies the
- * deadlines, Ctrl-C and fatal errors. Everything here runs on one thread and
- * never blocks but in epoll_wait. */
+/* sched.c - what the event loop of lis batch (loop.c; engine.h says the
+ * design) does with each event: admits episodes under the run's bounds,
+ * drives each one's engine (agent_ep) from the LLM replies, command
+ * completions and finished jobs, and stops episodes (deadlines, Ctrl-C, fatal
+ * errors). Everything here runs on the loop's thread and never blocks. */
 #include "engine.h"
 
 #include <errno.h>
@@ -10,15 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/signalfd.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-/* epoll tags: a kind in the top byte, a value (an fd, an episode) below */
-enum { K_SIG = 1, K_SETUP, K_MISC, K_CURL, K_PROC };
-#define TAG(k, v) (((uint64_t)(k) << 56) | (uint64_t)(v))
-#define TAG_KIND(t) ((int)((t) >> 56))
-#define TAG_VAL(t) ((t) & ((1ull << 56) - 1))
 
 static void drive(bep *e);
 static void try_finish(bep *e);
@@ -49,36 +40,16 @@ static bep *list_pop(bep_list *l)
 
 /* ---- LLM requests on the multi handle --------------------------------- */
 
-static int on_socket(CURL *h, curl_socket_t s, int what, void *userp, void *socketp)
+/* Removes fd from the loop's set. ENOENT and EBADF mean it is gone already
+ * (curl may close a socket before it says so); anything else is a bug worth
+ * a line, though closing the fd removes it from the set anyway. */
+void bsched_forget(brun *r, int fd)
 {
-    brun *r = userp;
-    (void)h;
-    if (what == CURL_POLL_REMOVE) {
-        epoll_ctl(r->epfd, EPOLL_CTL_DEL, s, NULL);
-        curl_multi_assign(r->multi, s, NULL);
-        return 0;
-    }
-    struct epoll_event ev = {.data.u64 = TAG(K_CURL, (uint64_t)s)};
-    ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
-    if (!socketp) {
-        if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, s, &ev) < 0 && errno == EEXIST)
-            epoll_ctl(r->epfd, EPOLL_CTL_MOD, s, &ev);
-        curl_multi_assign(r->multi, s, r);
-    } else {
-        epoll_ctl(r->epfd, EPOLL_CTL_MOD, s, &ev);
-    }
-    return 0;
+    if (epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL) < 0 && errno != ENOENT && errno != EBADF)
+        fprintf(r->o->err, "lis: warning: epoll_ctl(DEL, %d): %s\n", fd, strerror(errno));
 }
 
-static int on_timer(CURLM *m, long timeout_ms, void *userp)
-{
-    (void)m;
-    brun *r = userp;
-    r->curl_due = timeout_ms < 0 ? -1 : lis_now() + (double)timeout_ms / 1000.0;
-    return 0;
-}
-
-static void llm_start(bep *e)
+void bsched_llm_start(bep *e)
 {
     brun *r = e->run;
     if (r->llm_inflight >= (size_t)r->o->max_llm) {
@@ -106,6 +77,7 @@ static void llm_start(bep *e)
             drive(e);
         } else {
             e->reason = R_LLM_ERROR;
+            e->decided = 1;
             snprintf(e->error, sizeof e->error, "%s", err.msg);
             try_finish(e);
         }
@@ -123,7 +95,7 @@ static void llm_slot_freed(brun *r)
         if (!w)
             break;
         if (w->lq == LQ_WAITING && w->phase == EP_LIVE && !w->stopped)
-            llm_start(w);
+            bsched_llm_start(w);
     }
 }
 
@@ -142,7 +114,6 @@ static void llm_cancel(bep *e)
 }
 
 static void run_fatal(brun *r, const char *msg);
-
 /* What would fail every row: stop the run rather than burn through it. */
 static int is_fatal(const brun *r, const lis_error *err)
 {
@@ -201,6 +172,7 @@ static void llm_done(brun *r, CURL *h, CURLcode rc)
             e->out.prompt_tokens = reply.usage.prompt_tokens;
             e->out.completion_tokens = reply.usage.completion_tokens;
             e->reason = R_SUBMITTED;
+            e->decided = 1;
             if (e->log)
                 fprintf(e->log, "Response:\n%s\n", reply.content);
             llm_reply_free(&reply);
@@ -217,12 +189,13 @@ static void llm_done(brun *r, CURL *h, CURLcode rc)
         drive(e);
     } else {
         e->reason = R_LLM_ERROR;
+        e->decided = 1;
         snprintf(e->error, sizeof e->error, "%s", err.msg);
         try_finish(e);
     }
 }
 
-static void llm_reap(brun *r)
+void bsched_llm_reap(brun *r)
 {
     CURLMsg *m;
     int left;
@@ -233,6 +206,24 @@ static void llm_reap(brun *r)
 }
 
 /* ---- commands ---------------------------------------------------------- */
+
+/* A command whose fd the loop could not watch, reaped by bjob_reap. */
+static void reap_done(void *arg, int status)
+{
+    bep *e = arg;
+    e->in_job = 0;
+    free(e->bash_printed);
+    e->bash_printed = NULL;
+    if (e->stopped) {
+        try_finish(e);
+        return;
+    }
+    lis_result res = {0};
+    agent_tool_out t = {0};
+    agent_bash_observe(&e->env, &e->bash, -1, &res, &e->cmd_err, &t);
+    agent_ep_tool_done(e->ep, &t);
+    drive(e);
+}
 
 static void cmd_start(bep *e, const char *cmd)
 {
@@ -257,7 +248,20 @@ static void cmd_start(bep *e, const char *cmd)
         return;
     }
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(K_PROC, e->index)};
-    epoll_ctl(r->epfd, EPOLL_CTL_ADD, lis_proc_fd(e->proc), &ev);
+    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, lis_proc_fd(e->proc), &ev) < 0) {
+        /* unwatched, it would never end and nor would the run: kill it and
+         * reap it on a worker; the model sees the command fail */
+        lis_fail_errno(&e->cmd_err, "cannot watch the command (epoll_ctl)");
+        lis_proc_signal(e->proc, SIGKILL, &err);
+        e->reaping = e->proc; /* the job's alone from here */
+        e->proc = NULL;
+        e->in_job = 1;
+        if (!lis_jobs_submit(r->misc, bjob_reap, reap_done, e, &err)) {
+            bjob_reap(e); /* out of memory for a job: the command is killed, this is short */
+            reap_done(e, 0);
+        }
+        return;
+    }
     r->commands++;
 }
 
@@ -277,7 +281,7 @@ static void cmd_slot_freed(brun *r)
     }
 }
 
-static void cmd_event(brun *r, bep *e)
+void bsched_cmd_event(brun *r, bep *e)
 {
     lis_error err = {0};
     if (!e->proc)
@@ -285,7 +289,7 @@ static void cmd_event(brun *r, bep *e)
     int rc = lis_proc_step(e->proc, &err);
     if (rc == 0)
         return;
-    epoll_ctl(r->epfd, EPOLL_CTL_DEL, lis_proc_fd(e->proc), NULL);
+    bsched_forget(r, lis_proc_fd(e->proc));
     lis_result res = {0};
     int wrc = lis_proc_wait(e->proc, &res, &err);
     e->proc = NULL;
@@ -375,7 +379,7 @@ static void setup_done(void *arg, int status)
             /* nothing can run without it: no more LLM calls for this row */
             llm_cancel(e);
             e->stopped = 1;
-            snprintf(e->stop_reason, sizeof e->stop_reason, "sandbox_error");
+            e->stop_reason = AGENT_STOP_SANDBOX_ERROR;
             snprintf(e->stop_error, sizeof e->stop_error, "%s", e->setup_error);
         }
     }
@@ -451,10 +455,8 @@ static void prompt_done(void *arg, int status)
     if (e->stopped || !e->plain_msgs)
         try_finish(e);
     else
-        llm_start(e);
+        bsched_llm_start(e);
 }
-
-static void admit(brun *r);
 
 static void finish_done(void *arg, int status)
 {
@@ -462,18 +464,20 @@ static void finish_done(void *arg, int status)
     brun *r = e->run;
     e->phase = EP_DONE;
     r->live--;
-    if (e->discard == 2 && !r->fatal) {
+    if (e->row_fate == ROW_WRITE_FAILED && !r->fatal) {
         snprintf(r->write_error, sizeof r->write_error, "%s", e->error);
         run_fatal(r, e->error);
     }
-    if (!e->discard) {
+    switch (e->row_fate) {
+    case ROW_WRITE:
         r->done++;
         r->by_reason[e->reason]++;
         if (e->reason != R_SUBMITTED && e->reason != R_MAX_STEPS && e->reason != R_TOKEN_LIMIT)
             r->errors++;
         r->score_sum += e->score;
-    } else if (e->discard == 1) {
-        r->by_reason[R_CANCELLED]++;
+        break;
+    case ROW_CANCELLED: r->by_reason[R_CANCELLED]++; break;
+    case ROW_WRITE_FAILED: break;
     }
     if (e->log)
         fclose(e->log);
@@ -486,7 +490,7 @@ static void finish_done(void *arg, int status)
     e->answer = NULL;
     cJSON_Delete(e->plain_msgs);
     e->plain_msgs = NULL;
-    admit(r);
+    bsched_admit(r);
 }
 
 /* Ends the episode once nothing of it is in flight. */
@@ -500,10 +504,11 @@ static void try_finish(bep *e)
     if (e->stopped) {
         if (e->ep)
             agent_ep_stop(e->ep, e->stop_reason, e->stop_error);
-        if (!strcmp(e->stop_reason, "cancelled"))
-            e->discard = 1;
-        else if (e->reason < 0) {
-            e->reason = batch_reason_index(e->stop_reason);
+        if (e->stop_reason == AGENT_STOP_CANCELLED) {
+            e->row_fate = ROW_CANCELLED;
+        } else if (!e->decided) {
+            e->reason = (batch_reason)e->stop_reason;
+            e->decided = 1;
             snprintf(e->error, sizeof e->error, "%s", e->stop_error);
         }
     }
@@ -517,12 +522,12 @@ static void try_finish(bep *e)
 }
 
 /* Stops a live episode early: deadline, Ctrl-C, a fatal error. */
-static void stop(bep *e, const char *reason, const char *error)
+void bsched_stop(bep *e, agent_stop reason, const char *error)
 {
     if (e->phase != EP_LIVE || e->stopped)
         return;
     e->stopped = 1;
-    snprintf(e->stop_reason, sizeof e->stop_reason, "%s", reason);
+    e->stop_reason = reason;
     snprintf(e->stop_error, sizeof e->stop_error, "%s", error);
     if (e->lq != LQ_NONE)
         llm_cancel(e);
@@ -541,7 +546,7 @@ static void drive(bep *e)
     if (e->phase != EP_LIVE || e->stopped)
         return;
     switch (agent_ep_next(e->ep)) {
-    case AGENT_EP_LLM: llm_start(e); break;
+    case AGENT_EP_LLM: bsched_llm_start(e); break;
     case AGENT_EP_TOOL: {
         if (e->sbs == SB_NONE || e->sbs == SB_CREATING) {
             e->wants_tool = 1;
@@ -560,7 +565,7 @@ static void drive(bep *e)
         e->in_job = 1;
         if (!lis_jobs_submit(r->misc, bjob_tool, tool_done, e, &err)) {
             e->in_job = 0;
-            stop(e, "sandbox_error", err.msg);
+            bsched_stop(e, AGENT_STOP_SANDBOX_ERROR, err.msg);
         }
         break;
     }
@@ -574,7 +579,7 @@ static void start(bep *e)
 {
     brun *r = e->run;
     e->phase = EP_LIVE;
-    e->reason = -1;
+    e->decided = 0;
     e->t0 = lis_now();
     e->deadline = r->o->episode_timeout > 0 ? e->t0 + r->o->episode_timeout : 0;
     r->live++;
@@ -584,6 +589,7 @@ static void start(bep *e)
     e->opts.progress = e->log;
     if (e->row->error[0]) {
         e->reason = R_INPUT_ERROR;
+        e->decided = 1;
         snprintf(e->error, sizeof e->error, "%s", e->row->error);
         try_finish(e);
         return;
@@ -594,6 +600,7 @@ static void start(bep *e)
         if (!lis_jobs_submit(r->misc, bjob_prompt, prompt_done, e, &err)) {
             e->in_job = 0;
             e->reason = R_INPUT_ERROR;
+            e->decided = 1;
             snprintf(e->error, sizeof e->error, "%s", err.msg);
             try_finish(e);
         }
@@ -602,6 +609,7 @@ static void start(bep *e)
     e->ep = agent_ep_new(&e->opts);
     if (!e->ep) {
         e->reason = R_OTHER;
+        e->decided = 1;
         snprintf(e->error, sizeof e->error, "out of memory");
         try_finish(e);
         return;
@@ -610,17 +618,17 @@ static void start(bep *e)
     drive(e); /* the first request needs only the prompt: it does not wait for the sandbox */
 }
 
-static void admit(brun *r)
+void bsched_admit(brun *r)
 {
     while (!r->draining && !r->fatal && r->live < (size_t)r->o->concurrency && r->next < r->neps)
         start(&r->eps[r->next++]);
     spare_top_up(r);
 }
 
-static void cancel_all(brun *r, const char *reason, const char *error)
+void bsched_cancel_all(brun *r, agent_stop reason, const char *error)
 {
     for (size_t i = 0; i < r->next; i++)
-        stop(&r->eps[i], reason, error);
+        bsched_stop(&r->eps[i], reason, error);
 }
 
 static void run_fatal(brun *r, const char *msg)
@@ -629,188 +637,5 @@ static void run_fatal(brun *r, const char *msg)
         return;
     r->fatal = 1;
     snprintf(r->fatal_msg, sizeof r->fatal_msg, "%s", msg);
-    cancel_all(r, "cancelled", msg);
-}
-
-static void on_signal(brun *r)
-{
-    struct signalfd_siginfo si;
-    while (read(r->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
-        r->signals++;
-        if (r->signals == 1 && si.ssi_signo == SIGINT) {
-            r->draining = 1;
-            if (r->o->drain_timeout > 0)
-                r->drain_deadline = lis_now() + r->o->drain_timeout;
-            bprog_clear(r);
-            fprintf(r->o->err,
-                    "lis: Ctrl-C: starting nothing new, waiting for the %zu running "
-                    "episodes (Ctrl-C again cancels them)\n",
-                    r->live);
-        } else {
-            r->draining = r->cancelling = 1;
-            bprog_clear(r);
-            fprintf(r->o->err,
-                    "lis: cancelling the %zu running episodes (--resume runs them "
-                    "again)\n",
-                    r->live);
-            cancel_all(r, "cancelled", "interrupted");
-        }
-    }
-}
-
-/* Deadlines, retries whose wait is over, stuck kills: once per tick. */
-static void sweep(brun *r, double now)
-{
-    if (r->drain_deadline > 0 && now >= r->drain_deadline && !r->cancelling) {
-        r->cancelling = 1;
-        bprog_clear(r);
-        fprintf(r->o->err,
-                "lis: --drain-timeout reached: cancelling the %zu running "
-                "episodes\n",
-                r->live);
-        cancel_all(r, "cancelled", "drain timeout");
-    }
-    for (size_t i = 0; i < r->next; i++) {
-        bep *e = &r->eps[i];
-        if (e->phase != EP_LIVE)
-            continue;
-        if (!e->stopped && e->deadline > 0 && now >= e->deadline) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "the episode ran longer than --episode-timeout %gs",
-                     r->o->episode_timeout);
-            stop(e, "deadline", msg);
-            continue;
-        }
-        if (e->lq == LQ_RETRY && now >= e->retry_at && !e->stopped) {
-            r->retrying--;
-            e->lq = LQ_NONE;
-            llm_start(e);
-        }
-        if (e->proc && e->kill_at > 0 && now >= e->kill_at && e->sb) {
-            /* the command outlived SIGKILL (a stuck exit): end the whole sandbox,
-             * which ends its connection and so the command */
-            syscall(SYS_pidfd_send_signal, lis_sandbox_pidfd(e->sb), SIGKILL, NULL, 0);
-            e->kill_at = 0;
-        }
-    }
-}
-
-static void batch_sigset(sigset_t *set)
-{
-    sigemptyset(set);
-    sigaddset(set, SIGINT);
-    sigaddset(set, SIGTERM);
-    sigaddset(set, SIGHUP);
-}
-
-void bsched_block_signals(sigset_t *old)
-{
-    sigset_t set;
-    batch_sigset(&set);
-    pthread_sigmask(SIG_BLOCK, &set, old);
-}
-
-void bsched_restore_signals(const sigset_t *old)
-{
-    /* a signal that arrived while blocked stays pending: drop it rather than
-     * have it kill the process on unblock before the report is written */
-    struct timespec zero = {0, 0};
-    sigset_t set;
-    batch_sigset(&set);
-    while (sigtimedwait(&set, NULL, &zero) > 0)
-        ;
-    pthread_sigmask(SIG_SETMASK, old, NULL);
-}
-
-static int setup_loop(brun *r, lis_error *err)
-{
-    sigset_t set;
-    batch_sigset(&set);
-    r->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    r->epfd = epoll_create1(EPOLL_CLOEXEC);
-    r->multi = curl_multi_init();
-    if (r->sigfd < 0 || r->epfd < 0 || !r->multi)
-        return lis_fail_errno(err, "setting up the event loop");
-    curl_multi_setopt(r->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-    curl_multi_setopt(r->multi, CURLMOPT_SOCKETDATA, r);
-    curl_multi_setopt(r->multi, CURLMOPT_TIMERFUNCTION, on_timer);
-    curl_multi_setopt(r->multi, CURLMOPT_TIMERDATA, r);
-    curl_multi_setopt(r->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)r->o->max_llm);
-    curl_multi_setopt(r->multi, CURLMOPT_MAXCONNECTS, (long)r->o->max_llm);
-    r->curl_due = -1;
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(K_SIG, 0)};
-    epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->sigfd, &ev);
-    ev.data.u64 = TAG(K_SETUP, 0);
-    epoll_ctl(r->epfd, EPOLL_CTL_ADD, lis_jobs_fd(r->setup), &ev);
-    ev.data.u64 = TAG(K_MISC, 0);
-    epoll_ctl(r->epfd, EPOLL_CTL_ADD, lis_jobs_fd(r->misc), &ev);
-    return 0;
-}
-
-int bsched_run(brun *r, lis_error *err)
-{
-    int rc = setup_loop(r, err);
-    r->t0 = r->last_sweep = r->last_progress = lis_now();
-    if (rc == 0)
-        admit(r);
-    struct epoll_event evs[64];
-    while (rc == 0 && (r->live > 0 || r->spares_creating > 0 ||
-                       (!r->draining && !r->fatal && r->next < r->neps))) {
-        int timeout = 100; /* the sweep's tick */
-        if (r->curl_due >= 0) {
-            double ms = (r->curl_due - lis_now()) * 1000.0;
-            if (ms < timeout)
-                timeout = ms <= 0 ? 0 : (int)ms + 1;
-        }
-        int n = epoll_wait(r->epfd, evs, 64, timeout);
-        if (n < 0 && errno != EINTR) {
-            rc = lis_fail_errno(err, "epoll_wait");
-            break;
-        }
-        int running;
-        for (int i = 0; i < n; i++) {
-            uint64_t t = evs[i].data.u64;
-            switch (TAG_KIND(t)) {
-            case K_SIG: on_signal(r); break;
-            case K_SETUP: lis_jobs_reap(r->setup); break;
-            case K_MISC: lis_jobs_reap(r->misc); break;
-            case K_CURL: {
-                int mask = ((evs[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
-                           ((evs[i].events & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
-                           ((evs[i].events & (EPOLLERR | EPOLLHUP)) ? CURL_CSELECT_ERR : 0);
-                curl_multi_socket_action(r->multi, (curl_socket_t)TAG_VAL(t), mask, &running);
-                llm_reap(r);
-                break;
-            }
-            case K_PROC: cmd_event(r, &r->eps[TAG_VAL(t)]); break;
-            }
-        }
-        double now = lis_now();
-        if (r->curl_due >= 0 && now >= r->curl_due) {
-            r->curl_due = -1;
-            curl_multi_socket_action(r->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-            llm_reap(r);
-        }
-        if (now - r->last_sweep >= 0.1) {
-            r->last_sweep = now;
-            sweep(r, now);
-            bprog_tick(r, 0);
-        }
-    }
-    if (r->setup)
-        lis_jobs_reap(r->setup);
-    while (r->nspares) { /* made ahead, never needed */
-        bspare *sp = r->spares[--r->nspares];
-        lis_error ign;
-        lis_sandbox_destroy(sp->sb, &ign);
-        free(sp);
-    }
-    if (r->multi)
-        curl_multi_cleanup(r->multi);
-    r->multi = NULL;
-    if (r->epfd >= 0)
-        close(r->epfd);
-    if (r->sigfd >= 0)
-        close(r->sigfd);
-    return rc;
+    bsched_cancel_all(r, AGENT_STOP_CANCELLED, msg);
 }

@@ -77,7 +77,7 @@ int cmd_run_main(int argc, char **argv)
         goto out;
     }
     /* 0 submitted, 1 ended without submit, 3 the LLM failed */
-    rc = res.submitted ? 0 : !strcmp(res.stop_reason, "llm_error") ? 3 : 1;
+    rc = res.submitted ? 0 : res.stop == AGENT_STOP_LLM_ERROR ? 3 : 1;
 out:
     lis_ctx_free(ctx);
     agent_prompts_free(&prompts);

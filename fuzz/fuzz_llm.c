@@ -3,7 +3,7 @@
  * token-limit error texts, and the Anthropic request built from a history
  * (tool outputs in it come from the sandbox). The first byte picks the API. */
 #include "fuzz.h"
-#include "agent.h"
+#include "agent_internal.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * the task text filled into the instance prompt, --extra-body JSON and the
  * --memory / --net values. The input is all of these at once. */
 #include "fuzz.h"
-#include "agent.h"
+#include "agent_internal.h"
 
 #include <fcntl.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * chunks whose sizes come from the input: the result must not depend on
  * how the network split the stream. */
 #include "fuzz.h"
-#include "agent.h"
+#include "agent_internal.h"
 
 #include <string.h>
 

@@ -5,7 +5,7 @@
  * (qwen3_coder) they are a JSON object; the rest is never longer than the
  * content; the loop's use (cJSON strings) works on every result. */
 #include "fuzz.h"
-#include "agent.h"
+#include "agent_internal.h"
 
 #include <string.h>
 

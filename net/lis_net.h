@@ -48,6 +48,30 @@ void lis_net_sandbox_counters(lis_sandbox *sb, lis_net_counters *c);
 /* A persistent sandbox of ctx's run dir by name, from `lis proxyd`. */
 void lis_net_counters_by_name(lis_ctx *ctx, const char *name, lis_net_counters *c);
 
+/* One request of a proxy sandbox, as the proxy saw it, told when it ends. */
+typedef struct lis_net_event {
+    const char *host;    /* as asked, normalised; "" when the head was unreadable */
+    unsigned short port; /* 0 when unknown */
+    const char *method;  /* "CONNECT" (a tunnel), "GET", ...; "" when unknown */
+    const char *addr;    /* the address connected to, "" when none */
+    int resolved;        /* the proxy looked the name up (DNS) for it */
+    int allowed;         /* 0: refused by a rule, named in rule */
+    int status;          /* the proxy's own error reply (403, 502, ...), 0 when relayed */
+    const char *rule;    /* why it was refused or failed, "" otherwise */
+    uint64_t bytes_up;   /* sandbox -> upstream (the request head included) */
+    uint64_t bytes_down; /* upstream -> sandbox */
+    double start, end;   /* lis_now() */
+} lis_net_event;
+typedef void (*lis_net_event_fn)(void *arg, const lis_net_event *ev);
+/* From now on fn(arg, event) is called on the proxy's thread (with its lock
+ * held: fn must not call net/) at the end of every request of sb, including
+ * those cut when sb goes. fn NULL stops it: once that returns, fn is not
+ * running and will not be called again. Only for ephemeral --net proxy
+ * sandboxes served by this process (else -1, ENOTSUP). */
+int lis_net_sandbox_watch(lis_sandbox *sb, lis_net_event_fn fn, void *arg, lis_error *err);
+/* 1 when host matches glob as --allow-domain/--deny-domain match it. */
+int lis_net_host_match(const char *glob, const char *host);
+
 /* No proxy thread for ctx: the caller polls the returned fd and calls
  * lis_net_step whenever it is readable. Call it before the first proxy
  * sandbox of ctx (-1 with EBUSY after). */

@@ -40,6 +40,7 @@
  *   request.c  a request: head, rules, resolution, connecting upstream
  *   dns.c      the resolver thread pool
  *   account.c  the per-sandbox counters and reading them
+ *   event.c    each finished request told to the sandbox's watcher (monitor/)
  *   proxyd.c   `lis proxyd` and its control protocol
  *   rules.c, http_head.c   the rules and the strict head parser (pure)
  */
@@ -102,6 +103,8 @@ struct net_port {
     char name[NET_NAME_MAX + 1];
     lis_netrules rules;
     uint64_t requests, denied, bytes_in, bytes_out; /* atomics (account.c) */
+    lis_net_event_fn on_event;                      /* lis_net_sandbox_watch: called under px->mu */
+    void *event_arg;
     net_port *next, *prev, *grave;
 };
 
@@ -127,6 +130,13 @@ struct conn {
     socklen_t addrlens[MAX_ADDRS];
     int naddrs, next_addr;
     dns_job *job;
+    /* what the port's watcher is told when the connection ends (event.c) */
+    char method[16];
+    int status, resolved; /* the proxy's own reply (403, 502, ...); a lookup was made */
+    char why[200];        /* the reply's reason */
+    char addr[48];        /* the address connected to */
+    uint64_t n_in, n_out; /* bytes to / from the sandbox */
+    double started;
     conn *next, *prev, *grave;
 };
 
@@ -214,6 +224,9 @@ static inline void net_set_mask(lis_proxy *px, int fd, ep_ref *ref, uint32_t *cu
         epoll_ctl(px->epfd, *cur ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &e);
     *cur = want;
 }
+
+/* event.c: a finished request told to the port's watcher (px->mu held) */
+void net_conn_event(conn *c);
 
 /* loop.c; the caller of the port and step functions holds px->mu */
 lis_proxy *net_proxy_new(int daemon, lis_error *err);

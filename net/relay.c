@@ -34,6 +34,7 @@ void net_conn_close(lis_proxy *px, conn *c)
     if (c->dead)
         return;
     c->dead = 1;
+    net_conn_event(c);
     if (c->cfd >= 0) {
         net_set_mask(px, c->cfd, &c->cref, &c->cmask, 0);
         close(c->cfd);
@@ -72,6 +73,8 @@ void net_reply(lis_proxy *px, conn *c, int code, const char *reason, const char 
     va_start(ap, fmt);
     vsnprintf(body + n, sizeof body - (size_t)n - 1, fmt, ap);
     va_end(ap);
+    c->status = code;
+    snprintf(c->why, sizeof c->why, "%s", body + n);
     strcat(body, "\n");
     net_drop_upstream(px, c);
     if (!c->down && !(c->down = malloc(BUF_SIZE + BUF_SLACK))) {
@@ -96,6 +99,7 @@ void net_send_reply(lis_proxy *px, conn *c)
         net_count(&c->port->bytes_in, want);
         ssize_t n = send(c->cfd, c->down + c->down_off, want, MSG_NOSIGNAL);
         net_count_back(&c->port->bytes_in, want, n);
+        c->n_in += n > 0 ? (uint64_t)n : 0;
         if (n > 0) {
             c->down_off += (size_t)n;
             continue;
@@ -141,6 +145,7 @@ void net_relay(lis_proxy *px, conn *c)
             if (n > 0) {
                 c->up_len += (size_t)n;
                 net_count(&c->port->bytes_out, (uint64_t)n);
+                c->n_out += (uint64_t)n;
                 progress = 1;
             } else if (n == 0) {
                 c->c_eof = progress = 1;
@@ -187,6 +192,7 @@ void net_relay(lis_proxy *px, conn *c)
                 ssize_t n = splice(c->dpipe[0], NULL, c->cfd, NULL, want,
                                    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
                 net_count_back(&c->port->bytes_in, want, n);
+                c->n_in += n > 0 ? (uint64_t)n : 0;
                 if (n > 0) {
                     c->dpipe_n -= (size_t)n;
                     progress = 1;
@@ -217,6 +223,7 @@ void net_relay(lis_proxy *px, conn *c)
             net_count(&c->port->bytes_in, want);
             ssize_t n = send(c->cfd, c->down + c->down_off, want, MSG_NOSIGNAL);
             net_count_back(&c->port->bytes_in, want, n);
+            c->n_in += n > 0 ? (uint64_t)n : 0;
             if (n > 0) {
                 c->down_off += (size_t)n;
                 if (c->down_off == c->down_len)
@@ -286,7 +293,8 @@ void net_on_listen(lis_proxy *px, net_port *p)
         c->cfd = fd;
         c->ufd = -1;
         c->state = S_HEAD;
-        c->deadline = lis_now() + HEAD_TIMEOUT;
+        c->started = lis_now();
+        c->deadline = c->started + HEAD_TIMEOUT;
         c->next = px->conns;
         if (px->conns)
             px->conns->prev = c;

@@ -36,6 +36,7 @@ static int parse_head(conn *c, size_t hlen, char *why, size_t wlen)
     snprintf(c->portstr, sizeof c->portstr, "%s", rq.auth.port);
     c->host_kind = rq.auth.kind;
     c->is_connect = rq.is_connect;
+    snprintf(c->method, sizeof c->method, "%.*s", (int)rq.method.len, c->up + rq.method.off);
     size_t extra = c->up_len - hlen;
     if (rq.is_connect) {
         /* Anything after the head (an early TLS hello) is tunnelled as is. */
@@ -85,6 +86,7 @@ void net_read_head(lis_proxy *px, conn *c)
             return;
         }
         net_count(&c->port->bytes_out, (uint64_t)n);
+        c->n_out += (uint64_t)n;
         c->up_len += (size_t)n;
         if (memmem(c->up, c->up_len, "\r\n\r\n", 4))
             break;
@@ -133,12 +135,19 @@ void net_read_head(lis_proxy *px, conn *c)
         net_reply(px, c, 400, "Bad Request", "cannot use the address %s", c->host);
         return;
     }
+    c->resolved = 1;
     if (net_dns_submit(px, c) < 0)
         net_reply(px, c, 503, "Service Unavailable", "cannot start a resolver thread");
 }
 
 static void connected(lis_proxy *px, conn *c)
 {
+    const struct sockaddr *sa = (const struct sockaddr *)&c->addrs[c->next_addr - 1];
+    inet_ntop(sa->sa_family,
+              sa->sa_family == AF_INET
+                  ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+                  : (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr,
+              c->addr, sizeof c->addr);
     int one = 1;
     setsockopt(c->ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(c->cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

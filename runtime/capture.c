@@ -112,6 +112,25 @@ static int open_scratch(lis_sandbox *sb, lis_error *err)
     return fd;
 }
 
+int lis_sandbox_upper_fd(lis_sandbox *sb, lis_error *err)
+{
+    int fd;
+    if (sb->layer_dir[0]) {
+        char up[PATH_MAX + 16];
+        snprintf(up, sizeof up, "%s/upper", sb->layer_dir);
+        fd = open(up, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    } else {
+        int scratch = open_scratch(sb, err);
+        if (scratch < 0)
+            return -1;
+        fd = openat(scratch, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        close(scratch);
+    }
+    if (fd < 0)
+        return lis_fail_errno(err, "sandbox %s: opening its upper layer", sb->name);
+    return fd;
+}
+
 int lis_sandbox_capture(lis_sandbox *sb, const char *dest, const lis_capture_opts *opts,
                         lis_capture_info *info, lis_error *err)
 {

@@ -171,6 +171,8 @@ lis_ctx *lis_ctx_new(const lis_ctx_opts *opts, lis_error *err)
     }
     ctx->init_fd = -1;
     ctx->seccomp.main_fd = ctx->seccomp.cmd_fd = -1;
+    for (int i = 0; i < 4; i++)
+        ctx->seccomp.notify_fd[i] = -1;
     ctx->holder_fd = -1;
     pthread_mutex_init(&ctx->holder_lock, NULL);
     pthread_mutex_init(&ctx->prep_lock, NULL);
@@ -229,10 +231,7 @@ void lis_ctx_free(lis_ctx *ctx)
         close(ctx->holder_fd);
     pthread_mutex_destroy(&ctx->holder_lock);
     pthread_mutex_destroy(&ctx->prep_lock);
-    if (ctx->seccomp.main_fd >= 0)
-        close(ctx->seccomp.main_fd);
-    if (ctx->seccomp.cmd_fd >= 0)
-        close(ctx->seccomp.cmd_fd);
+    lis_seccomp_close(&ctx->seccomp);
     lis_cg_ctx_free(ctx);
     free(ctx);
 }

@@ -10,6 +10,13 @@ int lis_sandbox_take_listener(lis_sandbox *sb)
     return fd;
 }
 
+int lis_sandbox_take_monitor(lis_sandbox *sb)
+{
+    int fd = sb->monitor_fd;
+    sb->monitor_fd = -1;
+    return fd;
+}
+
 int lis_sandbox_pidfd(const lis_sandbox *sb) { return sb->pidfd; }
 lis_ctx *lis_sandbox_ctx(const lis_sandbox *sb) { return sb->ctx; }
 const char *lis_ctx_init_path(const lis_ctx *ctx) { return ctx->init_path; }

@@ -1,22 +1,8 @@
 /* internal.h - declarations shared inside runtime/ only.
  *
- * The layers of runtime/, bottom-up: each file calls only files of the rows
- * below it (scripts/check-layers.py checks it in `make test`; the rule and
- * the other areas: docs/architecture.md).
- *   7  capture.c                  a sandbox's writable layer copied out (snapshots);
- *      copy.c                     trees copied in and out, over files.c's path resolution
- *   6  exec.c files.c pool.c      what is done with a sandbox;
- *      state.c                    pause and resume
- *   5  sandbox.c                  its life: create, open, destroy, list, gc
- *   4  spawn.c host.c             clone3 + set-up; host.c: API helpers without a context
- *   3  userns.c doctor.c          id maps, holder namespace, mapped rm -rf; host checks
- *   2  context.c mounts.c         the lis_ctx (never created below host.c); the mount plan
- *   1  util.c meta.c cgroups.c seccomp.c
- *                                 util.c: clocks, names, paths, mkdir -p, sysctls;
- *                                 meta.c: a sandbox's meta.json
- *   0  error.c usage.c ext.c      ext.c: the opaque slots net/ keeps per ctx and sandbox;
- *      copytree.c                 an overlay layer copied exactly, without malloc
- *      rmtree.c                   rm -rf without malloc, recursion or an fd a level
+ * The layers of runtime/ (each file calls only files of lower rows) are the
+ * generated tables of docs/architecture.md, checked by scripts/check-layers.py
+ * in `make test`.
  * The runtime knows no proxy: --net proxy is net/ (net/lis_net.h) over the
  * listen_port hook and the ext slots.
  * lis-init (init/) is its own static program: it shares proto.h only. */
@@ -44,10 +30,11 @@ struct lis_ctx {
     char run_dir[PATH_MAX];
     char data_dir[PATH_MAX];
     char init_path[PATH_MAX];
-    int init_fd;         /* O_PATH fd of lis-init, exec'd in every sandbox */
-    struct lis_seccomp { /* seccomp.c: sealed memfds, compiled once */
-        int main_fd;     /* loaded before lis-init: everything Docker denies */
-        int cmd_fd;      /* loaded by each command: unshare too */
+    int init_fd;          /* O_PATH fd of lis-init, exec'd in every sandbox */
+    struct lis_seccomp {  /* seccomp.c: sealed memfds, compiled once */
+        int main_fd;      /* loaded before lis-init: everything Docker denies */
+        int cmd_fd;       /* loaded by each command: unshare too */
+        int notify_fd[4]; /* by spec.monitor bits (1..3): loaded by PID 1 with a listener */
     } seccomp;
     uid_t uid;
     gid_t gid;
@@ -91,6 +78,7 @@ struct lis_sandbox {
     lis_limits limits;   /* as asked at create (0: default); a fork's default */
     int net;             /* lis_net_mode */
     int listener_fd;     /* spec.listen_port's, until taken; else -1 */
+    int monitor_fd;      /* spec.monitor's seccomp listener, until taken; else -1 */
     int paused;          /* state.c: paused (also in meta.json when state_dir) */
     int scratch_fd;      /* lis-init's fd of the set-up tmpfs (capture.c), or -1 */
     void *ext;           /* ext.c: the slot of the layer above (net/) */
@@ -154,8 +142,9 @@ int lis_apparmor_restricts_userns(const char *proc_sys);
 int lis_ctx_prepare_spawn(lis_ctx *ctx, lis_error *err);
 
 /* seccomp.c */
-/* Compiles both filters (struct lis_seccomp) into sealed memfds. */
+/* Compiles the filters (struct lis_seccomp) into sealed memfds. */
 int lis_seccomp_compile(struct lis_seccomp *out, lis_error *err);
+void lis_seccomp_close(struct lis_seccomp *sc);
 
 /* meta.c: a sandbox's meta.json */
 struct cJSON;
@@ -197,6 +186,7 @@ typedef struct lis_spawn_req {
     int full_map;
     const struct lis_cg *cg; /* cgroup to clone PID 1 into, or NULL */
     int *listener_fd;        /* spec.listen_port: set to it (init it to -1) */
+    int *monitor_fd;         /* spec.monitor: set to PID 1's seccomp listener (init -1) */
     int *scratch_fd;         /* set to lis-init's fd of the set-up tmpfs */
     /* Fallback limits, when cg is NULL (0 = none): processes per sandbox
      * (RLIMIT_NPROC counts per user namespace), memory (PID 1's watchdog),

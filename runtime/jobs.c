@@ -103,8 +103,10 @@ lis_jobs *lis_jobs_new(unsigned threads, lis_error *err)
         int rc = pthread_create(&p->threads[i], &at, worker, p);
         if (rc) {
             /* a pool smaller than asked would silently serialise the work */
-            lis_fail_errnum(err, rc, "starting worker thread %u of %u (ulimit -u, "
-                            "kernel.threads-max)", i + 1, threads);
+            lis_fail_errnum(err, rc,
+                            "starting worker thread %u of %u (ulimit -u, "
+                            "kernel.threads-max)",
+                            i + 1, threads);
             pthread_attr_destroy(&at);
             lis_jobs_free(p);
             return NULL;

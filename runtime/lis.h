@@ -175,7 +175,17 @@ typedef struct lis_sandbox_spec {
     size_t nrlimits;
     /* capabilities (1ull << CAP_*) left out of the default set of every command */
     uint64_t cap_drop;
+    /* LIS_MONITOR_* bits, 0 for none: PID 1 installs a seccomp filter that
+     * turns those syscalls of every process of the sandbox into user
+     * notifications (SECCOMP_RET_USER_NOTIF) and hands its listener fd to the
+     * owner (lis_sandbox_take_monitor). Until someone answers them, those
+     * syscalls wait: monitor/ (monitor/lis_monitor.h) does. Not with persist
+     * (the listener dies with its owner). */
+    unsigned monitor;
 } lis_sandbox_spec;
+
+#define LIS_MONITOR_EXEC 1u    /* execve, execveat and exit_group */
+#define LIS_MONITOR_CONNECT 2u /* connect, and sendto with an address */
 
 int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox **out,
                        lis_error *err);
@@ -279,6 +289,15 @@ int lis_sandbox_gc(lis_ctx *ctx, int *removed, lis_error *err);
 /* The listener spec.listen_port asked for: from now on the caller's to
  * close; -1 when there is none or it was taken already. */
 int lis_sandbox_take_listener(lis_sandbox *sb);
+/* The seccomp listener spec.monitor asked for (SECCOMP_FILTER_FLAG_NEW_LISTENER
+ * in PID 1, before the first command): from now on the caller's to close; -1
+ * when there is none or it was taken already. */
+int lis_sandbox_take_monitor(lis_sandbox *sb);
+/* The sandbox's writable (overlay upper) layer, O_RDONLY|O_DIRECTORY, the
+ * caller's to close: a disk layer on the host, or the tmpfs one through PID
+ * 1's fd of the set-up tmpfs. Only the owner of the sandbox's user namespace
+ * can open the latter; never the sandbox itself. */
+int lis_sandbox_upper_fd(lis_sandbox *sb, lis_error *err);
 /* A fresh socket(domain, type, 0) made inside the sandbox's network
  * namespace (a forked helper joins the sandbox's user and network
  * namespaces and hands it back): connect() on it reaches the sandbox's own

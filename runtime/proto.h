@@ -58,6 +58,8 @@ enum {
     LIS_MSG_SIGNAL, /* a = signal for the command's process group */
     /* set-up child -> owner on the lifeline, before READY (spec.listen_port) */
     LIS_MSG_LISTENER_FD, /* fd attached: the listener on 127.0.0.1:listen_port */
+    /* PID 1 -> owner on the lifeline, right before READY (spec.monitor) */
+    LIS_MSG_MONITOR_FD, /* fd attached: PID 1's seccomp user-notification listener */
 };
 
 struct lis_msg {

@@ -91,6 +91,8 @@ static void sandbox_free(lis_sandbox *sb)
         sb->ext_release(sb->ext);
     if (sb->listener_fd >= 0)
         close(sb->listener_fd);
+    if (sb->monitor_fd >= 0)
+        close(sb->monitor_fd);
     lis_cg_free(sb->cg);
     lis_env_free(sb->env);
     free(sb);
@@ -103,6 +105,7 @@ static lis_sandbox *sandbox_alloc(lis_ctx *ctx)
         return NULL;
     sb->ctx = ctx;
     sb->pidfd = sb->life_fd = sb->root_fd = sb->listener_fd = sb->scratch_fd = -1;
+    sb->monitor_fd = -1;
     return sb;
 }
 
@@ -263,6 +266,16 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
                         "a persistent sandbox keeps its files on disk: do not ask "
                         "for a tmpfs upper layer");
     }
+    if (spec->monitor > (LIS_MONITOR_EXEC | LIS_MONITOR_CONNECT)) {
+        sandbox_free(sb);
+        return lis_fail(err, EINVAL, "unknown monitor bits %#x", spec->monitor);
+    }
+    if (spec->monitor && spec->persist) {
+        sandbox_free(sb);
+        return lis_fail(err, EINVAL,
+                        "a monitored sandbox cannot persist: its seccomp listener dies with "
+                        "its owner (docs/monitoring.md)");
+    }
     int has_state = spec->persist || spec->upper == LIS_UPPER_DISK;
     if (spec->listen_port && spec->net == LIS_NET_HOST) {
         sandbox_free(sb);
@@ -317,6 +330,7 @@ int lis_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, lis_sandbox *
         .full_map = sb->full_map,
         .cg = sb->cg,
         .listener_fd = &sb->listener_fd,
+        .monitor_fd = &sb->monitor_fd,
         .scratch_fd = &sb->scratch_fd,
         .fsize = spec->upper == LIS_UPPER_DISK ? lis_disk_budget(&spec->limits) : 0,
     };

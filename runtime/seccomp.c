@@ -1,4 +1,4 @@
-/* seccomp.c - the sandbox syscall filter, compiled once per context.
+/* seccomp.c - the sandbox syscall filters, compiled once per context.
  *
  * Default allow, with an explicit deny list covering everything Docker's
  * default profile denies that matters on x86-64/arm64 (kernel keyrings, bpf,
@@ -6,7 +6,8 @@
  * swap, accounting, quotas, syslog, raw port I/O, new namespaces, mounts and
  * pivot_root after set-up, TIOCSTI). libseccomp compiles it to classic BPF
  * once; each sandbox then loads the raw program with seccomp(2), which costs
- * microseconds instead of the ~1.4 ms a per-sandbox compile would. */
+ * microseconds instead of the ~1.4 ms a per-sandbox compile would. The
+ * monitor's programs (user notifications, spec.monitor) are compiled here too. */
 #include "internal.h"
 
 #include <errno.h>
@@ -184,9 +185,59 @@ static int export(scmp_filter_ctx sc, int *fd_out, lis_error *err)
     return 0;
 }
 
+/* The monitor's program (spec.monitor, monitor/): default allow; the
+ * syscalls asked for become user notifications that the owner answers. It
+ * only adds a wait: the main filter's denials take precedence (ERRNO over
+ * USER_NOTIF), and the owner's answer is CONTINUE or an error. */
+static int compile_notify(unsigned bits, int *fd_out, lis_error *err)
+{
+    scmp_filter_ctx sc = seccomp_init(SCMP_ACT_ALLOW);
+    if (!sc)
+        return lis_fail(err, ENOMEM, "seccomp_init failed");
+    seccomp_attr_set(sc, SCMP_FLTATR_CTL_NNP, 0);
+    int rc = 0;
+    if (bits & LIS_MONITOR_EXEC) {
+        rc = seccomp_rule_add(sc, SCMP_ACT_NOTIFY, SCMP_SYS(execve), 0);
+        if (!rc)
+            rc = seccomp_rule_add(sc, SCMP_ACT_NOTIFY, SCMP_SYS(execveat), 0);
+        if (!rc)
+            rc = seccomp_rule_add(sc, SCMP_ACT_NOTIFY, SCMP_SYS(exit_group), 0);
+    }
+    if (!rc && (bits & LIS_MONITOR_CONNECT)) {
+        rc = seccomp_rule_add(sc, SCMP_ACT_NOTIFY, SCMP_SYS(connect), 0);
+        if (!rc) /* a datagram with its address: sendto(fd, buf, len, flags, addr != NULL, ..) */
+            rc =
+                seccomp_rule_add(sc, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 1, SCMP_A4(SCMP_CMP_NE, 0));
+    }
+    if (rc)
+        rc = lis_fail_errnum(err, -rc, "seccomp rule of the monitor");
+    else
+        rc = export(sc, fd_out, err);
+    seccomp_release(sc);
+    return rc;
+}
+
+void lis_seccomp_close(struct lis_seccomp *sc)
+{
+    int *fds[] = {&sc->main_fd, &sc->cmd_fd, &sc->notify_fd[1], &sc->notify_fd[2],
+                  &sc->notify_fd[3]};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
+        if (*fds[i] >= 0)
+            close(*fds[i]);
+        *fds[i] = -1;
+    }
+}
+
 int lis_seccomp_compile(struct lis_seccomp *out, lis_error *err)
 {
     out->main_fd = out->cmd_fd = -1;
+    for (int i = 0; i < 4; i++)
+        out->notify_fd[i] = -1;
+    for (unsigned bits = 1; bits < 4; bits++)
+        if (compile_notify(bits, &out->notify_fd[bits], err) < 0) {
+            lis_seccomp_close(out);
+            return -1;
+        }
     scmp_filter_ctx sc = seccomp_init(SCMP_ACT_ALLOW);
     if (!sc)
         return lis_fail(err, ENOMEM, "seccomp_init failed");
@@ -196,11 +247,13 @@ int lis_seccomp_compile(struct lis_seccomp *out, lis_error *err)
     if (rc == 0)
         rc = export(sc, &out->main_fd, err);
     seccomp_release(sc);
-    if (rc < 0)
+    if (rc < 0) {
+        lis_seccomp_close(out);
         return -1;
+    }
     sc = seccomp_init(SCMP_ACT_ALLOW);
     if (!sc) {
-        close(out->main_fd);
+        lis_seccomp_close(out);
         return lis_fail(err, ENOMEM, "seccomp_init failed");
     }
     seccomp_attr_set(sc, SCMP_FLTATR_CTL_NNP, 0);
@@ -211,8 +264,7 @@ int lis_seccomp_compile(struct lis_seccomp *out, lis_error *err)
         rc = export(sc, &out->cmd_fd, err);
     seccomp_release(sc);
     if (rc < 0) {
-        close(out->main_fd);
-        out->main_fd = -1;
+        lis_seccomp_close(out);
         return -1;
     }
     return 0;

@@ -158,12 +158,16 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
     int persist = req->spec->persist;
     close(parent_end);
     int bpf_fd = sc->cmd_fd;
-    int keep[] = {life, listen_fd, init_fd, sc->main_fd, bpf_fd};
-    close_all_but(keep, 5);
+    /* spec.monitor: PID 1 loads this one itself, with a listener (lis_init.c) */
+    int notify_fd = req->spec->monitor & 3 ? sc->notify_fd[req->spec->monitor & 3] : -1;
+    int keep[] = {life, listen_fd, init_fd, sc->main_fd, bpf_fd, notify_fd};
+    close_all_but(keep, 6);
 
     /* These survive the exec of lis-init. */
     fcntl(life, F_SETFD, 0);
     fcntl(bpf_fd, F_SETFD, 0);
+    if (notify_fd >= 0)
+        fcntl(notify_fd, F_SETFD, 0);
     if (listen_fd >= 0)
         fcntl(listen_fd, F_SETFD, 0);
 
@@ -214,8 +218,9 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
         _exit(1);
     }
     fcntl(held, F_SETFD, 0); /* lis-init keeps the set-up tmpfs (mounts.c) */
-    char a1[16], a2[16], a3[16], a4[24], a5[16];
+    char a1[16], a2[16], a3[16], a4[24], a5[16], a6[16];
     itoa10(held, a5);
+    itoa10(notify_fd, a6);
     itoa10(life, a1);
     itoa10(listen_fd, a2);
     itoa10(bpf_fd, a3);
@@ -228,6 +233,7 @@ static void child_main(const lis_mount_plan *plan, int life, int parent_end, int
                     a4,
                     req->fb_nice ? "1" : "0",
                     a5,
+                    a6,
                     (char *)ia->caps,
                     (char *)ia->limits,
                     NULL};
@@ -332,19 +338,25 @@ static long clone_nested(int holder, const struct clone_args *ca, const lis_moun
 }
 
 /* The next set-up message; a listener sent first (spec.listen_port) is kept
- * in *listener_fd (closed when listener_fd is NULL). */
-static ssize_t recv_setup(int fd, struct lis_msg *m, int *listener_fd)
+ * in *listener_fd, PID 1's seccomp listener (spec.monitor) in *monitor_fd
+ * (closed when the pointer is NULL). */
+static ssize_t recv_setup(int fd, struct lis_msg *m, int *listener_fd, int *monitor_fd)
 {
     for (;;) {
         int passed;
         ssize_t n = lis_recv_fds(fd, m, sizeof *m, &passed, 1, 0);
-        if (n != (ssize_t)sizeof *m || m->type != LIS_MSG_LISTENER_FD) {
+        int *keep = n != (ssize_t)sizeof *m          ? NULL
+                    : m->type == LIS_MSG_LISTENER_FD ? listener_fd
+                    : m->type == LIS_MSG_MONITOR_FD  ? monitor_fd
+                                                     : NULL;
+        if (n != (ssize_t)sizeof *m ||
+            (m->type != LIS_MSG_LISTENER_FD && m->type != LIS_MSG_MONITOR_FD)) {
             if (passed >= 0)
                 close(passed);
             return n;
         }
-        if (listener_fd && *listener_fd < 0)
-            *listener_fd = passed;
+        if (keep && *keep < 0)
+            *keep = passed;
         else if (passed >= 0)
             close(passed);
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -464,7 +476,7 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         struct pollfd p = {.fd = sv[0], .events = POLLIN};
         struct lis_msg m;
         int pr = poll(&p, 1, 60000);
-        ssize_t n = pr > 0 ? recv_setup(sv[0], &m, req->listener_fd) : -1;
+        ssize_t n = pr > 0 ? recv_setup(sv[0], &m, req->listener_fd, req->monitor_fd) : -1;
         if (pr == 0)
             rc = lis_fail(err, ETIMEDOUT, "sandbox set-up did not finish in 60 s");
         else if (n != (ssize_t)sizeof m)
@@ -482,6 +494,10 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         if (req->listener_fd && *req->listener_fd >= 0) {
             close(*req->listener_fd);
             *req->listener_fd = -1;
+        }
+        if (req->monitor_fd && *req->monitor_fd >= 0) {
+            close(*req->monitor_fd);
+            *req->monitor_fd = -1;
         }
         syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
         siginfo_t si;

@@ -18,7 +18,7 @@ if [ -z "$cf" ]; then
     echo "format-check: skipped: clang-format 14 is not installed (apt-get install clang-format-14)"
     exit 77
 fi
-files=$(git ls-files '*.c' '*.h' 2>/dev/null || find . -name '*.[ch]' -not -path './build*')
+files=$(git ls-files -co --exclude-standard '*.c' '*.h' 2>/dev/null || find . -name '*.[ch]' -not -path './build*')
 if [ "${1:-}" = --fix ]; then
     echo "$files" | xargs "$cf" -i
     exit 0

@@ -115,7 +115,7 @@ want() { [ -z "$only" ] || [[ " $only " == *" $(basename "$1") "* ]]; }
 # include or call, no loop of calls inside an area; then the check's self-test.
 if want check_layers; then
     for mode in check self-test; do
-        args=(--objdir "${B:-build}/obj" --objdir "${B:-build}/pobj")
+        args=(--objdir "${B:-build}/obj" --objdir "${B:-build}/pobj" --docs docs/architecture.md)
         [ $mode = self-test ] && args=(--self-test)
         if python3 scripts/check-layers.py "${args[@]}" >"$work/suite.log" 2>&1; then
             p=1 f=0

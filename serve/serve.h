@@ -1,24 +1,7 @@
 /* serve.h - serve/'s internal header (only the serve/ sources include it).
  *
- * Layers (bottom-up; a file calls only files of lower rows):
- *   0 json.c loop.c    replies and JSON helpers; the epoll loop, timers, worker jobs
- *   0 certs.c          --tls-init: the CA, server and client certificates
- *   1 tls.c            mutual TLS on --tcp: --tls-dir, the handshake, the relay
- *   1 stream.c         an upgraded (hijacked) connection: framing, buffered writes
- *   1 proc.c           a running command watched on the loop: output, end
- *   1 autosnap.c       a fork's untagged snapshot, removed when nothing needs it
- *   2 images.c archive.c ports.c
- *   2 options.c        a create body's options: honoured into the sandbox, or refused
- *   3 inspect.c        container inspect and list, the native API's view (read-only)
- *   3 create.c         a create body made into a container object
- *   4 containers.c     container state and life; attach, wait, logs
- *   5 exec.c           exec create / start / inspect
- *   5 api_exec.c       the native API's exec (server-sent events)
- *   5 state.c          pause, resume, stats, snapshot, fork; Docker's commit
- *   6 api.c            the native API under /lis/v1/ (docs/api.md): routes, create, files
- *   7 router.c         method + path -> handler (and each route's body cap)
- *   7 listen.c         listeners, accepting, the connections' caps and deadlines
- *   8 server.c         the request handler, the main loop, idle exit, shutdown
+ * Its layers (a file calls only files of lower rows) are the generated tables
+ * of docs/architecture.md, checked by scripts/check-layers.py in `make test`.
  * Everything runs on the one loop thread except the jobs (loop.c), which do
  * only the slow runtime calls and hand their result back to the loop. */
 #ifndef LIS_SERVE_INTERNAL_H

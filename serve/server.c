@@ -1,6 +1,5 @@
 /* server.c - `lis serve`: the request handler libmicrohttpd calls (each
- * request's connection phase, the client-certificate check on TLS, the body
- * caps), the main loop (libmicrohttpd on our own epoll loop: no thread of its
+ * request's connection phase and body caps), the main loop (libmicrohttpd on our own epoll loop: no thread of its
  * own, its epoll fd in the loop's set), SIGTERM/SIGINT through a signalfd,
  * --idle-timeout, and the clean shutdown: every container's sandbox is
  * destroyed before we exit. The listeners and the connections' bounds are

@@ -4,7 +4,7 @@
  * as 0 and as +-2^53. The inputs themselves are in fuzz/regress/ too. */
 #include "testlib.h"
 
-#include "agent.h"
+#include "agent_internal.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,7 +1,7 @@
 /* test_agent_loop.c - the LLM client against tests/fake_llm.py on 127.0.0.1, and
  * the agent loop against it in real sandboxes (busybox where sh is enough,
  * the Debian fixture where python or bash is needed). */
-#include "agent.h"
+#include "agent_internal.h"
 #include "testlib.h"
 
 #include <signal.h>
@@ -331,7 +331,7 @@ Test(agent_loop, no_tool_call_malformed_unknown_and_steps_remaining)
                 "{\"calls\":[[\"execute_bash\",{}]]},"
                 "{\"calls\":[[\"submit\",{}]]}]}");
     world_run(&w);
-    cr_assert_str_eq(w.out.stop_reason, "submit");
+    cr_assert_eq(w.out.stop, AGENT_STOP_SUBMIT, "%s", agent_stop_name(w.out.stop));
     cr_assert_eq(w.out.steps, 5);
     cr_assert_str_eq(obs(&w, 0), AGENT_CONTINUE_MSG);
     cr_assert_str_eq(obs(&w, 1), AGENT_CONTINUE_MSG);
@@ -376,7 +376,7 @@ Test(agent_loop, text_tool_calls_hermes_and_qwen3_coder)
                 "{\"content\":\"<tool_call>{\\\"name\\\":\\\"submit\\\",\\\"arguments\\\":{}}"
                 "</tool_call>\"}]}");
     world_run(&w);
-    cr_assert_str_eq(w.out.stop_reason, "submit");
+    cr_assert_eq(w.out.stop, AGENT_STOP_SUBMIT, "%s", agent_stop_name(w.out.stop));
     cr_assert_str_eq(obs(&w, 0), "Exit code: 0\nExecution output of \\[execute_bash]:\n"
                                  "\\[STDOUT]\nhermes-ok\n");
     cr_assert_str_eq(obs(&w, 1), "Exit code: 0\nExecution output of \\[execute_bash]:\n"
@@ -421,7 +421,7 @@ Test(agent_loop, token_ceiling_and_max_steps)
                 "{\"replies\":[{\"calls\":[[\"execute_bash\",{\"command\":"
                 "\"true\"}]],\"usage\":[70000,10]}]}");
     world_run(&w);
-    cr_assert_str_eq(w.out.stop_reason, "token_limit");
+    cr_assert_eq(w.out.stop, AGENT_STOP_TOKEN_LIMIT, "%s", agent_stop_name(w.out.stop));
     cr_assert_eq(w.out.steps, 1);
     cr_assert(strstr(w.out.error, "> 65536"));
     cr_assert_eq(t_fake_count(&w.f), 1);
@@ -434,7 +434,7 @@ Test(agent_loop, token_ceiling_and_max_steps)
                 "{\"calls\":[[\"execute_bash\",{\"command\":\"true\"}]]}]}");
     w.o.max_steps = 3;
     world_run(&w);
-    cr_assert_str_eq(w.out.stop_reason, "max_steps");
+    cr_assert_eq(w.out.stop, AGENT_STOP_MAX_STEPS, "%s", agent_stop_name(w.out.stop));
     cr_assert_eq(w.out.steps, 3);
     cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(w.traj, "metadata"), "total_steps")
                      ->valueint,
@@ -454,7 +454,7 @@ Test(agent_loop, llm_failure_ends_the_episode)
                 "{\"replies\":[{\"calls\":[[\"execute_bash\",{\"command\":"
                 "\"true\"}]]},{\"status\":401,\"body\":{\"error\":{\"message\":\"revoked\"}}}]}");
     world_run(&w);
-    cr_assert_str_eq(w.out.stop_reason, "llm_error");
+    cr_assert_eq(w.out.stop, AGENT_STOP_LLM_ERROR, "%s", agent_stop_name(w.out.stop));
     cr_assert_eq(w.out.steps, 1);
     cr_assert(strstr(w.out.error, "revoked"));
     world_stop(&w);
@@ -662,7 +662,7 @@ Test(agent_episode, editor_python_answer_submit, .timeout = 120)
     char run_dir[1024];
     lis_error err = {0};
     cr_assert_eq(agent_episode(ctx, &r, &res, run_dir, sizeof run_dir, &err), 0, "%s", err.msg);
-    cr_assert_str_eq(res.stop_reason, "submit");
+    cr_assert_eq(res.stop, AGENT_STOP_SUBMIT, "%s", agent_stop_name(res.stop));
     cr_assert_eq(res.steps, 4);
     rewind(ans);
     char line[64] = "";
@@ -742,7 +742,7 @@ Test(agent_episode, export_leaves_out_links_out_fifos_and_sockets, .timeout = 12
     char run_dir[1024];
     lis_error err = {0};
     cr_assert_eq(agent_episode(ctx, &r, &res, run_dir, sizeof run_dir, &err), 0, "%s", err.msg);
-    cr_assert_str_eq(res.stop_reason, "submit", "%s", res.error);
+    cr_assert_eq(res.stop, AGENT_STOP_SUBMIT, "%s: %s", agent_stop_name(res.stop), res.error);
 
     char path[1200], t[64];
     struct stat st;

@@ -2,7 +2,7 @@
  * tool schemas, observation texts, the 40+40 cut, the byte cap, the editor
  * on an in-memory file system, text tool calls, SSE assembly, the
  * context-length rule, prompts, YAML and flags. */
-#include "agent.h"
+#include "agent_internal.h"
 #include "testlib.h"
 
 #include <errno.h>

@@ -4,6 +4,7 @@
 #include "testlib.h"
 #include "task.h"
 #include "results.h"
+#include "agent_internal.h" /* agent_prompt_system/_instance: the prompts as sent */
 
 #include <errno.h>
 #include <fcntl.h>

@@ -78,6 +78,9 @@ int init_harden_self(uint64_t cap_drop);
  * can be set (no CAP_SYS_RESOURCE outside). 0 or an errno. */
 int init_apply_limits(const struct init_limits *lim);
 int init_harden(const struct sock_fprog *prog);
+/* PID 1, spec.monitor: loads the monitor's program (a sealed memfd, closed)
+ * with SECCOMP_FILTER_FLAG_NEW_LISTENER; the listener fd, or -1. */
+int init_load_notify(int fd);
 /* A command child, before its chdir: CAP_SYS_PTRACE dropped (0 or errno). */
 int init_drop_ptrace(void);
 

@@ -1,7 +1,10 @@
 /* lis-init - PID 1 of every sandbox. Static, small, no libraries.
  *
- *   lis-init LIFELINE_FD LISTEN_FD PERSIST SECCOMP_FD MEMORY_LIMIT CPUWATCH
+ *   lis-init LIFELINE_FD LISTEN_FD PERSIST SECCOMP_FD MEMORY_LIMIT CPUWATCH SCRATCH_FD NOTIFY_FD
  *
+ * NOTIFY_FD is -1, or the monitor's seccomp program (spec.monitor): PID 1
+ * loads it with a listener before serving anything and hands the listener
+ * to the owner, so every command and everything it starts is under it.
  * MEMORY_LIMIT is 0, or the fallback limit in bytes that PID 1 enforces
  * itself when the sandbox has no cgroup (memwatch.c); CPUWATCH 1 moves CPU
  * hogs to SCHED_IDLE in that case (cpuwatch.c).
@@ -267,7 +270,7 @@ int main(int argc, char **argv)
      * of the sandbox's running commands (lis batch drains on the first one;
      * as PID 1 we would drop it, the sessions would die of it). */
     setsid();
-    if (argc != 10)
+    if (argc != 11)
         return 2;
     /* argv[7]: the set-up tmpfs (tmpfs upper layer, /tmp), held open for the
      * owner's snapshots (runtime/capture.c); never used here, closed on every
@@ -279,10 +282,10 @@ int main(int argc, char **argv)
                             .persist = argv[3][0] == '1',
                             .mem_limit = strtoull(argv[5], NULL, 10),
                             .cpuwatch = argv[6][0] == '1'};
-    /* argv[8]: capabilities left out of every command's set; argv[9]: its
+    /* argv[9]: capabilities left out of every command's set; argv[10]: its
      * resource limits, "RESOURCE:SOFT:HARD,..." ("-": none) */
-    if (load_prog(&st, atoi(argv[4])) < 0 || init_harden_self(strtoull(argv[8], NULL, 10)) != 0 ||
-        parse_limits(argv[9], &st.lim) < 0)
+    if (load_prog(&st, atoi(argv[4])) < 0 || init_harden_self(strtoull(argv[9], NULL, 10)) != 0 ||
+        parse_limits(argv[10], &st.lim) < 0)
         return 1;
     /* Whatever the owner ignored (SIGPIPE, even SIGCHLD) came through the
      * exec: every disposition back to default, for us and every command. */
@@ -294,6 +297,14 @@ int main(int argc, char **argv)
     st.sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
     if (st.sfd < 0)
         return 1;
+    int notify = atoi(argv[8]);
+    if (notify >= 0) {
+        int listener = init_load_notify(notify);
+        if (listener < 0 ||
+            lis_msg_send_flags(st.life, LIS_MSG_MONITOR_FD, 0, 0, NULL, listener, MSG_DONTWAIT) < 0)
+            return 1;
+        close(listener);
+    }
     if (init_send(st.life, LIS_MSG_READY, scratch, 0, NULL) < 0 && !st.persist)
         return 1;
     struct pollfd *pf = NULL;

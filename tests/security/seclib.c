@@ -48,6 +48,32 @@ const char *sec_init_bin(void)
     return path;
 }
 
+/* Every ephemeral sandbox of the escape suites runs with the monitor on (the
+ * seccomp notification answered by this process, docs/monitoring.md): the
+ * notification path must not open a way out. One hub per test process. */
+#define SEC_MONITORS 64
+static lis_monitor_hub *sec_hub;
+static struct {
+    lis_sandbox *sb;
+    lis_monitor *m;
+} sec_mon[SEC_MONITORS];
+
+static void sec_monitor(lis_sandbox *sb)
+{
+    lis_error err = {0};
+    if (!sec_hub)
+        sec_hub = lis_monitor_hub_new(&err);
+    cr_assert(sec_hub, "monitor hub: %s", err.msg);
+    for (int i = 0; i < SEC_MONITORS; i++)
+        if (!sec_mon[i].sb) {
+            cr_assert_eq(lis_monitor_attach(sec_hub, sb, NULL, &sec_mon[i].m, &err), 0,
+                         "monitor: %s", err.msg);
+            sec_mon[i].sb = sb;
+            return;
+        }
+    cr_assert_fail("more than %d monitored sandboxes in one test", SEC_MONITORS);
+}
+
 int sec_try_sandbox(lis_ctx *ctx, const sec_opts *o, lis_sandbox **sb, lis_error *err)
 {
     static const sec_opts none;
@@ -64,8 +90,13 @@ int sec_try_sandbox(lis_ctx *ctx, const sec_opts *o, lis_sandbox **sb, lis_error
                              .nbinds = o->nbinds + 1,
                              .net = o->net,
                              .persist = o->persist,
-                             .limits = o->limits};
-    return lis_net_sandbox_create(ctx, &spec, NULL, sb, err); /* net/ for --net proxy */
+                             .limits = o->limits,
+                             .monitor = o->persist ? 0 : lis_monitor_spec_flags(o->net)};
+    if (lis_net_sandbox_create(ctx, &spec, NULL, sb, err) < 0) /* net/ for --net proxy */
+        return -1;
+    if (!o->persist)
+        sec_monitor(*sb);
+    return 0;
 }
 
 lis_sandbox *sec_sandbox(lis_ctx *ctx, const sec_opts *o)
@@ -142,6 +173,11 @@ void sec_destroy(lis_sandbox *sb)
 {
     lis_error err = {0};
     cr_assert_eq(lis_sandbox_destroy(sb, &err), 0, "destroy: %s", err.msg);
+    for (int i = 0; i < SEC_MONITORS; i++)
+        if (sec_mon[i].sb == sb) {
+            lis_monitor_free(sec_mon[i].m);
+            sec_mon[i].sb = NULL;
+        }
 }
 
 int sec_won(const char *out)

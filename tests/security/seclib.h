@@ -5,6 +5,7 @@
 #ifndef LIS_SECLIB_H
 #define LIS_SECLIB_H
 
+#include "lis_monitor.h"
 #include "testlib.h"
 
 #include <sys/types.h>

@@ -1,0 +1,623 @@
+/* layer.c - what changed in a sandbox's writable layer: the overlay's upper
+ * directory scanned (only what the episode changed is there), compared with
+ * the last scan by path and inode: whiteouts are deletions, an inode seen
+ * under a new path is a rename or a hard link, a path that the image (lower
+ * layers) has is a modification, else a creation. Small text files get a
+ * unified diff against the text kept from their last change (or the
+ * image's). Every open is beneath the layer's root without following any
+ * symlink (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS). */
+#include "monitor.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+const char *mon_fchange_name(mon_fchange c)
+{
+    switch (c) {
+    case MF_CREATED: return "created";
+    case MF_MODIFIED: return "modified";
+    case MF_DELETED: return "deleted";
+    case MF_RENAMED: return "renamed";
+    case MF_LINKED: return "linked";
+    }
+    return "?";
+}
+
+static int open_beneath(int root, const char *path, int flags)
+{
+    struct open_how how = {.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                      RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+    while (*path == '/')
+        path++;
+    return (int)syscall(SYS_openat2, root, *path ? path : ".", &how, sizeof how);
+}
+
+int mon_layer_open(mon_layer *l, lis_sandbox *sb, lis_error *err)
+{
+    memset(l, 0, sizeof *l);
+    for (int i = 0; i < LIS_MAX_LAYERS; i++)
+        l->lower_fd[i] = -1;
+    l->upper_fd = lis_sandbox_upper_fd(sb, err);
+    if (l->upper_fd < 0)
+        return -1;
+    const char *chain = lis_sandbox_rootfs(sb);
+    while (chain && *chain && l->nlower < LIS_MAX_LAYERS) {
+        const char *colon = strchr(chain, ':');
+        size_t n = colon ? (size_t)(colon - chain) : strlen(chain);
+        char dir[4096];
+        if (n < sizeof dir) {
+            memcpy(dir, chain, n);
+            dir[n] = 0;
+            int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+            if (fd >= 0)
+                l->lower_fd[l->nlower++] = fd;
+        }
+        chain = colon ? colon + 1 : NULL;
+    }
+    return 0;
+}
+
+static void scan_release(mon_scan *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->e[i].path);
+    free(s->e);
+    memset(s, 0, sizeof *s);
+}
+
+void mon_layer_release(mon_layer *l)
+{
+    if (l->upper_fd >= 0)
+        close(l->upper_fd);
+    for (int i = 0; i < l->nlower; i++)
+        close(l->lower_fd[i]);
+    scan_release(&l->last);
+    for (size_t i = 0; i < l->ncache; i++) {
+        free(l->cache[i].path);
+        free(l->cache[i].text);
+    }
+    free(l->cache);
+    memset(l, 0, sizeof *l);
+    l->upper_fd = -1;
+}
+
+void mon_file_release(mon_file *f)
+{
+    free(f->path);
+    free(f->from);
+    free(f->diff);
+}
+
+/* ---- the scan ---- */
+
+static int add_entry(mon_scan *s, const char *path, const struct stat *st, int opaque)
+{
+    if (s->n >= MON_SCAN_MAX) {
+        s->cut = 1;
+        return 0;
+    }
+    if (LIS_GROW(s->e, s->cap, s->n + 1) < 0)
+        return -1;
+    mon_entry *e = &s->e[s->n];
+    if (!(e->path = strdup(path)))
+        return -1;
+    s->n++;
+    e->dev = st->st_dev;
+    e->ino = st->st_ino;
+    e->size = (uint64_t)st->st_size;
+    e->mtime = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+    e->ctime = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+    e->mode = st->st_mode & 07777;
+    e->nlink = (unsigned)st->st_nlink;
+    e->opaque = opaque;
+    e->kind = S_ISREG(st->st_mode)                       ? 'f'
+              : S_ISDIR(st->st_mode)                     ? 'd'
+              : S_ISLNK(st->st_mode)                     ? 'l'
+              : S_ISCHR(st->st_mode) && st->st_rdev == 0 ? 'w'
+                                                         : 'o';
+    return 0;
+}
+
+static int is_opaque(int dfd)
+{
+    char v[4];
+    ssize_t n = fgetxattr(dfd, "user.overlay.opaque", v, sizeof v);
+    if (n < 0)
+        n = fgetxattr(dfd, "trusted.overlay.opaque", v, sizeof v);
+    return n == 1 && v[0] == 'y';
+}
+
+/* Depth-first; one fd per level (at most MON_SCAN_DEPTH). */
+static int scan_dir(mon_scan *s, int dfd, char *path, size_t plen, int depth)
+{
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return 0;
+    }
+    struct dirent *de;
+    int rc = 0;
+    while (rc == 0 && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        size_t nl = strlen(de->d_name);
+        if (plen + 1 + nl >= 4096) {
+            s->cut = 1;
+            continue;
+        }
+        path[plen] = '/';
+        memcpy(path + plen + 1, de->d_name, nl + 1);
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue; /* gone meanwhile */
+        if (!S_ISDIR(st.st_mode)) {
+            rc = add_entry(s, path, &st, 0);
+            continue;
+        }
+        int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        rc = add_entry(s, path, &st, sub >= 0 && is_opaque(sub));
+        if (sub < 0 || rc < 0 || depth + 1 >= MON_SCAN_DEPTH) {
+            if (sub >= 0)
+                close(sub);
+            s->cut |= depth + 1 >= MON_SCAN_DEPTH;
+            continue;
+        }
+        rc = scan_dir(s, sub, path, plen + 1 + nl, depth + 1);
+    }
+    path[plen] = 0;
+    closedir(d);
+    return rc;
+}
+
+static int by_path(const void *a, const void *b)
+{
+    return strcmp(((const mon_entry *)a)->path, ((const mon_entry *)b)->path);
+}
+
+static int scan(mon_layer *l, mon_scan *s)
+{
+    memset(s, 0, sizeof *s);
+    int fd = openat(l->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char path[4096] = "";
+    if (scan_dir(s, fd, path, 0, 0) < 0) {
+        scan_release(s);
+        return -1;
+    }
+    qsort(s->e, s->n, sizeof *s->e, by_path);
+    return 0;
+}
+
+/* ---- lookups ---- */
+
+static const mon_entry *find_path(const mon_scan *s, const char *path)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(s->e[mid].path, path);
+        if (!c)
+            return &s->e[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* inode -> entry, open addressing */
+typedef struct ino_map {
+    const mon_entry **slot;
+    size_t cap;
+} ino_map;
+
+static int map_build(ino_map *m, const mon_scan *s)
+{
+    m->cap = 16;
+    while (m->cap < 2 * s->n + 16)
+        m->cap *= 2;
+    if (!(m->slot = calloc(m->cap, sizeof *m->slot)))
+        return -1;
+    for (size_t i = 0; i < s->n; i++) {
+        const mon_entry *e = &s->e[i];
+        if (e->kind == 'w')
+            continue;
+        size_t h = (size_t)((e->ino * 0x9E3779B97F4A7C15ull) ^ e->dev) & (m->cap - 1);
+        while (m->slot[h])
+            h = (h + 1) & (m->cap - 1);
+        m->slot[h] = e;
+    }
+    return 0;
+}
+
+/* The entries of one inode: calls fn for each until it returns non-zero. */
+static const mon_entry *map_find(const ino_map *m, const mon_entry *like,
+                                 int (*fn)(const mon_entry *, const void *), const void *arg)
+{
+    size_t h = (size_t)((like->ino * 0x9E3779B97F4A7C15ull) ^ like->dev) & (m->cap - 1);
+    for (; m->slot[h]; h = (h + 1) & (m->cap - 1)) {
+        const mon_entry *e = m->slot[h];
+        if (e->ino == like->ino && e->dev == like->dev && e != like && fn(e, arg))
+            return e;
+    }
+    return NULL;
+}
+
+/* The kind of path in the image ('f', 'd', 'l', 'o'), 0 when absent. */
+static char lower_kind(const mon_layer *l, const char *path)
+{
+    for (int i = 0; i < l->nlower; i++) {
+        int fd = open_beneath(l->lower_fd[i], path, O_PATH);
+        if (fd < 0)
+            continue;
+        struct stat st;
+        int ok = fstat(fd, &st) == 0;
+        close(fd);
+        if (!ok)
+            continue;
+        if (S_ISCHR(st.st_mode) && st.st_rdev == 0)
+            return 0; /* a whiteout of a snapshot layer */
+        return S_ISREG(st.st_mode)   ? 'f'
+               : S_ISDIR(st.st_mode) ? 'd'
+               : S_ISLNK(st.st_mode) ? 'l'
+                                     : 'o';
+    }
+    return 0;
+}
+
+/* A regular file of at most MON_TEXT_MAX bytes beneath root; NULL with
+ * *why when not read. */
+static char *read_small(int root, const char *path, size_t *len, const char **why)
+{
+    int fd = open_beneath(root, path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) {
+        *why = "unreadable";
+        return NULL;
+    }
+    struct stat st;
+    char *buf = NULL;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        *why = "not a regular file";
+    else if (st.st_size > MON_TEXT_MAX)
+        *why = "larger than 64 KiB";
+    else if (!(buf = malloc((size_t)st.st_size + 1)))
+        *why = "out of memory";
+    if (buf) {
+        ssize_t n = pread(fd, buf, (size_t)st.st_size, 0);
+        if (n < 0) {
+            free(buf);
+            buf = NULL;
+            *why = "unreadable";
+        } else {
+            buf[n] = 0;
+            *len = (size_t)n;
+        }
+    }
+    close(fd);
+    return buf;
+}
+
+/* ---- the cache of old text ---- */
+
+static size_t cache_pos(const mon_layer *l, const char *path, int *found)
+{
+    size_t lo = 0, hi = l->ncache;
+    *found = 0;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(l->cache[mid].path, path);
+        if (!c) {
+            *found = 1;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void cache_drop(mon_layer *l, const char *path)
+{
+    int found;
+    size_t i = cache_pos(l, path, &found);
+    if (!found)
+        return;
+    l->cache_bytes -= l->cache[i].len;
+    free(l->cache[i].path);
+    free(l->cache[i].text);
+    memmove(&l->cache[i], &l->cache[i + 1], (l->ncache - i - 1) * sizeof *l->cache);
+    l->ncache--;
+}
+
+/* Keeps text (taken over) as path's old text; freed when it does not fit. */
+static void cache_put(mon_layer *l, const char *path, char *text, size_t len)
+{
+    cache_drop(l, path);
+    int found;
+    size_t i = cache_pos(l, path, &found);
+    char *p = NULL;
+    if (l->cache_bytes + len > MON_CACHE_BYTES ||
+        LIS_GROW(l->cache, l->capcache, l->ncache + 1) < 0 || !(p = strdup(path))) {
+        l->cache_full = 1;
+        free(text);
+        return;
+    }
+    memmove(&l->cache[i + 1], &l->cache[i], (l->ncache - i) * sizeof *l->cache);
+    l->cache[i] = (mon_cache_item){p, text, len};
+    l->ncache++;
+    l->cache_bytes += len;
+}
+
+static void cache_rename(mon_layer *l, const char *from, const char *to)
+{
+    int found;
+    size_t i = cache_pos(l, from, &found);
+    if (!found)
+        return;
+    char *text = l->cache[i].text;
+    size_t len = l->cache[i].len;
+    l->cache[i].text = NULL;
+    l->cache[i].len = 0;
+    cache_drop(l, from);
+    cache_put(l, to, text, len);
+}
+
+/* ---- the comparison ---- */
+
+struct diffctx {
+    mon_layer *l;
+    mon_file **files;
+    size_t *n, *cap, *total, max;
+    int between;
+    size_t *budget;
+};
+
+static int emit(struct diffctx *d, mon_fchange c, const mon_entry *e, const char *from, char kind,
+                int64_t delta)
+{
+    (*d->total)++;
+    if (*d->n >= d->max)
+        return 0;
+    if (LIS_GROW(*d->files, *d->cap, *d->n + 1) < 0)
+        return -1;
+    mon_file *f = &(*d->files)[*d->n];
+    memset(f, 0, sizeof *f);
+    f->change = c;
+    f->kind = kind;
+    f->between = d->between;
+    f->size = e && e->kind != 'w' ? e->size : 0;
+    f->mode = e && e->kind != 'w' ? e->mode : 0;
+    f->size_delta = delta;
+    f->path = strdup(e ? e->path : from);
+    f->from = from && e ? strdup(from) : NULL;
+    if (!f->path || (from && e && !f->from)) {
+        mon_file_release(f);
+        return -1;
+    }
+    (*d->n)++;
+    return 0;
+}
+
+/* The diff of the file just emitted (created or modified, regular). */
+static void add_diff(struct diffctx *d, const mon_entry *e, int created)
+{
+    if (*d->n == 0)
+        return;
+    mon_file *f = &(*d->files)[*d->n - 1];
+    if (strcmp(f->path, e->path))
+        return; /* not listed (the step's list is full): nothing to attach to */
+    size_t nlen = 0, olen = 0;
+    const char *why = NULL;
+    char *now = read_small(d->l->upper_fd, e->path, &nlen, &why);
+    if (!now) {
+        f->diff_none = why;
+        cache_drop(d->l, e->path);
+        return;
+    }
+    if (!mon_is_text(now, nlen)) {
+        f->diff_none = "binary";
+        free(now);
+        cache_drop(d->l, e->path);
+        return;
+    }
+    char *old = NULL;
+    int found;
+    size_t ci = cache_pos(d->l, e->path, &found);
+    if (found) {
+        old = d->l->cache[ci].text;
+        olen = d->l->cache[ci].len;
+    } else if (!created) {
+        for (int i = 0; i < d->l->nlower && !old; i++) {
+            const char *w;
+            char *t = read_small(d->l->lower_fd[i], e->path, &olen, &w);
+            if (t && mon_is_text(t, olen))
+                old = t;
+            else
+                free(t);
+        }
+        if (!old)
+            f->diff_none = d->l->cache_full ? "the earlier text was not kept (cache full)"
+                                            : "the earlier text is not text or not kept";
+    } else {
+        old = "";
+    }
+    if (old && !*d->budget) {
+        f->diff_none = "the step's diff budget is used up";
+        f->diff_cut = 1;
+    } else if (old) {
+        size_t cap = *d->budget < MON_DIFF_FILE ? *d->budget : MON_DIFF_FILE;
+        char *buf = malloc(cap + 1);
+        if (buf) {
+            size_t n = mon_udiff(old, olen, now, nlen, e->path, buf, cap + 1, &f->diff_cut);
+            f->diff = buf;
+            *d->budget -= n < *d->budget ? n : *d->budget;
+        }
+    }
+    if (old && !found && !created)
+        free(old);
+    cache_put(d->l, e->path, now, nlen);
+}
+
+/* e is the same file as arg (a rename keeps the kind and the mtime; an
+ * inode number reused by a new file has a new mtime) */
+static int same_file(const mon_entry *e, const void *arg)
+{
+    const mon_entry *o = arg;
+    return e->kind == o->kind && (e->kind == 'd' || e->mtime == o->mtime);
+}
+
+static int path_gone(const mon_entry *e, const void *arg)
+{
+    const mon_scan *now = arg;
+    const mon_entry *x = find_path(now, e->path);
+    return !x || x->ino != e->ino || x->dev != e->dev;
+}
+
+static int path_kept(const mon_entry *e, const void *arg)
+{
+    const mon_scan *now = arg;
+    const mon_entry *x = find_path(now, e->path);
+    return x && x->ino == e->ino && x->dev == e->dev;
+}
+
+static int under_renamed_dir(const mon_scan *old, const mon_scan *now, const char *from,
+                             const char *to)
+{
+    /* a child moved with its directory: the parents were renamed alike */
+    const char *sf = strrchr(from, '/'), *st = strrchr(to, '/');
+    if (!sf || !st || sf == from || st == to || strcmp(sf, st))
+        return 0;
+    char pf[4096], pt[4096];
+    snprintf(pf, sizeof pf, "%.*s", (int)(sf - from), from);
+    snprintf(pt, sizeof pt, "%.*s", (int)(st - to), to);
+    const mon_entry *a = find_path(old, pf), *b = find_path(now, pt);
+    return a && b && a->ino == b->ino && a->dev == b->dev && !find_path(now, pf);
+}
+
+static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
+{
+    ino_map om = {0}, nm = {0};
+    if (map_build(&om, old) < 0 || map_build(&nm, now) < 0) {
+        free(om.slot);
+        free(nm.slot);
+        return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < now->n && rc == 0; i++) {
+        const mon_entry *e = &now->e[i];
+        const mon_entry *o = find_path(old, e->path);
+        if (e->kind == 'w') {
+            if (o && o->kind == 'w')
+                continue;
+            if (o && map_find(&nm, o, same_file, o))
+                continue; /* renamed away (reported at its new path) */
+            char k = o ? o->kind : lower_kind(d->l, e->path);
+            rc = emit(d, MF_DELETED, NULL, e->path, k ? k : 'o', o ? -(int64_t)o->size : 0);
+            cache_drop(d->l, e->path);
+            continue;
+        }
+        if (o && o->kind == e->kind && o->ino == e->ino && o->dev == e->dev) {
+            int changed = o->size != e->size || o->mtime != e->mtime || o->mode != e->mode ||
+                          (o->ctime != e->ctime && o->nlink == e->nlink);
+            if (e->kind == 'd') {
+                if (e->opaque && !o->opaque && lower_kind(d->l, e->path) == 'd')
+                    rc = emit(d, MF_MODIFIED, e, NULL, 'd', 0);
+                continue;
+            }
+            if (!changed)
+                continue;
+            rc = emit(d, MF_MODIFIED, e, NULL, e->kind, (int64_t)e->size - (int64_t)o->size);
+            if (rc == 0 && e->kind == 'f')
+                add_diff(d, e, 0);
+            continue;
+        }
+        /* a new path, or a new inode at an old path */
+        const mon_entry *from = map_find(&om, e, path_gone, now);
+        if (from && !same_file(e, from))
+            from = NULL;
+        if (from) {
+            if (under_renamed_dir(old, now, from->path, e->path))
+                continue;
+            rc = emit(d, MF_RENAMED, e, from->path, e->kind, 0);
+            if (rc == 0)
+                cache_rename(d->l, from->path, e->path);
+            continue;
+        }
+        const mon_entry *twin =
+            e->kind != 'd' && e->nlink > 1 ? map_find(&om, e, path_kept, now) : NULL;
+        if (!twin && e->kind != 'd' && e->nlink > 1) {
+            /* two new names of a new file: the first is the creation */
+            for (size_t j = 0; j < i && !twin; j++)
+                if (now->e[j].ino == e->ino && now->e[j].dev == e->dev &&
+                    !find_path(old, now->e[j].path))
+                    twin = &now->e[j];
+        }
+        if (twin) {
+            rc = emit(d, MF_LINKED, e, twin->path, e->kind, 0);
+            continue;
+        }
+        char lk = o && o->kind != 'w' ? o->kind : lower_kind(d->l, e->path);
+        if (e->kind == 'd' && (lk == 'd' || (o && o->kind == 'd')) && !e->opaque)
+            continue; /* a directory copied up for a child: not a change */
+        int modified = o ? o->kind != 'w' : lk != 0;
+        rc = emit(d, modified ? MF_MODIFIED : MF_CREATED, e, NULL, e->kind,
+                  (int64_t)e->size - (o && o->kind != 'w' ? (int64_t)o->size : 0));
+        if (rc == 0 && e->kind == 'f')
+            add_diff(d, e, !modified);
+    }
+    /* old paths now absent without a whiteout: files of this episode removed */
+    for (size_t i = 0; i < old->n && rc == 0; i++) {
+        const mon_entry *o = &old->e[i];
+        if (o->kind == 'w' || find_path(now, o->path))
+            continue;
+        if (map_find(&nm, o, same_file, o)) /* it lives on at a new path */
+            continue;
+        const char *slash = strrchr(o->path, '/');
+        if (slash && slash != o->path) { /* inside a directory that went too: that one's enough */
+            char parent[4096];
+            snprintf(parent, sizeof parent, "%.*s", (int)(slash - o->path), o->path);
+            const mon_entry *pe = find_path(now, parent);
+            if (!pe || pe->kind == 'w') {
+                cache_drop(d->l, o->path);
+                continue;
+            }
+        }
+        rc = emit(d, MF_DELETED, NULL, o->path, o->kind, -(int64_t)o->size);
+        cache_drop(d->l, o->path);
+    }
+    free(om.slot);
+    free(nm.slot);
+    return rc;
+}
+
+int mon_layer_diff(mon_layer *l, mon_file **files, size_t *n, size_t *cap, size_t *total,
+                   size_t max, int between, size_t *diff_budget, int *scan_cut, lis_error *err)
+{
+    mon_scan now;
+    if (scan(l, &now) < 0)
+        return lis_fail_errno(err, "scanning the writable layer");
+    *scan_cut |= now.cut;
+    struct diffctx d = {l, files, n, cap, total, max, between, diff_budget};
+    int rc = 0;
+    if (l->last.e || l->last.n || between >= 0) /* the first scan is the baseline */
+        rc = compare(&d, &l->last, &now);
+    scan_release(&l->last);
+    l->last = now;
+    if (rc < 0)
+        return lis_oom(err);
+    return 0;
+}

@@ -1,0 +1,327 @@
+/* monitor.c - the public entry points: a sandbox attached to the hub, its
+ * steps opened and closed, their effects handed out, file and threshold
+ * rules evaluated at a step's end. */
+#include "monitor.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+unsigned lis_monitor_spec_flags(lis_net_mode net)
+{
+    return LIS_MONITOR_EXEC | (net == LIS_NET_NONE ? LIS_MONITOR_CONNECT : 0);
+}
+
+/* The proxy's thread: one finished request of the sandbox. */
+static void on_request(void *arg, const lis_net_event *ev)
+{
+    lis_monitor *m = arg;
+    pthread_mutex_lock(&m->mu);
+    m->net_total++;
+    const mon_rule *r = mon_rules_match(m->policy, MR_CONNECT, ev->host, NULL);
+    if (r)
+        mon_alert_add(m, r, ev->end, "%s %s port %u (%s)", ev->method[0] ? ev->method : "request",
+                      ev->host, ev->port, ev->allowed ? "allowed" : "refused");
+    if (m->nnet < MON_STEP_NET && LIS_GROW(m->net, m->capnet, m->nnet + 1) == 0) {
+        mon_net *n = &m->net[m->nnet++];
+        memset(n, 0, sizeof *n);
+        snprintf(n->host, sizeof n->host, "%s", ev->host);
+        snprintf(n->method, sizeof n->method, "%s", ev->method);
+        snprintf(n->addr, sizeof n->addr, "%s", ev->addr);
+        snprintf(n->rule, sizeof n->rule, "%s", ev->rule);
+        if (r)
+            snprintf(n->alert, sizeof n->alert, "%s", r->name);
+        n->port = ev->port;
+        n->resolved = ev->resolved;
+        n->allowed = ev->allowed;
+        n->status = ev->status;
+        n->up = ev->bytes_up;
+        n->down = ev->bytes_down;
+        n->start = ev->start;
+        n->end = ev->end;
+        n->between = !m->in_step;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+int lis_monitor_attach(lis_monitor_hub *hub, lis_sandbox *sb, const lis_monitor_opts *opts,
+                       lis_monitor **out, lis_error *err)
+{
+    *out = NULL;
+    lis_monitor *m = calloc(1, sizeof *m);
+    if (!m)
+        return lis_oom(err);
+    pthread_mutex_init(&m->mu, NULL);
+    m->hub = hub;
+    m->sb = sb;
+    m->policy = opts ? opts->policy : NULL;
+    m->layer.upper_fd = -1;
+    m->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    m->listener = lis_sandbox_take_monitor(sb);
+    m->diff_budget = MON_DIFF_STEP;
+    if (m->policy && m->policy->n > sizeof m->fired) {
+        mon_monitor_destroy(m);
+        return lis_fail(err, E2BIG, "a policy of more than %zu rules", sizeof m->fired);
+    }
+    if (m->evfd < 0) {
+        lis_fail_errno(err, "eventfd");
+        mon_monitor_destroy(m);
+        return -1;
+    }
+    if (m->listener < 0) {
+        mon_monitor_destroy(m);
+        return lis_fail(err, EINVAL,
+                        "sandbox %s has no seccomp listener: create it with spec.monitor = "
+                        "lis_monitor_spec_flags() (and only one monitor per sandbox)",
+                        lis_sandbox_name(sb));
+    }
+    size_t none = 0, total = 0;
+    int cut = 0;
+    if (mon_layer_open(&m->layer, sb, err) < 0 ||
+        mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, &total, 0, -1, &none, &cut,
+                       err) < 0) {
+        mon_monitor_destroy(m);
+        return lis_wrap(err, "monitoring sandbox %s", lis_sandbox_name(sb));
+    }
+    if (lis_sandbox_net(sb) == LIS_NET_PROXY) {
+        if (lis_net_sandbox_watch(sb, on_request, m, err) < 0) {
+            mon_monitor_destroy(m);
+            return -1;
+        }
+        m->net_watched = 1;
+    }
+    if (mon_hub_add(hub, m, err) < 0) {
+        if (m->net_watched)
+            lis_net_sandbox_watch(sb, NULL, NULL, NULL);
+        mon_monitor_destroy(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+void lis_monitor_free(lis_monitor *m)
+{
+    if (m)
+        mon_hub_remove(m->hub, m);
+}
+
+int lis_monitor_fd(const lis_monitor *m) { return m->evfd; }
+
+lis_policy_action lis_monitor_take_action(lis_monitor *m, char *rule, size_t len)
+{
+    uint64_t v;
+    if (read(m->evfd, &v, sizeof v) < 0) {
+        /* EAGAIN: nothing new */
+    }
+    pthread_mutex_lock(&m->mu);
+    lis_policy_action a = m->pending;
+    if (rule && len)
+        snprintf(rule, len, "%s", a ? m->pending_rule : "");
+    m->pending = LIS_ACT_NONE;
+    m->pending_rule[0] = 0;
+    pthread_mutex_unlock(&m->mu);
+    return a;
+}
+
+static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
+
+int lis_monitor_step_begin(lis_monitor *m, const lis_monitor_call *call, lis_error *err)
+{
+    if (m->in_step)
+        return lis_fail(err, EBUSY, "step %d is still open (lis_monitor_step_end)", m->step);
+    free(m->call_tool);
+    free(m->call_cmd);
+    m->call_tool = dup_or_empty(call ? call->tool : NULL);
+    m->call_cmd = dup_or_empty(call ? call->command : NULL);
+    if (!m->call_tool || !m->call_cmd)
+        return lis_oom(err);
+    lis_stats st;
+    lis_error ignore;
+    if (lis_sandbox_stats(m->sb, &st, &ignore) == 0) {
+        m->cpu0 = st.cpu_seconds;
+        m->disk0 = st.disk_bytes;
+    }
+    /* what changed since the last step ended: a daemon's writes */
+    pthread_mutex_lock(&m->mu);
+    int rc = mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, &m->files_total,
+                            MON_STEP_FILES, 1, &m->diff_budget, &m->scan_cut, err);
+    m->in_step = 1;
+    m->step_t0 = lis_now();
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+/* File and threshold rules, at the end of the step (m->mu held). */
+static void step_rules(lis_monitor *m, lis_effects *e, uint64_t fetched, double now)
+{
+    for (size_t i = 0; m->policy && i < e->nfiles; i++) {
+        const mon_file *f = &e->files[i];
+        const mon_rule *r = NULL;
+        if (f->change == MF_DELETED)
+            r = mon_rules_match(m->policy, MR_DELETE, f->path, NULL);
+        else if (f->change == MF_RENAMED)
+            r = mon_rules_match(m->policy, MR_RENAME, f->path, NULL);
+        if (!r && f->change == MF_RENAMED)
+            r = mon_rules_match(m->policy, MR_RENAME, f->from, NULL);
+        if (!r && f->change != MF_DELETED)
+            r = mon_rules_match(m->policy, MR_WRITE, f->path, NULL);
+        if (r)
+            mon_alert_add(m, r, now, "%s %s", mon_fchange_name(f->change), f->path);
+    }
+    struct {
+        mon_rule_kind k;
+        uint64_t v;
+    } th[] = {{MR_PROCESSES, m->step_execs + m->unknown_exits},
+              {MR_BYTES_WRITTEN, e->bytes_written},
+              {MR_BYTES_FETCHED, fetched},
+              {MR_IDLE_STEPS, (uint64_t)m->idle_steps}};
+    for (size_t k = 0; k < sizeof th / sizeof th[0]; k++) {
+        const mon_rule *r = mon_rules_over(m->policy, th[k].k, th[k].v);
+        if (r && !m->fired[r - m->policy->rules]) {
+            m->fired[r - m->policy->rules] = 1;
+            mon_alert_add(m, r, now, "%s %llu in step %d (above %llu)", mon_rule_kind_name(th[k].k),
+                          (unsigned long long)th[k].v, m->step, (unsigned long long)r->above);
+        }
+    }
+}
+
+/* The step's process records copied out; ended ones no longer needed go. */
+static int take_procs(lis_monitor *m, lis_effects *e)
+{
+    size_t want = 0;
+    for (size_t i = 0; i < m->nprocs; i++) {
+        const mon_proc *p = m->procs[i];
+        want += p->step == m->step || (p->step >= 0 && p->state != MP_RUNNING && !p->reported_end);
+    }
+    e->procs = want ? calloc(want, sizeof *e->procs) : NULL;
+    if (want && !e->procs)
+        return -1;
+    size_t keep = 0;
+    for (size_t i = 0; i < m->nprocs; i++) {
+        mon_proc *p = m->procs[i];
+        int listed =
+            p->step == m->step || (p->step >= 0 && p->state != MP_RUNNING && !p->reported_end);
+        if (listed && e->nprocs < MON_STEP_PROCS) {
+            mon_proc *c = &e->procs[e->nprocs];
+            *c = *p;
+            c->path = strdup(p->path);
+            size_t alen = 0;
+            const char *a = p->argv;
+            for (size_t k = 0; k < p->argc; k++) {
+                alen += strlen(a) + 1;
+                a += strlen(a) + 1;
+            }
+            c->argv = malloc(alen ? alen : 1);
+            if (!c->path || !c->argv) {
+                free(c->path);
+                free(c->argv);
+                return -1;
+            }
+            memcpy(c->argv, p->argv, alen);
+            c->ref = NULL;
+            c->pidfd = -1;
+            e->nprocs++;
+        }
+        if (listed)
+            e->procs_total++;
+        if (p->state != MP_RUNNING)
+            p->reported_end = 1;
+        if (p->state != MP_RUNNING && p->pidfd < 0)
+            mon_proc_free(p); /* ended and no longer watched */
+        else
+            m->procs[keep++] = p;
+    }
+    m->nprocs = keep;
+    return 0;
+}
+
+int lis_monitor_step_end(lis_monitor *m, const lis_result *res, lis_effects **out, lis_error *err)
+{
+    *out = NULL;
+    if (!m->in_step)
+        return lis_fail(err, EINVAL, "no step is open (lis_monitor_step_begin)");
+    lis_effects *e = calloc(1, sizeof *e);
+    if (!e)
+        return lis_oom(err);
+    lis_stats st;
+    lis_error ignore;
+    int have = lis_sandbox_stats(m->sb, &st, &ignore) == 0;
+    pthread_mutex_lock(&m->mu);
+    int rc = mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, &m->files_total,
+                            MON_STEP_FILES, 0, &m->diff_budget, &m->scan_cut, err);
+    double now = lis_now();
+    e->step = m->step;
+    e->t0 = m->step_t0;
+    e->t1 = now;
+    e->wall = now - m->step_t0;
+    e->tool = m->call_tool;
+    e->command = m->call_cmd;
+    m->call_tool = m->call_cmd = NULL;
+    e->files = m->files;
+    e->nfiles = m->nfiles;
+    e->files_total = m->files_total;
+    e->scan_cut = m->scan_cut;
+    e->diff_cut = m->diff_budget == 0;
+    m->files = NULL;
+    m->nfiles = m->capfiles = m->files_total = 0;
+    for (size_t i = 0; i < e->nfiles; i++)
+        if (e->files[i].kind == 'f' &&
+            (e->files[i].change == MF_CREATED || e->files[i].change == MF_MODIFIED))
+            e->bytes_written += e->files[i].size;
+    uint64_t fetched = 0;
+    for (size_t i = 0; i < m->nnet; i++)
+        fetched += m->net[i].down;
+    int changed = 0;
+    for (size_t i = 0; i < e->nfiles; i++)
+        changed |= !e->files[i].between;
+    m->idle_steps = changed ? 0 : m->idle_steps + 1;
+    step_rules(m, e, fetched, now);
+    if (rc == 0 && take_procs(m, e) < 0)
+        rc = lis_oom(err);
+    e->exec_retries = m->exec_retries;
+    e->unknown_exits = m->unknown_exits;
+    e->procs_total += m->step_procs_dropped;
+    e->net = m->net;
+    e->nnet = m->nnet;
+    e->net_total = m->net_total;
+    e->conns = m->conns;
+    e->nconns = m->nconns;
+    e->conn_total = m->conn_total;
+    e->conn_local = m->conn_local;
+    e->alerts = m->alerts;
+    e->nalerts = m->nalerts;
+    e->alert_total = m->alert_total;
+    m->net = NULL;
+    m->conns = NULL;
+    m->alerts = NULL;
+    m->nnet = m->capnet = m->net_total = 0;
+    m->nconns = m->capconns = m->conn_total = m->conn_local = 0;
+    m->nalerts = m->capalerts = m->alert_total = 0;
+    m->step_execs = m->step_procs_dropped = m->exec_retries = m->unknown_exits = 0;
+    memset(m->fired, 0, sizeof m->fired);
+    m->diff_budget = MON_DIFF_STEP;
+    m->scan_cut = 0;
+    m->in_step = 0;
+    m->step++;
+    pthread_mutex_unlock(&m->mu);
+    if (have) {
+        e->have_stats = 1;
+        e->cpu = st.cpu_seconds - m->cpu0;
+        e->disk_delta = st.disk_bytes - m->disk0;
+        e->nprocs_now = st.nprocs;
+        e->mem_peak = st.memory_peak;
+    }
+    if (res && res->memory_peak)
+        e->mem_peak = res->memory_peak;
+    mon_classify(e);
+    if (rc < 0) {
+        lis_effects_free(e);
+        return -1;
+    }
+    *out = e;
+    return 0;
+}

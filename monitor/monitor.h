@@ -1,0 +1,329 @@
+/* monitor.h - inside monitor/ only: the policy, the records of a step, the
+ * writable-layer scans, the hub. Built on lis.h and lis_net.h.
+ *
+ * The layers of monitor/, bottom-up (docs/architecture.md):
+ *   3  monitor.c           attach, steps, the public entry points
+ *   2  notify.c effects.c  the hub thread answering notifications; a step's
+ *                          capability and its JSON
+ *   1  layer.c             the writable layer scanned and compared
+ *   0  procmem.c policy.c rules.c records.c udiff.c
+ *                          a process's memory and /proc read; the policy
+ *                          file; its rules matched and alerts raised; the
+ *                          records' names and destructors; unified diffs
+ *
+ * Bounds (each cut is stated in the step's "cut" object):
+ *   MON_PATH_MAX / MON_ARG_MAX / MON_ARGS_MAX / MON_ARGV_BYTES  per exec
+ *   MON_STEP_PROCS, MON_STEP_NET, MON_STEP_CONNECTS, MON_STEP_ALERTS  per step
+ *   MON_LIVE_MAX  processes followed at once (their pidfds)
+ *   MON_SCAN_MAX  entries of one scan of the writable layer
+ *   MON_DIFF_FILE / MON_DIFF_STEP  diff text per file and per step
+ *   MON_CACHE_BYTES  text kept per episode to diff the next change against
+ */
+#ifndef LIS_MONITOR_INTERNAL_H
+#define LIS_MONITOR_INTERNAL_H
+
+#include "lis_monitor.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define MON_PATH_MAX 1024          /* bytes of an exec's path read */
+#define MON_ARG_MAX 512            /* bytes of one argument kept */
+#define MON_ARGS_MAX 64            /* arguments kept */
+#define MON_ARGV_BYTES 4096        /* bytes of all kept arguments */
+#define MON_ARGC_COUNT 65536       /* arguments counted at most */
+#define MON_STEP_PROCS 1024        /* process records per step */
+#define MON_STEP_NET 512           /* proxy requests per step */
+#define MON_STEP_CONNECTS 64       /* refused connection attempts listed per step (all counted) */
+#define MON_STEP_ALERTS 128        /* alerts per step (all counted) */
+#define MON_LIVE_MAX 4096          /* processes followed at once */
+#define MON_SCAN_MAX 200000        /* entries of one writable-layer scan */
+#define MON_SCAN_DEPTH 128         /* directory depth scanned */
+#define MON_STEP_FILES 2000        /* file changes listed per step (all counted) */
+#define MON_TEXT_MAX 65536         /* a text file larger than this gets no diff */
+#define MON_DIFF_FILE 8192         /* diff bytes per file */
+#define MON_DIFF_STEP 65536        /* diff bytes per step */
+#define MON_CACHE_BYTES (8u << 20) /* old text kept per episode */
+
+/* ---- policy.c ---- */
+
+typedef enum mon_rule_kind {
+    MR_EXEC,          /* path and/or argv glob */
+    MR_WRITE,         /* created, modified, renamed to, linked: path glob */
+    MR_DELETE,        /* deleted: path glob */
+    MR_RENAME,        /* renamed (from or to): path glob */
+    MR_CONNECT,       /* host glob (a proxy request's host, a refused connect's address) */
+    MR_PROCESSES,     /* per step, above N */
+    MR_BYTES_WRITTEN, /* per step, above N */
+    MR_BYTES_FETCHED, /* per step, above N */
+    MR_IDLE_STEPS,    /* consecutive steps without a file change, above N */
+} mon_rule_kind;
+const char *mon_rule_kind_name(mon_rule_kind k);
+
+typedef struct mon_rule {
+    char name[64];
+    mon_rule_kind kind;
+    char *path, *argv, *host; /* globs, NULL when not given */
+    char **except;            /* globs that exempt a path or host */
+    size_t nexcept;
+    uint64_t above;
+    lis_policy_action action;
+    int line;
+} mon_rule;
+
+struct lis_policy {
+    char *file;
+    mon_rule *rules;
+    size_t n;
+    char **deny_domains; /* NULL-terminated */
+};
+
+/* ---- procmem.c: a notifying process, read from outside ---- */
+
+/* What /proc/TID/status says of a thread: its process (host and sandbox
+ * pids) and the parent. 0, or -1 when gone. */
+typedef struct mon_pstatus {
+    pid_t tgid, nspid, ppid, nsppid_hint;
+} mon_pstatus;
+int mon_read_status(pid_t tid, mon_pstatus *st);
+/* /proc/PID/stat: user+system CPU seconds and the state letter; -1 when gone. */
+int mon_read_cpu(pid_t pid, double *cpu, char *state);
+/* A NUL-terminated string at addr of the process behind memfd (an open
+ * /proc/TID/mem), at most max-1 bytes: its length, -1 with errno (EFAULT,
+ * EIO, EPERM...) when unreadable; *cut set when it was longer. */
+ssize_t mon_read_str(int memfd, uint64_t addr, char *buf, size_t max, int *cut);
+/* Up to n 8-byte words at addr: how many were read, -1 when none. */
+ssize_t mon_read_words(int memfd, uint64_t addr, uint64_t *out, size_t n);
+/* readlink of /proc/TID/<what> ("cwd", "fd/3"): the link text, not followed. */
+int mon_read_link(pid_t tid, const char *what, char *buf, size_t len);
+
+/* ---- udiff.c ---- */
+
+/* A unified diff (3 lines of context) of a -> b into out (at most cap bytes,
+ * NUL-terminated); returns its length, with *cut set when it was cut. Text
+ * of at most MON_TEXT_MAX bytes each. */
+size_t mon_udiff(const char *a, size_t alen, const char *b, size_t blen, const char *path,
+                 char *out, size_t cap, int *cut);
+/* 1 when data looks like text (no NUL, mostly printable or UTF-8). */
+int mon_is_text(const char *data, size_t len);
+
+/* ---- the records of a step ---- */
+
+typedef enum mon_pstate {
+    MP_RUNNING, /* exec'd, not yet ended */
+    MP_EXITED,  /* exit_group seen: exit_code */
+    MP_KILLED,  /* ended without exit_group: a signal (signal, when known) */
+    MP_REPLACED /* it exec'd again: the next record continues it */
+} mon_pstate;
+const char *mon_pstate_name(mon_pstate s);
+
+typedef struct mon_proc {
+    pid_t hpid;      /* host pid (of the thread group) */
+    pid_t pid, ppid; /* inside the sandbox; 0 when unknown */
+    char *path;      /* as given, made absolute when known; "" unread */
+    char *argv;      /* argc strings, each NUL-terminated */
+    size_t argc, argc_total;
+    int argv_cut;
+    char unread[96]; /* why path/argv could not be read ("" when read) */
+    char via[24];    /* "execve", "execveat", "execveat(fd)" */
+    char denied[64]; /* the rule that denied it */
+    double t_exec, t_end;
+    mon_pstate state;
+    int exit_code, signal;
+    double cpu;       /* seconds, -1 when unknown */
+    int step;         /* the step it was exec'd in */
+    int between;      /* exec'd between steps (reported with the next one) */
+    int reported_end; /* its end was reported */
+    int pidfd;
+    void *ref; /* the hub's epoll reference */
+} mon_proc;
+
+typedef struct mon_net {
+    char host[256], method[16], addr[48], rule[200];
+    unsigned short port;
+    int resolved, allowed, status;
+    uint64_t up, down;
+    double start, end;
+    int between;
+    char alert[64]; /* the connect rule that matched */
+} mon_net;
+
+typedef struct mon_connect {
+    char addr[64];
+    unsigned short port;
+    int family;
+    double t;
+    char denied[64];
+} mon_connect;
+
+typedef struct mon_alert {
+    char rule[64];
+    lis_policy_action action;
+    char what[320];
+    double t;
+} mon_alert;
+
+/* ---- layer.c: the writable layer ---- */
+
+typedef enum mon_fchange {
+    MF_CREATED,
+    MF_MODIFIED,
+    MF_DELETED,
+    MF_RENAMED,
+    MF_LINKED,
+} mon_fchange;
+const char *mon_fchange_name(mon_fchange c);
+
+typedef struct mon_file {
+    mon_fchange change;
+    char *path, *from; /* from: a rename's old path, a link's other path */
+    char kind;         /* 'f' file, 'd' directory, 'l' symlink, 'o' other */
+    unsigned mode;
+    uint64_t size;
+    int64_t size_delta;
+    char *diff;            /* NULL when none; see diff_none */
+    const char *diff_none; /* why there is no diff (binary, too large, ...) */
+    int diff_cut;
+    int between; /* found at the start of the step: happened since the last one */
+} mon_file;
+
+typedef struct mon_entry {
+    char *path; /* relative to the layer's root */
+    uint64_t dev, ino, size;
+    int64_t mtime, ctime; /* ns */
+    unsigned mode, nlink;
+    char kind; /* 'f' 'd' 'l' 'o', 'w' whiteout */
+    int opaque;
+} mon_entry;
+
+typedef struct mon_scan {
+    mon_entry *e;
+    size_t n, cap;
+    int cut;
+} mon_scan;
+
+typedef struct mon_cache_item {
+    char *path;
+    char *text;
+    size_t len;
+} mon_cache_item;
+
+typedef struct mon_layer {
+    int upper_fd;
+    int lower_fd[LIS_MAX_LAYERS]; /* O_PATH roots of the lower layers, top first */
+    int nlower;
+    mon_scan last;         /* the layer as last seen */
+    mon_cache_item *cache; /* old text of small text files, sorted by path */
+    size_t ncache, capcache, cache_bytes;
+    int cache_full;
+} mon_layer;
+
+/* Opens the layers of sb. */
+int mon_layer_open(mon_layer *l, lis_sandbox *sb, lis_error *err);
+void mon_layer_release(mon_layer *l);
+/* Scans the upper layer; compares with the last scan; appends the changes to
+ * *files (*n of them, *cap allocated; at most max listed, all counted in
+ * *total) with between set as given; the scan becomes the last one. Diffs
+ * take at most *diff_budget bytes (decremented). */
+int mon_layer_diff(mon_layer *l, mon_file **files, size_t *n, size_t *cap, size_t *total,
+                   size_t max, int between, size_t *diff_budget, int *scan_cut, lis_error *err);
+void mon_file_release(mon_file *f);
+
+/* ---- rules.c ---- */
+
+/* Whether glob matches s (fnmatch, '*' crosses '/'). */
+int mon_glob(const char *glob, const char *s);
+/* The first rule of kind k matching; NULL when none. For MR_EXEC: path and
+ * argv (joined by spaces); for files: path (absolute); for MR_CONNECT: host. */
+const mon_rule *mon_rules_match(const lis_policy *p, mon_rule_kind k, const char *path,
+                                const char *argv);
+/* The first threshold rule of kind k whose limit value exceeds. */
+const mon_rule *mon_rules_over(const lis_policy *p, mon_rule_kind k, uint64_t value);
+
+/* ---- the monitor (monitor.c; the hub's thread fills it under mu) ---- */
+
+struct lis_monitor {
+    lis_monitor_hub *hub;
+    lis_sandbox *sb;
+    const lis_policy *policy;
+    int listener; /* the seccomp listener */
+    int evfd;     /* eventfd: a pause/stop fired */
+    int net_watched;
+    void *ref; /* the hub's epoll reference of the listener */
+    int dead;  /* lis_monitor_free'd: the hub frees it */
+    lis_monitor *next_dead;
+
+    pthread_mutex_t mu; /* everything below */
+    int step;           /* the current or next step, 0-based */
+    int in_step;
+    double step_t0;
+    mon_proc **procs; /* exec'd and not yet reported as ended, in exec order */
+    size_t nprocs, capprocs;
+    size_t step_execs, step_procs_dropped, exec_retries, unknown_exits;
+    size_t live; /* records with a pidfd */
+    mon_net *net;
+    size_t nnet, capnet, net_total;
+    mon_connect *conns;
+    size_t nconns, capconns, conn_total, conn_local;
+    mon_alert *alerts;
+    size_t nalerts, capalerts, alert_total;
+    unsigned char fired[256]; /* threshold rules fired this step (by index) */
+    lis_policy_action pending;
+    char pending_rule[64];
+    /* the step's files found at its begin (happened between steps) */
+    mon_file *files;
+    size_t nfiles, capfiles, files_total;
+    size_t diff_budget;
+    int scan_cut;
+    int idle_steps;
+    mon_layer layer;
+    lis_monitor_call call;
+    char *call_tool, *call_cmd;
+    double cpu0; /* lis_stats at the begin */
+    uint64_t disk0;
+};
+
+/* An alert of rule r (m->mu held); wakes the caller for pause and stop. */
+void mon_alert_add(lis_monitor *m, const mon_rule *r, double t, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ---- notify.c: the hub ---- */
+
+/* Registers m's listener with the hub (its thread answers from now on). */
+int mon_hub_add(lis_monitor_hub *hub, lis_monitor *m, lis_error *err);
+/* Unregisters m; the hub's thread frees it (and its records) when it is
+ * not in use. */
+void mon_hub_remove(lis_monitor_hub *hub, lis_monitor *m);
+/* Frees a monitor's records and itself (the hub's thread, or hub_free). */
+void mon_monitor_destroy(lis_monitor *m);
+void mon_proc_free(mon_proc *p);
+
+/* ---- effects.c ---- */
+
+struct lis_effects {
+    int step;
+    double t0, t1;
+    char *tool, *command;
+    mon_proc *procs; /* copies: argv and path owned here */
+    size_t nprocs, procs_total, exec_retries, unknown_exits;
+    mon_file *files;
+    size_t nfiles, files_total;
+    int scan_cut, diff_cut;
+    mon_net *net;
+    size_t nnet, net_total;
+    mon_connect *conns;
+    size_t nconns, conn_total, conn_local;
+    mon_alert *alerts;
+    size_t nalerts, alert_total;
+    /* resources */
+    double cpu, wall;
+    uint64_t mem_peak, bytes_written, disk_delta, nprocs_now;
+    int have_stats;
+    unsigned capability;
+    char cap_why[3][96];
+};
+/* The capability bits of e (and their reasons). */
+void mon_classify(lis_effects *e);
+
+#endif

@@ -1,0 +1,144 @@
+/* procmem.c - a notifying process read from outside: strings and words of
+ * its memory through its /proc/TID/mem (opened by the hub before it checks
+ * that the notification is still valid), its status and CPU time, the text
+ * of its own links. Nothing here follows a path the process chose: the only
+ * files opened are /proc entries named by the pid the kernel gave. */
+#include "monitor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static ssize_t read_proc(pid_t pid, const char *what, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, what);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = 0;
+    return n;
+}
+
+/* The last number of a "Key:\tA\tB..." line (NSpid: the innermost pid). */
+static long field_last(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    if (!p)
+        return -1;
+    p += strlen(key);
+    long v = -1;
+    while (*p && *p != '\n') {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p) {
+            p++;
+            continue;
+        }
+        v = x;
+        p = end;
+    }
+    return v;
+}
+
+int mon_read_status(pid_t tid, mon_pstatus *st)
+{
+    char buf[4096];
+    if (read_proc(tid, "status", buf, sizeof buf) < 0)
+        return -1;
+    st->tgid = (pid_t)field_last(buf, "\nTgid:");
+    st->ppid = (pid_t)field_last(buf, "\nPPid:");
+    st->nspid = (pid_t)field_last(buf, "\nNStgid:");
+    st->nsppid_hint = 0;
+    return st->tgid > 0 ? 0 : -1;
+}
+
+int mon_read_cpu(pid_t pid, double *cpu, char *state)
+{
+    char buf[1024];
+    if (read_proc(pid, "stat", buf, sizeof buf) < 0)
+        return -1;
+    const char *p = strrchr(buf, ')'); /* the name may hold anything but ends at the last ) */
+    if (!p || p[1] != ' ')
+        return -1;
+    *state = p[2];
+    /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt
+     * cmajflt utime stime: utime is the 12th field from here */
+    p += 2;
+    unsigned long long ut = 0, st = 0;
+    for (int i = 0; i < 11 && p; i++) {
+        p = strchr(p, ' ');
+        if (p)
+            p++;
+    }
+    if (!p || sscanf(p, "%llu %llu", &ut, &st) != 2)
+        return -1;
+    long hz = sysconf(_SC_CLK_TCK);
+    *cpu = (double)(ut + st) / (double)(hz > 0 ? hz : 100);
+    return 0;
+}
+
+ssize_t mon_read_str(int memfd, uint64_t addr, char *buf, size_t max, int *cut)
+{
+    size_t have = 0;
+    *cut = 0;
+    if (!addr) {
+        errno = EFAULT;
+        return -1;
+    }
+    while (have < max - 1) {
+        /* never across a page: the next one may be unmapped */
+        uint64_t at = addr + have;
+        size_t room = 4096 - (size_t)(at & 4095);
+        if (room > max - 1 - have)
+            room = max - 1 - have;
+        ssize_t n = pread(memfd, buf + have, room, (off_t)at);
+        if (n <= 0) {
+            if (have)
+                break; /* what was read stands, cut */
+            if (n == 0)
+                errno = EIO;
+            return -1;
+        }
+        char *nul = memchr(buf + have, 0, (size_t)n);
+        if (nul)
+            return (ssize_t)(nul - buf);
+        have += (size_t)n;
+    }
+    buf[have] = 0;
+    *cut = 1;
+    return (ssize_t)have;
+}
+
+ssize_t mon_read_words(int memfd, uint64_t addr, uint64_t *out, size_t n)
+{
+    if (!addr) {
+        errno = EFAULT;
+        return -1;
+    }
+    ssize_t got = pread(memfd, out, n * sizeof *out, (off_t)addr);
+    if (got <= 0) {
+        if (got == 0)
+            errno = EIO;
+        return -1;
+    }
+    return got / (ssize_t)sizeof *out;
+}
+
+int mon_read_link(pid_t tid, const char *what, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)tid, what);
+    ssize_t n = readlink(path, buf, len - 1);
+    if (n < 0)
+        return -1;
+    buf[n] = 0;
+    return 0;
+}

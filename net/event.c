@@ -1,0 +1,49 @@
+/* event.c - each finished request of a proxy sandbox told to its watcher
+ * (lis_net_sandbox_watch; monitor/ records them as network effects). */
+#include "net.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdlib.h>
+
+void net_conn_event(conn *c)
+{
+    net_port *p = c->port;
+    if (!p || !p->on_event || (!c->host[0] && !c->status && !c->n_out))
+        return; /* nobody asks, or a connection that never said a word */
+    lis_net_event ev = {
+        .host = c->host,
+        .port = (unsigned short)atoi(c->portstr),
+        .method = c->method,
+        .addr = c->addr,
+        .resolved = c->resolved,
+        .allowed = c->status != 403,
+        .status = c->status,
+        .rule = c->status ? c->why : "",
+        .bytes_up = c->n_out,
+        .bytes_down = c->n_in,
+        .start = c->started,
+        .end = lis_now(),
+    };
+    p->on_event(p->event_arg, &ev);
+}
+
+int lis_net_sandbox_watch(lis_sandbox *sb, lis_net_event_fn fn, void *arg, lis_error *err)
+{
+    net_port *p = lis_sandbox_ext(sb); /* attach.c: an ephemeral sandbox served here */
+    if (!p)
+        return lis_fail(err, ENOTSUP,
+                        "sandbox %s has no proxy served by this process: its requests "
+                        "cannot be watched",
+                        lis_sandbox_name(sb));
+    pthread_mutex_lock(&p->px->mu);
+    p->on_event = fn;
+    p->event_arg = fn ? arg : NULL;
+    pthread_mutex_unlock(&p->px->mu);
+    return 0;
+}
+
+int lis_net_host_match(const char *glob, const char *host)
+{
+    return fnmatch(glob, host, FNM_CASEFOLD) == 0;
+}

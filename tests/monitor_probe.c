@@ -1,0 +1,124 @@
+/* monitor_probe.c - a static helper the monitor suites run inside sandboxes
+ * (bound at /mprobe): each mode does one thing whose effects the monitor
+ * must record exactly.
+ *   mmap FILE TEXT       writes TEXT into FILE through a shared mapping only
+ *   memfd ARG            copies itself into a memfd and fexecve's it (mode "exit 7")
+ *   execveat ARG         execveat(dirfd of /, "mprobe", ...) (mode "exit 5")
+ *   nodump ARG           PR_SET_DUMPABLE 0, then execs itself with "exit 3"
+ *   badexec              execve with a path pointer that is not mapped
+ *   exit N               exits with N
+ *   connect ADDR PORT    one TCP connect (the error printed)
+ *   daemon FILE TEXT SECS  forks a child that execs "late FILE TEXT SECS" and returns
+ *   late FILE TEXT SECS    waits SECS, appends TEXT to FILE, then execs "exit 9" */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+extern char **environ;
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return 2;
+    const char *m = argv[1];
+    if (!strcmp(m, "exit") && argc == 3)
+        return atoi(argv[2]);
+    if (!strcmp(m, "mmap") && argc == 4) {
+        int fd = open(argv[2], O_RDWR | O_CREAT, 0644);
+        size_t n = strlen(argv[3]);
+        if (fd < 0 || ftruncate(fd, (off_t)n) < 0)
+            return 1;
+        char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+            return 1;
+        memcpy(p, argv[3], n);
+        munmap(p, n);
+        close(fd);
+        return 0;
+    }
+    if (!strcmp(m, "memfd")) {
+        int self = open("/proc/self/exe", O_RDONLY);
+        int mfd = (int)syscall(SYS_memfd_create, "probe-copy", 0);
+        struct stat st;
+        if (self < 0 || mfd < 0 || fstat(self, &st) < 0)
+            return 1;
+        char buf[65536];
+        ssize_t n;
+        while ((n = read(self, buf, sizeof buf)) > 0)
+            if (write(mfd, buf, (size_t)n) != n)
+                return 1;
+        char *av[] = {"mprobe-memfd", "exit", "7", NULL};
+        fexecve(mfd, av, environ);
+        return 1;
+    }
+    if (!strcmp(m, "execveat")) {
+        int root = open("/", O_PATH | O_DIRECTORY);
+        char *av[] = {"mprobe-at", "exit", "5", NULL};
+        syscall(SYS_execveat, root, "mprobe", av, environ, 0);
+        return 1;
+    }
+    if (!strcmp(m, "nodump")) {
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        char *av[] = {"/mprobe", "exit", "3", NULL};
+        execve("/mprobe", av, environ);
+        return 1;
+    }
+    if (!strcmp(m, "badexec")) {
+        char *av[] = {"x", NULL};
+        syscall(SYS_execve, (char *)16, av, environ);
+        printf("badexec: %s\n", strerror(errno));
+        return 0;
+    }
+    if (!strcmp(m, "connect") && argc == 4) {
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[3]))};
+        inet_pton(AF_INET, argv[2], &a.sin_addr);
+        int rc = connect(s, (struct sockaddr *)&a, sizeof a);
+        printf("connect: %s\n", rc ? strerror(errno) : "ok");
+        return 0;
+    }
+    if (!strcmp(m, "daemon") && argc == 5) {
+        /* returns once the child's exec went through (its close-on-exec end closed) */
+        int pp[2];
+        if (pipe2(pp, O_CLOEXEC) < 0)
+            return 1;
+        pid_t p = fork();
+        if (p == 0) {
+            close(pp[0]);
+            setsid();
+            int nul = open("/dev/null", O_RDWR);
+            dup2(nul, 0);
+            dup2(nul, 1);
+            dup2(nul, 2);
+            char *av[] = {"/mprobe", "late", argv[2], argv[3], argv[4], NULL};
+            execve("/mprobe", av, environ);
+            return 1;
+        }
+        close(pp[1]);
+        char c;
+        while (p > 0 && read(pp[0], &c, 1) > 0)
+            ;
+        return p > 0 ? 0 : 1;
+    }
+    if (!strcmp(m, "late") && argc == 5) {
+        sleep((unsigned)atoi(argv[4]));
+        int fd = open(argv[2], O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (write(fd, argv[3], strlen(argv[3])) < 0)
+            return 1;
+        close(fd);
+        char *av[] = {"/mprobe", "exit", "9", NULL};
+        execve("/mprobe", av, environ);
+        return 1;
+    }
+    return 2;
+}

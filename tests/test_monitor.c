@@ -1,0 +1,479 @@
+/* test_monitor.c - monitor/ driven on real sandboxes: what a step did
+ * (files, processes, refused connections) compared exactly with what it
+ * did; deny and stop rules; many sandboxes at once; the policy's errors. */
+#include "lis_monitor.h"
+#include "testlib.h"
+
+#include <cjson/cJSON.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *probe(void) { return t_build_file("tests/monitor_probe"); }
+
+static lis_sandbox *msb(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net)
+{
+    lis_bind b = {.host_path = probe(), .path = "/mprobe", .read_only = 1};
+    lis_sandbox_spec spec = {.rootfs = t_busybox(),
+                             .upper = LIS_UPPER_TMPFS,
+                             .binds = &b,
+                             .nbinds = 1,
+                             .net = net,
+                             .monitor = lis_monitor_spec_flags(net)};
+    lis_net_rules rules = {.deny_domains = lis_policy_deny_domains(pol)};
+    lis_sandbox *sb = NULL;
+    lis_error err = {0};
+    cr_assert_eq(lis_net_sandbox_create(ctx, &spec, net == LIS_NET_PROXY ? &rules : NULL, &sb,
+                                        &err),
+                 0, "create: %s", err.msg);
+    return sb;
+}
+
+static lis_monitor *mon(lis_monitor_hub *hub, lis_sandbox *sb, const lis_policy *pol)
+{
+    lis_monitor *m = NULL;
+    lis_error err = {0};
+    lis_monitor_opts o = {.policy = pol};
+    cr_assert_eq(lis_monitor_attach(hub, sb, &o, &m, &err), 0, "attach: %s", err.msg);
+    return m;
+}
+
+/* One step: sh -c cmd between begin and end; its effects as JSON. */
+static cJSON *step(lis_monitor *m, lis_sandbox *sb, const char *cmd, lis_result *out)
+{
+    lis_error err = {0};
+    lis_monitor_call call = {"execute_bash", cmd};
+    cr_assert_eq(lis_monitor_step_begin(m, &call, &err), 0, "begin: %s", err.msg);
+    lis_result r;
+    t_sh(sb, cmd, &r);
+    lis_effects *fx = NULL;
+    cr_assert_eq(lis_monitor_step_end(m, &r, &fx, &err), 0, "end: %s", err.msg);
+    cJSON *j = lis_effects_json(fx);
+    cr_assert(j);
+    lis_effects_free(fx);
+    if (out)
+        *out = r;
+    else
+        lis_result_free(&r);
+    return j;
+}
+
+static const char *str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItem(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static double num(const cJSON *o, const char *k, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItem(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* The file change of path in fx, NULL when none. */
+static const cJSON *file_at(const cJSON *fx, const char *path)
+{
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(fx, "files")) if (!strcmp(str(f, "path"),
+                                                                        path)) return f;
+    return NULL;
+}
+
+static void expect_file(const cJSON *fx, const char *path, const char *change)
+{
+    const cJSON *f = file_at(fx, path);
+    char *txt = cJSON_Print(cJSON_GetObjectItem(fx, "files"));
+    cr_assert(f, "no change of %s in %s", path, txt);
+    cr_assert_str_eq(str(f, "change"), change, "%s: %s", path, txt);
+    free(txt);
+}
+
+/* The process whose argv joined by spaces is argv (several: the n-th). */
+static const cJSON *proc_argv(const cJSON *fx, const char *argv)
+{
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(fx, "processes"))
+    {
+        char joined[1024] = "";
+        const cJSON *a;
+        cJSON_ArrayForEach(a, cJSON_GetObjectItem(p, "argv"))
+        {
+            if (joined[0])
+                strcat(joined, " ");
+            strncat(joined, a->valuestring, sizeof joined - strlen(joined) - 2);
+        }
+        if (!strcmp(joined, argv))
+            return p;
+    }
+    return NULL;
+}
+
+static const cJSON *expect_proc(const cJSON *fx, const char *argv, const char *state)
+{
+    const cJSON *p = proc_argv(fx, argv);
+    char *txt = cJSON_Print(cJSON_GetObjectItem(fx, "processes"));
+    cr_assert(p, "no process '%s' in %s", argv, txt);
+    cr_assert_str_eq(str(p, "state"), state, "'%s': %s", argv, txt);
+    free(txt);
+    return p;
+}
+
+static size_t count(const cJSON *fx, const char *key)
+{
+    return (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(fx, key));
+}
+
+Test(monitor, file_effects_exactly)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_error err = {0};
+    lis_monitor_hub *hub = lis_monitor_hub_new(&err);
+    cr_assert(hub, "%s", err.msg);
+    lis_sandbox *sb = msb(ctx, NULL, LIS_NET_NONE);
+    lis_monitor *m = mon(hub, sb, NULL);
+
+    cJSON *s0 = step(m, sb,
+                     "mkdir /testbed/d && echo one > /testbed/d/a.txt && echo keep > /testbed/b.txt"
+                     " && echo gone > /testbed/c.txt && printf xxxxx > /testbed/m.txt",
+                     NULL);
+    expect_file(s0, "/testbed/d", "created");
+    expect_file(s0, "/testbed/d/a.txt", "created");
+    expect_file(s0, "/testbed/b.txt", "created");
+    expect_file(s0, "/testbed/c.txt", "created");
+    expect_file(s0, "/testbed/m.txt", "created");
+    cr_assert_eq(count(s0, "files"), 5, "%s", cJSON_Print(s0));
+    cr_assert_str_eq(str(file_at(s0, "/testbed/d/a.txt"), "diff"),
+                     "--- a/testbed/d/a.txt\n+++ b/testbed/d/a.txt\n@@ -0,0 +1,1 @@\n+one\n");
+    cr_assert_eq(num(file_at(s0, "/testbed/b.txt"), "size", -1), 5);
+    cr_assert_str_eq(str(file_at(s0, "/testbed/b.txt"), "mode"), "0644");
+
+    cJSON *s1 = step(m, sb,
+                     "mv /testbed/b.txt /testbed/b2.txt && ln /testbed/d/a.txt /testbed/hard.txt"
+                     " && rm /testbed/c.txt && echo two >> /testbed/d/a.txt"
+                     " && /mprobe mmap /testbed/m.txt hello && rm /bin/cal"
+                     " && /mprobe daemon /testbed/late.txt late 2",
+                     NULL);
+    expect_file(s1, "/testbed/b2.txt", "renamed");
+    cr_assert_str_eq(str(file_at(s1, "/testbed/b2.txt"), "from"), "/testbed/b.txt");
+    expect_file(s1, "/testbed/hard.txt", "linked");
+    cr_assert_str_eq(str(file_at(s1, "/testbed/hard.txt"), "link_of"), "/testbed/d/a.txt");
+    expect_file(s1, "/testbed/c.txt", "deleted");
+    expect_file(s1, "/testbed/d/a.txt", "modified");
+    cr_assert_str_eq(str(file_at(s1, "/testbed/d/a.txt"), "diff"),
+                     "--- a/testbed/d/a.txt\n+++ b/testbed/d/a.txt\n@@ -1,1 +1,2 @@\n one\n+two\n");
+    expect_file(s1, "/testbed/m.txt", "modified"); /* written through mmap only */
+    cr_assert_str_eq(str(file_at(s1, "/testbed/m.txt"), "diff"),
+                     "--- a/testbed/m.txt\n+++ b/testbed/m.txt\n@@ -1,1 +1,1 @@\n-xxxxx\n+hello\n");
+    expect_file(s1, "/bin/cal", "deleted");
+    cr_assert_eq(count(s1, "files"), 6, "%s", cJSON_Print(cJSON_GetObjectItem(s1, "files")));
+    expect_proc(s1, "/mprobe daemon /testbed/late.txt late 2", "exited");
+    const cJSON *late = expect_proc(s1, "/mprobe late /testbed/late.txt late 2", "running");
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(late, "left_running")));
+
+    /* the daemon writes during the next step: its effects are that step's,
+     * its end marked as coming from step 1 */
+    cJSON *s2 = step(m, sb, "sleep 4", NULL);
+    expect_file(s2, "/testbed/late.txt", "created");
+    cr_assert_null(cJSON_GetObjectItem(file_at(s2, "/testbed/late.txt"), "between_steps"));
+    const cJSON *lp = expect_proc(s2, "/mprobe late /testbed/late.txt late 2", "exec");
+    cr_assert_eq(num(lp, "from_step", -1), 1);
+    const cJSON *nine = expect_proc(s2, "/mprobe exit 9", "exited");
+    cr_assert_eq(num(nine, "exit_code", -1), 9);
+    cr_assert(cJSON_GetObjectItem(cJSON_GetObjectItem(s2, "capability"), "file")->type ==
+              cJSON_True);
+    cJSON_Delete(s0);
+    cJSON_Delete(s1);
+    cJSON_Delete(s2);
+    cr_assert_eq(lis_sandbox_destroy(sb, &err), 0, "%s", err.msg);
+    lis_monitor_free(m);
+    lis_monitor_hub_free(hub);
+    lis_ctx_free(ctx);
+}
+
+Test(monitor, exec_kinds)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_error err = {0};
+    lis_monitor_hub *hub = lis_monitor_hub_new(&err);
+    lis_sandbox *sb = msb(ctx, NULL, LIS_NET_NONE);
+    lis_monitor *m = mon(hub, sb, NULL);
+    lis_result r;
+    cJSON *s = step(m, sb,
+                    "/mprobe memfd; /mprobe execveat; /mprobe nodump; /mprobe badexec;"
+                    " /mprobe exit 4; exit 0",
+                    &r);
+    cr_assert(strstr(r.out.data, "badexec: Bad address"), "%s", r.out.data);
+    lis_result_free(&r);
+    char *txt = cJSON_Print(cJSON_GetObjectItem(s, "processes"));
+    /* a static binary from memfd, through execveat(AT_EMPTY_PATH) */
+    const cJSON *p = expect_proc(s, "mprobe-memfd exit 7", "exited");
+    cr_assert_eq(num(p, "exit_code", -1), 7);
+    cr_assert_str_eq(str(p, "via"), "execveat(fd)");
+    cr_assert(strstr(str(p, "path"), "memfd:probe-copy"), "%s", txt);
+    p = expect_proc(s, "mprobe-at exit 5", "exited");
+    cr_assert_str_eq(str(p, "path"), "/mprobe");
+    cr_assert_str_eq(str(p, "via"), "execveat");
+    cr_assert_eq(num(p, "exit_code", -1), 5);
+    /* made non-dumpable before the exec: recorded all the same */
+    p = expect_proc(s, "/mprobe exit 3", "exited");
+    cr_assert_eq(num(p, "exit_code", -1), 3);
+    /* a path that cannot be read is recorded as such */
+    p = proc_argv(s, "x");
+    cr_assert(p, "%s", txt);
+    cr_assert(str(p, "unreadable") && strstr(str(p, "unreadable"), "path unreadable"), "%s", txt);
+    p = expect_proc(s, "/mprobe exit 4", "exited");
+    cr_assert_eq(num(p, "exit_code", -1), 4);
+    cr_assert_gt(num(p, "ppid", 0), 0);
+    free(txt);
+    cJSON *cap = cJSON_GetObjectItem(s, "capability");
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cap, "computation")));
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(cap, "external")));
+    cJSON_Delete(s);
+    lis_sandbox_destroy(sb, &err);
+    lis_monitor_free(m);
+    lis_monitor_hub_free(hub);
+    lis_ctx_free(ctx);
+}
+
+Test(monitor, deny_exec_and_stop)
+{
+    static const char yaml[] = "version: 1\n"
+                               "rules:\n"
+                               "  - name: no-forbidden\n"
+                               "    on: exec\n"
+                               "    path: /mprobe\n"
+                               "    argv: '*forbidden*'\n"
+                               "    action: deny\n"
+                               "  - name: storm\n"
+                               "    on: processes\n"
+                               "    above: 6\n"
+                               "    action: stop\n";
+    lis_error err = {0};
+    lis_policy *pol = lis_policy_parse(yaml, sizeof yaml - 1, "p.yaml", &err);
+    cr_assert(pol, "%s", err.msg);
+    lis_ctx *ctx = t_ctx();
+    lis_monitor_hub *hub = lis_monitor_hub_new(&err);
+    lis_sandbox *sb = msb(ctx, pol, LIS_NET_NONE);
+    lis_monitor *m = mon(hub, sb, pol);
+    lis_result r;
+    cJSON *s = step(m, sb, "/mprobe exit forbidden; echo rc=$?; /mprobe exit 0", &r);
+    cr_assert(strstr(r.out.data, "rc=126") || strstr(r.out.data, "rc=127"), "%s%s", r.out.data,
+              r.err.data);
+    cr_assert(strstr(r.err.data, "/mprobe: Operation not permitted"), "%s", r.err.data);
+    lis_result_free(&r);
+    const cJSON *p = expect_proc(s, "/mprobe exit forbidden", "denied");
+    cr_assert_str_eq(str(p, "denied_by"), "no-forbidden");
+    expect_proc(s, "/mprobe exit 0", "exited");
+    cr_assert_eq(count(s, "alerts"), 1);
+    cr_assert_eq(lis_monitor_take_action(m, NULL, 0), LIS_ACT_NONE);
+    cJSON_Delete(s);
+    s = step(m, sb, "for i in 1 2 3 4 5 6 7 8; do /mprobe exit 0; done", NULL);
+    struct pollfd pf = {.fd = lis_monitor_fd(m), .events = POLLIN};
+    cr_assert_eq(poll(&pf, 1, 0), 1, "the stop rule did not wake the caller");
+    char rule[64];
+    cr_assert_eq(lis_monitor_take_action(m, rule, sizeof rule), LIS_ACT_STOP);
+    cr_assert_str_eq(rule, "storm");
+    const cJSON *a = cJSON_GetArrayItem(cJSON_GetObjectItem(s, "alerts"), 0);
+    cr_assert_str_eq(str(a, "rule"), "storm");
+    cr_assert_str_eq(str(a, "action"), "stop");
+    cJSON_Delete(s);
+    lis_sandbox_destroy(sb, &err);
+    lis_monitor_free(m);
+    lis_monitor_hub_free(hub);
+    lis_policy_free(pol);
+    lis_ctx_free(ctx);
+}
+
+Test(monitor, refused_connects_with_net_none)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_error err = {0};
+    lis_monitor_hub *hub = lis_monitor_hub_new(&err);
+    lis_sandbox *sb = msb(ctx, NULL, LIS_NET_NONE);
+    lis_monitor *m = mon(hub, sb, NULL);
+    lis_result r;
+    /* nothing leaves: the sandbox has loopback only; 192.0.2.1 is TEST-NET-1 */
+    cJSON *s = step(m, sb, "/mprobe connect 192.0.2.1 80; /mprobe connect 127.0.0.1 9", &r);
+    cr_assert(strstr(r.out.data, "connect: Network is unreachable"), "%s", r.out.data);
+    lis_result_free(&r);
+    cJSON *net = cJSON_GetObjectItem(s, "network");
+    cr_assert_eq(num(net, "refused_connects", -1), 1, "%s", cJSON_Print(net));
+    cr_assert_eq(num(net, "local_connects", -1), 1);
+    const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(net, "refused"), 0);
+    cr_assert_str_eq(str(c, "address"), "192.0.2.1");
+    cr_assert_eq(num(c, "port", 0), 80);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(s, "capability"), "external")));
+    cJSON_Delete(s);
+    lis_sandbox_destroy(sb, &err);
+    lis_monitor_free(m);
+    lis_monitor_hub_free(hub);
+    lis_ctx_free(ctx);
+}
+
+/* ---- many sandboxes at once: no event in the wrong sandbox or step ---- */
+
+#define NSB 6
+#define NSTEPS 4
+struct worker {
+    lis_ctx *ctx;
+    lis_monitor_hub *hub;
+    int id;
+    char fail[256];
+};
+
+static void *worker(void *arg)
+{
+    struct worker *w = arg;
+    lis_bind b = {.host_path = probe(), .path = "/mprobe", .read_only = 1};
+    lis_sandbox_spec spec = {.rootfs = t_busybox(),
+                             .upper = LIS_UPPER_TMPFS,
+                             .binds = &b,
+                             .nbinds = 1,
+                             .monitor = lis_monitor_spec_flags(LIS_NET_NONE)};
+    lis_sandbox *sb = NULL;
+    lis_monitor *m = NULL;
+    lis_error err = {0};
+    if (lis_sandbox_create(w->ctx, &spec, &sb, &err) < 0 ||
+        lis_monitor_attach(w->hub, sb, NULL, &m, &err) < 0) {
+        snprintf(w->fail, sizeof w->fail, "%s", err.msg);
+        return NULL;
+    }
+    for (int s = 0; s < NSTEPS && !w->fail[0]; s++) {
+        char cmd[128], want[64], file[64];
+        int code = w->id * 10 + s;
+        snprintf(cmd, sizeof cmd, "/mprobe exit %d; echo %d > /tmp/f%d-%d; true", code, code, w->id,
+                 s);
+        snprintf(want, sizeof want, "/mprobe exit %d", code);
+        snprintf(file, sizeof file, "/tmp/f%d-%d", w->id, s);
+        lis_monitor_step_begin(m, NULL, &err);
+        lis_exec_spec ex = {.shell = cmd, .timeout = 60};
+        lis_result r;
+        if (lis_exec(sb, &ex, &r, &err) < 0) {
+            snprintf(w->fail, sizeof w->fail, "exec: %s", err.msg);
+            break;
+        }
+        lis_result_free(&r);
+        lis_effects *fx;
+        if (lis_monitor_step_end(m, NULL, &fx, &err) < 0) {
+            snprintf(w->fail, sizeof w->fail, "end: %s", err.msg);
+            break;
+        }
+        cJSON *j = lis_effects_json(fx);
+        lis_effects_free(fx);
+        const cJSON *p;
+        int mine = 0, other = 0;
+        cJSON_ArrayForEach(p, cJSON_GetObjectItem(j, "processes"))
+        {
+            const cJSON *a0 = cJSON_GetArrayItem(cJSON_GetObjectItem(p, "argv"), 0);
+            if (a0 && !strcmp(a0->valuestring, "/mprobe"))
+                proc_argv(j, want) == p ? mine++ : other++;
+        }
+        const cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "files"), 0);
+        int nfiles = cJSON_GetArraySize(cJSON_GetObjectItem(j, "files"));
+        (void)f;
+        if (mine != 1 || other || num(cJSON_GetObjectItem(j, "step") ? j : j, "step", -1) != s)
+            snprintf(w->fail, sizeof w->fail, "sandbox %d step %d: %d own, %d other: %s", w->id, s,
+                     mine, other, cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "processes")));
+        (void)nfiles;
+        cJSON_Delete(j);
+    }
+    lis_sandbox_destroy(sb, &err);
+    lis_monitor_free(m);
+    return NULL;
+}
+
+Test(monitor, many_sandboxes_no_crossed_events, .timeout = 240)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_error err = {0};
+    lis_monitor_hub *hub = lis_monitor_hub_new(&err);
+    pthread_t th[NSB];
+    struct worker w[NSB];
+    for (int i = 0; i < NSB; i++) {
+        w[i] = (struct worker){.ctx = ctx, .hub = hub, .id = i + 1};
+        cr_assert_eq(pthread_create(&th[i], NULL, worker, &w[i]), 0);
+    }
+    for (int i = 0; i < NSB; i++) {
+        pthread_join(th[i], NULL);
+        cr_expect(!w[i].fail[0], "%s", w[i].fail);
+    }
+    lis_monitor_hub_free(hub);
+    lis_ctx_free(ctx);
+}
+
+/* ---- the policy file: every kind of error, one line naming file:line ---- */
+
+static void bad(const char *yaml, const char *want)
+{
+    lis_error err = {0};
+    lis_policy *p = lis_policy_parse(yaml, strlen(yaml), "pol.yaml", &err);
+    cr_assert_null(p, "accepted: %s", yaml);
+    cr_assert(strstr(err.msg, want), "'%s' instead of '%s' for:\n%s", err.msg, want, yaml);
+    cr_assert_null(strchr(err.msg, '\n'));
+}
+
+Test(monitor, policy_errors)
+{
+    bad("rules: [\n", "pol.yaml:2:");
+    bad("", "pol.yaml:1: the policy is empty");
+    bad("- a\n", "pol.yaml:1: the policy must be a mapping");
+    bad("version: 2\nrules: []\n", "pol.yaml:1: unsupported policy version '2'");
+    bad("rulez: []\n", "pol.yaml:1: unknown key 'rulez' at the top");
+    bad("version: 1\n", "pol.yaml:1: the policy has no 'rules:'");
+    bad("rules: 3\n", "pol.yaml:1: 'rules' must be a list");
+    bad("rules:\n  - 3\n", "pol.yaml:2: a rule must be a mapping");
+    bad("rules:\n  - on: exec\n    path: /x\n    action: flag\n",
+        "pol.yaml:2: a rule needs a name");
+    bad("rules:\n  - name: 'a b'\n    on: exec\n    path: /x\n    action: flag\n",
+        "pol.yaml:2: a rule's name is");
+    bad("rules:\n  - {name: a, on: exec, path: /x, action: flag}\n"
+        "  - {name: a, on: exec, path: /y, action: flag}\n",
+        "pol.yaml:3: rule name 'a' is already used (line 2)");
+    bad("rules:\n  - {name: a, path: /x, action: flag}\n", "pol.yaml:2: rule 'a' needs 'on'");
+    bad("rules:\n  - {name: a, on: open, path: /x, action: flag}\n",
+        "pol.yaml:2: rule 'a': unknown 'on: open'");
+    bad("rules:\n  - {name: a, on: exec, path: /x}\n", "pol.yaml:2: rule 'a' needs 'action'");
+    bad("rules:\n  - {name: a, on: exec, path: /x, action: kill}\n",
+        "pol.yaml:2: rule 'a': unknown action 'kill'");
+    bad("rules:\n  - {name: a, on: write, path: /x, action: deny}\n",
+        "pol.yaml:2: rule 'a': deny applies to exec and connect only");
+    bad("rules:\n  - {name: a, on: exec, host: x.com, action: flag}\n",
+        "pol.yaml:2: rule 'a': 'host' does not apply to 'on: exec'");
+    bad("rules:\n  - {name: a, on: exec, action: flag}\n",
+        "pol.yaml:2: rule 'a': 'on: exec' needs 'path' or 'argv'");
+    bad("rules:\n  - {name: a, on: delete, action: flag}\n",
+        "pol.yaml:2: rule 'a': 'on: delete' needs 'path'");
+    bad("rules:\n  - {name: a, on: connect, action: deny}\n",
+        "pol.yaml:2: rule 'a': 'on: connect' needs 'host'");
+    bad("rules:\n  - {name: a, on: connect, host: 'a/b', action: deny}\n",
+        "pol.yaml:2: rule 'a': a host pattern holds");
+    bad("rules:\n  - {name: a, on: processes, action: stop}\n",
+        "pol.yaml:2: rule 'a': 'on: processes' needs 'above: N'");
+    bad("rules:\n  - {name: a, on: processes, above: -3, action: stop}\n",
+        "pol.yaml:2: 'above' must be a whole number >= 0");
+    bad("rules:\n  - {name: a, on: exec, path: /x, above: 3, action: flag}\n",
+        "pol.yaml:2: rule 'a': 'above' applies to thresholds only");
+    bad("rules:\n  - {name: a, on: exec, path: /x, colour: red, action: flag}\n",
+        "pol.yaml:2: unknown key 'colour' in a rule");
+    bad("rules:\n  - {name: a, on: write, path: '', action: flag}\n",
+        "pol.yaml:2: 'path' must be a non-empty pattern");
+    bad("rules:\n  - {name: a, on: write, path: /x, except: {a: b}, action: flag}\n",
+        "pol.yaml:2: 'except' must be a pattern or a list");
+    bad("rules:\n  - {name: a, on: processes, above: 3, except: /x, action: flag}\n",
+        "pol.yaml:2: rule 'a': 'except' does not apply");
+    lis_error err = {0};
+    cr_assert_null(lis_policy_load("/nonexistent/p.yaml", &err));
+    cr_assert(strstr(err.msg, "/nonexistent/p.yaml: cannot read the policy"), "%s", err.msg);
+    /* and the example shipped in docs/ loads */
+    char path[512];
+    snprintf(path, sizeof path, "%s/../docs/monitoring-policy.yaml", t_src_dir());
+    if (access(path, R_OK) == 0) {
+        lis_policy *p = lis_policy_load(path, &err);
+        cr_assert(p, "%s", err.msg);
+        cr_assert_gt(lis_policy_rules(p), 2);
+        lis_policy_free(p);
+    }
+}
