@@ -241,7 +241,8 @@ static int admit(sv_listener *l, const char *addr)
 static void accept_resume(void *arg)
 {
     sv_listener *l = arg;
-    (void)sv_loop_events(l->s->loop, &l->w_accept, EPOLLIN);
+    if (sv_loop_events(l->s->loop, &l->w_accept, EPOLLIN) < 0) /* never deaf: try again */
+        sv_timer_arm(l->s->loop, &l->retry, 1.0, accept_resume, l);
 }
 
 static void accept_ev(void *arg, uint32_t ev)
@@ -504,13 +505,24 @@ void sv_listen_quiesce(sv_server *s)
 void sv_listen_stop(sv_server *s)
 {
     sv_listen_quiesce(s);
+    for (sv_conn *c = s->conns, *next; c; c = next) { /* the TLS relays (they free c) */
+        next = c->next;
+        if (c->relay)
+            sv_tlsconn_close(c->relay);
+    }
     while (s->listeners) {
         sv_listener *l = s->listeners;
         s->listeners = l->next;
         sv_loop_unwatch(s->loop, &l->w_mhd);
         if (l->d)
-            MHD_stop_daemon(l->d);
+            MHD_stop_daemon(l->d); /* CLOSED for each of its connections: their records go */
         sv_tls_ctx_free(l->tls);
         free(l);
     }
+    while (s->conns) { /* none is left in practice; never a leak */
+        sv_conn *c = s->conns;
+        s->conns = c->next;
+        free(c);
+    }
+    s->nconns = 0;
 }
