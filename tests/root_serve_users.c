@@ -96,10 +96,26 @@ static pid_t serve(int port, const char *flags)
     return p;
 }
 
+/* SIGTERM to lis serve itself (runuser's child: runuser may not pass it on),
+ * then runuser is reaped. */
 static void unserve(pid_t p)
 {
-    kill(p, SIGTERM); /* runuser passes it on */
-    waitpid(p, NULL, 0);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)p, (int)p);
+    FILE *f = fopen(path, "r");
+    int child = 0;
+    if (f && fscanf(f, "%d", &child) == 1 && child > 0)
+        kill(child, SIGTERM);
+    if (f)
+        fclose(f);
+    for (int i = 0; i < 200 && waitpid(p, NULL, WNOHANG) == 0; i++)
+        usleep(50000);
+    if (waitpid(p, NULL, WNOHANG) == 0) { /* still there after 10 s */
+        if (child > 0)
+            kill(child, SIGKILL);
+        kill(p, SIGKILL);
+        waitpid(p, NULL, 0);
+    }
 }
 
 static void teardown(void)
