@@ -21,7 +21,7 @@ RT_PKGS     := libseccomp libcjson
 AGENT_PKGS  := libcurl libcjson yaml-0.1 libcrypto
 ROOTFS_PKGS := libarchive libcurl libcjson libcrypto
 TEST_PKGS   := criterion
-SERVE_PKGS  := libmicrohttpd libarchive libcjson yaml-0.1
+SERVE_PKGS  := libmicrohttpd gnutls libarchive libcjson yaml-0.1
 
 RT_CFLAGS     := $(shell $(PKG) --cflags $(RT_PKGS))
 RT_LIBS       := $(shell $(PKG) --libs $(RT_PKGS)) -ldl

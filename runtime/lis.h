@@ -90,6 +90,26 @@ typedef struct lis_bind {
     int read_only;
 } lis_bind;
 
+/* A tmpfs at path inside the sandbox (Docker's --tmpfs). It is RAM that the
+ * memory limit does not see: its size bounds it. */
+typedef struct lis_tmpfs {
+    const char *path; /* absolute, inside the sandbox */
+    uint64_t size;    /* bytes; 0: LIS_TMPFS_DEFAULT */
+    unsigned mode;    /* of its root; 0: 01777 */
+    int read_only, noexec;
+} lis_tmpfs;
+#define LIS_TMPFS_DEFAULT (64ull << 20)
+
+/* A resource limit of every command (Docker's --ulimit): set right before its
+ * exec, so lis-init itself is not bound by it. A hard limit above the owner's
+ * own cannot be raised (that needs CAP_SYS_RESOURCE outside): it is lowered
+ * to it, and the soft one with it. */
+typedef struct lis_rlimit {
+    int resource;        /* RLIMIT_NOFILE, RLIMIT_NPROC, ... */
+    uint64_t soft, hard; /* LIS_UNLIMITED: RLIM_INFINITY */
+} lis_rlimit;
+#define LIS_MAX_RLIMITS 16
+
 typedef enum lis_net_mode {
     LIS_NET_NONE = 0, /* a private network namespace with loopback only */
     LIS_NET_HOST,     /* share the owner's network (explicit opt-in) */
@@ -145,6 +165,18 @@ typedef struct lis_sandbox_spec {
      * with lis_sandbox_take_listener. Connections to it come from the
      * sandbox; whoever accepts them lives outside it. */
     unsigned short listen_port;
+    /* What Docker's create options ask of a container (serve/), each optional: */
+    const lis_tmpfs *tmpfs; /* tmpfs mounts, after the binds */
+    size_t ntmpfs;
+    /* / read-only, and /tmp with it, as Docker's --read-only (/dev/shm, binds
+     * and tmpfs mounts keep their own mode) */
+    int read_only_root;
+    const char *workdir; /* made (mkdir -p inside the root) during set-up; NULL: none */
+    uint64_t shm_bytes;  /* 0: /dev/shm is in the writable budget; else a tmpfs of this size */
+    const lis_rlimit *rlimits; /* at most LIS_MAX_RLIMITS */
+    size_t nrlimits;
+    /* capabilities (1ull << CAP_*) left out of the default set of every command */
+    uint64_t cap_drop;
     /* LIS_MONITOR_* bits, 0 for none: PID 1 installs a seccomp filter that
      * turns those syscalls of every process of the sandbox into user
      * notifications (SECCOMP_RET_USER_NOTIF) and hands its listener fd to the

@@ -40,7 +40,8 @@ enum op_kind {
     OP_LO_UP,
     OP_PIVOT,
     OP_HOLD,
-    OP_FILLTMP
+    OP_FILLTMP,
+    OP_RDONLY /* the new root's own mount read-only (not its sub-mounts) */
 };
 
 typedef struct mount_op {
@@ -49,7 +50,7 @@ typedef struct mount_op {
     const char *upper, *work; /* OP_OVERLAY: src is the lower layer(s), "top:...:base" */
     unsigned long flags;
     unsigned mode;      /* OP_MKDIR: chmod to this after mkdir (0: 0755, umask applies) */
-    int in_root;        /* dst is relative to the new root */
+    int in_root;        /* dst is relative to the new root (OP_MKDIR: mkdir -p there) */
     int in_upper;       /* OP_MKDIR/OP_WRITE: dst is relative to the upper dir, no symlinks */
     int is_dir;         /* create dst as a directory (else a file) when missing */
     int read_only;      /* OP_BIND: make the bind read-only (recursively) */
@@ -130,6 +131,50 @@ static int bad_lower_chain(const char *s)
     for (; *s; s++)
         n += *s == ':';
     return n > LIS_MAX_LAYERS;
+}
+
+/* What a container asked for (spec: tmpfs mounts, its working directory, a
+ * read-only root), after every other mount of the root; -1 with err. */
+static int plan_options(lis_mount_plan *p, const lis_sandbox_spec *spec, lis_error *err)
+{
+    char data[128], stage[PATH_MAX + 64];
+    mount_op *o;
+    for (size_t i = 0; i < spec->ntmpfs; i++) {
+        const lis_tmpfs *t = &spec->tmpfs[i];
+        if (!t->path || t->path[0] != '/' || !t->path[1])
+            return lis_fail(err, EINVAL, "tmpfs %zu: needs an absolute path other than /", i);
+        if (lis_path_check(t->path, err) < 0)
+            return lis_wrap(err, "tmpfs %s", t->path);
+        uint64_t size = t->size ? t->size : LIS_TMPFS_DEFAULT;
+        uint64_t inodes = size / 4096 < 1024 ? 1024 : size / 4096;
+        snprintf(data, sizeof data, "mode=%o,size=%llu,nr_inodes=%llu", t->mode ? t->mode : 01777,
+                 (unsigned long long)size, (unsigned long long)inodes);
+        snprintf(stage, sizeof stage, "mounting a tmpfs at %s", t->path);
+        if (!(o = add(p, OP_MOUNT, stage)))
+            return lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
+        o->src = o->fstype = "tmpfs";
+        o->dst = keep(p, t->path + 1);
+        o->data = keep(p, data);
+        o->in_root = o->is_dir = 1;
+        if (!o->dst || !o->data)
+            return lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
+        o->flags =
+            MS_NOSUID | MS_NODEV | (t->noexec ? MS_NOEXEC : 0) | (t->read_only ? MS_RDONLY : 0);
+    }
+    if (spec->workdir && spec->workdir[0] == '/' && spec->workdir[1]) {
+        if (lis_path_check(spec->workdir, err) < 0)
+            return lis_wrap(err, "working directory");
+        snprintf(stage, sizeof stage, "making the working directory %s", spec->workdir);
+        if (!(o = add(p, OP_MKDIR, stage)))
+            return lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
+        o->dst = keep(p, spec->workdir + 1);
+        o->in_root = 1;
+        if (!o->dst)
+            return lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
+    }
+    if (spec->read_only_root && !add(p, OP_RDONLY, "making / read-only"))
+        return lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
+    return 0;
 }
 
 /* An empty read-only tmpfs over each dir (NULL-terminated; absent ones are
@@ -361,10 +406,22 @@ static void plan_dev(lis_mount_plan *p, const plan_dirs *d, const lis_spawn_req 
         o->dst = links[i][1];
         o->in_root = 1;
     }
-    char shm[PATH_MAX + 16];
-    snprintf(shm, sizeof shm, "%s/shm", d->base);
-    o = add(p, OP_BIND, "mounting /dev/shm");
-    o->src = keep(p, shm);
+    if (req->spec->shm_bytes) { /* a size of its own (Docker's --shm-size), beside the budget */
+        uint64_t shm_bytes = req->spec->shm_bytes;
+        uint64_t inodes = shm_bytes / 4096 < 1024 ? 1024 : shm_bytes / 4096;
+        char data[96];
+        snprintf(data, sizeof data, "mode=1777,size=%llu,nr_inodes=%llu",
+                 (unsigned long long)shm_bytes, (unsigned long long)inodes);
+        o = add(p, OP_MOUNT, "mounting /dev/shm");
+        o->src = o->fstype = "tmpfs";
+        o->data = keep(p, data);
+        o->flags = MS_NOSUID | MS_NODEV;
+    } else {
+        char shm[PATH_MAX + 16];
+        snprintf(shm, sizeof shm, "%s/shm", d->base);
+        o = add(p, OP_BIND, "mounting /dev/shm");
+        o->src = keep(p, shm);
+    }
     o->dst = "dev/shm";
     o->in_root = o->is_dir = 1;
 }
@@ -387,7 +444,7 @@ static void plan_sys(lis_mount_plan *p, const lis_spawn_req *req)
 
 /* Phase 7: /tmp from the set-up tmpfs, with what the image (a snapshot
  * layer) holds in its /tmp copied in first. */
-static void plan_tmp(lis_mount_plan *p, const plan_dirs *d)
+static void plan_tmp(lis_mount_plan *p, const plan_dirs *d, const lis_spawn_req *req)
 {
     char tmp[PATH_MAX + 16];
     snprintf(tmp, sizeof tmp, "%s/tmp", d->base);
@@ -398,6 +455,7 @@ static void plan_tmp(lis_mount_plan *p, const plan_dirs *d)
     o->src = keep(p, tmp);
     o->dst = "tmp";
     o->in_root = o->is_dir = 1;
+    o->read_only = req->spec->read_only_root; /* Docker's --read-only: /tmp is the root's */
 }
 
 /* Phase 8: the caller's binds, each checked here (a bad one fails the plan). */
@@ -465,8 +523,10 @@ lis_mount_plan *lis_mount_plan_new(lis_ctx *ctx, const lis_spawn_req *req, lis_e
     plan_proc(p);
     plan_dev(p, &d, req);
     plan_sys(p, req);
-    plan_tmp(p, &d);
+    plan_tmp(p, &d, req);
     int rc = plan_binds(p, req->spec, err);
+    if (rc == 0) /* what a container asked for, over every other mount of the root */
+        rc = plan_options(p, req->spec, err);
     plan_finish(p, req);
     if (rc == 0 && p->full)
         rc = lis_fail(err, E2BIG, "too many mounts or paths for one sandbox");
@@ -492,7 +552,8 @@ void lis_mount_plan_free(lis_mount_plan *p)
 static int plan_key(const lis_ctx *ctx, const lis_spawn_req *req, char *key, size_t len)
 {
     const lis_sandbox_spec *spec = req->spec;
-    if (req->upper_dir || spec->nbinds || spec->net == LIS_NET_HOST)
+    if (req->upper_dir || spec->nbinds || spec->net == LIS_NET_HOST || spec->ntmpfs ||
+        spec->workdir || spec->read_only_root || spec->shm_bytes)
         return 0;
     int n =
         snprintf(key, len, "%s|%s|%llu|%llu|%d|%u|%d|%s%s", ctx->run_dir, req->rootfs,
@@ -782,7 +843,22 @@ static int run_op(const mount_op *o, const char *name, int *rootfd, int *held)
         if (!rc && o->read_only)
             rc = make_read_only(*rootfd, o->dst);
         break;
-    case OP_MKDIR: rc = make_dir(o); break;
+    case OP_MKDIR:
+        if (o->in_root) { /* mkdir -p inside the root, never through a symlink out */
+            int fd = target(*rootfd, o->dst, 1);
+            rc = fd < 0 ? -fd : 0;
+            if (fd >= 0)
+                close(fd);
+        } else {
+            rc = make_dir(o);
+        }
+        break;
+    case OP_RDONLY: {
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+        rc = syscall(SYS_mount_setattr, *rootfd, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0 ? errno
+                                                                                            : 0;
+        break;
+    }
     case OP_OPENROOT:
         *rootfd = open(dst, O_PATH | O_DIRECTORY | O_CLOEXEC);
         rc = *rootfd < 0 ? errno : 0;

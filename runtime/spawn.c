@@ -124,13 +124,40 @@ static int apply_rlimits(const lis_spawn_req *req)
     return 0;
 }
 
+/* lis-init's argv[11] and [12]: the capabilities every command goes without, and
+ * every command's resource limits (lis_sandbox_spec), made before the clone. */
+struct init_args {
+    char caps[24];
+    char limits[LIS_MAX_RLIMITS * 64 + 2];
+};
+
+static int init_args_make(const lis_sandbox_spec *spec, struct init_args *a, lis_error *err)
+{
+    if (spec->nrlimits > LIS_MAX_RLIMITS)
+        return lis_fail(err, EINVAL, "at most %d resource limits", LIS_MAX_RLIMITS);
+    utoa10(spec->cap_drop, a->caps);
+    size_t off = 0;
+    for (size_t i = 0; i < spec->nrlimits; i++) {
+        const lis_rlimit *r = &spec->rlimits[i];
+        if (r->resource < 0 || r->resource >= RLIM_NLIMITS)
+            return lis_fail(err, EINVAL, "resource limit %d is not one", r->resource);
+        off += (size_t)snprintf(a->limits + off, sizeof a->limits - off, "%s%d:%llu:%llu",
+                                i ? "," : "", r->resource, (unsigned long long)r->soft,
+                                (unsigned long long)r->hard);
+    }
+    if (!off)
+        strcpy(a->limits, "-");
+    return 0;
+}
+
 /* The clone child: waits for GO, runs the mount plan, hardens itself and
  * execs lis-init as PID 1. Never returns (exits when a step fails, after
  * telling the owner on the lifeline). No allocation, no locks (see the top). */
 static __attribute__((noreturn)) void child_main(const lis_mount_plan *plan, int life,
                                                  int parent_end, int listen_fd, int init_fd,
                                                  const struct lis_seccomp *sc,
-                                                 const lis_spawn_req *req)
+                                                 const lis_spawn_req *req,
+                                                 const struct init_args *ia)
 {
     int persist = req->spec->persist;
     close(parent_end);
@@ -216,9 +243,20 @@ static __attribute__((noreturn)) void child_main(const lis_mount_plan *plan, int
     itoa10(listen_fd, a2);
     itoa10(bpf_fd, a3);
     utoa10(req->fb_memory, a4);
-    char *argv[] =
-        {"lis-init", a1, a2,  persist ? "1" : "0", a3, a4, req->fb_nice ? "1" : "0", a5, a6,
-         a7,         a8, NULL};
+    char *argv[] = {"lis-init",
+                    a1,
+                    a2,
+                    persist ? "1" : "0",
+                    a3,
+                    a4,
+                    req->fb_nice ? "1" : "0",
+                    a5,
+                    a6,
+                    a7,
+                    a8,
+                    (char *)ia->caps,
+                    (char *)ia->limits,
+                    NULL};
     char *envp[] = {NULL};
     syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
     send_msg(life, LIS_MSG_SETUP_ERR, errno, "executing lis-init");
@@ -256,7 +294,8 @@ struct nested_report {
  * This saves two setuid execs of newuidmap/newgidmap per sandbox. */
 static long clone_nested(int holder, const struct clone_args *ca, const lis_mount_plan *plan,
                          int sv[2], const lis_spawn_req *req, int init_fd,
-                         const struct lis_seccomp *sc, int *pidfd, int *clone_errno)
+                         const struct lis_seccomp *sc, const struct init_args *ia, int *pidfd,
+                         int *clone_errno)
 {
     int pp[2];
     if (pipe2(pp, O_CLOEXEC) < 0) {
@@ -277,7 +316,7 @@ static long clone_nested(int holder, const struct clone_args *ca, const lis_moun
             long child = syscall(SYS_clone3, &c, sizeof c);
             if (child == 0) {
                 close(pp[1]);
-                child_main(plan, sv[1], sv[0], req->listen_fd, init_fd, sc, req);
+                child_main(plan, sv[1], sv[0], req->listen_fd, init_fd, sc, req, ia);
             }
             if (child < 0)
                 rep.err = errno;
@@ -369,7 +408,8 @@ static int setup_error(int e, const char *stage, lis_error *err)
 int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd_out, int *life_out,
               lis_error *err)
 {
-    if (lis_ctx_prepare_spawn(ctx, err) < 0)
+    struct init_args ia;
+    if (lis_ctx_prepare_spawn(ctx, err) < 0 || init_args_make(req->spec, &ia, err) < 0)
         return -1;
     lis_mount_plan *plan = lis_mount_plan_get(ctx, req, err);
     if (!plan)
@@ -408,12 +448,12 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
             lis_mount_plan_put(ctx, plan);
             return -1;
         }
-        pid = clone_nested(holder, &ca, plan, sv, req, ctx->init_fd, &ctx->seccomp, &pidfd,
+        pid = clone_nested(holder, &ca, plan, sv, req, ctx->init_fd, &ctx->seccomp, &ia, &pidfd,
                            &clone_errno);
     } else {
         pid = syscall(SYS_clone3, &ca, sizeof ca);
         if (pid == 0)
-            child_main(plan, sv[1], sv[0], req->listen_fd, ctx->init_fd, &ctx->seccomp, req);
+            child_main(plan, sv[1], sv[0], req->listen_fd, ctx->init_fd, &ctx->seccomp, req, &ia);
         clone_errno = errno;
     }
     close(sv[1]);

@@ -8,7 +8,7 @@
 set -eu
 # build: the compiler and the -dev packages of the Makefile's pkg-config libraries
 BUILD="build-essential pkg-config libc6-dev libseccomp-dev libcurl4-openssl-dev libssl-dev \
- libcjson-dev libarchive-dev libyaml-dev libmicrohttpd-dev"
+ libcjson-dev libarchive-dev libyaml-dev libmicrohttpd-dev libgnutls28-dev"
 # run: uidmap (newuidmap/newgidmap: full id maps), the default image's build
 # (scripts/make-rootfs.sh: mmdebstrap rootless, debootstrap as root, zstd, curl, runuser
 # from util-linux), python3 for a task's reward.py, ca-certificates for https endpoints
@@ -20,11 +20,13 @@ RUN="uidmap mmdebstrap debootstrap zstd curl util-linux python3 ca-certificates"
 # scripts/apparmor/lis, clang with libFuzzer for `make fuzz` (libclang-rt-14-dev is Debian
 # 12's; clang-N wants libclang-rt-N-dev). python3-docker and docker.io: the real clients of
 # `lis serve`'s suite (the docker CLI only as a client: tests never start dockerd);
-# python3-pytest: the Python client's suite tests/python (tests/test_python_client.c). A
+# python3-pytest: the Python client's suite tests/python (tests/test_python_client.c);
+# python3-venv, -setuptools, -wheel: its offline venv install (python/README.md). A
 # single-node Slurm with munge for scripts/slurm/ci-test.sh (its daemons are started by hand,
 # never by the packages).
 TEST="libcriterion-dev busybox-static procps iproute2 xz-utils tar wget bubblewrap hyperfine \
- chromium clang-format-14 python3-docker python3-pytest docker.io docker-registry umoci skopeo \
+ chromium clang-format-14 python3-docker python3-pytest python3-venv python3-setuptools \
+ python3-wheel docker.io docker-registry umoci skopeo \
  qemu-system-x86 cpio kmod apparmor clang libclang-rt-14-dev slurmctld slurmd slurm-client munge"
 want="$BUILD $RUN"
 case "${1:-}" in

@@ -7,6 +7,7 @@ set -u
 cd "$(dirname "$0")/.."
 top=$PWD
 user=${LIS_TEST_USER:-lis-test}
+export LIS_TEST_USER="$user" # root_serve_users.c makes two users of it ($user and $user-b)
 work=${LIS_TEST_WORK:-/var/tmp/lis-test-$(id -u)}
 fail=0
 

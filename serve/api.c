@@ -15,7 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define API_FILE_MAX (64u << 20) /* largest file read or written in one request */
+#define API_FILE_MAX SV_BODY_FILE_MAX /* largest file read or written in one request */
 #define API_DEFAULT_MEM (256ull << 20)
 #define API_HOST_RESERVE (256ull << 20)
 
@@ -64,8 +64,7 @@ static enum MHD_Result create(sv_req *q)
     }
     if (key)
         for (sv_container *c = q->s->containers; c; c = c->next)
-            if (!strcmp(c->idem, key) &&
-                strcmp(c->status, "removing")) { /* a deleted one is forgotten */
+            if (!strcmp(c->idem, key) && !sv_removing(c)) { /* a deleted one is forgotten */
                 cJSON_Delete(b);
                 if (!c->sb)
                     return sv_reply_error(q, 409,
@@ -346,7 +345,7 @@ static enum MHD_Result on_sandbox(sv_req *q, sv_container *c, const char *op)
         if (get)
             return sv_reply_json(q, 200, sv_sandbox_json(c));
         if (!strcmp(m, "DELETE")) {
-            if (!strcmp(c->status, "removing"))
+            if (sv_removing(c))
                 return sv_reply_error(q, 409, "sandbox %s is already being deleted", c->id);
             if (c->busy)
                 return sv_reply_error(q, 409,
@@ -358,7 +357,7 @@ static enum MHD_Result on_sandbox(sv_req *q, sv_container *c, const char *op)
         }
         return sv_reply_error(q, 405, "%s is not allowed on a sandbox", m);
     }
-    if (!c->sb || !strcmp(c->status, "removing"))
+    if (!c->sb || sv_removing(c))
         return sv_reply_error(q, 409, "sandbox %s is %s", c->id, sv_sandbox_state(c));
     if (!strcmp(op, "snapshot") || !strcmp(op, "fork") || !strcmp(op, "pause") ||
         !strcmp(op, "resume") || !strcmp(op, "stats"))

@@ -4,8 +4,8 @@
  *   event: stdout            event: stderr            event: exit
  *   data: {"data":"<b64>"}   data: {"data":"<b64>"}   data: {"exit_code":0,"timed_out":false}
  *
- * As exec.c: a lis_proc with pipes watched on the loop, registered as a child
- * of the container so a delete kills it. Its events queue in a buffer that
+ * As exec.c: an sv_proc (proc.c), registered as a child of the container so a
+ * delete kills it. Its events queue in a buffer that
  * libmicrohttpd's content reader drains; while the buffer is above
  * SV_STREAM_HIGH the pipes are not read (a slow client back-pressures only its
  * own command). The object lives until the command, the response and the
@@ -25,8 +25,7 @@ typedef struct api_exec {
     sv_server *s;
     char cid[65];
     sv_req *q; /* NULL once the request is over */
-    lis_proc *proc;
-    sv_watch w_proc, w_out, w_err;
+    sv_proc *proc;
     sv_child child;
     sv_timer timer;
     char *buf;
@@ -69,62 +68,30 @@ static void event_json(api_exec *x, const char *name, cJSON *doc)
     free(txt);
 }
 
-static void pipes_events(api_exec *x)
+/* A chunk of output as an event; 0 (stop reading) while the events wait above
+ * SV_STREAM_HIGH for the client. */
+static int proc_output(void *owner, int type, const char *raw, size_t n)
 {
-    uint32_t ev = x->paused ? 0 : EPOLLIN;
-    sv_loop_events(x->s->loop, &x->w_out, ev);
-    sv_loop_events(x->s->loop, &x->w_err, ev);
-}
-
-static void read_pipe(api_exec *x, sv_watch *w, const char *name, int all)
-{
-    char raw[49152], b64[65540];
-    while (w->added && (all || x->len - x->off < SV_STREAM_HIGH)) {
-        ssize_t n = read(w->fd, raw, sizeof raw);
-        if (n > 0) {
-            int k;
-            char head[64];
-            sv_base64((unsigned char *)raw, (size_t)n, b64, sizeof b64);
-            k = snprintf(head, sizeof head, "event: %s\ndata: {\"data\":\"", name);
-            if (x->q) {
-                queue(x, head, (size_t)k);
-                queue(x, b64, strlen(b64));
-                queue(x, "\"}\n\n", 4);
-            }
-            continue;
+    api_exec *x = owner;
+    if (x->q) {
+        char head[64], b64[65540];
+        for (size_t off = 0; off < n; off += 49152) { /* 48 KiB -> 64 KiB of base64 */
+            size_t m = n - off < 49152 ? n - off : 49152;
+            int k = snprintf(head, sizeof head, "event: %s\ndata: {\"data\":\"",
+                             type == 2 ? "stderr" : "stdout");
+            sv_base64((const unsigned char *)raw + off, m, b64, sizeof b64);
+            queue(x, head, (size_t)k);
+            queue(x, b64, strlen(b64));
+            queue(x, "\"}\n\n", 4);
         }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n == 0 || errno != EAGAIN)
-            sv_loop_unwatch(x->s->loop, w);
-        break;
     }
-    if (!all && x->len - x->off >= SV_STREAM_HIGH && !x->paused) {
-        x->paused = 1;
-        pipes_events(x);
-    }
-}
-
-static void out_ev(void *arg, uint32_t ev)
-{
-    read_pipe(arg, &((api_exec *)arg)->w_out, "stdout", 0);
-}
-
-static void err_ev(void *arg, uint32_t ev)
-{
-    read_pipe(arg, &((api_exec *)arg)->w_err, "stderr", 0);
-}
-
-static void unwatch_all(api_exec *x)
-{
-    sv_loop_unwatch(x->s->loop, &x->w_proc);
-    sv_loop_unwatch(x->s->loop, &x->w_out);
-    sv_loop_unwatch(x->s->loop, &x->w_err);
-    sv_timer_cancel(x->s->loop, &x->timer);
+    x->paused = x->len - x->off >= SV_STREAM_HIGH;
+    return !x->paused;
 }
 
 static void finish(api_exec *x, int code, const char *error)
 {
+    sv_timer_cancel(x->s->loop, &x->timer);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "exit_code", code);
     cJSON_AddBoolToObject(o, "timed_out", x->timed_out);
@@ -137,39 +104,31 @@ static void finish(api_exec *x, int code, const char *error)
     unref(x); /* the command's reference */
 }
 
-static void proc_ev(void *arg, uint32_t ev)
+static void proc_exited(void *owner, const lis_result *r, const lis_error *err)
 {
-    api_exec *x = arg;
-    lis_error err = {0};
-    int rc = lis_proc_step(x->proc, &err);
-    if (rc == 0)
-        return;
-    read_pipe(x, &x->w_out, "stdout", 1);
-    read_pipe(x, &x->w_err, "stderr", 1);
-    unwatch_all(x);
-    lis_result r;
-    lis_proc_wait(x->proc, &r, &err);
+    api_exec *x = owner;
     x->proc = NULL;
     sv_container *c = sv_container_find(x->s, x->cid);
     if (c)
         sv_container_del_child(c, &x->child);
     char msg[400] = "";
-    int code = r.exit_code < 0 ? 137 : r.exit_code;
-    if (r.exec_failed) {
-        snprintf(msg, sizeof msg, "the command could not be started: %s", r.err_msg);
+    int code = r->exit_code < 0 ? 137 : r->exit_code;
+    if (r->exec_failed) {
+        snprintf(msg, sizeof msg, "the command could not be started: %s", r->err_msg);
         code = 127;
-    } else if (rc < 0) {
-        snprintf(msg, sizeof msg, "%s", err.msg);
+    } else if (err) {
+        snprintf(msg, sizeof msg, "%s", err->msg);
     }
-    lis_result_free(&r);
     finish(x, code, msg[0] ? msg : NULL);
 }
+
+static const sv_proc_ops api_proc_ops = {.output = proc_output, .exited = proc_exited};
 
 /* The sandbox is being deleted: containers.c kills and reaps the proc. */
 static void child_detach(void *owner)
 {
     api_exec *x = owner;
-    unwatch_all(x);
+    sv_proc_detach(x->proc);
     x->proc = NULL;
     finish(x, 137, "the sandbox was deleted");
 }
@@ -180,7 +139,7 @@ static void on_timeout(void *arg)
     lis_error err = {0};
     x->timed_out = 1;
     if (x->proc)
-        lis_proc_signal(x->proc, SIGKILL, &err);
+        lis_proc_signal(sv_proc_lis(x->proc), SIGKILL, &err);
 }
 
 static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
@@ -197,9 +156,9 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     size_t n = x->len - x->off < max ? x->len - x->off : max;
     memcpy(buf, x->buf + x->off, n);
     x->off += n;
-    if (x->paused && x->len - x->off < SV_STREAM_HIGH / 2) {
+    if (x->paused && x->proc && x->len - x->off < SV_STREAM_HIGH / 2) {
         x->paused = 0;
-        pipes_events(x);
+        sv_proc_read_on(x->proc);
     }
     return (ssize_t)n;
 }
@@ -213,7 +172,7 @@ static void req_done(sv_req *q)
     x->off = x->len = 0;
     if (x->paused && x->proc) { /* nobody reads: drain the pipes into nothing */
         x->paused = 0;
-        pipes_events(x);
+        sv_proc_read_on(x->proc);
     }
     unref(x); /* the request's reference */
 }
@@ -227,19 +186,22 @@ static char **exec_env(char **base, const cJSON *env)
         return NULL;
     for (const cJSON *e = env ? env->child : NULL; e; e = e->next) {
         size_t k = strlen(e->string) + strlen(e->valuestring) + 2;
-        r[n] = malloc(k);
-        if (r[n])
-            snprintf(r[n++], k, "%s=%s", e->string, e->valuestring);
+        if (!(r[n] = malloc(k)))
+            goto oom;
+        snprintf(r[n++], k, "%s=%s", e->string, e->valuestring);
     }
     for (size_t i = 0; i < nb; i++) {
         size_t k = strcspn(base[i], "=");
         int over = 0;
         for (const cJSON *e = env ? env->child : NULL; e; e = e->next)
             over |= strlen(e->string) == k && !strncmp(e->string, base[i], k);
-        if (!over)
-            r[n++] = strdup(base[i]);
+        if (!over && !(r[n++] = strdup(base[i])))
+            goto oom;
     }
     return r;
+oom:
+    sv_strv_free(r);
+    return NULL;
 }
 
 enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
@@ -269,7 +231,7 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
         cJSON_Delete(b);
         return sv_reply_error(q, 400, "%s", bad);
     }
-    if (c->snapping == SV_SNAP) { /* the capture stops its processes for a moment */
+    if (c->change == SV_CHANGE_SNAP) { /* the capture stops its processes for a moment */
         sv_strv_free(argv);
         cJSON_Delete(b);
         return sv_reply_error(q, 409,
@@ -289,33 +251,38 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
                         .err = LIS_STDIO_PIPE};
     api_exec *x = calloc(1, sizeof *x);
     lis_error err = {0};
-    int rc = x ? lis_exec_start(c->sb, &sp, &x->proc, &err) : lis_oom(&err);
+    if (x) {
+        x->s = q->s;
+        snprintf(x->cid, sizeof x->cid, "%s", c->id);
+        x->q = q;
+        x->refs = 3; /* the command, the response and the request (either may end first) */
+    }
+    if (!envv || !x)
+        lis_oom(&err);
+    else
+        x->proc = sv_proc_start(q->s->loop, c->sb, &sp, &api_proc_ops, x, &err);
     sv_strv_free(argv);
     sv_strv_free(envv);
     double timeout = cJSON_IsNumber(to) ? to->valuedouble : 0;
     cJSON_Delete(b);
-    if (rc < 0) {
+    if (!x || !x->proc) {
         free(x);
         if (err.code == EBUSY) /* paused: the runtime's line says so */
             return sv_reply_error(q, 409, "%s", err.msg);
         return sv_reply_error(q, 500, "starting the command: %s", err.msg);
     }
-    x->s = q->s;
-    snprintf(x->cid, sizeof x->cid, "%s", c->id);
-    x->q = q;
-    x->refs = 3; /* the command, the response and the request (either may end first) */
-    sv_loop *l = q->s->loop;
-    sv_loop_watch(l, &x->w_proc, lis_proc_fd(x->proc), EPOLLIN, proc_ev, x);
-    sv_loop_watch(l, &x->w_out, lis_proc_stdio_fd(x->proc, 1), EPOLLIN, out_ev, x);
-    sv_loop_watch(l, &x->w_err, lis_proc_stdio_fd(x->proc, 2), EPOLLIN, err_ev, x);
-    x->child = (sv_child){.proc = x->proc, .detach = child_detach, .owner = x};
+    x->child = (sv_child){.proc = sv_proc_lis(x->proc), .detach = child_detach, .owner = x};
     sv_container_add_child(c, &x->child);
     if (timeout > 0)
-        sv_timer_arm(l, &x->timer, timeout, on_timeout, x);
+        sv_timer_arm(q->s->loop, &x->timer, timeout, on_timeout, x);
     q->owner = x;
     q->on_complete = req_done;
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, reader, x, response_free);
+    if (!r) { /* the command runs on to its end, its output dropped (req_done) */
+        x->refs--;
+        return MHD_NO;
+    }
     sv_resp_headers(r);
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");

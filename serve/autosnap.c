@@ -88,7 +88,8 @@ static void retry(void *arg) { sweep(arg, 0); }
 static int in_use(sv_server *s, const sv_autosnap *a)
 {
     for (sv_container *c = s->containers; c; c = c->next)
-        if (!strcmp(c->image_id, a->digest) || (c->snapping && !strcmp(c->image_id, a->parent)))
+        if (!strcmp(c->image_id, a->digest) ||
+            (c->change != SV_CHANGE_NONE && !strcmp(c->image_id, a->parent)))
             return 1;
     return 0;
 }

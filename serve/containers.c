@@ -112,16 +112,27 @@ static void attach_gone(void *owner)
                 *p = a->next;
                 break;
             }
+    if (a->c && a->c->main) /* it may have been what held the command back */
+        sv_proc_read_on(a->c->main);
     sv_stream_end(a->st);
     free(a);
 }
 
-static const sv_stream_ops attach_ops = {.gone = attach_gone};
+static void attach_drained(void *owner)
+{
+    sv_attach *a = owner;
+    if (a->c && a->c->main)
+        sv_proc_read_on(a->c->main);
+}
+
+static const sv_stream_ops attach_ops = {.gone = attach_gone, .drained = attach_drained};
 
 static void attaches_write(sv_container *c, int type, const char *buf, size_t n)
 {
-    for (sv_attach *a = c->attaches; a; a = a->next)
+    for (sv_attach *a = c->attaches, *next; a; a = next) {
+        next = a->next; /* a write that finds the client gone frees a (attach_gone) */
         sv_stream_write(a->st, type, buf, n);
+    }
 }
 
 static void attaches_end(sv_container *c)
@@ -186,9 +197,12 @@ static struct MHD_Response *logs_resp(sv_container *c, int want_out, int want_er
     return r;
 }
 
-static void park(sv_container *c, sv_req *q, int kind)
+/* Suspends q until the container's end (or removal, kind); 500 without memory. */
+static enum MHD_Result park(sv_container *c, sv_req *q, int kind)
 {
     sv_pending *p = calloc(1, sizeof *p);
+    if (!p)
+        return sv_reply_error(q, 500, "out of memory");
     p->q = q;
     p->kind = kind;
     p->out = sv_arg_bool(q, "stdout");
@@ -196,9 +210,11 @@ static void park(sv_container *c, sv_req *q, int kind)
     p->next = c->pending;
     c->pending = p;
     sv_req_suspend(q);
+    return MHD_YES;
 }
 
-/* Finishes the parked requests of kind (all but P_REMOVED when kind is P_EXIT). */
+/* Finishes the parked requests: all of them when removed, else all but those
+ * waiting for the removal (P_REMOVED). */
 static void unpark(sv_container *c, int removed)
 {
     for (sv_pending **pp = &c->pending; *pp;) {
@@ -219,56 +235,30 @@ static void unpark(sv_container *c, int removed)
 /* Followed logs are answered whole when the main command ends (no incremental stream). */
 static enum MHD_Result logs(sv_req *q, sv_container *c)
 {
-    if (sv_arg_bool(q, "follow") && c->main) {
-        park(c, q, P_LOGS);
-        return MHD_YES;
-    }
+    if (sv_arg_bool(q, "follow") && c->main)
+        return park(c, q, P_LOGS);
     struct MHD_Response *r = logs_resp(c, sv_arg_bool(q, "stdout"), sv_arg_bool(q, "stderr"));
     return r ? sv_reply(q, 200, r) : sv_reply_error(q, 500, "out of memory");
 }
 
-static void main_read(sv_container *c, int fd, int type)
+static int main_output(void *owner, int type, const char *buf, size_t n)
 {
-    char buf[65536];
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n > 0) {
-            attaches_write(c, type, buf, (size_t)n);
-            log_add(c, type, buf, (size_t)n);
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n == 0 || (n < 0 && errno != EAGAIN)) {
-            sv_watch *w = type == 2 ? &c->w_err : &c->w_out;
-            sv_loop_unwatch(c->s->loop, w);
-        }
-        break;
-    }
+    sv_container *c = owner;
+    attaches_write(c, type, buf, n);
+    log_add(c, type, buf, n); /* capped */
+    /* a slow attached client holds the command back (its pipe fills), as an
+     * exec's does, rather than the server's memory growing */
+    for (sv_attach *a = c->attaches; a; a = a->next)
+        if (sv_stream_backlog(a->st) >= SV_STREAM_HIGH)
+            return 0;
+    return 1;
 }
 
-static void main_out_ev(void *arg, uint32_t ev)
+static void main_exited(void *owner, const lis_result *r, const lis_error *err)
 {
-    sv_container *c = arg;
-    main_read(c, c->w_out.fd, 1);
-}
-
-static void main_err_ev(void *arg, uint32_t ev)
-{
-    sv_container *c = arg;
-    main_read(c, c->w_err.fd, 2);
-}
-
-static void main_unwatch(sv_container *c)
-{
-    sv_loop_unwatch(c->s->loop, &c->w_main);
-    sv_loop_unwatch(c->s->loop, &c->w_out);
-    sv_loop_unwatch(c->s->loop, &c->w_err);
+    sv_container *c = owner;
+    c->main = NULL;
     sv_timer_cancel(c->s->loop, &c->stop_timer);
-}
-
-static void main_exited(sv_container *c, const lis_result *r)
-{
     c->exit_code = r->exit_code < 0 ? 137 : r->exit_code;
     if (r->exec_failed) {
         char m[400];
@@ -277,7 +267,7 @@ static void main_exited(sv_container *c, const lis_result *r)
         attaches_write(c, 2, m, (size_t)k);
         c->exit_code = 127;
     }
-    snprintf(c->status, sizeof c->status, "exited");
+    c->state = SV_EXITED;
     c->finished_at = lis_wallclock();
     attaches_end(c);
     waiters_fire(c, 0);
@@ -286,24 +276,7 @@ static void main_exited(sv_container *c, const lis_result *r)
         container_remove(c, NULL);
 }
 
-static void main_ev(void *arg, uint32_t ev)
-{
-    sv_container *c = arg;
-    lis_error err = {0};
-    int rc = lis_proc_step(c->main, &err);
-    if (rc == 0)
-        return;
-    if (c->w_out.added)
-        main_read(c, c->w_out.fd, 1);
-    if (c->w_err.added)
-        main_read(c, c->w_err.fd, 2);
-    main_unwatch(c);
-    lis_result r;
-    lis_proc_wait(c->main, &r, &err);
-    c->main = NULL;
-    main_exited(c, &r);
-    lis_result_free(&r);
-}
+static const sv_proc_ops main_ops = {.output = main_output, .exited = main_exited};
 
 static int main_start(sv_container *c, lis_error *err)
 {
@@ -314,21 +287,13 @@ static int main_start(sv_container *c, lis_error *err)
                        .out = LIS_STDIO_PIPE,
                        .err = LIS_STDIO_PIPE,
                        .pty = c->tty,
-                       .rows = 24,
-                       .cols = 80};
+                       .rows = c->copts.rows ? c->copts.rows : 24,
+                       .cols = c->copts.cols ? c->copts.cols : 80};
     if (c->tty)
         e.out = e.err = LIS_STDIO_NULL;
-    if (lis_exec_start(c->sb, &e, &c->main, err) < 0)
+    if (!(c->main = sv_proc_start(c->s->loop, c->sb, &e, &main_ops, c, err)))
         return -1;
-    sv_loop *l = c->s->loop;
-    sv_loop_watch(l, &c->w_main, lis_proc_fd(c->main), EPOLLIN, main_ev, c);
-    int out = c->tty ? lis_proc_pty_fd(c->main) : lis_proc_stdio_fd(c->main, 1);
-    if (out >= 0)
-        sv_loop_watch(l, &c->w_out, out, EPOLLIN, main_out_ev, c);
-    int er = c->tty ? -1 : lis_proc_stdio_fd(c->main, 2);
-    if (er >= 0)
-        sv_loop_watch(l, &c->w_err, er, EPOLLIN, main_err_ev, c);
-    snprintf(c->status, sizeof c->status, "running");
+    c->state = SV_RUNNING;
     c->started_at = lis_wallclock();
     c->finished_at = 0;
     c->exit_code = 0;
@@ -358,6 +323,7 @@ static void container_free(sv_container *c)
     for (sv_waiter *w = c->waiters; w; w = w->next)
         w->c = NULL;
     cJSON_Delete(c->config);
+    sv_options_release(&c->copts);
     sv_strv_free(c->cmd);
     sv_strv_free(c->env);
     free(c->log);
@@ -372,23 +338,17 @@ void sv_container_spec(const sv_container *c, lis_sandbox_spec *spec, char name[
                                .name = name,
                                .hostname = host,
                                .limits = c->limits,
-                               .net = c->net};
+                               .net = c->net,
+                               .workdir = c->workdir[0] ? c->workdir : NULL};
+    sv_options_spec(&c->copts, spec);
 }
 
 int sv_container_sandbox(const sv_container *c, const lis_sandbox_spec *spec, lis_sandbox **out,
                          lis_error *err)
 {
-    int rc = c->net == LIS_NET_PROXY ? lis_net_sandbox_create(c->s->ctx, spec, NULL, out, err)
-                                     : lis_sandbox_create(c->s->ctx, spec, out, err);
-    if (rc == 0 && c->workdir[0] && strcmp(c->workdir, "/")) { /* Docker makes WorkingDir */
-        const char *argv[] = {"mkdir", "-p", "--", c->workdir, NULL};
-        lis_exec_spec e = {.argv = argv};
-        lis_result r;
-        lis_error ignore;
-        if (lis_exec(*out, &e, &r, &ignore) == 0)
-            lis_result_free(&r);
-    }
-    return rc;
+    /* Docker makes WorkingDir: the runtime does at set-up (spec.workdir) */
+    return c->net == LIS_NET_PROXY ? lis_net_sandbox_create(c->s->ctx, spec, NULL, out, err)
+                                   : lis_sandbox_create(c->s->ctx, spec, out, err);
 }
 
 static void create_work(void *arg)
@@ -454,10 +414,14 @@ enum MHD_Result sv_container_create(sv_req *q, cJSON *cfg, const char *name, con
 {
     unsigned status;
     char msg[512];
-    sv_container *c =
-        sv_container_new(q->s, cfg, name, idem, cb != NULL, NULL, &status, msg, sizeof msg);
-    if (!c)
-        return sv_reply_error(q, status, "%s", msg);
+    sv_container *c = sv_container_new(q->s, cfg, name, idem, cb != NULL, sv_conn_owner(q->cn),
+                                       NULL, &status, msg, sizeof msg);
+    if (!c) /* the native API says how to get a missing image (Docker's clients
+             * match "No such image" and keep their own words) */
+        return sv_reply_error(q, status, "%s%s", msg,
+                              cb && status == 404 ? " (get it with lis rootfs pull IMAGE, or lis "
+                                                    "rootfs import ROOTFS.tar --name IMAGE)"
+                                                  : "");
     create_job *j = calloc(1, sizeof *j);
     if (j)
         *j = (create_job){.q = q, .c = c, .cb = cb};
@@ -476,22 +440,36 @@ enum MHD_Result sv_container_create(sv_req *q, cJSON *cfg, const char *name, con
 typedef struct rm_job {
     sv_req *q;
     sv_container *c;
-    lis_proc **procs;
+    lis_proc **procs; /* to kill and reap on the worker */
     size_t nprocs;
     lis_sandbox *sb;
-    sv_ports *ports;
+    int on_stack; /* no memory for a job: container_remove's own, run in place */
 } rm_job;
+
+static void kill_reap(lis_proc *p)
+{
+    lis_error err = {0};
+    lis_result r;
+    lis_proc_signal(p, SIGKILL, &err);
+    lis_proc_wait(p, &r, &err);
+    lis_result_free(&r);
+}
+
+/* Queues p for the worker, or (no memory for the list) kills and reaps it now. */
+static void kill_or_keep(rm_job *j, lis_proc *p)
+{
+    if (j->procs)
+        j->procs[j->nprocs++] = p;
+    else
+        kill_reap(p);
+}
 
 static void rm_work(void *arg)
 {
     rm_job *j = arg;
     lis_error err = {0};
-    for (size_t i = 0; i < j->nprocs; i++) {
-        lis_result r;
-        lis_proc_signal(j->procs[i], SIGKILL, &err);
-        lis_proc_wait(j->procs[i], &r, &err);
-        lis_result_free(&r);
-    }
+    for (size_t i = 0; i < j->nprocs; i++)
+        kill_reap(j->procs[i]);
     if (j->sb && lis_sandbox_destroy(j->sb, &err) < 0)
         fprintf(stderr, "lis serve: %s\n", err.msg);
 }
@@ -500,7 +478,7 @@ static void rm_done(void *arg, int status)
 {
     rm_job *j = arg;
     sv_container *c = j->c;
-    snprintf(c->status, sizeof c->status, "removed");
+    c->state = SV_REMOVED;
     waiters_fire(c, 1);
     for (sv_waiter *w = c->waiters; w; w = w->next)
         w->c = NULL;
@@ -509,7 +487,8 @@ static void rm_done(void *arg, int status)
         sv_req_finish(j->q, 204, NULL);
     unpark(c, 1);
     free(j->procs);
-    free(j);
+    if (!j->on_stack)
+        free(j);
     sv_server *s = c->s;
     container_free(c);
     sv_autosnap_sweep(s); /* the fork snapshot it ran on may be unused now */
@@ -520,7 +499,7 @@ static void rm_done(void *arg, int status)
 static void expire(void *arg)
 {
     sv_container *c = arg;
-    if (!strcmp(c->status, "removing"))
+    if (sv_removing(c))
         return;
     if (c->busy || !c->sb) { /* a job on it: it goes once that is done */
         sv_timer_arm(c->s->loop, &c->life, 0.5, expire, c);
@@ -549,32 +528,41 @@ double sv_body_timeout(const cJSON *b)
 
 void sv_container_remove(sv_container *c, sv_req *q) { container_remove(c, q); }
 
+/* Kills what runs in c, answers what waits on it, and destroys its sandbox on a
+ * worker; q (if any) is answered 204 when it is gone. Without memory for the
+ * job the removal happens here, on the loop thread (slow, but it happens). */
 static void container_remove(sv_container *c, sv_req *q)
 {
-    rm_job *j = calloc(1, sizeof *j);
-    j->q = q;
-    j->c = c;
     size_t n = 1;
     for (sv_child *ch = c->children; ch; ch = ch->next)
         n++;
-    j->procs = calloc(n, sizeof *j->procs);
+    rm_job one = {.on_stack = 1}, *j = calloc(1, sizeof *j);
+    lis_proc **procs = j ? calloc(n, sizeof *procs) : NULL;
+    if (!procs) {
+        free(j);
+        j = &one; /* the procs are killed and reaped one by one below */
+    }
+    j->q = q;
+    j->c = c;
+    j->procs = procs;
     if (c->main) {
-        main_unwatch(c);
-        j->procs[j->nprocs++] = c->main;
+        lis_proc *p = sv_proc_detach(c->main);
         c->main = NULL;
+        sv_timer_cancel(c->s->loop, &c->stop_timer);
+        kill_or_keep(j, p);
         c->exit_code = 137;
         c->finished_at = lis_wallclock();
     }
     while (c->children) {
         sv_child *ch = c->children;
         c->children = ch->next;
-        j->procs[j->nprocs++] = ch->proc;
+        kill_or_keep(j, ch->proc);
         ch->detach(ch->owner);
     }
     attaches_end(c);
     unpark(c, 0);
     waiters_fire(c, 0);
-    snprintf(c->status, sizeof c->status, "removing");
+    c->state = SV_REMOVING;
     sv_timer_cancel(c->s->loop, &c->life);
     c->ends_at = 0;
     if (c->ports) {
@@ -586,7 +574,7 @@ static void container_remove(sv_container *c, sv_req *q)
     c->busy++;
     if (q)
         sv_req_suspend(q);
-    if (sv_job(c->s->loop, rm_work, rm_done, j) < 0) {
+    if (j->on_stack || sv_job(c->s->loop, rm_work, rm_done, j) < 0) {
         rm_work(j);
         rm_done(j, 0);
     }
@@ -619,7 +607,7 @@ static void stop_timeout(void *arg)
     sv_container *c = arg;
     lis_error err = {0};
     if (c->main)
-        lis_proc_signal(c->main, SIGKILL, &err);
+        lis_proc_signal(sv_proc_lis(c->main), SIGKILL, &err);
 }
 
 static enum MHD_Result stop(sv_req *q, sv_container *c)
@@ -627,15 +615,15 @@ static enum MHD_Result stop(sv_req *q, sv_container *c)
     if (!c->main)
         return sv_reply_status(q, 304);
     const char *t = sv_arg(q, "t");
-    double secs = t && *t ? atof(t) : 10;
+    double secs = t && *t ? atof(t) : c->copts.stop_timeout >= 0 ? c->copts.stop_timeout : 10;
+    int sig = c->copts.stop_signal[0] ? parse_signal(c->copts.stop_signal) : SIGTERM;
     lis_error err = {0};
     /* The main command is not the namespace's PID 1 (lis-init is), so a
      * SIGTERM it does not handle kills it at once: no full-timeout wait. */
-    lis_proc_signal(c->main, secs <= 0 ? SIGKILL : SIGTERM, &err);
+    lis_proc_signal(sv_proc_lis(c->main), secs <= 0 || sig <= 0 ? SIGKILL : sig, &err);
     if (secs > 0)
         sv_timer_arm(c->s->loop, &c->stop_timer, secs, stop_timeout, c);
-    park(c, q, P_EXIT);
-    return MHD_YES;
+    return park(c, q, P_EXIT);
 }
 
 static enum MHD_Result kill_(sv_req *q, sv_container *c)
@@ -647,12 +635,10 @@ static enum MHD_Result kill_(sv_req *q, sv_container *c)
         return sv_reply_error(q, 409, "Cannot kill container: %s: Container %s is not running",
                               c->id, c->id);
     lis_error err = {0};
-    if (lis_proc_signal(c->main, sig, &err) < 0)
+    if (lis_proc_signal(sv_proc_lis(c->main), sig, &err) < 0)
         return sv_reply_error(q, 500, "%s", err.msg);
-    if (sig == SIGKILL) { /* as dockerd: answered once the container is down */
-        park(c, q, P_EXIT);
-        return MHD_YES;
-    }
+    if (sig == SIGKILL) /* as dockerd: answered once the container is down */
+        return park(c, q, P_EXIT);
     return sv_reply_status(q, 204);
 }
 
@@ -696,6 +682,8 @@ static enum MHD_Result wait_(sv_req *q, sv_container *c)
 {
     const char *cond = sv_arg(q, "condition");
     sv_waiter *w = calloc(1, sizeof *w);
+    if (!w)
+        return sv_reply_error(q, 500, "out of memory");
     w->q = q;
     w->c = c;
     w->cond = cond && !strcmp(cond, "next-exit") ? W_NEXT_EXIT
@@ -705,12 +693,17 @@ static enum MHD_Result wait_(sv_req *q, sv_container *c)
     c->waiters = w;
     q->owner = w;
     q->on_complete = wait_req_done;
-    if (w->cond == W_NOT_RUNNING && !c->main && strcmp(c->status, "created"))
+    if (w->cond == W_NOT_RUNNING && !c->main && c->state != SV_CREATED)
         waiter_complete(w, c->exit_code, NULL);
     /* the headers go out at once (the CLI waits for them before start); the
      * body when the condition holds */
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 256, wait_read, w, wait_free);
+    if (!r) {
+        wait_free(w);
+        q->owner = NULL;
+        return MHD_NO;
+    }
     sv_resp_headers(r);
     MHD_add_response_header(r, "Content-Type", "application/json");
     return sv_reply(q, 200, r);
@@ -727,12 +720,16 @@ static void attach_upgraded(void *cls, struct MHD_Connection *conn, void *con_cl
     sv_container *c = sv_container_find(q->s, id);
     free(id);
     sv_attach *a = calloc(1, sizeof *a);
+    if (!a) {
+        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+        return;
+    }
     a->st = sv_stream_new(q->s->loop, sock, urh, c ? !c->tty : 1, NULL, 0, &attach_ops, a);
     if (!a->st) {
         free(a);
         return;
     }
-    if (!c || (!c->main && strcmp(c->status, "created"))) {
+    if (!c || (!c->main && c->state != SV_CREATED)) {
         sv_stream_end(a->st);
         free(a);
         return;
@@ -744,7 +741,12 @@ static void attach_upgraded(void *cls, struct MHD_Connection *conn, void *con_cl
 
 static enum MHD_Result attach(sv_req *q, sv_container *c)
 {
-    struct MHD_Response *r = MHD_create_response_for_upgrade(attach_upgraded, strdup(c->id));
+    char *id = strdup(c->id);
+    struct MHD_Response *r = id ? MHD_create_response_for_upgrade(attach_upgraded, id) : NULL;
+    if (!r) {
+        free(id);
+        return sv_reply_error(q, 500, "out of memory");
+    }
     sv_resp_headers(r);
     MHD_add_response_header(r, "Content-Type", "application/vnd.docker.raw-stream");
     MHD_add_response_header(r, "Upgrade", "tcp");
@@ -763,7 +765,7 @@ static enum MHD_Result on_container(sv_req *q, sv_container *c, const char *op)
         return wait_(q, c);
     if (!strcmp(op, "logs") && !strcmp(m, "GET"))
         return logs(q, c);
-    if (!strcmp(c->status, "removing"))
+    if (sv_removing(c))
         return sv_reply_error(q, 409, "removal of container %s is already in progress", c->id);
     if (!c->sb)
         return sv_reply_error(q, 409, "container %s is being created", c->id);
@@ -819,10 +821,8 @@ enum MHD_Result sv_containers_route(sv_req *q, const char *rest)
                                   "You cannot remove a running container %s. Stop the "
                                   "container before attempting removal or force remove",
                                   c->id);
-        if (!strcmp(c->status, "removing")) { /* e.g. --rm after stop: answer when it is gone */
-            park(c, q, P_REMOVED);
-            return MHD_YES;
-        }
+        if (sv_removing(c)) /* e.g. --rm after stop: answer when it is gone */
+            return park(c, q, P_REMOVED);
         if (c->busy)
             return sv_reply_error(q, 409,
                                   "container %s is busy (being created or copied); try "
@@ -849,7 +849,7 @@ void sv_containers_shutdown(sv_server *s)
             sv_loop_run_once(s->loop, 50);
             continue;
         }
-        if (!strcmp(c->status, "removing")) {
+        if (sv_removing(c)) {
             sv_loop_run_once(s->loop, 50);
             continue;
         }

@@ -21,14 +21,16 @@ static int valid_name(const char *n)
     return strlen(n) < sizeof((sv_container *)0)->name;
 }
 
+/* a then b, copied; NULL without memory. */
 static char **concat(char **a, char **b)
 {
     size_t na = sv_strv_len(a), nb = sv_strv_len(b);
     char **r = calloc(na + nb + 1, sizeof *r);
-    for (size_t i = 0; i < na; i++)
-        r[i] = strdup(a[i]);
-    for (size_t i = 0; i < nb; i++)
-        r[na + i] = strdup(b[i]);
+    for (size_t i = 0; r && i < na + nb; i++)
+        if (!(r[i] = strdup(i < na ? a[i] : b[i - na]))) {
+            sv_strv_free(r);
+            return NULL;
+        }
     return r;
 }
 
@@ -41,9 +43,74 @@ static int env_has(char **env, const char *key)
     return 0;
 }
 
+/* The writable budget (--disk, else the runtime's 1 GiB default): what a
+ * tmpfs or /dev/shm of the container may take at most. */
+static uint64_t disk_budget(const lis_limits *l)
+{
+    return l->disk_bytes ? l->disk_bytes : 1ull << 30;
+}
+
+/* Memory, PidsLimit, NanoCpus (or CpuQuota/CpuPeriod) over the server's
+ * defaults, and the network mode; NetworkMode host only for the owner. */
+static int limits_and_net(sv_container *c, const cJSON *cfg, int owner, unsigned *status, char *msg,
+                          size_t mlen)
+{
+    const cJSON *hc = cJSON_GetObjectItemCaseSensitive(cfg, "HostConfig");
+    sv_server *s = c->s;
+    c->limits = s->opts.limits;
+    double mem = sv_jnum(hc, "Memory"), pids = sv_jnum(hc, "PidsLimit"),
+           ncpu = sv_jnum(hc, "NanoCpus"), quota = sv_jnum(hc, "CpuQuota"),
+           period = sv_jnum(hc, "CpuPeriod");
+    *status = 400;
+    if (mem < 0 || ncpu < 0 || quota < -1 || period < 0) {
+        snprintf(msg, mlen, "Memory, NanoCpus, CpuQuota and CpuPeriod cannot be negative");
+        return -1;
+    }
+    if (ncpu > 0 && (quota > 0 || period > 0)) {
+        snprintf(msg, mlen, "Conflicting options: Nano CPUs and CPU Period cannot both be set");
+        return -1;
+    }
+    if (mem > 0)
+        c->limits.memory_bytes = (uint64_t)mem;
+    if (pids > 0)
+        c->limits.pids = (uint64_t)pids;
+    else if (pids == -1) /* Docker's "unlimited" */
+        c->limits.pids = LIS_UNLIMITED;
+    if (ncpu > 0)
+        c->limits.cpu_millis = (uint64_t)(ncpu / 1e6);
+    else if (quota > 0)
+        c->limits.cpu_millis = (uint64_t)(quota * 1000 / (period > 0 ? period : 100000));
+    c->net = s->opts.net;
+    const char *nm = sv_jstr(hc, "NetworkMode");
+    if (nm && !strcmp(nm, "none"))
+        c->net = LIS_NET_NONE;
+    else if (nm && !strcmp(nm, "host"))
+        c->net = LIS_NET_HOST;
+    else if (nm && !strcmp(nm, "proxy")) /* lis's own mode (the native API's net) */
+        c->net = LIS_NET_PROXY;
+    else if (nm && strcmp(nm, "default") && strcmp(nm, "bridge")) {
+        snprintf(msg, mlen,
+                 "NetworkMode %s is refused: lis serve has no networks (none, proxy, host, or "
+                 "default: the server's --net)",
+                 nm);
+        return -1;
+    }
+    if (sv_jbool(cfg, "NetworkDisabled"))
+        c->net = LIS_NET_NONE;
+    if (c->net == LIS_NET_HOST && !owner) {
+        *status = 403;
+        snprintf(msg, mlen,
+                 "NetworkMode host shares the owner's network identity and is only for a client "
+                 "known to be the owner (the unix socket, or --tcp with --tls-dir); this "
+                 "connection is not authenticated");
+        return -1;
+    }
+    return 0;
+}
+
 sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const char *idem,
-                               int native, const char *rootfs, unsigned *status, char *msg,
-                               size_t mlen)
+                               int native, int owner, const char *rootfs, unsigned *status,
+                               char *msg, size_t mlen)
 {
     *status = 400;
     if (name && name[0] == '/')
@@ -97,10 +164,12 @@ sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const
     c->cmd = concat(ep, cmd);
     sv_strv_free(ep);
     sv_strv_free(cmd);
-    if (!c->cmd[0]) {
+    if (!c->cmd || !c->cmd[0]) {
+        if (!c->cmd)
+            *status = 500;
         sv_strv_free(c->cmd);
         free(c);
-        snprintf(msg, mlen, "No command specified");
+        snprintf(msg, mlen, "%s", *status == 500 ? "out of memory" : "No command specified");
         cJSON_Delete(cfg);
         return NULL;
     }
@@ -120,40 +189,38 @@ sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const
     char **env = sv_jstrv(cfg, "Env");
     char *base[4] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL,
                      NULL, NULL};
-    char hostname[32], *extra[3] = {NULL, NULL, NULL};
-    snprintf(hostname, sizeof hostname, "HOSTNAME=%.12s", c->id);
+    char hostname[80], *extra[3] = {NULL, NULL, NULL};
+    const char *hn = sv_jstr(cfg, "Hostname"); /* checked with the options below */
+    snprintf(hostname, sizeof hostname, "HOSTNAME=%.*s", hn ? 63 : 12, hn ? hn : c->id);
     int ne = 0;
     extra[ne++] = hostname;
     if (!env_has(env, "HOME"))
         extra[ne++] = "HOME=/root";
     char **e1 = concat(env_has(env, "PATH") ? NULL : base, env);
-    c->env = concat(e1, extra);
+    c->env = e1 ? concat(e1, extra) : NULL;
     sv_strv_free(e1);
     sv_strv_free(env);
+    if (!c->env) {
+        sv_strv_free(c->cmd);
+        free(c);
+        *status = 500;
+        snprintf(msg, mlen, "out of memory");
+        cJSON_Delete(cfg);
+        return NULL;
+    }
     const cJSON *hc = cJSON_GetObjectItemCaseSensitive(cfg, "HostConfig");
     c->auto_remove = sv_jbool(hc, "AutoRemove");
-    c->limits = s->opts.limits;
-    double mem = sv_jnum(hc, "Memory"), pids = sv_jnum(hc, "PidsLimit"),
-           ncpu = sv_jnum(hc, "NanoCpus");
-    if (mem > 0)
-        c->limits.memory_bytes = (uint64_t)mem;
-    if (pids > 0)
-        c->limits.pids = (uint64_t)pids;
-    if (ncpu > 0)
-        c->limits.cpu_millis = (uint64_t)(ncpu / 1e6);
-    c->net = s->opts.net;
-    const char *nm = sv_jstr(hc, "NetworkMode");
-    if (nm && !strcmp(nm, "none"))
-        c->net = LIS_NET_NONE;
-    else if (nm && !strcmp(nm, "host"))
-        c->net = LIS_NET_HOST;
-    else if (nm && !strcmp(nm, "proxy")) /* lis's own mode (the native API's net) */
-        c->net = LIS_NET_PROXY;
-    if (sv_jbool(cfg, "NetworkDisabled"))
-        c->net = LIS_NET_NONE;
+    if (limits_and_net(c, cfg, owner, status, msg, mlen) < 0 ||
+        sv_options_parse(&c->copts, cfg, disk_budget(&c->limits), msg, mlen) < 0) {
+        sv_strv_free(c->cmd);
+        sv_strv_free(c->env);
+        free(c);
+        cJSON_Delete(cfg);
+        return NULL;
+    }
     c->config = cfg;
     c->created = lis_wallclock();
-    snprintf(c->status, sizeof c->status, "created");
+    c->state = SV_CREATED;
     c->busy = 1;
     c->next = s->containers;
     s->containers = c;

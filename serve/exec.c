@@ -1,13 +1,11 @@
 /* exec.c - POST /containers/{id}/exec, /exec/{id}/start|json|resize.
  *
- * A started exec is a lis_proc with pipes (or a pty) relayed by the loop to
+ * A started exec is an sv_proc (proc.c) whose pipes (or pty) are relayed to
  * the hijacked stream: frames of the command's writes, read only while the
  * stream's backlog is below SV_STREAM_HIGH (a slow client back-pressures its
- * own command, nobody else). When the command is done its pipes hold all it
- * wrote (lis.h), so we read what is there and close: a background child
- * holding the pipe cannot hang the client. The exit code is recorded before
- * the stream is closed (docker-py inspects the moment it sees EOF). If the
- * client goes away the command keeps running, as with Docker. */
+ * own command, nobody else). The exit code is recorded before the stream is
+ * closed (docker-py inspects the moment it sees EOF). If the client goes
+ * away the command keeps running, as with Docker. */
 #include "serve.h"
 
 #include <errno.h>
@@ -20,6 +18,12 @@
 #include <termios.h>
 #include <unistd.h>
 
+typedef enum exec_state {
+    EXEC_CREATED, /* made by exec create, not started */
+    EXEC_RUNNING, /* started (or its 101 is on the way) */
+    EXEC_DONE,    /* ended: exit_code is final */
+} exec_state;
+
 struct sv_exec {
     char id[65];
     char cid[65];
@@ -27,16 +31,15 @@ struct sv_exec {
     char **argv, **env;
     char cwd[1024], user[64];
     int tty, attach_in, attach_out, attach_err, detach;
-    int state; /* 0 created, 1 running, 2 done */
+    exec_state state;
     int exit_code, pid;
     double ended;
-    lis_proc *proc;
+    sv_proc *proc;
     sv_stream *st;
-    sv_watch w_proc, w_out, w_err, w_in;
     sv_child child;
     char *inbuf;
     size_t inlen;
-    int in_eof, paused;
+    int in_eof;
     sv_exec *next;
 };
 
@@ -67,10 +70,13 @@ static void gc(sv_server *s)
     double now = lis_now();
     for (sv_exec **p = &s->execs; *p;) {
         sv_exec *e = *p;
-        if (e->state == 2 && (now - e->ended > 600 || !sv_container_find(s, e->cid))) {
-            *p = e->next;
-            exec_free(e);
-        } else if (e->state == 0 && !sv_container_find(s, e->cid)) {
+        int gone = !sv_container_find(s, e->cid), drop = 0;
+        switch (e->state) {
+        case EXEC_DONE: drop = now - e->ended > 600 || gone; break;
+        case EXEC_CREATED: drop = gone; break;
+        case EXEC_RUNNING: break;
+        }
+        if (drop) {
             *p = e->next;
             exec_free(e);
         } else {
@@ -79,24 +85,28 @@ static void gc(sv_server *s)
     }
 }
 
-/* Env of the container, then the exec's (a later key replaces an earlier). */
+/* Env of the container, then the exec's (a later key replaces an earlier);
+ * NULL without memory. */
 static char **merge_env(char **base, char **over)
 {
     size_t nb = sv_strv_len(base), no = sv_strv_len(over), n = 0;
     char **r = calloc(nb + no + 1, sizeof *r);
-    for (size_t i = 0; i < nb; i++) {
+    for (size_t i = 0; r && i < nb; i++) {
         size_t k = strcspn(base[i], "=");
         int replaced = 0;
         for (size_t j = 0; j < no; j++)
             if (!strncmp(over[j], base[i], k) && over[j][k] == '=')
                 replaced = 1;
-        if (!replaced)
-            r[n++] = strdup(base[i]);
+        if (!replaced && !(r[n++] = strdup(base[i])))
+            goto oom;
     }
-    for (size_t j = 0; j < no; j++)
-        if (strchr(over[j], '='))
-            r[n++] = strdup(over[j]);
+    for (size_t j = 0; r && j < no; j++)
+        if (strchr(over[j], '=') && !(r[n++] = strdup(over[j])))
+            goto oom;
     return r;
+oom:
+    sv_strv_free(r);
+    return NULL;
 }
 
 enum MHD_Result sv_exec_create(sv_req *q, sv_container *c)
@@ -123,13 +133,20 @@ enum MHD_Result sv_exec_create(sv_req *q, sv_container *c)
     }
     gc(q->s);
     sv_exec *e = calloc(1, sizeof *e);
+    char **env = sv_jstrv(b, "Env");
+    if (e)
+        e->env = merge_env(c->env, env);
+    sv_strv_free(env);
+    if (!e || !e->env) {
+        free(e);
+        sv_strv_free(argv);
+        cJSON_Delete(b);
+        return sv_reply_error(q, 500, "out of memory");
+    }
     e->s = q->s;
     sv_hexid(e->id);
     snprintf(e->cid, sizeof e->cid, "%s", c->id);
     e->argv = argv;
-    char **env = sv_jstrv(b, "Env");
-    e->env = merge_env(c->env, env);
-    sv_strv_free(env);
     const char *wd = sv_jstr(b, "WorkingDir");
     snprintf(e->cwd, sizeof e->cwd, "%s", wd ? wd : c->workdir[0] ? c->workdir : "/");
     const char *u = sv_jstr(b, "User");
@@ -149,52 +166,23 @@ enum MHD_Result sv_exec_create(sv_req *q, sv_container *c)
 
 /* ---- running ---------------------------------------------------------------------------- */
 
-static void pipes_events(sv_exec *e)
+static int proc_output(void *owner, int type, const char *buf, size_t n)
 {
-    uint32_t ev = e->paused ? 0 : EPOLLIN;
-    sv_loop_events(e->s->loop, &e->w_out, ev);
-    sv_loop_events(e->s->loop, &e->w_err, ev);
+    sv_exec *e = owner;
+    int want = type == 2 ? e->attach_err : e->attach_out;
+    if (want || e->tty)
+        sv_stream_write(e->st, type, buf, n);
+    return sv_stream_backlog(e->st) < SV_STREAM_HIGH;
 }
 
-static void read_pipe(sv_exec *e, sv_watch *w, int type, int all)
-{
-    char buf[65536];
-    while (w->added && (all || sv_stream_backlog(e->st) < SV_STREAM_HIGH)) {
-        ssize_t n = read(w->fd, buf, sizeof buf);
-        if (n > 0) {
-            int want = type == 2 ? e->attach_err : e->attach_out;
-            if (want || e->tty)
-                sv_stream_write(e->st, type, buf, (size_t)n);
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n == 0 || errno != EAGAIN)
-            sv_loop_unwatch(e->s->loop, w);
-        break;
-    }
-    if (!all && sv_stream_backlog(e->st) >= SV_STREAM_HIGH && !e->paused) {
-        e->paused = 1;
-        pipes_events(e);
-    }
-}
-
-static void out_ev(void *arg, uint32_t ev)
-{
-    sv_exec *e = arg;
-    read_pipe(e, &e->w_out, 1, 0);
-}
-
-static void err_ev(void *arg, uint32_t ev)
-{
-    sv_exec *e = arg;
-    read_pipe(e, &e->w_err, 2, 0);
-}
-
+/* What the client sent, into the command's stdin (or pty) as far as it takes. */
 static void in_flush(sv_exec *e)
 {
-    while (e->inlen && e->w_in.added) {
-        ssize_t n = write(e->w_in.fd, e->inbuf, e->inlen);
+    int fd = e->proc ? sv_proc_stdin(e->proc) : -1;
+    if (fd < 0)
+        return;
+    while (e->inlen) {
+        ssize_t n = write(fd, e->inbuf, e->inlen);
         if (n < 0) {
             if (errno == EAGAIN)
                 break;
@@ -204,27 +192,24 @@ static void in_flush(sv_exec *e)
         memmove(e->inbuf, e->inbuf + n, e->inlen - (size_t)n);
         e->inlen -= (size_t)n;
     }
-    if (!e->w_in.added)
-        return;
     if (e->inlen) {
-        sv_loop_events(e->s->loop, &e->w_in, EPOLLOUT);
+        if (sv_proc_stdin_want_room(e->proc, 1) < 0)
+            e->inlen = 0; /* cannot wait for room: what the client sent is dropped */
     } else {
-        sv_loop_events(e->s->loop, &e->w_in, 0);
-        if (e->in_eof && !e->tty) {
-            sv_loop_unwatch(e->s->loop, &e->w_in);
-            lis_proc_close_stdio(e->proc, 0);
-        }
+        (void)sv_proc_stdin_want_room(e->proc, 0); /* at worst one spurious wake-up */
+        if (e->in_eof && !e->tty)
+            sv_proc_stdin_close(e->proc);
     }
 }
 
-static void in_ev(void *arg, uint32_t ev) { in_flush(arg); }
+static void stdin_room(void *owner) { in_flush(owner); }
 
 static void st_input(void *owner, const char *buf, size_t n)
 {
     sv_exec *e = owner;
     if (n == 0) { /* a half-close: end of stdin, not a hang-up */
         e->in_eof = 1;
-        if (e->state == 1)
+        if (e->proc)
             in_flush(e);
         return;
     }
@@ -236,45 +221,31 @@ static void st_input(void *owner, const char *buf, size_t n)
     e->inbuf = b;
     memcpy(e->inbuf + e->inlen, buf, n);
     e->inlen += n;
-    if (e->state == 1)
+    if (e->proc)
         in_flush(e);
 }
 
 static void st_drained(void *owner)
 {
     sv_exec *e = owner;
-    if (e->paused) {
-        e->paused = 0;
-        pipes_events(e);
-        read_pipe(e, &e->w_out, 1, 0);
-        read_pipe(e, &e->w_err, 2, 0);
-    }
+    if (e->proc)
+        sv_proc_read_on(e->proc);
 }
 
 static void st_gone(void *owner)
 {
     sv_exec *e = owner;
     e->st = NULL; /* keep running and reading, as Docker does; output goes nowhere */
-    if (e->paused) {
-        e->paused = 0;
-        pipes_events(e);
-    }
+    if (e->proc)
+        sv_proc_read_on(e->proc);
 }
 
 static const sv_stream_ops exec_ops = {.input = st_input, .drained = st_drained, .gone = st_gone};
 
-static void unwatch_all(sv_exec *e)
-{
-    sv_loop_unwatch(e->s->loop, &e->w_proc);
-    sv_loop_unwatch(e->s->loop, &e->w_out);
-    sv_loop_unwatch(e->s->loop, &e->w_err);
-    sv_loop_unwatch(e->s->loop, &e->w_in);
-}
-
 static void finish(sv_exec *e, int code, const char *msg)
 {
     e->exit_code = code;
-    e->state = 2;
+    e->state = EXEC_DONE;
     e->ended = lis_now();
     if (msg && e->st) {
         char m[600];
@@ -287,39 +258,34 @@ static void finish(sv_exec *e, int code, const char *msg)
     }
 }
 
-static void proc_ev(void *arg, uint32_t ev)
+static void proc_exited(void *owner, const lis_result *r, const lis_error *err)
 {
-    sv_exec *e = arg;
-    lis_error err = {0};
-    int rc = lis_proc_step(e->proc, &err);
-    if (rc == 0)
-        return;
-    read_pipe(e, &e->w_out, 1, 1);
-    read_pipe(e, &e->w_err, 2, 1);
-    unwatch_all(e);
-    lis_result r;
-    lis_proc_wait(e->proc, &r, &err);
+    sv_exec *e = owner;
     e->proc = NULL;
     sv_container *c = sv_container_find(e->s, e->cid);
     if (c)
         sv_container_del_child(c, &e->child);
     char msg[400] = "";
-    int code = r.exit_code < 0 ? 137 : r.exit_code;
-    if (r.exec_failed) {
-        snprintf(msg, sizeof msg, "OCI runtime exec failed: exec failed: %s: unknown", r.err_msg);
+    int code = r->exit_code < 0 ? 137 : r->exit_code;
+    if (r->exec_failed) {
+        snprintf(msg, sizeof msg, "OCI runtime exec failed: exec failed: %s: unknown", r->err_msg);
         code = 126;
-    } else if (rc < 0) {
-        snprintf(msg, sizeof msg, "lis: %s", err.msg);
+    } else if (err) {
+        snprintf(msg, sizeof msg, "lis: %s", err->msg);
     }
-    lis_result_free(&r);
     finish(e, code, msg[0] ? msg : NULL);
 }
+
+static const sv_proc_ops exec_proc_ops = {.output = proc_output,
+                                          .exited = proc_exited,
+                                          .stdin_room = stdin_room};
 
 /* The container is going away: containers.c kills and reaps the proc. */
 static void child_detach(void *owner)
 {
     sv_exec *e = owner;
-    unwatch_all(e);
+    if (e->proc)
+        sv_proc_detach(e->proc);
     e->proc = NULL;
     finish(e, 137, NULL);
 }
@@ -387,6 +353,27 @@ static int resolve_user(sv_container *c, const char *user, long *uid, long *gid,
     return 0;
 }
 
+/* setpriv --reuid --regid --clear-groups -- argv: NULL without memory. */
+static char **as_user(const char *setpriv, long uid, long gid, char **argv)
+{
+    size_t n = sv_strv_len(argv);
+    char **w = calloc(n + 6, sizeof *w);
+    char ru[32], rg[32];
+    snprintf(ru, sizeof ru, "--reuid=%ld", uid);
+    snprintf(rg, sizeof rg, "--regid=%ld", gid);
+    const char *head[] = {setpriv, ru, rg, "--clear-groups", "--"};
+    for (size_t i = 0; w && i < 5; i++)
+        if (!(w[i] = strdup(head[i])))
+            goto oom;
+    for (size_t i = 0; w && i < n; i++)
+        if (!(w[5 + i] = strdup(argv[i])))
+            goto oom;
+    return w;
+oom:
+    sv_strv_free(w);
+    return NULL;
+}
+
 static int start_proc(sv_exec *e, sv_container *c, char *msg, size_t mlen)
 {
     long uid, gid;
@@ -407,19 +394,10 @@ static int start_proc(sv_exec *e, sv_container *c, char *msg, size_t mlen)
             snprintf(msg, mlen, "unable to run as user %s: the image has no setpriv", e->user);
             return -1;
         }
-        size_t n = sv_strv_len(e->argv);
-        wrapped = calloc(n + 6, sizeof *wrapped);
-        char ru[32], rg[32];
-        snprintf(ru, sizeof ru, "--reuid=%ld", uid);
-        snprintf(rg, sizeof rg, "--regid=%ld", gid);
-        wrapped[0] = strdup(sp);
-        wrapped[1] = strdup(ru);
-        wrapped[2] = strdup(rg);
-        wrapped[3] = strdup("--clear-groups");
-        wrapped[4] = strdup("--");
-        for (size_t i = 0; i < n; i++)
-            wrapped[5 + i] = strdup(e->argv[i]);
-        argv = wrapped;
+        if (!(argv = wrapped = as_user(sp, uid, gid, e->argv))) {
+            snprintf(msg, mlen, "out of memory");
+            return -1;
+        }
     }
     lis_exec_spec sp = {.argv = (const char *const *)argv,
                         .cwd = e->cwd,
@@ -431,29 +409,15 @@ static int start_proc(sv_exec *e, sv_container *c, char *msg, size_t mlen)
                         .rows = 24,
                         .cols = 80};
     lis_error err = {0};
-    int rc = lis_exec_start(c->sb, &sp, &e->proc, &err);
+    e->proc = sv_proc_start(e->s->loop, c->sb, &sp, &exec_proc_ops, e, &err);
     sv_strv_free(wrapped);
-    if (rc < 0) {
+    if (!e->proc) {
         snprintf(msg, mlen, "OCI runtime exec failed: %s: unknown", err.msg);
         return -1;
     }
-    e->state = 1;
-    e->pid = lis_proc_pid(e->proc);
-    sv_loop *l = e->s->loop;
-    sv_loop_watch(l, &e->w_proc, lis_proc_fd(e->proc), EPOLLIN, proc_ev, e);
-    int out = e->tty ? lis_proc_pty_fd(e->proc) : lis_proc_stdio_fd(e->proc, 1);
-    if (out >= 0)
-        sv_loop_watch(l, &e->w_out, out, EPOLLIN, out_ev, e);
-    int er = e->tty ? -1 : lis_proc_stdio_fd(e->proc, 2);
-    if (er >= 0)
-        sv_loop_watch(l, &e->w_err, er, EPOLLIN, err_ev, e);
-    int in = e->tty ? lis_proc_pty_fd(e->proc) : lis_proc_stdio_fd(e->proc, 0);
-    if (e->attach_in && in >= 0) {
-        if (e->tty)
-            in = dup(in); /* one fd cannot be in an epoll set twice */
-        sv_loop_watch(l, &e->w_in, in, 0, in_ev, e);
-    }
-    e->child = (sv_child){.proc = e->proc, .detach = child_detach, .owner = e};
+    e->state = EXEC_RUNNING;
+    e->pid = lis_proc_pid(sv_proc_lis(e->proc));
+    e->child = (sv_child){.proc = sv_proc_lis(e->proc), .detach = child_detach, .owner = e};
     sv_container_add_child(c, &e->child);
     if (e->inlen || e->in_eof)
         in_flush(e);
@@ -482,7 +446,7 @@ static enum MHD_Result start(sv_req *q, sv_exec *e)
     if (cJSON_GetObjectItemCaseSensitive(b, "Tty"))
         e->tty = e->tty || sv_jbool(b, "Tty");
     cJSON_Delete(b);
-    if (e->state != 0)
+    if (e->state != EXEC_CREATED)
         return sv_reply_error(q, 409, "Exec command %s has already run", e->id);
     sv_container *c = sv_container_find(q->s, e->cid);
     if (!c || !c->main)
@@ -499,7 +463,7 @@ static enum MHD_Result start(sv_req *q, sv_exec *e)
     sv_resp_headers(r);
     MHD_add_response_header(r, "Content-Type", "application/vnd.docker.raw-stream");
     MHD_add_response_header(r, "Upgrade", "tcp");
-    e->state = 1; /* a second start is refused from now */
+    e->state = EXEC_RUNNING; /* a second start is refused from now */
     return sv_reply(q, 101, r);
 }
 
@@ -507,8 +471,8 @@ static enum MHD_Result inspect(sv_req *q, sv_exec *e)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "ID", e->id);
-    cJSON_AddBoolToObject(o, "Running", e->state == 1);
-    if (e->state == 2)
+    cJSON_AddBoolToObject(o, "Running", e->state == EXEC_RUNNING);
+    if (e->state == EXEC_DONE)
         cJSON_AddNumberToObject(o, "ExitCode", e->exit_code);
     else
         cJSON_AddNullToObject(o, "ExitCode");
@@ -534,9 +498,9 @@ static enum MHD_Result inspect(sv_req *q, sv_exec *e)
 static enum MHD_Result resize(sv_req *q, sv_exec *e)
 {
     const char *h = sv_arg(q, "h"), *w = sv_arg(q, "w");
-    if (e->state == 1 && e->tty && e->proc && h && w) {
+    if (e->state == EXEC_RUNNING && e->tty && e->proc && h && w) {
         struct winsize ws = {.ws_row = (unsigned short)atoi(h), .ws_col = (unsigned short)atoi(w)};
-        ioctl(lis_proc_pty_fd(e->proc), TIOCSWINSZ, &ws);
+        ioctl(lis_proc_pty_fd(sv_proc_lis(e->proc)), TIOCSWINSZ, &ws);
     }
     return sv_reply_status(q, 201);
 }
@@ -567,7 +531,14 @@ void sv_execs_free(sv_server *s)
     while (s->execs) {
         sv_exec *e = s->execs;
         s->execs = e->next;
-        unwatch_all(e);
+        if (e->proc) { /* its container was removed first, which detached it: not reached */
+            lis_proc *p = sv_proc_detach(e->proc);
+            lis_error err;
+            lis_result r;
+            lis_proc_signal(p, SIGKILL, &err);
+            lis_proc_wait(p, &r, &err);
+            lis_result_free(&r);
+        }
         exec_free(e);
     }
 }

@@ -16,18 +16,30 @@ static const char *net_name(lis_net_mode n)
     return n == LIS_NET_HOST ? "host" : n == LIS_NET_PROXY ? "proxy" : "none";
 }
 
+const char *sv_cstate_name(sv_cstate s)
+{
+    switch (s) {
+    case SV_CREATED: return "created";
+    case SV_RUNNING: return "running";
+    case SV_EXITED: return "exited";
+    case SV_REMOVING: return "removing";
+    case SV_REMOVED: return "removed";
+    }
+    return "unknown";
+}
+
 const char *sv_sandbox_state(const sv_container *c)
 {
-    if (!strcmp(c->status, "removing") || !strcmp(c->status, "removed"))
+    if (sv_removing(c))
         return "removing";
     return !c->sb ? "creating" : c->paused ? "paused" : "running";
 }
 
 /* Docker's State: "paused" while a running container is paused (native API or
- * docker pause), else the container's own status. */
+ * docker pause), else the container's own state. */
 static const char *docker_state(const sv_container *c)
 {
-    return c->paused && c->main ? "paused" : c->status;
+    return c->paused && c->main ? "paused" : sv_cstate_name(c->state);
 }
 
 cJSON *sv_sandbox_json(sv_container *c)
@@ -100,9 +112,9 @@ cJSON *sv_container_inspect(sv_container *c)
     cJSON_AddStringToObject(o, "Driver", "lis");
     cJSON_AddStringToObject(o, "Platform", "linux");
     cJSON *cf = cJSON_AddObjectToObject(o, "Config");
-    char host[16];
+    char host[64];
     snprintf(host, sizeof host, "%.12s", c->id);
-    cJSON_AddStringToObject(cf, "Hostname", host);
+    cJSON_AddStringToObject(cf, "Hostname", c->copts.hostname[0] ? c->copts.hostname : host);
     cJSON_AddStringToObject(cf, "User", c->user);
     cJSON_AddBoolToObject(cf, "Tty", c->tty);
     cJSON_AddBoolToObject(cf, "OpenStdin", c->open_stdin);
@@ -131,11 +143,20 @@ cJSON *sv_container_inspect(sv_container *c)
                                 ? 0
                                 : (double)c->limits.memory_bytes);
     cJSON_AddNumberToObject(hc, "NanoCpus", (double)c->limits.cpu_millis * 1e6);
+    /* the create options as given (each was honoured: options.c) */
+    static const char *const kept[] = {"Binds",   "Mounts",    "Tmpfs",      "ReadonlyRootfs",
+                                       "ShmSize", "Ulimits",   "CapDrop",    "CapAdd",
+                                       "Init",    "PidsLimit", "SecurityOpt"};
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(hc0, kept[i]);
+        if (v)
+            cJSON_AddItemToObject(hc, kept[i], cJSON_Duplicate(v, 1));
+    }
     cJSON *ns = cJSON_AddObjectToObject(o, "NetworkSettings");
     cJSON_AddItemToObject(ns, "Ports", ports_json(c));
     cJSON_AddObjectToObject(ns, "Networks");
     cJSON_AddStringToObject(ns, "IPAddress", "");
-    cJSON_AddArrayToObject(o, "Mounts");
+    cJSON_AddItemToObject(o, "Mounts", sv_options_mounts(&c->copts));
     return o;
 }
 
@@ -152,10 +173,16 @@ static void status_text(sv_container *c, char *buf, size_t len)
             size_t l = strlen(buf);
             snprintf(buf + l, len - l, " (Paused)");
         }
-    } else if (!strcmp(c->status, "exited")) {
+        return;
+    }
+    switch (c->state) {
+    case SV_EXITED:
         snprintf(buf, len, "Exited (%d) %d seconds ago", c->exit_code, (int)(now - c->finished_at));
-    } else {
-        snprintf(buf, len, "%c%s", toupper((unsigned char)c->status[0]), c->status + 1);
+        return;
+    case SV_CREATED: snprintf(buf, len, "Created"); return;
+    case SV_RUNNING: snprintf(buf, len, "Up"); return; /* between start and the proc */
+    case SV_REMOVING: snprintf(buf, len, "Removal In Progress"); return;
+    case SV_REMOVED: snprintf(buf, len, "Dead"); return;
     }
 }
 
@@ -204,7 +231,7 @@ enum MHD_Result sv_containers_list(sv_req *q)
     }
     cJSON *a = cJSON_CreateArray();
     for (sv_container *c = q->s->containers; c; c = c->next) {
-        if (!strcmp(c->status, "removing") || (c->busy && !c->sb))
+        if (sv_removing(c) || (c->busy && !c->sb))
             continue;
         if (!all && !c->main && !cJSON_GetObjectItemCaseSensitive(f, "status"))
             continue;

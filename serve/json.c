@@ -73,6 +73,8 @@ enum MHD_Result sv_reply(sv_req *q, unsigned status, struct MHD_Response *r)
     if (!r)
         return MHD_NO;
     enum MHD_Result rc = MHD_queue_response(q->conn, status, r);
+    if (rc == MHD_YES && status == 101)
+        q->upgraded = 1; /* its connection is the stream's from now (listen.c) */
     MHD_destroy_response(r);
     return rc;
 }
@@ -230,7 +232,10 @@ char **sv_jstrv(const cJSON *o, const char *key)
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (cJSON_IsString(v)) {
         char **r = calloc(2, sizeof *r);
-        r[0] = strdup(v->valuestring);
+        if (r && !(r[0] = strdup(v->valuestring))) {
+            free(r);
+            return NULL;
+        }
         return r;
     }
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
@@ -238,7 +243,13 @@ char **sv_jstrv(const cJSON *o, const char *key)
     size_t n = (size_t)cJSON_GetArraySize(v), i = 0;
     char **r = calloc(n + 1, sizeof *r);
     const cJSON *e;
-    cJSON_ArrayForEach(e, v) if (cJSON_IsString(e)) r[i++] = strdup(e->valuestring);
+    cJSON_ArrayForEach(e, v)
+    {
+        if (r && cJSON_IsString(e) && !(r[i++] = strdup(e->valuestring))) {
+            sv_strv_free(r); /* all or nothing */
+            return NULL;
+        }
+    }
     return r;
 }
 
@@ -254,8 +265,11 @@ char **sv_strv_dup(char *const *v)
 {
     size_t n = sv_strv_len(v);
     char **r = calloc(n + 1, sizeof *r);
-    for (size_t i = 0; i < n; i++)
-        r[i] = strdup(v[i]);
+    for (size_t i = 0; r && i < n; i++)
+        if (!(r[i] = strdup(v[i]))) {
+            sv_strv_free(r);
+            return NULL;
+        }
     return r;
 }
 

@@ -2,6 +2,17 @@
  * carry their callback, timers, deferred frees, and the runtime's job pool
  * (lis_jobs, lis.h) for what blocks.
  *
+ * One iteration (sv_loop_run_once) is four named phases, as libuv's uv_run
+ * (docs/src/design.rst there):
+ *   1. poll timeout: the nearest timer, capped by the caller's wait;
+ *   2. poll for I/O: epoll_wait, then each ready entry's callback (the job
+ *      pool's completions are one of them: done callbacks run here);
+ *   3. timers: every timer now due, one at a time (a callback may arm or
+ *      cancel others);
+ *   4. deferred: the frees asked for during 2 and 3, after every event of
+ *      the batch that may still point at the object is dispatched.
+ * The caller (server.c) runs libmicrohttpd between iterations.
+ *
  * Why workers: creating and destroying a sandbox (clone, mounts, id maps,
  * the rm -rf of its upper layer) and pulling an image take milliseconds to
  * seconds; on the loop thread they would stall every other client. A job
@@ -87,19 +98,21 @@ int sv_loop_watch(sv_loop *l, sv_watch *w, int fd, uint32_t events, sv_fd_cb cb,
     return 0;
 }
 
-void sv_loop_events(sv_loop *l, sv_watch *w, uint32_t events)
+int sv_loop_events(sv_loop *l, sv_watch *w, uint32_t events)
 {
     if (!w->added)
-        return;
+        return 0;
     struct epoll_event e = {.events = events, .data.ptr = w};
-    epoll_ctl(l->epfd, EPOLL_CTL_MOD, w->fd, &e);
+    return epoll_ctl(l->epfd, EPOLL_CTL_MOD, w->fd, &e);
 }
 
 void sv_loop_unwatch(sv_loop *l, sv_watch *w)
 {
     if (!w->added)
         return;
-    epoll_ctl(l->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+    /* DEL fails only for an fd closed before its unwatch (a bug) or not in
+     * the set: either way it is out of the set now */
+    (void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, w->fd, NULL);
     w->added = 0;
     w->cb = NULL; /* an event of this batch already fetched is dropped */
 }
@@ -143,7 +156,9 @@ int sv_job(sv_loop *l, void (*work)(void *), void (*done)(void *, int), void *ar
     return lis_jobs_submit(l->jobs, work, done, arg, &err) ? 0 : -1;
 }
 
-int sv_loop_run_once(sv_loop *l, int max_ms)
+/* Phase 1: how long the poll may wait: the nearest timer, at most max_ms
+ * (-1: only the timers bound it). */
+static int phase_poll_timeout(sv_loop *l, int max_ms)
 {
     double now = lis_now();
     int ms = max_ms;
@@ -152,17 +167,29 @@ int sv_loop_run_once(sv_loop *l, int max_ms)
         if (ms < 0 || d < ms)
             ms = d;
     }
+    return ms;
+}
+
+/* Phase 2: wait for I/O and run each ready entry's callback. */
+static int phase_poll_io(sv_loop *l, int ms)
+{
     struct epoll_event ev[64];
     int n = epoll_wait(l->epfd, ev, 64, ms);
-    if (n < 0 && errno != EINTR)
-        return -1;
+    if (n < 0)
+        return errno == EINTR ? 0 : -1;
     for (int i = 0; i < n; i++) {
         sv_watch *w = ev[i].data.ptr;
         if (w->cb)
             w->cb(w->arg, ev[i].events);
     }
-    now = lis_now();
-    for (;;) { /* fire one due timer at a time: a callback may re-arm or cancel others */
+    return 0;
+}
+
+/* Phase 3: the due timers, one at a time: a callback may re-arm or cancel others. */
+static void phase_timers(sv_loop *l)
+{
+    double now = lis_now();
+    for (;;) {
         sv_timer *due = NULL;
         for (sv_timer *t = l->timers; t; t = t->next)
             if (t->when <= now) {
@@ -170,15 +197,28 @@ int sv_loop_run_once(sv_loop *l, int max_ms)
                 break;
             }
         if (!due)
-            break;
+            return;
         sv_timer_cancel(l, due);
         due->cb(due->arg);
     }
+}
+
+/* Phase 4: the deferred frees. */
+static void phase_deferred(sv_loop *l)
+{
     while (l->defer) {
         deferred *d = l->defer;
         l->defer = d->next;
         d->fn(d->arg);
         free(d);
     }
+}
+
+int sv_loop_run_once(sv_loop *l, int max_ms)
+{
+    if (phase_poll_io(l, phase_poll_timeout(l, max_ms)) < 0)
+        return -1;
+    phase_timers(l);
+    phase_deferred(l);
     return 0;
 }

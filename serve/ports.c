@@ -68,18 +68,23 @@ static void pair_update(pair *p)
         side *me = s[i], *other = s[1 - i];
         uint32_t ev = 0;
         if (p->connecting && me == &p->b) {
-            sv_loop_events(p->loop, &me->w, EPOLLOUT);
+            if (sv_loop_events(p->loop, &me->w, EPOLLOUT) < 0)
+                goto fail;
             continue;
         }
         if (!me->eof && me->len < RELAY_BUF && !p->connecting)
             ev |= EPOLLIN;
         if (other->len > 0 && !p->connecting)
             ev |= EPOLLOUT;
-        sv_loop_events(p->loop, &me->w, ev);
+        if (sv_loop_events(p->loop, &me->w, ev) < 0)
+            goto fail;
     }
     /* both directions done: EOF read and everything passed on */
     if (p->a.eof && p->b.eof && !p->a.len && !p->b.len)
         pair_close(p);
+    return;
+fail: /* no events to wait for: the pair could stall forever, so it ends */
+    pair_close(p);
 }
 
 /* Moves what `from` read into `to`. */
@@ -181,8 +186,9 @@ static void accept_ev(void *arg, uint32_t ev)
         p->a.fd = c;
         p->b.fd = in;
         p->connecting = 1;
-        sv_loop_watch(p->loop, &p->a.w, c, 0, a_ev, p);
-        sv_loop_watch(p->loop, &p->b.w, in, EPOLLOUT, b_ev, p);
+        if (sv_loop_watch(p->loop, &p->a.w, c, 0, a_ev, p) < 0 ||
+            sv_loop_watch(p->loop, &p->b.w, in, EPOLLOUT, b_ev, p) < 0)
+            pair_close(p); /* unwatches what was added, closes both */
     }
 }
 
@@ -193,8 +199,8 @@ static int listen_on(binding *b, lis_error *err)
         return lis_fail(err, EINVAL, "HostIp '%s' is not an IPv4 address", b->host_ip);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 128) < 0) {
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 128) < 0) {
         int e = errno;
         if (fd >= 0)
             close(fd);
@@ -217,7 +223,11 @@ sv_ports *sv_ports_start(sv_server *s, lis_sandbox *sb, const cJSON *bindings, l
         return NULL;
     }
     sv_ports *p = calloc(1, sizeof *p);
-    p->b = calloc(n, sizeof *p->b);
+    if (!p || !(p->b = calloc(n, sizeof *p->b))) {
+        free(p);
+        lis_oom(err);
+        return NULL;
+    }
     cJSON_ArrayForEach(e, bindings)
     {
         unsigned port = 0;
@@ -241,7 +251,10 @@ sv_ports *sv_ports_start(sv_server *s, lis_sandbox *sb, const cJSON *bindings, l
             if (listen_on(b, err) < 0)
                 goto fail;
             p->n++;
-            sv_loop_watch(s->loop, &b->w, b->fd, EPOLLIN, accept_ev, b);
+            if (sv_loop_watch(s->loop, &b->w, b->fd, EPOLLIN, accept_ev, b) < 0) {
+                lis_fail_errno(err, "watching %s:%u", b->host_ip, b->host_port);
+                goto fail;
+            }
         }
     }
     return p;

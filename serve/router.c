@@ -116,6 +116,22 @@ static int versioned(sv_req *q, const char *url, const char **rest, enum MHD_Res
     return 0;
 }
 
+static int ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && !strcmp(s + n - t, tail);
+}
+
+size_t sv_route_body_max(const char *method, const char *url)
+{
+    int put = !strcmp(method, "PUT"), post = !strcmp(method, "POST");
+    if (!strncmp(url, "/lis/v1/sandboxes/", 18))
+        return (put || post) && ends_with(url, "/files") ? SV_BODY_FILE_MAX : SV_BODY_JSON_MAX;
+    if (put && ends_with(url, "/archive") && strstr(url, "/containers/"))
+        return SV_BODY_ARCHIVE_MAX;
+    return SV_BODY_JSON_MAX;
+}
+
 enum MHD_Result sv_route(sv_req *q, const char *url)
 {
     const char *p;
@@ -150,7 +166,7 @@ enum MHD_Result sv_route(sv_req *q, const char *url)
                 return sv_reply_error(q, 404, "No such container: %s", ref);
             if (!strcmp(op, "/exec"))
                 return sv_exec_create(q, c);
-            if (!strcmp(c->status, "removing"))
+            if (sv_removing(c))
                 return sv_reply_error(q, 409, "removal of container %s is already in progress",
                                       c->id);
             return sv_state_docker_pause(q, c, !strcmp(op, "/pause"));

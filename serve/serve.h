@@ -38,7 +38,8 @@ typedef struct sv_timer {
 sv_loop *sv_loop_new(int workers, lis_error *err);
 void sv_loop_free(sv_loop *l);
 int sv_loop_watch(sv_loop *l, sv_watch *w, int fd, uint32_t events, sv_fd_cb cb, void *arg);
-void sv_loop_events(sv_loop *l, sv_watch *w, uint32_t events);
+/* Changes a watched fd's events: 0, or -1 with errno from epoll_ctl. */
+int sv_loop_events(sv_loop *l, sv_watch *w, uint32_t events);
 void sv_loop_unwatch(sv_loop *l, sv_watch *w);
 void sv_timer_arm(sv_loop *l, sv_timer *t, double delay, void (*cb)(void *), void *arg);
 void sv_timer_cancel(sv_loop *l, sv_timer *t);
@@ -50,9 +51,31 @@ int sv_job(sv_loop *l, void (*work)(void *), void (*done)(void *, int status), v
 /* One round: waits up to max_ms (-1: timers only) and dispatches. */
 int sv_loop_run_once(sv_loop *l, int max_ms);
 
+/* ---- tls.c, certs.c: mutual TLS ------------------------------------------------ */
+
+typedef struct sv_tls {
+    char *ca, *cert, *key; /* PEM */
+} sv_tls;
+/* Reads dir/ca.pem, server-cert.pem, server-key.pem (0600) and checks them. */
+int sv_tls_load(const char *dir, sv_tls *t, lis_error *err);
+void sv_tls_release(sv_tls *t);
+/* GnuTLS credentials (the server's, and the CA its clients must chain to). */
+typedef struct sv_tls_ctx sv_tls_ctx;
+sv_tls_ctx *sv_tls_ctx_new(const sv_tls *pem, lis_error *err);
+void sv_tls_ctx_free(sv_tls_ctx *x);
+/* One TCP connection's TLS (takes fd): once the handshake is done and the
+ * client's certificate checked, ready(arg, fd2) hands over the plaintext end
+ * of the relay; gone(arg) is called when it ends (with or without ready),
+ * also from sv_tlsconn_close. NULL (fd closed) without memory. */
+typedef struct sv_tlsconn sv_tlsconn;
+sv_tlsconn *sv_tlsconn_new(sv_loop *l, sv_tls_ctx *x, int fd, void (*ready)(void *, int),
+                           void (*gone)(void *), void *arg);
+void sv_tlsconn_close(sv_tlsconn *t);
+
 /* ---- json.c: requests and replies -------------------------------------------- */
 
 typedef struct sv_server sv_server;
+typedef struct sv_conn sv_conn;
 
 /* One HTTP request (libmicrohttpd's con_cls). A handler either answers at
  * once (sv_reply*), or suspends the connection and answers later with
@@ -69,6 +92,9 @@ typedef struct sv_req {
     struct MHD_Response *resp; /* the deferred answer */
     unsigned status;
     int upgrade;                           /* the request asked for Connection: Upgrade */
+    int upgraded;                          /* answered 101: the connection is hijacked */
+    size_t body_max;                       /* its route's cap (router.c) */
+    sv_conn *cn;                           /* its connection (listen.c); NULL if untracked */
     struct sv_req *next_susp;              /* s->suspended list */
     void (*on_complete)(struct sv_req *q); /* the request is over (freed next) */
     void *owner;
@@ -114,8 +140,36 @@ void sv_hexid(char out[65]);
 typedef struct sv_container sv_container;
 typedef struct sv_exec sv_exec;
 
+/* A container's life, in Docker's words (sv_cstate_name, inspect.c). Docker's
+ * "paused" is not one of them: it is a running container whose sandbox is
+ * paused (sv_container.paused). */
+typedef enum sv_cstate {
+    SV_CREATED,  /* its sandbox is being made, or made; the main command not started */
+    SV_RUNNING,  /* the main command runs */
+    SV_EXITED,   /* the main command ended; the sandbox stays until removal */
+    SV_REMOVING, /* its sandbox is being destroyed on a worker */
+    SV_REMOVED,  /* destroyed: the waiters are answered and the object goes */
+} sv_cstate;
+const char *sv_cstate_name(sv_cstate s);
+
+/* The one state change a container may undergo at a time (state.c). */
+typedef enum sv_change {
+    SV_CHANGE_NONE,
+    SV_CHANGE_SNAP,  /* a snapshot, fork or commit of it runs */
+    SV_CHANGE_PAUSE, /* a pause or resume runs */
+} sv_change;
+
 struct sv_server {
     lis_serve_opts opts;
+    struct sv_listener *listeners; /* listen.c */
+    sv_conn *conns;                /* every open connection, oldest first */
+    unsigned nconns;
+    size_t body_bytes;          /* request bodies held in memory now, all connections */
+    double idle_since;          /* --idle-timeout: when the server last became idle; 0: busy */
+    int stop;                   /* 1: SIGTERM/SIGINT, 2: --idle-timeout: the main loop ends */
+    int sigfd;                  /* SIGTERM, SIGINT */
+    sv_timer sweep;             /* once a second: connection deadlines, idle exit */
+    const struct sv_http *http; /* the request handler (server.c), for listen.c */
     lis_ctx *ctx;
     sv_loop *loop;
     const char *data_dir;
@@ -153,6 +207,39 @@ size_t sv_stream_backlog(const sv_stream *st);
 void sv_stream_end(sv_stream *st);
 /* Detaches the owner: no more callbacks. */
 void sv_stream_orphan(sv_stream *st);
+
+/* ---- proc.c: the one process watcher -------------------------------------------- */
+
+typedef struct sv_proc sv_proc;
+typedef struct sv_proc_ops {
+    /* n bytes the command wrote on stream type (1: stdout, or the pty; 2:
+     * stderr). Return 0 to stop reading both pipes until sv_proc_read_on
+     * (back-pressure); its end is read whole anyway. */
+    int (*output)(void *owner, int type, const char *buf, size_t n);
+    /* The command ended: r is its result (exit code, signal, exec failure),
+     * err set when the runtime failed to follow it. The sv_proc is freed
+     * when this returns: forget it. */
+    void (*exited)(void *owner, const lis_result *r, const lis_error *err);
+    /* stdin (spec.in LIS_STDIO_PIPE) has room again, after sv_proc_stdin_want_room */
+    void (*stdin_room)(void *owner);
+} sv_proc_ops;
+
+/* Starts spec in sb (lis_exec_start) and watches it on l; NULL with err. */
+sv_proc *sv_proc_start(sv_loop *l, lis_sandbox *sb, const lis_exec_spec *spec,
+                       const sv_proc_ops *ops, void *owner, lis_error *err);
+lis_proc *sv_proc_lis(const sv_proc *p);
+/* Reads again after output returned 0. */
+void sv_proc_read_on(sv_proc *p);
+/* The command's stdin (or pty) to write to, non-blocking; -1 when there is none
+ * or it was closed. */
+int sv_proc_stdin(const sv_proc *p);
+/* want 1: call stdin_room when it can take more; 0: stop. -1 with errno. */
+int sv_proc_stdin_want_room(sv_proc *p, int want);
+/* The command reads EOF on its stdin (a pty gets nothing: it has no EOF). */
+void sv_proc_stdin_close(sv_proc *p);
+/* Stops watching and frees p, without a callback; returns its lis_proc,
+ * which the caller must signal and reap (lis_proc_wait). */
+lis_proc *sv_proc_detach(sv_proc *p);
 
 /* ---- images.c ------------------------------------------------------------------- */
 
@@ -195,6 +282,34 @@ enum MHD_Result sv_archive_put(sv_req *q, lis_sandbox *sb, const char *cname, in
 /* Base64 of in[0..n) into out (NUL-terminated; stops when len is short). */
 void sv_base64(const unsigned char *in, size_t n, char *out, size_t len);
 
+/* ---- options.c: a create body's options, honoured or refused ------------------- */
+
+#define SV_MAX_BINDS 32
+#define SV_MAX_TMPFS 16
+typedef struct sv_copts {
+    lis_bind binds[SV_MAX_BINDS]; /* host paths resolved (realpath), strings owned */
+    size_t nbinds;
+    lis_tmpfs tmpfs[SV_MAX_TMPFS];
+    size_t ntmpfs;
+    int read_only_root;
+    uint64_t shm_bytes;
+    lis_rlimit rlimits[LIS_MAX_RLIMITS];
+    size_t nrlimits;
+    uint64_t cap_drop;
+    char hostname[64];         /* "": the id's first 12 */
+    char stop_signal[16];      /* "": SIGTERM */
+    double stop_timeout;       /* -1: 10 s */
+    unsigned short rows, cols; /* ConsoleSize; 0: 24x80 */
+} sv_copts;
+/* cfg's options into o (0), or a one-line reason (-1: answer 400). budget
+ * bounds a tmpfs or /dev/shm (the container's writable budget). */
+int sv_options_parse(sv_copts *o, const cJSON *cfg, uint64_t budget, char *msg, size_t mlen);
+void sv_options_release(sv_copts *o);
+/* Into a sandbox's spec (pointers into o). */
+void sv_options_spec(const sv_copts *o, lis_sandbox_spec *spec);
+/* Docker's inspect Mounts. */
+cJSON *sv_options_mounts(const sv_copts *o);
+
 /* ---- ports.c -------------------------------------------------------------------- */
 
 typedef struct sv_ports sv_ports;
@@ -219,16 +334,15 @@ struct sv_container {
     int tty, open_stdin, auto_remove;
     lis_net_mode net;
     lis_limits limits;
+    sv_copts copts; /* the create options that reach the sandbox (options.c) */
     double created, started_at, finished_at;
-    char status[16]; /* created running exited removing dead */
+    sv_cstate state;
     int exit_code;
-    int busy;     /* a job runs on it */
-    int paused;   /* paused through the native API (state.c) */
-    int snapping; /* SV_SNAP: a snapshot, fork or commit of it runs; SV_PAUSING: a
-                                 * pause or resume (state.c: one at a time) */
+    int busy;         /* a job runs on it */
+    int paused;       /* its sandbox is paused (state.c; either API) */
+    sv_change change; /* the state change in flight (state.c: one at a time) */
     lis_sandbox *sb;
-    lis_proc *main;
-    sv_watch w_main, w_out, w_err;
+    sv_proc *main; /* the main command while it runs */
     sv_timer stop_timer;
     sv_timer life;  /* the native API's timeout: removed when it fires (api.c) */
     double ends_at; /* wall clock of that; 0: none */
@@ -246,7 +360,11 @@ struct sv_container {
     sv_container *next;
 };
 
-enum { SV_SNAP = 1, SV_PAUSING = 2 };
+/* Being removed, or removed: nothing new may start on it. */
+static inline int sv_removing(const sv_container *c)
+{
+    return c->state == SV_REMOVING || c->state == SV_REMOVED;
+}
 
 /* inspect.c */
 cJSON *sv_container_inspect(sv_container *c);
@@ -272,8 +390,8 @@ enum MHD_Result sv_container_create(sv_req *q, cJSON *cfg, const char *name, con
  * NULL: cfg's Image is resolved in the store; else rootfs is used as it is
  * (the caller sets image and image_id). NULL with *status and msg on failure. */
 sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const char *idem,
-                               int native, const char *rootfs, unsigned *status, char *msg,
-                               size_t mlen);
+                               int native, int owner, const char *rootfs, unsigned *status,
+                               char *msg, size_t mlen);
 /* Its sandbox's spec (name and host are the spec's buffers). */
 void sv_container_spec(const sv_container *c, lis_sandbox_spec *spec, char name[32], char host[16]);
 /* Makes a sandbox of c from spec, on a worker: through net/ for the proxy
@@ -326,6 +444,53 @@ void sv_state_free(sv_server *s);
 
 /* ---- router.c ---- */
 enum MHD_Result sv_route(sv_req *q, const char *url);
+/* The largest request body a route takes (json: SV_BODY_JSON_MAX). */
+size_t sv_route_body_max(const char *method, const char *url);
+#define SV_BODY_JSON_MAX (1u << 20)      /* create, exec, fork ... bodies */
+#define SV_BODY_FILE_MAX (64u << 20)     /* a file written whole (native API) */
+#define SV_BODY_ARCHIVE_MAX (1ull << 30) /* PUT .../archive: a tar, held in memory */
+#define SV_BODY_TOTAL_MAX (2ull << 30)   /* all bodies held at once */
+
+/* ---- listen.c: listeners and connections ---- */
+
+/* A connection's phase, for its deadline and whether it may be dropped. */
+typedef enum sv_conn_state {
+    SV_CONN_IDLE,     /* no request, or one whose headers have not all come */
+    SV_CONN_BODY,     /* headers in, the body coming */
+    SV_CONN_ACTIVE,   /* a request being answered (suspended, streaming...) */
+    SV_CONN_UPGRADED, /* hijacked (exec, attach): the stream owns it */
+} sv_conn_state;
+
+#define SV_CONN_TIMEOUT                                                                            \
+    60.0                           /* default --conn-timeout: seconds a connection may stay idle
+                              * (headers included), or a body go without a byte */
+#define SV_CONN_STUCK 3.0          /* seconds bytes may wait unread mid-body (MHD's stall) */
+#define SV_CONN_MEMORY (64u << 10) /* per-connection buffer: request line + headers */
+#define SV_CONNS_MAX 4096          /* default --max-conns */
+#define SV_CONNS_PER_CLIENT 1024   /* default --max-conns-per-client (TCP) */
+
+/* libmicrohttpd's callbacks for each listener's daemon (server.c's). */
+typedef struct sv_http {
+    MHD_AccessHandlerCallback handler;
+    MHD_RequestCompletedCallback completed;
+} sv_http;
+/* Listens on the unix socket and --tcp; 0, or -1 with err. */
+int sv_listen_start(sv_server *s, const char *unix_path, lis_error *err);
+/* Runs libmicrohttpd's work pending on each listener; the ms until it wants to
+ * run again (at most max_ms). */
+int sv_listen_run(sv_server *s, int max_ms);
+/* Stops accepting (SIGTERM, idle exit): the unix socket's file goes first
+ * (when it is still ours: a new server may have taken the path), so a client
+ * starts a new server rather than reaching one that is leaving. */
+void sv_listen_quiesce(sv_server *s);
+void sv_listen_stop(sv_server *s);
+/* The connection's record, its phase, and whether its client is the owner (the
+ * unix socket, or TLS with a verified client certificate: NetworkMode host). */
+sv_conn *sv_conn_of(struct MHD_Connection *mc);
+void sv_conn_phase(sv_conn *c, sv_conn_state st);
+int sv_conn_owner(const sv_conn *c);
+/* Deadlines and drops (once a second). */
+void sv_conns_sweep(sv_server *s);
 
 /* At exit, after sv_containers_shutdown. */
 void sv_execs_free(sv_server *s);

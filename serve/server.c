@@ -1,31 +1,62 @@
-/* server.c - `lis serve`: libmicrohttpd on our own epoll loop (no thread of
- * its own: MHD's epoll fd sits in the loop's set and MHD_run does one
- * non-blocking round), the unix socket (0600, in the user's runtime dir),
- * an optional TCP listener, SIGTERM/SIGINT through a signalfd, and the
- * clean shutdown: every container's sandbox is destroyed before we exit. */
+/* server.c - `lis serve`: the request handler libmicrohttpd calls (each
+ * request's connection phase and body caps), the main loop (libmicrohttpd on our own epoll loop: no thread of its
+ * own, its epoll fd in the loop's set), SIGTERM/SIGINT through a signalfd,
+ * --idle-timeout, and the clean shutdown: every container's sandbox is
+ * destroyed before we exit. The listeners and the connections' bounds are
+ * listen.c's. */
 #include "serve.h"
 
 #include <errno.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#define SV_BODY_MAX (1ull << 30) /* request bodies (archives) are held in memory */
+/* An answer before the body was read: the connection cannot carry another
+ * request, so it closes (libmicrohttpd does not read what is left). */
+static enum MHD_Result refuse_early(sv_req *q, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-typedef struct daemon_ref {
-    struct MHD_Daemon *d;
-    sv_watch w;
-} daemon_ref;
+static enum MHD_Result refuse_early(sv_req *q, unsigned status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "message", msg);
+    struct MHD_Response *r = sv_resp_json(o);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    return sv_reply(q, status, r);
+}
+
+/* The first call of a request: its headers are in. */
+static enum MHD_Result request_start(sv_server *s, sv_req *q, const char *url)
+{
+    sv_conn_phase(q->cn, SV_CONN_BODY);
+    q->body_max = sv_route_body_max(q->method, url);
+    const char *cl = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Content-Length");
+    unsigned long long len = cl ? strtoull(cl, NULL, 10) : 0;
+    if (len > q->body_max)
+        return refuse_early(q, 413, "request body too large: %s %s takes at most %zu bytes",
+                            q->method, url, q->body_max);
+    if (len >
+        SV_BODY_TOTAL_MAX - (s->body_bytes < SV_BODY_TOTAL_MAX ? s->body_bytes : SV_BODY_TOTAL_MAX))
+        return refuse_early(q, 503,
+                            "lis serve holds %zu bytes of request bodies already (at most %llu "
+                            "at once): retry later",
+                            s->body_bytes, (unsigned long long)SV_BODY_TOTAL_MAX);
+    return MHD_YES;
+}
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
                                const char *method, const char *version, const char *data,
@@ -39,23 +70,26 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
             return MHD_NO;
         q->s = s;
         q->conn = conn;
+        q->cn = sv_conn_of(conn);
         snprintf(q->method, sizeof q->method, "%s", method);
         *con_cls = q;
         if (s->opts.verbose)
             fprintf(stderr, "lis serve: %s %s\n", method, url);
-        return MHD_YES;
+        return request_start(s, q, url);
     }
     if (*size) {
-        if (!q->too_big && q->len + *size > SV_BODY_MAX)
-            q->too_big = 1;
-        if (!q->too_big) {
-            if (LIS_GROW(q->body, q->cap, q->len + *size + 1) < 0)
-                return MHD_NO;
-            memcpy(q->body + q->len, data, *size);
-            q->len += *size;
-            q->body[q->len] = 0;
-        }
+        /* a chunked body past its cap (a declared one was refused at the
+         * start): no answer can be queued mid-body, so the connection ends */
+        if (q->len + *size > q->body_max || s->body_bytes + *size > SV_BODY_TOTAL_MAX)
+            return MHD_NO;
+        if (LIS_GROW(q->body, q->cap, q->len + *size + 1) < 0)
+            return MHD_NO;
+        memcpy(q->body + q->len, data, *size);
+        q->len += *size;
+        q->body[q->len] = 0;
+        s->body_bytes += *size;
         *size = 0;
+        sv_conn_phase(q->cn, SV_CONN_BODY); /* progress */
         return MHD_YES;
     }
     if (q->resp) { /* a deferred answer, after the resume */
@@ -65,8 +99,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     }
     if (q->suspended)
         return MHD_YES;
-    if (q->too_big)
-        return sv_reply_error(q, 413, "request body too large (at most 1 GiB)");
+    sv_conn_phase(q->cn, SV_CONN_ACTIVE);
     enum MHD_Result rc = sv_route(q, url);
     if (!q->suspended && q->resp) {
         struct MHD_Response *r = q->resp;
@@ -92,123 +125,118 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
             }
     if (q->resp)
         MHD_destroy_response(q->resp);
+    /* its connection's phase (the connection may be closing: the record is
+     * there until libmicrohttpd's CLOSED notification) */
+    sv_conn_phase(sv_conn_of(conn), q->upgraded ? SV_CONN_UPGRADED : SV_CONN_IDLE);
+    q->s->body_bytes -= q->len < q->s->body_bytes ? q->len : q->s->body_bytes;
     free(q->body);
     free(q);
     *con_cls = NULL;
 }
 
-static void mhd_ev(void *arg, uint32_t ev)
-{
-    daemon_ref *d = arg;
-    MHD_run(d->d);
-}
-
-static int unix_listener(const char *path, lis_error *err)
-{
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof a.sun_path)
-        return lis_fail(err, ENAMETOOLONG, "socket path too long: %s", path);
-    strcpy(a.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return lis_fail_errno(err, "socket");
-    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (probe >= 0 && connect(probe, (struct sockaddr *)&a, sizeof a) == 0) {
-        close(probe);
-        close(fd);
-        return lis_fail(err, EADDRINUSE, "another server listens on %s (stop it, or use --socket)",
-                        path);
-    }
-    if (probe >= 0)
-        close(probe);
-    unlink(path); /* a stale socket of a server that died */
-    mode_t old = umask(0177);
-    int rc = bind(fd, (struct sockaddr *)&a, sizeof a);
-    umask(old);
-    if (rc < 0 || chmod(path, 0600) < 0 || listen(fd, 512) < 0) {
-        int e = errno;
-        close(fd);
-        return lis_fail_errnum(err, e, "listening on %s", path);
-    }
-    return fd;
-}
-
-static int tcp_listener(const char *spec, lis_error *err)
-{
-    char host[64];
-    const char *colon = strrchr(spec, ':');
-    if (!colon || colon == spec || (size_t)(colon - spec) >= sizeof host)
-        return lis_fail(err, EINVAL, "--tcp wants HOST:PORT (e.g. 127.0.0.1:2375), got '%s'", spec);
-    snprintf(host, sizeof host, "%.*s", (int)(colon - spec), spec);
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (*end || port <= 0 || port > 65535 || inet_pton(AF_INET, host, &a.sin_addr) != 1)
-        return lis_fail(err, EINVAL, "--tcp wants an IPv4 HOST:PORT, got '%s'", spec);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 512) < 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return lis_fail_errnum(err, e, "listening on %s", spec);
-    }
-    return fd;
-}
-
-static struct MHD_Daemon *start_mhd(sv_server *s, int fd, lis_error *err)
-{
-    struct MHD_Daemon *d =
-        MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE, 0, NULL,
-                         NULL, handler, s, MHD_OPTION_LISTEN_SOCKET, fd,
-                         MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT,
-                         (unsigned)4000, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0,
-                         MHD_OPTION_END);
-    if (!d)
-        lis_fail(err, EIO, "libmicrohttpd could not start on the listener");
-    return d;
-}
+static const sv_http http = {.handler = handler, .completed = completed};
 
 static void sig_ev(void *arg, uint32_t ev)
 {
-    int *stop = arg;
+    sv_server *s = arg;
     struct signalfd_siginfo si;
-    int fd = stop[1];
-    while (read(fd, &si, sizeof si) == (ssize_t)sizeof si)
-        stop[0] = 1;
+    while (read(s->sigfd, &si, sizeof si) == (ssize_t)sizeof si)
+        s->stop = 1;
+}
+
+/* Nothing to serve: no container (of any state), no connection, no job left
+ * (image removals and their trash). */
+static int idle(const sv_server *s)
+{
+    return !s->containers && !s->nconns && !s->suspended && !s->removing && !s->trash_jobs;
+}
+
+static void sweep(void *arg)
+{
+    sv_server *s = arg;
+    sv_conns_sweep(s);
+    if (s->opts.idle_timeout > 0) {
+        double now = lis_now();
+        if (!idle(s))
+            s->idle_since = 0;
+        else if (!s->idle_since)
+            s->idle_since = now;
+        else if (now - s->idle_since >= s->opts.idle_timeout)
+            s->stop = 2;
+    }
+    sv_timer_arm(s->loop, &s->sweep, 1.0, sweep, s);
 }
 
 /* The runtime's warnings (e.g. "runs with fallback limits") are the same for
- * every container: print each distinct line once. */
-static void warn_once(void *arg, const char *line)
+ * every container: each distinct line is printed once (past WARN_KEYS distinct
+ * ones, every line is). The runtime calls this from the worker threads that
+ * create sandboxes, hence the lock. */
+#define WARN_KEYS 8
+typedef struct warn_once {
+    pthread_mutex_t mu;
+    char seen[WARN_KEYS][160];
+} warn_once;
+
+static void warn_once_cb(void *arg, const char *line)
 {
-    char(*seen)[160] = arg;
+    warn_once *w = arg;
     char key[160];
     snprintf(key, sizeof key, "%s", line);
     for (char *p = key; *p; p++) /* sandbox names differ: compare without them */
         if (p[0] == 'd' && p[1] == 'k' && p[2] == '-')
             memset(p, 'x', strnlen(p, 19) < 19 ? strnlen(p, 19) : 19);
-    for (int i = 0; i < 8; i++) {
-        if (!strcmp(seen[i], key))
-            return;
-        if (!seen[i][0]) {
-            snprintf(seen[i], sizeof seen[i], "%s", key);
-            fprintf(stderr, "lis serve: warning: %s\n", line);
-            return;
+    int print = 1;
+    pthread_mutex_lock(&w->mu);
+    for (int i = 0; i < WARN_KEYS; i++) {
+        if (!strcmp(w->seen[i], key)) {
+            print = 0;
+            break;
+        }
+        if (!w->seen[i][0]) {
+            snprintf(w->seen[i], sizeof w->seen[i], "%s", key);
+            break;
         }
     }
+    pthread_mutex_unlock(&w->mu);
+    if (print)
+        fprintf(stderr, "lis serve: warning: %s\n", line);
+}
+
+static void serve_loop(sv_server *s)
+{
+    int wait_ms = 1000;
+    while (!s->stop) {
+        if (sv_loop_run_once(s->loop, wait_ms) < 0)
+            break;
+        wait_ms = sv_listen_run(s, 1000);
+    }
+    if (s->stop == 2)
+        fprintf(stderr,
+                "lis serve: no container and no connection for %.0f s (--idle-timeout): "
+                "exiting\n",
+                s->opts.idle_timeout);
+}
+
+static void shutdown_all(sv_server *s)
+{
+    fprintf(stderr, "lis serve: stopping: removing %s containers\n", s->containers ? "the" : "no");
+    sv_listen_quiesce(s);
+    sv_containers_shutdown(s);
+    sv_autosnap_shutdown(s);
+    while (s->suspended)
+        sv_req_finish_error(s->suspended, 503, "lis serve is shutting down");
+    sv_listen_run(s, 0);
 }
 
 int lis_serve_run(const lis_serve_opts *opts, lis_error *err)
 {
-    sv_server s0 = {0}, *s = &s0;
+    sv_server s0 = {.sigfd = -1, .http = &http}, *s = &s0;
     s->opts = *opts;
-    static char seen[8][160];
+    warn_once warned = {.mu = PTHREAD_MUTEX_INITIALIZER};
     lis_ctx_opts co = {.run_dir = opts->run_dir,
                        .data_dir = opts->data_dir,
-                       .warn = warn_once,
-                       .warn_arg = seen};
+                       .warn = warn_once_cb,
+                       .warn_arg = &warned};
     s->ctx = lis_ctx_new(&co, err);
     if (!s->ctx)
         return -1;
@@ -218,10 +246,12 @@ int lis_serve_run(const lis_serve_opts *opts, lis_error *err)
     if (!sock[0])
         snprintf(sock, sizeof sock, "%s/docker.sock", lis_ctx_run_dir(s->ctx));
     snprintf(s->tmp_dir, sizeof s->tmp_dir, "%s/serve-tmp-%d", s->data_dir, (int)getpid());
-    lis_host_mkdir_p(s->tmp_dir, 0700, err);
+    int rc = -1;
+    if (lis_host_mkdir_p(s->tmp_dir, 0700, err) < 0)
+        goto out;
     signal(SIGPIPE, SIG_IGN);
-    /* each container holds a few fds (lifeline, pidfd, pipes) and each exec
-     * more: 64 containers x parallel execs pass the usual soft limit of 1024 */
+    /* each container holds a few fds (lifeline, pidfd, pipes), each exec more,
+     * and each connection one: past the usual soft limit of 1024 */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
@@ -232,75 +262,41 @@ int lis_serve_run(const lis_serve_opts *opts, lis_error *err)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigprocmask(SIG_BLOCK, &set, NULL);
-    int stop[2] = {0, signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)};
-    daemon_ref dr[2] = {{0}};
-    int nd = 0, rc = -1, ufd = -1, tfd = -1;
+    s->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     s->loop = sv_loop_new(opts->workers, err);
     if (!s->loop)
         goto out;
-    if ((ufd = unix_listener(sock, err)) < 0)
+    sv_watch sw = {0};
+    if (s->sigfd < 0 || sv_loop_watch(s->loop, &sw, s->sigfd, EPOLLIN, sig_ev, s) < 0) {
+        lis_fail_errno(err, "watching SIGTERM and SIGINT (signalfd)");
         goto out;
-    if (opts->tcp && (tfd = tcp_listener(opts->tcp, err)) < 0)
+    }
+    if (sv_listen_start(s, sock, err) < 0)
         goto out;
-    int fds[2] = {ufd, tfd};
-    for (int i = 0; i < 2; i++) {
-        if (fds[i] < 0)
-            continue;
-        dr[nd].d = start_mhd(s, fds[i], err);
-        if (!dr[nd].d)
-            goto out;
-        const union MHD_DaemonInfo *inf = MHD_get_daemon_info(dr[nd].d, MHD_DAEMON_INFO_EPOLL_FD);
-        sv_loop_watch(s->loop, &dr[nd].w, inf->epoll_fd, EPOLLIN, mhd_ev, &dr[nd]);
-        nd++;
-    }
-    sv_watch sw;
-    sv_loop_watch(s->loop, &sw, stop[1], EPOLLIN, sig_ev, stop);
-    fprintf(stderr, "lis serve: listening on unix://%s%s%s (API " SV_API_VERSION ")\n", sock,
-            opts->tcp ? " and tcp://" : "", opts->tcp ? opts->tcp : "");
-    int wait_ms = 1000;
-    while (!stop[0]) {
-        if (sv_loop_run_once(s->loop, wait_ms) < 0)
-            break;
-        wait_ms = 1000;
-        for (int i = 0; i < nd; i++) { /* resumed connections and MHD's own timeouts */
-            MHD_run(dr[i].d);
-            /* MHD may have work left that no fd will announce (the rest of a
-             * resumed response, the end of a stream, buffered upload data):
-             * its timeout says so (0: at once) */
-            MHD_UNSIGNED_LONG_LONG to;
-            if (MHD_get_timeout(dr[i].d, &to) == MHD_YES && to < (MHD_UNSIGNED_LONG_LONG)wait_ms)
-                wait_ms = (int)to;
-        }
-    }
-    fprintf(stderr, "lis serve: stopping: removing %s containers\n", s->containers ? "the" : "no");
-    for (int i = 0; i < nd; i++)
-        MHD_quiesce_daemon(dr[i].d);
-    sv_containers_shutdown(s);
-    sv_autosnap_shutdown(s);
-    while (s->suspended)
-        sv_req_finish_error(s->suspended, 503, "lis serve is shutting down");
-    for (int i = 0; i < nd; i++)
-        MHD_run(dr[i].d);
+    if (opts->tcp && opts->tcp_no_auth)
+        fprintf(stderr,
+                "lis serve: WARNING: tcp://%s has NO AUTHENTICATION: whoever reaches it runs "
+                "code as you, reads and writes your sandboxes and images; only on a network "
+                "where every host is trusted (--tls-dir is the way otherwise)\n",
+                opts->tcp);
+    if (opts->idle_timeout > 0)
+        fprintf(stderr, "lis serve: exits after %.0f s with no container and no connection\n",
+                opts->idle_timeout);
+    sv_timer_arm(s->loop, &s->sweep, 1.0, sweep, s);
+    serve_loop(s);
+    shutdown_all(s);
     rc = 0;
 out:
-    for (int i = 0; i < nd; i++) {
-        sv_loop_unwatch(s->loop, &dr[i].w);
-        MHD_quiesce_daemon(dr[i].d); /* the listeners stay ours to close */
-        MHD_stop_daemon(dr[i].d);
-    }
-    if (ufd >= 0) {
-        close(ufd);
-        unlink(sock);
-    }
-    if (tfd >= 0)
-        close(tfd);
+    if (s->loop)
+        sv_timer_cancel(s->loop, &s->sweep);
+    sv_listen_stop(s); /* the socket file goes too, when it is still ours */
     sv_execs_free(s);
     sv_state_free(s);
     sv_loop_free(s->loop);
     lis_error e2 = {0};
     lis_host_rmtree(s->tmp_dir, &e2);
-    if (stop[1] >= 0)
-        close(stop[1]);
+    if (s->sigfd >= 0)
+        close(s->sigfd);
     lis_ctx_free(s->ctx);
     return rc;
 }

@@ -6,7 +6,7 @@
  * A snapshot holds files only (the writable layer and /tmp), never
  * processes, memory, /dev/shm or connections (lis_sandbox_capture).
  * Everything slow runs as a worker job; the container is busy meanwhile (no
- * delete) and, for a snapshot, fork or commit, "snapping": no pause, resume,
+ * delete) and, for a snapshot, fork or commit, its change is SV_CHANGE_SNAP: no pause, resume,
  * exec or second snapshot until it is done (and no snapshot while a pause or
  * resume runs: one state change at a time). The forks are containers of the
  * server like those of POST /lis/v1/sandboxes: made on the loop thread by
@@ -63,7 +63,7 @@ void sv_state_free(sv_server *s)
 static sv_container *live(sv_server *s, const char *id)
 {
     sv_container *c = *id ? sv_container_find(s, id) : NULL;
-    return c && strcmp(c->status, "removing") && !strcmp(c->id, id) ? c : NULL;
+    return c && !sv_removing(c) && !strcmp(c->id, id) ? c : NULL;
 }
 
 /* A key is forgotten once none of its sandboxes is left. */
@@ -90,8 +90,13 @@ static unsigned err_status(const lis_error *e)
 /* One state change at a time (pause, resume, snapshot, fork, commit). */
 static enum MHD_Result refuse_busy(sv_req *q, const sv_container *c)
 {
-    return sv_reply_error(q, 409, "sandbox %s is being %s; retry when that is done", c->id,
-                          c->snapping == SV_SNAP ? "snapshotted" : "paused or resumed");
+    const char *what = "changed";
+    switch (c->change) {
+    case SV_CHANGE_SNAP: what = "snapshotted"; break;
+    case SV_CHANGE_PAUSE: what = "paused or resumed"; break;
+    case SV_CHANGE_NONE: break;
+    }
+    return sv_reply_error(q, 409, "sandbox %s is being %s; retry when that is done", c->id, what);
 }
 
 /* ---- pause, resume, stats ----------------------------------------------------------------------- */
@@ -158,7 +163,7 @@ static void state_done(void *arg, int status)
     sv_container *c = j->c;
     c->busy--;
     if (j->op != OP_STATS)
-        c->snapping = 0;
+        c->change = SV_CHANGE_NONE;
     if (j->rc < 0) {
         sv_req_finish_error(j->q, err_status(&j->err), "%s", j->err.msg);
     } else if (j->op == OP_STATS) {
@@ -177,7 +182,7 @@ static void state_done(void *arg, int status)
 
 static enum MHD_Result state_op(sv_req *q, sv_container *c, int op, int docker)
 {
-    if (op != OP_STATS && c->snapping)
+    if (op != OP_STATS && c->change != SV_CHANGE_NONE)
         return refuse_busy(q, c);
     state_job *j = calloc(1, sizeof *j);
     if (!j)
@@ -185,12 +190,12 @@ static enum MHD_Result state_op(sv_req *q, sv_container *c, int op, int docker)
     *j = (state_job){.q = q, .c = c, .sb = c->sb, .op = op, .docker = docker};
     c->busy++;
     if (op != OP_STATS)
-        c->snapping = SV_PAUSING;
+        c->change = SV_CHANGE_PAUSE;
     sv_req_suspend(q);
     if (sv_job(q->s->loop, state_work, state_done, j) < 0) {
         c->busy--;
         if (op != OP_STATS)
-            c->snapping = 0;
+            c->change = SV_CHANGE_NONE;
         free(j);
         sv_req_finish_error(q, 500, "out of memory");
     }
@@ -255,7 +260,7 @@ static void snap_done(void *arg, int status)
 {
     snap_job *j = arg;
     j->c->busy--;
-    j->c->snapping = 0;
+    j->c->change = SV_CHANGE_NONE;
     if (j->rc < 0) {
         sv_req_finish_error(j->q, err_status(&j->err), "%s%s",
                             j->docker ? "" : "snapshot: ", j->err.msg);
@@ -274,7 +279,7 @@ static void snap_done(void *arg, int status)
 
 static enum MHD_Result snapshot_start(sv_req *q, sv_container *c, const char *ref, int docker)
 {
-    if (c->snapping)
+    if (c->change != SV_CHANGE_NONE)
         return refuse_busy(q, c);
     snap_job *j = calloc(1, sizeof *j);
     if (!j)
@@ -283,11 +288,11 @@ static enum MHD_Result snapshot_start(sv_req *q, sv_container *c, const char *re
     if (ref)
         sv_image_norm(ref, j->ref, sizeof j->ref);
     c->busy++;
-    c->snapping = SV_SNAP;
+    c->change = SV_CHANGE_SNAP;
     sv_req_suspend(q);
     if (sv_job(q->s->loop, snap_work, snap_done, j) < 0) {
         c->busy--;
-        c->snapping = 0;
+        c->change = SV_CHANGE_NONE;
         free(j);
         sv_req_finish_error(q, 500, "out of memory");
     }
@@ -332,7 +337,7 @@ enum MHD_Result sv_commit(sv_req *q)
     sv_container *c = id ? sv_container_find(q->s, id) : NULL;
     if (!c)
         return sv_reply_error(q, 404, "No such container: %s", id ? id : "");
-    if (!strcmp(c->status, "removing"))
+    if (sv_removing(c))
         return sv_reply_error(q, 409, "removal of container %s is already in progress", c->id);
     if (!c->sb)
         return sv_reply_error(q, 409, "container %s is being created", c->id);
@@ -418,7 +423,7 @@ static void fork_done(void *arg, int status)
     sv_server *s = j->q->s;
     sv_fork *f = j->rec;
     j->parent->busy--;
-    j->parent->snapping = 0;
+    j->parent->change = SV_CHANGE_NONE;
     if (j->rc < 0) {
         for (int i = 0; i < j->n; i++)
             sv_container_discard(j->kids[i]);
@@ -531,9 +536,16 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
             MHD_add_response_header(r, "Idempotent-Replayed", "true");
             return sv_reply(q, 200, r);
         }
-    if (c->snapping) {
+    if (c->change != SV_CHANGE_NONE) {
         cJSON_Delete(b);
         return refuse_busy(q, c);
+    }
+    if ((net ? !strcmp(net, "host") : c->net == LIS_NET_HOST) && !sv_conn_owner(q->cn)) {
+        cJSON_Delete(b);
+        return sv_reply_error(q, 403,
+                              "fork: net host shares the owner's network identity and is only "
+                              "for a client known to be the owner; this connection is not "
+                              "authenticated");
     }
     fork_job *j = calloc(1, sizeof *j);
     sv_fork *f = j ? calloc(1, sizeof *f) : NULL;
@@ -556,7 +568,7 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
         unsigned st;
         char msg[512];
         sv_container *k =
-            sv_container_new(s, kid_config(c, env), NULL, NULL, 1, "", &st, msg, sizeof msg);
+            sv_container_new(s, kid_config(c, env), NULL, NULL, 1, 1, "", &st, msg, sizeof msg);
         if (!k) {
             for (int m = 0; m < i; m++)
                 sv_container_discard(j->kids[m]);
@@ -587,11 +599,11 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
         s->forks = f;
     }
     c->busy++;
-    c->snapping = SV_SNAP;
+    c->change = SV_CHANGE_SNAP;
     sv_req_suspend(q);
     if (sv_job(s->loop, fork_work, fork_done, j) < 0) {
         j->rc = lis_oom(&j->err);
-        fork_done(j, 0); /* drops the busy and snapping just taken */
+        fork_done(j, 0); /* drops the busy and change just taken */
     }
     return MHD_YES;
 }
@@ -681,7 +693,7 @@ enum MHD_Result sv_snapshot_delete(sv_req *q, const char *ref)
     if (!is_snap) /* base images go through the Docker side or lis rootfs rm */
         return sv_reply_error(q, 404, "no such snapshot: %s (an image, not a snapshot)", ref);
     for (sv_container *c = q->s->containers; c; c = c->next)
-        if (!strcmp(c->image_id, digest) && strcmp(c->status, "removing"))
+        if (!strcmp(c->image_id, digest) && !sv_removing(c))
             return sv_reply_error(q, 409,
                                   "snapshot %s is in use by sandbox %.12s: delete that "
                                   "first",

@@ -6,7 +6,7 @@
  * non-blocking from the loop. Nothing goes out before the client has read
  * the 101 header: docker-py reads the header through a buffered reader and
  * the frames from the raw socket, so bytes that arrive with the header are
- * lost (docker-api-subset.md §6.6). SIOCOUTQ tells how many bytes the peer
+ * lost. SIOCOUTQ tells how many bytes the peer
  * has not read yet; we wait for 0 (at most 1 s). A client half-close
  * (shutdown(SHUT_WR), the Go CLI does it at once) is only the end of its
  * stdin, never a hang-up. */
@@ -108,7 +108,8 @@ static void st_update(sv_stream *st)
         ev |= EPOLLIN | EPOLLRDHUP;
     if (st->ready && st->len > 0 && !st->gone)
         ev |= EPOLLOUT;
-    sv_loop_events(st->loop, &st->w, ev);
+    if (sv_loop_events(st->loop, &st->w, ev) < 0 && !st->gone)
+        st_gone(st); /* without its events the stream would stall: cut it */
 }
 
 static void st_event(void *arg, uint32_t events)

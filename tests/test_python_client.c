@@ -48,3 +48,30 @@ Test(python_client, pytest_suite, .timeout = 900)
     free(out);
     cr_assert(!why, "%s (exit %d, %d tests expected):\n%s", why, code, PY_TESTS, tail);
 }
+
+/* python/README.md's offline install under PEP 668, as written: a venv with the
+ * system's build tools, pip install --no-build-isolation --no-index ./python,
+ * then `import lis` from the venv (outside the checkout). */
+Test(python_client, installs_in_a_venv, .timeout = 300)
+{
+    int code;
+    char *out = t_host(&code, "python3 -c 'import venv, setuptools, wheel' 2>&1");
+    if (code != 0) {
+        free(out);
+        cr_skip_test("python3-venv, python3-setuptools or python3-wheel is missing "
+                     "(scripts/deps.sh installs them with the test extras)");
+    }
+    free(out);
+    lis_ctx_free(t_ctx()); /* for t_tmpdir() */
+    out = t_host(&code,
+                 "cd %s && cp -r %s/python src && python3 -m venv --system-site-packages venv && "
+                 "venv/bin/pip install -q --no-build-isolation --no-index ./src 2>&1 && "
+                 "rm -rf src && cd / && %s/venv/bin/python -c "
+                 "'import lis; print(lis.__version__, lis.__file__)' 2>&1",
+                 t_tmpdir(), t_src_dir(), t_tmpdir());
+    cr_assert_eq(code, 0, "the README's venv install: %s", out);
+    char want[600];
+    snprintf(want, sizeof want, "%s/venv/lib", t_tmpdir());
+    cr_assert(strstr(out, want), "lis came from elsewhere than the venv: %s", out);
+    free(out);
+}

@@ -137,7 +137,8 @@ Test(serve_api, python_client, .timeout = 240)
                        t_src_dir(), s.sock, t_lis_bin(), t_tmpdir(), t_tmpdir(), t_src_dir());
     cr_assert(code == 0 && strstr(out, "\nOK"), "python client tests failed:\n%s", out);
     /* every test ran: one dropped from the script shows here */
-    cr_assert(strstr(out, "Ran 6 tests"), "%s", out);
+    cr_assert(strstr(out, "Ran 7 tests"), "%s", out);
+    cr_assert(strstr(out, "info auto-started server exited"), "%s", out);
     free(out);
     cr_assert_eq(serve_stop(&s), 0);
 }

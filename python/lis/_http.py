@@ -1,17 +1,26 @@
-"""HTTP/1.1 to lis serve over its unix socket (stdlib only), and starting one on demand."""
+"""HTTP/1.1 to lis serve (stdlib only): over its unix socket, starting one on demand
+that exits when idle, or over TCP with mutual TLS to a server on another node."""
 import http.client
 import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 
 from .errors import SandboxException, TimeoutException, from_status
 
 
+# Seconds an auto-started `lis serve` stays with no sandbox and no connection
+# before it exits (its --idle-timeout, as podman's `system service --time`).
+# LIS_IDLE_TIMEOUT overrides it. A server started by hand keeps running.
+AUTO_IDLE_TIMEOUT = 60
+
+
 def default_socket():
-    """LIS_SOCKET, else where `lis serve` puts its socket by default."""
+    """LIS_SOCKET (a path, or unix://PATH, tcp://HOST:PORT, http://HOST:PORT),
+    else where `lis serve` puts its socket by default."""
     if os.environ.get("LIS_SOCKET"):
         return os.environ["LIS_SOCKET"]
     run = os.environ.get("XDG_RUNTIME_DIR")
@@ -29,8 +38,50 @@ class _UnixConnection(http.client.HTTPConnection):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         if self.timeout is not None:
             s.settimeout(self.timeout)
-        s.connect(self._path)
+        try:
+            s.connect(self._path)
+        except BaseException:
+            s.close()
+            raise
         self.sock = s
+
+
+def cert_path():
+    """Where the client's TLS files are: LIS_CERT_PATH, else DOCKER_CERT_PATH."""
+    d = os.environ.get("LIS_CERT_PATH") or os.environ.get("DOCKER_CERT_PATH")
+    if not d:
+        raise SandboxException("tcp:// needs the client's certificate: set LIS_CERT_PATH (or "
+                               "DOCKER_CERT_PATH) to a directory holding ca.pem, cert.pem and "
+                               "key.pem (lis serve --tls-init DIR makes them)")
+    return d
+
+
+def _tls_context(cert_dir):
+    """Mutual TLS as the docker CLI does it with DOCKER_CERT_PATH: the server's
+    certificate checked against DIR/ca.pem (and its name), ours from cert.pem and
+    key.pem."""
+    try:
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH,
+                                         cafile=os.path.join(cert_dir, "ca.pem"))
+        ctx.load_cert_chain(os.path.join(cert_dir, "cert.pem"),
+                            os.path.join(cert_dir, "key.pem"))
+    except (OSError, ssl.SSLError) as e:
+        raise SandboxException("the client's TLS files in %s (ca.pem, cert.pem, key.pem): %s"
+                               % (cert_dir, e)) from None
+    return ctx
+
+
+def _address(where):
+    """("unix", path) or ("tcp" | "http", host, port) of a LIS_SOCKET value."""
+    if where.startswith("unix://"):
+        return ("unix", where[7:])
+    for scheme in ("tcp", "http"):
+        if where.startswith(scheme + "://"):
+            host, _, port = where[len(scheme) + 3:].rstrip("/").rpartition(":")
+            if not host or not port.isdigit():
+                raise SandboxException("%s: want %s://HOST:PORT" % (where, scheme))
+            return (scheme, host.strip("[]"), int(port))
+    return ("unix", where)
 
 
 def _alive(path):
@@ -45,9 +96,11 @@ def _alive(path):
 
 
 def ensure_server(path, start=True, wait=15.0):
-    """Returns None once a server answers on path; starts `lis serve --socket path`
-    (LIS_BIN or lis on PATH) when none does and start is true, and returns its
-    Popen (it keeps running after this process: one server for the user)."""
+    """Returns None once a server answers on path; starts `lis serve --socket path
+    --idle-timeout AUTO_IDLE_TIMEOUT` (LIS_BIN or lis on PATH) when none does and
+    start is true, and returns its Popen. It outlives this process (one server
+    for the user, shared by its scripts) and exits once it has had no sandbox and
+    no connection for its idle time."""
     if _alive(path):
         return None
     if not start:
@@ -57,9 +110,11 @@ def ensure_server(path, start=True, wait=15.0):
         raise SandboxException("no lis serve answers on %s and no lis binary to start one "
                                "(put lis on PATH or set LIS_BIN)" % path)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    idle = os.environ.get("LIS_IDLE_TIMEOUT") or str(AUTO_IDLE_TIMEOUT)
     with open(os.devnull, "wb") as null:
-        proc = subprocess.Popen([lis, "serve", "--socket", path], stdin=subprocess.DEVNULL,
-                                stdout=null, stderr=null, start_new_session=True)
+        proc = subprocess.Popen([lis, "serve", "--socket", path, "--idle-timeout", idle],
+                                stdin=subprocess.DEVNULL, stdout=null, stderr=null,
+                                start_new_session=True)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         if _alive(path):
@@ -89,18 +144,44 @@ def _timed_out(path, timeout):
 
 
 class Client:
-    """One request per connection (simple and safe across threads). timeout:
-    seconds a request waits for the server (None: REQUEST_TIMEOUT)."""
+    """One request per connection (simple and safe across threads). socket_path:
+    the unix socket's path (or unix://PATH), tcp://HOST:PORT (mutual TLS with
+    LIS_CERT_PATH's files) or http://HOST:PORT (a server run with
+    --tcp-no-auth-insecure); None: LIS_SOCKET or the user's default socket, where
+    a server is started when none answers. timeout: seconds a request waits for
+    the server (None: REQUEST_TIMEOUT)."""
 
     def __init__(self, socket_path=None, start=True, timeout=None):
         self.socket_path = socket_path or default_socket()
-        self.started = ensure_server(self.socket_path, start)  # the Popen of a server we started
+        self._addr = _address(self.socket_path)
+        self._start = start and self._addr[0] == "unix"
+        self._tls = _tls_context(cert_path()) if self._addr[0] == "tcp" else None
+        # the Popen of a server we started
+        self.started = ensure_server(self._addr[1], start) if self._addr[0] == "unix" else None
         self.timeout = REQUEST_TIMEOUT if timeout is None else timeout
 
+    def _connection(self, timeout):
+        a = self._addr
+        if a[0] == "unix":
+            return _UnixConnection(a[1], timeout)
+        if a[0] == "tcp":
+            return http.client.HTTPSConnection(a[1], a[2], timeout=timeout, context=self._tls)
+        return http.client.HTTPConnection(a[1], a[2], timeout=timeout)
+
     def _send(self, method, url, body, headers, timeout):
-        """timeout: None for the client's, 0 for none."""
+        """timeout: None for the client's, 0 for none. An auto-started server that
+        has exited for idleness meanwhile is started again (once)."""
         t = self.timeout if timeout is None else timeout
-        conn = _UnixConnection(self.socket_path, t or None)
+        try:
+            return self._send_once(method, url, body, headers, t)
+        except (FileNotFoundError, ConnectionRefusedError):
+            if not self._start:
+                raise
+            self.started = ensure_server(self._addr[1], True) or self.started
+            return self._send_once(method, url, body, headers, t)
+
+    def _send_once(self, method, url, body, headers, t):
+        conn = self._connection(t or None)
         hdrs = dict(headers or {})
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()

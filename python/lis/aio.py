@@ -51,8 +51,8 @@ class AsyncSandbox:
         return cls(await asyncio.to_thread(Sandbox.connect, sandbox_id, **kw))
 
     @classmethod
-    async def list(cls, **kw):
-        return await asyncio.to_thread(Sandbox.list, **kw)
+    async def list(cls, **kw) -> List["AsyncSandbox"]:
+        return [cls(sb) for sb in await asyncio.to_thread(Sandbox.list, **kw)]
 
     @classmethod
     async def list_snapshots(cls, **kw) -> List[Snapshot]:

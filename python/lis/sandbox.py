@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from ._http import EXEC_GRACE, Client, events
-from .errors import NotFoundException, SandboxException, TimeoutException, from_status
+from .errors import (ConflictException, NotFoundException, SandboxException, TimeoutException,
+                     from_status)
 
 
 @dataclass
@@ -52,8 +53,15 @@ class Commands:
         # the stream may be silent as long as the command runs: wait that long (and
         # a grace), or without end for a command without a timeout
         wait = timeout + EXEC_GRACE if timeout else 0
-        resp = self._sb._client.open("POST", "sandboxes/%s/exec" % self._sb.sandbox_id, body,
-                                     timeout=wait)
+        try:
+            resp = self._sb._client.open("POST", "sandboxes/%s/exec" % self._sb.sandbox_id, body,
+                                         timeout=wait)
+        except ConflictException as e:
+            if " is paused" in e.message:  # the runtime's line names the CLI's resume
+                raise ConflictException("sandbox %s is paused: call sb.resume() first, then run "
+                                        "the command (%s)" % (self._sb.sandbox_id, e.message),
+                                        e.status) from None
+            raise
         out, err, end = [], [], None
         # a chunk may end inside a UTF-8 character: decode each stream incrementally
         dec = {n: codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -277,8 +285,11 @@ class Sandbox:
         return cls(client.call("GET", "sandboxes/%s" % _q(sandbox_id), retry=True), client)
 
     @classmethod
-    def list(cls, socket: Optional[str] = None):
-        return Client(socket).call("GET", "sandboxes", retry=True)
+    def list(cls, socket: Optional[str] = None) -> List["Sandbox"]:
+        """Every sandbox of the server, as Sandbox objects (get_info() holds what the
+        server said of each)."""
+        client = Client(socket)
+        return [cls(info, client) for info in client.call("GET", "sandboxes", retry=True)]
 
     @classmethod
     def list_snapshots(cls, socket: Optional[str] = None) -> List[Snapshot]:

@@ -10,6 +10,7 @@
 #include <linux/capability.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -22,7 +23,7 @@ static const int keep[] = {
     CAP_KILL,    CAP_AUDIT_WRITE,
 };
 
-int init_harden_self(void)
+int init_harden_self(uint64_t cap_drop)
 {
     /* The bounding set limits what an exec can give, not what lis-init holds:
      * cut once here, it still has CAP_SYS_ADMIN (unshare) and CAP_SYS_PTRACE
@@ -31,7 +32,7 @@ int init_harden_self(void)
     for (int c = 0; c < 64; c++) {
         int kept = 0;
         for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
-            kept |= keep[i] == c;
+            kept |= keep[i] == c && !(cap_drop & (1ull << c));
         if (!kept && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
             return errno;
     }
@@ -46,6 +47,26 @@ int init_harden_self(void)
     d[0].inheritable = d[1].inheritable = 0;
     if (syscall(SYS_capset, &h, d) < 0)
         return errno;
+    return 0;
+}
+
+int init_apply_limits(const struct init_limits *lim)
+{
+    for (int i = 0; i < lim->n; i++) {
+        struct rlimit cur, rl;
+        if (getrlimit(lim->r[i].resource, &cur) < 0)
+            return errno;
+        rl.rlim_max = lim->r[i].hard == UINT64_MAX ? RLIM_INFINITY : (rlim_t)lim->r[i].hard;
+        rl.rlim_cur = lim->r[i].soft == UINT64_MAX ? RLIM_INFINITY : (rlim_t)lim->r[i].soft;
+        if (cur.rlim_max != RLIM_INFINITY &&
+            (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > cur.rlim_max))
+            rl.rlim_max = cur.rlim_max;
+        if (rl.rlim_max != RLIM_INFINITY &&
+            (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > rl.rlim_max))
+            rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(lim->r[i].resource, &rl) < 0)
+            return errno;
+    }
     return 0;
 }
 

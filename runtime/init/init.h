@@ -33,9 +33,19 @@ struct sess_msg {
     int32_t pad;
 };
 
+/* The commands' resource limits (lis_sandbox_spec.rlimits), from argv[12]. */
+struct init_limits {
+    int n;
+    struct {
+        int resource;
+        uint64_t soft, hard; /* UINT64_MAX: RLIM_INFINITY */
+    } r[16];
+};
+
 /* session.c: serves one command connection; never returns. conn and ctl are
  * the only fds it keeps. */
-void init_session(int conn, int ctl, const struct sock_fprog *prog) __attribute__((noreturn));
+void init_session(int conn, int ctl, const struct sock_fprog *prog, const struct init_limits *lim)
+    __attribute__((noreturn));
 
 /* killtag.c: the UTS namespace inode of a process ("self" or a pid), 0 when
  * it is gone. */
@@ -78,11 +88,14 @@ struct cpu_sample {
 void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms);
 
 /* harden.c: once in lis-init: the capability bounding set cut to Docker's
- * default set, no ambient or inheritable capabilities (what every exec
- * inherits). In a command's child right before exec: the second seccomp
+ * default set less cap_drop (lis_sandbox_spec.cap_drop), no ambient or
+ * inheritable capabilities (what every exec inherits). In a command's child right before exec: the second seccomp
  * filter (unshare denied; the main one is inherited from the set-up).
  * 0 or an errno. */
-int init_harden_self(void);
+int init_harden_self(uint64_t cap_drop);
+/* In a command's child: its resource limits, each hard one lowered to what
+ * can be set (no CAP_SYS_RESOURCE outside). 0 or an errno. */
+int init_apply_limits(const struct init_limits *lim);
 int init_harden(const struct sock_fprog *prog);
 /* PID 1, spec.monitor: loads the monitor's program (a sealed memfd, closed)
  * with SECCOMP_FILTER_FLAG_NEW_LISTENER; the listener fd, or -1. */

@@ -1,7 +1,7 @@
 /* lis-init - PID 1 of every sandbox. Static, small, no libraries.
  *
  *   lis-init LIFELINE_FD LISTEN_FD PERSIST SECCOMP_FD MEMORY_LIMIT CPUWATCH SCRATCH_FD NOTIFY_FD
- *            UPPER_FD DISK_BUDGET
+ *            UPPER_FD DISK_BUDGET CAP_DROP RLIMITS
  *
  * NOTIFY_FD is -1, or the monitor's seccomp program (spec.monitor): PID 1
  * loads it with a listener before serving anything and hands the listener
@@ -11,7 +11,9 @@
  * hogs to SCHED_IDLE in that case (cpuwatch.c). SCRATCH_FD is the set-up
  * tmpfs (runtime/mounts.c), kept open for the owner's snapshots. UPPER_FD
  * is -1, or the host directory of a disk upper layer that PID 1 holds to
- * DISK_BUDGET bytes (diskwatch.c).
+ * DISK_BUDGET bytes (diskwatch.c). CAP_DROP is the mask of capabilities no
+ * command gets, RLIMITS every command's resource limits ("-": none), both
+ * from lis_sandbox_spec (Docker's --cap-drop, --ulimit).
  *
  * PID 1 reaps orphans and forks one session process per command request
  * (from the lifeline or the listening socket); session.c runs the command.
@@ -69,6 +71,7 @@ struct init_state {
     struct disk_watch disk; /* a disk upper layer's total bound */
     int64_t disk_next;
     struct sock_fprog prog;
+    struct init_limits lim; /* every command's resource limits */
     struct sess *s;
     int n, cap;
 };
@@ -153,7 +156,7 @@ static void start_session(struct init_state *st, int conn)
             struct rlimit zero = {0, 0};
             setrlimit(RLIMIT_FSIZE, &zero);
         }
-        init_session(3, 4, &st->prog);
+        init_session(3, 4, &st->prog, &st->lim); /* its limits cannot lift a freeze */
     }
     close(sp[1]);
     if (p < 0) {
@@ -241,6 +244,30 @@ static void reset_signals(void)
             syscall(SYS_rt_sigaction, sig, &sa, NULL, sizeof sa.mask);
 }
 
+static int parse_limits(const char *s, struct init_limits *lim)
+{
+    lim->n = 0;
+    if (!strcmp(s, "-"))
+        return 0;
+    while (*s) {
+        char *end;
+        if (lim->n == (int)(sizeof lim->r / sizeof lim->r[0]))
+            return -1;
+        lim->r[lim->n].resource = (int)strtol(s, &end, 10);
+        if (*end != ':')
+            return -1;
+        lim->r[lim->n].soft = strtoull(end + 1, &end, 10);
+        if (*end != ':')
+            return -1;
+        lim->r[lim->n].hard = strtoull(end + 1, &end, 10);
+        lim->n++;
+        if (*end && *end != ',')
+            return -1;
+        s = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* Before anything else: out of reach of ptrace, /proc/<pid>/mem and fd,
@@ -251,7 +278,7 @@ int main(int argc, char **argv)
      * of the sandbox's running commands (lis batch drains on the first one;
      * as PID 1 we would drop it, the sessions would die of it). */
     setsid();
-    if (argc != 11)
+    if (argc != 13)
         return 2;
     /* argv[7]: the set-up tmpfs (tmpfs upper layer, /tmp), held open for the
      * owner's snapshots (runtime/capture.c); never used here, closed on every
@@ -267,7 +294,10 @@ int main(int argc, char **argv)
     /* argv[9]: the disk upper layer's host directory, for diskwatch.c only */
     if (st.disk.fd >= 0)
         fcntl(st.disk.fd, F_SETFD, FD_CLOEXEC);
-    if (load_prog(&st, atoi(argv[4])) < 0 || init_harden_self() != 0)
+    /* argv[11]: capabilities left out of every command's set; argv[12]: its
+     * resource limits, "RESOURCE:SOFT:HARD,..." ("-": none) */
+    if (load_prog(&st, atoi(argv[4])) < 0 || init_harden_self(strtoull(argv[11], NULL, 10)) != 0 ||
+        parse_limits(argv[12], &st.lim) < 0)
         return 1;
     /* Whatever the owner ignored (SIGPIPE, even SIGCHLD) came through the
      * exec: every disposition back to default, for us and every command. */

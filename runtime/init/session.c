@@ -107,7 +107,7 @@ struct child_report {
 };
 
 static void child(const struct request *rq, int slave, int status_w, int go_r,
-                  const struct sock_fprog *prog)
+                  const struct sock_fprog *prog, const struct init_limits *lim)
 {
     struct child_report r = {0, 0, 0};
     if (unshare(CLONE_NEWUTS) < 0) {
@@ -143,7 +143,9 @@ static void child(const struct request *rq, int slave, int status_w, int go_r,
     dup2(out >= 0 ? out : null, 1);
     dup2(errfd >= 0 ? errfd : null, 2);
     syscall(SYS_close_range, 3, ~0u, 4 /* CLOSE_RANGE_CLOEXEC */);
-    if ((r.err = init_drop_ptrace())) {
+    if ((r.err = init_apply_limits(lim))) {
+        r.stage = 'l';
+    } else if ((r.err = init_drop_ptrace())) {
         r.stage = 'h';
     } else if (rq->cwd[0] && chdir(rq->cwd) < 0) {
         r.err = errno;
@@ -169,6 +171,7 @@ static void report_start_error(int conn, const struct request *rq, const struct 
     } names[] = {{'n', "unsharing the command's UTS namespace"},
                  {'c', "chdir"},
                  {'h', "dropping privileges"},
+                 {'l', "setting its resource limits (ulimits)"},
                  {'e', "exec"}};
     const char *what = "starting";
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -203,7 +206,7 @@ static int register_command(int ctl, pid_t cmd, int64_t timeout_ms, uint64_t tag
     return n == (ssize_t)sizeof m ? 0 : -1;
 }
 
-void init_session(int conn, int ctl, const struct sock_fprog *prog)
+void init_session(int conn, int ctl, const struct sock_fprog *prog, const struct init_limits *lim)
 {
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     struct request rq;
@@ -240,7 +243,7 @@ void init_session(int conn, int ctl, const struct sock_fprog *prog)
         close(go_pipe[1]);
         close(conn);
         close(ctl);
-        child(&rq, slave, st_pipe[1], go_pipe[0], prog);
+        child(&rq, slave, st_pipe[1], go_pipe[0], prog, lim);
     }
     close(st_pipe[1]);
     close(go_pipe[0]);

@@ -129,7 +129,7 @@ def test_idempotency_key(server):
     try:
         b = lis.Sandbox.create(image=IMAGE, idempotency_key="idem-pytest-1")
         assert a.sandbox_id == b.sandbox_id
-        assert [s["id"] for s in lis.Sandbox.list()].count(a.sandbox_id) == 1
+        assert [s.sandbox_id for s in lis.Sandbox.list()].count(a.sandbox_id) == 1
         # without a key of the caller's, every create gets its own (uuid4): two sandboxes
         c = lis.Sandbox.create(image=IMAGE)
         d = lis.Sandbox.create(image=IMAGE)
@@ -227,7 +227,7 @@ def _key_of(head):
 
 
 def test_a_create_retried_after_a_dropped_connection_makes_one_sandbox(server):
-    before = {s["id"] for s in lis.Sandbox.list()}
+    before = {s.sandbox_id for s in lis.Sandbox.list()}
     px = DroppingProxy(server.sock)
     try:
         sb = lis.Sandbox.create(image=IMAGE, socket=px.path)
@@ -239,7 +239,7 @@ def test_a_create_retried_after_a_dropped_connection_makes_one_sandbox(server):
         assert len(posts) == 2, px.requests
         k1, k2 = _key_of(posts[0]), _key_of(posts[1])
         assert k1 and k1 == k2  # a uuid4 made by the client, sent again
-        made = {s["id"] for s in lis.Sandbox.list()} - before
+        made = {s.sandbox_id for s in lis.Sandbox.list()} - before
         assert made == {sb.sandbox_id}
         assert lis.Sandbox.connect(sb.sandbox_id).commands.run("echo ok").stdout == "ok\n"
     finally:

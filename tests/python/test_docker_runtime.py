@@ -169,7 +169,7 @@ def test_rl_environment_call_sequence(server):
         results = list(pool.map(episode, range(4)))
     assert [r for r, _ in results] == [1.0] * 4
     assert len({sid for _, sid in results}) == 4
-    live = {s["id"] for s in lis.Sandbox.list()}
+    live = {s.sandbox_id for s in lis.Sandbox.list()}
     assert not live & {sid for _, sid in results}  # every one closed
 
 

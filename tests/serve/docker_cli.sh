@@ -1,10 +1,15 @@
 #!/bin/bash
 # The docker CLI (package docker.io, as a client only) against `lis serve`:
 # mini-swe-agent's and SWE-ReX's sequences, cp both ways, exit codes, kill ->
-# 137, ps --filter ancestor, the errors. Usage: docker_cli.sh SOCKET IMAGE
-# Prints one line per check, then "N passed, M failed".
+# 137, ps --filter ancestor, the errors. Usage: docker_cli.sh SOCKET|tcp://HOST:PORT IMAGE
+# (tcp://: over mutual TLS with DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH from the
+# environment). Prints one line per check, then "N passed, M failed".
 set -u
-export DOCKER_HOST=unix://$1 DOCKER_CONFIG=$(mktemp -d)
+case $1 in
+tcp://*) export DOCKER_HOST=$1 ;;
+*) export DOCKER_HOST=unix://$1 ;;
+esac
+export DOCKER_CONFIG=$(mktemp -d)
 IMG=$2
 pass=0 fail=0
 check() { # name, expected, actual

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """docker-py (python3-docker) against `lis serve`: the llm-in-sandbox
 DockerRuntime and rLLM DockerSandbox call sequences, the protocol details
-of docker-api-subset.md (§5-§9) and the errors docker-py maps.
-Usage: docker_py.py SOCKET IMAGE [concurrency]. Prints one line per check,
-then "N passed, M failed"."""
+traced against dockerd (docs/serve.md: the 101 alone, framing, half-close,
+exit codes before EOF) and the errors docker-py maps.
+Usage: docker_py.py SOCKET|tcp://HOST:PORT IMAGE [concurrency]. tcp://: over
+mutual TLS (docker.tls.TLSConfig) with $DOCKER_CERT_PATH's ca.pem, cert.pem,
+key.pem. Prints one line per check, then "N passed, M failed"."""
 import http.client
 import io
+import os
 import socket
+import ssl
 import sys
 import tarfile
 import threading
@@ -29,8 +33,31 @@ def check(name, cond, detail=""):
         print("FAIL", name, detail, flush=True)
 
 
+def cert(name):
+    return os.path.join(os.environ["DOCKER_CERT_PATH"], name)
+
+
 def client():
+    if SOCK.startswith("tcp://"):
+        # requests prefers these to docker-py's ca_cert (docker/docker-py#2433)
+        os.environ.pop("REQUESTS_CA_BUNDLE", None)
+        os.environ.pop("CURL_CA_BUNDLE", None)
+        tls = docker.tls.TLSConfig(client_cert=(cert("cert.pem"), cert("key.pem")),
+                                   ca_cert=cert("ca.pem"), verify=True)
+        return docker.DockerClient(base_url=SOCK, tls=tls, timeout=120)
     return docker.DockerClient(base_url="unix://" + SOCK, timeout=120)
+
+
+def raw_socket():
+    """A connection to the server for hand-written HTTP (TLS over tcp://)."""
+    if SOCK.startswith("tcp://"):
+        host, port = SOCK[6:].rsplit(":", 1)
+        ctx = ssl.create_default_context(cafile=cert("ca.pem"))
+        ctx.load_cert_chain(cert("cert.pem"), cert("key.pem"))
+        return ctx.wrap_socket(socket.create_connection((host, int(port))), server_hostname=host)
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(SOCK)
+    return s
 
 
 def make_tar(files):
@@ -163,7 +190,6 @@ def main_checks():
     except docker.errors.APIError:
         pass
     r = ct.exec_run(["sh", "-c", "test -e /etc/pwned && echo in-sandbox; true"])
-    import os
     check("symlink tar entries never reach the host", not os.path.exists("/etc/pwned"), r)
     try:
         ct.put_archive("/nonexistent", tar)
@@ -184,8 +210,7 @@ def main_checks():
     check("[strict] slow client still gets exec output", r.output == b"hi\n", r)
     # raw socket: the first recv holds the header only
     eid = c.api.exec_create(ct.id, ["echo", "hi"])["Id"]
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(SOCK)
+    s = raw_socket()
     body = b'{"Detach": false, "Tty": false}'
     s.sendall(b"POST /v1.41/exec/%s/start HTTP/1.1\r\nHost: docker\r\nConnection: Upgrade\r\n"
               b"Upgrade: tcp\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
@@ -356,10 +381,69 @@ def proxy_checks():
     ct2.remove(force=True)
 
 
+def options_checks():
+    """docker-py's create options (issue 22, item 2): honoured, or refused with a 400."""
+    import shutil
+    import tempfile
+    from docker.types import Mount, Ulimit
+    c = client()
+    host = tempfile.mkdtemp()
+    with open(os.path.join(host, "f"), "w") as f:
+        f.write("from the host\n")
+
+    def run(cmd, **kw):
+        return c.containers.run(IMG, ["sh", "-c", cmd], remove=True, **kw).decode()
+    out = run("cat /mnt/f; touch /mnt/x 2>/dev/null || echo ro",
+              volumes={host: {"bind": "/mnt", "mode": "ro"}})
+    check("volumes= ro: the host's file, read-only", out == "from the host\nro\n", out)
+    run("echo w > /mnt/w", volumes=["%s:/mnt:rw" % host])
+    check("volumes= rw: the write reached the host",
+          open(os.path.join(host, "w")).read() == "w\n")
+    out = run("cat /m/f", mounts=[Mount("/m", host, type="bind", read_only=True)])
+    check("mounts= bind", out == "from the host\n", out)
+    out = run("df -k /t | awk 'NR==2{print $2}'", tmpfs={"/t": "size=1m"})
+    check("tmpfs= size", out == "1024\n", out)
+    out = run("touch /x 2>/dev/null || echo ro; touch /dev/shm/y && echo shm", read_only=True)
+    check("read_only=True", out == "ro\nshm\n", out)
+    out = run("df -k /dev/shm | awk 'NR==2{print $2}'", shm_size="4m")
+    check("shm_size", out == "4096\n", out)
+    out = run("echo $(ulimit -n) $(ulimit -Hn)", ulimits=[Ulimit(name="nofile", soft=64, hard=128)])
+    check("ulimits", out == "64 128\n", out)
+    out = run("awk '/CapEff/{print $2}' /proc/self/status", cap_drop=["ALL"])
+    check("cap_drop ALL", out == "0000000000000000\n", out)
+    out = run("hostname", hostname="pyhost", init=True)
+    check("hostname, init", out == "pyhost\n", out)
+    refusals = [("privileged", {"privileged": True}, "Privileged"),
+                ("cap_add SYS_ADMIN", {"cap_add": ["SYS_ADMIN"]}, "CapAdd"),
+                ("devices", {"devices": ["/dev/null:/dev/null:rwm"]}, "Devices"),
+                ("pid_mode host", {"pid_mode": "host"}, "PidMode"),
+                ("ipc_mode host", {"ipc_mode": "host"}, "IpcMode"),
+                ("userns_mode host", {"userns_mode": "host"}, "UsernsMode"),
+                ("security_opt seccomp=unconfined", {"security_opt": ["seccomp=unconfined"]},
+                 "SecurityOpt"),
+                ("sysctls", {"sysctls": {"net.ipv4.ip_forward": "1"}}, "Sysctls"),
+                ("cgroup_parent", {"cgroup_parent": "x"}, "CgroupParent"),
+                ("volumes_from", {"volumes_from": ["other"]}, "VolumesFrom"),
+                ("a named volume", {"volumes": {"myvol": {"bind": "/data"}}}, "no volumes"),
+                ("restart_policy", {"restart_policy": {"Name": "always"}, "detach": True},
+                 "RestartPolicy")]
+    for name, kw, word in refusals:
+        try:
+            kw.setdefault("remove", True)
+            c.containers.run(IMG, "true", **kw)
+            check("refused: " + name, False, "it ran")
+        except docker.errors.APIError as e:
+            check("refused: " + name, e.status_code == 400 and word in str(e), str(e))
+    check("nothing left", not c.containers.list(all=True))
+    shutil.rmtree(host)
+
+
 if MODE == "concurrency":
     concurrency(int(sys.argv[4]), int(sys.argv[5]))
 elif MODE == "proxy":
     proxy_checks()
+elif MODE == "options":
+    options_checks()
 else:
     main_checks()
 print("%d passed, %d failed" % (passed, failed), flush=True)

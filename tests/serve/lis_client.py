@@ -4,6 +4,7 @@ import asyncio
 import os
 import signal
 import tempfile
+import time
 import unittest
 
 import lis
@@ -51,6 +52,8 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(lis.NotFoundException) as cm:
             lis.Sandbox.create(image="no-such-image:v0")
         self.assertIn("No such image", cm.exception.message)
+        self.assertIn("lis rootfs pull", cm.exception.message)  # how to get it
+        self.assertIn("lis rootfs import", cm.exception.message)
         with self.assertRaises(lis.InvalidArgumentException):
             lis.Sandbox.create(image=IMAGE, net="everywhere")
         sb = lis.Sandbox.create(image=IMAGE)
@@ -59,8 +62,9 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(lis.InvalidArgumentException):
             sb.fork(0)
         self.assertEqual(sb.pause(), sb.sandbox_id)
-        with self.assertRaises(lis.ConflictException):
+        with self.assertRaises(lis.ConflictException) as cm:
             sb.commands.run("true")
+        self.assertIn("sb.resume()", cm.exception.message)
         self.assertTrue(sb.resume().is_running())
         same = lis.Sandbox.connect(sb.sandbox_id)
         self.assertEqual(same.sandbox_id, sb.sandbox_id)
@@ -75,8 +79,12 @@ class ClientTest(unittest.TestCase):
         try:
             b = lis.Sandbox.create(image=IMAGE, idempotency_key="idem-py-1")
             self.assertEqual(a.sandbox_id, b.sandbox_id)
-            ids = [s["id"] for s in lis.Sandbox.list()]
+            listed = lis.Sandbox.list()
+            self.assertTrue(all(isinstance(s, lis.Sandbox) for s in listed), listed)
+            ids = [s.sandbox_id for s in listed]
             self.assertEqual(ids.count(a.sandbox_id), 1)
+            mine = [s for s in listed if s.sandbox_id == a.sandbox_id][0]
+            self.assertEqual(mine.commands.run("echo listed").stdout, "listed\n")
         finally:
             a.kill()
 
@@ -102,6 +110,37 @@ class ClientTest(unittest.TestCase):
         finally:
             c.started.send_signal(signal.SIGTERM)
             self.assertEqual(c.started.wait(60), 0)
+
+    def test_auto_started_server_exits_when_idle(self):
+        """As podman's system service --time: a sandbox keeps it, its end lets it go."""
+        d = tempfile.mkdtemp(prefix="lis-py-")
+        path = os.path.join(d, "sock", "lis.sock")
+        os.environ["LIS_IDLE_TIMEOUT"] = "2"  # for both servers this test starts
+        c = Client(path)
+        self.assertIsNotNone(c.started)
+        try:
+            sb = lis.Sandbox.create(image=IMAGE, socket=path)
+            time.sleep(4)  # twice the idle time: a live sandbox keeps it
+            self.assertIsNone(c.started.poll(), "it exited with a sandbox left")
+            self.assertEqual(sb.commands.run("echo still").stdout, "still\n")
+            t0 = time.monotonic()
+            sb.kill()
+            self.assertEqual(c.started.wait(30), 0)
+            print("info auto-started server exited %.1f s after its last sandbox (idle time 2 s)"
+                  % (time.monotonic() - t0), flush=True)
+            self.assertFalse(os.path.exists(path), "it left its socket")
+            # the next client starts a new one, which goes the same way
+            with lis.Sandbox.create(image=IMAGE, socket=path) as sb2:
+                second = sb2._client.started
+                self.assertIsNotNone(second)
+                self.assertEqual(sb2.commands.run("echo again").stdout, "again\n")
+            self.assertEqual(second.wait(30), 0)
+        finally:
+            del os.environ["LIS_IDLE_TIMEOUT"]
+            for p in (c.started, locals().get("second")):
+                if p is not None and p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+                    p.wait(60)
 
 
 if __name__ == "__main__":
