@@ -300,6 +300,8 @@ typedef struct agent_watch {
     lis_net_rules net;
     const char **allow, **deny; /* owned arrays (of argv's and the policy's strings) */
     int have_rules;             /* some domain rule was given */
+    const char *policy_path;    /* --policy FILE */
+    uint64_t policy_hash;       /* FNV-1a of its text (lis batch --resume compares it) */
 } agent_watch;
 
 struct agent_cli;
@@ -320,6 +322,10 @@ int agent_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, const agent
  * as the monitor's step 0, whose effects are dropped: the model's first tool
  * call is step 1, as in the trajectory (metadata.step). NULL is fine. */
 void agent_watch_setup_done(lis_monitor *mon);
+/* What a tool call is to the monitor (and the live view): the command of an
+ * execute_bash, the editor's sub-command and path ("view /testbed/a.py"),
+ * cut to len. */
+void agent_watch_call(const char *name, const cJSON *params, char *buf, size_t len);
 
 typedef struct agent_run {
     agent_opts opts;

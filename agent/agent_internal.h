@@ -31,12 +31,6 @@ char *agent_cap_bytes(const char *s, size_t cap, uint64_t extra_dropped);
 /* "Exit code: ...\nExecution output of \[execute_bash]:\n\[STDOUT]\n..." */
 char *agent_obs_bash(const char *exit_str, const char *out, const char *err);
 
-/* ---- effects (watch.c) ------------------------------------------------- */
-
-/* What a tool call is to the monitor: the command of an execute_bash, the
- * editor's sub-command and path ("view /testbed/a.py"), cut to len. */
-void agent_watch_call(const char *name, const cJSON *params, char *buf, size_t len);
-
 /* ---- the editor (editor.c) --------------------------------------------- */
 
 /* The file system the editor works on: a sandbox, or a test double. */

@@ -23,6 +23,19 @@ int agent_watch_init(agent_watch *w, const agent_cli *c, lis_net_mode net, lis_e
                         "--policy matches each step's effects: it cannot go with --no-effects");
     if (c->policy && !(w->policy = lis_policy_load(c->policy, err)))
         return -1;
+    if (c->policy) {
+        size_t len = 0;
+        char *text = agent_read_host_file(c->policy, &len, err);
+        if (!text) {
+            agent_watch_release(w);
+            return -1;
+        }
+        w->policy_hash = 0xcbf29ce484222325ull;
+        for (size_t i = 0; i < len; i++)
+            w->policy_hash = (w->policy_hash ^ (unsigned char)text[i]) * 0x100000001b3ull;
+        free(text);
+        w->policy_path = c->policy;
+    }
     const char *const *pd = lis_policy_deny_domains(w->policy);
     size_t npd = 0;
     while (pd[npd])

@@ -56,19 +56,26 @@ static int write_inputs(bep *e, lis_sandbox *sb, lis_error *err)
 static int make_sandbox(brun *r, lis_sandbox **sb, agent_tool_env *env, char *why, size_t wl)
 {
     lis_error err = {0};
-    if (lis_net_sandbox_create(r->ctx, &r->spec, NULL, sb, &err) < 0) {
+    lis_monitor *mon = NULL;
+    /* with effects, the monitor is attached at once (env->mon; watch.c) */
+    if (agent_sandbox_create(r->ctx, &r->spec, env ? r->o->watch : NULL, sb, &mon, &err) < 0) {
         snprintf(why, wl, "starting the sandbox: %s", err.msg);
         *sb = NULL;
         return -1;
     }
-    if (agent_prepare_sandbox(*sb, &r->task->prompts, env, &err) < 0) {
+    agent_tool_env tmp;
+    if (agent_prepare_sandbox(*sb, &r->task->prompts, env ? env : &tmp, &err) < 0) {
         snprintf(why, wl, "preparing the sandbox: %s", err.msg);
         lis_error ign;
         lis_sandbox_destroy(*sb, &ign);
+        lis_monitor_free(mon);
         *sb = NULL;
         return -1;
     }
-    env->timeout = r->o->cmd_timeout > 0 ? r->o->cmd_timeout : AGENT_CMD_TIMEOUT;
+    if (env) {
+        env->mon = mon;
+        env->timeout = r->o->cmd_timeout > 0 ? r->o->cmd_timeout : AGENT_CMD_TIMEOUT;
+    }
     return 0;
 }
 
@@ -87,10 +94,9 @@ static int group_snapshot(bep *e)
     pthread_mutex_lock(&g->mu);
     if (g->state == G_NOT_MADE) {
         lis_sandbox *t = NULL;
-        agent_tool_env env;
         lis_error err = {0};
         g->state = G_FAILED;
-        if (make_sandbox(r, &t, &env, g->error, sizeof g->error) == 0) {
+        if (make_sandbox(r, &t, NULL, g->error, sizeof g->error) == 0) { /* not watched */
             lis_snapshot_result snap;
             if (write_inputs(e, t, &err) < 0)
                 snprintf(g->error, sizeof g->error, "preparing the sandbox: %s", err.msg);
@@ -121,13 +127,16 @@ static void setup_from_group(bep *e)
     lis_sandbox_spec spec = r->spec;
     spec.rootfs = e->group->chain;
     lis_error err = {0};
-    if (lis_net_sandbox_create(r->ctx, &spec, NULL, &e->sb, &err) < 0) {
+    lis_monitor *mon = NULL;
+    if (agent_sandbox_create(r->ctx, &spec, r->o->watch, &e->sb, &mon, &err) < 0) {
         snprintf(e->setup_error, sizeof e->setup_error, "starting the forked sandbox: %s", err.msg);
         e->sb = NULL;
         return;
     }
     agent_tool_env_init(e->sb, &r->task->prompts, &e->env);
+    e->env.mon = mon;
     e->env.timeout = r->o->cmd_timeout > 0 ? r->o->cmd_timeout : AGENT_CMD_TIMEOUT;
+    agent_watch_setup_done(mon); /* the model's first step is step 1 */
 }
 
 /* The end of one repeat: the last one of the run removes the snapshot. */
@@ -159,8 +168,12 @@ void bjob_setup(void *arg)
         snprintf(e->setup_error, sizeof e->setup_error, "preparing the sandbox: %s", err.msg);
         lis_error ign;
         lis_sandbox_destroy(e->sb, &ign);
+        lis_monitor_free(e->env.mon);
+        e->env.mon = NULL;
         e->sb = NULL;
+        return;
     }
+    agent_watch_setup_done(e->env.mon); /* the model's first step is step 1 */
 }
 
 void bjob_tool(void *arg)
@@ -168,7 +181,9 @@ void bjob_tool(void *arg)
     bep *e = arg;
     const cJSON *params;
     const char *name = agent_ep_tool(e->ep, &params);
+    agent_ep_tool_begin(e->ep); /* the step's effects, read here off the loop */
     agent_tool_exec(&e->env, *name ? name : NULL, params, &e->tout);
+    agent_ep_tool_end(e->ep, &e->tout);
 }
 
 void bjob_reap(void *arg)
@@ -247,6 +262,8 @@ static void close_sandbox(bep *e)
         e->proxy_bytes = c.bytes_in + c.bytes_out;
     }
     lis_sandbox_destroy(e->sb, &err);
+    lis_monitor_free(e->env.mon); /* after its sandbox */
+    e->env.mon = NULL;
     e->sb = NULL;
 }
 
@@ -287,6 +304,7 @@ static cJSON *make_row(bep *e, double wall)
     cJSON_AddNumberToObject(row, "oom_kills", (double)e->oom_kills);
     cJSON_AddNumberToObject(row, "proxy_bytes", (double)e->proxy_bytes);
     cJSON_AddStringToObject(row, "scorer", r->scorer ? batch_scorer_name(r->scorer) : "");
+    bfx_row(row, e->row->json, e->traj); /* domain, capability, alerts (effects.c) */
     return row;
 }
 

@@ -58,6 +58,7 @@ static cJSON *run_config(const lis_batch_opts *o, const batch_task *t)
         cJSON_AddStringToObject(c, "input_dir", t->prompts.input_dir);
         cJSON_AddStringToObject(c, "output_dir", t->prompts.output_dir);
     }
+    bfx_config(c, o); /* --policy, --allow-domain, --deny-domain, --allow-host-network */
     batch_shard_config(c, o->shard_index, o->shard_count,
                        batch_shard_rows(t->nrows, o->shard_index, o->shard_count));
     return c;
@@ -117,6 +118,7 @@ static void free_run(brun *r)
     batch_scorer_close(r->scorer);
     batch_out_close(r->out);
     free(r->eps);
+    free(r->alerts);
     /* --fork-from-setup: a snapshot whose repeats did not all run (Ctrl-C, a
      * fatal error) goes too; every sandbox is gone by now */
     for (size_t i = 0; r->groups && i < r->task->nrows; i++) {
@@ -205,7 +207,8 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
                           .max_steps = o->max_steps,
                           .max_token_limit = o->max_token_limit,
                           .llm = cfg,
-                          .llm_name = o->llm_name};
+                          .llm_name = o->llm_name,
+                          .on_step = bfx_on_step}; /* the live view; its arg is the episode */
     r.spec = (lis_sandbox_spec){.rootfs = o->rootfs, .net = o->net, .upper = LIS_UPPER_TMPFS};
     /* spares are sandboxes of the image: of no use to the forks of a set-up */
     r.warm = o->mode_llm || forking ? 0 : (size_t)(o->warm >= 0 ? o->warm : o->max_creating);
@@ -283,12 +286,17 @@ out:
     return rc;
 }
 
-int lis_batch_report(const char *dir, FILE *out, lis_error *err)
+int lis_batch_report(const char *dir, const char *by, FILE *out, lis_error *err)
 {
     cJSON *summary = NULL;
+    if (by && strcmp(by, "domain"))
+        return lis_fail(err, EINVAL, "--by %s: only --by domain is known", by);
     if (batch_report_write(dir, -1, &summary, err) < 0)
         return -1;
-    bprog_summary(out, summary);
+    if (by)
+        bcap_print(out, summary); /* capability use by the rows' domain */
+    else
+        bprog_summary(out, summary);
     cJSON_Delete(summary);
     lis_error rerr = {0};
     if (lis_report_html(dir, NULL, 0, &rerr) < 0)
@@ -303,5 +311,5 @@ int lis_batch_judge(const char *dir, const llm_config *judge, int concurrency, F
 {
     if (batch_judge_dir(dir, judge, concurrency, log, err) < 0)
         return -1;
-    return lis_batch_report(dir, out, err);
+    return lis_batch_report(dir, NULL, out, err);
 }
