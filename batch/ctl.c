@@ -109,7 +109,11 @@ void bctl_monitor_event(brun *r, bep *e)
     if (e->phase != EP_LIVE || !e->ep || e->stopped)
         return;
     char rule[64], why[96];
-    switch (agent_ep_monitor_event(e->ep, rule, sizeof rule)) {
+    lis_policy_action a = agent_ep_monitor_event(e->ep, rule, sizeof rule);
+    if (a == LIS_ACT_STOP || a == LIS_ACT_PAUSE) /* as it fires; the step lists it at its end */
+        bfx_alert_push(e, e->live.step + 1, rule, lis_policy_action_name(a),
+                       "fired while the step runs");
+    switch (a) {
     case LIS_ACT_STOP:
         if (e->proc) { /* the step ends, is recorded, then the engine stops */
             lis_error ign;
@@ -205,6 +209,13 @@ static cJSON *episode_json(const bep *e)
                                                     : "waiting");
     cJSON_AddStringToObject(o, "tool", e->live.tool);
     cJSON_AddStringToObject(o, "command", e->live.cmd);
+    if (e->ep && e->phase == EP_LIVE && !e->in_job && (e->proc || e->wants_cmd)) {
+        const cJSON *params;
+        const char *name = agent_ep_tool(e->ep, &params);
+        char cmd[4096];
+        agent_watch_call(name, params, cmd, sizeof cmd);
+        cJSON_AddStringToObject(o, "running", cmd); /* the command of the step in progress */
+    }
     cJSON_AddNumberToObject(o, "alerts", e->live.alerts);
     cJSON_AddNumberToObject(o, "seconds", lis_now() - e->t0);
     if (e->live.fx)

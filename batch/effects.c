@@ -143,22 +143,28 @@ void bfx_on_step(void *arg, const cJSON *step)
     cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(fx, "alerts"))
     {
         l->alerts++;
-        if (!r->alerts && !(r->alerts = calloc(BFX_ALERTS, sizeof *r->alerts)))
-            continue;
-        bfx_alert *x = &r->alerts[r->nalerts++ % BFX_ALERTS];
-        if (e->attempt)
-            snprintf(x->key, sizeof x->key, "%.100s@%d", e->row->id, e->attempt);
-        else
-            snprintf(x->key, sizeof x->key, "%.100s", e->row->id);
-        x->step = l->step;
-        str_cut(x->rule, sizeof x->rule,
-                cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "rule")));
-        str_cut(x->action, sizeof x->action,
-                cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "action")));
-        str_cut(x->what, sizeof x->what,
-                cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "what")));
-        x->t = lis_wallclock();
+        bfx_alert_push(e, l->step,
+                       cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "rule")),
+                       cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "action")),
+                       cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "what")));
     }
+}
+
+void bfx_alert_push(bep *e, int step, const char *rule, const char *action, const char *what)
+{
+    brun *r = e->run;
+    if (!r->alerts && !(r->alerts = calloc(BFX_ALERTS, sizeof *r->alerts)))
+        return;
+    bfx_alert *x = &r->alerts[r->nalerts++ % BFX_ALERTS];
+    if (e->attempt)
+        snprintf(x->key, sizeof x->key, "%.100s@%d", e->row->id, e->attempt);
+    else
+        snprintf(x->key, sizeof x->key, "%.100s", e->row->id);
+    x->step = step;
+    str_cut(x->rule, sizeof x->rule, rule);
+    str_cut(x->action, sizeof x->action, action);
+    str_cut(x->what, sizeof x->what, what);
+    x->t = lis_wallclock();
 }
 
 void bfx_release(bep *e)

@@ -250,6 +250,8 @@ void bfx_watch(bep *e);                  /* its monitor's fd into the loop's set
 int bfx_held(bep *e);                    /* paused: drive() waits (then resume drives) */
 void bfx_on_step(void *arg, const cJSON *step); /* agent_opts.on_step: the live view */
 void bfx_release(bep *e);                /* what the live view kept */
+/* One alert into the run's latest (the live view, lis batch ctl status). */
+void bfx_alert_push(bep *e, int step, const char *rule, const char *action, const char *what);
 /* The results row's effects fields from the trajectory (any thread): domain,
  * capability, alerts, alert_list, stop_rule (docs/batch-files.md). */
 void bfx_row(cJSON *row, const cJSON *task_row, const cJSON *traj);
@@ -264,6 +266,7 @@ cJSON *bctl_status(brun *r);
 /* verb: pause, resume or stop; ids: a JSON array of ID or ID@K (empty: all) */
 cJSON *bctl_command(brun *r, const char *verb, const cJSON *ids);
 /* live.c: the control socket DIR/ctl.sock and the --live view, on the loop */
+int blive_check(const char *live, lis_error *err); /* --live's ADDR, before anything starts */
 int blive_open(brun *r, lis_error *err);
 void blive_event(brun *r, uint64_t which); /* a K_HTTP fd is ready */
 void blive_tick(brun *r);                  /* libmicrohttpd's timeouts */

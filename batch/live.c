@@ -408,10 +408,17 @@ static int live_addr(const char *spec, struct sockaddr_in *sa, lis_error *err)
     }
     char *end;
     long p = *port ? strtol(port, &end, 10) : 0;
-    if (*port && (*end || p < 1 || p > 65535))
-        return lis_fail(err, EINVAL, "--live %s: not a port (1-65535) or 127.0.0.1:PORT", spec);
+    if (*port && (*end || p < 0 || p > 65535))
+        return lis_fail(err, EINVAL,
+                        "--live %s: not a port (0-65535, 0: a free one) or 127.0.0.1:PORT", spec);
     sa->sin_port = htons((unsigned short)p);
     return 0;
+}
+
+int blive_check(const char *spec, lis_error *err)
+{
+    struct sockaddr_in sa;
+    return live_addr(spec, &sa, err);
 }
 
 static int loop_add(brun *r, int fd, uint64_t which, lis_error *err)

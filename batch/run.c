@@ -101,6 +101,8 @@ static int check_opts(const lis_batch_opts *o, lis_error *err)
                         "at least 1");
     if (!o->mode_llm && !o->rootfs)
         return lis_fail(err, EINVAL, "no root filesystem for the sandboxes");
+    if (o->live && blive_check(o->live, err) < 0)
+        return -1;
     if (o->shard_count < 0 ||
         (o->shard_count && (o->shard_index < 0 || o->shard_index >= o->shard_count)))
         return lis_fail(err, EINVAL, "shard %d/%d: K must be below N", o->shard_index,
