@@ -122,7 +122,6 @@ static int cap_on(const cJSON *cap, const char *k)
 void bfx_on_step(void *arg, const cJSON *step)
 {
     bep *e = arg;
-    brun *r = e->run;
     bfx_live *l = &e->live;
     l->step++;
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(step, "action");
