@@ -151,6 +151,13 @@ sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const
         c->net = LIS_NET_PROXY;
     if (sv_jbool(cfg, "NetworkDisabled"))
         c->net = LIS_NET_NONE;
+    if (native && sv_effects_setup(s, c, cfg, status, msg, mlen) < 0) { /* api_effects.c */
+        sv_strv_free(c->cmd);
+        sv_strv_free(c->env);
+        free(c);
+        cJSON_Delete(cfg);
+        return NULL;
+    }
     c->config = cfg;
     c->created = lis_wallclock();
     snprintf(c->status, sizeof c->status, "created");

@@ -276,6 +276,8 @@ int lis_serve_run(const lis_serve_opts *opts, lis_error *err)
     for (int i = 0; i < nd; i++)
         MHD_quiesce_daemon(dr[i].d);
     sv_containers_shutdown(s);
+    lis_monitor_hub_free(s->hub); /* after the monitors of its containers */
+    s->hub = NULL;
     sv_autosnap_shutdown(s);
     while (s->suspended)
         sv_req_finish_error(s->suspended, 503, "lis serve is shutting down");
