@@ -504,6 +504,13 @@ int cmd_batch_main(int argc, char **argv)
     }
     o.watch = o.mode_llm ? NULL : &watch;
     o.live = b.live_set ? b.live : NULL;
+    if (o.live && strchr(o.live, ':') && strncmp(o.live, "127.0.0.1:", 10) &&
+        strncmp(o.live, "localhost:", 10)) {
+        cli_error("--live %s: the live view listens on 127.0.0.1 only (reach it from elsewhere "
+                  "with ssh -L)",
+                  o.live);
+        goto out;
+    }
     rc = CLI_EXIT_LIS;
     cli_warn_once wo = {.mu = PTHREAD_MUTEX_INITIALIZER, .scope = "of this run"};
     lis_ctx_opts co = {.warn = cli_warn_once_fn, .warn_arg = &wo};

@@ -594,7 +594,11 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
 {
     ino_map om = {0}, nm = {0};
     char absent[4096] = ""; /* lower_kind's: the last directory the image lacks */
-    if (map_build(&om, old) < 0 || map_build(&nm, now) < 0) {
+    /* an old entry renamed in this step: the new entry that took it (index + 1),
+     * so that a second new name of it is a hard link, not a second rename */
+    size_t *claimed = calloc(old->n ? old->n : 1, sizeof *claimed);
+    if (!claimed || map_build(&om, old) < 0 || map_build(&nm, now) < 0) {
+        free(claimed);
         free(om.slot);
         free(nm.slot);
         return -1;
@@ -632,7 +636,12 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
         const mon_entry *from = map_find(&om, e, path_gone, now);
         if (from && !same_file(e, from))
             from = NULL;
+        if (from && claimed[from - old->e]) { /* renamed to an earlier path: this is a link */
+            rc = emit(d, MF_LINKED, e, now->e[claimed[from - old->e] - 1].path, e->kind, 0);
+            continue;
+        }
         if (from) {
+            claimed[from - old->e] = i + 1;
             if (under_renamed_dir(old, now, from->path, e->path))
                 continue;
             rc = emit(d, MF_RENAMED, e, from->path, e->kind, 0);
@@ -682,6 +691,7 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
         rc = emit(d, MF_DELETED, NULL, o->path, o->kind, -(int64_t)o->size);
         cache_drop(d->l, o->path);
     }
+    free(claimed);
     free(om.slot);
     free(nm.slot);
     return rc;
