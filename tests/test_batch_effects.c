@@ -700,10 +700,17 @@ Test(batch_effects, every_rule_action_and_ctl, .timeout = 300)
     cr_expect(alert_of(step_fx(traj, 0), "stop-me"));
     cr_expect_str_eq(str(cJSON_GetObjectItem(traj, "metadata"), "stop_reason"), "policy");
     cJSON_Delete(traj);
-    /* the report: every firing */
+    /* the report: every firing (the index names the stop; each episode its alerts) */
     char *html = t_host(NULL, "cat %s/report.html", rdir);
-    cr_expect(strstr(html, "stop-me") && strstr(html, "flag-etc"), "the report lacks the alerts");
+    cr_expect(strstr(html, "stop-me"), "the report's index lacks the stop rule");
     free(html);
+    const char *rules[] = {"flag-etc", "deny-exec", "deny-host", "pause-me", "stop-me"};
+    for (int i = 0; i < 5; i++) {
+        char *hit = t_host(&code, "grep -l -- '\"rule\":\"%s\"' %s/report/ep-*.js", rules[i],
+                           rdir);
+        cr_expect_eq(code, 0, "no episode of the report shows the alert %s", rules[i]);
+        free(hit);
+    }
     cJSON_Delete(rows2);
     /* after the run: nobody answers */
     o = ctl(&code, rdir, "status");
