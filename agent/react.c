@@ -395,8 +395,8 @@ static void step_effects(agent_ep *ep, cJSON *st)
         const char *act = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "action"));
         const char *what = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "what"));
         if (log)
-            fprintf(log, "lis: step %d: policy rule %s (%s): %s\n", ep->step + 1,
-                    rule ? rule : "?", act ? act : "?", what ? what : "");
+            fprintf(log, "lis: step %d: policy rule %s (%s): %s\n", ep->step + 1, rule ? rule : "?",
+                    act ? act : "?", what ? what : "");
         if (sum.action == LIS_ACT_STOP && act && !strcmp(act, "stop") && rule &&
             !strcmp(rule, sum.action_rule)) {
             ep->policy_stop = 1;

@@ -244,8 +244,7 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_er
                 return lis_fail(err, EINVAL, "--%s needs a host pattern (e.g. *.example.com)",
                                 name);
             if (*cnt >= AGENT_MAX_DOMAINS)
-                return lis_fail(err, E2BIG, "--%s: at most %d patterns", name,
-                                AGENT_MAX_DOMAINS);
+                return lis_fail(err, E2BIG, "--%s: at most %d patterns", name, AGENT_MAX_DOMAINS);
             ((const char **)field)[(*cnt)++] = v;
             break;
         }

@@ -19,8 +19,8 @@ static void freeze_job(void *arg)
 {
     bep *e = arg;
     lis_error err = {0};
-    int rc = e->pausing == FREEZE_ON ? lis_sandbox_pause(e->sb, &err)
-                                     : lis_sandbox_resume(e->sb, &err);
+    int rc =
+        e->pausing == FREEZE_ON ? lis_sandbox_pause(e->sb, &err) : lis_sandbox_resume(e->sb, &err);
     if (rc < 0 && e->log) /* the log is the episode's: only this job writes it now */
         fprintf(e->log, "lis: warning: %s the sandbox: %s\n",
                 e->pausing == FREEZE_ON ? "pausing" : "resuming", err.msg);
@@ -202,9 +202,9 @@ static cJSON *episode_json(const bep *e)
     if (e->paused)
         cJSON_AddStringToObject(o, "paused_by", e->pause_why);
     cJSON_AddStringToObject(o, "doing",
-                            e->proc           ? "command"
-                            : e->in_job       ? "tool"
-                            : e->lq != LQ_NONE ? "llm"
+                            e->proc                 ? "command"
+                            : e->in_job             ? "tool"
+                            : e->lq != LQ_NONE      ? "llm"
                             : e->sbs == SB_CREATING ? "set-up"
                                                     : "waiting");
     cJSON_AddStringToObject(o, "tool", e->live.tool);

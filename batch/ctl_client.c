@@ -36,8 +36,9 @@ static const char *str(const cJSON *o, const char *k)
 
 static void print_status(FILE *out, const cJSON *s)
 {
-    fprintf(out, "%s: %.0f/%.0f done, %.0f running (%.0f paused), %.0f queued, %.0f errors, "
-                 "%.0f alerts%s%s\n",
+    fprintf(out,
+            "%s: %.0f/%.0f done, %.0f running (%.0f paused), %.0f queued, %.0f errors, "
+            "%.0f alerts%s%s\n",
             str(s, "task"), num(s, "done"), num(s, "total"), num(s, "running"), num(s, "paused"),
             num(s, "queued"), num(s, "errors"), num(s, "alerts"),
             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "draining")) ? ", draining" : "",
@@ -52,7 +53,7 @@ static void print_status(FILE *out, const cJSON *s)
         char state[48];
         snprintf(state, sizeof state, "%s",
                  cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "paused")) ? "paused"
-                                                                              : str(e, "state"));
+                                                                             : str(e, "state"));
         fprintf(out, "  %-24.24s %-9s %5.0f %-8s %6.0f  %s %.80s\n", str(e, "key"), state,
                 num(e, "step"), str(e, "doing"), num(e, "alerts"), str(e, "tool"),
                 str(e, "command"));
@@ -113,8 +114,8 @@ int lis_batch_ctl(const char *dir, const char *verb, const char *const *ids, siz
     CURLcode cc = curl_easy_perform(h);
     if (cc != CURLE_OK) {
         lis_fail(err, ECONNREFUSED,
-                 "no lis batch answers on %s/ctl.sock (%s): it has ended, or was killed",
-                 dir, curl_easy_strerror(cc));
+                 "no lis batch answers on %s/ctl.sock (%s): it has ended, or was killed", dir,
+                 curl_easy_strerror(cc));
         goto out;
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);

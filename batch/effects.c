@@ -204,8 +204,9 @@ void bfx_row(cJSON *row, const cJSON *task_row, const cJSON *traj)
             cJSON_AddItemToArray(list, c);
         }
         /* what the monitor counted but did not list */
-        double more = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(fx, "cut"), "alerts_not_listed"));
+        double more = cJSON_GetNumberValue(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(fx, "cut"),
+                                             "alerts_not_listed"));
         if (more == more && more > 0)
             alerts += (int)more;
     }

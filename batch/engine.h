@@ -65,12 +65,12 @@ struct brun;
 /* What the live view shows of a running episode (effects.c, on the loop's
  * thread): its last step, the command, that step's effects in short. */
 typedef struct bfx_live {
-    int step;          /* steps recorded */
-    char tool[32];     /* the last step's tool */
-    char cmd[256];     /* its command (cut) */
-    cJSON *fx;         /* its effects in short (effects.c: bfx_brief), owned */
-    int alerts;        /* alerts so far */
-    int caps[3];       /* steps that used external, file, computation */
+    int step;      /* steps recorded */
+    char tool[32]; /* the last step's tool */
+    char cmd[256]; /* its command (cut) */
+    cJSON *fx;     /* its effects in short (effects.c: bfx_brief), owned */
+    int alerts;    /* alerts so far */
+    int caps[3];   /* steps that used external, file, computation */
 } bfx_live;
 
 /* The run's latest alerts for the live view: a ring of BFX_ALERTS. */
@@ -205,8 +205,8 @@ typedef struct brun {
     int progress_lines; /* lines of the live block on the terminal */
     /* effects: the latest alerts (a ring), the live view and the control socket (live.c) */
     bfx_alert *alerts;
-    size_t nalerts; /* alerts seen in all; the ring holds the last BFX_ALERTS */
-    int paused_all; /* lis batch ctl pause without ids: episodes admitted later pause too */
+    size_t nalerts;    /* alerts seen in all; the ring holds the last BFX_ALERTS */
+    int paused_all;    /* lis batch ctl pause without ids: episodes admitted later pause too */
     struct blive *web; /* live.c */
 } brun;
 
@@ -246,10 +246,10 @@ void bsched_drive(bep *e);           /* the engine's next need (a resumed episod
 void bsched_try_finish(bep *e);      /* ends it once nothing of it is in flight */
 
 /* effects.c: the effects side of an episode (on the loop's thread unless said) */
-void bfx_watch(bep *e);                  /* its monitor's fd into the loop's set */
-int bfx_held(bep *e);                    /* paused: drive() waits (then resume drives) */
+void bfx_watch(bep *e);                         /* its monitor's fd into the loop's set */
+int bfx_held(bep *e);                           /* paused: drive() waits (then resume drives) */
 void bfx_on_step(void *arg, const cJSON *step); /* agent_opts.on_step: the live view */
-void bfx_release(bep *e);                /* what the live view kept */
+void bfx_release(bep *e);                       /* what the live view kept */
 /* One alert into the run's latest (the live view, lis batch ctl status). */
 void bfx_alert_push(bep *e, int step, const char *rule, const char *action, const char *what);
 /* The results row's effects fields from the trajectory (any thread): domain,

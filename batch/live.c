@@ -33,12 +33,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CTL_BODY_MAX (64u << 10)     /* a ctl request's body */
-#define CTL_CONNS 8                  /* ctl connections at once */
-#define LIVE_CONNS 16                /* live view connections at once */
-#define LIVE_CONN_MEM (32u << 10)    /* libmicrohttpd's memory per connection */
-#define ROWS_LINE_MAX (16u << 20)    /* a results.jsonl line the live view reads */
-#define LIVE_ROWS_MAX 100000         /* rows the live view keeps in its index */
+#define CTL_BODY_MAX (64u << 10)  /* a ctl request's body */
+#define CTL_CONNS 8               /* ctl connections at once */
+#define LIVE_CONNS 16             /* live view connections at once */
+#define LIVE_CONN_MEM (32u << 10) /* libmicrohttpd's memory per connection */
+#define ROWS_LINE_MAX (16u << 20) /* a results.jsonl line the live view reads */
+#define LIVE_ROWS_MAX 100000      /* rows the live view keeps in its index */
 
 enum { W_CTL_LISTEN = 0, W_CTL_MHD, W_WEB_MHD };
 
@@ -49,16 +49,16 @@ typedef struct live_row {
 
 typedef struct blive {
     brun *r;
-    int dfd;           /* the run directory */
-    int ctl_fd;        /* the listening control socket */
+    int dfd;    /* the run directory */
+    int ctl_fd; /* the listening control socket */
     struct MHD_Daemon *ctl, *web;
     unsigned short port;
     char url[64];
     /* results.jsonl read so far */
     int rfd;
     off_t roff;
-    strbuf part;   /* a last line not yet whole */
-    cJSON *index;  /* the finished rows' index entries */
+    strbuf part;  /* a last line not yet whole */
+    cJSON *index; /* the finished rows' index entries */
     live_row *rows;
     size_t nrows, caprows;
 } blive;
@@ -106,8 +106,8 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, co
 /* ---- the control socket ----------------------------------------------- */
 
 static enum MHD_Result ctl_handler(void *cls, struct MHD_Connection *c, const char *url,
-                                   const char *method, const char *version,
-                                   const char *upload, size_t *upload_size, void **con_cls)
+                                   const char *method, const char *version, const char *upload,
+                                   size_t *upload_size, void **con_cls)
 {
     blive *L = cls;
     ctl_req *q = *con_cls;
@@ -172,9 +172,8 @@ static int ctl_listen(blive *L, lis_error *err)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return lis_fail_errno(err, "the control socket");
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        fchmodat(L->dfd, tmp, 0600, 0) < 0 || listen(fd, CTL_CONNS) < 0 ||
-        renameat(L->dfd, tmp, L->dfd, "ctl.sock") < 0) {
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || fchmodat(L->dfd, tmp, 0600, 0) < 0 ||
+        listen(fd, CTL_CONNS) < 0 || renameat(L->dfd, tmp, L->dfd, "ctl.sock") < 0) {
         int e = errno;
         close(fd);
         unlinkat(L->dfd, tmp, 0);
@@ -356,8 +355,8 @@ static int host_ok(const blive *L, struct MHD_Connection *c)
 }
 
 static enum MHD_Result web_handler(void *cls, struct MHD_Connection *c, const char *url,
-                                   const char *method, const char *version,
-                                   const char *upload, size_t *upload_size, void **con_cls)
+                                   const char *method, const char *version, const char *upload,
+                                   size_t *upload_size, void **con_cls)
 {
     blive *L = cls;
     if (!*con_cls) { /* the head: refuse what is not a plain read before any body */
@@ -449,12 +448,11 @@ int blive_open(brun *r, lis_error *err)
         return lis_fail_errno(err, "opening %s", batch_out_dir(r->out));
     if (ctl_listen(L, err) < 0)
         return -1;
-    L->ctl = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET, 0, NULL, NULL,
-                              ctl_handler, L, MHD_OPTION_NOTIFY_COMPLETED, req_done, L,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)CTL_CONNS,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)LIVE_CONN_MEM,
-                              MHD_OPTION_END);
+    L->ctl =
+        MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET, 0, NULL, NULL, ctl_handler, L,
+                         MHD_OPTION_NOTIFY_COMPLETED, req_done, L, MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned)CTL_CONNS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+                         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)LIVE_CONN_MEM, MHD_OPTION_END);
     if (!L->ctl || loop_add(r, L->ctl_fd, W_CTL_LISTEN, err) < 0 ||
         loop_add(r, mhd_fd(L->ctl), W_CTL_MHD, err) < 0)
         return L->ctl ? -1 : lis_fail(err, EIO, "starting the control socket's server");
@@ -472,16 +470,15 @@ int blive_open(brun *r, lis_error *err)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return lis_fail_errnum(err, e, "--live: cannot listen on 127.0.0.1:%u",
-                               ntohs(sa.sin_port));
+        return lis_fail_errnum(err, e, "--live: cannot listen on 127.0.0.1:%u", ntohs(sa.sin_port));
     }
     L->port = ntohs(sa.sin_port);
-    L->web = MHD_start_daemon(MHD_USE_EPOLL, 0, NULL, NULL, web_handler, L,
-                              MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-                              (unsigned)LIVE_CONNS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                              (unsigned)LIVE_CONNS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)LIVE_CONN_MEM,
-                              MHD_OPTION_END);
+    L->web =
+        MHD_start_daemon(MHD_USE_EPOLL, 0, NULL, NULL, web_handler, L, MHD_OPTION_LISTEN_SOCKET, fd,
+                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)LIVE_CONNS,
+                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)LIVE_CONNS,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+                         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)LIVE_CONN_MEM, MHD_OPTION_END);
     if (!L->web) {
         close(fd);
         return lis_fail(err, EIO, "--live: cannot start the live view's server");

@@ -148,11 +148,19 @@ static void add_cut(cJSON *to, const char *key, const cJSON *from, size_t max)
 
 cJSON *rp_index_row(const cJSON *row, size_t ep, size_t nfiles)
 {
-    static const char *const NUM[] =
-        {"attempt",           "score",       "steps",        "prompt_tokens",
-         "completion_tokens", "llm_seconds", "tool_seconds", "wall_seconds",
-         "memory_peak",       "oom_kills",   "proxy_bytes",  "alerts",
-         NULL};
+    static const char *const NUM[] = {"attempt",
+                                      "score",
+                                      "steps",
+                                      "prompt_tokens",
+                                      "completion_tokens",
+                                      "llm_seconds",
+                                      "tool_seconds",
+                                      "wall_seconds",
+                                      "memory_peak",
+                                      "oom_kills",
+                                      "proxy_bytes",
+                                      "alerts",
+                                      NULL};
     cJSON *r = cJSON_CreateObject();
     cJSON_AddNumberToObject(r, "ep", (double)ep);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(row, "id");

@@ -102,8 +102,8 @@ static cJSON *read_steps(int tdfd, const rep_row *r)
 
 static int is_error_reason(const cJSON *row)
 {
-    static const char *const errs[] = {"llm_error",   "sandbox_error", "scorer_error",
-                                       "input_error", "deadline",      "cancelled", "policy"};
+    static const char *const errs[] = {"llm_error", "sandbox_error", "scorer_error", "input_error",
+                                       "deadline",  "cancelled",     "policy"};
     static const char *const fine[] = {"submitted", "max_steps", "token_limit"};
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(row, "reason");
     if (cJSON_IsString(r)) {

@@ -50,7 +50,8 @@ static const char *prog_name(const mon_proc *p)
     base = base ? base + 1 : p->path;
     const char *a0 = p->argc ? p->argv : "", *b0 = strrchr(a0, '/');
     b0 = b0 ? b0 + 1 : a0;
-    if (*b0 && (!strcmp(base, "busybox") || (!strncmp(p->path, "/proc/", 6) && !strcmp(base, "exe"))))
+    if (*b0 &&
+        (!strcmp(base, "busybox") || (!strncmp(p->path, "/proc/", 6) && !strcmp(base, "exe"))))
         return b0;
     return base;
 }

@@ -156,8 +156,7 @@ static int opaque_of(const mon_scan *old, const char *path, const struct stat *s
 /* Depth-first; one fd per level (at most MON_SCAN_DEPTH). getdents64 and
  * fstatat straight: no fdopendir, whose fcntl and fstat per directory are
  * most of a small layer's scan. */
-static int scan_dir(mon_scan *s, const mon_scan *old, int dfd, char *path, size_t plen,
-                    int depth)
+static int scan_dir(mon_scan *s, const mon_scan *old, int dfd, char *path, size_t plen, int depth)
 {
     char *buf = malloc(SCAN_BUF);
     int rc = buf ? 0 : -1;
@@ -541,8 +540,7 @@ static void add_diff(struct diffctx *d, const mon_entry *e, int created)
         if (!d->scratch)
             d->scratch = malloc(MON_DIFF_FILE + 1);
         if (d->scratch) { /* 8 KiB a file would grow (and fault in) the heap for nothing */
-            size_t n =
-                mon_udiff(old, olen, now, nlen, e->path, d->scratch, cap + 1, &f->diff_cut);
+            size_t n = mon_udiff(old, olen, now, nlen, e->path, d->scratch, cap + 1, &f->diff_cut);
             f->diff = malloc(n + 1);
             if (f->diff)
                 memcpy(f->diff, d->scratch, n + 1);

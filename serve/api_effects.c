@@ -23,15 +23,18 @@ int sv_effects_body(const cJSON *body, cJSON *cfg, char *msg, size_t mlen)
     int on = !cJSON_IsFalse(fx); /* on unless asked not to */
     if (pol && !cJSON_IsNull(pol)) {
         if (!cJSON_IsString(pol) || strlen(pol->valuestring) > POLICY_TEXT_MAX) {
-            snprintf(msg, mlen, "\"policy\" must be the text of a policy file (YAML, at most 1 MiB)");
+            snprintf(msg, mlen,
+                     "\"policy\" must be the text of a policy file (YAML, at most 1 MiB)");
             return -1;
         }
         if (!on) {
-            snprintf(msg, mlen, "a \"policy\" matches effects: it cannot go with \"effects\": false");
+            snprintf(msg, mlen,
+                     "a \"policy\" matches effects: it cannot go with \"effects\": false");
             return -1;
         }
         lis_error err = {0};
-        lis_policy *p = lis_policy_parse(pol->valuestring, strlen(pol->valuestring), "policy", &err);
+        lis_policy *p =
+            lis_policy_parse(pol->valuestring, strlen(pol->valuestring), "policy", &err);
         if (!p) {
             snprintf(msg, mlen, "%s", err.msg);
             return -1;
@@ -66,8 +69,7 @@ int sv_effects_setup(sv_server *s, sv_container *c, const cJSON *cfg, unsigned *
     return 0;
 }
 
-int sv_effects_begin(sv_container *c, const char *command, unsigned *status, char *msg,
-                     size_t mlen)
+int sv_effects_begin(sv_container *c, const char *command, unsigned *status, char *msg, size_t mlen)
 {
     *status = 409;
     if (!c->mon) {

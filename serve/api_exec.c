@@ -32,7 +32,7 @@ typedef struct api_exec {
     char *buf;
     size_t len, off, cap;
     int done, paused, timed_out, refs;
-    int fx;       /* a step of the sandbox's monitor is open for it (api_effects.c) */
+    int fx;        /* a step of the sandbox's monitor is open for it (api_effects.c) */
     cJSON *fx_out; /* its effects, for the exit event */
 } api_exec;
 

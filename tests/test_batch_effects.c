@@ -28,8 +28,8 @@ static const char *probe_rootfs(void)
     static char r[700];
     snprintf(r, sizeof r, "%s/bbprobe", t_tmpdir());
     int code = 0;
-    char *o = t_host(&code, "rm -rf %s && cp -a %s %s && cp %s %s/mprobe && chmod 755 %s/mprobe",
-                     r, t_busybox(), r, t_build_file("tests/monitor_probe"), r, r);
+    char *o = t_host(&code, "rm -rf %s && cp -a %s %s && cp %s %s/mprobe && chmod 755 %s/mprobe", r,
+                     t_busybox(), r, t_build_file("tests/monitor_probe"), r, r);
     cr_assert_eq(code, 0, "%s", o);
     free(o);
     return r;
@@ -238,9 +238,9 @@ Test(batch_effects, each_step_exactly, .timeout = 180)
     t_fake f;
     fake_start(&f, s);
     int code = 0;
-    char *out = t_lis(&code,
-                      LIS_BATCH "--net none --tasks %s --scorer builtin:match --output-dir %s/out",
-                      f.url, root, tasks, d);
+    char *out =
+        t_lis(&code, LIS_BATCH "--net none --tasks %s --scorer builtin:match --output-dir %s/out",
+              f.url, root, tasks, d);
     t_fake_stop(&f);
     cr_assert_eq(code, 0, "%s", out);
     free(out);
@@ -275,8 +275,9 @@ Test(batch_effects, each_step_exactly, .timeout = 180)
     cr_expect(cap(fx, "file") && !cap(fx, "computation") && !cap(fx, "external"));
 
     fx = step_fx(traj, 3);
-    expect_changes(fx, "created /testbed/output/answer.txt|deleted /testbed/e.txt|deleted "
-                       "/testbed/h.txt",
+    expect_changes(fx,
+                   "created /testbed/output/answer.txt|deleted /testbed/e.txt|deleted "
+                   "/testbed/h.txt",
                    "step 4");
     fx = step_fx(traj, 4); /* submit: nothing happened */
     expect_changes(fx, "", "step 5 (submit)");
@@ -402,8 +403,7 @@ Test(batch_effects, proxy_fetch_and_raw_socket, .timeout = 180)
     cJSON_AddItemToArray(x, submit());
     t_fake_stop(&f);
     fake_start(&f, s);
-    out = t_lis(&code,
-                LIS_BATCH "--net none --tasks %s --scorer builtin:match --output-dir %s/out",
+    out = t_lis(&code, LIS_BATCH "--net none --tasks %s --scorer builtin:match --output-dir %s/out",
                 f.url, root, tasks, d);
     t_fake_stop(&f);
     cr_assert_eq(code, 0, "%s", out);
@@ -435,8 +435,7 @@ Test(batch_effects, five_hundred_twelve_at_once_each_its_own, .timeout = 900)
         snprintf(mk, sizeof mk, "MK%03dX", i);
         fprintf(tf, "{\"id\":\"e%03d\",\"problem_statement\":\"%s go\",\"ground_truth\":\"a\"}\n",
                 i, mk);
-        snprintf(c1, sizeof c1, "echo %sA > /testbed/%s_1.txt && /mprobe exit %d", mk, mk,
-                 i % 200);
+        snprintf(c1, sizeof c1, "echo %sA > /testbed/%s_1.txt && /mprobe exit %d", mk, mk, i % 200);
         snprintf(c2, sizeof c2,
                  "echo %sB > /testbed/%s_2.txt && echo a > /testbed/output/answer.txt", mk, mk);
         cJSON *x = cJSON_AddArrayToObject(rows, mk);
@@ -496,8 +495,7 @@ Test(batch_effects, five_hundred_twelve_at_once_each_its_own, .timeout = 900)
             char *t = cJSON_PrintUnformatted(fx);
             for (const char *m = strstr(t, "MK"); m; m = strstr(m + 2, "MK"))
                 if (strncmp(m, mk, strlen(mk)) && strlen(m) > 6 && m[5] == 'X') {
-                    cr_expect(0, "%s step %d holds another episode's marker: %.8s", id, st + 1,
-                              m);
+                    cr_expect(0, "%s step %d holds another episode's marker: %.8s", id, st + 1, m);
                     bad++;
                     break;
                 }
@@ -547,13 +545,13 @@ Test(batch_effects, every_rule_action_and_ctl, .timeout = 300)
         fprintf(tf, "{\"id\":\"%s\",\"problem_statement\":\"%s go\",\"ground_truth\":\"a\"}\n",
                 ids[i], mks[i]);
     fclose(tf);
-    const char *first[] = {
-        "echo x > /etc/flagged; echo a > /testbed/output/answer.txt",
-        /* the shell's own argv must not match: the name is put together at run time */
-        "X=DENY; /mprobe exit 0 ${X}ME; echo rc=$?; echo a > /testbed/output/answer.txt",
-        "wget -q -O - http://www.blocked.test/; echo rc=$?; echo a > /testbed/output/answer.txt",
-        "echo waiting; /mprobe exit 0 PAUSEME; echo a > /testbed/output/answer.txt",
-        "/mprobe exit 0 STOPME; echo a > /testbed/output/answer.txt"};
+    const char *first[] =
+        {"echo x > /etc/flagged; echo a > /testbed/output/answer.txt",
+         /* the shell's own argv must not match: the name is put together at run time */
+         "X=DENY; /mprobe exit 0 ${X}ME; echo rc=$?; echo a > /testbed/output/answer.txt",
+         "wget -q -O - http://www.blocked.test/; echo rc=$?; echo a > /testbed/output/answer.txt",
+         "echo waiting; /mprobe exit 0 PAUSEME; echo a > /testbed/output/answer.txt",
+         "/mprobe exit 0 STOPME; echo a > /testbed/output/answer.txt"};
     cJSON *s = cJSON_CreateObject(), *rows = cJSON_AddObjectToObject(s, "rows");
     for (int i = 0; i < 5; i++) {
         cJSON *x = cJSON_AddArrayToObject(rows, mks[i]);
@@ -591,8 +589,7 @@ Test(batch_effects, every_rule_action_and_ctl, .timeout = 300)
         paused = code == 0 && strstr(st, "paused by policy rule pause-me") != NULL;
         free(st);
     }
-    cr_assert(paused, "the pause rule did not pause its episode: %s",
-              t_host(NULL, "cat %s", log));
+    cr_assert(paused, "the pause rule did not pause its episode: %s", t_host(NULL, "cat %s", log));
     struct stat sst;
     char sock[1200];
     snprintf(sock, sizeof sock, "%s/ctl.sock", rdir);
@@ -613,8 +610,7 @@ Test(batch_effects, every_rule_action_and_ctl, .timeout = 300)
     cr_expect(!row_of(rr, "pause"));
     cJSON_Delete(rr);
     /* the live view: the page, its index, read-only, for this listener's Host only */
-    char *url = t_host(NULL, "grep -o 'http://127.0.0.1:[0-9]*/' %s | head -1 | tr -d '\\n'",
-                       log);
+    char *url = t_host(NULL, "grep -o 'http://127.0.0.1:[0-9]*/' %s | head -1 | tr -d '\\n'", log);
     cr_assert(url[0], "no live view address printed: %s", t_host(NULL, "cat %s", log));
     char *live = t_host(&code, "curl -s --max-time 10 %slive.json", url);
     cJSON *lj = cJSON_Parse(live);
@@ -629,8 +625,7 @@ Test(batch_effects, every_rule_action_and_ctl, .timeout = 300)
     char *page = t_host(&code, "curl -s --max-time 10 %s", url);
     cr_expect(strstr(page, "\"live\":true") && strstr(page, "'self'"), "the page: %.300s", page);
     free(page);
-    char *o = t_host(&code, "curl -s -o /dev/null -w '%%{http_code}' -H 'Host: evil.test' %s",
-                     url);
+    char *o = t_host(&code, "curl -s -o /dev/null -w '%%{http_code}' -H 'Host: evil.test' %s", url);
     cr_expect_str_eq(o, "403", "another Host is refused (DNS rebinding)");
     free(o);
     o = t_host(&code, "curl -s -o /dev/null -w '%%{http_code}' -X POST -d x %slive.json", url);
@@ -677,8 +672,8 @@ Test(batch_effects, every_rule_action_and_ctl, .timeout = 300)
     /* deny of a connection: refused by the proxy (403), named */
     traj = read_json("%s/trajectories/%s.json", rdir, "conn");
     fx = step_fx(traj, 0);
-    const cJSON *q = cJSON_GetArrayItem(
-        cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "network"), "requests"), 0);
+    const cJSON *q =
+        cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(fx, "network"), "requests"), 0);
     cr_expect_str_eq(str(q, "host"), "www.blocked.test");
     cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(q, "allowed")));
     cr_expect(alert_of(fx, "deny-host"), "%s", cJSON_PrintUnformatted(fx));
@@ -706,8 +701,7 @@ Test(batch_effects, every_rule_action_and_ctl, .timeout = 300)
     free(html);
     const char *rules[] = {"flag-etc", "deny-exec", "deny-host", "pause-me", "stop-me"};
     for (int i = 0; i < 5; i++) {
-        char *hit = t_host(&code, "grep -l -- '\"rule\":\"%s\"' %s/report/ep-*.js", rules[i],
-                           rdir);
+        char *hit = t_host(&code, "grep -l -- '\"rule\":\"%s\"' %s/report/ep-*.js", rules[i], rdir);
         cr_expect_eq(code, 0, "no episode of the report shows the alert %s", rules[i]);
         free(hit);
     }
