@@ -46,6 +46,11 @@ int bfx_held(bep *e)
             snprintf(e->pause_why, sizeof e->pause_why, "policy rule %s", rule);
         }
     }
+    if (e->run->paused_all && !e->paused && !e->stopped) { /* lis batch ctl pause: all */
+        e->paused = 1;
+        e->paused_at = lis_now();
+        snprintf(e->pause_why, sizeof e->pause_why, "lis batch ctl pause");
+    } /* (the sandbox is frozen by the sweep: ctl.c, bctl_tick) */
     if (e->paused)
         e->held = 1;
     return e->paused;
