@@ -18,7 +18,7 @@ OPT     ?= -O2 -g
 CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Inet -Irootfs -Imonitor -Iagent -Ibatch -Iserve
 
 RT_PKGS     := libseccomp libcjson
-AGENT_PKGS  := libcurl libcjson yaml-0.1 libcrypto
+AGENT_PKGS  := libcurl libcjson yaml-0.1 libcrypto libmicrohttpd
 ROOTFS_PKGS := libarchive libcurl libcjson libcrypto
 TEST_PKGS   := criterion
 SERVE_PKGS  := libmicrohttpd gnutls libarchive libcjson yaml-0.1

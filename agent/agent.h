@@ -11,6 +11,7 @@
 #define LIS_AGENT_H
 
 #include "lis.h"
+#include "lis_monitor.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -62,6 +63,7 @@ typedef struct agent_tool_env {
     double timeout;      /* AGENT_CMD_TIMEOUT */
     size_t capture_cap;  /* per stream, kept by the runtime (head + tail) */
     size_t obs_cap;      /* per stream, in the observation */
+    lis_monitor *mon;    /* the sandbox's monitor (agent_sandbox_create), NULL: none */
 } agent_tool_env;
 
 typedef struct agent_tool_out {
@@ -191,6 +193,11 @@ typedef struct agent_opts {
     llm_config llm;
     const char *llm_name; /* as given, for logs and the trajectory */
     FILE *progress;       /* live progress (stderr); NULL: silent */
+    /* Called by agent_ep_tool_done with each step just recorded (its
+     * trajectory object, effects included), on the thread that calls it;
+     * NULL: none. lis batch's live view follows the episodes with it. */
+    void (*on_step)(void *arg, const cJSON *step);
+    void *on_step_arg;
 } agent_opts;
 
 /* Why an episode ended: the engine's own reasons, then the ones a driver
@@ -205,10 +212,12 @@ typedef enum agent_stop {
     AGENT_STOP_LLM_ERROR,
     AGENT_STOP_SANDBOX_ERROR,
     AGENT_STOP_CANCELLED,
+    AGENT_STOP_POLICY, /* a policy rule with action stop fired (docs/monitoring.md) */
 } agent_stop;
-#define AGENT_STOPS (AGENT_STOP_CANCELLED + 1)
+#define AGENT_STOPS (AGENT_STOP_POLICY + 1)
 /* As trajectory.json's metadata.stop_reason writes it: "submit", "max_steps",
- * "token_limit", "deadline", "llm_error", "sandbox_error", "cancelled". */
+ * "token_limit", "deadline", "llm_error", "sandbox_error", "cancelled",
+ * "policy". */
 const char *agent_stop_name(agent_stop s);
 
 typedef struct agent_outcome {
@@ -221,6 +230,9 @@ typedef struct agent_outcome {
     double llm_seconds, tool_seconds; /* summed over the steps */
     int oom_kills;                    /* commands that met the OOM killer */
     uint64_t memory_peak;             /* the sandbox's peak seen by the commands */
+    int effects;                      /* steps that have their effects (a monitor) */
+    int alerts;                       /* policy alerts, summed over the steps */
+    char stop_rule[64];               /* AGENT_STOP_POLICY: the rule */
 } agent_outcome;
 
 /* The episode engine (react.c): the ReAct loop as a state machine doing no
@@ -245,6 +257,27 @@ const char *agent_ep_tool(const agent_ep *ep, const cJSON **params);
 void agent_ep_tool_done(agent_ep *ep, agent_tool_out *out);
 /* Ends the episode now with reason (deadline, cancelled, sandbox_error). */
 void agent_ep_stop(agent_ep *ep, agent_stop reason, const char *error);
+
+/* Effects (docs/monitoring.md): the episode's monitor (agent_sandbox_create
+ * gives it; NULL: none). Each tool call is one step of it, bracketed here in
+ * the engine for every driver: agent_ep_tool_begin right before the tool
+ * runs, agent_ep_tool_end right after, on the thread that runs it (both read
+ * the sandbox's writable layer); agent_ep_tool_done closes a step still open
+ * and puts its effects into the trajectory step ("effects"), its alerts into
+ * the log, and ends the episode with AGENT_STOP_POLICY when a stop rule
+ * fired in it. */
+void agent_ep_set_monitor(agent_ep *ep, lis_monitor *mon);
+void agent_ep_tool_begin(agent_ep *ep);
+void agent_ep_tool_end(agent_ep *ep, const agent_tool_out *out);
+/* The monitor's fd turned readable: takes the live action (lis_monitor_take_action)
+ * and its rule. LIS_ACT_STOP: the engine ends the episode with reason policy
+ * at its next agent_ep_next (after the step in progress is recorded): the
+ * driver kills the running command, if any. LIS_ACT_PAUSE: the driver freezes
+ * the sandbox and holds the episode until it is resumed. */
+lis_policy_action agent_ep_monitor_event(agent_ep *ep, char *rule, size_t len);
+/* The step being recorded last (its trajectory object), NULL before the
+ * first; valid until the next call into ep. */
+const cJSON *agent_ep_last_step(const agent_ep *ep);
 /* The trajectory (the original's format plus usage and tool time); frees ep. */
 cJSON *agent_ep_finish(agent_ep *ep, agent_outcome *out);
 
@@ -269,6 +302,44 @@ typedef struct agent_export_log {
  * --save-files' export. */
 int agent_export(lis_sandbox *sb, const char *path, const char *host_dst, uint64_t max_bytes,
                  agent_export_log *x, lis_error *err);
+/* ---- effects: the monitored sandbox of an episode (watch.c) ----------- */
+
+/* How the sandboxes of `lis run` and `lis batch` are watched: the monitor
+ * hub (NULL: --no-effects), the policy (--policy), and the egress proxy's
+ * domain rules (--allow-domain, --deny-domain with the policy's connect deny
+ * rules added, --allow-host-network; for --net proxy). */
+typedef struct agent_watch {
+    lis_monitor_hub *hub;
+    lis_policy *policy;
+    lis_net_rules net;
+    const char **allow, **deny; /* owned arrays (of argv's and the policy's strings) */
+    int have_rules;             /* some domain rule was given */
+    const char *policy_path;    /* --policy FILE */
+    uint64_t policy_hash;       /* FNV-1a of its text (lis batch --resume compares it) */
+} agent_watch;
+
+struct agent_cli;
+/* From the parsed flags (--no-effects, --policy, the domain rules) for a run
+ * with network mode net: the policy loaded and checked, the hub started.
+ * One line in err for a bad policy or a rule that does not fit the mode. */
+int agent_watch_init(agent_watch *w, const struct agent_cli *c, lis_net_mode net, lis_error *err);
+/* After the last monitor is freed. */
+void agent_watch_release(agent_watch *w);
+/* lis_net_sandbox_create(spec) watched as w says: with effects on the
+ * sandbox is made with spec->monitor = lis_monitor_spec_flags() and the
+ * monitor attached right after (a monitored sandbox waits at its first exec
+ * until then), *mon its monitor; else *mon NULL. w NULL: neither. On error
+ * nothing is left. Free *mon after lis_sandbox_destroy. */
+int agent_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, const agent_watch *w,
+                         lis_sandbox **sb, lis_monitor **mon, lis_error *err);
+/* Ends lis's own set-up of the sandbox (directories, git init, input files)
+ * as the monitor's step 0, whose effects are dropped: the model's first tool
+ * call is step 1, as in the trajectory (metadata.step). NULL is fine. */
+void agent_watch_setup_done(lis_monitor *mon);
+/* What a tool call is to the monitor (and the live view): the command of an
+ * execute_bash, the editor's sub-command and path ("view /testbed/a.py"),
+ * cut to len. */
+void agent_watch_call(const char *name, const cJSON *params, char *buf, size_t len);
 
 typedef struct agent_run {
     agent_opts opts;
@@ -277,9 +348,10 @@ typedef struct agent_run {
     const char *output_dir; /* host; the run goes to <output_dir>/<timestamp>/ */
     lis_net_mode net;
     uint64_t memory_bytes;
-    uint64_t disk_bytes; /* the writable budget; 0: LIS_DEFAULT_DISK */
-    uint64_t export_max; /* data bytes the export of output_dir writes; 0: disk_bytes */
-    FILE *out;           /* answer and paths (stdout) */
+    uint64_t disk_bytes;      /* the writable budget; 0: LIS_DEFAULT_DISK */
+    uint64_t export_max;      /* data bytes the export of output_dir writes; 0: disk_bytes */
+    const agent_watch *watch; /* effects, policy, domain rules; NULL: none */
+    FILE *out;                /* answer and paths (stdout) */
 } agent_run;
 
 /* A whole episode: sandbox, input copy, loop, export, trajectory.json,
@@ -294,6 +366,8 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
 /* Loads one YAML document (libyaml) as JSON: mappings, sequences, and
  * scalars as strings (plain null/~ as null). */
 cJSON *agent_yaml_load(const char *text, size_t len, lis_error *err);
+
+#define AGENT_MAX_DOMAINS 256 /* --allow-domain / --deny-domain patterns each */
 
 typedef struct agent_cli {
     const char *query;
@@ -312,6 +386,12 @@ typedef struct agent_cli {
     double timeout, connect_timeout;
     int stream;
     int help;
+    /* effects and rules (docs/monitoring.md) */
+    int no_effects;
+    const char *policy;
+    const char *allow_domains[AGENT_MAX_DOMAINS + 1], *deny_domains[AGENT_MAX_DOMAINS + 1];
+    size_t nallow, ndeny;
+    int allow_host_network;
     /* owned strings read from the settings file */
     char *owned[8];
     char settings_path[1024];

@@ -182,22 +182,28 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
     spec.limits.memory_bytes = r->memory_bytes ? r->memory_bytes : 200ull << 20;
     spec.limits.disk_bytes = r->disk_bytes;
     lis_sandbox *sb = NULL;
+    lis_monitor *mon = NULL;
     if (log)
         fprintf(log, "lis: starting a sandbox on %s\n", r->rootfs);
-    if (lis_net_sandbox_create(ctx, &spec, NULL, &sb, err) < 0) /* --net proxy: net/ */
+    /* --net proxy: net/; effects: its monitor attached (watch.c) */
+    if (agent_sandbox_create(ctx, &spec, r->watch, &sb, &mon, err) < 0)
         return -1;
     agent_tool_env env;
     lis_error e2 = {0};
     if (r->input_dir && *r->input_dir &&
         agent_copy_input(sb, r->input_dir, p->input_dir, err) < 0) {
         lis_sandbox_destroy(sb, &e2);
+        lis_monitor_free(mon);
         return lis_fail(err, err->code, "copying --input-dir %s into the sandbox: %s", r->input_dir,
                         err->msg);
     }
     if (agent_prepare_sandbox(sb, p, &env, err) < 0) {
         lis_sandbox_destroy(sb, &e2);
+        lis_monitor_free(mon);
         return -1;
     }
+    agent_watch_setup_done(mon); /* the model's first step is step 1 */
+    env.mon = mon;
 
     cJSON *traj = agent_loop(&env, o, res);
     if (res->unreached) { /* an empty run: no files, no trajectory, no paths to print */
@@ -226,6 +232,7 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
     size_t alen = 0;
     lis_file_read(sb, answer_path, 1u << 20, &answer, &alen, &e2);
     lis_sandbox_destroy(sb, &e2);
+    lis_monitor_free(mon); /* after its sandbox */
 
     snprintf(tpath, sizeof tpath, "%s/trajectory.json", dir);
     cJSON *md = cJSON_GetObjectItem(traj, "metadata");

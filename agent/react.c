@@ -33,6 +33,15 @@ struct agent_ep {
     const char *name;
     cJSON *params;
     int ncalls;
+    /* effects: the monitor, the step open on it, its effects once closed */
+    lis_monitor *mon;
+    int mon_open;
+    lis_effects *fx;
+    char fx_error[256];
+    /* a stop rule fired (agent_ep_monitor_event): the episode ends at the next step */
+    int policy_stop;
+    char policy_rule[64];
+    char policy_what[200];
 };
 
 static cJSON *msg(const char *role, const char *content)
@@ -75,6 +84,20 @@ static size_t msg_chars(const cJSON *m)
     return n;
 }
 
+static void drop_pending(agent_ep *ep);
+
+/* Ends the episode with reason policy and the rule's name. */
+static void policy_end(agent_ep *ep, const char *what)
+{
+    drop_pending(ep);
+    ep->out.stop = AGENT_STOP_POLICY;
+    snprintf(ep->out.stop_rule, sizeof ep->out.stop_rule, "%s", ep->policy_rule);
+    snprintf(ep->out.error, sizeof ep->out.error, "policy rule %s: %s", ep->policy_rule, what);
+    if (ep->o->progress)
+        fprintf(ep->o->progress, "lis: stopped: policy rule %s (%s)\n", ep->policy_rule, what);
+    ep->state = S_END;
+}
+
 /* Tokens in the conversation: the server's count up to its last reply plus
  * chars/4 for what came after (the original's fallback estimate). */
 static long estimate_tokens(const cJSON *history, long known, int known_upto)
@@ -115,6 +138,7 @@ const char *agent_stop_name(agent_stop s)
     case AGENT_STOP_DEADLINE: return "deadline";
     case AGENT_STOP_SANDBOX_ERROR: return "sandbox_error";
     case AGENT_STOP_CANCELLED: return "cancelled";
+    case AGENT_STOP_POLICY: return "policy";
     }
     return "?";
 }
@@ -156,6 +180,8 @@ int agent_ep_next(agent_ep *ep)
     FILE *log = ep->o->progress;
     if (ep->state == S_WAIT_LLM)
         return AGENT_EP_LLM;
+    if (ep->policy_stop && ep->state != S_END) /* after the step that was in progress */
+        policy_end(ep, ep->policy_what);
     if (ep->state == S_TOOL)
         return AGENT_EP_TOOL;
     if (ep->state == S_END || ep->done || ep->step >= ep->max_steps) {
@@ -271,6 +297,16 @@ const char *agent_ep_tool(const agent_ep *ep, const cJSON **params)
 
 static void drop_pending(agent_ep *ep)
 {
+    if (ep->mon_open) { /* a step the driver began and never ran: closed, its effects dropped */
+        lis_error ign;
+        lis_effects *fx = NULL;
+        if (lis_monitor_step_end(ep->mon, NULL, &fx, &ign) == 0)
+            lis_effects_free(fx);
+        ep->mon_open = 0;
+    }
+    lis_effects_free(ep->fx);
+    ep->fx = NULL;
+    ep->fx_error[0] = 0;
     free(ep->thought);
     ep->thought = NULL;
     cJSON_Delete(ep->params);
@@ -278,6 +314,96 @@ static void drop_pending(agent_ep *ep)
     llm_reply_free(&ep->reply);
     ep->name = "";
     ep->ncalls = 0;
+}
+
+void agent_ep_set_monitor(agent_ep *ep, lis_monitor *mon) { ep->mon = mon; }
+
+void agent_ep_tool_begin(agent_ep *ep)
+{
+    if (!ep->mon || ep->mon_open || ep->state != S_TOOL)
+        return;
+    char cmd[4096];
+    agent_watch_call(ep->name, ep->params, cmd, sizeof cmd);
+    lis_monitor_call call = {ep->name, cmd};
+    lis_error err = {0};
+    lis_effects_free(ep->fx);
+    ep->fx = NULL;
+    ep->fx_error[0] = 0;
+    if (lis_monitor_step_begin(ep->mon, &call, &err) < 0)
+        snprintf(ep->fx_error, sizeof ep->fx_error, "%s", err.msg);
+    else
+        ep->mon_open = 1;
+}
+
+void agent_ep_tool_end(agent_ep *ep, const agent_tool_out *out)
+{
+    if (!ep->mon_open)
+        return;
+    ep->mon_open = 0;
+    lis_result r;
+    memset(&r, 0, sizeof r);
+    r.memory_peak = out ? out->memory_peak : 0;
+    lis_error err = {0};
+    if (lis_monitor_step_end(ep->mon, &r, &ep->fx, &err) < 0)
+        snprintf(ep->fx_error, sizeof ep->fx_error, "%s", err.msg);
+}
+
+lis_policy_action agent_ep_monitor_event(agent_ep *ep, char *rule, size_t len)
+{
+    char r[64] = "";
+    lis_policy_action a = ep->mon ? lis_monitor_take_action(ep->mon, r, sizeof r) : LIS_ACT_NONE;
+    if (a == LIS_ACT_STOP && !ep->policy_stop) {
+        ep->policy_stop = 1;
+        snprintf(ep->policy_rule, sizeof ep->policy_rule, "%s", r);
+        snprintf(ep->policy_what, sizeof ep->policy_what, "it fired during step %d", ep->step + 1);
+    }
+    if (rule && len)
+        snprintf(rule, len, "%s", r);
+    return a;
+}
+
+const cJSON *agent_ep_last_step(const agent_ep *ep)
+{
+    return cJSON_GetArrayItem(ep->steps, cJSON_GetArraySize(ep->steps) - 1);
+}
+
+/* The step's effects (or why it has none) into its trajectory object; its
+ * alerts into the log; a stop rule's firing remembered. */
+static void step_effects(agent_ep *ep, cJSON *st)
+{
+    FILE *log = ep->o->progress;
+    if (!ep->fx) {
+        cJSON_AddNullToObject(st, "effects");
+        cJSON_AddStringToObject(st, "effects_error", ep->fx_error);
+        return;
+    }
+    cJSON *j = lis_effects_json(ep->fx);
+    if (!j) {
+        cJSON_AddNullToObject(st, "effects");
+        cJSON_AddStringToObject(st, "effects_error", "out of memory");
+        return;
+    }
+    cJSON_AddItemToObject(st, "effects", j);
+    lis_effects_summary sum;
+    lis_effects_summarize(ep->fx, &sum);
+    ep->out.effects++;
+    ep->out.alerts += (int)sum.alerts;
+    const cJSON *a;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(j, "alerts"))
+    {
+        const char *rule = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "rule"));
+        const char *act = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "action"));
+        const char *what = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "what"));
+        if (log)
+            fprintf(log, "lis: step %d: policy rule %s (%s): %s\n", ep->step + 1, rule ? rule : "?",
+                    act ? act : "?", what ? what : "");
+        if (sum.action == LIS_ACT_STOP && act && !strcmp(act, "stop") && rule &&
+            !strcmp(rule, sum.action_rule)) {
+            ep->policy_stop = 1;
+            snprintf(ep->policy_rule, sizeof ep->policy_rule, "%s", rule);
+            snprintf(ep->policy_what, sizeof ep->policy_what, "%s", what ? what : "");
+        }
+    }
 }
 
 void agent_ep_tool_done(agent_ep *ep, agent_tool_out *tout)
@@ -317,6 +443,10 @@ void agent_ep_tool_done(agent_ep *ep, agent_tool_out *tout)
         cJSON_AddNumberToObject(md, "tool_calls_ignored", ep->ncalls - 1);
     if (reply->finish_reason[0])
         cJSON_AddStringToObject(md, "finish_reason", reply->finish_reason);
+    if (ep->mon_open) /* the driver did not close the step: closed here */
+        agent_ep_tool_end(ep, tout);
+    if (ep->fx || ep->fx_error[0])
+        step_effects(ep, st);
     cJSON_AddItemToArray(ep->steps, st);
 
     if (log) {
@@ -362,6 +492,10 @@ void agent_ep_tool_done(agent_ep *ep, agent_tool_out *tout)
     drop_pending(ep);
     ep->step++;
     ep->state = S_ASK;
+    if (ep->o->on_step)
+        ep->o->on_step(ep->o->on_step_arg, st);
+    if (ep->policy_stop)
+        policy_end(ep, ep->policy_what);
 }
 
 void agent_ep_stop(agent_ep *ep, agent_stop reason, const char *error)
@@ -380,7 +514,7 @@ void agent_ep_stop(agent_ep *ep, agent_stop reason, const char *error)
 cJSON *agent_ep_finish(agent_ep *ep, agent_outcome *out)
 {
     drop_pending(ep);
-    if (ep->done)
+    if (ep->done && ep->out.stop != AGENT_STOP_POLICY)
         ep->out.stop = AGENT_STOP_SUBMIT;
     ep->out.submitted = ep->done;
     ep->out.steps = ep->step;
@@ -394,6 +528,12 @@ cJSON *agent_ep_finish(agent_ep *ep, agent_outcome *out)
     cJSON_AddStringToObject(md, "stop_reason", agent_stop_name(out->stop));
     if (out->error[0])
         cJSON_AddStringToObject(md, "error", out->error);
+    if (out->stop_rule[0])
+        cJSON_AddStringToObject(md, "stop_rule", out->stop_rule);
+    if (ep->mon) {
+        cJSON_AddBoolToObject(md, "effects", 1);
+        cJSON_AddNumberToObject(md, "alerts", out->alerts);
+    }
     if (o->llm_name)
         cJSON_AddStringToObject(md, "llm_name", o->llm_name);
     cJSON_AddNumberToObject(md, "prompt_tokens", (double)out->prompt_tokens);

@@ -136,6 +136,14 @@ void agent_cli_usage(FILE *f)
           "  --net proxy|none|host     sandbox network, default proxy: HTTP(S) through lis's\n"
           "                            egress proxy, so pip/apt/curl work (the LLM is\n"
           "                            reached by lis itself, not from the sandbox)\n"
+          "  --allow-domain GLOB       --net proxy: only hosts matching some GLOB (repeatable)\n"
+          "  --deny-domain GLOB        --net proxy: never hosts matching GLOB (repeatable)\n"
+          "  --allow-host-network      --net proxy: let the proxy reach loopback and private\n"
+          "                            addresses\n"
+          "  --policy FILE             rules over each step's effects: flag, deny, pause, stop\n"
+          "                            (docs/monitoring.md; docs/monitoring-policy.yaml)\n"
+          "  --no-effects              do not record what each step did (files, processes,\n"
+          "                            network, resources) in trajectory.json\n"
           "  --stream                  use SSE streaming for OpenAI-compatible endpoints\n"
           "  --timeout SECONDS         per LLM request, default 1200\n"
           "  --connect-timeout SECONDS default 30\n"
@@ -143,7 +151,7 @@ void agent_cli_usage(FILE *f)
           f);
 }
 
-typedef enum { T_STR, T_INT, T_LONG, T_DBL, T_BOOL } opt_type;
+typedef enum { T_STR, T_INT, T_LONG, T_DBL, T_BOOL, T_ALLOW, T_DENY } opt_type;
 typedef struct opt {
     const char *name;
     opt_type type;
@@ -178,6 +186,11 @@ static const opt OPTS[] = {
     O("timeout", T_DBL, timeout),
     O("connect-timeout", T_DBL, connect_timeout),
     O("stream", T_BOOL, stream),
+    O("no-effects", T_BOOL, no_effects),
+    O("policy", T_STR, policy),
+    O("allow-domain", T_ALLOW, allow_domains),
+    O("deny-domain", T_DENY, deny_domains),
+    O("allow-host-network", T_BOOL, allow_host_network),
 };
 
 int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_error *err)
@@ -231,6 +244,17 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_er
         errno = 0;
         switch (o->type) {
         case T_STR: *(const char **)field = v; break;
+        case T_ALLOW:
+        case T_DENY: {
+            size_t *cnt = o->type == T_ALLOW ? &c->nallow : &c->ndeny;
+            if (!*v)
+                return lis_fail(err, EINVAL, "--%s needs a host pattern (e.g. *.example.com)",
+                                name);
+            if (*cnt >= AGENT_MAX_DOMAINS)
+                return lis_fail(err, E2BIG, "--%s: at most %d patterns", name, AGENT_MAX_DOMAINS);
+            ((const char **)field)[(*cnt)++] = v;
+            break;
+        }
         case T_INT:
         case T_LONG: {
             long x = strtol(v, &end, 10);
@@ -249,7 +273,7 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_er
             *(double *)field = x;
             break;
         }
-        default: break;
+        case T_BOOL: break;
         }
     }
     int run = !strcmp(cmd, "run");

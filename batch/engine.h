@@ -36,6 +36,7 @@ typedef enum batch_reason {
     R_LLM_ERROR = AGENT_STOP_LLM_ERROR,
     R_SANDBOX_ERROR = AGENT_STOP_SANDBOX_ERROR,
     R_CANCELLED = AGENT_STOP_CANCELLED,
+    R_POLICY = AGENT_STOP_POLICY,
     R_SCORER_ERROR = AGENT_STOPS,
     R_INPUT_ERROR,
     R_OTHER,
@@ -60,6 +61,26 @@ typedef enum bgroup_state {
 } bgroup_state;
 
 struct brun;
+
+/* What the live view shows of a running episode (effects.c, on the loop's
+ * thread): its last step, the command, that step's effects in short. */
+typedef struct bfx_live {
+    int step;      /* steps recorded */
+    char tool[32]; /* the last step's tool */
+    char cmd[256]; /* its command (cut) */
+    cJSON *fx;     /* its effects in short (effects.c: bfx_brief), owned */
+    int alerts;    /* alerts so far */
+    int caps[3];   /* steps that used external, file, computation */
+} bfx_live;
+
+/* The run's latest alerts for the live view: a ring of BFX_ALERTS. */
+#define BFX_ALERTS 256
+typedef struct bfx_alert {
+    char key[128]; /* the episode (ID or ID@K, cut) */
+    int step;
+    char rule[64], action[8], what[200];
+    double t; /* lis_wallclock */
+} bfx_alert;
 
 /* --fork-from-setup: the repeats of one row share one set-up. The first of
  * them to be set up makes a sandbox, prepares it (directories, git init,
@@ -146,6 +167,13 @@ typedef struct bep {
     bep_row row_fate;
     uint64_t memory_peak, oom_kills, proxy_bytes;
     struct bep *next_wait; /* in one of the run's wait lists */
+    /* effects (effects.c, ctl.c): the monitor is env.mon; a pause rule or
+     * lis batch ctl froze the sandbox: nothing new starts until resumed */
+    int paused, held, pausing; /* held: drive() waited; pausing: a (un)freeze job in flight */
+    int frozen_asked;          /* its freeze was started (ctl.c) */
+    double paused_at;
+    char pause_why[96];
+    bfx_live live;
 } bep;
 
 /* A sandbox made ahead for the next row to be admitted (the warm pool). */
@@ -208,6 +236,11 @@ typedef struct brun {
     /* the commands lis prints to finish the run (run.c) */
     char lis[4096];
     char resume_cmd[8400], merge_cmd[8400];
+    /* effects: the latest alerts (a ring), the live view and the control socket (live.c) */
+    bfx_alert *alerts;
+    size_t nalerts;    /* alerts seen in all; the ring holds the last BFX_ALERTS */
+    int paused_all;    /* lis batch ctl pause without ids: episodes admitted later pause too */
+    struct blive *web; /* live.c */
 } brun;
 
 /* jobs.c: the blocking halves, run on a worker thread. */
@@ -234,7 +267,7 @@ void bprog_summary(FILE *f, const cJSON *results);
 
 /* epoll tags of the loop's set: a kind in the top byte, a value (an fd, an
  * episode's index) below */
-enum { K_SIG = 1, K_SETUP, K_MISC, K_CURL, K_PROC };
+enum { K_SIG = 1, K_SETUP, K_MISC, K_CURL, K_PROC, K_MON, K_HTTP };
 #define TAG(k, v) (((uint64_t)(k) << 56) | (uint64_t)(v))
 #define TAG_KIND(t) ((int)((t) >> 56))
 #define TAG_VAL(t) ((t) & ((1ull << 56) - 1))
@@ -248,6 +281,35 @@ void bsched_cmd_event(brun *r, bep *e);
 void bsched_stop(bep *e, agent_stop reason, const char *error);
 void bsched_cancel_all(brun *r, agent_stop reason, const char *error);
 void bsched_forget(brun *r, int fd); /* out of the epoll set */
+void bsched_drive(bep *e);           /* the engine's next need (a resumed episode) */
+void bsched_try_finish(bep *e);      /* ends it once nothing of it is in flight */
+
+/* effects.c: the effects side of an episode (on the loop's thread unless said) */
+void bfx_watch(bep *e);                         /* its monitor's fd into the loop's set */
+int bfx_held(bep *e);                           /* paused: drive() waits (then resume drives) */
+void bfx_on_step(void *arg, const cJSON *step); /* agent_opts.on_step: the live view */
+void bfx_release(bep *e);                       /* what the live view kept */
+/* One alert into the run's latest (the live view, lis batch ctl status). */
+void bfx_alert_push(bep *e, int step, const char *rule, const char *action, const char *what);
+/* The results row's effects fields from the trajectory (any thread): domain,
+ * capability, alerts, alert_list, stop_rule (docs/batch-files.md). */
+void bfx_row(cJSON *row, const cJSON *task_row, const cJSON *traj);
+/* run.json's keys of the policy and the domain rules (they change results) */
+void bfx_config(cJSON *c, const lis_batch_opts *o);
+/* ctl.c: live actions and lis batch ctl's commands (on the loop's thread) */
+void bctl_monitor_event(brun *r, bep *e);
+void bctl_pause(bep *e, const char *why);
+void bctl_resume(bep *e);
+void bctl_tick(brun *r); /* the sweep: freezes the pauses that fired at a step's end */
+cJSON *bctl_status(brun *r);
+/* verb: pause, resume or stop; ids: a JSON array of ID or ID@K (empty: all) */
+cJSON *bctl_command(brun *r, const char *verb, const cJSON *ids);
+/* live.c: the control socket DIR/ctl.sock and the --live view, on the loop */
+int blive_check(const char *live, lis_error *err); /* --live's ADDR, before anything starts */
+int blive_open(brun *r, lis_error *err);
+void blive_event(brun *r, uint64_t which); /* a K_HTTP fd is ready */
+void blive_tick(brun *r);                  /* libmicrohttpd's timeouts */
+void blive_close(brun *r);
 
 /* loop.c: the loop itself. Signals are blocked (and read from a signalfd)
  * before any thread starts, so that no worker or proxy thread takes a Ctrl-C */

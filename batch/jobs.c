@@ -22,6 +22,7 @@ const char *batch_reason_name(batch_reason r)
     case R_LLM_ERROR: return "llm_error";
     case R_SANDBOX_ERROR: return "sandbox_error";
     case R_CANCELLED: return "cancelled";
+    case R_POLICY: return "policy";
     case R_SCORER_ERROR: return "scorer_error";
     case R_INPUT_ERROR: return "input_error";
     case R_OTHER: return "other";
@@ -106,21 +107,28 @@ static int make_sandbox(brun *r, lis_sandbox **sb, agent_tool_env *env, char *wh
     lis_sandbox_spec spec = r->spec;
     if (ts == TMPL_MADE)
         spec.rootfs = r->tmpl.chain;
-    if (lis_net_sandbox_create(r->ctx, &spec, NULL, sb, &err) < 0) {
+    lis_monitor *mon = NULL;
+    /* with effects, the monitor is attached at once (env->mon; watch.c) */
+    if (agent_sandbox_create(r->ctx, &spec, env ? r->o->watch : NULL, sb, &mon, &err) < 0) {
         snprintf(why, wl, "starting the sandbox: %s", err.msg);
         *sb = NULL;
         return -1;
     }
+    agent_tool_env tmp, *te = env ? env : &tmp;
     if (ts == TMPL_MADE) {
-        agent_tool_env_init(*sb, &r->task->prompts, env);
-    } else if (agent_prepare_sandbox(*sb, &r->task->prompts, env, &err) < 0) {
+        agent_tool_env_init(*sb, &r->task->prompts, te);
+    } else if (agent_prepare_sandbox(*sb, &r->task->prompts, te, &err) < 0) {
         snprintf(why, wl, "preparing the sandbox: %s", err.msg);
         lis_error ign;
         lis_sandbox_destroy(*sb, &ign);
+        lis_monitor_free(mon);
         *sb = NULL;
         return -1;
     }
-    env->timeout = r->o->cmd_timeout > 0 ? r->o->cmd_timeout : AGENT_CMD_TIMEOUT;
+    if (env) {
+        env->mon = mon;
+        env->timeout = r->o->cmd_timeout > 0 ? r->o->cmd_timeout : AGENT_CMD_TIMEOUT;
+    }
     return 0;
 }
 
@@ -139,10 +147,9 @@ static int group_snapshot(bep *e)
     pthread_mutex_lock(&g->mu);
     if (g->state == G_NOT_MADE) {
         lis_sandbox *t = NULL;
-        agent_tool_env env;
         lis_error err = {0};
         g->state = G_FAILED;
-        if (make_sandbox(r, &t, &env, g->error, sizeof g->error) == 0) {
+        if (make_sandbox(r, &t, NULL, g->error, sizeof g->error) == 0) { /* not watched */
             lis_snapshot_result snap;
             if (write_inputs(e, t, &err) < 0)
                 snprintf(g->error, sizeof g->error, "preparing the sandbox: %s", err.msg);
@@ -173,13 +180,16 @@ static void setup_from_group(bep *e)
     lis_sandbox_spec spec = r->spec;
     spec.rootfs = e->group->chain;
     lis_error err = {0};
-    if (lis_net_sandbox_create(r->ctx, &spec, NULL, &e->sb, &err) < 0) {
+    lis_monitor *mon = NULL;
+    if (agent_sandbox_create(r->ctx, &spec, r->o->watch, &e->sb, &mon, &err) < 0) {
         snprintf(e->setup_error, sizeof e->setup_error, "starting the forked sandbox: %s", err.msg);
         e->sb = NULL;
         return;
     }
     agent_tool_env_init(e->sb, &r->task->prompts, &e->env);
+    e->env.mon = mon;
     e->env.timeout = r->o->cmd_timeout > 0 ? r->o->cmd_timeout : AGENT_CMD_TIMEOUT;
+    agent_watch_setup_done(mon); /* the model's first step is step 1 */
 }
 
 /* The end of one repeat: the last one of the run removes the snapshot. */
@@ -211,8 +221,12 @@ void bjob_setup(void *arg)
         snprintf(e->setup_error, sizeof e->setup_error, "preparing the sandbox: %s", err.msg);
         lis_error ign;
         lis_sandbox_destroy(e->sb, &ign);
+        lis_monitor_free(e->env.mon);
+        e->env.mon = NULL;
         e->sb = NULL;
+        return;
     }
+    agent_watch_setup_done(e->env.mon); /* the model's first step is step 1 */
 }
 
 void bjob_tool(void *arg)
@@ -220,7 +234,9 @@ void bjob_tool(void *arg)
     bep *e = arg;
     const cJSON *params;
     const char *name = agent_ep_tool(e->ep, &params);
+    agent_ep_tool_begin(e->ep); /* the step's effects, read here off the loop */
     agent_tool_exec(&e->env, *name ? name : NULL, params, &e->tout);
+    agent_ep_tool_end(e->ep, &e->tout);
 }
 
 void bjob_reap(void *arg)
@@ -309,6 +325,8 @@ static void close_sandbox(bep *e)
         e->proxy_bytes = c.bytes_in + c.bytes_out;
     }
     lis_sandbox_destroy(e->sb, &err);
+    lis_monitor_free(e->env.mon); /* after its sandbox */
+    e->env.mon = NULL;
     e->sb = NULL;
 }
 
@@ -350,6 +368,7 @@ static cJSON *make_row(bep *e, double wall)
     cJSON_AddNumberToObject(row, "proxy_bytes", (double)e->proxy_bytes);
     cJSON_AddStringToObject(row, "scorer", r->scorer ? batch_scorer_name(r->scorer) : "");
     cJSON_AddStringToObject(row, "scorer_sha256", r->scorer ? batch_scorer_sha256(r->scorer) : "");
+    bfx_row(row, e->row->json, e->traj); /* domain, capability, alerts (effects.c) */
     return row;
 }
 

@@ -52,6 +52,12 @@ typedef struct lis_batch_opts {
     int overcommit;      /* --overcommit: start although concurrency x (memory + disk)
                           * does not fit the host's memory (batch/capacity.c) */
     double cmd_timeout;  /* per command (120) */
+    /* effects and rules (docs/monitoring.md): the monitor hub (NULL: --no-effects),
+     * --policy, the proxy's domain rules */
+    const agent_watch *watch;
+    /* the live view (--live [ADDR]): NULL: nothing listens; "" : 127.0.0.1 on a
+     * free port; else [127.0.0.1:]PORT */
+    const char *live;
     /* scoring */
     const char *scorer;      /* --scorer (NULL: auto) */
     const llm_config *judge; /* --judge-model */
@@ -86,8 +92,16 @@ typedef struct lis_batch_summary {
 int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum, lis_error *err);
 
 /* `lis batch report DIR`: (re)writes results.json and trajectory.json and
- * prints the summary table to out. */
-int lis_batch_report(const char *dir, FILE *out, lis_error *err);
+ * prints the summary table to out; by "domain": the capability use of the
+ * episodes by the rows' domain instead (docs/monitoring.md), NULL: none. */
+int lis_batch_report(const char *dir, const char *by, FILE *out, lis_error *err);
+
+/* `lis batch ctl DIR status|pause|resume|stop [ID...]`: asks the batch
+ * running on DIR through its control socket (DIR/ctl.sock, mode 0600) and
+ * prints the answer to out. ids: the episodes (ID or ID@K), none: all
+ * (stop without ids drains the run as Ctrl-C does). */
+int lis_batch_ctl(const char *dir, const char *verb, const char *const *ids, size_t n, FILE *out,
+                  lis_error *err);
 
 /* `lis batch judge DIR`: LLM-judges the rows of DIR, then rewrites the report. */
 int lis_batch_judge(const char *dir, const llm_config *judge, int concurrency, FILE *log, FILE *out,

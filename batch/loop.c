@@ -94,7 +94,7 @@ static void sweep(brun *r, double now)
         bep *e = &r->eps[i];
         if (e->phase != EP_LIVE)
             continue;
-        if (!e->stopped && e->deadline > 0 && now >= e->deadline) {
+        if (!e->stopped && !e->paused && e->deadline > 0 && now >= e->deadline) {
             char msg[128];
             snprintf(msg, sizeof msg, "the episode ran longer than --episode-timeout %gs",
                      r->o->episode_timeout);
@@ -226,6 +226,8 @@ static int run_io(brun *r, int timeout, lis_error *err)
             break;
         }
         case K_PROC: bsched_cmd_event(r, &r->eps[TAG_VAL(t)]); break;
+        case K_MON: bctl_monitor_event(r, &r->eps[TAG_VAL(t)]); break;
+        case K_HTTP: blive_event(r, TAG_VAL(t)); break;
         }
     }
     return 0;
@@ -248,17 +250,21 @@ static void run_sweep(brun *r, double now)
     r->last_sweep = now;
     sweep(r, now);
     bsched_creators_adjust(r);
+    bctl_tick(r);
+    blive_tick(r);
     bprog_tick(r, 0);
 }
 
 static void loop_close(brun *r)
 {
+    blive_close(r);
     if (r->setup)
         lis_jobs_reap(r->setup);
     while (r->nspares) { /* made ahead, never needed */
         bspare *sp = r->spares[--r->nspares];
         lis_error ign;
         lis_sandbox_destroy(sp->sb, &ign);
+        lis_monitor_free(sp->env.mon);
         free(sp);
     }
     if (r->multi)
@@ -273,6 +279,8 @@ static void loop_close(brun *r)
 int bsched_run(brun *r, lis_error *err)
 {
     int rc = loop_open(r, err);
+    if (rc == 0)
+        rc = blive_open(r, err); /* the control socket, and the --live view */
     r->t0 = r->last_sweep = r->last_progress = lis_now();
     if (rc == 0)
         bsched_admit(r);

@@ -146,12 +146,21 @@ static void add_cut(cJSON *to, const char *key, const cJSON *from, size_t max)
     free(c);
 }
 
-static cJSON *index_row(const cJSON *row, size_t ep, size_t nfiles)
+cJSON *rp_index_row(const cJSON *row, size_t ep, size_t nfiles)
 {
-    static const char *const NUM[] =
-        {"attempt",           "score",       "steps",        "prompt_tokens",
-         "completion_tokens", "llm_seconds", "tool_seconds", "wall_seconds",
-         "memory_peak",       "oom_kills",   "proxy_bytes",  NULL};
+    static const char *const NUM[] = {"attempt",
+                                      "score",
+                                      "steps",
+                                      "prompt_tokens",
+                                      "completion_tokens",
+                                      "llm_seconds",
+                                      "tool_seconds",
+                                      "wall_seconds",
+                                      "memory_peak",
+                                      "oom_kills",
+                                      "proxy_bytes",
+                                      "alerts",
+                                      NULL};
     cJSON *r = cJSON_CreateObject();
     cJSON_AddNumberToObject(r, "ep", (double)ep);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(row, "id");
@@ -166,6 +175,11 @@ static cJSON *index_row(const cJSON *row, size_t ep, size_t nfiles)
     add_cut(r, "scorer", row, 60);
     add_cut(r, "error", row, 300);
     add_cut(r, "answer", row, 200);
+    add_cut(r, "domain", row, 60);
+    add_cut(r, "stop_rule", row, 64);
+    const cJSON *cap = cJSON_GetObjectItemCaseSensitive(row, "capability");
+    if (cJSON_IsObject(cap)) /* steps that used each of the three (docs/monitoring.md) */
+        cJSON_AddItemToObject(r, "capability", cJSON_Duplicate(cap, 1));
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "judged")))
         cJSON_AddBoolToObject(r, "judged", 1);
     cJSON_AddNumberToObject(r, "nfiles", (double)nfiles);
@@ -228,16 +242,15 @@ typedef struct rp_out {
     char rdir[PATH_MAX];
 } rp_out;
 
-/* The episode's file report/ep-N.js; *nfiles gets the number of its files. */
-static int write_episode(rp_out *o, size_t n, const cJSON *row, const char *id, int attempt,
-                         const char *traj_name, const char *log_name, const char *key,
-                         size_t *nfiles, lis_error *err)
+cJSON *rp_episode(int dfd, size_t n, const cJSON *row, const char *id, int attempt,
+                  const char *traj_name, const char *log_name, const char *key, size_t *nfiles)
 {
+    rp_out ro = {.dfd = dfd}, *o = &ro;
     cJSON *ep = cJSON_CreateObject(), *problems = cJSON_CreateArray();
     if (!ep || !problems) {
         cJSON_Delete(ep);
         cJSON_Delete(problems);
-        return lis_oom(err);
+        return NULL;
     }
     cJSON_AddNumberToObject(ep, "ep", (double)n);
     if (row)
@@ -265,6 +278,17 @@ static int write_episode(rp_out *o, size_t n, const cJSON *row, const char *id, 
         cJSON_AddItemToObject(ep, "files", files ? files : cJSON_CreateArray());
     }
     cJSON_AddItemToObject(ep, "problems", problems);
+    return ep;
+}
+
+/* The episode's file report/ep-N.js; *nfiles gets the number of its files. */
+static int write_episode(rp_out *o, size_t n, const cJSON *row, const char *id, int attempt,
+                         const char *traj_name, const char *log_name, const char *key,
+                         size_t *nfiles, lis_error *err)
+{
+    cJSON *ep = rp_episode(o->dfd, n, row, id, attempt, traj_name, log_name, key, nfiles);
+    if (!ep)
+        return lis_oom(err);
     char *json = rp_json_script(ep), name[64], head[64];
     cJSON_Delete(ep);
     if (!json)
@@ -349,7 +373,7 @@ static int batch_index(rp_out *o, cJSON *index, lis_error *err)
         free(key);
         if (w < 0)
             goto out;
-        cJSON_AddItemToArray(rows, index_row(e->row, n, nfiles));
+        cJSON_AddItemToArray(rows, rp_index_row(e->row, n, nfiles));
         n++;
         cJSON_Delete(e->row); /* the index has what it needs */
         e->row = NULL;
@@ -420,7 +444,7 @@ static int run_index(rp_out *o, cJSON *index, lis_error *err)
     int rc = write_episode(o, 0, row, NULL, 0, "trajectory.json", NULL, "", &nfiles, err);
     if (rc == 0) {
         cJSON *rows = cJSON_AddArrayToObject(index, "rows");
-        cJSON_AddItemToArray(rows, index_row(row, 0, nfiles));
+        cJSON_AddItemToArray(rows, rp_index_row(row, 0, nfiles));
         drop_stale(o, 1);
     }
     cJSON_Delete(row);

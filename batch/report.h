@@ -34,6 +34,14 @@ cJSON *rp_files(int dfd, size_t *budget);
  * JSON inside strings, where the escape means the same). malloc'ed. */
 char *rp_json_script(const cJSON *j);
 
+/* The index's entry of a results row (episode number ep, nfiles output files). */
+cJSON *rp_index_row(const cJSON *row, size_t ep, size_t nfiles);
+/* What report/ep-N.js holds of one episode, from the output directory dfd:
+ * its row, trajectory (traj_name), log (log_name, may be NULL) and output
+ * files (files/KEY); *nfiles gets the number of files. NULL: out of memory. */
+cJSON *rp_episode(int dfd, size_t n, const cJSON *row, const char *id, int attempt,
+                  const char *traj_name, const char *log_name, const char *key, size_t *nfiles);
+
 /* The page; the index JSON goes where RP_PAGE_MARK is, a fresh random
  * nonce (the only inline script allowed to run) where each RP_NONCE_MARK is. */
 #define RP_PAGE_MARK "/*LIS-INDEX*/"

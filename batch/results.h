@@ -86,4 +86,14 @@ int batch_out_set_state(batch_out *o, const batch_state *st, lis_error *err);
  * object (the caller's to cJSON_Delete). */
 int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_error *err);
 
+/* capability.c: the steps that used each meta-capability, and the alerts,
+ * summed over rows: bcap_add each row that counts to bcap_new's object, then
+ * bcap_finish puts it into results.json's object as "capability" (with
+ * "by_domain"), or drops it when no row had effects. bcap_print prints it
+ * (`lis batch report --by domain`). */
+cJSON *bcap_new(void);
+void bcap_add(cJSON *acc, const cJSON *row);
+void bcap_finish(cJSON *results, cJSON *acc);
+void bcap_print(FILE *f, const cJSON *results);
+
 #endif

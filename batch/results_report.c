@@ -103,8 +103,8 @@ static cJSON *read_steps(int tdfd, const rep_row *r)
 
 static int is_error_reason(const cJSON *row)
 {
-    static const char *const errs[] = {"llm_error",   "sandbox_error", "scorer_error",
-                                       "input_error", "deadline",      "cancelled"};
+    static const char *const errs[] = {"llm_error", "sandbox_error", "scorer_error", "input_error",
+                                       "deadline",  "cancelled",     "policy"};
     static const char *const fine[] = {"submitted", "max_steps", "token_limit"};
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(row, "reason");
     if (cJSON_IsString(r)) {
@@ -252,7 +252,7 @@ static cJSON *summarize(const report *R, cJSON *config, cJSON *state, const char
     kset ids = {0};
     double *best = calloc(R->n ? R->n : 1, sizeof *best);
     size_t nids = 0;
-    cJSON *by_reason = cJSON_CreateObject(), *res = cJSON_CreateObject();
+    cJSON *by_reason = cJSON_CreateObject(), *res = cJSON_CreateObject(), *caps = bcap_new();
     if (!asum || !acnt || !best || !by_reason || !res)
         goto fail;
     for (size_t i = 0; i < R->n; i++) {
@@ -265,6 +265,7 @@ static cJSON *summarize(const report *R, cJSON *config, cJSON *state, const char
         sum += sc;
         judged_n += (size_t)judged;
         errors += (size_t)is_error_reason(r->row);
+        bcap_add(caps, r->row);
         const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->row, "reason");
         const char *reason = cJSON_IsString(rs) ? rs->valuestring : "unknown";
         cJSON *c = cJSON_GetObjectItemCaseSensitive(by_reason, reason);
@@ -374,12 +375,14 @@ static cJSON *summarize(const report *R, cJSON *config, cJSON *state, const char
         else
             cJSON_AddNullToObject(res, "pass_at_k");
     }
+    bcap_finish(res, caps); /* "capability": by task and domain (capability.c) */
     free(asum), free(acnt), free(best);
     bo_kset_free(&ids);
     return res;
 fail:
     free(asum), free(acnt), free(best);
     bo_kset_free(&ids);
+    cJSON_Delete(caps);
     cJSON_Delete(by_reason);
     cJSON_Delete(res);
     cJSON_Delete(config);

@@ -87,6 +87,7 @@ static cJSON *run_config(const lis_batch_opts *o, const batch_task *t, const bat
     cJSON_AddStringToObject(c, "scorer", batch_scorer_name(sc));
     cJSON_AddStringToObject(c, "scorer_sha256", batch_scorer_sha256(sc));
     cJSON_AddStringToObject(c, "scorer_file", batch_scorer_source(sc));
+    bfx_config(c, o); /* --policy, --allow-domain, --deny-domain, --allow-host-network */
     batch_shard_config(c, o->shard_index, o->shard_count,
                        batch_shard_rows(t->nrows, o->shard_index, o->shard_count));
     return c;
@@ -131,6 +132,8 @@ static int check_opts(const lis_batch_opts *o, lis_error *err)
         return lis_fail(err, EINVAL, "--max-creating: at most %d", LIS_BATCH_MAX_CREATING);
     if (!o->mode_llm && !o->rootfs)
         return lis_fail(err, EINVAL, "no root filesystem for the sandboxes");
+    if (o->live && blive_check(o->live, err) < 0)
+        return -1;
     if (o->shard_count < 0 ||
         (o->shard_count && (o->shard_index < 0 || o->shard_index >= o->shard_count)))
         return lis_fail(err, EINVAL, "shard %d/%d: K must be below N", o->shard_index,
@@ -148,6 +151,7 @@ static void free_run(brun *r)
     batch_scorer_close(r->scorer);
     batch_out_close(r->out);
     free(r->eps);
+    free(r->alerts);
     /* --fork-from-setup: a snapshot whose repeats did not all run (Ctrl-C, a
      * fatal error) goes too; every sandbox is gone by now */
     for (size_t i = 0; r->groups && i < r->task->nrows; i++) {
@@ -352,7 +356,8 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
                           .max_steps = o->max_steps,
                           .max_token_limit = o->max_token_limit,
                           .llm = cfg,
-                          .llm_name = o->llm_name};
+                          .llm_name = o->llm_name,
+                          .on_step = bfx_on_step}; /* the live view; its arg is the episode */
     r.spec = (lis_sandbox_spec){.rootfs = o->rootfs, .net = o->net, .upper = LIS_UPPER_TMPFS};
     /* the set-ups at once: --max-creating, or following the machine (sched.c:
      * creators_adjust) from one per core up to four per core */
@@ -458,9 +463,11 @@ out:
     return rc;
 }
 
-int lis_batch_report(const char *dir, FILE *out, lis_error *err)
+int lis_batch_report(const char *dir, const char *by, FILE *out, lis_error *err)
 {
     cJSON *summary = NULL;
+    if (by && strcmp(by, "domain"))
+        return lis_fail(err, EINVAL, "--by %s: only --by domain is known", by);
     if (batch_report_write(dir, -1, &summary, err) < 0)
         return -1;
     const char *st = cJSON_GetStringValue(cJSON_GetObjectItem(summary, "status"));
@@ -469,7 +476,10 @@ int lis_batch_report(const char *dir, FILE *out, lis_error *err)
                 "lis batch report: %s is a run in progress (pid %.0f): results.json and the "
                 "report are of the rows written so far\n",
                 dir, cJSON_GetNumberValue(cJSON_GetObjectItem(summary, "pid")));
-    bprog_summary(out, summary);
+    if (by)
+        bcap_print(out, summary); /* capability use by the rows' domain */
+    else
+        bprog_summary(out, summary);
     cJSON_Delete(summary);
     lis_error rerr = {0};
     if (lis_report_html(dir, NULL, 0, &rerr) < 0)
@@ -484,5 +494,5 @@ int lis_batch_judge(const char *dir, const llm_config *judge, int concurrency, F
 {
     if (batch_judge_dir(dir, judge, concurrency, log, err) < 0)
         return -1;
-    return lis_batch_report(dir, out, err);
+    return lis_batch_report(dir, NULL, out, err);
 }

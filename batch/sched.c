@@ -228,6 +228,7 @@ static void cmd_start(bep *e, const char *cmd)
     e->wants_cmd = 0;
     agent_bash_prepare(&e->env, cmd, &e->bash);
     lis_error err = {0};
+    agent_ep_tool_begin(e->ep); /* the step's effects start here (agent_ep_tool_done ends it) */
     e->cmd_t0 = lis_now();
     if (lis_exec_start(e->sb, &e->bash.spec, &e->proc, &err) < 0) {
         lis_result res = {0};
@@ -322,6 +323,7 @@ static void spare_done(void *arg, int status)
         if (s->sb) {
             lis_error ign;
             lis_sandbox_destroy(s->sb, &ign);
+            lis_monitor_free(s->env.mon);
         }
         free(s); /* a failed spare is no row's error: the row makes its own */
         return;
@@ -364,6 +366,7 @@ static void setup_done(void *arg, int status)
     r->creating--;
     if (e->sb) {
         e->sbs = SB_READY;
+        bfx_watch(e); /* its monitor's live actions */
     } else {
         e->sbs = SB_FAILED;
         if (!e->stopped) {
@@ -481,6 +484,7 @@ static void finish_done(void *arg, int status)
     e->answer = NULL;
     cJSON_Delete(e->plain_msgs);
     e->plain_msgs = NULL;
+    bfx_release(e);
     bsched_admit(r);
 }
 
@@ -488,7 +492,7 @@ static void finish_done(void *arg, int status)
 static void try_finish(bep *e)
 {
     brun *r = e->run;
-    if (e->phase != EP_LIVE || e->proc || e->in_job || e->lq == LQ_FLIGHT)
+    if (e->phase != EP_LIVE || e->proc || e->in_job || e->pausing || e->lq == LQ_FLIGHT)
         return;
     if (e->lq != LQ_NONE)
         llm_cancel(e);
@@ -531,10 +535,14 @@ void bsched_stop(bep *e, agent_stop reason, const char *error)
     try_finish(e);
 }
 
+void bsched_try_finish(bep *e) { try_finish(e); }
+
+void bsched_drive(bep *e) { drive(e); }
+
 static void drive(bep *e)
 {
     brun *r = e->run;
-    if (e->phase != EP_LIVE || e->stopped)
+    if (e->phase != EP_LIVE || e->stopped || bfx_held(e)) /* paused: resuming drives it */
         return;
     switch (agent_ep_next(e->ep)) {
     case AGENT_EP_LLM: bsched_llm_start(e); break;
@@ -578,6 +586,7 @@ static void start(bep *e)
     e->opts = r->base;
     e->opts.query = e->row->problem_statement;
     e->opts.progress = e->log;
+    e->opts.on_step_arg = e; /* bfx_on_step: the live view */
     if (e->row->error[0]) {
         e->reason = R_INPUT_ERROR;
         e->decided = 1;

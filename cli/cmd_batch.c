@@ -18,7 +18,9 @@ static void usage(FILE *f)
 {
     fputs("usage: lis batch --task DIR | --tasks FILE [options]\n"
           "       lis batch --resume DIR [options]   finish a run with the flags it ran with\n"
-          "       lis batch report DIR          rewrite results.json/trajectory.json, print them\n"
+          "       lis batch report DIR [--by domain]  rewrite results.json/trajectory.json, print\n"
+          "                                     them (--by domain: capability use by domain)\n"
+          "       lis batch ctl DIR status|pause|resume|stop [ID...]  steer a running batch\n"
           "       lis batch judge DIR --judge-model M --judge-base-url URL [--judge-api-key K]\n"
           "       lis batch merge OUT SHARD_DIR...  join the shards of one run into OUT\n"
           "\n"
@@ -82,6 +84,12 @@ static void usage(FILE *f)
           "                            is the original's own; docs/batch-scoring.md)\n"
           "  --judge-model M --judge-base-url URL [--judge-api-key K]   LLM judge (judge.py tasks)\n"
           "  --quiet                   no progress, no summary\n"
+          "  --live [ADDR]             serve the report page live on 127.0.0.1 (a free port\n"
+          "                            by default, printed; or PORT, 127.0.0.1:PORT)\n"
+          "effects and rules (docs/monitoring.md): every step's files, processes, network and\n"
+          "resources go into the trajectory unless --no-effects; --policy FILE, --allow-domain,\n"
+          "--deny-domain, --allow-host-network as for lis run; lis batch ctl DIR ... pauses,\n"
+          "resumes, stops episodes and shows their state.\n"
           "model and sandbox: every flag of lis run but --query and --input-dir (lis run --help):\n"
           "  --llm-name --llm-base-url --api-key --temperature (1.0) --max-steps (100)\n"
           "  --max-token-limit (65536) --max-tokens-per-call (65536) --extra-body --image\n"
@@ -94,12 +102,12 @@ static void usage(FILE *f)
 
 typedef struct bflags {
     const char *task, *tasks, *prompt_config, *output_dir, *resume, *mode, *scorer;
-    const char *judge_model, *judge_url, *judge_key, *shard;
+    const char *judge_model, *judge_url, *judge_key, *shard, *by, *live;
     long start_id, end_id, max_response_len;
     int shards, repeat, concurrency, max_creating, max_commands, max_llm, quiet, save_files, warm;
     int fork_from_setup, overcommit;
     double episode_timeout, drain_timeout, cmd_timeout;
-    int have_temperature, concurrency_set, warm_set;
+    int have_temperature, concurrency_set, warm_set, live_set;
 } bflags;
 
 typedef enum { F_STR, F_INT, F_LONG, F_DBL, F_BOOL } ftype;
@@ -142,6 +150,7 @@ static const bopt BOPTS[] = {
     B("save-files", F_BOOL, save_files),
     B("fork-from-setup", F_BOOL, fork_from_setup),
     B("overcommit", F_BOOL, overcommit),
+    B("by", F_STR, by),
 };
 
 static int parse_number(const char *name, ftype t, const char *v, void *field)
@@ -168,6 +177,16 @@ static int parse_number(const char *name, ftype t, const char *v, void *field)
     else
         *(long *)field = x;
     return 0;
+}
+
+/* What --live takes as its ADDR: PORT or HOST:PORT (else the next argument
+ * is not its: --live's value is optional). */
+static int is_live_addr(const char *a)
+{
+    const char *c = strrchr(a, ':'), *p = c ? c + 1 : a;
+    return *p && strspn(p, "0123456789") == strlen(p) &&
+           (!c || !strncmp(a, "127.0.0.1:", 10) || !strncmp(a, "localhost:", 10) ||
+            strspn(a, "0123456789.:") == strlen(a));
 }
 
 /* Takes the batch flags out of argv; what is left goes to agent_cli_parse. */
@@ -207,9 +226,17 @@ static int split_flags(int argc, char **argv, bflags *b, cli_list *rest)
         for (size_t k = 0; k < sizeof BOPTS / sizeof BOPTS[0]; k++)
             if (!strcmp(BOPTS[k].name, name))
                 o = &BOPTS[k];
+        if (!strcmp(name, "live")) { /* --live [ADDR]: the value is optional */
+            b->live_set = 1;
+            b->live = eq ? eq + 1 : "";
+            if (!eq && i + 1 < argc && is_live_addr(argv[i + 1]))
+                b->live = argv[++i];
+            continue;
+        }
         if (!o) { /* a model or sandbox flag: agent_cli_parse's, value and all */
             cli_list_add(rest, a);
-            if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) && strcmp(name, "stream"))
+            if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) && strcmp(name, "stream") &&
+                strcmp(name, "no-effects") && strcmp(name, "allow-host-network"))
                 cli_list_add(rest, argv[++i]);
             continue;
         }
@@ -296,7 +323,7 @@ static int sub_report_or_judge(int argc, char **argv)
     const char *dir = argv[2];
     lis_error err = {0};
     if (!judge)
-        return lis_batch_report(dir, stdout, &err) < 0 ? cli_fail(&err) : 0;
+        return lis_batch_report(dir, b.by, stdout, &err) < 0 ? cli_fail(&err) : 0;
     if (!b.judge_model) {
         cli_error("lis batch judge needs --judge-model M and --judge-base-url URL");
         return 2;
@@ -430,6 +457,16 @@ static int resume_argv(const char *dir, int argc, char **argv, cli_list *out, cl
         char flag[96], num[64];
         snprintf(flag, sizeof flag, "--%s", e->string);
         const char *f = own(owned, flag), *v = NULL;
+        if (cJSON_IsArray(e)) { /* a repeated flag: once per value */
+            for (const cJSON *x = e->child; x; x = x->next)
+                if (cJSON_IsString(x) && (!f || cli_list_add(out, f) < 0 ||
+                                          cli_list_add(out, own(owned, x->valuestring)) < 0)) {
+                    cJSON_Delete(run);
+                    cli_error("out of memory");
+                    return -1;
+                }
+            continue;
+        }
         if (cJSON_IsString(e)) {
             v = own(owned, e->valuestring);
         } else if (cJSON_IsNumber(e)) {
@@ -541,14 +578,62 @@ static cJSON *run_settings(const bflags *b, const agent_cli *c, const lis_batch_
     cJSON_AddNumberToObject(s, "cmd-timeout", o->cmd_timeout);
     cJSON_AddBoolToObject(s, "save-files", o->save_files);
     cJSON_AddBoolToObject(s, "overcommit", o->overcommit);
+    /* effects and rules */
+    cJSON_AddBoolToObject(s, "no-effects", c->no_effects);
+    add_path(s, "policy", c->policy);
+    cJSON *allow = cJSON_AddArrayToObject(s, "allow-domain");
+    for (size_t i = 0; allow && i < c->nallow; i++)
+        cJSON_AddItemToArray(allow, cJSON_CreateString(c->allow_domains[i]));
+    cJSON *deny = cJSON_AddArrayToObject(s, "deny-domain");
+    for (size_t i = 0; deny && i < c->ndeny; i++)
+        cJSON_AddItemToArray(deny, cJSON_CreateString(c->deny_domains[i]));
+    cJSON_AddBoolToObject(s, "allow-host-network", c->allow_host_network);
     /* not --quiet: it is about the terminal of the command, not the run */
     return s;
+}
+
+/* `lis batch ctl DIR status|pause|resume|stop [ID...]` */
+static int sub_ctl(int argc, char **argv)
+{
+    static const char USAGE[] =
+        "usage: lis batch ctl DIR status|pause|resume|stop [ID...]\n"
+        "Steers the lis batch running on DIR through DIR/ctl.sock: status shows its running\n"
+        "episodes (step, command, effects, alerts); pause freezes their sandboxes and holds\n"
+        "their LLM calls (all, or the episodes ID / ID@K); resume continues them; stop without\n"
+        "ids drains the run as Ctrl-C does (again: cancels), stop ID... cancels those episodes\n"
+        "(--resume runs them again). docs/monitoring.md";
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            puts(USAGE);
+            return 0;
+        }
+    if (argc < 4) {
+        cli_error("usage: lis batch ctl DIR status|pause|resume|stop [ID...]");
+        return 2;
+    }
+    const char *verb = argv[3];
+    if (strcmp(verb, "status") && strcmp(verb, "pause") && strcmp(verb, "resume") &&
+        strcmp(verb, "stop")) {
+        cli_error("lis batch ctl: '%s' is not status, pause, resume or stop", verb);
+        return 2;
+    }
+    if (!strcmp(verb, "status") && argc > 4) {
+        cli_error("lis batch ctl DIR status takes no ids");
+        return 2;
+    }
+    lis_error err = {0};
+    return lis_batch_ctl(argv[2], verb, (const char *const *)argv + 4, (size_t)(argc - 4), stdout,
+                         &err) < 0
+               ? cli_fail(&err)
+               : 0;
 }
 
 int cmd_batch_main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "merge"))
         return sub_merge(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "ctl"))
+        return sub_ctl(argc, argv);
     if (argc >= 2 && (!strcmp(argv[1], "report") || !strcmp(argv[1], "judge")))
         return sub_report_or_judge(argc, argv);
     for (int i = 1; i < argc; i++)
@@ -565,6 +650,7 @@ int cmd_batch_main(int argc, char **argv)
     lis_ctx *ctx = NULL;
     cJSON *extra = NULL, *settings = NULL;
     llm_config llm, judge;
+    agent_watch watch = {0};
     lis_batch_opts o;
     lis_batch_opts_default(&o);
     /* --resume DIR alone: the run's own flags first (run.json "settings") */
@@ -701,6 +787,27 @@ int cmd_batch_main(int argc, char **argv)
         goto out;
     }
     o.overcommit = b.overcommit;
+    if (b.by) {
+        cli_error("--by is a flag of lis batch report DIR");
+        goto out;
+    }
+    if (o.mode_llm && (c.policy || c.nallow || c.ndeny || c.allow_host_network)) {
+        cli_error("--policy and the domain rules act on sandboxes: --mode llm has none");
+        goto out;
+    }
+    if (!o.mode_llm && agent_watch_init(&watch, &c, o.net, &err) < 0) {
+        cli_error("%s", err.msg);
+        goto out;
+    }
+    o.watch = o.mode_llm ? NULL : &watch;
+    o.live = b.live_set ? b.live : NULL;
+    if (o.live && strchr(o.live, ':') && strncmp(o.live, "127.0.0.1:", 10) &&
+        strncmp(o.live, "localhost:", 10)) {
+        cli_error("--live %s: the live view listens on 127.0.0.1 only (reach it from elsewhere "
+                  "with ssh -L)",
+                  o.live);
+        goto out;
+    }
     rc = CLI_EXIT_LIS;
     cli_warn_once wo = {.mu = PTHREAD_MUTEX_INITIALIZER, .scope = "of this run"};
     lis_ctx_opts co = {.warn = cli_warn_once_fn, .warn_arg = &wo};
@@ -742,6 +849,7 @@ int cmd_batch_main(int argc, char **argv)
     rc = r;
 out:
     lis_ctx_free(ctx);
+    agent_watch_release(&watch); /* its monitors went with their sandboxes */
     cJSON_Delete(extra);
     cJSON_Delete(settings);
     agent_cli_free(&c);

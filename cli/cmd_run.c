@@ -31,6 +31,7 @@ int cmd_run_main(int argc, char **argv)
     agent_prompts prompts = {0};
     llm_config llm;
     lis_net_mode net;
+    agent_watch watch = {0};
     uint64_t mem = 200ull << 20;
     if (agent_cli_settings(&c, &err) < 0 || agent_cli_llm(&c, &llm, &extra, &err) < 0) {
         cli_error("%s", err.msg);
@@ -58,6 +59,10 @@ int cmd_run_main(int argc, char **argv)
         cli_error("%s", err.msg);
         goto out;
     }
+    if (agent_watch_init(&watch, &c, net, &err) < 0) { /* effects, --policy, domain rules */
+        cli_error("%s", err.msg);
+        goto out;
+    }
     rc = CLI_EXIT_LIS;
     ctx = lis_ctx_new(NULL, &err);
     if (!ctx) {
@@ -81,6 +86,7 @@ int cmd_run_main(int argc, char **argv)
                    .memory_bytes = mem,
                    .disk_bytes = disk,
                    .export_max = export_max,
+                   .watch = &watch,
                    .out = stdout};
     agent_outcome res;
     if (agent_episode(ctx, &r, &res, NULL, 0, &err) < 0) {
@@ -96,6 +102,7 @@ int cmd_run_main(int argc, char **argv)
     rc = res.submitted ? 0 : res.stop == AGENT_STOP_LLM_ERROR ? 3 : 1;
 out:
     lis_ctx_free(ctx);
+    agent_watch_release(&watch); /* its monitors went with their sandboxes */
     agent_prompts_free(&prompts);
     cJSON_Delete(extra);
     agent_cli_free(&c);

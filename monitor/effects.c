@@ -42,6 +42,20 @@ static void why(lis_effects *e, int k, const char *fmt, const char *arg)
         snprintf(e->cap_why[k], sizeof e->cap_why[k], fmt, arg);
 }
 
+/* The program's name: its path's, or argv[0]'s for a multi-call binary
+ * (busybox's applets run as /bin/busybox or /proc/self/exe, named by argv[0]). */
+static const char *prog_name(const mon_proc *p)
+{
+    const char *base = strrchr(p->path, '/');
+    base = base ? base + 1 : p->path;
+    const char *a0 = p->argc ? p->argv : "", *b0 = strrchr(a0, '/');
+    b0 = b0 ? b0 + 1 : a0;
+    if (*b0 &&
+        (!strcmp(base, "busybox") || (!strncmp(p->path, "/proc/", 6) && !strcmp(base, "exe"))))
+        return b0;
+    return base;
+}
+
 void mon_classify(lis_effects *e)
 {
     unsigned c = 0;
@@ -53,8 +67,7 @@ void mon_classify(lis_effects *e)
         const mon_proc *p = &e->procs[i];
         if (p->step != e->step || p->denied[0])
             continue;
-        const char *base = strrchr(p->path, '/');
-        base = base ? base + 1 : p->path;
+        const char *base = prog_name(p);
         const char *a1 = p->argc > 1 ? p->argv + strlen(p->argv) + 1 : "";
         const char *a2 = p->argc > 2 ? a1 + strlen(a1) + 1 : "";
         int pip_module = !strncmp(base, "python", 6) && !strcmp(a1, "-m") &&

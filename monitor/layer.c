@@ -137,45 +137,64 @@ static int is_opaque(int dfd)
     return n == 1 && v[0] == 'y';
 }
 
-/* Depth-first; one fd per level (at most MON_SCAN_DEPTH). */
-static int scan_dir(mon_scan *s, int dfd, char *path, size_t plen, int depth)
+static const mon_entry *find_path(const mon_scan *s, const char *path);
+
+/* A directory's opacity: the last scan's when it is the same directory,
+ * unchanged (setting the xattr changes the ctime), else read (two xattr
+ * names: rootless overlays use user.*). Saves two syscalls per directory. */
+static int opaque_of(const mon_scan *old, const char *path, const struct stat *st, int dfd)
 {
-    DIR *d = fdopendir(dfd);
-    if (!d) {
-        close(dfd);
-        return 0;
-    }
-    struct dirent *de;
-    int rc = 0;
-    while (rc == 0 && (de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        size_t nl = strlen(de->d_name);
-        if (plen + 1 + nl >= 4096) {
-            s->cut = 1;
-            continue;
+    const mon_entry *o = old ? find_path(old, path) : NULL;
+    int64_t ct = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+    if (o && o->kind == 'd' && o->ino == st->st_ino && o->dev == st->st_dev && o->ctime == ct)
+        return o->opaque;
+    return is_opaque(dfd);
+}
+
+#define SCAN_BUF 16384 /* getdents64 per directory (allocated: the scan recurses) */
+
+/* Depth-first; one fd per level (at most MON_SCAN_DEPTH). getdents64 and
+ * fstatat straight: no fdopendir, whose fcntl and fstat per directory are
+ * most of a small layer's scan. */
+static int scan_dir(mon_scan *s, const mon_scan *old, int dfd, char *path, size_t plen, int depth)
+{
+    char *buf = malloc(SCAN_BUF);
+    int rc = buf ? 0 : -1;
+    ssize_t got;
+    while (rc == 0 && (got = getdents64(dfd, buf, SCAN_BUF)) > 0) {
+        for (ssize_t off = 0; off < got && rc == 0;) {
+            struct dirent64 *de = (struct dirent64 *)(buf + off);
+            off += de->d_reclen;
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                continue;
+            size_t nl = strlen(de->d_name);
+            if (plen + 1 + nl >= 4096) {
+                s->cut = 1;
+                continue;
+            }
+            path[plen] = '/';
+            memcpy(path + plen + 1, de->d_name, nl + 1);
+            struct stat st;
+            if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                continue; /* gone meanwhile */
+            if (!S_ISDIR(st.st_mode)) {
+                rc = add_entry(s, path, &st, 0);
+                continue;
+            }
+            int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            rc = add_entry(s, path, &st, sub >= 0 && opaque_of(old, path, &st, sub));
+            if (sub < 0 || rc < 0 || depth + 1 >= MON_SCAN_DEPTH) {
+                if (sub >= 0)
+                    close(sub);
+                s->cut |= depth + 1 >= MON_SCAN_DEPTH;
+                continue;
+            }
+            rc = scan_dir(s, old, sub, path, plen + 1 + nl, depth + 1);
         }
-        path[plen] = '/';
-        memcpy(path + plen + 1, de->d_name, nl + 1);
-        struct stat st;
-        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-            continue; /* gone meanwhile */
-        if (!S_ISDIR(st.st_mode)) {
-            rc = add_entry(s, path, &st, 0);
-            continue;
-        }
-        int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        rc = add_entry(s, path, &st, sub >= 0 && is_opaque(sub));
-        if (sub < 0 || rc < 0 || depth + 1 >= MON_SCAN_DEPTH) {
-            if (sub >= 0)
-                close(sub);
-            s->cut |= depth + 1 >= MON_SCAN_DEPTH;
-            continue;
-        }
-        rc = scan_dir(s, sub, path, plen + 1 + nl, depth + 1);
     }
     path[plen] = 0;
-    closedir(d);
+    free(buf);
+    close(dfd);
     return rc;
 }
 
@@ -191,7 +210,8 @@ static int scan(mon_layer *l, mon_scan *s)
     if (fd < 0)
         return -1;
     char path[4096] = "";
-    if (scan_dir(s, fd, path, 0, 0) < 0) {
+    /* the last scan is sorted by path: its directories' opacity is reused */
+    if (scan_dir(s, &l->last, fd, path, 0, 0) < 0) {
         scan_release(s);
         return -1;
     }
@@ -255,9 +275,14 @@ static const mon_entry *map_find(const ino_map *m, const mon_entry *like,
     return NULL;
 }
 
-/* The kind of path in the image ('f', 'd', 'l', 'o'), 0 when absent. */
-static char lower_kind(const mon_layer *l, const char *path)
+/* The kind of path in the image ('f', 'd', 'l', 'o'), 0 when absent. A
+ * path below a directory the image lacks is absent without a lookup (absent:
+ * the last such directory seen, the caller's; the scan is sorted by path). */
+static char lower_kind(const mon_layer *l, const char *path, char *absent)
 {
+    size_t an = absent ? strlen(absent) : 0;
+    if (an && !strncmp(path, absent, an) && path[an] == '/')
+        return 0;
     for (int i = 0; i < l->nlower; i++) {
         int fd = open_beneath(l->lower_fd[i], path, O_PATH);
         if (fd < 0)
@@ -274,17 +299,47 @@ static char lower_kind(const mon_layer *l, const char *path)
                : S_ISLNK(st.st_mode) ? 'l'
                                      : 'o';
     }
+    if (absent && strlen(path) < 4096)
+        strcpy(absent, path); /* its children are absent too */
     return 0;
 }
 
 /* A regular file of at most MON_TEXT_MAX bytes beneath root; NULL with
- * *why when not read. */
-static char *read_small(int root, const char *path, size_t *len, const char **why)
+ * *why when not read. hint: its size by the scan (UINT64_MAX: unknown): a
+ * larger file is not opened, a smaller one is read without an fstat (a file
+ * swapped for something else meanwhile reads as an error: O_NONBLOCK, no
+ * symlink followed); one that grew is read again the long way. */
+static char *read_small(int root, const char *path, uint64_t hint, size_t *len, const char **why,
+                        int dirfd)
 {
-    int fd = open_beneath(root, path, O_RDONLY | O_NONBLOCK);
+    if (hint != UINT64_MAX && hint > MON_TEXT_MAX) {
+        *why = "larger than 64 KiB";
+        return NULL;
+    }
+    /* dirfd: path's directory, opened beneath root: one name, not followed */
+    const char *base = strrchr(path, '/');
+    int fd = dirfd >= 0 ? openat(dirfd, base ? base + 1 : path,
+                                 O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+                        : open_beneath(root, path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) {
         *why = "unreadable";
         return NULL;
+    }
+    if (hint != UINT64_MAX) {
+        char *b = malloc((size_t)hint + 2);
+        ssize_t n = b ? pread(fd, b, (size_t)hint + 1, 0) : -1;
+        if (n >= 0 && (uint64_t)n <= hint) {
+            close(fd);
+            b[n] = 0;
+            *len = (size_t)n;
+            return b;
+        }
+        free(b);
+        if (n < 0) {
+            close(fd);
+            *why = b ? "unreadable" : "out of memory";
+            return NULL;
+        }
     }
     struct stat st;
     char *buf = NULL;
@@ -384,7 +439,29 @@ struct diffctx {
     size_t *n, *cap, *total, max;
     int between;
     size_t *budget;
+    /* the directory of the last file read (the scan is sorted: files of one
+     * directory come together): one openat2 per directory, not per file */
+    char dir[4096];
+    int dirfd;
+    char *scratch; /* MON_DIFF_FILE + 1: each diff is made here, then kept at its size */
 };
+
+/* The upper layer's directory of path, opened beneath its root (cached). */
+static int dir_of(struct diffctx *d, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 0;
+    if (n >= sizeof d->dir)
+        return -1;
+    if (d->dirfd >= 0 && strlen(d->dir) == n && !strncmp(d->dir, path, n))
+        return d->dirfd;
+    if (d->dirfd >= 0)
+        close(d->dirfd);
+    memcpy(d->dir, path, n);
+    d->dir[n] = 0;
+    d->dirfd = open_beneath(d->l->upper_fd, d->dir, O_PATH | O_DIRECTORY);
+    return d->dirfd;
+}
 
 static int emit(struct diffctx *d, mon_fchange c, const mon_entry *e, const char *from, char kind,
                 int64_t delta)
@@ -422,7 +499,7 @@ static void add_diff(struct diffctx *d, const mon_entry *e, int created)
         return; /* not listed (the step's list is full): nothing to attach to */
     size_t nlen = 0, olen = 0;
     const char *why = NULL;
-    char *now = read_small(d->l->upper_fd, e->path, &nlen, &why);
+    char *now = read_small(d->l->upper_fd, e->path, e->size, &nlen, &why, dir_of(d, e->path));
     if (!now) {
         f->diff_none = why;
         cache_drop(d->l, e->path);
@@ -443,7 +520,7 @@ static void add_diff(struct diffctx *d, const mon_entry *e, int created)
     } else if (!created) {
         for (int i = 0; i < d->l->nlower && !old; i++) {
             const char *w;
-            char *t = read_small(d->l->lower_fd[i], e->path, &olen, &w);
+            char *t = read_small(d->l->lower_fd[i], e->path, UINT64_MAX, &olen, &w, -1);
             if (t && mon_is_text(t, olen))
                 old = t;
             else
@@ -460,10 +537,13 @@ static void add_diff(struct diffctx *d, const mon_entry *e, int created)
         f->diff_cut = 1;
     } else if (old) {
         size_t cap = *d->budget < MON_DIFF_FILE ? *d->budget : MON_DIFF_FILE;
-        char *buf = malloc(cap + 1);
-        if (buf) {
-            size_t n = mon_udiff(old, olen, now, nlen, e->path, buf, cap + 1, &f->diff_cut);
-            f->diff = buf;
+        if (!d->scratch)
+            d->scratch = malloc(MON_DIFF_FILE + 1);
+        if (d->scratch) { /* 8 KiB a file would grow (and fault in) the heap for nothing */
+            size_t n = mon_udiff(old, olen, now, nlen, e->path, d->scratch, cap + 1, &f->diff_cut);
+            f->diff = malloc(n + 1);
+            if (f->diff)
+                memcpy(f->diff, d->scratch, n + 1);
             *d->budget -= n < *d->budget ? n : *d->budget;
         }
     }
@@ -511,7 +591,12 @@ static int under_renamed_dir(const mon_scan *old, const mon_scan *now, const cha
 static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
 {
     ino_map om = {0}, nm = {0};
-    if (map_build(&om, old) < 0 || map_build(&nm, now) < 0) {
+    char absent[4096] = ""; /* lower_kind's: the last directory the image lacks */
+    /* an old entry renamed in this step: the new entry that took it (index + 1),
+     * so that a second new name of it is a hard link, not a second rename */
+    size_t *claimed = calloc(old->n ? old->n : 1, sizeof *claimed);
+    if (!claimed || map_build(&om, old) < 0 || map_build(&nm, now) < 0) {
+        free(claimed);
         free(om.slot);
         free(nm.slot);
         return -1;
@@ -525,7 +610,7 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
                 continue;
             if (o && map_find(&nm, o, same_file, o))
                 continue; /* renamed away (reported at its new path) */
-            char k = o ? o->kind : lower_kind(d->l, e->path);
+            char k = o ? o->kind : lower_kind(d->l, e->path, absent);
             rc = emit(d, MF_DELETED, NULL, e->path, k ? k : 'o', o ? -(int64_t)o->size : 0);
             cache_drop(d->l, e->path);
             continue;
@@ -534,7 +619,7 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
             int changed = o->size != e->size || o->mtime != e->mtime || o->mode != e->mode ||
                           (o->ctime != e->ctime && o->nlink == e->nlink);
             if (e->kind == 'd') {
-                if (e->opaque && !o->opaque && lower_kind(d->l, e->path) == 'd')
+                if (e->opaque && !o->opaque && lower_kind(d->l, e->path, absent) == 'd')
                     rc = emit(d, MF_MODIFIED, e, NULL, 'd', 0);
                 continue;
             }
@@ -549,7 +634,12 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
         const mon_entry *from = map_find(&om, e, path_gone, now);
         if (from && !same_file(e, from))
             from = NULL;
+        if (from && claimed[from - old->e]) { /* renamed to an earlier path: this is a link */
+            rc = emit(d, MF_LINKED, e, now->e[claimed[from - old->e] - 1].path, e->kind, 0);
+            continue;
+        }
         if (from) {
+            claimed[from - old->e] = i + 1;
             if (under_renamed_dir(old, now, from->path, e->path))
                 continue;
             rc = emit(d, MF_RENAMED, e, from->path, e->kind, 0);
@@ -570,7 +660,7 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
             rc = emit(d, MF_LINKED, e, twin->path, e->kind, 0);
             continue;
         }
-        char lk = o && o->kind != 'w' ? o->kind : lower_kind(d->l, e->path);
+        char lk = o && o->kind != 'w' ? o->kind : lower_kind(d->l, e->path, absent);
         if (e->kind == 'd' && (lk == 'd' || (o && o->kind == 'd')) && !e->opaque)
             continue; /* a directory copied up for a child: not a change */
         int modified = o ? o->kind != 'w' : lk != 0;
@@ -599,6 +689,7 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
         rc = emit(d, MF_DELETED, NULL, o->path, o->kind, -(int64_t)o->size);
         cache_drop(d->l, o->path);
     }
+    free(claimed);
     free(om.slot);
     free(nm.slot);
     return rc;
@@ -611,10 +702,13 @@ int mon_layer_diff(mon_layer *l, mon_file **files, size_t *n, size_t *cap, size_
     if (scan(l, &now) < 0)
         return lis_fail_errno(err, "scanning the writable layer");
     *scan_cut |= now.cut;
-    struct diffctx d = {l, files, n, cap, total, max, between, diff_budget};
+    struct diffctx d = {l, files, n, cap, total, max, between, diff_budget, "", -1, NULL};
     int rc = 0;
     if (l->last.e || l->last.n || between >= 0) /* the first scan is the baseline */
         rc = compare(&d, &l->last, &now);
+    if (d.dirfd >= 0)
+        close(d.dirfd);
+    free(d.scratch);
     scan_release(&l->last);
     l->last = now;
     if (rc < 0)

@@ -202,14 +202,13 @@ char *lis_proc_stat(pid_t pid, char *buf, size_t len)
     return p && p[1] == ' ' ? p + 2 : NULL;
 }
 
-int lis_pidns_each(pid_t pid1, int (*fn)(pid_t pid, const char *stat, void *arg), void *arg)
+/* Every process of the namespace by a scan of all of /proc: what a kernel
+ * without /proc/PID/task/TID/children leaves (milliseconds on a host of
+ * thousands of processes). */
+static int pidns_scan(const char *want, int (*fn)(pid_t pid, const char *stat, void *arg),
+                      void *arg)
 {
-    char want[64], link[64], path[64];
-    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid1);
-    ssize_t n = readlink(path, want, sizeof want - 1);
-    if (n <= 0)
-        return -errno;
-    want[n] = 0;
+    char link[64], path[64];
     DIR *d = opendir("/proc");
     if (!d)
         return -errno;
@@ -219,7 +218,7 @@ int lis_pidns_each(pid_t pid1, int (*fn)(pid_t pid, const char *stat, void *arg)
         if (e->d_name[0] < '1' || e->d_name[0] > '9')
             continue;
         snprintf(path, sizeof path, "/proc/%s/ns/pid", e->d_name);
-        n = readlink(path, link, sizeof link - 1);
+        ssize_t n = readlink(path, link, sizeof link - 1);
         if (n <= 0)
             continue;
         link[n] = 0;
@@ -232,5 +231,109 @@ int lis_pidns_each(pid_t pid1, int (*fn)(pid_t pid, const char *stat, void *arg)
             rc = fn(pid, st, arg);
     }
     closedir(d);
+    return rc;
+}
+
+#define PIDNS_MAX 65536 /* processes walked in one namespace */
+
+/* Appends the children of every thread of pid to *v (n, cap). */
+static int add_children(pid_t pid, pid_t **v, size_t *n, size_t *cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0; /* gone meanwhile */
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        char cp[96], small[4096], *buf = small;
+        snprintf(cp, sizeof cp, "/proc/%d/task/%s/children", (int)pid, e->d_name);
+        int fd = open(cp, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        /* the whole list, however long (a fork bomb's orphans are all init's) */
+        size_t len = 0, bcap = sizeof small;
+        ssize_t got;
+        while ((got = read(fd, buf + len, bcap - 1 - len)) > 0) {
+            len += (size_t)got;
+            if (len + 1 < bcap || bcap >= (size_t)PIDNS_MAX * 8)
+                continue;
+            char *nb = malloc(2 * bcap);
+            if (!nb)
+                break;
+            memcpy(nb, buf, len);
+            if (buf != small)
+                free(buf);
+            buf = nb;
+            bcap *= 2;
+        }
+        close(fd);
+        buf[len] = 0;
+        for (char *p = buf, *q; *p; p = q) {
+            long c = strtol(p, &q, 10);
+            if (q == p)
+                break;
+            if (c <= 0 || *n >= PIDNS_MAX)
+                continue;
+            if (*n == *cap) {
+                size_t nc = *cap ? 2 * *cap : 64;
+                pid_t *nv = realloc(*v, nc * sizeof *nv);
+                if (!nv) {
+                    if (buf != small)
+                        free(buf);
+                    closedir(d);
+                    return -ENOMEM;
+                }
+                *v = nv;
+                *cap = nc;
+            }
+            (*v)[(*n)++] = (pid_t)c;
+        }
+        if (buf != small)
+            free(buf);
+    }
+    closedir(d);
+    return 0;
+}
+
+int lis_pidns_each(pid_t pid1, int (*fn)(pid_t pid, const char *stat, void *arg), void *arg)
+{
+    char want[64], link[64], path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid1);
+    ssize_t n = readlink(path, want, sizeof want - 1);
+    if (n <= 0)
+        return -errno;
+    want[n] = 0;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid1, (int)pid1);
+    if (access(path, R_OK) != 0)
+        return pidns_scan(want, fn, arg);
+    /* down from pid1: the namespace's orphans are its init's children, so
+     * every process of it is below pid1, and the walk costs what the sandbox
+     * has, not what the host has */
+    pid_t *v = malloc(64 * sizeof *v);
+    size_t nv = 0, cap = 64;
+    if (!v)
+        return -ENOMEM;
+    v[nv++] = pid1;
+    int rc = 0;
+    while (!rc && nv) {
+        pid_t pid = v[--nv];
+        snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
+        n = readlink(path, link, sizeof link - 1);
+        if (n <= 0)
+            continue;
+        link[n] = 0;
+        if (strcmp(link, want)) /* a nested namespace: not this one's, nor its children */
+            continue;
+        char buf[1024];
+        const char *st = lis_proc_stat(pid, buf, sizeof buf);
+        if (st)
+            rc = fn(pid, st, arg);
+        if (!rc)
+            rc = add_children(pid, &v, &nv, &cap);
+    }
+    free(v);
     return rc;
 }

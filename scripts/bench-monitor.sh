@@ -1,7 +1,8 @@
 #!/bin/bash
 # The cost of monitor/ (docs/monitoring.md, docs/benchmarks.md): one exec notification
 # against the same execs without the monitor, and one step's file diff of 100 changed
-# files against a step that changed none; both measured in the same run.
+# files against a step that changed none; both measured in the same run. The host's load
+# (uptime) is printed before and after: on a busy host run it again at a quieter moment.
 #   scripts/bench-monitor.sh [N_EXECS]     (as root it runs as $LIS_BENCH_USER, default lis-bench)
 set -eu
 cd "$(dirname "$0")/.."
@@ -10,13 +11,15 @@ work=${LIS_BENCH_WORK:-/var/tmp/lis-bench-monitor}
 rm -rf "$work" && mkdir -p "$work"
 bash scripts/make-test-rootfs.sh busybox "$work/busybox" >/dev/null
 cp build/tests/bench_monitor build/tests/monitor_probe build/lis-init "$work/"
+echo "before: $(uptime)"
 if [ "$(id -u)" -eq 0 ]; then
     user=${LIS_BENCH_USER:-lis-bench}
     id "$user" >/dev/null 2>&1 || useradd -m -s /bin/bash "$user"
     chown -R "$user:$user" "$work"
     runuser -u "$user" -- env HOME="$(getent passwd "$user" | cut -d: -f6)" XDG_RUNTIME_DIR= \
-        LIS_INIT="$work/lis-init" "$work/bench_monitor" "$work/busybox" "$work/monitor_probe" "${1:-500}"
+        LIS_INIT="$work/lis-init" "$work/bench_monitor" "$work/busybox" "$work/monitor_probe" "${1:-1000}"
 else
-    LIS_INIT="$work/lis-init" "$work/bench_monitor" "$work/busybox" "$work/monitor_probe" "${1:-500}"
+    LIS_INIT="$work/lis-init" "$work/bench_monitor" "$work/busybox" "$work/monitor_probe" "${1:-1000}"
 fi
 rm -rf "$work" 2>/dev/null || true
+echo "after:  $(uptime)"

@@ -105,6 +105,12 @@ static enum MHD_Result create(sv_req *q)
     }
     if (life > 0)
         cJSON_AddNumberToObject(cfg, "LisTimeout", life);
+    char fxmsg[600];
+    if (sv_effects_body(b, cfg, fxmsg, sizeof fxmsg) < 0) { /* "effects", "policy" */
+        cJSON_Delete(cfg);
+        cJSON_Delete(b);
+        return sv_reply_error(q, 400, "%s", fxmsg);
+    }
     cJSON *hc = cJSON_AddObjectToObject(cfg, "HostConfig");
     if (mem > 0)
         cJSON_AddNumberToObject(hc, "Memory", mem);

@@ -31,6 +31,8 @@ typedef struct api_exec {
     char *buf;
     size_t len, off, cap;
     int done, paused, timed_out, refs;
+    int fx;        /* a step of the sandbox's monitor is open for it (api_effects.c) */
+    cJSON *fx_out; /* its effects, for the exit event */
 } api_exec;
 
 static void unref(api_exec *x)
@@ -97,6 +99,9 @@ static void finish(api_exec *x, int code, const char *error)
     cJSON_AddBoolToObject(o, "timed_out", x->timed_out);
     if (error)
         cJSON_AddStringToObject(o, "error", error);
+    if (x->fx_out) /* "effects": true: what the command did (docs/monitoring.md) */
+        cJSON_AddItemToObject(o, "effects", x->fx_out);
+    x->fx_out = NULL;
     event_json(x, "exit", o);
     x->done = 1;
     if (x->q)
@@ -111,6 +116,8 @@ static void proc_exited(void *owner, const lis_result *r, const lis_error *err)
     sv_container *c = sv_container_find(x->s, x->cid);
     if (c)
         sv_container_del_child(c, &x->child);
+    if (x->fx)
+        x->fx_out = sv_effects_end(c, r);
     char msg[400] = "";
     int code = r->exit_code < 0 ? 137 : r->exit_code;
     if (r->exec_failed) {
@@ -211,6 +218,7 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
     const cJSON *env = cJSON_GetObjectItemCaseSensitive(b, "env");
     const cJSON *to = cJSON_GetObjectItemCaseSensitive(b, "timeout");
     const char *cwd = sv_jstr(b, "cwd");
+    const cJSON *want_fx = cJSON_GetObjectItemCaseSensitive(b, "effects");
     char **argv = cJSON_IsArray(cmd) ? sv_jstrv(b, "cmd") : NULL;
     const char *bad =
         !cJSON_IsObject(b) ? "the body must be a JSON object with \"cmd\""
@@ -220,7 +228,9 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
         : to && !cJSON_IsNull(to) && !(cJSON_IsNumber(to) && to->valuedouble >= 0)
             ? "\"timeout\" must be seconds (0: none)"
         : cwd && cwd[0] != '/' ? "\"cwd\" must be an absolute path"
-                               : NULL;
+        : want_fx && !cJSON_IsBool(want_fx) && !cJSON_IsNull(want_fx)
+            ? "\"effects\" must be true or false"
+            : NULL;
     for (const cJSON *e = cJSON_IsObject(env) ? env->child : NULL; !bad && e; e = e->next)
         if (!cJSON_IsString(e) || !*e->string || strchr(e->string, '='))
             bad = "\"env\" must map names (without '=') to strings";
@@ -251,6 +261,22 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
                         .err = LIS_STDIO_PIPE};
     api_exec *x = calloc(1, sizeof *x);
     lis_error err = {0};
+    if (x && cJSON_IsTrue(want_fx)) { /* the command is one step of the sandbox's monitor */
+        unsigned st;
+        char msg[400];
+        char *text = argv ? NULL : cmd->valuestring;
+        char *joined = argv ? cJSON_PrintUnformatted(cmd) : NULL;
+        if (sv_effects_begin(c, text ? text : joined ? joined : "", &st, msg, sizeof msg) < 0) {
+            free(joined);
+            free(x);
+            sv_strv_free(argv);
+            sv_strv_free(envv);
+            cJSON_Delete(b);
+            return sv_reply_error(q, st, "%s", msg);
+        }
+        free(joined);
+        x->fx = 1;
+    }
     if (x) {
         x->s = q->s;
         snprintf(x->cid, sizeof x->cid, "%s", c->id);
@@ -266,6 +292,8 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
     double timeout = cJSON_IsNumber(to) ? to->valuedouble : 0;
     cJSON_Delete(b);
     if (!x || !x->proc) {
+        if (x && x->fx)
+            cJSON_Delete(sv_effects_end(c, NULL)); /* the step of a command that never ran */
         free(x);
         if (err.code == EBUSY) /* paused: the runtime's line says so */
             return sv_reply_error(q, 409, "%s", err.msg);

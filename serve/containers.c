@@ -309,6 +309,7 @@ typedef struct create_job {
     lis_error err;
     int rc;
     lis_sandbox *sb;  /* made on the worker, handed to c on the loop thread */
+    lis_monitor *mon; /* its monitor (the native API's effects), the same way */
     sv_created_cb cb; /* the native API's answer; NULL: Docker's */
 } create_job;
 
@@ -322,6 +323,8 @@ static void container_free(sv_container *c)
         }
     for (sv_waiter *w = c->waiters; w; w = w->next)
         w->c = NULL;
+    lis_monitor_free(c->mon); /* its sandbox is gone (or was never made) */
+    lis_policy_free(c->policy);
     cJSON_Delete(c->config);
     sv_options_release(&c->copts);
     sv_strv_free(c->cmd);
@@ -343,12 +346,26 @@ void sv_container_spec(const sv_container *c, lis_sandbox_spec *spec, char name[
     sv_options_spec(&c->copts, spec);
 }
 
-int sv_container_sandbox(const sv_container *c, const lis_sandbox_spec *spec, lis_sandbox **out,
-                         lis_error *err)
+int sv_container_sandbox(const sv_container *c, const lis_sandbox_spec *spec, lis_monitor **mon,
+                         lis_sandbox **out, lis_error *err)
 {
+    lis_sandbox_spec sp = *spec;
+    int watched = mon && c->effects && c->s->hub;
+    lis_net_rules rules = {.deny_domains = lis_policy_deny_domains(c->policy)};
+    if (watched) /* the native API's effects: the monitor attached before any exec */
+        sp.monitor = lis_monitor_spec_flags(sp.net);
+    int rc = c->net == LIS_NET_PROXY
+                 ? lis_net_sandbox_create(c->s->ctx, &sp, watched ? &rules : NULL, out, err)
+                 : lis_sandbox_create(c->s->ctx, &sp, out, err);
+    lis_monitor_opts mo = {.policy = c->policy};
+    if (rc == 0 && watched && lis_monitor_attach(c->s->hub, *out, &mo, mon, err) < 0) {
+        lis_error ign;
+        lis_sandbox_destroy(*out, &ign);
+        *out = NULL;
+        rc = -1;
+    }
     /* Docker makes WorkingDir: the runtime does at set-up (spec.workdir) */
-    return c->net == LIS_NET_PROXY ? lis_net_sandbox_create(c->s->ctx, spec, NULL, out, err)
-                                   : lis_sandbox_create(c->s->ctx, spec, out, err);
+    return rc;
 }
 
 static void create_work(void *arg)
@@ -357,7 +374,7 @@ static void create_work(void *arg)
     char name[32], host[16];
     lis_sandbox_spec spec;
     sv_container_spec(j->c, &spec, name, host);
-    j->rc = sv_container_sandbox(j->c, &spec, &j->sb, &j->err);
+    j->rc = sv_container_sandbox(j->c, &spec, &j->mon, &j->sb, &j->err);
 }
 
 static void create_done(void *arg, int status)
@@ -366,6 +383,7 @@ static void create_done(void *arg, int status)
     sv_container *c = j->c;
     c->busy--;
     c->sb = j->sb;
+    c->mon = j->mon;
     if (j->rc < 0) {
         if (j->cb)
             j->cb(j->q, NULL, j->err.msg);

@@ -211,7 +211,10 @@ sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const
     const cJSON *hc = cJSON_GetObjectItemCaseSensitive(cfg, "HostConfig");
     c->auto_remove = sv_jbool(hc, "AutoRemove");
     if (limits_and_net(c, cfg, owner, status, msg, mlen) < 0 ||
-        sv_options_parse(&c->copts, cfg, disk_budget(&c->limits), msg, mlen) < 0) {
+        sv_options_parse(&c->copts, cfg, disk_budget(&c->limits), msg, mlen) < 0 ||
+        (native && sv_effects_setup(s, c, cfg, status, msg, mlen) < 0)) { /* api_effects.c */
+        sv_options_release(&c->copts);
+        lis_policy_free(c->policy);
         sv_strv_free(c->cmd);
         sv_strv_free(c->env);
         free(c);

@@ -8,6 +8,7 @@
 #define LIS_SERVE_INTERNAL_H
 
 #include "lis.h"
+#include "lis_monitor.h"
 #include "lis_serve.h"
 
 #include <cjson/cJSON.h>
@@ -184,6 +185,7 @@ struct sv_server {
     int trash_jobs;                /* their rm -rf on workers */
     unsigned long images_removed;  /* by this server: a kept parent may be free now */
     sv_timer autosnap_retry;       /* the store was locked: sweep again */
+    lis_monitor_hub *hub;          /* the native API's effects (made at first need) */
 };
 
 /* ---- stream.c: an upgraded connection ------------------------------------------ */
@@ -356,6 +358,11 @@ struct sv_container {
     int native;                /* made by the native API (/lis/v1/): no main command */
     char idem[128];            /* its Idempotency-Key, "" for none */
     struct sv_child *children; /* running execs (exec.c registers them) */
+    /* the native API's effects (docs/api.md): made with a monitor ("effects",
+     * default on), its policy ("policy"); an exec asking for effects is a step */
+    int effects, fx_step_open;
+    lis_policy *policy;
+    lis_monitor *mon;
     sv_server *s;
     sv_container *next;
 };
@@ -395,9 +402,11 @@ sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const
 /* Its sandbox's spec (name and host are the spec's buffers). */
 void sv_container_spec(const sv_container *c, lis_sandbox_spec *spec, char name[32], char host[16]);
 /* Makes a sandbox of c from spec, on a worker: through net/ for the proxy
- * mode, then its WorkingDir. The caller hands *out to c->sb on the loop. */
-int sv_container_sandbox(const sv_container *c, const lis_sandbox_spec *spec, lis_sandbox **out,
-                         lis_error *err);
+ * mode, then its WorkingDir. The caller hands *out to c->sb on the loop.
+ * mon non-NULL and c->effects: made with its monitor, attached at once (its
+ * policy's connect deny rules to the proxy), *mon for c->mon. */
+int sv_container_sandbox(const sv_container *c, const lis_sandbox_spec *spec, lis_monitor **mon,
+                         lis_sandbox **out, lis_error *err);
 /* Forgets a container from sv_container_new whose sandbox was never made. */
 void sv_container_discard(sv_container *c);
 /* Kills its processes and destroys the sandbox on a worker; answers q 204. */
@@ -494,5 +503,22 @@ void sv_conns_sweep(sv_server *s);
 
 /* At exit, after sv_containers_shutdown. */
 void sv_execs_free(sv_server *s);
+
+/* ---- api_effects.c: the native API's effects ---------------------------------------- */
+
+/* The create body's "effects" (default true) and "policy" (YAML text,
+ * checked) into cfg as LisEffects, LisPolicy; -1 with a 400 message. */
+int sv_effects_body(const cJSON *body, cJSON *cfg, char *msg, size_t mlen);
+/* sv_container_new of a native sandbox: c->effects, c->policy from cfg, the
+ * server's hub made at first need; -1 with *status and msg. */
+int sv_effects_setup(sv_server *s, sv_container *c, const cJSON *cfg, unsigned *status, char *msg,
+                     size_t mlen);
+/* An exec asking for effects opens a step of c's monitor (one at a time);
+ * -1 with *status (409: none, or one open) and msg. */
+int sv_effects_begin(sv_container *c, const char *command, unsigned *status, char *msg,
+                     size_t mlen);
+/* Closes the step: its effects (lis_effects_json), {"error"} when they could
+ * not be read, NULL when no step was open or c is gone. */
+cJSON *sv_effects_end(sv_container *c, const lis_result *res);
 
 #endif

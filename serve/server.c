@@ -222,6 +222,8 @@ static void shutdown_all(sv_server *s)
     fprintf(stderr, "lis serve: stopping: removing %s containers\n", s->containers ? "the" : "no");
     sv_listen_quiesce(s);
     sv_containers_shutdown(s);
+    lis_monitor_hub_free(s->hub); /* after the monitors of its containers */
+    s->hub = NULL;
     sv_autosnap_shutdown(s);
     while (s->suspended)
         sv_req_finish_error(s->suspended, 503, "lis serve is shutting down");

@@ -382,7 +382,7 @@ static int fork_create(void *arg, const lis_sandbox_spec *spec, int i, lis_sandb
     lis_sandbox_spec sp;
     sv_container_spec(j->kids[i], &sp, name, host);
     sp.rootfs = spec->rootfs; /* the snapshot's chain */
-    return sv_container_sandbox(j->kids[i], &sp, out, err);
+    return sv_container_sandbox(j->kids[i], &sp, NULL, out, err);
 }
 
 static void fork_work(void *arg)

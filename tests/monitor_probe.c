@@ -7,6 +7,8 @@
  *   nodump ARG           PR_SET_DUMPABLE 0, then execs itself with "exit 3"
  *   badexec              execve with a path pointer that is not mapped
  *   exit N               exits with N
+ *   chain N              execs itself N times in a row (no fork), then exits 0
+ *                        (scripts/bench-monitor.sh: one exec notification's cost)
  *   connect ADDR PORT    one TCP connect (the error printed)
  *   daemon FILE TEXT SECS  forks a child that execs "late FILE TEXT SECS" and returns
  *   late FILE TEXT SECS    waits SECS, appends TEXT to FILE, then execs "exit 9" */
@@ -33,6 +35,16 @@ int main(int argc, char **argv)
     const char *m = argv[1];
     if (!strcmp(m, "exit") && argc == 3)
         return atoi(argv[2]);
+    if (!strcmp(m, "chain") && argc == 3) {
+        long n = atol(argv[2]);
+        if (n <= 0)
+            return 0;
+        char next[32];
+        snprintf(next, sizeof next, "%ld", n - 1);
+        char *args[] = {argv[0], "chain", next, NULL};
+        execve(argv[0], args, environ);
+        return 1;
+    }
     if (!strcmp(m, "mmap") && argc == 4) {
         int fd = open(argv[2], O_RDWR | O_CREAT, 0644);
         size_t n = strlen(argv[3]);

@@ -267,6 +267,9 @@ Test(report, batch_media_hostile_in_chromium, .timeout = 400)
     cr_expect(strstr(dom, "evil\"&gt;&lt;img src=x onerror=alert(2)&gt;</td>"),
               "the hostile id is not shown as text: %s", dom);
     cr_expect(strstr(dom, "id=\"mem-chart\"") && strstr(dom, "id=\"time-chart\""));
+    /* effects (on by default): the capability chart, the capability and alert columns */
+    cr_expect(strstr(dom, "id=\"cap-chart\""), "no capability chart: %s", dom);
+    cr_expect(strstr(dom, ">comp</th>") && strstr(dom, ">alerts</th>"), "%s", dom);
     cr_expect(!strstr(dom, "PWNED"), "a payload ran: %s", dom);
     int media = ep_of(dom, "media"), plain = ep_of(dom, "plain");
     int evil = 3 - media - plain; /* the episodes are 0, 1, 2 */
@@ -309,6 +312,10 @@ Test(report, batch_media_hostile_in_chromium, .timeout = 400)
     cr_expect(strstr(dom, "<td class=\"ln\">2</td><td>    return 42</td>"),
               "code without line numbers: %s", dom);
     cr_expect(strstr(dom, "<span class=\"exit\">exit 0</span>"));
+    /* each step's effects: what it did, its capability */
+    cr_expect_eq(count(dom, "<div class=\"fx\""), n, "%s", dom);
+    cr_expect(strstr(dom, "created /testbed/output/pic.png"), "the step's files: %s", dom);
+    cr_expect(strstr(dom, "<span class=\"cap file\""), "%s", dom);
     cr_expect(!console[0], "console: %s", console);
     free(dom);
     char png[1300];
@@ -330,6 +337,8 @@ Test(report, batch_media_hostile_in_chromium, .timeout = 400)
               "the observation is not shown as text: %s", dom);
     cr_expect(strstr(dom, "&lt;img src=x onerror=alert(1)&gt;.html</a>"),
               "the file name is not shown as text: %s", dom);
+    cr_expect(strstr(dom, "created /testbed/output/&lt;img src=x onerror=alert(1)&gt;.html"),
+              "the hostile file in the step's effects is not shown as text: %s", dom);
     cr_expect(strstr(dom, "sandbox=\"\""));
     cr_expect(strstr(dom, "%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E.html"),
               "the file's link is not URL-encoded: %s", dom);

@@ -1,5 +1,6 @@
 """lis: a stdlib-only client for `lis serve`'s native API (docs/api.md, python/README.md)."""
 from .aio import AsyncSandbox
+from .effects import Alert, Capability, Effects, FileChange, Network, Process, Request
 from .errors import (ConflictException, InvalidArgumentException, NotFoundException,
                      NotImplementedException, SandboxException, TimeoutException)
 from .sandbox import (CommandResult, EntryInfo, ForkResult, Sandbox, SandboxMetrics,
@@ -8,5 +9,6 @@ from .sandbox import (CommandResult, EntryInfo, ForkResult, Sandbox, SandboxMetr
 __all__ = ["Sandbox", "AsyncSandbox", "CommandResult", "EntryInfo", "Snapshot",
            "SandboxMetrics", "ForkResult", "SandboxException", "InvalidArgumentException",
            "NotFoundException", "ConflictException", "NotImplementedException",
-           "TimeoutException"]
+           "TimeoutException", "Effects", "FileChange", "Process", "Request", "Network",
+           "Alert", "Capability"]
 __version__ = "0.1.0"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from ._http import EXEC_GRACE, Client, events
+from .effects import Effects
 from .errors import (ConflictException, NotFoundException, SandboxException, TimeoutException,
                      from_status)
 
@@ -19,6 +20,7 @@ class CommandResult:
     stdout: str
     stderr: str
     error: Optional[str] = None
+    effects: Optional[Effects] = None   # run(..., effects=True): what the command did
 
 
 @dataclass
@@ -39,13 +41,19 @@ class Commands:
 
     def run(self, cmd: Union[str, List[str]], timeout: Optional[float] = 60, envs=None,
             cwd: Optional[str] = None, on_stdout: Optional[Callable[[str], None]] = None,
-            on_stderr: Optional[Callable[[str], None]] = None) -> CommandResult:
+            on_stderr: Optional[Callable[[str], None]] = None,
+            effects: bool = False) -> CommandResult:
         """Runs cmd (a shell string, or an argv list) to its end. The result holds
         the exit code and all output, whatever the exit code (E2B raises on a
         non-zero one; RL code mostly wants the code). on_stdout/on_stderr get each
         chunk as it arrives. Raises TimeoutException when timeout (seconds; None
-        or 0: none) passes: the command is killed."""
+        or 0: none) passes: the command is killed. effects=True: the result's
+        effects says what the command did in the sandbox (files, programs, network,
+        resources, capability, policy alerts: docs/monitoring.md); one such command
+        at a time per sandbox (ConflictException otherwise)."""
         body = {"cmd": cmd, "timeout": timeout or 0}
+        if effects:
+            body["effects"] = True
         if envs:
             body["env"] = dict(envs)
         if cwd:
@@ -92,7 +100,10 @@ class Commands:
         if end.get("timed_out"):
             raise TimeoutException("the command ran longer than its timeout (%s s) and was killed"
                                    % timeout)
-        return CommandResult(int(end["exit_code"]), "".join(out), "".join(err), end.get("error"))
+        fx = end.get("effects")
+        return CommandResult(int(end["exit_code"]), "".join(out), "".join(err), end.get("error"),
+                             Effects.from_json(fx) if isinstance(fx, dict) and "step" in fx
+                             else None)
 
 
 class Files:
@@ -254,7 +265,8 @@ class Sandbox:
     def create(cls, image: Union[str, Snapshot], memory: Union[int, str, None] = None,
                net: Optional[str] = None, envs=None, name: Optional[str] = None,
                idempotency_key: Optional[str] = None,
-               socket: Optional[str] = None, timeout: Optional[float] = None) -> "Sandbox":
+               socket: Optional[str] = None, timeout: Optional[float] = None,
+               effects: bool = True, policy: Optional[str] = None) -> "Sandbox":
         """image: a tag of lis's rootfs store, or a snapshot (a Snapshot, its id
         "sha256:..." or its tag); memory: bytes or "512m"; net: none, proxy or
         host (default: the server's); timeout: seconds the sandbox lives (as
@@ -263,7 +275,9 @@ class Sandbox:
         carries an Idempotency-Key
         (idempotency_key, else a new uuid4) and is sent again with it when the
         connection fails, so a retry never makes two sandboxes; a create with the
-        key of a live sandbox returns that sandbox."""
+        key of a live sandbox returns that sandbox. effects=False: the sandbox records
+        no effects (commands.run(effects=True) is refused then); policy: the text of
+        a policy file (YAML, docs/monitoring.md) whose rules act on its commands."""
         client = Client(socket)
         body = {"image": _image_of(image)}
         if memory is not None:
@@ -276,6 +290,10 @@ class Sandbox:
             body["name"] = name
         if timeout is not None:
             body["timeout"] = timeout
+        if not effects:
+            body["effects"] = False
+        if policy is not None:
+            body["policy"] = policy
         return cls(client.call("POST", "sandboxes", body, _key(idempotency_key), retry=True),
                    client)
 
