@@ -77,6 +77,14 @@ leaks() { # prints (to stderr) and counts, then kills, what the last suite left
         sleep 0.1
     done
     echo "$left" | sed 's/^/[LEAK] /' | head -n 20 >&2
+    # what holds them: every thread of the user's processes (zombies too: a
+    # zombie leader keeps its fds while a thread of it is still exiting) and
+    # where it waits, and the unix sockets of the leaked ones with their peers
+    ps -L -u "$user" -o stat=,pid=,tid=,wchan:24=,args= 2>/dev/null | head -n 40 |
+        sed 's/^/[LEAK-THREAD] /' >&2
+    for p in $(echo "$left" | awk '{print $2}' | head -n 5); do
+        ss -xpn 2>/dev/null | grep "pid=$p," | head -n 8 | sed "s/^/[LEAK-SOCK $p] /" >&2
+    done
     pkill -KILL -u "$user" 2>/dev/null
     echo 1
 }
