@@ -39,7 +39,8 @@ char *agent_strdup(const char *s);
 char *agent_strndup(const char *s, size_t n);
 /* Reads a whole host file (settings, prompt configs); NULL on error. */
 char *agent_read_host_file(const char *path, size_t *len, lis_error *err);
-/* Prints JSON the way Python's json.dump(indent=2, ensure_ascii=False) does. */
+/* Prints JSON the way Python's json.dump(indent=2, ensure_ascii=False) does
+ * (original: how it writes trajectory.json and results.json). */
 char *agent_json_pretty(const cJSON *j);
 /* Length in bytes of the longest prefix of s (len n) that holds at most
  * max_chars UTF-8 code points. */
@@ -54,7 +55,7 @@ char *agent_clean_output(const char *p, size_t n);
 
 /* ---- tools (tools.c): execution -------------------------------------- */
 
-#define AGENT_CMD_TIMEOUT 120 /* seconds per command, as the original */
+#define AGENT_CMD_TIMEOUT 120 /* seconds per command; original: CMD_TIMEOUT */
 
 typedef struct agent_tool_env {
     lis_sandbox *sb;
@@ -76,7 +77,7 @@ typedef struct agent_tool_out {
 } agent_tool_out;
 
 /* Runs one tool call; params may be NULL or a non-object (then the continue
- * message is the observation, as in the original). */
+ * message is the observation; original: parse_response's CONTINUE_MSG). */
 void agent_tool_exec(const agent_tool_env *env, const char *name, const cJSON *params,
                      agent_tool_out *out);
 
@@ -103,10 +104,10 @@ typedef struct agent_prompts {
     char *working_dir, *input_dir, *output_dir;
 } agent_prompts;
 
-/* The original's config/general.yaml. */
+/* original: config/general.yaml. */
 int agent_prompts_default(agent_prompts *p);
 /* Loads a YAML prompt config (system_prompt, instance_prompt, working_dir,
- * input_dir, output_dir); missing dirs default as the original's. */
+ * input_dir, output_dir). original: missing dirs default as general.yaml's. */
 int agent_prompts_load(agent_prompts *p, const char *path, lis_error *err);
 void agent_prompts_free(agent_prompts *p);
 
@@ -278,14 +279,15 @@ lis_policy_action agent_ep_monitor_event(agent_ep *ep, char *rule, size_t len);
 /* The step being recorded last (its trajectory object), NULL before the
  * first; valid until the next call into ep. */
 const cJSON *agent_ep_last_step(const agent_ep *ep);
-/* The trajectory (the original's format plus usage and tool time); frees ep. */
+/* The trajectory; frees ep. original: trajectory.json, plus usage and tool time. */
 cJSON *agent_ep_finish(agent_ep *ep, agent_outcome *out);
 
 /* The tool environment of a sandbox that is prepared already (a fork of a
  * prepared one): bash or sh, the caps; no command runs. */
 void agent_tool_env_init(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env);
-/* Prepares the sandbox as the original does (mkdir -p of the working, input
- * and output dirs; git init when git exists) and fills env (bash or sh). */
+/* Prepares the sandbox (mkdir -p of the working, input and output dirs; git
+ * init when git exists) and fills env (bash or sh). original: setup_env,
+ * without its pip mirror. */
 int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_env *env,
                           lis_error *err);
 

@@ -20,10 +20,10 @@ extern const char AGENT_CONTINUE_MSG[];
 #define AGENT_OBS_CAP 32768          /* bytes per stream in a bash observation */
 #define AGENT_CAPTURE_CAP (1u << 20) /* bytes per stream kept by the runtime */
 
-/* The three tools, in the original's order and wording. */
+/* The three tools. original: tools.py's schemas, in its order, byte for byte. */
 cJSON *agent_tool_schemas(void);
 
-/* The original's 40+40 line cut (Python str.splitlines semantics). */
+/* original: observation.py's 40+40 line cut (str.splitlines semantics). */
 char *agent_truncate_lines(const char *s, int num_lines);
 /* Keeps head and tail of s within cap bytes (UTF-8 safe); extra_dropped
  * counts bytes already dropped by the runtime. Returns a copy. */
@@ -84,7 +84,7 @@ void agent_text_calls_free(text_call *calls, size_t n);
 
 /* ---- prompts (prompts.c) ---------------------------------------------- */
 
-/* The final texts, filled in as the original does. */
+/* The final texts. original: str.replace for the dirs, then str.format. */
 char *agent_prompt_system(const agent_prompts *p);
 char *agent_prompt_instance(const agent_prompts *p, const char *problem_statement);
 
@@ -126,7 +126,8 @@ void sse_free(sse_state *s);
 /* Context-length error: fills *max_context / *input_tokens (0 when absent);
  * returns 1 when the text is a token-limit error. */
 int llm_is_token_error(const char *text, long *max_context, long *input_tokens);
-/* New max_tokens after a token-limit error, or -1 to give up (original's rule). */
+/* New max_tokens after a token-limit error, or -1 to give up. original:
+ * model_query's rule, max_context - input - 100, else half, never below 8192. */
 long llm_shrink_max_tokens(long max_tokens, long max_context, long input_tokens);
 /* Anthropic request/response conversion. */
 cJSON *llm_anthropic_request(const cJSON *messages, const cJSON *tools, const llm_config *cfg,
@@ -140,8 +141,8 @@ int llm_parse_stream(sse_state *s, llm_reply *out, char *why, size_t wl);
 
 /* ---- the episode (loop.c, episode.c) ----------------------------------- */
 
-/* Runs the ReAct loop. Returns the trajectory (the original's format plus
- * per-step usage and tool time); NULL only when out of memory. */
+/* Runs the ReAct loop. Returns the trajectory; NULL only when out of memory.
+ * original: trajectory.json's format, plus per-step usage and tool time. */
 cJSON *agent_loop(const agent_tool_env *env, const agent_opts *o, agent_outcome *out);
 
 /* Copies a host directory so that its contents land in dst, also when the

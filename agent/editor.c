@@ -1,6 +1,6 @@
 /* editor.c - str_replace_editor, done in C on the sandbox's files.
  *
- * The messages are the original's; the file handling is not: files are read
+ * original: the messages are agent.py's; the file handling is not: files are read
  * and written whole through lis_file_read/lis_file_write (no shell, no argv
  * size limit, no quoting), every byte outside the edited region is kept
  * (tabs, CRLF, a missing final newline, non-UTF-8 bytes), and a path under
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* original: the note after the 10,000-character clip */
 static const char TRUNCATED_MESSAGE[] =
     "<response clipped><NOTE>To save on context only part of this file has been shown to you. "
     "You should retry this tool after you have searched inside the file with `grep -n` in "
@@ -82,7 +83,7 @@ static long count_lines_split(const char *s)
     return n;
 }
 
-/* The original's make_output: clip, expand tabs, number. */
+/* original: make_output: clip, expand tabs, number like cat -n. */
 static void make_output(strbuf *b, const char *content, const char *desc, long init_line)
 {
     char *clipped = maybe_truncate(content);
@@ -395,6 +396,8 @@ static char *str_param(const cJSON *params, const char *name, char **owned)
 
 /* ---- the commands ------------------------------------------------------ */
 
+/* original: view's texts and view_range errors; every text file, not only .py
+ * and .rst, every entry of a directory (docs/agent.md fix 7) */
 static char *view(const ed_fs *fs, const char *path, const char *shown, const cJSON *params)
 {
     strbuf b = {0};
@@ -484,6 +487,8 @@ range_err:
     return strbuf_take(&b);
 }
 
+/* original: create's texts; it still overwrites a file (docs/agent.md
+ * fix 13), but writes file_text exactly, with no newline added (fix 8) */
 static char *create(const ed_fs *fs, const char *path, const char *shown, const cJSON *params)
 {
     char *owned;
@@ -530,6 +535,8 @@ static char *read_text(const ed_fs *fs, const char *path, const char *shown, siz
     return data;
 }
 
+/* original: str_replace's texts and its 4-line snippet; the bytes around the
+ * edit are kept, and a match may ignore tabs and \r (docs/agent.md fixes 8, 9) */
 static char *str_replace(const ed_fs *fs, const char *path, const char *shown, const cJSON *params)
 {
     char *own_old, *own_new, *msg = NULL;
@@ -593,6 +600,8 @@ out:
     return strbuf_take(&b);
 }
 
+/* original: insert's texts and [0, nlines] range; a final newline opens no
+ * extra line (docs/agent.md fix 10) */
 static char *insert(const ed_fs *fs, const char *path, const char *shown, const cJSON *params)
 {
     char *own_new, *msg = NULL;
@@ -735,7 +744,7 @@ static char *sandbox_fs_list(void *ctx, const char *path, lis_error *err)
     char *out = run_capture(ctx, argv, err);
     if (!out)
         return NULL;
-    /* head -100 */
+    /* head -100 (original: its find | head -100) */
     char *p = out;
     for (int n = 0; p && *p && n < 100; n++) {
         p = strchr(p, '\n');

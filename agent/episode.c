@@ -46,7 +46,7 @@ int agent_prepare_sandbox(lis_sandbox *sb, const agent_prompts *p, agent_tool_en
     lis_result_free(&res);
     if (bad)
         return -1;
-    /* git init, as the original, when the image has git */
+    /* original: setup_env's git init, when the image has git */
     const char *gi[] = {"git", "init", "-q", NULL};
     lis_exec_spec g = {.argv = gi,
                        .cwd = p->working_dir,
@@ -74,9 +74,9 @@ static int write_text(const char *path, const char *text, lis_error *err)
     return 0;
 }
 
-/* Copies the host directory so that its contents land in dst (the
- * original's copy_dir_to_container); when the image already has dst, through
- * a staging copy merged with cp -a inside the sandbox. */
+/* Copies the host directory so that its contents land in dst; when the image
+ * already has dst, through a staging copy merged with cp -a inside the
+ * sandbox. original: copy_dir_to_container. */
 int agent_copy_input(lis_sandbox *sb, const char *host, const char *dst, lis_error *err)
 {
     char kind = 0, stage[4200], src[4300];

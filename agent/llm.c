@@ -1,7 +1,8 @@
 /* llm.c - the LLM client: OpenAI chat completions (plain or SSE streaming)
- * and the Anthropic Messages API, over libcurl, with the original's
- * context-length back-off plus retries with exponential backoff, jitter and
- * Retry-After. */
+ * and the Anthropic Messages API, over libcurl, with a context-length
+ * back-off plus retries with exponential backoff, jitter and Retry-After.
+ * original: model_query's context-length back-off; its retries were immediate,
+ * 60 s after a rate limit (docs/agent.md fix 15). */
 #include "agent_internal.h"
 
 #include <curl/curl.h>
@@ -127,7 +128,7 @@ void llm_reply_free(llm_reply *r)
     memset(r, 0, sizeof *r);
 }
 
-/* ---- the original's context-length handling ---------------------------- */
+/* ---- context-length handling (original: model_query's) ----------------- */
 
 static long match_num(const char *text, const char *re, int group)
 {
@@ -471,7 +472,7 @@ static void error_text(const char *body, char *out, size_t len)
     cJSON_Delete(j);
 }
 
-/* Removes nulls (Python's model_dump(exclude_none=True)). */
+/* Removes nulls. original: the assistant message as model_dump(exclude_none=True). */
 static void drop_nulls(cJSON *o)
 {
     cJSON *it = o ? o->child : NULL;
@@ -777,7 +778,7 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
                 fprintf(k->log, "lis: context length exceeded; max_tokens %ld -> %ld\n",
                         k->max_tokens, nt);
             k->max_tokens = nt;
-            k->attempt--; /* as the original: not counted as a retry */
+            k->attempt--; /* original: not counted as a retry */
             return LLM_CALL_RETRY;
         }
         lis_fail(err, E2BIG,
@@ -787,6 +788,7 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
         err->http_status = (int)status;
         return LLM_CALL_FAILED;
     }
+    /* original: every error retried; these cannot succeed again (docs/agent.md fix 15) */
     const char *model = c->cfg.model ? c->cfg.model : "";
     if (status == 401) {
         lis_fail(err, EACCES,

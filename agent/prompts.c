@@ -1,14 +1,15 @@
-/* prompts.c - the system and instance prompts: the original's
- * config/general.yaml (embedded verbatim and parsed like any --prompt-config),
- * and the placeholder filling it does (str.replace for the directories, then
- * str.format for {problem_statement}, {command_docs} and {demo}). */
+/* prompts.c - the system and instance prompts: config/general.yaml
+ * (embedded verbatim and parsed like any --prompt-config), and the placeholder
+ * filling (str.replace for the directories, then str.format for
+ * {problem_statement}, {command_docs} and {demo}).
+ * original: its general.yaml, and the way it fills the placeholders. */
 #include "agent_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* llm_in_sandbox/config/general.yaml of the original, byte for byte. */
+/* original: llm_in_sandbox/config/general.yaml, byte for byte. */
 static const char GENERAL_YAML[] =
     "system_prompt: |-\n"
     "  You are an expert specializing in solving complex problems using code.\n"

@@ -1,6 +1,6 @@
-/* react.c - the episode engine: the ReAct loop of the original
- * (agent.py::Agent.run) as a state machine that performs no I/O itself.
- * System and instance prompt, "Steps Remaining" appended to the last
+/* react.c - the episode engine: the ReAct loop as a state machine that
+ * performs no I/O itself. original: agent.py::Agent.run's loop:
+ * system and instance prompt, "Steps Remaining" appended to the last
  * message, one LLM call per step, the first tool call executed, the continue
  * message when there is none, stop on submit / max steps / token ceiling /
  * LLM failure. Whoever drives it does the LLM calls and the tools: `lis run`
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* original: further calls left unanswered (docs/agent.md fix 2) */
 static const char IGNORED_CALL_MSG[] =
     "Error: only the first tool call of a response is executed; this call was ignored. "
     "Call it again in your next response if it is still needed.";
@@ -99,7 +100,8 @@ static void policy_end(agent_ep *ep, const char *what)
 }
 
 /* Tokens in the conversation: the server's count up to its last reply plus
- * chars/4 for what came after (the original's fallback estimate). */
+ * chars/4 for what came after. original: litellm.token_counter, whose
+ * fallback is chars/4 (docs/agent.md fix 16). */
 static long estimate_tokens(const cJSON *history, long known, int known_upto)
 {
     size_t chars = 0;
@@ -158,6 +160,7 @@ agent_ep *agent_ep_new(const agent_opts *o)
     cJSON_AddItemToArray(ep->history, msg("user", user ? user : ""));
     free(sys);
     free(user);
+    /* original: max_steps 100, max_token_limit 65536 */
     ep->max_steps = o->max_steps > 0 ? o->max_steps : 100;
     ep->limit = o->max_token_limit > 0 ? o->max_token_limit : 65536;
     ep->out.stop = AGENT_STOP_MAX_STEPS;
@@ -189,11 +192,12 @@ int agent_ep_next(agent_ep *ep)
         return AGENT_EP_DONE;
     }
     int remaining = ep->max_steps - ep->step;
+    /* original: appended to the last message, and kept in the history */
     char suffix[128];
     snprintf(suffix, sizeof suffix, "\nSteps Remaining: %d", remaining);
     append_content(cJSON_GetArrayItem(ep->history, cJSON_GetArraySize(ep->history) - 1), suffix);
     long tokens = estimate_tokens(ep->history, ep->known_tokens, ep->known_upto);
-    if (tokens > ep->limit) {
+    if (tokens > ep->limit) { /* original: the ValueError "Total tokens: N > LIMIT" */
         ep->out.stop = AGENT_STOP_TOKEN_LIMIT;
         snprintf(ep->out.error, sizeof ep->out.error, "Total tokens: %ld > %ld", tokens, ep->limit);
         if (log)
@@ -230,7 +234,8 @@ void agent_ep_llm_reply(agent_ep *ep, llm_reply *r)
         ep->out.prompt_tokens += reply->usage.prompt_tokens;
         ep->out.completion_tokens += reply->usage.completion_tokens;
     }
-    /* the calls: native, or written in the text */
+    /* the calls: native, or written in the text (original: native only,
+     * docs/agent.md fix 1); only the first runs (original: tool_calls[0]) */
     cJSON *m = reply->message;
     text_call tcs[MAX_CALLS];
     ep->thought = agent_strdup(reply->content);
@@ -419,7 +424,7 @@ void agent_ep_tool_done(agent_ep *ep, agent_tool_out *tout)
         ep->out.memory_peak = tout->memory_peak;
     const char *obs = tout->obs ? tout->obs : "";
 
-    /* the trajectory step, in the original's shape plus usage and tool time */
+    /* the trajectory step; original: TrajectoryStep, plus usage and tool time */
     cJSON *st = cJSON_CreateObject();
     cJSON_AddStringToObject(st, "thought", ep->thought ? ep->thought : "");
     cJSON_AddStringToObject(st, "reasoning_content", reply->reasoning ? reply->reasoning : "");
@@ -430,7 +435,7 @@ void agent_ep_tool_done(agent_ep *ep, agent_tool_out *tout)
     cJSON_AddStringToObject(st, "observation", obs);
     cJSON *md = cJSON_AddObjectToObject(st, "metadata");
     cJSON_AddNumberToObject(md, "step", ep->step + 1);
-    cJSON_AddNumberToObject(md, "exec_time", reply->seconds);
+    cJSON_AddNumberToObject(md, "exec_time", reply->seconds); /* original: the LLM's time */
     cJSON_AddNumberToObject(md, "tool_exec_time", tout->exec_seconds);
     if (reply->usage.known) {
         cJSON *u = cJSON_AddObjectToObject(md, "usage");
@@ -484,7 +489,7 @@ void agent_ep_tool_done(agent_ep *ep, agent_tool_out *tout)
             cJSON_AddStringToObject(t, "tool_call_id", id ? id : "");
             cJSON_AddItemToArray(ep->history, t);
         }
-    } else {
+    } else { /* original: the continue message as a user message */
         cJSON_AddItemToArray(ep->history, msg("user", obs));
     }
     free(tout->obs);

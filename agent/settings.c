@@ -1,5 +1,7 @@
-/* settings.c - `lis run` flags, the original's settings files and
- * environment variables, YAML loading (libyaml). */
+/* settings.c - `lis run` flags, settings files and environment variables,
+ * YAML loading (libyaml).
+ * original: cli.py's flags and defaults (also in its --llm_name spelling),
+ * its settings files in its search order, its environment variables. */
 #include "agent_internal.h"
 
 #include <errno.h>
@@ -196,6 +198,7 @@ static const opt OPTS[] = {
 int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_error *err)
 {
     memset(c, 0, sizeof *c);
+    /* original: run_agent_query's defaults; model_query's 1200 s timeout */
     c->max_steps = 100;
     c->max_token_limit = 65536;
     c->max_tokens_per_call = 65536;
@@ -217,9 +220,11 @@ int agent_cli_parse(int argc, char **argv, agent_cli *c, const char *cmd, lis_er
             return lis_fail(err, EINVAL, "unknown option '%s' (lis %s --help)", a, cmd);
         memcpy(name, a + 2, n);
         name[n] = 0;
+        /* original: its spellings with '_' (--llm_name) */
         for (char *p = name; *p; p++)
             if (*p == '_')
                 *p = '-';
+        /* original: --save_litellm_response dumps litellm's raw replies; not done */
         if (!strcmp(name, "save-litellm-response")) {
             fprintf(stderr, "lis: --save_litellm_response is not supported; ignored\n");
             if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2))
@@ -307,6 +312,8 @@ static const char *keep(agent_cli *c, const cJSON *v)
     return NULL;
 }
 
+/* original: cli.py's settings files, in its order (--settings,
+ * $LLM_IN_SANDBOX_CONFIG, ./, ~/), and its four keys. */
 int agent_cli_settings(agent_cli *c, lis_error *err)
 {
     char cand[6][1024];
@@ -356,7 +363,7 @@ int agent_cli_settings(agent_cli *c, lis_error *err)
         snprintf(c->settings_path, sizeof c->settings_path, "%s", cand[i]);
         break;
     }
-    /* the original's environment variables (its benchmark reads these) */
+    /* original: the benchmark's LLM_NAME, LLM_API_KEY, LLM_BASE_URL (runner.py) */
     if (!c->llm_name || !*c->llm_name)
         c->llm_name = getenv("LLM_NAME");
     if ((!c->api_key || !*c->api_key) && getenv("LLM_API_KEY") && *getenv("LLM_API_KEY"))
@@ -366,6 +373,8 @@ int agent_cli_settings(agent_cli *c, lis_error *err)
                         "no model given: pass --llm-name NAME (or set llm_name "
                         "in a settings file, see lis run --help)");
     int anthropic = !strncmp(c->llm_name, "anthropic/", 10);
+    /* original: http://localhost:8000/v1 and the key "dummy" when unset; here
+     * a one-line error, and no key for a local server (docs/agent.md fix 18) */
     if (!c->llm_base_url || !*c->llm_base_url) {
         const char *e = getenv("LLM_BASE_URL");
         if (!e || !*e)
@@ -436,7 +445,7 @@ void agent_cli_free(agent_cli *c)
     memset(c->owned, 0, sizeof c->owned);
 }
 
-/* The original turns the strings "true"/"false" into booleans. */
+/* original: --extra_body's strings "true"/"false" become booleans. */
 static void fix_bools(cJSON *j)
 {
     cJSON *it;
@@ -461,6 +470,8 @@ int agent_cli_llm(const agent_cli *c, llm_config *cfg, cJSON **extra, lis_error 
     memset(cfg, 0, sizeof *cfg);
     *extra = NULL;
     const char *name = c->llm_name;
+    /* original: litellm's routing by the name's prefix (anthropic/, openai/,
+     * hosted_vllm/; any other name is openai/) */
     cfg->api = LLM_API_OPENAI;
     if (!strncmp(name, "anthropic/", 10)) {
         cfg->api = LLM_API_ANTHROPIC;
@@ -475,6 +486,7 @@ int agent_cli_llm(const agent_cli *c, llm_config *cfg, cJSON **extra, lis_error 
     cfg->base_url = c->llm_base_url;
     cfg->api_key = c->api_key;
     cfg->temperature = c->temperature;
+    /* original: no temperature for o3/o4 models; 5 attempts (lis's backoff) */
     cfg->send_temperature = !strstr(name, "o3") && !strstr(name, "o4");
     cfg->max_tokens = c->max_tokens_per_call;
     cfg->stream = c->stream;
@@ -546,7 +558,7 @@ int agent_parse_size(const char *s, uint64_t *out)
 int agent_parse_net(const char *s, lis_net_mode *out)
 {
     if (!s || !strcmp(s, "proxy"))
-        *out = LIS_NET_PROXY; /* the original's sandboxes had the internet */
+        *out = LIS_NET_PROXY; /* original: its sandboxes had the internet */
     else if (!strcmp(s, "none"))
         *out = LIS_NET_NONE;
     else if (!strcmp(s, "host"))

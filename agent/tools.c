@@ -1,17 +1,20 @@
-/* tools.c - the three tools of the original (execute_bash, str_replace_editor,
- * submit): their schemas, their execution in the sandbox, and the exact
- * observation texts the model sees. */
+/* tools.c - the three tools (execute_bash, str_replace_editor, submit): their
+ * schemas, their execution in the sandbox, and the exact observation texts
+ * the model sees.
+ * original: tools.py's schemas, observation.py's texts, byte for byte. */
 #include "agent_internal.h"
 
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* original: observation.py's CONTINUE_MSG */
 const char AGENT_CONTINUE_MSG[] = "\nYou forgot to use a function call in your response. \n"
                                   "YOU MUST USE A FUNCTION CALL IN EACH RESPONSE.\n"
                                   "\n"
                                   "IMPORTANT: YOU SHOULD NEVER ASK FOR HUMAN HELP.\n";
 
+/* original: tools.py's descriptions, byte for byte */
 static const char EDITOR_DESCRIPTION[] =
     "Custom editing tool for viewing, creating and editing files\n"
     "* State is persistent across command calls and discussions with the user\n"
@@ -123,7 +126,8 @@ cJSON *agent_tool_schemas(void)
 
 /* ---- output cleaning and observation text ------------------------------ */
 
-/* Python's str.splitlines separators (after \r removal): length or 0. */
+/* Python's str.splitlines separators (after \r removal): length or 0.
+ * original: its line cut splits with str.splitlines. */
 static size_t line_sep(const char *p)
 {
     unsigned char c = (unsigned char)*p;
@@ -197,6 +201,7 @@ char *agent_truncate_lines(const char *s, int num_lines)
     return strbuf_take(&b);
 }
 
+/* original: no byte cap (docs/agent.md fix 3); the divider is its line cut's */
 char *agent_cap_bytes(const char *s, size_t cap, uint64_t extra_dropped)
 {
     size_t n = strlen(s);
@@ -230,6 +235,8 @@ static int blank(const char *s)
     return 1;
 }
 
+/* original: observation.py's bash text; \[STDOUT] keeps its literal backslash,
+ * \[STDERR] only when stderr is not blank */
 char *agent_obs_bash(const char *exit_str, const char *out, const char *err)
 {
     strbuf b = {0};
@@ -259,6 +266,7 @@ static char *stream_text(const lis_buf *buf, size_t obs_cap)
     return capped;
 }
 
+/* original: the exec's environment, DOCKER_PATH and the PIP_* variables */
 static const char *const BASH_ENV[] =
     {"PATH=/root/.local/bin:/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:"
      "/usr/bin:/sbin:/bin",
@@ -281,6 +289,8 @@ void agent_bash_prepare(const agent_tool_env *env, const char *command, agent_ba
                               .timeout = env->timeout > 0 ? env->timeout : AGENT_CMD_TIMEOUT};
 }
 
+/* original: the exit texts "0", "Error: Exit code N", "-1" and the timeout's
+ * message; a command's own exit 124 is no timeout here (docs/agent.md fix 5) */
 void agent_bash_observe(const agent_tool_env *env, const agent_bash *b, int rc,
                         const lis_result *res, const lis_error *err, agent_tool_out *out)
 {
@@ -341,6 +351,8 @@ static void run_bash(const agent_tool_env *env, const char *command, agent_tool_
         lis_result_free(&res);
 }
 
+/* original: _execute_action's texts: "Error: No command provided." and
+ * "Unknown action: X" without a header, the editor's header, "<<< Finished >>>" */
 void agent_tool_exec(const agent_tool_env *env, const char *name, const cJSON *params,
                      agent_tool_out *out)
 {

@@ -30,8 +30,8 @@ const char *batch_reason_name(batch_reason r)
     return "other";
 }
 
-/* Input files land in input_dir as the original's copy_dir_to_container of
- * a temporary directory: one file per entry, null contents skipped. */
+/* Input files land in input_dir: one file per entry, null contents skipped.
+ * original: written to a temporary directory, then copy_dir_to_container. */
 static int write_inputs(bep *e, lis_sandbox *sb, lis_error *err)
 {
     const cJSON *f;
@@ -52,8 +52,8 @@ static int write_inputs(bep *e, lis_sandbox *sb, lis_error *err)
     return 0;
 }
 
-/* The template's set-up: the original's, in the image (agent_prepare_sandbox:
- * the task's directories, `git init` when the image has git). */
+/* The template's set-up, in the image (agent_prepare_sandbox: the task's
+ * directories, `git init` when the image has git). original: setup_env. */
 static int template_prepare(void *arg, lis_sandbox *sb, lis_error *err)
 {
     brun *r = arg;
@@ -394,15 +394,15 @@ void bjob_finish(void *arg)
     group_done(e);
     if (e->row_fate != ROW_WRITE)
         return;
-    if (e->answer) { /* as the original's runner: stripped; and valid UTF-8 for the row */
+    if (e->answer) { /* original: the runner strips it; and valid UTF-8 for the row */
         char *c = agent_clean_output(e->answer, strlen(e->answer));
         char *t = trim(c ? c : "");
         free(c);
         free(e->answer);
         e->answer = t;
     }
-    /* scored as the original: a finished agent (submitted, out of steps or
-     * tokens) gets its answer scored; an exception or a timeout scores 0 */
+    /* original: a finished agent (submitted, out of steps or tokens) gets its
+     * answer scored; an exception or a timeout scores 0 */
     e->score = 0;
     if (e->reason == R_SUBMITTED || e->reason == R_MAX_STEPS || e->reason == R_TOKEN_LIMIT) {
         double s = 0;

@@ -1,7 +1,8 @@
 /* lis_batch.h - `lis batch`: many episodes of a benchmark task from one
- * process, scored as the original scores them, with results that survive
- * Ctrl-C, kill -9 and a reboot, and --resume. The public header of batch/
- * (for cli/); docs/batch.md says how it works. */
+ * process, each answer scored, with results that survive Ctrl-C, kill -9 and
+ * a reboot, and --resume. The public header of batch/ (for cli/);
+ * docs/batch.md says how it works.
+ * original: `llm-in-sandbox benchmark`, scored as it scores (docs/batch-scoring.md). */
 #ifndef LIS_BATCH_H
 #define LIS_BATCH_H
 
@@ -12,7 +13,7 @@
 
 typedef struct lis_batch_opts {
     /* the rows */
-    const char *task_dir;         /* --task DIR (the original's benchmark/<task>/) */
+    const char *task_dir;         /* --task DIR (original: benchmark/<task>/) */
     const char *tasks_file;       /* --tasks FILE (JSON array or JSONL) */
     const char *prompt_config;    /* --prompt-config YAML */
     long start_id, end_id;        /* rows [start, end) as Python slicing */
@@ -34,7 +35,7 @@ typedef struct lis_batch_opts {
     int max_llm;            /* LLM requests in flight at once */
     int warm;               /* sandboxes made ahead for rows still waiting; -1: the larger of
                              * the creators' bound and a quarter of the concurrency (<= 64) */
-    double episode_timeout; /* seconds per episode (1800) */
+    double episode_timeout; /* seconds per episode (original: 1800) */
     double drain_timeout;   /* after the first Ctrl-C; <= 0: until they finish */
     /* the episode */
     int mode_llm;          /* --mode llm: one plain call, no sandbox */

@@ -7,8 +7,8 @@
  *   results.jsonl       one row per finished episode, appended + fsync'ed once;
  *                       the only source of truth for "done"
  *   trajectories/KEY.json   each episode's trajectory (written before its row)
- *   logs/KEY.txt        the original's per-problem log (written before its row)
- *   results.json, trajectory.json   the original's files, made from the above at the
+ *   logs/KEY.txt        per-problem log, original: logs/<id>.txt (written before its row)
+ *   results.json, trajectory.json   original: its files, made from the above at the
  *                       end and by `lis batch report DIR`
  * KEY is the row id for attempt 0 and "ID@K" for attempt K > 0 (--repeat),
  * made safe for a file name.

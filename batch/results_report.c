@@ -1,8 +1,8 @@
-/* results_report.c - the original's results.json and trajectory.json, made
- * from an output directory's run.json, results.jsonl, judge.jsonl and
- * trajectories/ (batch_report_write in results.h). It only reads those, so
- * `lis batch report DIR` may run beside a live batch: a torn last line is
- * skipped, not cut. */
+/* results_report.c - results.json and trajectory.json (original: its
+ * benchmark's files), made from an output directory's run.json,
+ * results.jsonl, judge.jsonl and trajectories/ (batch_report_write in
+ * results.h). It only reads those, so `lis batch report DIR` may run beside
+ * a live batch: a torn last line is skipped, not cut. */
 #include "results_io.h"
 
 #include <errno.h>
@@ -115,8 +115,8 @@ static int is_error_reason(const cJSON *row)
             if (!strcmp(r->valuestring, fine[i]))
                 return 0;
     }
-    /* an unknown reason: an error when the row says so, as the original's
-     * `if result.error` */
+    /* an unknown reason: an error when the row says so (original:
+     * `if result.error`) */
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(row, "error");
     return cJSON_IsString(e) && *e->valuestring;
 }
@@ -180,7 +180,8 @@ static int write_trajectories(int dfd, const char *dir, const report *R, lis_err
             cJSON_AddItemToObject(e, "trajectory",
                                   tdfd >= 0 ? read_steps(tdfd, r) : cJSON_CreateArray());
             char rw[48];
-            bo_py_float(row_score(R, r, &judged), rw, sizeof rw); /* compute_score's float */
+            /* original: the reward as compute_score's float (json.dump: 1.0) */
+            bo_py_float(row_score(R, r, &judged), rw, sizeof rw);
             cJSON_AddRawToObject(e, "reward", rw);
             cJSON_AddItemToObject(e, "agent_answer", json_copy(r->row, "answer", ""));
             cJSON_AddItemToObject(e, "ground_truth", json_copy(r->row, "ground_truth", NULL));
@@ -236,7 +237,8 @@ static cJSON *read_json_at(int dfd, const char *name)
 }
 
 /* The counts of results.json over the rows that count; state (run.json's
- * status keys, taken) goes after the original's keys. */
+ * status keys, taken) goes after the original's keys (original: config,
+ * total, mean_score, num_errors, elapsed_time_seconds). */
 static cJSON *summarize(const report *R, cJSON *config, cJSON *state, const char *dir,
                         double elapsed, int dfd)
 {
@@ -305,8 +307,8 @@ static cJSON *summarize(const report *R, cJSON *config, cJSON *state, const char
         cJSON_AddStringToObject(res, "task", b && b[1] ? b + 1 : dir);
     }
     cJSON_AddNumberToObject(res, "total", (double)total);
-    /* over the rows that finished (an error row scores 0, as in the
-     * original); a run with none has no mean, not a 0 */
+    /* over the rows that finished (original: an error row scores 0); a run
+     * with none has no mean, not a 0 */
     if (total)
         cJSON_AddNumberToObject(res, "mean_score", sum / (double)total);
     else
@@ -461,7 +463,7 @@ static cJSON *killed_state(int dfd, const char *dir, const cJSON *config, cJSON 
     return fresh;
 }
 
-/* Python writes these as floats (json.dump of a float: 1.0, not 1). */
+/* Python writes these as floats (original: json.dump of a float, 1.0, not 1). */
 static const char *const FLOAT_KEYS[] = {"mean_score",   "elapsed_time_seconds",
                                          "pass_at_k",    "mean_score_by_attempt",
                                          "llm_seconds",  "tool_seconds",

@@ -1,6 +1,7 @@
 /* run.c - lis_batch_run: the task, the output directory (new or resumed),
  * the scorer, the episodes still without a row, the host's capacity, the
- * pools; then the event loop (sched.c) and the original's files at the end. */
+ * pools; then the event loop (sched.c) and, at the end, results.json and
+ * trajectory.json (original: its benchmark's files). */
 #include "engine.h"
 #include "results_io.h"
 #include "rootfs.h"
@@ -22,6 +23,8 @@ void lis_batch_opts_default(lis_batch_opts *o)
     o->output_dir = "runs";
     o->concurrency = 1;
     o->warm = -1;
+    /* original: the benchmark's 1800 s per problem, max_response_len, max_steps,
+     * max_token_limit; run's 120 s per command */
     o->episode_timeout = 1800;
     o->max_response_len = 65536;
     o->max_steps = 100;

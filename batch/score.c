@@ -6,11 +6,11 @@
  *   --scorer python         the task's reward.py through the worker
  *   --scorer CMD            anything else is a shell command
  *   auto: a judge when the task has judge.py and --judge-model is set;
- *         else the built-in when reward.py is byte for byte one of the
- *         original's rule-based reward.py files (sha256, below); else
- *         reward.py through the worker; else an error. A scorer is never
- *         chosen by the folder's name: the original's demo folder is its
- *         template for custom tasks, and copies keep the name.
+ *         else the built-in when reward.py is byte for byte one of
+ *         ORIGINALS (sha256, below); else reward.py through the worker;
+ *         else an error. A scorer is never chosen by the folder's name
+ *         (original: its demo folder is the template for custom tasks, and
+ *         copies keep the name).
  * Every scorer has a sha256 of what defines it, recorded with each score. */
 #include "score.h"
 #include "score_judge.h"
@@ -131,7 +131,7 @@ int batch_sha256_file(const char *path, char out[65], lis_error *err)
     return rc;
 }
 
-/* The original file a reward.py is, by its hash; NULL when none. */
+/* The entry of ORIGINALS a reward.py is, by its hash; NULL when none. */
 static const batch_original *original_of(const batch_scorer_opts *o, const char *sha)
 {
     const batch_original *t = o->originals ? o->originals : ORIGINALS;
@@ -142,7 +142,7 @@ static const batch_original *original_of(const batch_scorer_opts *o, const char 
     return NULL;
 }
 
-/* The original a built-in stands for, by task name first (chem or biomed). */
+/* The entry of ORIGINALS a built-in stands for, by task name first (chem or biomed). */
 static const batch_original *original_for_builtin(const batch_scorer_opts *o, const char *name)
 {
     const batch_original *t = o->originals ? o->originals : ORIGINALS;
@@ -167,7 +167,8 @@ static void set_builtin(batch_scorer *s, int b)
 }
 
 /* Opens the worker on the task's reward.py; an import that fails is one
- * line naming it and the built-in that would accept the original's scores. */
+ * line naming it and the built-in of the task's name (original: that task's
+ * reward.py, in C). */
 static int open_worker(batch_scorer *s, const batch_scorer_opts *o, lis_error *err)
 {
     if (score_worker_open(o->python, o->task_dir, &s->worker, err) == 0)
@@ -342,8 +343,8 @@ static void give_client(batch_scorer *s, llm_client *c)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Python's str() of a JSON scalar, as the original's reward functions see a
- * ground truth loaded by json: 2 -> "2", 0.5 -> "0.5", true -> "True". */
+/* Python's str() of a JSON scalar (original: how its reward functions see a
+ * ground truth loaded by json): 2 -> "2", 0.5 -> "0.5", true -> "True". */
 static int py_str(const cJSON *v, char *out, size_t len)
 {
     if (cJSON_IsBool(v)) {

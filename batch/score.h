@@ -1,6 +1,7 @@
-/* score.h - batch/ internal: scoring answers as the original does.
- * Implemented in score_*.c (built-in C scorers, the resident Python worker
- * running the task's own reward.py, --scorer CMD, the LLM judge). */
+/* score.h - batch/ internal: scoring answers by the task's rules (original:
+ * its reward.py's compute_score, its judge.py). Implemented in score_*.c
+ * (built-in C scorers, the resident Python worker running the task's own
+ * reward.py, --scorer CMD, the LLM judge). */
 #ifndef LIS_BATCH_SCORE_H
 #define LIS_BATCH_SCORE_H
 
@@ -8,7 +9,7 @@
 
 typedef struct batch_scorer batch_scorer;
 
-/* One of the original's reward.py files that a built-in scorer stands for. */
+/* original: one of its reward.py files, which a built-in scorer stands for. */
 typedef struct batch_original {
     const char *task, *builtin, *sha256;
 } batch_original;
@@ -21,21 +22,21 @@ typedef struct batch_scorer_opts {
     const char *python;      /* NULL: python3 from PATH */
     const llm_config *judge; /* --judge-model/--judge-base-url; NULL: no judge */
     FILE *log;               /* one line saying which scorer is used; NULL: silent */
-    /* the originals a reward.py is matched against (tests); NULL: the
-     * original's four rule-based tasks (score.c) */
+    /* the files a reward.py is matched against (tests); NULL: score.c's
+     * ORIGINALS, the four rule-based tasks */
     const batch_original *originals;
     size_t noriginals;
 } batch_scorer_opts;
 
 int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error *err);
 /* Thread-safe. row is the task row (ground_truth and every other field are
- * passed on as the original's compute_score(agent_answer, ground_truth, **row)). */
+ * passed on; original: compute_score(agent_answer, ground_truth, **row)). */
 int batch_scorer_score(batch_scorer *s, const char *answer, const cJSON *row, double *score,
                        lis_error *err);
 /* "builtin:letter", "python:reward.py", "cmd:...", "judge:MODEL" */
 const char *batch_scorer_name(const batch_scorer *s);
-/* The sha256 (hex) of what defines the scorer: the task's reward.py (the
- * original's, for a built-in chosen by it), the original's file a built-in
+/* The sha256 (hex) of what defines the scorer: the task's reward.py (also
+ * when a built-in stands in for it), the file of ORIGINALS a built-in
  * given by --scorer stands for, the --scorer command's text, the task's
  * judge.py; "" when there is none. */
 const char *batch_scorer_sha256(const batch_scorer *s);
@@ -49,7 +50,7 @@ void batch_sha256_text(const char *text, size_t len, char out[65]);
 char *batch_scorer_prompt(batch_scorer *s, const cJSON *row, lis_error *err);
 void batch_scorer_close(batch_scorer *s);
 
-/* `lis batch judge DIR`: asks the judge model (the original's judge prompt,
+/* `lis batch judge DIR`: asks the judge model (original: judge.py's prompt,
  * CORRECT/INCORRECT parsing) about every row of DIR/results.jsonl that has
  * no line in DIR/judge.jsonl yet, at most `concurrency` at once, appending
  * {id, attempt, score, verdict} lines to judge.jsonl. */
@@ -57,7 +58,7 @@ int batch_judge_dir(const char *dir, const llm_config *judge, int concurrency, F
                     lis_error *err);
 
 /* ---- the built-in scorers (score_text.c, score_math.c): pure functions,
- * exposed for the tests. Each returns 1.0 or 0.0 as the original's reward.py. */
+ * exposed for the tests. Each returns 1.0 or 0.0 (original: its reward.py). */
 
 /* demo: empty answer or ground truth -> 0; else Python strip()+lower() equality. */
 double score_match(const char *answer, const char *ground_truth);
@@ -75,7 +76,7 @@ double score_math(const char *answer, const char *ground_truth);
 /* The normalised LaTeX text score_math compares when it is not a number (malloc'ed). */
 char *score_math_normalize(const char *latex);
 
-/* The original's judge prompt and verdict parsing (score_judge.c). */
+/* original: judge.py's prompt and verdict parsing (score_judge.c). */
 char *score_judge_prompt(const char *question, const char *ground_truth, const char *answer);
 /* "CORRECT", "INCORRECT" or "UNKNOWN": the last of CORRECT/INCORRECT in the reply. */
 const char *score_judge_verdict(const char *reply);

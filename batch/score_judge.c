@@ -1,7 +1,9 @@
 /* score_judge.c - LLM-as-a-judge for the physics and long_context tasks: the
- * original's judge.py prompt and its CORRECT/INCORRECT parsing, through the
- * agent's LLM client; per row while the batch runs, or afterwards over a run
- * directory (`lis batch judge DIR`). */
+ * judge prompt and its CORRECT/INCORRECT parsing, through the agent's LLM
+ * client; per row while the batch runs, or afterwards over a run directory
+ * (`lis batch judge DIR`).
+ * original: judge.py's prompt, word for word, and its verdict parsing; it
+ * judged each answer 4 times (--num_repeats) and averaged, lis asks once. */
 #include "score.h"
 #include "score_judge.h"
 

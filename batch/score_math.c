@@ -1,7 +1,7 @@
 /* score_math.c - the math task's scorer without math-verify (which Debian
  * does not package): the answer's last \boxed{} against the ground truth.
  *
- * The original wraps both in \boxed{}, normalises them (math-verify's
+ * original: math/reward.py wraps both in \boxed{}, normalises them (math-verify's
  * normalize_latex) and compares the sympy values: exactly for integers and
  * fractions, rounded to 6 decimals when either side is a decimal number.
  * Here the common part of that is done by hand: a LaTeX normalisation, then

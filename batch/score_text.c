@@ -1,7 +1,8 @@
-/* score_text.c - the original's rule-based text scorers in C: the demo's
+/* score_text.c - the rule-based text scorers in C: the demo's
  * case-insensitive match and the chem/biomed multiple-choice letter cascade.
+ * original: the demo, chem and biomed tasks' reward.py.
  *
- * The original runs Python regexes on str, so the text is decoded to code
+ * original: its regexes run on Python str, so the text is decoded to code
  * points here (invalid UTF-8 becomes U+FFFD, as a 'replace' decode) and
  * Python's notions are reproduced: str.strip() whitespace, \b and \w on
  * Unicode word characters (alphanumerics and '_'), str.upper()/lower() per

@@ -1,6 +1,7 @@
-/* task.c - a benchmark task: the original's benchmark/<task>/ folder
- * (config.yaml, its data files, reward.py, judge.py, vanilla_llm_prompt.py)
- * or a --tasks FILE, loaded into rows.
+/* task.c - a benchmark task: a benchmark/<task>/ folder (config.yaml, its
+ * data files, reward.py, judge.py, vanilla_llm_prompt.py) or a --tasks FILE,
+ * loaded into rows.
+ * original: the folder layout of its llm_in_sandbox/benchmark/<task>/.
  *
  * Data files are JSON arrays or JSONL, told apart by their first byte. JSONL
  * is streamed a line at a time and an array is walked one element at a time
@@ -107,7 +108,7 @@ static int take_str(char **dst, const cJSON *cfg, const char *key, const char *f
 }
 
 /* One layer of prompt settings: a system_prompt brings its instance_prompt
- * ("" when absent, as the original's config.get("instance_prompt", "")). */
+ * ("" when absent; original: config.get("instance_prompt", "")). */
 static int apply_layer(agent_prompts *p, const cJSON *cfg, const char *file, lis_error *err)
 {
     if (cJSON_GetObjectItemCaseSensitive(cfg, "system_prompt")) {
@@ -464,7 +465,7 @@ static void check_row(batch_row *r, const char *at)
         const char *s = in->valuestring;
         while (is_ws(*s))
             s++;
-        if (!*s) /* "" means none, as the original's `json.loads(x) if x else {}` */
+        if (!*s) /* "" means none; original: `json.loads(x) if x else {}` */
             return;
         files = cJSON_ParseWithOpts(s, NULL, 1); /* no trailing text, as json.loads */
         if (!files) {
@@ -531,8 +532,8 @@ static void row_free(batch_row *r)
     memset(r, 0, sizeof *r);
 }
 
-/* Python's problems[start:end]; the original turns a 0 or unset end into
- * len(problems) (`end_id or len(problems)`). */
+/* Python's problems[start:end]. original: a 0 or unset end is len(problems)
+ * (`end_id or len(problems)`). */
 static void slice(const batch_task_opts *o, size_t n, size_t *lo, size_t *hi)
 {
     long len = (long)n;
@@ -556,7 +557,7 @@ static void slice(const batch_task_opts *o, size_t n, size_t *lo, size_t *hi)
     *hi = end < start ? (size_t)start : (size_t)end;
 }
 
-/* The HuggingFace export hint (the original loads these online). */
+/* The HuggingFace export hint (original: loads these online). */
 static int refuse_hf(const char *cfg_path, const char *dir, const cJSON *cfg, const char *name,
                      lis_error *err)
 {
@@ -575,8 +576,8 @@ static int refuse_hf(const char *cfg_path, const char *dir, const cJSON *cfg, co
                     dir);
 }
 
-/* data_files relative to the task folder; the original resolves them against
- * the folder's parent (benchmark/), so that is tried second. */
+/* data_files relative to the task folder, then to the folder's parent
+ * (original: resolved against benchmark/). */
 static int add_data_file(loader *L, const char *dir, const char *name, const char *cfg_path,
                          lis_error *err)
 {
@@ -637,7 +638,7 @@ static int task_config(const batch_task_opts *o, batch_task *t, loader *L, lis_e
         lis_fail(err, EINVAL, "%s: dataset must be json (or a HuggingFace name)", cfg_path);
         goto out;
     }
-    if (cJSON_IsObject(df)) /* HuggingFace's {split: files}; the original reads "train" */
+    if (cJSON_IsObject(df)) /* HuggingFace's {split: files}; original: "train" */
         df = cJSON_GetObjectItemCaseSensitive(df, "train");
     if (cJSON_IsString(df)) {
         if (add_data_file(L, o->task_dir, df->valuestring, cfg_path, err) < 0)
@@ -659,7 +660,8 @@ static int task_config(const batch_task_opts *o, batch_task *t, loader *L, lis_e
         goto out;
     }
     /* prompts: general.yaml's texts and the task folder's default dirs, then
-     * the legacy prompt_config file, then config.yaml itself */
+     * the legacy prompt_config file, then config.yaml itself. original: the
+     * same defaults, but runner.py ignores config.yaml's *_dir keys */
     if (agent_prompts_default(&t->prompts) < 0 ||
         set_dirs(&t->prompts, "/testbed", "/testbed/documents", "/testbed", err) < 0) {
         lis_oom(err);
@@ -669,7 +671,7 @@ static int task_config(const batch_task_opts *o, batch_task *t, loader *L, lis_e
     if (!cJSON_GetObjectItemCaseSensitive(cfg, "system_prompt") && cJSON_IsString(pc)) {
         legacy_path = path_join(o->task_dir, pc->valuestring);
         if (legacy_path && !exists(legacy_path) && exists(pc->valuestring)) {
-            free(legacy_path); /* the original opens it relative to the current dir */
+            free(legacy_path); /* original: opened relative to the current dir */
             legacy_path = agent_strdup(pc->valuestring);
         }
         if (!legacy_path) {

@@ -1,5 +1,6 @@
-/* task.h - batch/ internal: a benchmark task (the original's benchmark/<task>/
- * folder, or --tasks FILE) and its rows. Implemented in task.c. */
+/* task.h - batch/ internal: a benchmark task (a benchmark/<task>/ folder, or
+ * --tasks FILE) and its rows. Implemented in task.c.
+ * original: the folder's layout, llm_in_sandbox/benchmark/<task>/. */
 #ifndef LIS_BATCH_TASK_H
 #define LIS_BATCH_TASK_H
 
@@ -21,7 +22,7 @@ typedef struct batch_row {
                                * row it is a cJSON reference to json's own (no copy of the
                                * documents): valid while json is. Names are relative, may
                                * hold subdirectories ("notes/a.txt"), never "..". A null
-                               * content means: skip the file, as the original does */
+                               * content means: skip the file (original: skipped) */
     char error[256];               /* not "": the row cannot run (recorded as input_error) */
 } batch_row;
 
@@ -42,10 +43,10 @@ typedef struct batch_task_opts {
     const char *task_dir;      /* --task DIR */
     const char *tasks_file;    /* --tasks FILE (JSON array or JSONL) */
     const char *prompt_config; /* --prompt-config YAML (overrides the folder's prompts) */
-    long start_id, end_id;     /* 0-based [start, end) as the original; -1 when unset */
+    long start_id, end_id;     /* original: 0-based [start, end); -1 when unset */
     /* Nonzero: start_id / end_id were given, also when -1 (a negative value
      * counts from the end, as Python's problems[start:end]; an end of 0 means
-     * the end, as the original's `end_id or len(problems)`). */
+     * the end; original: `end_id or len(problems)`). */
     int start_set, end_set;
 } batch_task_opts;
 

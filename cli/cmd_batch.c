@@ -276,9 +276,9 @@ static int judge_config(const bflags *b, const agent_cli *c, llm_config *j)
     j->model = b->judge_model;
     j->base_url = b->judge_url ? b->judge_url : c ? c->llm_base_url : NULL;
     j->api_key = b->judge_key ? b->judge_key : c && c->api_key ? c->api_key : NULL;
-    j->temperature = 0.7; /* the original's judge */
+    j->temperature = 0.7; /* original: judge.py's */
     j->send_temperature = 1;
-    j->max_tokens = 16384; /* the original judge.py */
+    j->max_tokens = 16384; /* original: judge.py's */
     j->timeout = 600;
     j->connect_timeout = 30;
     j->max_retries = 5;
@@ -682,7 +682,7 @@ int cmd_batch_main(int argc, char **argv)
         cli_error("--mode: '%s' is not llm-in-sandbox or llm", b.mode);
         goto out;
     }
-    /* the original's environment fallbacks */
+    /* original: the benchmark's LLM_TEMPERATURE and LLM_NUM_WORKERS */
     const char *et = getenv("LLM_TEMPERATURE"), *ew = getenv("LLM_NUM_WORKERS");
     if (!b.have_temperature && et && *et) {
         char *end;
