@@ -9,7 +9,7 @@
 #   scripts/bench-effects.sh [N]        default N=512
 # Env: LIS (default build/lis), LATENCY (seconds per reply, default 5), ROUNDS (default 2),
 #      ROOTFS (default: lis-agent:latest when the store has it, else the Debian test fixture),
-#      MAX_CREATING (default 4).
+#      MAX_CREATING (default: lis's own, following the machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
@@ -119,7 +119,7 @@ run_side() { # NAME FLAGS...
     t0=$(date +%s.%N)
     "$LIS" batch --task "$tmp/task" --llm-name fake --llm-base-url "$URL" --api-key k \
         --rootfs "$R" --net none --scorer builtin:match --concurrency "$N" \
-        --max-creating "${MAX_CREATING:-4}" --output-dir "$out" --quiet "$@" \
+        ${MAX_CREATING:+--max-creating "$MAX_CREATING"} --output-dir "$out" --quiet --overcommit "$@" \
         >"$tmp/$name.log" 2>&1
     local rc=$?
     t1=$(date +%s.%N)

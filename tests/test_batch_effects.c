@@ -449,7 +449,8 @@ Test(batch_effects, five_hundred_twelve_at_once_each_its_own, .timeout = 900)
     int code = 0;
     char *out = t_lis(&code,
                       LIS_BATCH "--net none --tasks %s --scorer builtin:match --concurrency %d "
-                                "--max-steps 4 --episode-timeout 600 --quiet --output-dir %s/out",
+                                "--max-steps 4 --episode-timeout 600 --quiet --overcommit "
+                                "--output-dir %s/out",
                       f.url, root, tasks, N, d);
     t_fake_stop(&f);
     cr_assert_eq(code, 0, "%s", out);
@@ -550,7 +551,7 @@ Test(batch_effects, every_rule_action_and_ctl, .timeout = 300)
          /* the shell's own argv must not match: the name is put together at run time */
          "X=DENY; /mprobe exit 0 ${X}ME; echo rc=$?; echo a > /testbed/output/answer.txt",
          "wget -q -O - http://www.blocked.test/; echo rc=$?; echo a > /testbed/output/answer.txt",
-         "echo waiting; /mprobe exit 0 PAUSEME; echo a > /testbed/output/answer.txt",
+         "X=PAUSE; echo waiting; /mprobe exit 0 ${X}ME; echo a > /testbed/output/answer.txt",
          "/mprobe exit 0 STOPME; echo a > /testbed/output/answer.txt"};
     cJSON *s = cJSON_CreateObject(), *rows = cJSON_AddObjectToObject(s, "rows");
     for (int i = 0; i < 5; i++) {
