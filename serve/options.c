@@ -498,7 +498,7 @@ static const char *const cfg_known[] =
      "Labels",           "StopSignal",   "StopTimeout", "HostConfig",
      "Healthcheck",      "ArgsEscaped",  "OnBuild",     "Shell",
      "NetworkingConfig", "Domainname",   "MacAddress",  "LisTimeout",
-     "Platform"};
+     "LisEffects",       "LisPolicy",    "Platform"}; /* Lis*: the native API's (api.c) */
 
 static int known(const char *const *list, size_t n, const char *key)
 {
