@@ -209,6 +209,7 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
     if (res->unreached) { /* an empty run: no files, no trajectory, no paths to print */
         cJSON_Delete(traj);
         lis_sandbox_destroy(sb, &e2);
+        lis_monitor_free(mon); /* after its sandbox */
         rmdir(dir);
         if (run_dir)
             run_dir[0] = 0;
