@@ -361,7 +361,8 @@ for k in 0 1 3; do ok_states="$ok_states$(jobstate "${arr:-x}_$k") "; done
     bad "tasks 0, 1, 3 of run 2: $ok_states" "$(logs)"
 out=$(as_user "$work/build/lis" batch merge "$work/run2/merged" "$work"/run2/shard-*-of-4 2>&1)
 rc=$?
-if [ $rc -ne 0 ] && echo "$out" | grep -q "shard 2/4 ($work/run2/shard-2-of-4) is incomplete: 2 of 2 episodes have no row; finish it with lis batch --resume $work/run2/shard-2-of-4 --shard 2/4"; then
+# the hint runs as printed: the lis that merges, and --resume DIR alone (run.json has the flags)
+if [ $rc -ne 0 ] && echo "$out" | grep -qF "shard 2/4 ($work/run2/shard-2-of-4) is incomplete: 2 of 2 episodes have no row; finish it with $work/build/lis batch --resume $work/run2/shard-2-of-4, then merge again"; then
     ok "lis batch merge refuses and names shard 2/4 and its --resume"
 else
     bad "merge of run 2 (exit $rc) does not name shard 2" "$out"
