@@ -13,7 +13,8 @@
 #      TOOLS=light (every command an echo, the editor calls kept: what the engine itself
 #      costs, without the tools' CPU), TURNS=K (K < 7: K replies, the answer written, K-2
 #      editor steps, submit; issue 24's density run is TOOLS=light TURNS=4).
-#      ROOTFS may be a chain "top:...:base" (lis's --rootfs).
+#      ROOTFS may be a chain "top:...:base" (lis's --rootfs). BATCH_FLAGS: lis batch's extra
+#      flags (default --overcommit; "--overcommit --no-effects"; "" for a lis before issue 22).
 # Prints one line per figure with the ratio against `lis run` x N; docs/benchmarks.md has runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -172,8 +173,8 @@ run_batch() {
     t0=$(date +%s.%N)
     "$LIS" batch --task "$tmp/task" --llm-name fake --llm-base-url "$URL" --api-key k \
         --rootfs "$R" --net none --scorer builtin:match --concurrency "$N" \
-        ${MAX_CREATING:+--max-creating "$MAX_CREATING"} --output-dir "$tmp/batch-out" --quiet --overcommit \
-        >"$tmp/batch.log" 2>&1
+        ${MAX_CREATING:+--max-creating "$MAX_CREATING"} --output-dir "$tmp/batch-out" --quiet \
+        ${BATCH_FLAGS---overcommit} >"$tmp/batch.log" 2>&1
     local rc=$?
     t1=$(date +%s.%N)
     touch "$tmp/batch.sample.stop"; wait "$sp"

@@ -53,7 +53,7 @@ bwrap --unshare-all --dev /dev --proc /proc --bind "$R" / /bin/sleep 600 & bw=$!
 sleep 0.5
 inner=$(pgrep -P "$bw" | head -n1); inner=${inner:-$bw}
 read -r ns <<<"$(median "nsenter -t $inner -a /bin/true")"
-kill "$bw" 2>/dev/null; wait "$bw" 2>/dev/null
+kill "$inner" "$bw" 2>/dev/null; wait "$bw" 2>/dev/null # the inner sleep too: it holds our stdout
 echo "lis API exec          $api ms (goal <= 1)"
 echo "lis sandbox exec      $cli_exec ms (goal <= 3)"
 echo "nsenter into bwrap    $ns ms"
