@@ -31,13 +31,7 @@ static void serve_start_with(server *s, const char *flag)
     if (!t_debian())
         cr_skip_test("no Debian fixture");
     lis_ctx_free(t_ctx()); /* for t_tmpdir() */
-    int code;
-    char *out = t_host(&code, "tar -C %s -cf %s/img.tar . 2>&1", t_debian(), t_tmpdir());
-    cr_assert_eq(code, 0, "tar: %s", out);
-    free(out);
-    out = t_lis(&code, "rootfs import %s/img.tar --name lis-test:v1 -q", t_tmpdir());
-    cr_assert_eq(code, 0, "import: %s", out);
-    free(out);
+    t_import_debian("lis-test:v1");
     snprintf(s->sock, sizeof s->sock, "%s/run/docker.sock", t_tmpdir());
     char log[4200], run[4200], data[4200];
     snprintf(log, sizeof log, "%s/serve.log", t_tmpdir());

@@ -25,13 +25,7 @@ static void import_image(void)
     if (system("command -v python3 >/dev/null 2>&1") != 0)
         cr_skip_test("no python3");
     lis_ctx_free(t_ctx()); /* for t_tmpdir() */
-    int code;
-    char *out = t_host(&code, "tar -C %s -cf %s/img.tar . 2>&1", t_debian(), t_tmpdir());
-    cr_assert_eq(code, 0, "tar: %s", out);
-    free(out);
-    out = t_lis(&code, "rootfs import %s/img.tar --name lis-test:v1 -q", t_tmpdir());
-    cr_assert_eq(code, 0, "import: %s", out);
-    free(out);
+    t_import_debian("lis-test:v1");
 }
 
 static void serve_start(server *s)

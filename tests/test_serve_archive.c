@@ -21,12 +21,8 @@ Test(serve_archive, hostile_archives_and_sparse_files, .timeout = 600)
         cr_skip_test("python3-docker is not installed (scripts/deps.sh)");
     lis_ctx_free(t_ctx()); /* for t_tmpdir() */
     int code;
-    char *out = t_host(&code, "tar -C %s -cf %s/img.tar . 2>&1", t_debian(), t_tmpdir());
-    cr_assert_eq(code, 0, "tar: %s", out);
-    free(out);
-    out = t_lis(&code, "rootfs import %s/img.tar --name lis-test:v1 -q", t_tmpdir());
-    cr_assert_eq(code, 0, "import: %s", out);
-    free(out);
+    t_import_debian("lis-test:v1");
+    char *out = NULL;
     char sock[4200], log[4200], run[4200], data[4200];
     snprintf(sock, sizeof sock, "%s/run/docker.sock", t_tmpdir());
     snprintf(log, sizeof log, "%s/serve.log", t_tmpdir());

@@ -52,12 +52,8 @@ static void prepare(server *s)
         cr_skip_test("no Debian fixture");
     lis_ctx_free(t_ctx()); /* for t_tmpdir() */
     int code;
-    char *out = t_host(&code, "tar -C %s -cf %s/img.tar . 2>&1", t_debian(), t_tmpdir());
-    cr_assert_eq(code, 0, "tar: %s", out);
-    free(out);
-    out = t_lis(&code, "rootfs import %s/img.tar --name lis-test:v1 -q", t_tmpdir());
-    cr_assert_eq(code, 0, "import: %s", out);
-    free(out);
+    t_import_debian("lis-test:v1");
+    char *out = NULL;
     snprintf(s->sock, sizeof s->sock, "%s/run/docker.sock", t_tmpdir());
     snprintf(s->tls, sizeof s->tls, "%s/tls", t_tmpdir());
     snprintf(s->log, sizeof s->log, "%s/serve.log", t_tmpdir());

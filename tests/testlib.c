@@ -39,6 +39,17 @@ const char *t_debian(void)
     return p;
 }
 
+void t_import_debian(const char *name)
+{
+    int code;
+    char *out = t_host(&code, "tar -C %s -cf %s/img.tar . 2>&1", t_debian(), t_tmpdir());
+    cr_assert_eq(code, 0, "tar: %s", out);
+    free(out);
+    out = t_lis(&code, "rootfs import %s/img.tar --name %s -q", t_tmpdir(), name);
+    cr_assert_eq(code, 0, "import: %s", out);
+    free(out);
+}
+
 const char *t_lis_bin(void)
 {
     const char *p = getenv("LIS_BIN");

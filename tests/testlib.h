@@ -11,6 +11,9 @@
 /* Fixture root filesystems; the test is skipped when one is missing. */
 const char *t_busybox(void);
 const char *t_debian(void);
+/* The Debian fixture imported as NAME into the store of t_ctx()'s tmpdir (a
+ * tar of it, then `lis rootfs import`): the image lis serve's suites use. */
+void t_import_debian(const char *name);
 /* The lis binary and the repository's tests/ directory. */
 const char *t_lis_bin(void);
 const char *t_src_dir(void);
