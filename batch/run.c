@@ -252,6 +252,29 @@ static batch_status end_state(brun *r, size_t done, batch_state *st, char *msg, 
     return st->status;
 }
 
+/* The sandboxes alive at once (the episodes, and the spares made ahead for
+ * rows still waiting: --warm or its default, below) against the host's
+ * memory (batch/capacity.c), for neps episodes to run. */
+static int memory_fits(const lis_batch_opts *o, size_t neps, int forking, lis_error *err)
+{
+    if (o->mode_llm)
+        return 0;
+    int n = o->concurrency < (int)neps ? o->concurrency : (int)neps;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int creators = o->max_creating ? o->max_creating : 4 * (int)(ncpu > 0 ? ncpu : 1);
+    int spares = forking                         ? 0
+                 : o->warm >= 0                  ? o->warm
+                 : o->concurrency / 4 > creators ? o->concurrency / 4
+                                                 : creators;
+    int waiting = (int)neps - n;
+    spares = spares < 64 ? spares : 64;
+    spares = spares < waiting ? spares : waiting > 0 ? waiting : 0;
+    return batch_memory_check(n ? n + spares : 0,
+                              o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY,
+                              o->disk_bytes ? o->disk_bytes : LIS_DEFAULT_DISK, o->overcommit,
+                              o->quiet ? NULL : o->err, err);
+}
+
 int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum, lis_error *err)
 {
     memset(sum, 0, sizeof *sum);
@@ -283,6 +306,13 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
                             .log = o->quiet ? NULL : o->err};
     if (batch_scorer_open(&so, &r.scorer, err) < 0)
         goto out;
+    /* a new run: every episode of its shard, checked before any directory */
+    int forking = o->fork_from_setup && o->repeat > 1 && !o->mode_llm;
+    if (!o->resume_dir && memory_fits(o,
+                                      batch_shard_rows(task.nrows, o->shard_index, o->shard_count) *
+                                          (size_t)o->repeat,
+                                      forking, err) < 0)
+        goto out;
     config = run_config(o, &task, r.scorer);
     if (o->settings)
         cJSON_AddItemToObject(config, "settings", cJSON_Duplicate(o->settings, 1));
@@ -299,7 +329,6 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
         lis_fail(err, ENOMEM, "out of memory for %zu episodes", r.total);
         goto out;
     }
-    int forking = o->fork_from_setup && o->repeat > 1 && !o->mode_llm;
     if (forking && !(r.groups = calloc(task.nrows ? task.nrows : 1, sizeof *r.groups))) {
         lis_fail(err, ENOMEM, "out of memory for %zu rows", task.nrows);
         goto out;
@@ -325,18 +354,7 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     int n = o->concurrency < (int)r.neps ? o->concurrency : (int)r.neps;
     if (batch_capacity_check(n ? n : 1, !o->mode_llm, o->quiet ? NULL : o->err, err) < 0)
         goto out;
-    /* the sandboxes alive at once: the episodes, and the spares made ahead
-     * (--warm, or its default: run.c below) */
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int creators = o->max_creating ? o->max_creating : 4 * (int)(ncpu > 0 ? ncpu : 1);
-    int spares = o->mode_llm || forking          ? 0
-                 : o->warm >= 0                  ? o->warm
-                 : o->concurrency / 4 > creators ? o->concurrency / 4
-                                                 : creators;
-    if (!o->mode_llm && batch_memory_check(n ? n + (spares < 64 ? spares : 64) : 0,
-                                           o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY,
-                                           o->disk_bytes ? o->disk_bytes : LIS_DEFAULT_DISK,
-                                           o->overcommit, o->quiet ? NULL : o->err, err) < 0)
+    if (o->resume_dir && memory_fits(o, r.neps, forking, err) < 0) /* what is left */
         goto out;
     batch_state st = {.status = BS_RUNNING,
                       .reason = "",

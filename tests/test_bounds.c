@@ -231,6 +231,8 @@ Test(bounds, batch_refuses_what_the_host_memory_cannot_hold, .timeout = 120)
     cr_assert(strstr(out, "more than this host's available memory") && strstr(out, "--overcommit"),
               "%s", out);
     free(out);
+    /* refused before any directory: no run directory left to be mistaken for a run */
+    cr_assert_neq(access(d, F_OK), 0, "a refused run left %s", d);
     out = t_lis(&code,
                 LIS_BATCH "--tasks %s --scorer builtin:match --concurrency 2 --warm 0 "
                           "--memory 64T --overcommit --quiet --output-dir %s",

@@ -191,6 +191,17 @@ static void session_died(struct init_state *st, pid_t pid, int status)
     }
 }
 
+/* PID 1's own end. Not exit_group: with a monitor (spec.monitor) that call is
+ * under PID 1's own notify filter (runtime/seccomp.c records every exit), and a
+ * listener nobody serves any more (its owner gone, the fd still held somewhere
+ * in flight) would hold PID 1, and so the sandbox, forever. One thread, so
+ * SYS_exit ends the process; the kernel then kills the pid namespace. */
+static __attribute__((noreturn)) void pid1_exit(int code)
+{
+    for (;;)
+        syscall(SYS_exit, code);
+}
+
 static void lifeline(struct init_state *st)
 {
     struct lis_msg m;
@@ -200,7 +211,7 @@ static void lifeline(struct init_state *st)
         return;
     if (n <= 0) {
         if (!st->persist)
-            _exit(0); /* the owner is gone: the kernel kills the rest */
+            pid1_exit(0); /* the owner is gone: the kernel kills the rest */
         close(st->life);
         st->life = -1;
     } else if (m.type == LIS_MSG_CONN && fd >= 0) {
@@ -314,11 +325,11 @@ int main(int argc, char **argv)
         int listener = init_load_notify(notify);
         if (listener < 0 ||
             lis_msg_send_flags(st.life, LIS_MSG_MONITOR_FD, 0, 0, NULL, listener, MSG_DONTWAIT) < 0)
-            return 1;
+            pid1_exit(1);
         close(listener);
     }
     if (init_send(st.life, LIS_MSG_READY, scratch, 0, NULL) < 0 && !st.persist)
-        return 1;
+        pid1_exit(1);
     struct pollfd *pf = NULL;
     int pfcap = 0;
     for (;;) {
@@ -326,7 +337,7 @@ int main(int argc, char **argv)
             pfcap = 3 + 2 * st.cap + 32;
             struct pollfd *np = realloc(pf, pfcap * sizeof *np);
             if (!np)
-                return 1;
+                pid1_exit(1);
             pf = np;
         }
         pf[0] = (struct pollfd){st.sfd, POLLIN, 0};
@@ -353,7 +364,7 @@ int main(int argc, char **argv)
         }
         int npf = 3 + 2 * st.n;
         if (poll(pf, npf, wait > 1000000 ? 1000000 : (int)wait) < 0 && errno != EINTR)
-            return 1;
+            pid1_exit(1);
         now = now_ms();
         if (st.mem_limit && now >= st.mem_next) {
             uint64_t tag;
