@@ -43,16 +43,6 @@ static char *dir_for(const char *name)
     return d;
 }
 
-static void run_dir(const char *d, char *out, size_t len)
-{
-    char *o = t_host(NULL, "ls -d %s/out/*/ 2>/dev/null | head -1 | tr -d '\\n'", d);
-    snprintf(out, len, "%s", o);
-    free(o);
-    size_t n = strlen(out);
-    if (n && out[n - 1] == '/')
-        out[n - 1] = 0;
-}
-
 static cJSON *read_json(const char *fmt, const char *a, const char *b)
 {
     char path[2048];
@@ -245,7 +235,7 @@ Test(batch_effects, each_step_exactly, .timeout = 180)
     cr_assert_eq(code, 0, "%s", out);
     free(out);
     char rdir[1024];
-    run_dir(d, rdir, sizeof rdir);
+    t_run_dir(d, rdir, sizeof rdir);
     cJSON *traj = read_json("%s/trajectories/%s.json", rdir, "x");
     cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(traj, "steps")), 5);
 
@@ -354,7 +344,7 @@ Test(batch_effects, proxy_fetch_and_raw_socket, .timeout = 180)
     free(out);
     free(t_host(NULL, "pkill -f 'socketserver.TCPServer' 2>/dev/null"));
     char rdir[1024];
-    run_dir(d, rdir, sizeof rdir);
+    t_run_dir(d, rdir, sizeof rdir);
     cJSON *traj = read_json("%s/trajectories/%s.json", rdir, "fetch");
     const cJSON *st = cJSON_GetArrayItem(cJSON_GetObjectItem(traj, "steps"), 0);
     cr_expect(strstr(str(st, "observation"), "hello-from-host"), "the fetch failed: %s",
@@ -408,7 +398,7 @@ Test(batch_effects, proxy_fetch_and_raw_socket, .timeout = 180)
     t_fake_stop(&f);
     cr_assert_eq(code, 0, "%s", out);
     free(out);
-    run_dir(d, rdir, sizeof rdir);
+    t_run_dir(d, rdir, sizeof rdir);
     traj = read_json("%s/trajectories/%s.json", rdir, "raw");
     fx = step_fx(traj, 0);
     const cJSON *net = cJSON_GetObjectItem(fx, "network");
@@ -456,7 +446,7 @@ Test(batch_effects, five_hundred_twelve_at_once_each_its_own, .timeout = 900)
     cr_assert_eq(code, 0, "%s", out);
     free(out);
     char rdir[1024];
-    run_dir(d, rdir, sizeof rdir);
+    t_run_dir(d, rdir, sizeof rdir);
     cJSON *rrows = t_results_rows(rdir);
     cr_assert_eq(cJSON_GetArraySize(rrows), N);
     int bad = 0;
@@ -581,7 +571,7 @@ Test(batch_effects, every_rule_action_and_ctl, .timeout = 300)
     for (int t = 0; t < 1200 && !paused; t++) {
         usleep(100000);
         if (!rdir[0])
-            run_dir(d, rdir, sizeof rdir);
+            t_run_dir(d, rdir, sizeof rdir);
         char sock[1200];
         snprintf(sock, sizeof sock, "%s/ctl.sock", rdir);
         if (!rdir[0] || access(sock, F_OK) != 0)
@@ -741,7 +731,7 @@ Test(batch_effects, no_effects_lis_run_and_bad_flags, .timeout = 180)
     cr_assert_eq(code, 0, "%s", out);
     free(out);
     char rdir[1024];
-    run_dir(d, rdir, sizeof rdir);
+    t_run_dir(d, rdir, sizeof rdir);
     cJSON *traj = read_json("%s/trajectories/%s.json", rdir, "n");
     const cJSON *st;
     cJSON_ArrayForEach(st, cJSON_GetObjectItem(traj, "steps"))

@@ -50,6 +50,16 @@ void t_import_debian(const char *name)
     free(out);
 }
 
+void t_run_dir(const char *dir, char *out, size_t len)
+{
+    char *o = t_host(NULL, "ls -d %s/out/*/ 2>/dev/null | head -1 | tr -d '\\n'", dir);
+    snprintf(out, len, "%s", o);
+    free(o);
+    size_t n = strlen(out);
+    if (n && out[n - 1] == '/')
+        out[n - 1] = 0;
+}
+
 const char *t_lis_bin(void)
 {
     const char *p = getenv("LIS_BIN");

@@ -14,6 +14,9 @@ const char *t_debian(void);
 /* The Debian fixture imported as NAME into the store of t_ctx()'s tmpdir (a
  * tar of it, then `lis rootfs import`): the image lis serve's suites use. */
 void t_import_debian(const char *name);
+/* The one run directory lis batch made under DIR/out, without its last '/'
+ * ("" when there is none yet). */
+void t_run_dir(const char *dir, char *out, size_t len);
 /* The lis binary and the repository's tests/ directory. */
 const char *t_lis_bin(void);
 const char *t_src_dir(void);
