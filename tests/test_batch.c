@@ -76,6 +76,24 @@ static void script_answer(FILE *s, const char *marker, const char *answer)
 
 #define LIS_BATCH "batch --llm-name fake --llm-base-url %s --api-key k --rootfs %s --net none "
 
+/* Polls (60 s at most) until the run under DIR/out has written `want` rows;
+ * its directory in rdir ("" if none yet), the rows seen returned. */
+static int wait_rows(const char *d, char *rdir, size_t len, int want)
+{
+    int n = 0;
+    for (int t = 0; t < 600 && n < want; t++) {
+        usleep(100000);
+        if (!rdir[0])
+            t_run_dir(d, rdir, len);
+        if (rdir[0]) {
+            cJSON *r = t_results_rows(rdir);
+            n = cJSON_GetArraySize(r);
+            cJSON_Delete(r);
+        }
+    }
+    return n;
+}
+
 /* 64 rows at concurrency 64: every way an episode can end, each recorded
  * with its reason, in one run that no single row stops. */
 Test(batch, mixed_outcomes_64_at_once, .timeout = 240)
@@ -227,20 +245,7 @@ Test(batch, kill9_then_resume_each_id_once, .timeout = 240)
         _exit(127);
     }
     char rdir[1024] = "";
-    int lines = 0;
-    for (int t = 0; t < 600 && lines < 7; t++) {
-        usleep(100000);
-        if (!rdir[0]) {
-            t_run_dir(d, rdir, sizeof rdir);
-            if (strstr(rdir, "*"))
-                rdir[0] = 0;
-        }
-        if (rdir[0]) {
-            cJSON *r = t_results_rows(rdir);
-            lines = cJSON_GetArraySize(r);
-            cJSON_Delete(r);
-        }
-    }
+    int lines = wait_rows(d, rdir, sizeof rdir, 7);
     cr_assert_geq(lines, 7, "no progress before the kill");
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -680,20 +685,7 @@ Test(batch, resume_alone_finishes_40_rows_at_the_stored_concurrency, .timeout = 
         _exit(127);
     }
     char rdir[1024] = "";
-    int n = 0;
-    for (int t = 0; t < 600 && n < 8; t++) {
-        usleep(100000);
-        if (!rdir[0]) {
-            t_run_dir(d, rdir, sizeof rdir);
-            if (strstr(rdir, "*"))
-                rdir[0] = 0;
-        }
-        if (rdir[0]) {
-            cJSON *r = t_results_rows(rdir);
-            n = cJSON_GetArraySize(r);
-            cJSON_Delete(r);
-        }
-    }
+    wait_rows(d, rdir, sizeof rdir, 8); /* asserted below, as nb */
     kill(-pid, SIGINT);
     usleep(200000);
     kill(-pid, SIGINT); /* twice: cancel what runs */
