@@ -1,27 +1,34 @@
 /* cpuwatch.c - the CPU share where no cgroup can enforce one: a process of
- * the sandbox that keeps wanting a CPU is held back in two steps. After 4 s
- * its autogroup (each command is a session, so a scheduling group of its own
- * when kernel.sched_autogroup_enabled is on) goes to nice 10: a tenth of a
- * normal group's share, as every sandbox process's nice 10 is to a host
- * process. After 30 s it goes to SCHED_IDLE and its autogroup to nice 19: it
- * then runs only on CPU time nobody else wants, so the host, the neighbours
- * and the sandbox's short commands come first. "Wanting" is the time it ran
- * plus the time it waited on a run queue (/proc/PID/schedstat), for 3/4 of
- * each check: with 64 hogs on 2 CPUs each runs 3 % of the time and waits the
- * rest, and counting only the time it ran (as this did once) held none of
- * them back. The steps are slow on purpose: a command that computes for a
- * few seconds on a host loaded by other work also waits most of the time,
- * and at nice 19 it would get next to nothing. A command cannot leave
- * SCHED_IDLE or lower its autogroup's nice (that needs CAP_SYS_NICE or
- * RLIMIT_NICE); PID 1 checks every 250 ms (docs/runtime.md). */
+ * the sandbox that keeps wanting a CPU is held back in two steps. Once it has
+ * wanted one for 3/4 of a window of 4 s, it and its autogroup (each command
+ * is a session, so a scheduling group of its own when
+ * kernel.sched_autogroup_enabled is on) go to nice 19: between groups only
+ * the group's weight counts, and at nice 19 (weight 15 against a normal
+ * group's 1024) 64 hogs on 2 CPUs weigh less than one neighbour. After 30 s
+ * it goes to SCHED_IDLE: it then runs only on CPU time nobody else wants.
+ * "Wanting" is the time it ran plus the time it waited on a run queue
+ * (/proc/PID/schedstat): with 64 hogs on 2 CPUs each runs 3 % of the time and
+ * waits the rest. It is judged over the whole window, not check by check:
+ * schedstat adds a wait only when the task next runs, so a starved hog shows
+ * no progress in many single checks (a rule of 120 checks in a row demoted
+ * none of 64). The 4 s keep a burst (a build step, a pipe) at full share. A
+ * command cannot lower its nice or leave SCHED_IDLE (that needs CAP_SYS_NICE
+ * in the initial namespace, or RLIMIT_NICE); it can set its autogroup back to
+ * 0 and is demoted again at the next check. The kernel lets an unprivileged
+ * process change an autogroup's nice only ten times a second, host-wide
+ * (proc_sched_autogroup_set_nice), so a group is written only when it is not
+ * already where it should be, and a refused write is retried 250 ms later.
+ * PID 1 checks every 250 ms (docs/runtime.md). */
 #include "init.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* ns one process spent running or runnable (schedstat's run time + run delay;
@@ -68,42 +75,44 @@ static long long cpu_wanted(int dirfd, const char *pid, pid_t p, int *policy)
     return hz > 0 ? (ut + stt) * (1000000000ll / hz) : -1;
 }
 
-/* SCHED_IDLE ranks the process only inside its scheduling group, and with
- * autogroups (kernel.sched_autogroup_enabled) each command's session is a
- * group of normal weight: the group goes to nice 19 too. A command may set
- * its group back to 0; it is then demoted again at the next check. */
-static void set_autogroup(int dirfd, const char *pid, const char *nice)
+/* The autogroup at nice 19, written only when it is not (see the top). */
+static void autogroup_to_19(int dirfd, const char *pid)
 {
-    char path[64];
+    char path[64], buf[128];
     snprintf(path, sizeof path, "%s/autogroup", pid);
-    int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        if (write(fd, nice, strlen(nice)) < 0) {
-            /* no autogroups on this kernel: the policy alone */
+    int fd = openat(dirfd, path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return; /* no autogroups on this kernel: the process's nice alone */
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    buf[n > 0 ? n : 0] = 0;
+    const char *nice = strstr(buf, " nice ");
+    if (!nice || atoi(nice + 6) != 19) {
+        if (write(fd, "19", 2) < 0) {
+            /* EAGAIN: the host-wide rate limit; the next check tries again */
         }
-        close(fd);
     }
+    close(fd);
 }
 
-/* The second step: only what nobody else wants. */
-static void demote(int dirfd, const char *pid, pid_t p, int policy)
+/* The first step: nice 19, the process and its group. */
+static void hold_back(int dirfd, const char *pid, pid_t p)
 {
-    if (policy != SCHED_IDLE) {
-        struct sched_param sp = {0};
-        sched_setscheduler(p, SCHED_IDLE, &sp);
-    }
-    set_autogroup(dirfd, pid, "19");
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, (id_t)p);
+    if (errno == 0 && nice < 19)
+        setpriority(PRIO_PROCESS, (id_t)p, 19);
+    autogroup_to_19(dirfd, pid);
 }
 
-/* checks in a row (250 ms each) a process must want a CPU for 3/4 of: for
- * its autogroup to go to nice 10 (a tenth of a normal group's share, as the
- * fallback's nice 10 is to a process), then for SCHED_IDLE and nice 19 */
-#define HOG_INTERVALS 16
-#define IDLE_INTERVALS 120
+/* The window a process must want a CPU for 3/4 of: for nice 19, then for
+ * SCHED_IDLE; a window shorter than JUDGE_MS is not judged yet (schedstat's
+ * lag, see the top), a longer one that falls under 3/4 starts again. */
+#define HOLD_MS 4000
+#define IDLE_MS 30000
+#define JUDGE_MS 2000
 
-void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms)
+void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t now_ms)
 {
-    long long busy = interval_ms * 1000000ll * 3 / 4;
     DIR *d = opendir("/proc");
     if (!d)
         return;
@@ -118,14 +127,22 @@ void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms)
         long long t = cpu_wanted(dirfd(d), e->d_name, pid, &policy);
         if (t < 0)
             continue;
-        int streak = 0;
+        struct cpu_sample s = {pid, t, now_ms};
         for (int i = 0; i < *n; i++)
-            if ((*tab)[i].pid == pid && busy > 0 && t - (*tab)[i].ticks >= busy)
-                streak = (*tab)[i].streak + 1;
-        if (streak >= IDLE_INTERVALS)
-            demote(dirfd(d), e->d_name, pid, policy);
-        else if (streak >= HOG_INTERVALS && policy != SCHED_IDLE)
-            set_autogroup(dirfd(d), e->d_name, "10");
+            if ((*tab)[i].pid == pid)
+                s = (*tab)[i];
+        int64_t span = now_ms - s.since_ms;
+        if (span >= JUDGE_MS && (t - s.since_ns) * 4 < span * 1000000ll * 3)
+            s = (struct cpu_sample){pid, t, now_ms}; /* not a hog (any more): a new window */
+        else if (span >= IDLE_MS) {
+            if (policy != SCHED_IDLE) {
+                struct sched_param sp = {0};
+                sched_setscheduler(pid, SCHED_IDLE, &sp);
+            }
+            hold_back(dirfd(d), e->d_name, pid);
+        } else if (span >= HOLD_MS) {
+            hold_back(dirfd(d), e->d_name, pid);
+        }
         if (m == cap) {
             cap = cap ? 2 * cap : 64;
             struct cpu_sample *g = realloc(next, (size_t)cap * sizeof *g);
@@ -133,7 +150,7 @@ void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms)
                 break;
             next = g;
         }
-        next[m++] = (struct cpu_sample){pid, t, streak};
+        next[m++] = s;
     }
     closedir(d);
     free(*tab);

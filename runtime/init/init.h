@@ -77,15 +77,15 @@ struct disk_watch {
 };
 int init_diskwatch(struct disk_watch *w, int64_t now);
 
-/* cpuwatch.c: one check of the fallback CPU share, every interval_ms: a
- * process busy for 3/4 of the interval goes to SCHED_IDLE. *tab holds the
- * previous samples (replaced). */
+/* cpuwatch.c: one check of the fallback CPU share (every 250 ms): a process
+ * that wanted a CPU for 3/4 of the last 4 s goes to nice 19, of the last
+ * 30 s to SCHED_IDLE. *tab holds each process's window (replaced). */
 struct cpu_sample {
     pid_t pid;
-    long long ticks; /* ns it ran or waited to run (schedstat) */
-    int streak;      /* checks in a row it wanted a CPU for 3/4 of */
+    long long since_ns; /* ns it had run or waited to run (schedstat) at the window's start */
+    int64_t since_ms;   /* the window's start, PID 1's clock */
 };
-void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t interval_ms);
+void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t now_ms);
 
 /* harden.c: once in lis-init: the capability bounding set cut to Docker's
  * default set less cap_drop (lis_sandbox_spec.cap_drop), no ambient or

@@ -377,8 +377,7 @@ int main(int argc, char **argv)
             st.disk_next = now + init_diskwatch(&st.disk, now);
         if (st.cpuwatch && now >= st.cpu_next) {
             enum { CPU_INTERVAL_MS = 250 };
-            init_cpuwatch(&st.cpu, &st.ncpu,
-                          st.cpu_next ? CPU_INTERVAL_MS + now - st.cpu_next : CPU_INTERVAL_MS);
+            init_cpuwatch(&st.cpu, &st.ncpu, now);
             st.cpu_next = now + CPU_INTERVAL_MS;
         }
         /* Sessions first (what they said before dying counts), last to first
