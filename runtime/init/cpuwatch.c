@@ -11,7 +11,9 @@
  * waits the rest. It is judged over the whole window, not check by check:
  * schedstat adds a wait only when the task next runs, so a starved hog shows
  * no progress in many single checks (a rule of 120 checks in a row demoted
- * none of 64). The 4 s keep a burst (a build step, a pipe) at full share. A
+ * none of 64); a process found on a run queue (state R) when its figure did
+ * not move is counted as having wanted the CPU since the last check, so a hog
+ * that waits for seconds on a host busy with other work stays one. The 4 s keep a burst (a build step, a pipe) at full share. A
  * command cannot lower its nice or leave SCHED_IDLE (that needs CAP_SYS_NICE
  * in the initial namespace, or RLIMIT_NICE); it can set its autogroup back to
  * 0 and is demoted again at the next check. The kernel lets an unprivileged
@@ -75,6 +77,21 @@ static long long cpu_wanted(int dirfd, const char *pid, pid_t p, int *policy)
     return hz > 0 ? (ut + stt) * (1000000000ll / hz) : -1;
 }
 
+/* Whether the process runs or waits on a run queue now (state R). */
+static int is_runnable(int dirfd, const char *pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "%s/stat", pid);
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    const char *q = strrchr(buf, ')');
+    return q && q[1] == ' ' && q[2] == 'R';
+}
+
 /* The autogroup at nice 19, written only when it is not (see the top). */
 static void autogroup_to_19(int dirfd, const char *pid)
 {
@@ -127,13 +144,21 @@ void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t now_ms)
         long long t = cpu_wanted(dirfd(d), e->d_name, pid, &policy);
         if (t < 0)
             continue;
-        struct cpu_sample s = {pid, t, now_ms};
+        struct cpu_sample s = {pid, t, now_ms, t, now_ms};
         for (int i = 0; i < *n; i++)
-            if ((*tab)[i].pid == pid)
+            if ((*tab)[i].pid == pid) {
                 s = (*tab)[i];
+                /* schedstat lags for a starved task (see the top): one that
+                 * is on a run queue now wanted the CPU since the last check */
+                long long dt = (now_ms - s.at_ms) * 1000000ll, est = s.est;
+                if (t - est < dt * 3 / 4 && is_runnable(dirfd(d), e->d_name))
+                    est += dt;
+                s.est = t > est ? t : est;
+                s.at_ms = now_ms;
+            }
         int64_t span = now_ms - s.since_ms;
-        if (span >= JUDGE_MS && (t - s.since_ns) * 4 < span * 1000000ll * 3)
-            s = (struct cpu_sample){pid, t, now_ms}; /* not a hog (any more): a new window */
+        if (span >= JUDGE_MS && (s.est - s.since_ns) * 4 < span * 1000000ll * 3)
+            s = (struct cpu_sample){pid, s.est, now_ms, s.est, now_ms}; /* not a hog: anew */
         else if (span >= IDLE_MS) {
             if (policy != SCHED_IDLE) {
                 struct sched_param sp = {0};

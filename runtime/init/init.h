@@ -84,6 +84,8 @@ struct cpu_sample {
     pid_t pid;
     long long since_ns; /* ns it had run or waited to run (schedstat) at the window's start */
     int64_t since_ms;   /* the window's start, PID 1's clock */
+    long long est;      /* ns wanted by the last check: schedstat, or more if it lags */
+    int64_t at_ms;      /* the last check */
 };
 void init_cpuwatch(struct cpu_sample **tab, int *n, int64_t now_ms);
 
