@@ -386,9 +386,9 @@ static void on_connect(lis_monitor_hub *hub, lis_monitor *m, const struct seccom
     uint64_t len = is_sendto ? req->data.args[5] : req->data.args[2];
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
-    ssize_t got = addr ? mon_read_mem((pid_t)req->pid, addr, &ss,
-                                      len < sizeof ss ? (size_t)len : sizeof ss)
-                       : -1;
+    ssize_t got =
+        addr ? mon_read_mem((pid_t)req->pid, addr, &ss, len < sizeof ss ? (size_t)len : sizeof ss)
+             : -1;
     int valid = id_valid(m->listener, req->id);
     if (!valid || got < (ssize_t)sizeof(sa_family_t) ||
         (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
