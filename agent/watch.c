@@ -89,7 +89,9 @@ int agent_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, const agent
         return -1;
     if (!w || !w->hub)
         return 0;
-    lis_monitor_opts mo = {.policy = w->policy};
+    /* the episode writes into its sandbox only inside steps (the editor's
+     * step included): a step's begin skips the layer scan when nothing ran */
+    lis_monitor_opts mo = {.policy = w->policy, .writes_in_steps = 1};
     if (lis_monitor_attach(w->hub, *sb, &mo, mon, err) < 0) {
         lis_error ign;
         lis_sandbox_destroy(*sb, &ign);

@@ -93,6 +93,12 @@ unsigned lis_monitor_spec_flags(lis_net_mode net);
 
 typedef struct lis_monitor_opts {
     const lis_policy *policy; /* NULL: record only; must outlive the monitor */
+    /* The caller changes the sandbox's files only inside steps (lis run, lis
+     * batch): a step's begin then skips the scan of the writable layer when
+     * nothing of the sandbox ran since the last step's end (PID 1 alone then,
+     * no notification since). Not for a sandbox whose files are written from
+     * outside between steps (serve's file API). */
+    int writes_in_steps;
 } lis_monitor_opts;
 
 typedef struct lis_monitor lis_monitor;

@@ -57,7 +57,9 @@ int lis_monitor_attach(lis_monitor_hub *hub, lis_sandbox *sb, const lis_monitor_
     pthread_mutex_init(&m->mu, NULL);
     m->hub = hub;
     m->sb = sb;
+    m->pid1 = lis_sandbox_pid(sb);
     m->policy = opts ? opts->policy : NULL;
+    m->writes_in_steps = opts ? opts->writes_in_steps : 0;
     m->layer.upper_fd = -1;
     m->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     m->listener = lis_sandbox_take_monitor(sb);
@@ -139,15 +141,23 @@ int lis_monitor_step_begin(lis_monitor *m, const lis_monitor_call *call, lis_err
     m->call_cmd = dup_or_empty(call ? call->command : NULL);
     if (!m->call_tool || !m->call_cmd)
         return lis_oom(err);
+    /* the figures at the begin are the last step's end's (what ran between
+     * two steps counts in the next, as its other effects): one walk of the
+     * sandbox's processes per step, not two */
     lis_stats st;
     lis_error ignore;
-    if (lis_sandbox_stats(m->sb, &st, &ignore) == 0) {
+    if (!m->have0 && lis_sandbox_stats(m->sb, &st, &ignore) == 0) {
         m->cpu0 = st.cpu_seconds;
         m->disk0 = st.disk_bytes;
+        m->have0 = 1;
     }
-    /* what changed since the last step ended: a daemon's writes */
+    /* what changed since the last step ended: a daemon's writes; nothing can
+     * have when nothing ran since (PID 1 alone at the end, no notification
+     * since) and the caller writes only inside steps */
     pthread_mutex_lock(&m->mu);
-    int rc = mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, &m->files_total,
+    int rc = 0;
+    if (!(m->writes_in_steps && m->quiet_end && m->acts == m->acts_end))
+        rc = mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, &m->files_total,
                             MON_STEP_FILES, 1, &m->diff_budget, &m->scan_cut, err);
     m->in_step = 1;
     m->step_t0 = lis_now();
@@ -247,10 +257,15 @@ int lis_monitor_step_end(lis_monitor *m, const lis_result *res, lis_effects **ou
     lis_effects *e = calloc(1, sizeof *e);
     if (!e)
         return lis_oom(err);
+    pthread_mutex_lock(&m->mu);
+    uint64_t acts = m->acts; /* before the walk: a later notification means a scan at the begin */
+    pthread_mutex_unlock(&m->mu);
     lis_stats st;
     lis_error ignore;
     int have = lis_sandbox_stats(m->sb, &st, &ignore) == 0;
     pthread_mutex_lock(&m->mu);
+    m->acts_end = acts;
+    m->quiet_end = have && st.nprocs <= 1;
     int rc = mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, &m->files_total,
                             MON_STEP_FILES, 0, &m->diff_budget, &m->scan_cut, err);
     double now = lis_now();
@@ -314,6 +329,11 @@ int lis_monitor_step_end(lis_monitor *m, const lis_result *res, lis_effects **ou
         e->disk_delta = st.disk_bytes - m->disk0;
         e->nprocs_now = st.nprocs;
         e->mem_peak = st.memory_peak;
+        m->cpu0 = st.cpu_seconds;
+        m->disk0 = st.disk_bytes;
+        m->have0 = 1;
+    } else {
+        m->have0 = 0;
     }
     if (res && res->memory_peak)
         e->mem_peak = res->memory_peak;

@@ -89,12 +89,15 @@ typedef struct mon_pstatus {
 int mon_read_status(pid_t tid, mon_pstatus *st);
 /* /proc/PID/stat: user+system CPU seconds and the state letter; -1 when gone. */
 int mon_read_cpu(pid_t pid, double *cpu, char *state);
-/* A NUL-terminated string at addr of the process behind memfd (an open
- * /proc/TID/mem), at most max-1 bytes: its length, -1 with errno (EFAULT,
- * EIO, EPERM...) when unreadable; *cut set when it was longer. */
-ssize_t mon_read_str(int memfd, uint64_t addr, char *buf, size_t max, int *cut);
+/* A NUL-terminated string at addr of thread tid's memory (process_vm_readv:
+ * the same ptrace access check as /proc/TID/mem, without an open per
+ * notification), at most max-1 bytes: its length, -1 with errno (EFAULT,
+ * ESRCH, EPERM...) when unreadable; *cut set when it was longer. */
+ssize_t mon_read_str(pid_t tid, uint64_t addr, char *buf, size_t max, int *cut);
 /* Up to n 8-byte words at addr: how many were read, -1 when none. */
-ssize_t mon_read_words(int memfd, uint64_t addr, uint64_t *out, size_t n);
+ssize_t mon_read_words(pid_t tid, uint64_t addr, uint64_t *out, size_t n);
+/* Up to len bytes at addr: how many were read, -1 with errno when none. */
+ssize_t mon_read_mem(pid_t tid, uint64_t addr, void *out, size_t len);
 /* readlink of /proc/TID/<what> ("cwd", "fd/3"): the link text, not followed. */
 int mon_read_link(pid_t tid, const char *what, char *buf, size_t len);
 
@@ -280,8 +283,13 @@ struct lis_monitor {
     mon_layer layer;
     lis_monitor_call call;
     char *call_tool, *call_cmd;
-    double cpu0; /* lis_stats at the begin */
+    double cpu0; /* lis_stats at the begin: the last step's end's */
     uint64_t disk0;
+    int have0;               /* cpu0, disk0 are set */
+    pid_t pid1;              /* the sandbox's PID 1 (lis_sandbox_pid) */
+    int writes_in_steps;     /* lis_monitor_opts.writes_in_steps */
+    int quiet_end;           /* the last step ended with PID 1 alone in the sandbox */
+    uint64_t acts, acts_end; /* notifications handled: all, and before the last end */
 };
 
 /* An alert of rule r (m->mu held); wakes the caller for pause and stop. */

@@ -3,8 +3,8 @@
  * connect and sendto with --net none) and watching the pidfds of the
  * processes they started.
  *
- * For each notification it opens /proc/TID/mem, reads what it needs (path,
- * argv: capped), then checks with SECCOMP_IOCTL_NOTIF_ID_VALID that the
+ * For each notification it reads what it needs of the process's memory
+ * (process_vm_readv of the pid the kernel gave: path, argv, capped), then checks with SECCOMP_IOCTL_NOTIF_ID_VALID that the
  * process still waits in that same syscall, so everything read is of that
  * process and no other that reused its pid; only then is it recorded and
  * answered: CONTINUE, or EPERM when a deny rule matched. It never opens,
@@ -109,6 +109,8 @@ static void proc_watch(lis_monitor_hub *hub, lis_monitor *m, mon_proc *p)
 /* The pid inside the sandbox of a host pid: from a record, else /proc. */
 static pid_t ns_pid_of(lis_monitor *m, pid_t host)
 {
+    if (host == m->pid1) /* lis-init, the parent of every command's first program */
+        return 1;
     for (size_t i = m->nprocs; i-- > 0;)
         if (m->procs[i]->hpid == host)
             return m->procs[i]->pid;
@@ -153,7 +155,7 @@ struct exec_read {
     char via[24];
 };
 
-static void read_exec(int memfd, pid_t tid, const struct seccomp_data *d, struct exec_read *x)
+static void read_exec(pid_t tid, const struct seccomp_data *d, struct exec_read *x)
 {
     int at = d->nr == SYS_execveat;
     uint64_t path_addr = at ? d->args[1] : d->args[0];
@@ -162,10 +164,9 @@ static void read_exec(int memfd, pid_t tid, const struct seccomp_data *d, struct
     int flags = at ? (int)d->args[4] : 0;
     snprintf(x->via, sizeof x->via, at ? "execveat" : "execve");
     char raw[MON_PATH_MAX];
-    ssize_t n = memfd >= 0 ? mon_read_str(memfd, path_addr, raw, sizeof raw, &x->path_cut) : -1;
+    ssize_t n = mon_read_str(tid, path_addr, raw, sizeof raw, &x->path_cut);
     if (n < 0) {
-        snprintf(x->unread, sizeof x->unread, "path unreadable: %s",
-                 strerror(memfd >= 0 ? errno : EPERM));
+        snprintf(x->unread, sizeof x->unread, "path unreadable: %s", strerror(errno));
         raw[0] = 0;
     }
     /* make it absolute from the process's own links (their text only) */
@@ -195,8 +196,8 @@ static void read_exec(int memfd, pid_t tid, const struct seccomp_data *d, struct
     /* argv: the pointers, then each string, both capped */
     uint64_t ptrs[64];
     size_t off = 0;
-    for (size_t base_i = 0; memfd >= 0 && argv_addr && base_i < MON_ARGC_COUNT; base_i += 64) {
-        ssize_t got = mon_read_words(memfd, argv_addr + base_i * 8, ptrs, 64);
+    for (size_t base_i = 0; argv_addr && base_i < MON_ARGC_COUNT; base_i += 64) {
+        ssize_t got = mon_read_words(tid, argv_addr + base_i * 8, ptrs, 64);
         if (got <= 0) {
             if (!base_i)
                 snprintf(x->unread, sizeof x->unread, "argv unreadable: %s", strerror(errno));
@@ -217,7 +218,7 @@ static void read_exec(int memfd, pid_t tid, const struct seccomp_data *d, struct
             if (room > MON_ARG_MAX)
                 room = MON_ARG_MAX;
             int cut = 0;
-            ssize_t len = mon_read_str(memfd, ptrs[i], x->argv + off, room, &cut);
+            ssize_t len = mon_read_str(tid, ptrs[i], x->argv + off, room, &cut);
             if (len < 0) {
                 snprintf(x->argv + off, room, "(unreadable)");
                 len = (ssize_t)strlen(x->argv + off);
@@ -253,17 +254,9 @@ static const char *basename_of(const char *p)
 
 static void on_exec(lis_monitor_hub *hub, lis_monitor *m, const struct seccomp_notif *req)
 {
-    char mp[64];
-    snprintf(mp, sizeof mp, "/proc/%u/mem", req->pid);
-    int memfd = open(mp, O_RDONLY | O_CLOEXEC);
-    int mem_errno = errno;
     struct exec_read x;
     memset(&x, 0, sizeof x);
-    read_exec(memfd, (pid_t)req->pid, &req->data, &x);
-    if (memfd < 0)
-        snprintf(x.unread, sizeof x.unread, "memory unreadable: %s", strerror(mem_errno));
-    else
-        close(memfd);
+    read_exec((pid_t)req->pid, &req->data, &x);
     mon_pstatus st = {0};
     int have_st = mon_read_status((pid_t)req->pid, &st) == 0;
     if (!id_valid(m->listener, req->id))
@@ -393,14 +386,9 @@ static void on_connect(lis_monitor_hub *hub, lis_monitor *m, const struct seccom
     uint64_t len = is_sendto ? req->data.args[5] : req->data.args[2];
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
-    char mp[64];
-    snprintf(mp, sizeof mp, "/proc/%u/mem", req->pid);
-    int memfd = open(mp, O_RDONLY | O_CLOEXEC);
-    ssize_t got = -1;
-    if (memfd >= 0) {
-        got = pread(memfd, &ss, len < sizeof ss ? (size_t)len : sizeof ss, (off_t)addr);
-        close(memfd);
-    }
+    ssize_t got =
+        addr ? mon_read_mem((pid_t)req->pid, addr, &ss, len < sizeof ss ? (size_t)len : sizeof ss)
+             : -1;
     int valid = id_valid(m->listener, req->id);
     if (!valid || got < (ssize_t)sizeof(sa_family_t) ||
         (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
@@ -450,6 +438,9 @@ static void on_listener(lis_monitor_hub *hub, lis_monitor *m, uint32_t events)
         epoll_ctl(hub->epfd, EPOLL_CTL_DEL, m->listener, NULL);
         return;
     }
+    pthread_mutex_lock(&m->mu);
+    m->acts++; /* something of the sandbox ran (lis_monitor_step_begin's scan) */
+    pthread_mutex_unlock(&m->mu);
     memset(hub->req, 0, hub->sizes.seccomp_notif);
     if (ioctl(m->listener, SECCOMP_IOCTL_NOTIF_RECV, hub->req) < 0)
         return; /* ENOENT: the process went before we could read it */
@@ -470,6 +461,7 @@ static void on_pidfd(lis_monitor_hub *hub, hub_ref *r)
     lis_monitor *m = r->m;
     mon_proc *p = r->p;
     pthread_mutex_lock(&m->mu);
+    m->acts++;
     if (p->state == MP_RUNNING) {
         /* it ended without exit_group: a signal (or the last thread's exit) */
         struct mon_pidfd_info info = {.mask = MON_PIDFD_INFO_EXIT};

@@ -1,8 +1,8 @@
 /* procmem.c - a notifying process read from outside: strings and words of
- * its memory through its /proc/TID/mem (opened by the hub before it checks
- * that the notification is still valid), its status and CPU time, the text
- * of its own links. Nothing here follows a path the process chose: the only
- * files opened are /proc entries named by the pid the kernel gave. */
+ * its memory (process_vm_readv of the pid the kernel gave, read before the
+ * hub checks that the notification is still valid), its status and CPU
+ * time, the text of its own links. Nothing here follows a path the process
+ * chose: the only files opened are /proc entries named by that pid. */
 #include "monitor.h"
 
 #include <errno.h>
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static ssize_t read_proc(pid_t pid, const char *what, char *buf, size_t len)
@@ -85,7 +86,18 @@ int mon_read_cpu(pid_t pid, double *cpu, char *state)
     return 0;
 }
 
-ssize_t mon_read_str(int memfd, uint64_t addr, char *buf, size_t max, int *cut)
+ssize_t mon_read_mem(pid_t tid, uint64_t addr, void *out, size_t len)
+{
+    struct iovec local = {out, len}, remote = {(void *)(uintptr_t)addr, len};
+    ssize_t n = process_vm_readv(tid, &local, 1, &remote, 1, 0);
+    if (n == 0) {
+        errno = EIO;
+        return -1;
+    }
+    return n;
+}
+
+ssize_t mon_read_str(pid_t tid, uint64_t addr, char *buf, size_t max, int *cut)
 {
     size_t have = 0;
     *cut = 0;
@@ -99,12 +111,10 @@ ssize_t mon_read_str(int memfd, uint64_t addr, char *buf, size_t max, int *cut)
         size_t room = 4096 - (size_t)(at & 4095);
         if (room > max - 1 - have)
             room = max - 1 - have;
-        ssize_t n = pread(memfd, buf + have, room, (off_t)at);
-        if (n <= 0) {
+        ssize_t n = mon_read_mem(tid, at, buf + have, room);
+        if (n < 0) {
             if (have)
                 break; /* what was read stands, cut */
-            if (n == 0)
-                errno = EIO;
             return -1;
         }
         char *nul = memchr(buf + have, 0, (size_t)n);
@@ -117,15 +127,15 @@ ssize_t mon_read_str(int memfd, uint64_t addr, char *buf, size_t max, int *cut)
     return (ssize_t)have;
 }
 
-ssize_t mon_read_words(int memfd, uint64_t addr, uint64_t *out, size_t n)
+ssize_t mon_read_words(pid_t tid, uint64_t addr, uint64_t *out, size_t n)
 {
     if (!addr) {
         errno = EFAULT;
         return -1;
     }
-    ssize_t got = pread(memfd, out, n * sizeof *out, (off_t)addr);
-    if (got <= 0) {
-        if (got == 0)
+    ssize_t got = mon_read_mem(tid, addr, out, n * sizeof *out);
+    if (got < (ssize_t)sizeof *out) {
+        if (got >= 0)
             errno = EIO;
         return -1;
     }
