@@ -132,9 +132,10 @@ int lis_copy_tree(int sfd, int dfd, lis_tree_copy *c);
 #else
 #define LIS_VM_CLONE 0
 #endif
-#define LIS_VM_STACK (8u << 20)    /* the sandbox child's: its code's frames and target()'s recursion */
+/* the sandbox child's stack: its code's frames and target()'s recursion */
+#define LIS_VM_STACK (8u << 20)
 #define LIS_VM_STACK_MID (64u << 10) /* the full-map path's transient child */
-#define LIS_VM_GUARD (1u << 20)    /* PROT_NONE below each stack: larger than any frame */
+#define LIS_VM_GUARD (1u << 20)      /* PROT_NONE below each stack: larger than any frame */
 typedef struct lis_vm_stacks {
     char *base, *arena, *stack[2]; /* stack[0]: the sandbox child's, [1]: the mid's */
     size_t len;

@@ -479,8 +479,7 @@ static int setup_error(int e, const char *stage, lis_error *err)
 }
 
 /* A failed clone as one line with the cause and the fix. */
-static int clone_error(int e, const struct clone_args *ca, const lis_spawn_req *req,
-                       lis_error *err)
+static int clone_error(int e, const struct clone_args *ca, const lis_spawn_req *req, lis_error *err)
 {
     if (e == ENOSYS)
         return lis_fail(err, e,
@@ -504,8 +503,8 @@ static int clone_error(int e, const struct clone_args *ca, const lis_spawn_req *
                         "kernel.unprivileged_userns_clone and AppArmor; run `lis doctor`)",
                         strerror(e));
     if (ca->flags & CLONE_INTO_CGROUP)
-        return lis_fail(err, e, "clone3 into cgroup %s: %s (run `lis doctor`)",
-                        req->cg->dir, strerror(e));
+        return lis_fail(err, e, "clone3 into cgroup %s: %s (run `lis doctor`)", req->cg->dir,
+                        strerror(e));
     return lis_fail_errnum(err, e, "clone3");
 }
 

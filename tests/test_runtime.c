@@ -458,12 +458,13 @@ static void *create_some(void *arg)
 static char *sandbox_view(lis_sandbox *sb)
 {
     int code = -1;
-    char *out = sh_out(sb,
-                       "hostname; tail -n 1 /etc/hosts; cat /tmp/seed; ulimit -n; "
-                       "grep -E 'NoNewPrivs|Seccomp:|CapBnd' /proc/self/status; "
-                       "grep -E '^Max (processes|data size|file size|open files)' /proc/self/limits; "
-                       "cat /proc/self/uid_map; cut -d' ' -f5- /proc/self/mountinfo",
-                       &code);
+    char *out =
+        sh_out(sb,
+               "hostname; tail -n 1 /etc/hosts; cat /tmp/seed; ulimit -n; "
+               "grep -E 'NoNewPrivs|Seccomp:|CapBnd' /proc/self/status; "
+               "grep -E '^Max (processes|data size|file size|open files)' /proc/self/limits; "
+               "cat /proc/self/uid_map; cut -d' ' -f5- /proc/self/mountinfo",
+               &code);
     cr_assert_eq(code, 0, "%s", out);
     return out;
 }
