@@ -391,7 +391,8 @@ int lis_copy_tree(int sfd, int dfd, lis_tree_copy *c)
     k.arena = c->arena ? c->arena
                        : mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE,
                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (k.arena == MAP_FAILED)
+    if (k.arena == MAP_FAILED ||
+        (c->arena && mprotect(c->arena, ARENA_SIZE, PROT_READ | PROT_WRITE) < 0))
         return -errno;
     k.links = (struct hardlink *)(k.arena + ARENA_SIZE - MAX_LINKS * sizeof(struct hardlink));
     k.dest_root = dfd;

@@ -105,7 +105,7 @@ uint64_t lis_disk_usage(pid_t pid1, const char *layer_dir);
  * in a raw clone3 child). 0 or -errno, where = the entry it failed on. */
 typedef struct lis_tree_copy {
     int keep_owner;
-    char *arena; /* LIS_COPY_ARENA bytes the caller mapped (a CLONE_VM child); NULL: mapped here */
+    char *arena; /* LIS_COPY_ARENA bytes the caller mapped, PROT_NONE (a CLONE_VM child); NULL: mapped here */
     void (*hash)(void *arg, const void *data, size_t len); /* NULL: none */
     void *hash_arg;
     uint64_t max_bytes;               /* of data (holes not counted); 0: no bound */

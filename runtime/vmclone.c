@@ -59,16 +59,18 @@ long lis_vm_clone3(struct clone_args *ca, const lis_vm_stacks *st, int which, vo
 /* Low to high: the arena, a guard, the child's stack, a guard, the mid's
  * stack (spawn.c's full-map path). A guard is larger than any frame of the
  * child's code (the largest, load_filter's, is 32 KiB), so an overflow
- * faults in the guard and never reaches the owner's memory below it. */
+ * faults in the guard and never reaches the owner's memory below it. The
+ * arena stays PROT_NONE (no commit charge, even with vm.overcommit_memory=2)
+ * until a child that copies the image's /tmp makes it writable (copytree.c). */
 int lis_vm_stacks_map(lis_vm_stacks *st)
 {
     size_t len = LIS_COPY_ARENA + LIS_VM_GUARD + LIS_VM_STACK + LIS_VM_GUARD + LIS_VM_STACK_MID;
-    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    char *m = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED)
         return errno;
-    char *g1 = m + LIS_COPY_ARENA, *g2 = g1 + LIS_VM_GUARD + LIS_VM_STACK;
-    if (mprotect(g1, LIS_VM_GUARD, PROT_NONE) < 0 || mprotect(g2, LIS_VM_GUARD, PROT_NONE) < 0) {
+    char *s0 = m + LIS_COPY_ARENA + LIS_VM_GUARD, *s1 = s0 + LIS_VM_STACK + LIS_VM_GUARD;
+    if (mprotect(s0, LIS_VM_STACK, PROT_READ | PROT_WRITE) < 0 ||
+        mprotect(s1, LIS_VM_STACK_MID, PROT_READ | PROT_WRITE) < 0) {
         int e = errno;
         munmap(m, len);
         return e;
@@ -76,8 +78,8 @@ int lis_vm_stacks_map(lis_vm_stacks *st)
     st->base = m;
     st->len = len;
     st->arena = m;
-    st->stack[0] = g1 + LIS_VM_GUARD;
-    st->stack[1] = g2 + LIS_VM_GUARD;
+    st->stack[0] = s0;
+    st->stack[1] = s1;
     return 0;
 }
 
