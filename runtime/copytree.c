@@ -27,7 +27,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#define ARENA_SIZE (512ull << 20) /* reserved, not committed (MAP_NORESERVE) */
+#define ARENA_SIZE LIS_COPY_ARENA
 #define MAX_DEPTH 200
 #define MAX_LINKS 4096
 
@@ -386,13 +386,18 @@ int lis_copy_tree(int sfd, int dfd, lis_tree_copy *c)
 {
     copier k = {.c = c};
     c->where[0] = 0;
-    k.arena = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (k.arena == MAP_FAILED)
+    /* A CLONE_VM child copies into its creator's mapping (vmclone.c): one
+     * it mapped itself would stay in the owner were it killed mid-copy. */
+    k.arena = c->arena ? c->arena
+                       : mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (k.arena == MAP_FAILED ||
+        (c->arena && mprotect(c->arena, ARENA_SIZE, PROT_READ | PROT_WRITE) < 0))
         return -errno;
     k.links = (struct hardlink *)(k.arena + ARENA_SIZE - MAX_LINKS * sizeof(struct hardlink));
     k.dest_root = dfd;
     int rc = copy_dir_contents(&k, sfd, dfd, 0);
-    munmap(k.arena, ARENA_SIZE);
+    if (!c->arena)
+        munmap(k.arena, ARENA_SIZE);
     return rc;
 }

@@ -105,6 +105,7 @@ uint64_t lis_disk_usage(pid_t pid1, const char *layer_dir);
  * in a raw clone3 child). 0 or -errno, where = the entry it failed on. */
 typedef struct lis_tree_copy {
     int keep_owner;
+    char *arena; /* LIS_COPY_ARENA bytes the caller mapped, PROT_NONE (a CLONE_VM child); NULL: mapped here */
     void (*hash)(void *arg, const void *data, size_t len); /* NULL: none */
     void *hash_arg;
     uint64_t max_bytes;               /* of data (holes not counted); 0: no bound */
@@ -113,6 +114,39 @@ typedef struct lis_tree_copy {
     char where[256];
 } lis_tree_copy;
 int lis_copy_tree(int sfd, int dfd, lis_tree_copy *c);
+#define LIS_COPY_ARENA (512ull << 20) /* reserved, not committed (MAP_NORESERVE) */
+
+/* vmclone.c: clone3 with CLONE_VM on stacks of its own (spawn.c). Only on
+ * x86-64 (the trampoline is assembly) and not under ASan, whose shadow of a
+ * stack it did not see made is wrong in a child that never returns: there,
+ * spawn.c forks the owner as before. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LIS_VM_CLONE 0
+#endif
+#endif
+#ifndef LIS_VM_CLONE
+#define LIS_VM_CLONE 1
+#endif
+#else
+#define LIS_VM_CLONE 0
+#endif
+/* the sandbox child's stack: its code's frames and target()'s recursion */
+#define LIS_VM_STACK (8u << 20)
+#define LIS_VM_STACK_MID (64u << 10) /* the full-map path's transient child */
+#define LIS_VM_GUARD (1u << 20)      /* PROT_NONE below each stack: larger than any frame */
+typedef struct lis_vm_stacks {
+    char *base, *arena, *stack[2]; /* stack[0]: the sandbox child's, [1]: the mid's */
+    size_t len;
+} lis_vm_stacks;
+int lis_vm_stacks_map(lis_vm_stacks *st); /* 0 or an errno */
+void lis_vm_stacks_unmap(lis_vm_stacks *st);
+struct clone_args;
+/* clone3(ca | CLONE_VM) on st->stack[which]; the child runs fn(arg) and never
+ * returns into the caller's frame. The pid, or -1 with errno. */
+long lis_vm_clone3(struct clone_args *ca, const lis_vm_stacks *st, int which, void (*fn)(void *),
+                   void *arg);
 
 /* util.c: the bottom helpers, no context */
 /* /proc/<pid>/stat read into buf: a pointer to its state field (what follows

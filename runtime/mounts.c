@@ -609,7 +609,11 @@ void lis_mount_plan_cache_free(lis_ctx *ctx)
     ctx->plans.plan = NULL;
 }
 
-/* ---- child side: no allocation below this line ---- */
+/* ---- child side: no allocation below this line ----
+ * The child may run in its owner's address space (spawn.c, CLONE_VM): the
+ * plan is read only (another creator may be using it at the same time), and
+ * everything written is on the child's stack, in *stage / *held (the
+ * child's locals) or in the arena its creator mapped for it. */
 
 static void fd_path(int fd, char *buf)
 {
@@ -804,7 +808,7 @@ static int mount_overlay(const mount_op *o)
 
 /* Copies the merged root's /tmp (what an image or a snapshot layer holds
  * there) into the scratch /tmp about to be mounted over it. */
-static int fill_tmp(const mount_op *o, int rootfd)
+static int fill_tmp(const mount_op *o, int rootfd, char *arena)
 {
     int src = open_in_root(rootfd, "tmp", O_RDONLY | O_DIRECTORY);
     if (src < 0)
@@ -815,7 +819,7 @@ static int fill_tmp(const mount_op *o, int rootfd)
     if (got > 48) { /* more than "." and ".." (24 bytes each) */
         lseek(src, 0, SEEK_SET);
         int dst = open(o->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        lis_tree_copy c = {.keep_owner = 1};
+        lis_tree_copy c = {.keep_owner = 1, .arena = arena};
         rc = dst < 0 ? errno : -lis_copy_tree(src, dst, &c);
         if (dst >= 0)
             close(dst);
@@ -824,7 +828,7 @@ static int fill_tmp(const mount_op *o, int rootfd)
     return rc;
 }
 
-static int run_op(const mount_op *o, const char *name, int *rootfd, int *held)
+static int run_op(const mount_op *o, const char *name, char *arena, int *rootfd, int *held)
 {
     char fdp[32];
     int tfd = -1, rc = 0;
@@ -888,7 +892,7 @@ static int run_op(const mount_op *o, const char *name, int *rootfd, int *held)
         *held = open(o->dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         rc = *held < 0 ? errno : 0;
         break;
-    case OP_FILLTMP: rc = fill_tmp(o, *rootfd); break;
+    case OP_FILLTMP: rc = fill_tmp(o, *rootfd, arena); break;
     case OP_PIVOT:
         if (fchdir(*rootfd) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
             umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
@@ -923,12 +927,13 @@ int lis_mount_plan_listener(const lis_mount_plan *plan, int life, const char **s
     return rc;
 }
 
-int lis_mount_plan_run(const lis_mount_plan *plan, const char *name, const char **stage, int *held)
+int lis_mount_plan_run(const lis_mount_plan *plan, const char *name, char *arena,
+                       const char **stage, int *held)
 {
     int rootfd = -1;
     *held = -1;
     for (int i = 0; i < plan->n; i++) {
-        int rc = run_op(&plan->ops[i], name, &rootfd, held);
+        int rc = run_op(&plan->ops[i], name, arena, &rootfd, held);
         if (rc && !plan->ops[i].optional) {
             *stage = plan->ops[i].stage;
             return rc;

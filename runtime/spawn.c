@@ -2,9 +2,35 @@
  * namespaces; the child builds the root (mounts.c), hardens itself and execs
  * lis-init as PID 1.
  *
- * The child is a fork of a possibly multi-threaded owner, so it must not
- * allocate or take locks: everything it needs is prepared here, in the
- * parent, before clone3. */
+ * The child shares its owner's address space until the exec (CLONE_VM, on a
+ * stack of its own: vmclone.c): a fork would copy the page tables of an
+ * owner that may hold hundreds of episodes and make every owner thread fault
+ * copy-on-write until the exec. So, in the child (child_main and what it
+ * calls: mounts.c's child side, copytree.c, load_filter, apply_rlimits,
+ * send_msg):
+ *  - nothing is allocated and no lock is taken: everything it needs is
+ *    prepared here, before the clone;
+ *  - it writes no memory but its own stack and the arena its creator mapped
+ *    for it: the plan, req, the seccomp fds, ctx and init_args are read only
+ *    (a cached plan is read by other creators' children at the same time);
+ *  - what it reads stays alive until it has exec'd (READY is sent by
+ *    lis-init, after the exec) or been killed and reaped: lis_spawn returns,
+ *    unmaps the stack and drops the plan only after one of these;
+ *  - it runs with every signal blocked (set by the creator around the clone;
+ *    lis-init sets its own mask), so no handler of the owner ever runs on
+ *    the owner's memory from the child; SIGKILL still ends it;
+ *  - it shares the creator thread's TLS (errno, glibc's cancellation word):
+ *    before GO it only closes fds and clears FD_CLOEXEC on fds it holds
+ *    (calls that do not fail, so no errno is written) while the creator
+ *    writes the id maps; after GO the creator only sits in poll/recvmsg,
+ *    and a failure of those (the only way it writes errno) kills the child.
+ *    glibc's cancellation word is only changed with atomic operations that
+ *    each side undoes, and lis never cancels a thread;
+ *  - its fd table and fs struct are its own (no CLONE_FILES, no CLONE_FS);
+ *    rlimits, nice, no_new_privs and the seccomp filter (no TSYNC) are set on
+ *    the child's own task/process only.
+ * Under ASan, and off x86-64, the child is a fork of the owner instead
+ * (LIS_VM_CLONE 0, internal.h), with the same code. */
 #include "internal.h"
 #include "mounts.h"
 #include "proto.h"
@@ -150,15 +176,28 @@ static int init_args_make(const lis_sandbox_spec *spec, struct init_args *a, lis
     return 0;
 }
 
+/* What the sandbox child reads, on the creator's stack (read only). */
+struct child_args {
+    const lis_mount_plan *plan;
+    int life, parent_end, listen_fd, init_fd;
+    const struct lis_seccomp *sc;
+    const lis_spawn_req *req;
+    const struct init_args *ia;
+    char *arena; /* copytree.c's, mapped by the creator; NULL in a fork */
+};
+
 /* The clone child: waits for GO, runs the mount plan, hardens itself and
  * execs lis-init as PID 1. Never returns (exits when a step fails, after
- * telling the owner on the lifeline). No allocation, no locks (see the top). */
-static __attribute__((noreturn)) void child_main(const lis_mount_plan *plan, int life,
-                                                 int parent_end, int listen_fd, int init_fd,
-                                                 const struct lis_seccomp *sc,
-                                                 const lis_spawn_req *req,
-                                                 const struct init_args *ia)
+ * telling the owner on the lifeline). What it may do: see the top. */
+static __attribute__((noreturn)) void child_main(void *arg)
 {
+    const struct child_args *c = arg;
+    const lis_mount_plan *plan = c->plan;
+    int life = c->life, listen_fd = c->listen_fd, init_fd = c->init_fd;
+    const struct lis_seccomp *sc = c->sc;
+    const lis_spawn_req *req = c->req;
+    const struct init_args *ia = c->ia;
+    int parent_end = c->parent_end;
     int persist = req->spec->persist;
     close(parent_end);
     int bpf_fd = sc->cmd_fd;
@@ -192,7 +231,7 @@ static __attribute__((noreturn)) void child_main(const lis_mount_plan *plan, int
     }
     const char *stage = NULL;
     int held = -1;
-    int e = lis_mount_plan_run(plan, req->name, &stage, &held);
+    int e = lis_mount_plan_run(plan, req->name, c->arena, &stage, &held);
     if (e) {
         send_msg(life, LIS_MSG_SETUP_ERR, e, stage);
         _exit(1);
@@ -287,51 +326,85 @@ struct nested_report {
     int err;
 };
 
+/* Clones the sandbox child: CLONE_VM on st's stack, or a fork. */
+static long clone_child(struct clone_args *ca, const lis_vm_stacks *st, struct child_args *c)
+{
+#if LIS_VM_CLONE
+    return lis_vm_clone3(ca, st, 0, child_main, c);
+#else
+    (void)st;
+    long pid = syscall(SYS_clone3, ca, sizeof *ca);
+    if (pid == 0)
+        child_main(c);
+    return pid;
+#endif
+}
+
+/* What the full-map path's transient child reads (the creator's stack). */
+struct nest_args {
+    int holder, report; /* the holder user namespace; the pipe's write end */
+    const struct clone_args *ca;
+    const lis_vm_stacks *st;
+    struct child_args *child;
+};
+
+/* The transient child: enters the holder user namespace, clones the sandbox
+ * as its owner's child (CLONE_PARENT) and writes its identity map. With
+ * CLONE_VM it runs on its own stack while the creator is suspended
+ * (CLONE_VFORK), so the TLS they share is never used by both at once; the
+ * kernel lets a task that shares an mm enter a user namespace as long as it
+ * has no other thread and its own fs struct (userns_install). Its writes:
+ * its stack, and the report into the pipe. */
+static __attribute__((noreturn)) void mid_main(void *arg)
+{
+    const struct nest_args *n = arg;
+    struct nested_report rep = {0, 0};
+    if (setns(n->holder, CLONE_NEWUSER) < 0) {
+        rep.err = errno;
+    } else {
+        struct clone_args c = *n->ca;
+        c.flags = (c.flags & ~(uint64_t)CLONE_PIDFD) | CLONE_PARENT;
+        c.pidfd = 0;
+        long child = clone_child(&c, n->st, n->child);
+        if (child < 0)
+            rep.err = errno;
+        rep.pid = child;
+        if (child > 0 && (write_identity_map(child, "uid_map") < 0 ||
+                          write_identity_map(child, "gid_map") < 0)) {
+            rep.err = errno;
+            kill((pid_t)child, SIGKILL);
+        }
+    }
+    _exit(write(n->report, &rep, sizeof rep) == (ssize_t)sizeof rep ? 0 : 1);
+}
+
 /* The full-map path: a transient child enters the context's holder user
  * namespace (mapped once with newuidmap), clones the sandbox as a sibling
  * (CLONE_PARENT: the owner stays its parent) and writes an identity map,
  * which the holder turns into the caller's uid plus its subordinate range.
  * This saves two setuid execs of newuidmap/newgidmap per sandbox. */
-static long clone_nested(int holder, const struct clone_args *ca, const lis_mount_plan *plan,
-                         int sv[2], const lis_spawn_req *req, int init_fd,
-                         const struct lis_seccomp *sc, const struct init_args *ia, int *pidfd,
-                         int *clone_errno)
+static long clone_nested(int holder, const struct clone_args *ca, const lis_vm_stacks *st,
+                         struct child_args *child, int *pidfd, int *clone_errno)
 {
     int pp[2];
     if (pipe2(pp, O_CLOEXEC) < 0) {
         *clone_errno = errno;
         return -1;
     }
+    struct nest_args n = {.holder = holder, .report = pp[1], .ca = ca, .st = st, .child = child};
     struct clone_args mid_args = {.exit_signal = 0};
+#if LIS_VM_CLONE
+    mid_args.flags = CLONE_VFORK;
+    long mid = lis_vm_clone3(&mid_args, st, 1, mid_main, &n);
+#else
     long mid = syscall(SYS_clone3, &mid_args, sizeof mid_args);
-    if (mid == 0) {
-        close(pp[0]);
-        struct nested_report rep = {0, 0};
-        if (setns(holder, CLONE_NEWUSER) < 0) {
-            rep.err = errno;
-        } else {
-            struct clone_args c = *ca;
-            c.flags = (c.flags & ~(uint64_t)CLONE_PIDFD) | CLONE_PARENT;
-            c.pidfd = 0;
-            long child = syscall(SYS_clone3, &c, sizeof c);
-            if (child == 0) {
-                close(pp[1]);
-                child_main(plan, sv[1], sv[0], req->listen_fd, init_fd, sc, req, ia);
-            }
-            if (child < 0)
-                rep.err = errno;
-            rep.pid = child;
-            if (child > 0 && (write_identity_map(child, "uid_map") < 0 ||
-                              write_identity_map(child, "gid_map") < 0)) {
-                rep.err = errno;
-                kill((pid_t)child, SIGKILL);
-            }
-        }
-        _exit(write(pp[1], &rep, sizeof rep) == (ssize_t)sizeof rep ? 0 : 1);
-    }
+    if (mid == 0)
+        mid_main(&n);
+#endif
+    int mid_errno = errno;
     close(pp[1]);
     if (mid < 0) {
-        *clone_errno = errno;
+        *clone_errno = mid_errno;
         close(pp[0]);
         return -1;
     }
@@ -342,7 +415,7 @@ static long clone_nested(int holder, const struct clone_args *ca, const lis_moun
     while (waitpid((pid_t)mid, NULL, __WALL) < 0 && errno == EINTR)
         ;
     if (rep.err) {
-        if (rep.pid > 0)
+        if (rep.pid > 0) /* killed by the mid; reaped before its stack goes */
             waitpid((pid_t)rep.pid, NULL, __WALL);
         *clone_errno = rep.err;
         return -1;
@@ -405,11 +478,44 @@ static int setup_error(int e, const char *stage, lis_error *err)
     return lis_fail(err, e, "sandbox set-up failed while %s: %s%s", stage, strerror(e), hint);
 }
 
+/* A failed clone as one line with the cause and the fix. */
+static int clone_error(int e, const struct clone_args *ca, const lis_spawn_req *req, lis_error *err)
+{
+    if (e == ENOSYS)
+        return lis_fail(err, e,
+                        "clone3 is not available: lis needs Linux >= 5.12, "
+                        "and inside a container its seccomp profile may hide clone3, as "
+                        "Docker's default does (run `lis doctor`; docs/ci.md)");
+    if (e == EAGAIN)
+        return lis_fail(err, e,
+                        "cannot start another process: the per-user "
+                        "process limit (ulimit -u), kernel.pid_max or kernel.threads-max is "
+                        "reached (run `lis doctor`)");
+    if (e == ENOSPC || e == EUSERS)
+        return lis_fail(err, e,
+                        "too many namespaces: user.max_user_namespaces "
+                        "(or another user.max_*_namespaces limit) is reached for this user; "
+                        "raise it with sysctl (run `lis doctor`)");
+    if (e == EPERM)
+        return lis_fail(err, e,
+                        "cannot create a user namespace: %s (unprivileged user namespaces "
+                        "are disabled or exhausted here: check user.max_user_namespaces, "
+                        "kernel.unprivileged_userns_clone and AppArmor; run `lis doctor`)",
+                        strerror(e));
+    if (ca->flags & CLONE_INTO_CGROUP)
+        return lis_fail(err, e, "clone3 into cgroup %s: %s (run `lis doctor`)", req->cg->dir,
+                        strerror(e));
+    return lis_fail_errnum(err, e, "clone3");
+}
+
 int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd_out, int *life_out,
               lis_error *err)
 {
     struct init_args ia;
     if (lis_ctx_prepare_spawn(ctx, err) < 0 || init_args_make(req->spec, &ia, err) < 0)
+        return -1;
+    int holder = req->full_map ? lis_holder_userns(ctx, err) : -1;
+    if (req->full_map && holder < 0)
         return -1;
     lis_mount_plan *plan = lis_mount_plan_get(ctx, req, err);
     if (!plan)
@@ -424,6 +530,16 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
                             "raise the limit with ulimit -n (run `lis doctor`)");
         return lis_fail_errnum(err, e, "socketpair");
     }
+    lis_vm_stacks st = {0};
+#if LIS_VM_CLONE
+    int me = lis_vm_stacks_map(&st);
+    if (me) {
+        close(sv[0]);
+        close(sv[1]);
+        lis_mount_plan_put(ctx, plan);
+        return lis_fail_errnum(err, me, "mapping the sandbox set-up's stack");
+    }
+#endif
     uint64_t flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
                      CLONE_NEWCGROUP | CLONE_PIDFD;
     if (req->spec->net != LIS_NET_HOST)
@@ -438,53 +554,36 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         ca.flags |= CLONE_INTO_CGROUP;
         ca.cgroup = (uint64_t)req->cg->fd;
     }
+    struct child_args child = {.plan = plan,
+                               .life = sv[1],
+                               .parent_end = sv[0],
+                               .listen_fd = req->listen_fd,
+                               .init_fd = ctx->init_fd,
+                               .sc = &ctx->seccomp,
+                               .req = req,
+                               .ia = &ia,
+                               .arena = st.arena};
     long pid;
     int clone_errno = 0;
+#if LIS_VM_CLONE /* the child (and the mid) start with every signal blocked (see the top) */
+    uint64_t all = ~0ull, saved = 0;
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &saved, sizeof all);
+#endif
     if (req->full_map) {
-        int holder = lis_holder_userns(ctx, err);
-        if (holder < 0) {
-            close(sv[0]);
-            close(sv[1]);
-            lis_mount_plan_put(ctx, plan);
-            return -1;
-        }
-        pid = clone_nested(holder, &ca, plan, sv, req, ctx->init_fd, &ctx->seccomp, &ia, &pidfd,
-                           &clone_errno);
+        pid = clone_nested(holder, &ca, &st, &child, &pidfd, &clone_errno);
     } else {
-        pid = syscall(SYS_clone3, &ca, sizeof ca);
-        if (pid == 0)
-            child_main(plan, sv[1], sv[0], req->listen_fd, ctx->init_fd, &ctx->seccomp, req, &ia);
-        clone_errno = errno;
+        pid = clone_child(&ca, &st, &child);
+        clone_errno = pid < 0 ? errno : 0;
     }
+#if LIS_VM_CLONE
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &saved, NULL, sizeof saved);
+#endif
     close(sv[1]);
-    lis_mount_plan_put(ctx, plan);
     if (pid < 0) {
         close(sv[0]);
-        if (clone_errno == ENOSYS)
-            return lis_fail(err, clone_errno,
-                            "clone3 is not available: lis needs Linux >= 5.12, "
-                            "and inside a container its seccomp profile may hide clone3, as "
-                            "Docker's default does (run `lis doctor`; docs/ci.md)");
-        if (clone_errno == EAGAIN)
-            return lis_fail(err, clone_errno,
-                            "cannot start another process: the per-user "
-                            "process limit (ulimit -u), kernel.pid_max or kernel.threads-max is "
-                            "reached (run `lis doctor`)");
-        if (clone_errno == ENOSPC || clone_errno == EUSERS)
-            return lis_fail(err, clone_errno,
-                            "too many namespaces: user.max_user_namespaces "
-                            "(or another user.max_*_namespaces limit) is reached for this user; "
-                            "raise it with sysctl (run `lis doctor`)");
-        if (clone_errno == EPERM)
-            return lis_fail(err, clone_errno,
-                            "cannot create a user namespace: %s (unprivileged user namespaces "
-                            "are disabled or exhausted here: check user.max_user_namespaces, "
-                            "kernel.unprivileged_userns_clone and AppArmor; run `lis doctor`)",
-                            strerror(clone_errno));
-        if (ca.flags & CLONE_INTO_CGROUP)
-            return lis_fail(err, clone_errno, "clone3 into cgroup %s: %s (run `lis doctor`)",
-                            req->cg->dir, strerror(clone_errno));
-        return lis_fail_errnum(err, clone_errno, "clone3");
+        lis_vm_stacks_unmap(&st);
+        lis_mount_plan_put(ctx, plan);
+        return clone_error(clone_errno, &ca, req, err);
     }
 
     int rc = lis_cg_attach(req->cg, (pid_t)pid, err); /* v1 only; the child waits for GO */
@@ -524,8 +623,13 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid_out, int *pidfd
         waitid(P_PIDFD, pidfd, &si, WEXITED | __WALL);
         close(pidfd);
         close(sv[0]);
-        return -1;
     }
+    /* The child is reaped, or lis-init sent READY after its exec: nothing
+     * reads the stack or the plan any more. */
+    lis_vm_stacks_unmap(&st);
+    lis_mount_plan_put(ctx, plan);
+    if (rc < 0)
+        return -1;
     *pid_out = (pid_t)pid;
     *pidfd_out = pidfd;
     *life_out = sv[0];

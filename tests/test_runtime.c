@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -421,6 +422,106 @@ Test(runtime, sixty_four_sandboxes_at_once, .timeout = 240)
     }
     for (int i = 0; i < N; i++)
         cr_assert_eq(lis_sandbox_destroy(sb[i], &err), 0, "%s", err.msg);
+    lis_ctx_free(ctx);
+}
+
+/* Creators at once on one cached mount plan. The set-up child shares its
+ * owner's memory until it execs lis-init (runtime/spawn.c): one that wrote
+ * into the plan, the request or its creator's frame would give another
+ * sandbox its name, its mounts, its /tmp or its limits. Each must show its
+ * own name and exactly what a sandbox made alone shows. The image's /tmp is
+ * not empty, so every child also copies it (copytree.c, in the arena its
+ * creator mapped). Once with the full uid map (the transient child of
+ * spawn.c), once with the single one. */
+enum { CREATORS = 8, PER_CREATOR = 4 };
+struct creator {
+    lis_ctx *ctx;
+    const lis_sandbox_spec *spec;
+    lis_sandbox *sb[PER_CREATOR];
+    char err[256];
+};
+
+static void *create_some(void *arg)
+{
+    struct creator *c = arg;
+    for (int i = 0; i < PER_CREATOR; i++) {
+        lis_error err = {0};
+        if (lis_sandbox_create(c->ctx, c->spec, &c->sb[i], &err) < 0) {
+            snprintf(c->err, sizeof c->err, "%s", err.msg);
+            c->sb[i] = NULL;
+        }
+    }
+    return NULL;
+}
+
+/* Its hostname and /etc/hosts' last line, then what must be the same in all. */
+static char *sandbox_view(lis_sandbox *sb)
+{
+    int code = -1;
+    char *out =
+        sh_out(sb,
+               "hostname; tail -n 1 /etc/hosts; cat /tmp/seed; ulimit -n; "
+               "grep -E 'NoNewPrivs|Seccomp:|CapBnd' /proc/self/status; "
+               "grep -E '^Max (processes|data size|file size|open files)' /proc/self/limits; "
+               "cat /proc/self/uid_map; cut -d' ' -f5- /proc/self/mountinfo",
+               &code);
+    cr_assert_eq(code, 0, "%s", out);
+    return out;
+}
+
+Test(runtime, creators_at_once_share_one_plan_and_keep_their_own, .timeout = 240)
+{
+    lis_ctx *ctx = t_ctx();
+    char top[4096], seed[4200], chain[8400];
+    snprintf(top, sizeof top, "%s/top", t_tmpdir());
+    snprintf(seed, sizeof seed, "%s/tmp", top);
+    cr_assert_eq(mkdir(top, 0755), 0);
+    cr_assert_eq(mkdir(seed, 01777), 0);
+    snprintf(seed, sizeof seed, "%s/tmp/seed", top);
+    FILE *f = fopen(seed, "w");
+    cr_assert(f);
+    fputs("seeded /tmp\n", f);
+    fclose(f);
+    snprintf(chain, sizeof chain, "%s:%s", top, t_busybox());
+    lis_rlimit nofile = {RLIMIT_NOFILE, 321, 654};
+    for (int map = 0; map < 2; map++) {
+        lis_sandbox_spec spec = {.rootfs = chain,
+                                 .upper = LIS_UPPER_TMPFS,
+                                 .uidmap = map ? LIS_UIDMAP_SINGLE : LIS_UIDMAP_AUTO,
+                                 .limits = {.memory_bytes = 150 << 20, .pids = 300},
+                                 .rlimits = &nofile,
+                                 .nrlimits = 1};
+        lis_error err = {0};
+        lis_sandbox *alone;
+        cr_assert_eq(lis_sandbox_create(ctx, &spec, &alone, &err), 0, "%s", err.msg);
+        char *ref = sandbox_view(alone);
+        char *ref_rest = strchr(strchr(ref, '\n') + 1, '\n') + 1;
+        cr_assert(strstr(ref_rest, "seeded /tmp\n321\n"), "%s", ref);
+        struct creator cr[CREATORS];
+        pthread_t th[CREATORS];
+        for (int i = 0; i < CREATORS; i++) {
+            cr[i] = (struct creator){.ctx = ctx, .spec = &spec};
+            cr_assert_eq(pthread_create(&th[i], NULL, create_some, &cr[i]), 0);
+        }
+        for (int i = 0; i < CREATORS; i++)
+            pthread_join(th[i], NULL);
+        for (int i = 0; i < CREATORS; i++) {
+            cr_assert_str_empty(cr[i].err, "creator %d: %s", i, cr[i].err);
+            for (int j = 0; j < PER_CREATOR; j++) {
+                lis_sandbox *sb = cr[i].sb[j];
+                char *v = sandbox_view(sb), want[256];
+                snprintf(want, sizeof want, "%s\n127.0.1.1\t%s\n", lis_sandbox_name(sb),
+                         lis_sandbox_name(sb));
+                cr_assert_eq(strncmp(v, want, strlen(want)), 0, "%s: %s", want, v);
+                cr_assert_str_eq(v + strlen(want), ref_rest, "map %d, sandbox %s", map,
+                                 lis_sandbox_name(sb));
+                free(v);
+                cr_assert_eq(lis_sandbox_destroy(sb, &err), 0, "%s", err.msg);
+            }
+        }
+        free(ref);
+        cr_assert_eq(lis_sandbox_destroy(alone, &err), 0, "%s", err.msg);
+    }
     lis_ctx_free(ctx);
 }
 
