@@ -612,10 +612,10 @@ Test(batch_results, report_files_as_the_original_plus_lis_counts)
     char jp[1024];
     snprintf(jp, sizeof jp, "%s/judge.jsonl", dir);
     t_put(jp, "{\"id\":\"z\",\"attempt\":0,\"score\":0,\"verdict\":\"INCORRECT\"}\n"
-            "{\"id\":\"x\",\"attempt\":1,\"score\":1,\"verdict\":\"CORRECT\"}\n"
-            "{\"id\":\"z\",\"attempt\":0,\"score\":1,\"verdict\":\"CORRECT\"}\n"
-            "{\"id\":\"y\",\"attempt\":0,\"score\":null,\"verdict\":\"?\"}\n"
-            "{\"id\":\"y\",\"attempt\":1,\"score\":0,\"verd");
+              "{\"id\":\"x\",\"attempt\":1,\"score\":1,\"verdict\":\"CORRECT\"}\n"
+              "{\"id\":\"z\",\"attempt\":0,\"score\":1,\"verdict\":\"CORRECT\"}\n"
+              "{\"id\":\"y\",\"attempt\":0,\"score\":null,\"verdict\":\"?\"}\n"
+              "{\"id\":\"y\",\"attempt\":1,\"score\":0,\"verd");
     cr_assert_eq(batch_report_write(dir, -1, &sum, &err), 0, "%s", err.msg);
     cr_assert_float_eq(cJSON_GetObjectItem(sum, "mean_score")->valuedouble, 4.0 / 6, 1e-9);
     cr_assert_eq(cJSON_GetObjectItem(sum, "judged")->valuedouble, 2);

@@ -170,9 +170,9 @@ Test(batch_task, tasks_file_jsonl_and_array_detected_by_content)
 {
     /* JSONL named .json, with a BOM; a JSON array named .jsonl */
     t_put(tpath("rows.json"), "\xEF\xBB\xBF{\"id\":\"a\",\"problem_statement\":\"pa\"}\r\n"
-                            "{\"id\":\"b\",\"problem_statement\":\"pb\"}\n");
+                              "{\"id\":\"b\",\"problem_statement\":\"pb\"}\n");
     t_put(tpath("arr.jsonl"), "  \n [ {\"id\":\"x\",\"problem_statement\":\"px\"},\n"
-                            "{\"id\":\"y\",\"problem_statement\":\"py\"} ]\n");
+                              "{\"id\":\"y\",\"problem_statement\":\"py\"} ]\n");
     t_put(tpath("p.yaml"), "system_prompt: S\ninstance_prompt: I {problem_statement}\n");
     batch_task t;
     batch_task_opts o = file_opts(tpath("rows.json"));
@@ -204,17 +204,17 @@ Test(batch_task, tasks_file_jsonl_and_array_detected_by_content)
 Test(batch_task, bad_rows_are_row_errors_not_load_failures)
 {
     t_put(tpath("d.jsonl"),
-        "{\"id\":\"ok\",\"problem_statement\":\"p\",\"input_files\":{\"a/b.txt\":\"x\"}}\n"
-        "{\"id\":\"badjson\",\"problem_statement\":\"p\",\"input_files\":\"{not json\"}\n"
-        "{\"id\":\"up\",\"problem_statement\":\"p\",\"input_files\":{\"../x\":\"x\"}}\n"
-        "{\"id\":\"abs\",\"problem_statement\":\"p\",\"input_files\":\"{\\\"/etc/x\\\":\\\"x\\\"}\"}\n"
-        "{\"id\":\"mid\",\"problem_statement\":\"p\",\"input_files\":{\"a/../../x\":\"x\"}}\n"
-        "{\"id\":\"num\",\"problem_statement\":\"p\",\"input_files\":{\"n.txt\":5}}\n"
-        "{\"id\":\"arr\",\"problem_statement\":\"p\",\"input_files\":[\"x\"]}\n"
-        "{\"id\":\"nops\",\"ground_truth\":\"g\"}\n"
-        "{\"id\":\"emptystr\",\"problem_statement\":\"p\",\"input_files\":\"\"}\n"
-        "{\"id\":\"nullc\",\"problem_statement\":\"p\",\"input_files\":{\"n.txt\":null}}\n"
-        "{\"id\":\"trail\",\"problem_statement\":\"p\",\"input_files\":\"{} x\"}\n");
+          "{\"id\":\"ok\",\"problem_statement\":\"p\",\"input_files\":{\"a/b.txt\":\"x\"}}\n"
+          "{\"id\":\"badjson\",\"problem_statement\":\"p\",\"input_files\":\"{not json\"}\n"
+          "{\"id\":\"up\",\"problem_statement\":\"p\",\"input_files\":{\"../x\":\"x\"}}\n"
+          "{\"id\":\"abs\",\"problem_statement\":\"p\",\"input_files\":\"{\\\"/etc/x\\\":\\\"x\\\"}\"}\n"
+          "{\"id\":\"mid\",\"problem_statement\":\"p\",\"input_files\":{\"a/../../x\":\"x\"}}\n"
+          "{\"id\":\"num\",\"problem_statement\":\"p\",\"input_files\":{\"n.txt\":5}}\n"
+          "{\"id\":\"arr\",\"problem_statement\":\"p\",\"input_files\":[\"x\"]}\n"
+          "{\"id\":\"nops\",\"ground_truth\":\"g\"}\n"
+          "{\"id\":\"emptystr\",\"problem_statement\":\"p\",\"input_files\":\"\"}\n"
+          "{\"id\":\"nullc\",\"problem_statement\":\"p\",\"input_files\":{\"n.txt\":null}}\n"
+          "{\"id\":\"trail\",\"problem_statement\":\"p\",\"input_files\":\"{} x\"}\n");
     batch_task t;
     load_ok(file_opts(tpath("d.jsonl")), &t);
     cr_assert_eq(t.nrows, 11);
@@ -255,7 +255,7 @@ Test(batch_task, broken_files_fail_with_file_and_line)
     t_put(tpath("c.json"), "[\n{\"id\":\"a\"},\n{\"id\":true}\n]");
     load_fails(file_opts(tpath("c.json")), "c.json:3:", "id must be");
     t_put(tpath("p.json"), "[\n  {\n    \"id\": \"a\"\n  },\n  {\n    \"id\": \"b\",\n"
-                         "    \"x\": tru\n  }\n]\n");
+                           "    \"x\": tru\n  }\n]\n");
     load_fails(file_opts(tpath("p.json")), "p.json:7:", "not valid JSON");
     t_put(tpath("d.json"), "[\n{\"id\":\"a\"}\n{\"id\":\"b\"}\n]");
     load_fails(file_opts(tpath("d.json")), "d.json:3:", "expected ','");
@@ -311,30 +311,30 @@ Test(batch_task, huggingface_dataset_is_refused_with_the_export)
 Test(batch_task, duplicate_ids_name_both_lines)
 {
     t_put(tpath("d.jsonl"), "{\"id\":\"a\",\"problem_statement\":\"p\"}\n"
-                          "{\"id\":\"b\",\"problem_statement\":\"p\"}\n\n"
-                          "{\"id\":\"c\",\"problem_statement\":\"p\"}\n"
-                          "{\"id\":\"b\",\"problem_statement\":\"p\"}\n");
+                            "{\"id\":\"b\",\"problem_statement\":\"p\"}\n\n"
+                            "{\"id\":\"c\",\"problem_statement\":\"p\"}\n"
+                            "{\"id\":\"b\",\"problem_statement\":\"p\"}\n");
     load_fails(file_opts(tpath("d.jsonl")), "d.jsonl:5: duplicate id \"b\"", "d.jsonl:2");
     /* in a pretty-printed array the lines are those of the rows */
     t_put(tpath("d.json"), "[\n  {\n    \"id\": 7,\n    \"problem_statement\": \"p\"\n  },\n"
-                         "  {\n    \"id\": \"7\"\n  }\n]\n");
+                           "  {\n    \"id\": \"7\"\n  }\n]\n");
     load_fails(file_opts(tpath("d.json")), "d.json:6: duplicate id \"7\"", "d.json:2");
     /* across data_files */
     mkdir(tpath("t"), 0755);
     t_put(tpath("t/config.yaml"), "dataset: json\ndata_files: [x.jsonl, y.jsonl]\n");
     t_put(tpath("t/x.jsonl"), "{\"id\":\"q\",\"problem_statement\":\"p\"}\n");
     t_put(tpath("t/y.jsonl"), "{\"id\":\"r\",\"problem_statement\":\"p\"}\n"
-                            "{\"id\":\"q\",\"problem_statement\":\"p\"}\n");
+                              "{\"id\":\"q\",\"problem_statement\":\"p\"}\n");
     load_fails(dir_opts(tpath("t")), "y.jsonl:2: duplicate id \"q\"", "x.jsonl:1");
 }
 
 Test(batch_task, missing_ids_are_positions_and_numbers_are_text)
 {
     t_put(tpath("d.jsonl"), "{\"problem_statement\":\"p0\"}\n"
-                          "{\"id\":null,\"problem_statement\":\"p1\"}\n"
-                          "{\"id\":1.5,\"problem_statement\":\"p2\"}\n"
-                          "{\"id\":1234567,\"problem_statement\":\"p3\"}\n"
-                          "{\"id\":-3,\"problem_statement\":\"p4\"}\n");
+                            "{\"id\":null,\"problem_statement\":\"p1\"}\n"
+                            "{\"id\":1.5,\"problem_statement\":\"p2\"}\n"
+                            "{\"id\":1234567,\"problem_statement\":\"p3\"}\n"
+                            "{\"id\":-3,\"problem_statement\":\"p4\"}\n");
     batch_task t;
     load_ok(file_opts(tpath("d.jsonl")), &t);
     cr_assert_str_eq(t.rows[0].id, "0");
@@ -345,7 +345,7 @@ Test(batch_task, missing_ids_are_positions_and_numbers_are_text)
     batch_task_free(&t);
     /* a missing id that collides with a given one is a duplicate */
     t_put(tpath("e.jsonl"), "{\"id\":\"1\",\"problem_statement\":\"p\"}\n"
-                          "{\"problem_statement\":\"p\"}\n");
+                            "{\"problem_statement\":\"p\"}\n");
     load_fails(file_opts(tpath("e.jsonl")), "e.jsonl:2: duplicate id \"1\"", "e.jsonl:1");
 }
 
