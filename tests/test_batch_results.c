@@ -4,6 +4,7 @@
 #include "testlib.h"
 #include "results.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -226,6 +227,20 @@ Test(batch_results, resume_with_other_config_names_the_key)
     cJSON_Delete(c);
 }
 
+/* Appends len bytes of junk to results.jsonl (path p) of dir: a resume cuts
+ * them as a torn last line and keeps the rows rows. */
+static void tail_is_cut(const char *dir, const char *p, const char *junk, size_t len, size_t rows)
+{
+    FILE *f = fopen(p, "a");
+    cr_assert_not_null(f, "%s: %s", p, strerror(errno));
+    cr_assert_eq(fwrite(junk, 1, len, f), len);
+    fclose(f);
+    batch_out *o = open_out(dir, "m", 1);
+    cr_assert_eq(batch_out_count(o), rows);
+    batch_out_close(o);
+    cr_assert_eq(whole_rows(dir), rows);
+}
+
 Test(batch_results, torn_last_line_is_cut)
 {
     const char *dir = tpath("t");
@@ -257,23 +272,11 @@ Test(batch_results, torn_last_line_is_cut)
     batch_out_close(o);
     cr_assert_eq(whole_rows(dir), 3);
 
-    /* zeros after a power cut: a last line with no newline either */
-    f = fopen(p, "a");
-    fwrite("\0\0\0\0\0\0\0\0", 1, 8, f);
-    fclose(f);
-    o = open_out(dir, "m", 1);
-    cr_assert_eq(batch_out_count(o), 3);
-    batch_out_close(o);
-    cr_assert_eq(whole_rows(dir), 3);
-
-    /* an unparsable last line (with its newline) is torn too */
-    f = fopen(p, "a");
-    fputs("{\"id\":\"d\",\"attem\n", f);
-    fclose(f);
-    o = open_out(dir, "m", 1);
-    cr_assert_eq(batch_out_count(o), 3);
-    batch_out_close(o);
-    cr_assert_eq(whole_rows(dir), 3);
+    /* zeros after a power cut: a last line with no newline either; an
+     * unparsable last line (with its newline) is torn too */
+    static const char zeros[8] = {0}, torn[] = "{\"id\":\"d\",\"attem\n";
+    tail_is_cut(dir, p, zeros, sizeof zeros, 3);
+    tail_is_cut(dir, p, torn, sizeof torn - 1, 3);
 
     /* but a bad line with rows after it is no crash: refused, named */
     f = fopen(p, "a");

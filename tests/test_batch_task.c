@@ -246,27 +246,30 @@ Test(batch_task, bad_rows_are_row_errors_not_load_failures)
     batch_task_free(&t);
 }
 
+/* A file of rows written as text, and where and why its load fails. */
+static const struct broken {
+    const char *file, *text, *where, *why;
+} BROKEN[] = {
+    {"a.jsonl", "{\"id\":\"a\",\"problem_statement\":\"p\"}\n\n{\"id\": \"b\",\n",
+     "a.jsonl:3:", "not valid JSON"},
+    {"b.jsonl", "{\"id\":\"a\"}\n[1]\n", "b.jsonl:2:", "must be a JSON object"},
+    {"c.json", "[\n{\"id\":\"a\"},\n{\"id\":true}\n]", "c.json:3:", "id must be"},
+    {"p.json", "[\n  {\n    \"id\": \"a\"\n  },\n  {\n    \"id\": \"b\",\n    \"x\": tru\n  }\n]\n",
+     "p.json:7:", "not valid JSON"},
+    {"d.json", "[\n{\"id\":\"a\"}\n{\"id\":\"b\"}\n]", "d.json:3:", "expected ','"},
+    {"e.json", "[{\"id\":\"a\"}", "e.json:1:", "not closed"},
+    {"f.json", "[{\"id\":\"a\"}] x", "f.json:1:", "after the closing"},
+    {"g.jsonl", "{\"id\":\"a\"} {\"id\":\"b\"}\n", "g.jsonl:1:", "more than one"},
+    {"empty.jsonl", "\n\n", "empty.jsonl", "no rows"},
+    {"h.jsonl", "{\"id\":\"\"}\n", "h.jsonl:1:", "non-empty"},
+};
+
 Test(batch_task, broken_files_fail_with_file_and_line)
 {
-    t_put(tpath("a.jsonl"), "{\"id\":\"a\",\"problem_statement\":\"p\"}\n\n{\"id\": \"b\",\n");
-    load_fails(file_opts(tpath("a.jsonl")), "a.jsonl:3:", "not valid JSON");
-    t_put(tpath("b.jsonl"), "{\"id\":\"a\"}\n[1]\n");
-    load_fails(file_opts(tpath("b.jsonl")), "b.jsonl:2:", "must be a JSON object");
-    t_put(tpath("c.json"), "[\n{\"id\":\"a\"},\n{\"id\":true}\n]");
-    load_fails(file_opts(tpath("c.json")), "c.json:3:", "id must be");
-    t_put(tpath("p.json"), "[\n  {\n    \"id\": \"a\"\n  },\n  {\n    \"id\": \"b\",\n"
-                           "    \"x\": tru\n  }\n]\n");
-    load_fails(file_opts(tpath("p.json")), "p.json:7:", "not valid JSON");
-    t_put(tpath("d.json"), "[\n{\"id\":\"a\"}\n{\"id\":\"b\"}\n]");
-    load_fails(file_opts(tpath("d.json")), "d.json:3:", "expected ','");
-    t_put(tpath("e.json"), "[{\"id\":\"a\"}");
-    load_fails(file_opts(tpath("e.json")), "e.json:1:", "not closed");
-    t_put(tpath("f.json"), "[{\"id\":\"a\"}] x");
-    load_fails(file_opts(tpath("f.json")), "f.json:1:", "after the closing");
-    t_put(tpath("g.jsonl"), "{\"id\":\"a\"} {\"id\":\"b\"}\n");
-    load_fails(file_opts(tpath("g.jsonl")), "g.jsonl:1:", "more than one");
-    t_put(tpath("empty.jsonl"), "\n\n");
-    load_fails(file_opts(tpath("empty.jsonl")), "empty.jsonl", "no rows");
+    for (size_t i = 0; i < sizeof BROKEN / sizeof BROKEN[0]; i++) {
+        t_put(tpath(BROKEN[i].file), BROKEN[i].text);
+        load_fails(file_opts(tpath(BROKEN[i].file)), BROKEN[i].where, BROKEN[i].why);
+    }
     strbuf longid = {0};
     strbuf_puts(&longid, "{\"id\":\"");
     for (int i = 0; i < BATCH_ID_MAX; i++)
@@ -275,8 +278,6 @@ Test(batch_task, broken_files_fail_with_file_and_line)
     t_put(tpath("long.jsonl"), longid.s);
     strbuf_release(&longid);
     load_fails(file_opts(tpath("long.jsonl")), "long.jsonl:1:", "id longer than");
-    t_put(tpath("h.jsonl"), "{\"id\":\"\"}\n");
-    load_fails(file_opts(tpath("h.jsonl")), "h.jsonl:1:", "non-empty");
     load_fails(file_opts(tpath("missing.jsonl")), "missing.jsonl", "No such file");
 
     batch_task_opts both = dir_opts(fixture("demo"));
