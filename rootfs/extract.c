@@ -446,16 +446,34 @@ static int write_data(rf_extract *x, struct archive *a, int fd, const char *entr
     return 0;
 }
 
-/* Removes everything under the directory path that the current layer did not create. */
-static int opaque_clean(rf_extract *x, const char *path, lis_error *err)
+/* The directory path of the tree, open in *fd (-1: not there, nothing
+ * below). Out of line, as is_dir_at: opaque_clean recurses once a level of
+ * path (up to PATH_MAX / 2 levels), so its own frame holds no buffer. */
+static __attribute__((noinline)) int open_opaque(rf_extract *x, const char *path, int *fd,
+                                                 lis_error *err)
 {
     char dir[PATH_MAX];
     const char *leaf = split(path, dir, sizeof dir);
     int pfd = *path ? open_dir(x, dir, 0, path, err) : x->root_fd;
     if (pfd < 0)
         return -1;
-    int fd = *path ? openat(pfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                   : openat(x->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    *fd = *path ? openat(pfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                : openat(x->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return 0;
+}
+
+static __attribute__((noinline)) int is_dir_at(int dfd, const char *name)
+{
+    struct stat st;
+    return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Removes everything under the directory path that the current layer did not create. */
+static int opaque_clean(rf_extract *x, const char *path, lis_error *err)
+{
+    int fd;
+    if (open_opaque(x, path, &fd, err) < 0)
+        return -1;
     if (fd < 0)
         return 0; /* nothing below */
     DIR *d = fdopendir(fd);
@@ -477,17 +495,19 @@ static int opaque_clean(rf_extract *x, const char *path, lis_error *err)
     for (size_t i = 0; i < n; i++) {
         if (!names[i])
             continue;
-        char full[PATH_MAX];
-        snprintf(full, sizeof full, "%s%s%s", path, *path ? "/" : "", names[i]);
-        struct stat st;
-        if (smap_get(&x->layer, full)) {
-            if (fstatat(dirfd(d), names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-                rc == 0)
+        char *full = NULL; /* on the heap: a level's frame stays small */
+        if (asprintf(&full, "%s%s%s", path, *path ? "/" : "", names[i]) < 0) {
+            full = NULL;
+            if (rc == 0)
+                rc = lis_oom(err);
+        } else if (smap_get(&x->layer, full)) {
+            if (rc == 0 && is_dir_at(dirfd(d), names[i]))
                 rc = opaque_clean(x, full, err);
         } else {
             uncache(x);
             rf_rm_tree_at(dirfd(d), names[i]);
         }
+        free(full);
         free(names[i]);
     }
     free(names);
