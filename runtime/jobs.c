@@ -15,18 +15,23 @@
 /* Each worker's stack: 1 MiB (batch/workers.c's before the one pool), about
  * three times what the deepest job needs. Measured with gcc
  * -fcallgraph-info=su over runtime/ net/ rootfs/ agent/ batch/ serve/ (lis's
- * own frames, -O2): the set-up job (batch/jobs.c:bjob_setup, serve's
- * fork_work) ~190 KB, the clone child that runs the mount plan on a copy of
- * this stack included (lis_copy_tree's recursion 200 x 368 B, its 64 KiB copy
- * buffer); the end of an episode (bjob_finish: the copy out's recursion
- * 512 x 432 B and its 64 KiB buffer) ~320 KB; serve's archive GET (lis_walk,
- * 512 x 304 B) ~180 KB. Libraries add less than 150 KB: cJSON's parse
- * nests at most 1000 deep (~100 B a level), libcurl, libarchive and OpenSSL
- * keep their buffers on the heap. A recursive walk whose level holds a
- * PATH_MAX buffer breaks this (512 x 4 KiB = 2 MiB): such buffers live in
- * out-of-line leaves (walk.c:walk_link, copytree.c:copy_symlink). ASan's
- * redzones roughly double a frame, so its builds get twice the size. The
- * size is address space: only the pages a job touches are memory. */
+ * own frames at -O2, recursions at their bound):
+ * - a sandbox's set-up (batch/jobs.c:bjob_setup, serve's fork_work) ~190 KB,
+ *   with the clone child that runs the mount plan on a copy of this stack
+ *   (lis_copy_tree: 200 levels x 368 B and a 64 KiB copy buffer);
+ * - an episode's end (bjob_finish: the copy out, 512 x 432 B, 64 KiB buffer)
+ *   ~320 KB;
+ * - serve's archive GET (lis_walk, 512 x 304 B) ~180 KB;
+ * - an image pull's opaque whiteout (rootfs/extract.c:opaque_clean, a level
+ *   per 2 characters of path: 2,048 x 128 B) ~330 KB.
+ * Libraries add less than 150 KB: cJSON's parse nests at most 1000 deep
+ * (~100 B a level); libcurl, libarchive and OpenSSL keep their buffers on the
+ * heap. A recursion whose level holds a PATH_MAX buffer breaks this (512 x
+ * 4 KiB = 2 MiB): such buffers live in out-of-line leaves (walk.c:walk_link,
+ * copytree.c:copy_symlink, extract.c:open_opaque), and tests/test_bombs.c and
+ * test_rootfs.c run those walks at their bound on a pool thread. ASan's
+ * redzones about double a frame: its builds get twice the size. The size is
+ * address space; only the pages a job touches are memory. */
 #if defined(__SANITIZE_ADDRESS__)
 #define JOB_STACK (2u << 20)
 #else
