@@ -236,95 +236,104 @@ static cJSON *read_json_at(int dfd, const char *name)
     return j;
 }
 
-/* The counts of results.json over the rows that count; state (run.json's
- * status keys, taken) goes after the original's keys (original: config,
- * total, mean_score, num_errors, elapsed_time_seconds). */
-static cJSON *summarize(const report *R, cJSON *config, cJSON *state, const char *dir,
-                        double elapsed, int dfd)
+/* What summarize counts over the rows that count. */
+typedef struct tally {
+    size_t total, errors, judged, nids, na; /* na: attempts (the largest + 1) */
+    double sum, pt, ct, llm, tool, wall, oomk, mem;
+    double *asum, *best; /* per attempt; per id, its best score */
+    size_t *acnt;
+    cJSON *by_reason, *caps;
+} tally;
+
+static void tally_release(tally *t)
 {
-    size_t total = 0, errors = 0, judged_n = 0;
-    double sum = 0, pt = 0, ct = 0, llm = 0, tool = 0, wall = 0, oomk = 0, mem = 0;
+    free(t->asum);
+    free(t->acnt);
+    free(t->best);
+    cJSON_Delete(t->caps);
+    cJSON_Delete(t->by_reason);
+}
+
+/* Counts every row that counts into t; -1 out of memory. */
+static int tally_rows(const report *R, tally *t)
+{
     int max_attempt = -1;
     for (size_t i = 0; i < R->n; i++)
         if (!R->r[i].skip && R->r[i].attempt > max_attempt)
             max_attempt = R->r[i].attempt;
-    size_t na = (size_t)(max_attempt + 1);
-    double *asum = calloc(na ? na : 1, sizeof *asum);
-    size_t *acnt = calloc(na ? na : 1, sizeof *acnt);
+    t->na = (size_t)(max_attempt + 1);
+    t->asum = calloc(t->na ? t->na : 1, sizeof *t->asum);
+    t->acnt = calloc(t->na ? t->na : 1, sizeof *t->acnt);
+    t->best = calloc(R->n ? R->n : 1, sizeof *t->best);
+    t->by_reason = cJSON_CreateObject();
+    t->caps = bcap_new();
+    if (!t->asum || !t->acnt || !t->best || !t->by_reason)
+        return -1;
     kset ids = {0};
-    double *best = calloc(R->n ? R->n : 1, sizeof *best);
-    size_t nids = 0;
-    cJSON *by_reason = cJSON_CreateObject(), *res = cJSON_CreateObject(), *caps = bcap_new();
-    if (!asum || !acnt || !best || !by_reason || !res)
-        goto fail;
-    for (size_t i = 0; i < R->n; i++) {
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < R->n; i++) {
         const rep_row *r = &R->r[i];
         if (r->skip)
             continue;
         int judged;
         double sc = row_score(R, r, &judged);
-        total++;
-        sum += sc;
-        judged_n += (size_t)judged;
-        errors += (size_t)is_error_reason(r->row);
-        bcap_add(caps, r->row);
+        t->total++;
+        t->sum += sc;
+        t->judged += (size_t)judged;
+        t->errors += (size_t)is_error_reason(r->row);
+        bcap_add(t->caps, r->row);
         const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->row, "reason");
         const char *reason = cJSON_IsString(rs) ? rs->valuestring : "unknown";
-        cJSON *c = cJSON_GetObjectItemCaseSensitive(by_reason, reason);
+        cJSON *c = cJSON_GetObjectItemCaseSensitive(t->by_reason, reason);
         if (c)
             cJSON_SetNumberValue(c, c->valuedouble + 1);
         else
-            cJSON_AddNumberToObject(by_reason, reason, 1);
-        pt += num(r->row, "prompt_tokens");
-        ct += num(r->row, "completion_tokens");
-        llm += num(r->row, "llm_seconds");
-        tool += num(r->row, "tool_seconds");
-        wall += num(r->row, "wall_seconds");
-        oomk += num(r->row, "oom_kills");
-        if (num(r->row, "memory_peak") > mem)
-            mem = num(r->row, "memory_peak");
-        asum[r->attempt] += sc;
-        acnt[r->attempt]++;
+            cJSON_AddNumberToObject(t->by_reason, reason, 1);
+        t->pt += num(r->row, "prompt_tokens");
+        t->ct += num(r->row, "completion_tokens");
+        t->llm += num(r->row, "llm_seconds");
+        t->tool += num(r->row, "tool_seconds");
+        t->wall += num(r->row, "wall_seconds");
+        t->oomk += num(r->row, "oom_kills");
+        if (num(r->row, "memory_peak") > t->mem)
+            t->mem = num(r->row, "memory_peak");
+        t->asum[r->attempt] += sc;
+        t->acnt[r->attempt]++;
         kslot *s = bo_kset_get(&ids, r->id);
-        if (!s)
-            goto fail;
-        if (s->state == ST_FREE) {
+        if (!s) {
+            rc = -1;
+        } else if (s->state == ST_FREE) {
             s->state = ST_DONE;
-            s->line = nids;
-            best[nids++] = sc;
-        } else if (sc > best[s->line]) {
-            best[s->line] = sc;
+            s->line = t->nids;
+            t->best[t->nids++] = sc;
+        } else if (sc > t->best[s->line]) {
+            t->best[s->line] = sc;
         }
     }
-    cJSON_AddItemToObject(res, "config", config);
-    config = NULL;
-    const cJSON *task =
-        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(res, "config"), "task");
-    if (cJSON_IsString(task)) {
-        cJSON_AddStringToObject(res, "task", task->valuestring);
-    } else {
-        const char *b = strrchr(dir, '/');
-        cJSON_AddStringToObject(res, "task", b && b[1] ? b + 1 : dir);
-    }
-    cJSON_AddNumberToObject(res, "total", (double)total);
-    /* over the rows that finished (original: an error row scores 0); a run
-     * with none has no mean, not a 0 */
-    if (total)
-        cJSON_AddNumberToObject(res, "mean_score", sum / (double)total);
-    else
-        cJSON_AddNullToObject(res, "mean_score");
-    cJSON_AddNumberToObject(res, "num_errors", (double)errors);
+    bo_kset_free(&ids);
+    return rc;
+}
+
+/* elapsed_time_seconds: the run's, or (elapsed < 0: `lis batch report`) what
+ * the run itself wrote. */
+static void add_elapsed(cJSON *res, double elapsed, int dfd)
+{
     if (elapsed >= 0) {
         cJSON_AddNumberToObject(res, "elapsed_time_seconds", elapsed);
-    } else { /* `lis batch report`: keep what the run itself wrote */
-        cJSON *old = read_json_at(dfd, "results.json");
-        const cJSON *e = cJSON_GetObjectItemCaseSensitive(old, "elapsed_time_seconds");
-        cJSON_AddItemToObject(res, "elapsed_time_seconds",
-                              cJSON_IsNumber(e) ? cJSON_CreateNumber(e->valuedouble)
-                                                : cJSON_CreateNull());
-        cJSON_Delete(old);
+        return;
     }
-    /* what the run is: its status, and the scorer of every score */
+    cJSON *old = read_json_at(dfd, "results.json");
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(old, "elapsed_time_seconds");
+    cJSON_AddItemToObject(res, "elapsed_time_seconds",
+                          cJSON_IsNumber(e) ? cJSON_CreateNumber(e->valuedouble)
+                                            : cJSON_CreateNull());
+    cJSON_Delete(old);
+}
+
+/* What the run is: its status (run.json's keys; the row counts from the
+ * rows), and the scorer of every score. */
+static void add_state(cJSON *res, const report *R, const cJSON *state, size_t total)
+{
     const cJSON *rows_asked = cJSON_GetObjectItemCaseSensitive(state, "rows_asked");
     for (cJSON *e = state ? state->child : NULL; e; e = e->next) {
         if (!strcmp(e->string, "rows_done") || !strcmp(e->string, "rows_not_run"))
@@ -350,45 +359,79 @@ static cJSON *summarize(const report *R, cJSON *config, cJSON *state, const char
                           cJSON_IsString(sc) ? cJSON_Duplicate(sc, 0) : cJSON_CreateNull());
     cJSON_AddItemToObject(res, "scorer_sha256",
                           cJSON_IsString(ss) ? cJSON_Duplicate(ss, 0) : cJSON_CreateNull());
-    cJSON_AddItemToObject(res, "by_reason", by_reason);
-    by_reason = NULL;
-    cJSON_AddNumberToObject(res, "prompt_tokens", pt);
-    cJSON_AddNumberToObject(res, "completion_tokens", ct);
-    cJSON_AddNumberToObject(res, "total_tokens", pt + ct);
-    cJSON_AddNumberToObject(res, "llm_seconds", llm);
-    cJSON_AddNumberToObject(res, "tool_seconds", tool);
-    cJSON_AddNumberToObject(res, "wall_seconds", wall);
-    cJSON_AddNumberToObject(res, "memory_peak_max", mem);
-    cJSON_AddNumberToObject(res, "oom_kills", oomk);
-    cJSON_AddNumberToObject(res, "ids", (double)nids);
-    cJSON_AddNumberToObject(res, "attempts", (double)na);
+}
+
+/* lis's counts after the original's keys: by reason, tokens, seconds,
+ * memory, ids and attempts, the mean by attempt and pass@k. Takes
+ * t->by_reason. */
+static void add_counts(cJSON *res, const report *R, tally *t)
+{
+    cJSON_AddItemToObject(res, "by_reason", t->by_reason);
+    t->by_reason = NULL;
+    cJSON_AddNumberToObject(res, "prompt_tokens", t->pt);
+    cJSON_AddNumberToObject(res, "completion_tokens", t->ct);
+    cJSON_AddNumberToObject(res, "total_tokens", t->pt + t->ct);
+    cJSON_AddNumberToObject(res, "llm_seconds", t->llm);
+    cJSON_AddNumberToObject(res, "tool_seconds", t->tool);
+    cJSON_AddNumberToObject(res, "wall_seconds", t->wall);
+    cJSON_AddNumberToObject(res, "memory_peak_max", t->mem);
+    cJSON_AddNumberToObject(res, "oom_kills", t->oomk);
+    cJSON_AddNumberToObject(res, "ids", (double)t->nids);
+    cJSON_AddNumberToObject(res, "attempts", (double)t->na);
     if (R->judged.n)
-        cJSON_AddNumberToObject(res, "judged", (double)judged_n);
-    if (na > 1) {
-        cJSON *by = cJSON_AddArrayToObject(res, "mean_score_by_attempt");
-        for (size_t a = 0; by && a < na; a++)
-            cJSON_AddItemToArray(by, acnt[a] ? cJSON_CreateNumber(asum[a] / (double)acnt[a])
-                                             : cJSON_CreateNull());
-        double bs = 0;
-        for (size_t i = 0; i < nids; i++)
-            bs += best[i];
-        if (nids)
-            cJSON_AddNumberToObject(res, "pass_at_k", bs / (double)nids);
-        else
-            cJSON_AddNullToObject(res, "pass_at_k");
+        cJSON_AddNumberToObject(res, "judged", (double)t->judged);
+    if (t->na <= 1)
+        return;
+    cJSON *by = cJSON_AddArrayToObject(res, "mean_score_by_attempt");
+    for (size_t a = 0; by && a < t->na; a++)
+        cJSON_AddItemToArray(by, t->acnt[a] ? cJSON_CreateNumber(t->asum[a] / (double)t->acnt[a])
+                                            : cJSON_CreateNull());
+    double bs = 0;
+    for (size_t i = 0; i < t->nids; i++)
+        bs += t->best[i];
+    if (t->nids)
+        cJSON_AddNumberToObject(res, "pass_at_k", bs / (double)t->nids);
+    else
+        cJSON_AddNullToObject(res, "pass_at_k");
+}
+
+/* The counts of results.json over the rows that count; state (run.json's
+ * status keys, taken) goes after the original's keys (original: config,
+ * total, mean_score, num_errors, elapsed_time_seconds). */
+static cJSON *summarize(const report *R, cJSON *config, cJSON *state, const char *dir,
+                        double elapsed, int dfd)
+{
+    tally t = {0};
+    cJSON *res = cJSON_CreateObject();
+    if (!res || tally_rows(R, &t) < 0) {
+        tally_release(&t);
+        cJSON_Delete(res);
+        cJSON_Delete(config);
+        return NULL;
     }
-    bcap_finish(res, caps); /* "capability": by task and domain (capability.c) */
-    free(asum), free(acnt), free(best);
-    bo_kset_free(&ids);
+    cJSON_AddItemToObject(res, "config", config);
+    const cJSON *task = cJSON_GetObjectItemCaseSensitive(config, "task");
+    if (cJSON_IsString(task)) {
+        cJSON_AddStringToObject(res, "task", task->valuestring);
+    } else {
+        const char *b = strrchr(dir, '/');
+        cJSON_AddStringToObject(res, "task", b && b[1] ? b + 1 : dir);
+    }
+    cJSON_AddNumberToObject(res, "total", (double)t.total);
+    /* over the rows that finished (original: an error row scores 0); a run
+     * with none has no mean, not a 0 */
+    if (t.total)
+        cJSON_AddNumberToObject(res, "mean_score", t.sum / (double)t.total);
+    else
+        cJSON_AddNullToObject(res, "mean_score");
+    cJSON_AddNumberToObject(res, "num_errors", (double)t.errors);
+    add_elapsed(res, elapsed, dfd);
+    add_state(res, R, state, t.total);
+    add_counts(res, R, &t);
+    bcap_finish(res, t.caps); /* "capability": by task and domain (capability.c) */
+    t.caps = NULL;
+    tally_release(&t);
     return res;
-fail:
-    free(asum), free(acnt), free(best);
-    bo_kset_free(&ids);
-    cJSON_Delete(caps);
-    cJSON_Delete(by_reason);
-    cJSON_Delete(res);
-    cJSON_Delete(config);
-    return NULL;
 }
 
 /* A run that says "running": is its process still there? Its lis batch holds

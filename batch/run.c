@@ -275,6 +275,221 @@ static int memory_fits(const lis_batch_opts *o, size_t neps, int forking, lis_er
                               o->quiet ? NULL : o->err, err);
 }
 
+/* Phase 1, before any directory: the scorer (its sha256 is part of what the
+ * run is, and a reward.py that cannot be imported stops the run here) and, for
+ * a new run, the memory of every episode of its shard. Then the directory, new
+ * or resumed, with what makes the run the same run. */
+static int open_run(brun *r, int forking, lis_batch_summary *sum, lis_error *err)
+{
+    const lis_batch_opts *o = r->o;
+    const batch_task *task = r->task;
+    batch_scorer_opts so = {.task_name = task->name,
+                            .task_dir = task->dir,
+                            .scorer = o->scorer,
+                            .judge = o->judge,
+                            .log = o->quiet ? NULL : o->err};
+    if (batch_scorer_open(&so, &r->scorer, err) < 0)
+        return -1;
+    size_t neps = batch_shard_rows(task->nrows, o->shard_index, o->shard_count) * (size_t)o->repeat;
+    if (!o->resume_dir && memory_fits(o, neps, forking, err) < 0)
+        return -1;
+    cJSON *config = run_config(o, task, r->scorer);
+    if (o->settings)
+        cJSON_AddItemToObject(config, "settings", cJSON_Duplicate(o->settings, 1));
+    int rc = make_dir(o, task, sum->dir, sizeof sum->dir, err) < 0 ||
+                     batch_out_open(sum->dir, config, o->resume_dir != NULL, &r->out, err) < 0
+                 ? -1
+                 : 0;
+    cJSON_Delete(config);
+    if (rc == 0)
+        finish_commands(r, sum->dir);
+    return rc;
+}
+
+/* Phase 2: the episodes without a row (all of them, or what a resumed run
+ * left), then whether the host holds them: its capacity, and a resumed run's
+ * memory for what is left. */
+static int list_episodes(brun *r, int forking, lis_error *err)
+{
+    const lis_batch_opts *o = r->o;
+    batch_task *task = r->task;
+    r->rows = batch_shard_rows(task->nrows, o->shard_index, o->shard_count);
+    r->total = r->rows * (size_t)o->repeat;
+    r->eps = calloc(r->total ? r->total : 1, sizeof *r->eps);
+    if (!r->eps)
+        return lis_fail(err, ENOMEM, "out of memory for %zu episodes", r->total);
+    if (forking && !(r->groups = calloc(task->nrows ? task->nrows : 1, sizeof *r->groups)))
+        return lis_fail(err, ENOMEM, "out of memory for %zu rows", task->nrows);
+    for (size_t i = 0; forking && i < task->nrows; i++)
+        pthread_mutex_init(&r->groups[i].mu, NULL);
+    for (size_t i = 0; i < task->nrows; i++)
+        for (int k = 0; k < o->repeat && batch_shard_has(i, o->shard_index, o->shard_count); k++) {
+            if (batch_out_has(r->out, task->rows[i].id, k)) {
+                r->already++;
+                continue;
+            }
+            bep *e = &r->eps[r->neps];
+            e->run = r;
+            e->index = r->neps++;
+            e->row = &task->rows[i];
+            e->attempt = k;
+            if (forking) {
+                e->group = &r->groups[i];
+                e->group->pending++;
+            }
+        }
+    int n = o->concurrency < (int)r->neps ? o->concurrency : (int)r->neps;
+    if (batch_capacity_check(n ? n : 1, !o->mode_llm, o->quiet ? NULL : o->err, err) < 0)
+        return -1;
+    if (o->resume_dir && memory_fits(o, r->neps, forking, err) < 0) /* what is left */
+        return -1;
+    return 0;
+}
+
+/* Phase 3: the LLM client, the episodes' common options and sandbox spec, the
+ * set-ups at once, the warm spares, and the pools. */
+static int prepare_pools(brun *r, int forking, lis_error *err)
+{
+    const lis_batch_opts *o = r->o;
+    llm_config cfg = o->llm;
+    cfg.log = NULL; /* each call reports to its episode's log */
+    if (o->mode_llm)
+        cfg.max_tokens = o->max_response_len;
+    if (!(r->llm = llm_new(&cfg, err)))
+        return -1;
+    r->base = (agent_opts){.prompts = &r->task->prompts,
+                           .max_steps = o->max_steps,
+                           .max_token_limit = o->max_token_limit,
+                           .llm = cfg,
+                           .llm_name = o->llm_name,
+                           .on_step = bfx_on_step}; /* the live view; its arg is the episode */
+    r->spec = (lis_sandbox_spec){.rootfs = o->rootfs, .net = o->net, .upper = LIS_UPPER_TMPFS};
+    /* the set-ups at once: --max-creating, or following the machine (sched.c:
+     * creators_adjust) from one per core up to four per core */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    r->cores = cores > 0 ? (size_t)cores : 1;
+    r->creators_auto = o->max_creating == 0;
+    r->creators_max = o->max_creating ? (size_t)o->max_creating : 4 * r->cores;
+    if (r->creators_max > LIS_BATCH_MAX_CREATING)
+        r->creators_max = LIS_BATCH_MAX_CREATING;
+    r->creators = r->creators_auto ? r->cores : r->creators_max;
+    /* spares are sandboxes of the image: of no use to the forks of a set-up;
+     * by default enough for a quarter of the live episodes to start at once */
+    size_t warm = o->warm >= 0                                   ? (size_t)o->warm
+                  : (size_t)o->concurrency / 4 > r->creators_max ? (size_t)o->concurrency / 4
+                                                                 : r->creators_max;
+    r->warm = o->mode_llm || forking ? 0 : warm;
+    if (r->warm > sizeof r->spares / sizeof r->spares[0])
+        r->warm = sizeof r->spares / sizeof r->spares[0];
+    r->spec.limits.memory_bytes = o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY;
+    r->spec.limits.disk_bytes = o->disk_bytes;
+    if (!(r->setup = lis_jobs_new(o->mode_llm ? 1 : (unsigned)r->creators_max, err)))
+        return -1;
+    if (!(r->misc = lis_jobs_new(o->mode_llm ? 2 : 4, err)))
+        return -1;
+    return 0;
+}
+
+/* The run's one line on stderr before the first episode. */
+static void announce(const brun *r, const char *dir)
+{
+    const lis_batch_opts *o = r->o;
+    char shard[48] = "";
+    if (o->quiet)
+        return;
+    if (o->shard_count)
+        snprintf(shard, sizeof shard, " (shard %d/%d of %zu)", o->shard_index, o->shard_count,
+                 r->task->nrows);
+    fprintf(o->err,
+            "lis batch: %s, %zu rows%s x %d = %zu episodes (%zu done before), at "
+            "most %d at once; %s; results in %s\n",
+            r->task->name ? r->task->name : "?", r->rows, shard, o->repeat, r->total, r->already,
+            o->concurrency, o->mode_llm ? "plain LLM (no sandbox)" : "LLM-in-Sandbox", dir);
+}
+
+/* Phase 5, once every episode has ended: the notes on the template and the
+ * spares, the summary, run.json's end state, results.json and the report. */
+static void report_run(brun *r, double seconds, batch_state *st, lis_batch_summary *sum)
+{
+    const lis_batch_opts *o = r->o;
+    bprog_clear(r);
+    if (!o->quiet && r->tmpl.state == TMPL_UNUSED)
+        fprintf(o->err,
+                "lis batch: note: no set-up template (%s): each sandbox ran the set-up "
+                "itself\n",
+                r->tmpl.error);
+    if (!o->quiet && r->spares_made)
+        fprintf(o->err,
+                "lis batch: warm pool: %zu of the %zu sandboxes made ahead were taken by "
+                "a row\n",
+                r->spares_used, r->spares_made);
+    lis_jobs_free(r->misc); /* every job has ended: the rows are on disk */
+    r->misc = NULL;
+    sum->rows = r->rows;
+    sum->total = r->total;
+    sum->done = r->already + r->done;
+    sum->errors = r->errors;
+    sum->cancelled = r->neps - r->done;
+    sum->interrupted = r->signals > 0;
+    sum->reached = r->llm_ok;
+    char msg[700];
+    batch_status bs = end_state(r, sum->done, st, msg, sizeof msg);
+    snprintf(sum->status, sizeof sum->status, "%s", batch_status_name(bs));
+    snprintf(sum->finish, sizeof sum->finish, "%s", st->finish ? st->finish : "");
+    lis_error rerr = {0};
+    if (batch_out_set_state(r->out, st, &rerr) < 0 && !o->quiet)
+        fprintf(o->err, "lis: warning: writing the run's status to run.json: %s\n", rerr.msg);
+    /* a run that never reached the model has nothing to show: the one line
+     * (with the command that finishes it) is all */
+    int empty = r->fatal && !strcmp(r->fatal_reason, "unreachable") && sum->done == 0;
+    cJSON *summary = NULL;
+    if (batch_report_write(sum->dir, seconds, &summary, &rerr) < 0) {
+        if (!o->quiet)
+            fprintf(o->err, "lis: warning: writing results.json: %s\n", rerr.msg);
+    } else {
+        const cJSON *m = cJSON_GetObjectItem(summary, "mean_score");
+        sum->has_mean = cJSON_IsNumber(m);
+        sum->mean_score = sum->has_mean ? m->valuedouble : 0;
+        if (!o->quiet && !empty)
+            bprog_summary(o->out, summary);
+        if (empty)
+            ; /* no report of an empty run */
+        else if (lis_report_html(sum->dir, NULL, 0, &rerr) < 0 && !o->quiet)
+            fprintf(o->err, "lis: warning: writing the report: %s\n", rerr.msg);
+        else if (!o->quiet)
+            fprintf(o->err, "lis: report: %s/report.html\n", sum->dir);
+    }
+    cJSON_Delete(summary);
+}
+
+/* Phase 4: the event loop (sched.c) from run.json's "running" to its end
+ * state; 0 every episode has its row, 1 some were cancelled, -1 the run failed. */
+static int run_episodes(brun *r, int forking, lis_batch_summary *sum, lis_error *err)
+{
+    const lis_batch_opts *o = r->o;
+    batch_state st = {.status = BS_RUNNING,
+                      .reason = "",
+                      .message = "",
+                      .rows_asked = r->total,
+                      .rows_done = r->already,
+                      .finish = r->resume_cmd,
+                      .lis = r->lis,
+                      .pid = (long)getpid()};
+    if (batch_out_set_state(r->out, &st, err) < 0 || prepare_pools(r, forking, err) < 0)
+        return -1;
+    announce(r, sum->dir);
+    double t0 = lis_now();
+    if (bsched_run(r, err) < 0)
+        return -1;
+    report_run(r, lis_now() - t0, &st, sum);
+    if (r->fatal) /* the one line; sum->finish is the command that goes on */
+        return lis_fail(err, EIO, "%s", r->fatal_msg);
+    if (sum->cancelled && !o->quiet)
+        fprintf(o->err, "lis: %zu episodes did not finish; finish them with: %s\n", sum->cancelled,
+                r->resume_cmd);
+    return sum->cancelled ? 1 : 0;
+}
+
 int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum, lis_error *err)
 {
     memset(sum, 0, sizeof *sum);
@@ -293,192 +508,13 @@ int lis_batch_run(lis_ctx *ctx, const lis_batch_opts *o, lis_batch_summary *sum,
     brun r = {.o = o, .ctx = ctx, .task = &task, .epfd = -1, .sigfd = -1};
     bo_self_path(r.lis, sizeof r.lis);
     pthread_mutex_init(&r.tmpl.mu, NULL);
-    int rc = -1;
-    cJSON *config = NULL;
     sigset_t old;
     bsched_block_signals(&old);
-    /* the scorer first: its sha256 is part of what the run is, and a
-     * reward.py that cannot be imported stops the run before any directory */
-    batch_scorer_opts so = {.task_name = task.name,
-                            .task_dir = task.dir,
-                            .scorer = o->scorer,
-                            .judge = o->judge,
-                            .log = o->quiet ? NULL : o->err};
-    if (batch_scorer_open(&so, &r.scorer, err) < 0)
-        goto out;
-    /* a new run: every episode of its shard, checked before any directory */
     int forking = o->fork_from_setup && o->repeat > 1 && !o->mode_llm;
-    if (!o->resume_dir && memory_fits(o,
-                                      batch_shard_rows(task.nrows, o->shard_index, o->shard_count) *
-                                          (size_t)o->repeat,
-                                      forking, err) < 0)
-        goto out;
-    config = run_config(o, &task, r.scorer);
-    if (o->settings)
-        cJSON_AddItemToObject(config, "settings", cJSON_Duplicate(o->settings, 1));
-    if (make_dir(o, &task, sum->dir, sizeof sum->dir, err) < 0 ||
-        batch_out_open(sum->dir, config, o->resume_dir != NULL, &r.out, err) < 0)
-        goto out;
-    finish_commands(&r, sum->dir);
-
-    /* the episodes without a row: all of them, or what a resumed run left */
-    r.rows = batch_shard_rows(task.nrows, o->shard_index, o->shard_count);
-    r.total = r.rows * (size_t)o->repeat;
-    r.eps = calloc(r.total ? r.total : 1, sizeof *r.eps);
-    if (!r.eps) {
-        lis_fail(err, ENOMEM, "out of memory for %zu episodes", r.total);
-        goto out;
-    }
-    if (forking && !(r.groups = calloc(task.nrows ? task.nrows : 1, sizeof *r.groups))) {
-        lis_fail(err, ENOMEM, "out of memory for %zu rows", task.nrows);
-        goto out;
-    }
-    for (size_t i = 0; forking && i < task.nrows; i++)
-        pthread_mutex_init(&r.groups[i].mu, NULL);
-    for (size_t i = 0; i < task.nrows; i++)
-        for (int k = 0; k < o->repeat && batch_shard_has(i, o->shard_index, o->shard_count); k++) {
-            if (batch_out_has(r.out, task.rows[i].id, k)) {
-                r.already++;
-                continue;
-            }
-            bep *e = &r.eps[r.neps];
-            e->run = &r;
-            e->index = r.neps++;
-            e->row = &task.rows[i];
-            e->attempt = k;
-            if (forking) {
-                e->group = &r.groups[i];
-                e->group->pending++;
-            }
-        }
-    int n = o->concurrency < (int)r.neps ? o->concurrency : (int)r.neps;
-    if (batch_capacity_check(n ? n : 1, !o->mode_llm, o->quiet ? NULL : o->err, err) < 0)
-        goto out;
-    if (o->resume_dir && memory_fits(o, r.neps, forking, err) < 0) /* what is left */
-        goto out;
-    batch_state st = {.status = BS_RUNNING,
-                      .reason = "",
-                      .message = "",
-                      .rows_asked = r.total,
-                      .rows_done = r.already,
-                      .finish = r.resume_cmd,
-                      .lis = r.lis,
-                      .pid = (long)getpid()};
-    if (batch_out_set_state(r.out, &st, err) < 0)
-        goto out;
-
-    llm_config cfg = o->llm;
-    cfg.log = NULL; /* each call reports to its episode's log */
-    if (o->mode_llm)
-        cfg.max_tokens = o->max_response_len;
-    if (!(r.llm = llm_new(&cfg, err)))
-        goto out;
-    r.base = (agent_opts){.prompts = &task.prompts,
-                          .max_steps = o->max_steps,
-                          .max_token_limit = o->max_token_limit,
-                          .llm = cfg,
-                          .llm_name = o->llm_name,
-                          .on_step = bfx_on_step}; /* the live view; its arg is the episode */
-    r.spec = (lis_sandbox_spec){.rootfs = o->rootfs, .net = o->net, .upper = LIS_UPPER_TMPFS};
-    /* the set-ups at once: --max-creating, or following the machine (sched.c:
-     * creators_adjust) from one per core up to four per core */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    r.cores = cores > 0 ? (size_t)cores : 1;
-    r.creators_auto = o->max_creating == 0;
-    r.creators_max = o->max_creating ? (size_t)o->max_creating : 4 * r.cores;
-    if (r.creators_max > LIS_BATCH_MAX_CREATING)
-        r.creators_max = LIS_BATCH_MAX_CREATING;
-    r.creators = r.creators_auto ? r.cores : r.creators_max;
-    /* spares are sandboxes of the image: of no use to the forks of a set-up;
-     * by default enough for a quarter of the live episodes to start at once */
-    size_t warm = o->warm >= 0                                  ? (size_t)o->warm
-                  : (size_t)o->concurrency / 4 > r.creators_max ? (size_t)o->concurrency / 4
-                                                                : r.creators_max;
-    r.warm = o->mode_llm || forking ? 0 : warm;
-    if (r.warm > sizeof r.spares / sizeof r.spares[0])
-        r.warm = sizeof r.spares / sizeof r.spares[0];
-    r.spec.limits.memory_bytes = o->memory_bytes ? o->memory_bytes : LIS_DEFAULT_MEMORY;
-    r.spec.limits.disk_bytes = o->disk_bytes;
-    if (!o->mode_llm && !(r.setup = lis_jobs_new((unsigned)r.creators_max, err)))
-        goto out;
-    if (o->mode_llm && !(r.setup = lis_jobs_new(1, err)))
-        goto out;
-    if (!(r.misc = lis_jobs_new(o->mode_llm ? 2 : 4, err)))
-        goto out;
-    char shard[48] = "";
-    if (o->shard_count)
-        snprintf(shard, sizeof shard, " (shard %d/%d of %zu)", o->shard_index, o->shard_count,
-                 task.nrows);
-    if (!o->quiet)
-        fprintf(o->err,
-                "lis batch: %s, %zu rows%s x %d = %zu episodes (%zu done before), at "
-                "most %d at once; %s; results in %s\n",
-                task.name ? task.name : "?", r.rows, shard, o->repeat, r.total, r.already,
-                o->concurrency, o->mode_llm ? "plain LLM (no sandbox)" : "LLM-in-Sandbox",
-                sum->dir);
-
-    double t0 = lis_now();
-    if (bsched_run(&r, err) < 0)
-        goto out;
-    bprog_clear(&r);
-    if (!o->quiet && r.tmpl.state == TMPL_UNUSED)
-        fprintf(o->err,
-                "lis batch: note: no set-up template (%s): each sandbox ran the set-up "
-                "itself\n",
-                r.tmpl.error);
-    if (!o->quiet && r.spares_made)
-        fprintf(o->err,
-                "lis batch: warm pool: %zu of the %zu sandboxes made ahead were taken by "
-                "a row\n",
-                r.spares_used, r.spares_made);
-    lis_jobs_free(r.misc); /* every job has ended: the rows are on disk */
-    r.misc = NULL;
-    sum->rows = r.rows;
-    sum->total = r.total;
-    sum->done = r.already + r.done;
-    sum->errors = r.errors;
-    sum->cancelled = r.neps - r.done;
-    sum->interrupted = r.signals > 0;
-    sum->reached = r.llm_ok;
-    char msg[700];
-    batch_status bs = end_state(&r, sum->done, &st, msg, sizeof msg);
-    snprintf(sum->status, sizeof sum->status, "%s", batch_status_name(bs));
-    snprintf(sum->finish, sizeof sum->finish, "%s", st.finish ? st.finish : "");
-    lis_error rerr = {0};
-    if (batch_out_set_state(r.out, &st, &rerr) < 0 && !o->quiet)
-        fprintf(o->err, "lis: warning: writing the run's status to run.json: %s\n", rerr.msg);
-    /* a run that never reached the model has nothing to show: the one line
-     * (with the command that finishes it) is all */
-    int empty = r.fatal && !strcmp(r.fatal_reason, "unreachable") && sum->done == 0;
-    cJSON *summary = NULL;
-    if (batch_report_write(sum->dir, lis_now() - t0, &summary, &rerr) < 0) {
-        if (!o->quiet)
-            fprintf(o->err, "lis: warning: writing results.json: %s\n", rerr.msg);
-    } else {
-        const cJSON *m = cJSON_GetObjectItem(summary, "mean_score");
-        sum->has_mean = cJSON_IsNumber(m);
-        sum->mean_score = sum->has_mean ? m->valuedouble : 0;
-        if (!o->quiet && !empty)
-            bprog_summary(o->out, summary);
-        if (empty)
-            ; /* no report of an empty run */
-        else if (lis_report_html(sum->dir, NULL, 0, &rerr) < 0 && !o->quiet)
-            fprintf(o->err, "lis: warning: writing the report: %s\n", rerr.msg);
-        else if (!o->quiet)
-            fprintf(o->err, "lis: report: %s/report.html\n", sum->dir);
-    }
-    cJSON_Delete(summary);
-    if (r.fatal) { /* the one line; sum->finish is the command that goes on */
-        lis_fail(err, EIO, "%s", r.fatal_msg);
-        goto out;
-    }
-    if (sum->cancelled && !o->quiet)
-        fprintf(o->err, "lis: %zu episodes did not finish; finish them with: %s\n", sum->cancelled,
-                r.resume_cmd);
-    rc = sum->cancelled ? 1 : 0;
-out:
+    int rc = -1;
+    if (open_run(&r, forking, sum, err) == 0 && list_episodes(&r, forking, err) == 0)
+        rc = run_episodes(&r, forking, sum, err);
     free_run(&r);
-    cJSON_Delete(config);
     batch_task_free(&task);
     bsched_restore_signals(&old);
     return rc;

@@ -628,6 +628,283 @@ static int sub_ctl(int argc, char **argv)
                : 0;
 }
 
+/* One `lis batch` run from its flags to its end: what cmd_batch_main's phases
+ * share. It stays where cmd_batch_main put it: o points into it (judge, watch,
+ * rootfs) and the watch keeps c. */
+typedef struct batch_cmd {
+    bflags b;
+    cli_list rest, args, owned; /* owned: the strings of a --resume's stored flags */
+    agent_cli c;
+    llm_config llm, judge;
+    cJSON *extra, *settings;
+    agent_watch watch;
+    lis_batch_opts o;
+    const char *resume;
+    char shard[48];
+    char rootfs[4096], rootfs_abs[PATH_MAX];
+    lis_ctx *ctx;
+} batch_cmd;
+
+/* Phase 1: the flags (with --resume DIR alone, the run's own flags first: its
+ * run.json "settings"), then the agent's flags. */
+static int parse_flags(batch_cmd *bc, int argc, char **argv)
+{
+    bflags *b = &bc->b;
+    lis_error err = {0};
+    char name[64];
+    for (int i = 1; i < argc; i++)
+        if (flag_name(argv[i], name, sizeof name) == 0 && !strcmp(name, "resume"))
+            bc->resume = strchr(argv[i], '=') ? strchr(argv[i], '=') + 1
+                         : i + 1 < argc       ? argv[i + 1]
+                                              : NULL;
+    int stored = bc->resume ? resume_argv(bc->resume, argc, argv, &bc->args, &bc->owned) : 0;
+    if (stored < 0)
+        return -1;
+    int nargs = stored ? (int)bc->args.n : argc;
+    char **av = stored ? (char **)bc->args.v : argv;
+    if (split_flags(nargs, av, b, &bc->rest) < 0)
+        return -1;
+    if (b->resume && b->output_dir) {
+        cli_error("--output-dir has no use with --resume %s: the run's directory is that one",
+                  b->resume);
+        return -1;
+    }
+    if (agent_cli_parse((int)bc->rest.n, (char **)bc->rest.v, &bc->c, "batch", &err) < 0 ||
+        agent_cli_settings(&bc->c, &err) < 0 ||
+        agent_cli_llm(&bc->c, &bc->llm, &bc->extra, &err) < 0) {
+        cli_error("%s", err.msg);
+        return -1;
+    }
+    if (b->mode && strcmp(b->mode, "llm") && strcmp(b->mode, "llm-in-sandbox")) {
+        cli_error("--mode: '%s' is not llm-in-sandbox or llm", b->mode);
+        return -1;
+    }
+    return 0;
+}
+
+/* Phase 2: the environment a flag did not override, and the judge. */
+static int read_env(batch_cmd *bc)
+{
+    bflags *b = &bc->b;
+    /* original: the benchmark's LLM_TEMPERATURE and LLM_NUM_WORKERS */
+    const char *et = getenv("LLM_TEMPERATURE"), *ew = getenv("LLM_NUM_WORKERS");
+    if (!b->have_temperature && et && *et) {
+        char *end;
+        double t = strtod(et, &end);
+        if (*end || t < 0) {
+            cli_error("LLM_TEMPERATURE: '%s' is not a number", et);
+            return -1;
+        }
+        bc->llm.temperature = t;
+    }
+    if (!b->concurrency_set && ew && *ew) {
+        char *end;
+        long w = strtol(ew, &end, 10);
+        if (*end || w <= 0) {
+            cli_error("LLM_NUM_WORKERS: '%s' is not a positive integer", ew);
+            return -1;
+        }
+        b->concurrency = (int)w;
+    }
+    if (b->judge_model && judge_config(b, &bc->c, &bc->judge) < 0)
+        return -1;
+    return 0;
+}
+
+/* Phase 3: the rows first: a typo must not cost a first-use image build. */
+static int check_rows(const bflags *b)
+{
+    const char *rows = b->task ? b->task : b->tasks;
+    struct stat rst;
+    if (!b->task == !b->tasks) {
+        cli_error("give the rows: --task DIR (a benchmark folder) or --tasks FILE (JSON or "
+                  "JSONL), not %s",
+                  b->task ? "both" : "neither");
+        return -1;
+    }
+    int st_rc = stat(rows, &rst);
+    if (st_rc < 0 || (b->task && !S_ISDIR(rst.st_mode))) {
+        cli_error("%s %s: %s", b->task ? "--task" : "--tasks", rows,
+                  st_rc < 0 ? strerror(errno)
+                            : "not a directory (a task folder holds "
+                              "config.yaml; a file of rows is --tasks FILE)");
+        return -1;
+    }
+    return 0;
+}
+
+/* Phase 4: the run's options from the flags: which rows, the shard, the
+ * limits and the LLM. */
+static int fill_opts(batch_cmd *bc)
+{
+    const bflags *b = &bc->b;
+    const agent_cli *c = &bc->c;
+    lis_batch_opts *o = &bc->o;
+    lis_error err = {0};
+    o->task_dir = b->task;
+    o->tasks_file = b->tasks;
+    o->prompt_config = b->prompt_config ? b->prompt_config : c->prompt_config;
+    o->start_set = b->start_id != LONG_MIN;
+    o->end_set = b->end_id != LONG_MIN;
+    o->start_id = o->start_set ? b->start_id : 0;
+    o->end_id = o->end_set ? b->end_id : 0;
+    o->repeat = b->repeat > 0 ? b->repeat : 1;
+    if (lis_batch_shard_resolve(b->shard, b->shards, getenv, &o->shard_index, &o->shard_count,
+                                &err) < 0) {
+        cli_error("%s", err.msg);
+        return -1;
+    }
+    const char *array = getenv("SLURM_ARRAY_TASK_ID");
+    if (array && *array && !o->shard_count && !bc->resume)
+        fprintf(stderr,
+                "lis: warning: this is task %s of a Slurm job array, and without --shard every "
+                "array task runs every row; give --shard auto to split the rows between them\n",
+                array);
+    if (o->shard_count)
+        snprintf(bc->shard, sizeof bc->shard, "%d/%d", o->shard_index, o->shard_count);
+    if (b->output_dir)
+        o->output_dir = b->output_dir;
+    o->resume_dir = b->resume;
+    o->save_files = b->save_files;
+    o->fork_from_setup = b->fork_from_setup;
+    o->concurrency = b->concurrency > 0 ? b->concurrency : 1;
+    o->max_creating = b->max_creating > 0 ? b->max_creating : 0; /* 0: following the machine */
+    o->max_commands = b->max_commands > 0 ? b->max_commands : o->concurrency;
+    o->max_llm = b->max_llm > 0 ? b->max_llm : o->concurrency;
+    if (b->warm_set)
+        o->warm = b->warm;
+    if (b->episode_timeout > 0)
+        o->episode_timeout = b->episode_timeout;
+    if (b->cmd_timeout > 0)
+        o->cmd_timeout = b->cmd_timeout;
+    o->drain_timeout = b->drain_timeout;
+    o->mode_llm = b->mode && !strcmp(b->mode, "llm");
+    if (b->max_response_len > 0)
+        o->max_response_len = b->max_response_len;
+    o->max_steps = c->max_steps;
+    o->max_token_limit = c->max_token_limit;
+    o->llm = bc->llm;
+    o->llm_name = c->llm_name;
+    o->scorer = b->scorer;
+    o->judge = b->judge_model ? &bc->judge : NULL;
+    o->quiet = b->quiet;
+    o->tty = isatty(2);
+    o->overcommit = b->overcommit;
+    return 0;
+}
+
+/* Phase 5: the sandboxes' options: network, sizes, rules and the live view. */
+static int fill_sandbox_opts(batch_cmd *bc)
+{
+    const bflags *b = &bc->b;
+    agent_cli *c = &bc->c;
+    lis_batch_opts *o = &bc->o;
+    lis_error err = {0};
+    if (agent_parse_net(c->net, &o->net) < 0) {
+        cli_error("--net: '%s' is not one of none, host, proxy", c->net);
+        return -1;
+    }
+    if (c->memory && agent_parse_size(c->memory, &o->memory_bytes) < 0) {
+        cli_error("--memory: '%s' is not a size (e.g. 200M, 2G, unlimited)", c->memory);
+        return -1;
+    }
+    if (c->disk && agent_parse_size(c->disk, &o->disk_bytes) < 0) {
+        cli_error("--disk: '%s' is not a size (e.g. 1G, 20G, unlimited)", c->disk);
+        return -1;
+    }
+    if (c->export_max && agent_parse_size(c->export_max, &o->export_max) < 0) {
+        cli_error("--export-max: '%s' is not a size (e.g. 100M, 1G, unlimited)", c->export_max);
+        return -1;
+    }
+    if (b->by) {
+        cli_error("--by is a flag of lis batch report DIR");
+        return -1;
+    }
+    if (o->mode_llm && (c->policy || c->nallow || c->ndeny || c->allow_host_network)) {
+        cli_error("--policy and the domain rules act on sandboxes: --mode llm has none");
+        return -1;
+    }
+    if (!o->mode_llm && agent_watch_init(&bc->watch, c, o->net, &err) < 0) {
+        cli_error("%s", err.msg);
+        return -1;
+    }
+    o->watch = o->mode_llm ? NULL : &bc->watch;
+    o->live = b->live_set ? b->live : NULL;
+    if (o->live && strchr(o->live, ':') && strncmp(o->live, "127.0.0.1:", 10) &&
+        strncmp(o->live, "localhost:", 10)) {
+        cli_error("--live %s: the live view listens on 127.0.0.1 only (reach it from elsewhere "
+                  "with ssh -L)",
+                  o->live);
+        return -1;
+    }
+    return 0;
+}
+
+/* Phase 6: the context, the image (built on first use) and run.json's settings. */
+static int prepare(batch_cmd *bc, cli_warn_once *wo)
+{
+    const agent_cli *c = &bc->c;
+    lis_batch_opts *o = &bc->o;
+    lis_error err = {0};
+    lis_ctx_opts co = {.warn = cli_warn_once_fn, .warn_arg = wo};
+    bc->ctx = lis_ctx_new(&co, &err);
+    if (!bc->ctx) {
+        cli_fail(&err);
+        return -1;
+    }
+    if (!o->mode_llm) {
+        if (cli_agent_rootfs(bc->ctx, c->image, c->rootfs, bc->rootfs, sizeof bc->rootfs) < 0)
+            return -1;
+        o->rootfs = bc->rootfs;
+        /* run.json's docker_image: a --rootfs as an absolute path, so that a
+         * resume from another directory is the same image */
+        o->image = c->image    ? c->image
+                   : c->rootfs ? (realpath(c->rootfs, bc->rootfs_abs) ? bc->rootfs_abs : c->rootfs)
+                               : DEFAULT_IMAGE;
+    }
+    if (!(bc->settings = run_settings(&bc->b, c, o, bc->shard[0] ? bc->shard : NULL))) {
+        cli_error("out of memory");
+        return -1;
+    }
+    o->settings = bc->settings;
+    return 0;
+}
+
+/* Phase 7: the run and its report. 0 every episode has its row; 1 some were
+ * cancelled (sum.finish runs them); CLI_EXIT_LIS the run failed. */
+static int run(batch_cmd *bc)
+{
+    lis_error err = {0};
+    lis_batch_summary sum;
+    int r = lis_batch_run(bc->ctx, &bc->o, &sum, &err);
+    if (r < 0) {
+        int rc = cli_fail(&err);
+        if (sum.finish[0]) /* the run had started: how it goes on once the cause is fixed */
+            fprintf(stderr, "lis: %s: %s\n",
+                    sum.done ? "the run stopped; finish it with"
+                             : "no row was run; once that is fixed, run",
+                    sum.finish);
+        return rc;
+    }
+    if (!bc->o.quiet)
+        printf("  %-22s %s\n", "output", sum.dir);
+    return r;
+}
+
+static void batch_cmd_release(batch_cmd *bc)
+{
+    lis_ctx_free(bc->ctx);
+    agent_watch_release(&bc->watch); /* its monitors went with their sandboxes */
+    cJSON_Delete(bc->extra);
+    cJSON_Delete(bc->settings);
+    agent_cli_free(&bc->c);
+    cli_list_free(&bc->rest);
+    cli_list_free(&bc->args);
+    for (size_t i = 0; i < bc->owned.n; i++)
+        free((char *)bc->owned.v[i]);
+    cli_list_free(&bc->owned);
+}
+
 int cmd_batch_main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "merge"))
@@ -641,222 +918,15 @@ int cmd_batch_main(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-    bflags b = {.start_id = LONG_MIN, .end_id = LONG_MIN};
-    cli_list rest = {0}, args = {0}, owned = {0};
-    agent_cli c;
-    memset(&c, 0, sizeof c);
-    lis_error err = {0};
-    int rc = 2;
-    lis_ctx *ctx = NULL;
-    cJSON *extra = NULL, *settings = NULL;
-    llm_config llm, judge;
-    agent_watch watch = {0};
-    lis_batch_opts o;
-    lis_batch_opts_default(&o);
-    /* --resume DIR alone: the run's own flags first (run.json "settings") */
-    const char *resume = NULL;
-    char name[64];
-    for (int i = 1; i < argc; i++)
-        if (flag_name(argv[i], name, sizeof name) == 0 && !strcmp(name, "resume"))
-            resume = strchr(argv[i], '=') ? strchr(argv[i], '=') + 1
-                     : i + 1 < argc       ? argv[i + 1]
-                                          : NULL;
-    int stored = resume ? resume_argv(resume, argc, argv, &args, &owned) : 0;
-    if (stored < 0)
-        goto out;
-    int nargs = stored ? (int)args.n : argc;
-    char **av = stored ? (char **)args.v : argv;
-    if (split_flags(nargs, av, &b, &rest) < 0)
-        goto out;
-    if (b.resume && b.output_dir) {
-        cli_error("--output-dir has no use with --resume %s: the run's directory is that one",
-                  b.resume);
-        goto out;
-    }
-    if (agent_cli_parse((int)rest.n, (char **)rest.v, &c, "batch", &err) < 0 ||
-        agent_cli_settings(&c, &err) < 0 || agent_cli_llm(&c, &llm, &extra, &err) < 0) {
-        cli_error("%s", err.msg);
-        goto out;
-    }
-    if (b.mode && strcmp(b.mode, "llm") && strcmp(b.mode, "llm-in-sandbox")) {
-        cli_error("--mode: '%s' is not llm-in-sandbox or llm", b.mode);
-        goto out;
-    }
-    /* original: the benchmark's LLM_TEMPERATURE and LLM_NUM_WORKERS */
-    const char *et = getenv("LLM_TEMPERATURE"), *ew = getenv("LLM_NUM_WORKERS");
-    if (!b.have_temperature && et && *et) {
-        char *end;
-        double t = strtod(et, &end);
-        if (*end || t < 0) {
-            cli_error("LLM_TEMPERATURE: '%s' is not a number", et);
-            goto out;
-        }
-        llm.temperature = t;
-    }
-    if (!b.concurrency_set && ew && *ew) {
-        char *end;
-        long w = strtol(ew, &end, 10);
-        if (*end || w <= 0) {
-            cli_error("LLM_NUM_WORKERS: '%s' is not a positive integer", ew);
-            goto out;
-        }
-        b.concurrency = (int)w;
-    }
-    if (b.judge_model && judge_config(&b, &c, &judge) < 0)
-        goto out;
-    /* the rows first: a typo must not cost a first-use image build */
-    const char *rows = b.task ? b.task : b.tasks;
-    struct stat rst;
-    if (!b.task == !b.tasks) {
-        cli_error("give the rows: --task DIR (a benchmark folder) or --tasks FILE (JSON or "
-                  "JSONL), not %s",
-                  b.task ? "both" : "neither");
-        goto out;
-    }
-    int st_rc = stat(rows, &rst);
-    if (st_rc < 0 || (b.task && !S_ISDIR(rst.st_mode))) {
-        cli_error("%s %s: %s", b.task ? "--task" : "--tasks", rows,
-                  st_rc < 0 ? strerror(errno)
-                            : "not a directory (a task folder holds "
-                              "config.yaml; a file of rows is --tasks FILE)");
-        goto out;
-    }
-    o.task_dir = b.task;
-    o.tasks_file = b.tasks;
-    o.prompt_config = b.prompt_config ? b.prompt_config : c.prompt_config;
-    o.start_set = b.start_id != LONG_MIN;
-    o.end_set = b.end_id != LONG_MIN;
-    o.start_id = o.start_set ? b.start_id : 0;
-    o.end_id = o.end_set ? b.end_id : 0;
-    o.repeat = b.repeat > 0 ? b.repeat : 1;
-    if (lis_batch_shard_resolve(b.shard, b.shards, getenv, &o.shard_index, &o.shard_count, &err) <
-        0) {
-        cli_error("%s", err.msg);
-        goto out;
-    }
-    const char *array = getenv("SLURM_ARRAY_TASK_ID");
-    if (array && *array && !o.shard_count && !resume)
-        fprintf(stderr,
-                "lis: warning: this is task %s of a Slurm job array, and without --shard every "
-                "array task runs every row; give --shard auto to split the rows between them\n",
-                array);
-    char shard[48] = "";
-    if (o.shard_count)
-        snprintf(shard, sizeof shard, "%d/%d", o.shard_index, o.shard_count);
-    if (b.output_dir)
-        o.output_dir = b.output_dir;
-    o.resume_dir = b.resume;
-    o.save_files = b.save_files;
-    o.fork_from_setup = b.fork_from_setup;
-    o.concurrency = b.concurrency > 0 ? b.concurrency : 1;
-    o.max_creating = b.max_creating > 0 ? b.max_creating : 0; /* 0: following the machine */
-    o.max_commands = b.max_commands > 0 ? b.max_commands : o.concurrency;
-    o.max_llm = b.max_llm > 0 ? b.max_llm : o.concurrency;
-    if (b.warm_set)
-        o.warm = b.warm;
-    if (b.episode_timeout > 0)
-        o.episode_timeout = b.episode_timeout;
-    if (b.cmd_timeout > 0)
-        o.cmd_timeout = b.cmd_timeout;
-    o.drain_timeout = b.drain_timeout;
-    o.mode_llm = b.mode && !strcmp(b.mode, "llm");
-    if (b.max_response_len > 0)
-        o.max_response_len = b.max_response_len;
-    o.max_steps = c.max_steps;
-    o.max_token_limit = c.max_token_limit;
-    o.llm = llm;
-    o.llm_name = c.llm_name;
-    o.scorer = b.scorer;
-    o.judge = b.judge_model ? &judge : NULL;
-    o.quiet = b.quiet;
-    o.tty = isatty(2);
-    if (agent_parse_net(c.net, &o.net) < 0) {
-        cli_error("--net: '%s' is not one of none, host, proxy", c.net);
-        goto out;
-    }
-    if (c.memory && agent_parse_size(c.memory, &o.memory_bytes) < 0) {
-        cli_error("--memory: '%s' is not a size (e.g. 200M, 2G, unlimited)", c.memory);
-        goto out;
-    }
-    if (c.disk && agent_parse_size(c.disk, &o.disk_bytes) < 0) {
-        cli_error("--disk: '%s' is not a size (e.g. 1G, 20G, unlimited)", c.disk);
-        goto out;
-    }
-    if (c.export_max && agent_parse_size(c.export_max, &o.export_max) < 0) {
-        cli_error("--export-max: '%s' is not a size (e.g. 100M, 1G, unlimited)", c.export_max);
-        goto out;
-    }
-    o.overcommit = b.overcommit;
-    if (b.by) {
-        cli_error("--by is a flag of lis batch report DIR");
-        goto out;
-    }
-    if (o.mode_llm && (c.policy || c.nallow || c.ndeny || c.allow_host_network)) {
-        cli_error("--policy and the domain rules act on sandboxes: --mode llm has none");
-        goto out;
-    }
-    if (!o.mode_llm && agent_watch_init(&watch, &c, o.net, &err) < 0) {
-        cli_error("%s", err.msg);
-        goto out;
-    }
-    o.watch = o.mode_llm ? NULL : &watch;
-    o.live = b.live_set ? b.live : NULL;
-    if (o.live && strchr(o.live, ':') && strncmp(o.live, "127.0.0.1:", 10) &&
-        strncmp(o.live, "localhost:", 10)) {
-        cli_error("--live %s: the live view listens on 127.0.0.1 only (reach it from elsewhere "
-                  "with ssh -L)",
-                  o.live);
-        goto out;
-    }
-    rc = CLI_EXIT_LIS;
+    batch_cmd bc;
+    memset(&bc, 0, sizeof bc);
+    bc.b.start_id = bc.b.end_id = LONG_MIN;
+    lis_batch_opts_default(&bc.o);
     cli_warn_once wo = {.mu = PTHREAD_MUTEX_INITIALIZER, .scope = "of this run"};
-    lis_ctx_opts co = {.warn = cli_warn_once_fn, .warn_arg = &wo};
-    ctx = lis_ctx_new(&co, &err);
-    if (!ctx) {
-        cli_fail(&err);
-        goto out;
-    }
-    char rootfs[4096], rootfs_abs[PATH_MAX];
-    if (!o.mode_llm) {
-        if (cli_agent_rootfs(ctx, c.image, c.rootfs, rootfs, sizeof rootfs) < 0)
-            goto out;
-        o.rootfs = rootfs;
-        /* run.json's docker_image: a --rootfs as an absolute path, so that a
-         * resume from another directory is the same image */
-        o.image = c.image    ? c.image
-                  : c.rootfs ? (realpath(c.rootfs, rootfs_abs) ? rootfs_abs : c.rootfs)
-                             : DEFAULT_IMAGE;
-    }
-    if (!(settings = run_settings(&b, &c, &o, shard[0] ? shard : NULL))) {
-        cli_error("out of memory");
-        goto out;
-    }
-    o.settings = settings;
-    lis_batch_summary sum;
-    int r = lis_batch_run(ctx, &o, &sum, &err);
-    if (r < 0) {
-        cli_fail(&err);
-        if (sum.finish[0]) /* the run had started: how it goes on once the cause is fixed */
-            fprintf(stderr, "lis: %s: %s\n",
-                    sum.done ? "the run stopped; finish it with"
-                             : "no row was run; once that is fixed, run",
-                    sum.finish);
-        goto out;
-    }
-    if (!o.quiet)
-        printf("  %-22s %s\n", "output", sum.dir);
-    /* 0 every episode has its row; 1 some were cancelled (sum.finish runs them) */
-    rc = r;
-out:
-    lis_ctx_free(ctx);
-    agent_watch_release(&watch); /* its monitors went with their sandboxes */
-    cJSON_Delete(extra);
-    cJSON_Delete(settings);
-    agent_cli_free(&c);
-    cli_list_free(&rest);
-    cli_list_free(&args);
-    for (size_t i = 0; i < owned.n; i++)
-        free((char *)owned.v[i]);
-    cli_list_free(&owned);
+    int rc = 2; /* a bad flag or row source */
+    if (parse_flags(&bc, argc, argv) == 0 && read_env(&bc) == 0 && check_rows(&bc.b) == 0 &&
+        fill_opts(&bc) == 0 && fill_sandbox_opts(&bc) == 0)
+        rc = prepare(&bc, &wo) < 0 ? CLI_EXIT_LIS : run(&bc);
+    batch_cmd_release(&bc);
     return rc;
 }

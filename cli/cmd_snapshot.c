@@ -126,25 +126,30 @@ static int create_fork(void *arg, const lis_sandbox_spec *spec, int i, lis_sandb
     return lis_net_sandbox_create(arg, spec, NULL, out, err);
 }
 
-int lis_cli_snapshot_main(int argc, char **argv)
+/* The command line of `lis sandbox snapshot|fork`. */
+typedef struct snap_args {
+    int fork_mode, json, n;
+    const char *usage, *tag, *prefix, *name;
+} snap_args;
+
+/* -1 to go on; else the exit code (--help, or a bad command line). */
+static int parse_args(int argc, char **argv, snap_args *a)
 {
-    int fork_mode = !strcmp(argv[0], "fork");
-    const char *usage = fork_mode ? fork_usage : snapshot_usage;
+    *a = (snap_args){.fork_mode = !strcmp(argv[0], "fork")};
+    a->usage = a->fork_mode ? fork_usage : snapshot_usage;
     enum { O_TAG = 1, O_JSON, O_NAME };
     static const struct option opts[] = {{"tag", required_argument, 0, O_TAG},
                                          {"json", no_argument, 0, O_JSON},
                                          {"name", required_argument, 0, O_NAME},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *tag = NULL, *prefix = NULL;
-    int json = 0, n = 0;
     optind = 1;
     opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, fork_mode ? "n:h" : "h", opts, NULL)) != -1;) {
+    for (int c; (c = getopt_long(argc, argv, a->fork_mode ? "n:h" : "h", opts, NULL)) != -1;) {
         switch (c) {
-        case O_TAG: tag = optarg; break;
-        case O_JSON: json = 1; break;
-        case O_NAME: prefix = optarg; break;
+        case O_TAG: a->tag = optarg; break;
+        case O_JSON: a->json = 1; break;
+        case O_NAME: a->prefix = optarg; break;
         case 'n': {
             char *end;
             long v = strtol(optarg, &end, 10);
@@ -152,53 +157,90 @@ int lis_cli_snapshot_main(int argc, char **argv)
                 cli_error("sandbox fork: -n takes a number from 1 to 1024 (got '%s')", optarg);
                 return 2;
             }
-            n = (int)v;
+            a->n = (int)v;
             break;
         }
-        case 'h': fputs(usage, stdout); return 0;
+        case 'h': fputs(a->usage, stdout); return 0;
         default:
             cli_error("sandbox %s: unknown or incomplete option '%s' (lis sandbox %s --help)",
                       argv[0], argv[optind - 1], argv[0]);
             return 2;
         }
     }
-    if (optind != argc - 1 || (fork_mode && !n) || (!fork_mode && prefix)) {
-        fputs(usage, stderr);
+    if (optind != argc - 1 || (a->fork_mode && !a->n) || (!a->fork_mode && a->prefix)) {
+        fputs(a->usage, stderr);
         return 2;
     }
-    const char *name = argv[optind];
-    sigset_t held, old;
-    hold_signals(&held, &old);
-    lis_error err = {0};
-    cli_warn_once wo = {.mu = PTHREAD_MUTEX_INITIALIZER, .scope = "of this fork"};
-    lis_ctx_opts co = {.warn = cli_warn_once_fn, .warn_arg = &wo};
-    lis_ctx *ctx = lis_ctx_new(&co, &err);
-    if (!ctx) {
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        return cli_fail(&err);
-    }
-    lis_sandbox *sb = NULL;
-    int rc = 0;
-    if (lis_sandbox_open(ctx, name, &sb, &err) < 0) {
-        rc = cli_fail(&err);
-        goto out;
-    }
+    a->name = argv[optind];
+    return -1;
+}
+
+/* `lis sandbox snapshot NAME`. */
+static int run_snapshot(lis_ctx *ctx, lis_sandbox *sb, const snap_args *a, sigset_t *held,
+                        const sigset_t *old)
+{
     lis_snapshot_result snap;
-    if (!fork_mode) {
-        if (lis_rootfs_snapshot(lis_ctx_data_dir(ctx), sb, tag, &snap, &err) < 0) {
-            rc = cli_fail(&err);
-        } else if (interrupted(&held)) {
-            undo_and_die(ctx, name, NULL, 0, &snap, &old);
-            rc = 130;
-        } else if (json) {
-            cJSON *j = cJSON_CreateObject();
-            print_snapshot(&snap, j);
-            rc = emit_json(j);
-        } else {
-            print_snapshot(&snap, NULL);
-        }
-        goto out;
+    lis_error err = {0};
+    if (lis_rootfs_snapshot(lis_ctx_data_dir(ctx), sb, a->tag, &snap, &err) < 0)
+        return cli_fail(&err);
+    if (interrupted(held)) {
+        undo_and_die(ctx, a->name, NULL, 0, &snap, old);
+        return 130;
     }
+    if (!a->json) {
+        print_snapshot(&snap, NULL);
+        return 0;
+    }
+    cJSON *j = cJSON_CreateObject();
+    print_snapshot(&snap, j);
+    return emit_json(j);
+}
+
+/* The snapshot and each fork's name (or error), as lines or JSON; releases
+ * the forks. CLI_EXIT_LIS when a fork failed. */
+static int print_forks(const snap_args *a, const lis_snapshot_result *snap, lis_sandbox **forks,
+                       const lis_error *errs, char (*names)[80])
+{
+    int rc = 0;
+    cJSON *j = a->json ? cJSON_CreateObject() : NULL;
+    cJSON *arr = NULL;
+    if (j) {
+        print_snapshot(snap, cJSON_AddObjectToObject(j, "snapshot"));
+        arr = cJSON_AddArrayToObject(j, "sandboxes");
+    } else {
+        print_snapshot(snap, NULL);
+    }
+    for (int i = 0; i < a->n; i++) {
+        cJSON *e = arr ? cJSON_CreateObject() : NULL;
+        if (forks[i]) {
+            if (e)
+                cJSON_AddStringToObject(e, "name", lis_sandbox_name(forks[i]));
+            else
+                printf("%s\n", lis_sandbox_name(forks[i]));
+            lis_sandbox_release(forks[i]);
+        } else {
+            if (e)
+                cJSON_AddStringToObject(e, "error", errs[i].msg);
+            else
+                fprintf(stderr, "lis: fork %d (%s): %s\n", i + 1, names[i], errs[i].msg);
+            rc = CLI_EXIT_LIS;
+        }
+        if (e)
+            cJSON_AddItemToArray(arr, e);
+    }
+    if (j) {
+        int jr = emit_json(j);
+        rc = rc ? rc : jr;
+    }
+    return rc;
+}
+
+/* `lis sandbox fork NAME -n N`: N persistent forks named PREFIX-fork-I (or
+ * --name's PREFIXI) of one snapshot. */
+static int run_fork(lis_ctx *ctx, lis_sandbox *sb, const snap_args *a, sigset_t *held,
+                    const sigset_t *old)
+{
+    int n = a->n, rc;
     lis_sandbox **forks = calloc((size_t)n, sizeof *forks);
     lis_error *errs = calloc((size_t)n, sizeof *errs);
     char(*names)[80] = calloc((size_t)n, sizeof *names);
@@ -206,70 +248,63 @@ int lis_cli_snapshot_main(int argc, char **argv)
     if (!forks || !errs || !names || !nv) {
         cli_error("out of memory");
         rc = CLI_EXIT_LIS;
-    } else {
-        for (int i = 0; i < n; i++) {
-            snprintf(names[i], sizeof names[i], "%s-%s%d", prefix ? prefix : name,
-                     prefix ? "" : "fork-", i + 1);
-            nv[i] = names[i];
-        }
-        lis_sandbox_spec spec = {.env = lis_sandbox_env(sb),
-                                 .net = lis_sandbox_net(sb),
-                                 .limits = lis_sandbox_limits(sb),
-                                 .upper = LIS_UPPER_DISK,
-                                 .persist = 1};
-        /* lis_net_sandbox_create may run on several threads at once (lis batch does) */
-        lis_fork_opts fo = {.spec = &spec,
-                            .names = nv,
-                            .tag = tag,
-                            .create = create_fork,
-                            .create_arg = ctx,
-                            .threads = 4,
-                            .cancelled = interrupted,
-                            .cancel_arg = &held};
-        int made = lis_sandbox_fork(ctx, sb, n, &fo, forks, errs, &snap, &err);
-        if (made < 0) {
-            rc = cli_fail(&err);
-        } else if (interrupted(&held)) {
-            undo_and_die(ctx, name, forks, n, &snap, &old);
-            rc = 130;
-        } else {
-            cJSON *j = json ? cJSON_CreateObject() : NULL;
-            cJSON *arr = NULL;
-            if (j) {
-                print_snapshot(&snap, cJSON_AddObjectToObject(j, "snapshot"));
-                arr = cJSON_AddArrayToObject(j, "sandboxes");
-            } else {
-                print_snapshot(&snap, NULL);
-            }
-            for (int i = 0; i < n; i++) {
-                cJSON *e = arr ? cJSON_CreateObject() : NULL;
-                if (forks[i]) {
-                    if (e)
-                        cJSON_AddStringToObject(e, "name", lis_sandbox_name(forks[i]));
-                    else
-                        printf("%s\n", lis_sandbox_name(forks[i]));
-                    lis_sandbox_release(forks[i]);
-                } else {
-                    if (e)
-                        cJSON_AddStringToObject(e, "error", errs[i].msg);
-                    else
-                        fprintf(stderr, "lis: fork %d (%s): %s\n", i + 1, names[i], errs[i].msg);
-                    rc = CLI_EXIT_LIS;
-                }
-                if (e)
-                    cJSON_AddItemToArray(arr, e);
-            }
-            if (j) {
-                int jr = emit_json(j);
-                rc = rc ? rc : jr;
-            }
-        }
+        goto out;
     }
+    for (int i = 0; i < n; i++) {
+        snprintf(names[i], sizeof names[i], "%s-%s%d", a->prefix ? a->prefix : a->name,
+                 a->prefix ? "" : "fork-", i + 1);
+        nv[i] = names[i];
+    }
+    lis_sandbox_spec spec = {.env = lis_sandbox_env(sb),
+                             .net = lis_sandbox_net(sb),
+                             .limits = lis_sandbox_limits(sb),
+                             .upper = LIS_UPPER_DISK,
+                             .persist = 1};
+    /* lis_net_sandbox_create may run on several threads at once (lis batch does) */
+    lis_fork_opts fo = {.spec = &spec,
+                        .names = nv,
+                        .tag = a->tag,
+                        .create = create_fork,
+                        .create_arg = ctx,
+                        .threads = 4,
+                        .cancelled = interrupted,
+                        .cancel_arg = held};
+    lis_snapshot_result snap;
+    lis_error err = {0};
+    if (lis_sandbox_fork(ctx, sb, n, &fo, forks, errs, &snap, &err) < 0) {
+        rc = cli_fail(&err);
+    } else if (interrupted(held)) {
+        undo_and_die(ctx, a->name, forks, n, &snap, old);
+        rc = 130;
+    } else {
+        rc = print_forks(a, &snap, forks, errs, names);
+    }
+out:
     free(forks);
     free(errs);
     free(names);
     free(nv);
-out:
+    return rc;
+}
+
+int lis_cli_snapshot_main(int argc, char **argv)
+{
+    snap_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    sigset_t held, old;
+    hold_signals(&held, &old);
+    lis_error err = {0};
+    cli_warn_once wo = {.mu = PTHREAD_MUTEX_INITIALIZER, .scope = "of this fork"};
+    lis_ctx_opts co = {.warn = cli_warn_once_fn, .warn_arg = &wo};
+    lis_ctx *ctx = lis_ctx_new(&co, &err);
+    lis_sandbox *sb = NULL;
+    if (!ctx || lis_sandbox_open(ctx, a.name, &sb, &err) < 0)
+        rc = cli_fail(&err);
+    else
+        rc = a.fork_mode ? run_fork(ctx, sb, &a, &held, &old)
+                         : run_snapshot(ctx, sb, &a, &held, &old);
     if (sb)
         lis_sandbox_release(sb);
     lis_ctx_free(ctx);

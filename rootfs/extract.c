@@ -446,16 +446,34 @@ static int write_data(rf_extract *x, struct archive *a, int fd, const char *entr
     return 0;
 }
 
-/* Removes everything under the directory path that the current layer did not create. */
-static int opaque_clean(rf_extract *x, const char *path, lis_error *err)
+/* The directory path of the tree, open in *fd (-1: not there, nothing
+ * below). Out of line, as is_dir_at: opaque_clean recurses once a level of
+ * path (up to PATH_MAX / 2 levels), so its own frame holds no buffer. */
+static __attribute__((noinline)) int open_opaque(rf_extract *x, const char *path, int *fd,
+                                                 lis_error *err)
 {
     char dir[PATH_MAX];
     const char *leaf = split(path, dir, sizeof dir);
     int pfd = *path ? open_dir(x, dir, 0, path, err) : x->root_fd;
     if (pfd < 0)
         return -1;
-    int fd = *path ? openat(pfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                   : openat(x->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    *fd = *path ? openat(pfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                : openat(x->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return 0;
+}
+
+static __attribute__((noinline)) int is_dir_at(int dfd, const char *name)
+{
+    struct stat st;
+    return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Removes everything under the directory path that the current layer did not create. */
+static int opaque_clean(rf_extract *x, const char *path, lis_error *err)
+{
+    int fd;
+    if (open_opaque(x, path, &fd, err) < 0)
+        return -1;
     if (fd < 0)
         return 0; /* nothing below */
     DIR *d = fdopendir(fd);
@@ -477,17 +495,19 @@ static int opaque_clean(rf_extract *x, const char *path, lis_error *err)
     for (size_t i = 0; i < n; i++) {
         if (!names[i])
             continue;
-        char full[PATH_MAX];
-        snprintf(full, sizeof full, "%s%s%s", path, *path ? "/" : "", names[i]);
-        struct stat st;
-        if (smap_get(&x->layer, full)) {
-            if (fstatat(dirfd(d), names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-                rc == 0)
+        char *full = NULL; /* on the heap: a level's frame stays small */
+        if (asprintf(&full, "%s%s%s", path, *path ? "/" : "", names[i]) < 0) {
+            full = NULL;
+            if (rc == 0)
+                rc = lis_oom(err);
+        } else if (smap_get(&x->layer, full)) {
+            if (rc == 0 && is_dir_at(dirfd(d), names[i]))
                 rc = opaque_clean(x, full, err);
         } else {
             uncache(x);
             rf_rm_tree_at(dirfd(d), names[i]);
         }
+        free(full);
         free(names[i]);
     }
     free(names);
@@ -495,6 +515,187 @@ static int opaque_clean(rf_extract *x, const char *path, lis_error *err)
     return rc;
 }
 
+/* One entry of a layer: its name as the archive has it, normalised, split. */
+typedef struct ent {
+    struct archive_entry *e;
+    const char *raw, *path, *dir, *leaf;
+} ent;
+
+/* A whiteout .wh.NAME removes NAME of the layers below; .wh..wh..opq all
+ * that the current layer did not create. */
+static int apply_whiteout(rf_extract *x, const ent *t, lis_error *err)
+{
+    int pfd = open_dir(x, t->dir, 0, t->path, err);
+    if (pfd < 0)
+        return err->code == ENOENT ? 0 : -1;
+    if (!strcmp(t->leaf, ".wh..wh..opq"))
+        return opaque_clean(x, t->dir, err);
+    if (!strncmp(t->leaf, ".wh..wh.", 8))
+        return 0; /* aufs metadata */
+    const char *victim = t->leaf + 4;
+    if (!*victim || !strcmp(victim, ".") || !strcmp(victim, ".."))
+        return lis_fail(err, EPERM, "entry '%s' is an invalid whiteout (unsafe archive)", t->raw);
+    uncache(x);
+    pfd = open_dir(x, t->dir, 0, t->path, err);
+    if (pfd < 0)
+        return -1;
+    rf_rm_tree_at(pfd, victim);
+    uncache(x);
+    return 0;
+}
+
+/* A hard link to hl, a file extracted before (never a directory, never
+ * outside the tree). */
+static int make_hardlink(rf_extract *x, const ent *t, const char *hl, lis_error *err)
+{
+    char tpath[PATH_MAX], tdir[PATH_MAX];
+    const char *why = NULL;
+    if (normalize(hl, tpath, sizeof tpath, &why) < 0 || !*tpath)
+        return lis_fail(err, EPERM,
+                        "hard link '%s' -> '%s': the target %s; refusing it "
+                        "(unsafe archive)",
+                        t->raw, hl, why ? why : "is the root");
+    const char *tleaf = split(tpath, tdir, sizeof tdir);
+    int tfd = open_dir(x, tdir, 0, t->path, err);
+    if (tfd < 0)
+        return -1;
+    tfd = fcntl(tfd, F_DUPFD_CLOEXEC, 0);
+    struct stat st;
+    if (tfd < 0 || fstatat(tfd, tleaf, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode)) {
+        if (tfd >= 0)
+            close(tfd);
+        return lis_fail(err, EPERM,
+                        "hard link '%s' -> '%s': the target is not a file "
+                        "in the archive; refusing it (unsafe archive)",
+                        t->raw, hl);
+    }
+    int pfd = open_dir(x, t->dir, 1, t->path, err);
+    if (pfd < 0) {
+        close(tfd);
+        return -1;
+    }
+    int lr = linkat(tfd, tleaf, pfd, t->leaf, 0);
+    if (lr < 0 && errno == EEXIST) {
+        struct stat ls;
+        if (fstatat(pfd, t->leaf, &ls, AT_SYMLINK_NOFOLLOW) == 0 && ls.st_ino == st.st_ino &&
+            ls.st_dev == st.st_dev) {
+            close(tfd);
+            return 0;
+        }
+        remove_existing(x, pfd, t->leaf);
+        pfd = open_dir(x, t->dir, 1, t->path, err);
+        if (pfd < 0) {
+            close(tfd);
+            return -1;
+        }
+        lr = linkat(tfd, tleaf, pfd, t->leaf, 0);
+    }
+    int e2 = errno;
+    close(tfd);
+    if (lr < 0)
+        return lis_fail_errnum(err, e2, "hard link '%s' -> '%s'", t->raw, hl);
+    return 0;
+}
+
+static int make_dir(rf_extract *x, int pfd, const ent *t, lis_error *err)
+{
+    if (mkdirat(pfd, t->leaf, 0700) < 0) {
+        if (errno != EEXIST)
+            return lis_fail_errno(err, "cannot create directory '%s'", t->path);
+        struct stat st;
+        if (fstatat(pfd, t->leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
+            uncache(x);
+            if (unlinkat(pfd, t->leaf, 0) < 0 || mkdirat(pfd, t->leaf, 0700) < 0)
+                return lis_fail_errno(err, "cannot replace '%s' by a directory", t->path);
+        } else if (!(st.st_mode & S_IWUSR) || !(st.st_mode & S_IXUSR)) {
+            fchmodat(pfd, t->leaf, 0700, 0);
+        }
+    }
+    own(x, pfd, t->leaf, t->e, -1);
+    if (archive_entry_xattr_count(t->e) > 0) {
+        int dfd = openat(pfd, t->leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd >= 0) {
+            set_xattrs(dfd, t->e);
+            close(dfd);
+        }
+    }
+    if (record_dir(x, t->path, t->e) < 0)
+        return lis_oom(err);
+    return 0;
+}
+
+static int make_file(rf_extract *x, struct archive *a, int pfd, const ent *t, int whiteouts,
+                     lis_error *err)
+{
+    mode_t mode = archive_entry_perm(t->e) & 07777;
+    int fd =
+        openat(pfd, t->leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0777);
+    if (fd < 0 && errno == EEXIST) {
+        struct stat st;
+        if (!whiteouts && fstatat(pfd, t->leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISLNK(st.st_mode))
+            return lis_fail(err, ELOOP,
+                            "entry '%s' would write through the symlink of "
+                            "the same name; refusing it (unsafe archive)",
+                            t->raw);
+        if (remove_existing(x, pfd, t->leaf) < 0)
+            return lis_fail_errno(err, "cannot replace '%s'", t->path);
+        pfd = open_dir(x, t->dir, 1, t->path, err);
+        if (pfd < 0)
+            return -1;
+        fd =
+            openat(pfd, t->leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0777);
+    }
+    if (fd < 0)
+        return lis_fail_errno(err, "cannot create '%s'", t->path);
+    int rc = write_data(x, a, fd, t->path, archive_entry_size(t->e), err);
+    if (rc == 0)
+        own(x, pfd, t->leaf, t->e, fd);
+    if (rc == 0 && ((mode & 07000) || (mode & x->umask)))
+        fchmod(fd, mode);
+    if (rc == 0)
+        set_xattrs(fd, t->e); /* after chown, which drops security.capability */
+    if (rc == 0)
+        set_times(pfd, t->leaf, t->e, 0, fd);
+    close(fd);
+    return rc;
+}
+
+static int make_symlink(rf_extract *x, int pfd, const ent *t, lis_error *err)
+{
+    const char *target = archive_entry_symlink(t->e);
+    if (!target)
+        target = "";
+    if (symlinkat(target, pfd, t->leaf) < 0) {
+        if (errno != EEXIST)
+            return lis_fail_errno(err, "cannot create symlink '%s'", t->path);
+        if (remove_existing(x, pfd, t->leaf) < 0)
+            return lis_fail_errno(err, "cannot replace '%s'", t->path);
+        pfd = open_dir(x, t->dir, 1, t->path, err);
+        if (pfd < 0)
+            return -1;
+        if (symlinkat(target, pfd, t->leaf) < 0)
+            return lis_fail_errno(err, "cannot create symlink '%s'", t->path);
+    }
+    own(x, pfd, t->leaf, t->e, -1);
+    set_times(pfd, t->leaf, t->e, 1, -1);
+    return 0;
+}
+
+static int make_fifo(rf_extract *x, int pfd, const ent *t, lis_error *err)
+{
+    mode_t perm = archive_entry_perm(t->e) & 0777;
+    if (mkfifoat(pfd, t->leaf, perm) < 0) {
+        if (errno != EEXIST || remove_existing(x, pfd, t->leaf) < 0 ||
+            (pfd = open_dir(x, t->dir, 1, t->path, err)) < 0 || mkfifoat(pfd, t->leaf, perm) < 0)
+            return lis_fail_errno(err, "cannot create fifo '%s'", t->path);
+    }
+    own(x, pfd, t->leaf, t->e, -1);
+    set_times(pfd, t->leaf, t->e, 1, -1);
+    return 0;
+}
+
+/* One entry: its name checked and split, then one function a kind. */
 static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry *e, int whiteouts,
                          lis_error *err)
 {
@@ -516,28 +717,10 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
                         "it (unsafe archive)",
                         raw);
     }
-    const char *leaf = split(path, dir, sizeof dir);
-
-    if (whiteouts && !strncmp(leaf, ".wh.", 4)) {
-        int pfd = open_dir(x, dir, 0, path, err);
-        if (pfd < 0)
-            return err->code == ENOENT ? 0 : -1;
-        if (!strcmp(leaf, ".wh..wh..opq"))
-            return opaque_clean(x, dir, err);
-        if (!strncmp(leaf, ".wh..wh.", 8))
-            return 0; /* aufs metadata */
-        const char *victim = leaf + 4;
-        if (!*victim || !strcmp(victim, ".") || !strcmp(victim, ".."))
-            return lis_fail(err, EPERM, "entry '%s' is an invalid whiteout (unsafe archive)", raw);
-        uncache(x);
-        pfd = open_dir(x, dir, 0, path, err);
-        if (pfd < 0)
-            return -1;
-        rf_rm_tree_at(pfd, victim);
-        uncache(x);
-        return 0;
-    }
-
+    ent t = {.e = e, .raw = raw, .path = path, .dir = dir};
+    t.leaf = split(path, dir, sizeof dir);
+    if (whiteouts && !strncmp(t.leaf, ".wh.", 4))
+        return apply_whiteout(x, &t, err);
     if (!hl && (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFSOCK)) {
         x->skipped++;
         return 0;
@@ -548,146 +731,13 @@ static int extract_entry(rf_extract *x, struct archive *a, struct archive_entry 
     if (track(x, path) < 0)
         return lis_oom(err);
     x->files++;
-
-    if (hl) {
-        char tpath[PATH_MAX], tdir[PATH_MAX];
-        if (normalize(hl, tpath, sizeof tpath, &why) < 0 || !*tpath)
-            return lis_fail(err, EPERM,
-                            "hard link '%s' -> '%s': the target %s; refusing it "
-                            "(unsafe archive)",
-                            raw, hl, why ? why : "is the root");
-        const char *tleaf = split(tpath, tdir, sizeof tdir);
-        int tfd = open_dir(x, tdir, 0, path, err);
-        if (tfd < 0)
-            return -1;
-        tfd = fcntl(tfd, F_DUPFD_CLOEXEC, 0);
-        struct stat st;
-        if (tfd < 0 || fstatat(tfd, tleaf, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode)) {
-            if (tfd >= 0)
-                close(tfd);
-            return lis_fail(err, EPERM,
-                            "hard link '%s' -> '%s': the target is not a file "
-                            "in the archive; refusing it (unsafe archive)",
-                            raw, hl);
-        }
-        pfd = open_dir(x, dir, 1, path, err);
-        if (pfd < 0) {
-            close(tfd);
-            return -1;
-        }
-        int lr = linkat(tfd, tleaf, pfd, leaf, 0);
-        if (lr < 0 && errno == EEXIST) {
-            struct stat ls;
-            if (fstatat(pfd, leaf, &ls, AT_SYMLINK_NOFOLLOW) == 0 && ls.st_ino == st.st_ino &&
-                ls.st_dev == st.st_dev) {
-                close(tfd);
-                return 0;
-            }
-            remove_existing(x, pfd, leaf);
-            pfd = open_dir(x, dir, 1, path, err);
-            if (pfd < 0) {
-                close(tfd);
-                return -1;
-            }
-            lr = linkat(tfd, tleaf, pfd, leaf, 0);
-        }
-        int e2 = errno;
-        close(tfd);
-        if (lr < 0)
-            return lis_fail_errnum(err, e2, "hard link '%s' -> '%s'", raw, hl);
-        return 0;
-    }
-
+    if (hl)
+        return make_hardlink(x, &t, hl, err);
     switch (type) {
-    case AE_IFDIR: {
-        if (mkdirat(pfd, leaf, 0700) < 0) {
-            if (errno != EEXIST)
-                return lis_fail_errno(err, "cannot create directory '%s'", path);
-            struct stat st;
-            if (fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
-                uncache(x);
-                if (unlinkat(pfd, leaf, 0) < 0 || mkdirat(pfd, leaf, 0700) < 0)
-                    return lis_fail_errno(err, "cannot replace '%s' by a directory", path);
-            } else if (!(st.st_mode & S_IWUSR) || !(st.st_mode & S_IXUSR)) {
-                fchmodat(pfd, leaf, 0700, 0);
-            }
-        }
-        own(x, pfd, leaf, e, -1);
-        if (archive_entry_xattr_count(e) > 0) {
-            int dfd = openat(pfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (dfd >= 0) {
-                set_xattrs(dfd, e);
-                close(dfd);
-            }
-        }
-        if (record_dir(x, path, e) < 0)
-            return lis_oom(err);
-        return 0;
-    }
-    case AE_IFREG: {
-        mode_t mode = archive_entry_perm(e) & 07777;
-        int fd =
-            openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0777);
-        if (fd < 0 && errno == EEXIST) {
-            struct stat st;
-            if (!whiteouts && fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                S_ISLNK(st.st_mode))
-                return lis_fail(err, ELOOP,
-                                "entry '%s' would write through the symlink of "
-                                "the same name; refusing it (unsafe archive)",
-                                raw);
-            if (remove_existing(x, pfd, leaf) < 0)
-                return lis_fail_errno(err, "cannot replace '%s'", path);
-            pfd = open_dir(x, dir, 1, path, err);
-            if (pfd < 0)
-                return -1;
-            fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                        mode & 0777);
-        }
-        if (fd < 0)
-            return lis_fail_errno(err, "cannot create '%s'", path);
-        int rc = write_data(x, a, fd, path, archive_entry_size(e), err);
-        if (rc == 0)
-            own(x, pfd, leaf, e, fd);
-        if (rc == 0 && ((mode & 07000) || (mode & x->umask)))
-            fchmod(fd, mode);
-        if (rc == 0)
-            set_xattrs(fd, e); /* after chown, which drops security.capability */
-        if (rc == 0)
-            set_times(pfd, leaf, e, 0, fd);
-        close(fd);
-        return rc;
-    }
-    case AE_IFLNK: {
-        const char *target = archive_entry_symlink(e);
-        if (!target)
-            target = "";
-        if (symlinkat(target, pfd, leaf) < 0) {
-            if (errno != EEXIST)
-                return lis_fail_errno(err, "cannot create symlink '%s'", path);
-            if (remove_existing(x, pfd, leaf) < 0)
-                return lis_fail_errno(err, "cannot replace '%s'", path);
-            pfd = open_dir(x, dir, 1, path, err);
-            if (pfd < 0)
-                return -1;
-            if (symlinkat(target, pfd, leaf) < 0)
-                return lis_fail_errno(err, "cannot create symlink '%s'", path);
-        }
-        own(x, pfd, leaf, e, -1);
-        set_times(pfd, leaf, e, 1, -1);
-        return 0;
-    }
-    case AE_IFIFO: {
-        if (mkfifoat(pfd, leaf, archive_entry_perm(e) & 0777) < 0) {
-            if (errno != EEXIST || remove_existing(x, pfd, leaf) < 0 ||
-                (pfd = open_dir(x, dir, 1, path, err)) < 0 ||
-                mkfifoat(pfd, leaf, archive_entry_perm(e) & 0777) < 0)
-                return lis_fail_errno(err, "cannot create fifo '%s'", path);
-        }
-        own(x, pfd, leaf, e, -1);
-        set_times(pfd, leaf, e, 1, -1);
-        return 0;
-    }
+    case AE_IFDIR: return make_dir(x, pfd, &t, err);
+    case AE_IFREG: return make_file(x, a, pfd, &t, whiteouts, err);
+    case AE_IFLNK: return make_symlink(x, pfd, &t, err);
+    case AE_IFIFO: return make_fifo(x, pfd, &t, err);
     default:
         x->files--;
         x->skipped++;

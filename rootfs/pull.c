@@ -424,6 +424,213 @@ static int layer_type_ok(const char *mt)
            !strcmp(mt, "application/vnd.docker.image.rootfs.diff.tar");
 }
 
+/* The name the pulled image is tagged with: --name, else the reference as the
+ * user wrote it (so `--image ubuntu:24.04` finds it), a digest alone as
+ * NAME:sha256-<12 hex>. */
+static int pull_tagref(const char *ref, const reg *g, const lis_rootfs_opts *o, char *tagref,
+                       size_t len, lis_error *err)
+{
+    if (o && o->name) {
+        char sname[512], stag[160];
+        if (rf_parse_ref(o->name, sname, sizeof sname, stag, sizeof stag, err) < 0)
+            return -1;
+        snprintf(tagref, len, "%s", o->name);
+        return 0;
+    }
+    char b[700];
+    snprintf(b, sizeof b, "%s", ref);
+    char *at = strchr(b, '@');
+    if (at)
+        *at = 0;
+    if (g->digest[0] && !g->tag[0])
+        snprintf(tagref, len, "%s:sha256-%.12s", b, g->digest + 7);
+    else if (g->tag[0] && !strchr(strrchr(b, '/') ? strrchr(b, '/') : b, ':'))
+        snprintf(tagref, len, "%s:%s", b, g->tag);
+    else
+        snprintf(tagref, len, "%s", b);
+    return 0;
+}
+
+/* --insecure on a registry that is not local, like podman --tls-verify=false:
+ * HTTPS without verification when it answers, else HTTP. */
+static void probe_scheme(reg *g)
+{
+    if (!g->insecure || is_local(g->api))
+        return;
+    resp probe = {.fd = -1, .max = 1 << 16};
+    char url[600];
+    snprintf(url, sizeof url, "https://%s/v2/", g->api);
+    lis_error ig = {0};
+    int saved = g->retries;
+    g->retries = 1;
+    if (get_once(g, url, NULL, 0, &probe, &ig) < 0)
+        snprintf(g->scheme, sizeof g->scheme, "http");
+    g->retries = saved;
+    free(probe.body);
+}
+
+static cJSON *parse_manifest(const reg *g, const resp *r, const char **mt, lis_error *err)
+{
+    cJSON *man = cJSON_Parse(r->body ? r->body : "");
+    if (!man) {
+        lis_fail(err, EPROTO, "%s: the manifest is not valid JSON", g->canon);
+        return NULL;
+    }
+    const cJSON *mtj = cJSON_GetObjectItemCaseSensitive(man, "mediaType");
+    *mt = cJSON_IsString(mtj) ? mtj->valuestring : r->ctype;
+    return man;
+}
+
+static int is_index(const cJSON *man, const char *mt)
+{
+    return rf_is_index_type(mt) || (!cJSON_GetObjectItemCaseSensitive(man, "layers") &&
+                                    cJSON_GetObjectItemCaseSensitive(man, "manifests"));
+}
+
+/* The manifest an image index names for the platform (r and hex as for
+ * resolve_manifest). NULL with err. */
+static cJSON *from_index(reg *g, const lis_rootfs_opts *o, cJSON *idx, resp *r, char hex[65],
+                         const char **mt, lis_error *err)
+{
+    cJSON *d = rf_pick_manifest(idx, o ? o->platform : NULL, err);
+    if (!d)
+        return NULL;
+    const cJSON *dd = cJSON_GetObjectItemCaseSensitive(d, "digest");
+    if (!cJSON_IsString(dd) || !rf_digest_hex(dd->valuestring)) {
+        lis_fail(err, EPROTO, "%s: the image index has an invalid digest", g->canon);
+        return NULL;
+    }
+    char dg[80];
+    snprintf(dg, sizeof dg, "%s", dd->valuestring);
+    if (fetch_manifest(g, dg, dg, r, hex, err) < 0)
+        return NULL;
+    return parse_manifest(g, r, mt, err);
+}
+
+/* The image manifest of g's reference (r holds its response), through at
+ * most three nested image indexes (the platform's entry of each), checked to
+ * be schema 2; hex gets its sha256. NULL with err. */
+static cJSON *resolve_manifest(reg *g, const lis_rootfs_opts *o, resp *r, char hex[65],
+                               lis_error *err)
+{
+    const char *reference = g->digest[0] ? g->digest : g->tag;
+    if (fetch_manifest(g, reference, g->digest, r, hex, err) < 0)
+        return NULL;
+    if (!g->digest[0] && r->dcd[0] && rf_digest_hex(r->dcd) && strcmp(rf_digest_hex(r->dcd), hex)) {
+        lis_fail(err, EBADMSG,
+                 "%s: the manifest does not match the digest the registry "
+                 "announced (%.19s); refusing it",
+                 g->canon, r->dcd);
+        return NULL;
+    }
+    const char *mt;
+    cJSON *man = parse_manifest(g, r, &mt, err);
+    for (int depth = 0; man && is_index(man, mt); depth++) {
+        cJSON *idx = man;
+        man = NULL;
+        if (depth > 3)
+            lis_fail(err, ELOOP, "%s: image indexes nested too deeply", g->canon);
+        else
+            man = from_index(g, o, idx, r, hex, &mt, err);
+        cJSON_Delete(idx);
+    }
+    if (!man)
+        return NULL;
+    const cJSON *sv = cJSON_GetObjectItemCaseSensitive(man, "schemaVersion");
+    if (!cJSON_IsNumber(sv) || sv->valueint != 2) {
+        lis_fail(err, EPROTO,
+                 "%s: unsupported manifest (schema 1 or unknown); lis needs "
+                 "OCI or docker schema 2 images",
+                 g->canon);
+        cJSON_Delete(man);
+        return NULL;
+    }
+    return man;
+}
+
+/* meta.json's registry part: the source, the manifest's digest and the
+ * image's config (its blob fetched and verified). NULL with err. */
+static cJSON *pull_meta(reg *g, const cJSON *man, const char *hex, lis_error *err)
+{
+    cJSON *meta = cJSON_CreateObject();
+    if (!meta) {
+        lis_oom(err);
+        return NULL;
+    }
+    cJSON_AddStringToObject(meta, "source", g->canon);
+    cJSON_AddStringToObject(meta, "format", "registry");
+    char mdg[80];
+    snprintf(mdg, sizeof mdg, "sha256:%s", hex);
+    cJSON_AddStringToObject(meta, "manifest", mdg);
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(man, "config");
+    const cJSON *cd = cJSON_GetObjectItemCaseSensitive(cfg, "digest");
+    if (cJSON_IsString(cd)) {
+        resp cr = {.fd = -1, .max = MAX_MANIFEST};
+        int rc = fetch_blob(g, cd->valuestring, -1, &cr, err);
+        if (rc == 0)
+            rf_meta_add_config(meta, cr.body ? cr.body : "");
+        free(cr.body);
+        if (rc < 0) {
+            cJSON_Delete(meta);
+            return NULL;
+        }
+    }
+    return meta;
+}
+
+/* Before any download: the layers' total size (for the progress) and each
+ * one's media type. Their number, or -1 with err. */
+static int check_layers(const reg *g, const cJSON *ls, rf_progress *pg, lis_error *err)
+{
+    int n = cJSON_IsArray(ls) ? cJSON_GetArraySize(ls) : 0;
+    if (n == 0)
+        return lis_fail(err, EPROTO, "%s: the manifest lists no layers", g->canon);
+    const cJSON *l;
+    cJSON_ArrayForEach(l, ls)
+    {
+        const cJSON *sz = cJSON_GetObjectItemCaseSensitive(l, "size");
+        const cJSON *lmt = cJSON_GetObjectItemCaseSensitive(l, "mediaType");
+        /* a registry's number: only a sane size converts (no UB on -1 or 1e300) */
+        if (cJSON_IsNumber(sz) && sz->valuedouble >= 0 && sz->valuedouble < 9e18)
+            pg->total += (uint64_t)sz->valuedouble;
+        if (!layer_type_ok(cJSON_IsString(lmt) ? lmt->valuestring : NULL))
+            return lis_fail(err, EPROTO, "%s: unsupported layer type %s", g->canon,
+                            lmt->valuestring);
+    }
+    return n;
+}
+
+/* Each layer's blob, verified, into tmp/layerN: files gets the paths (*nl of
+ * them, the caller frees them), jl the digests. */
+static int fetch_layers(reg *g, const cJSON *ls, const char *tmp, char **files, size_t *nl,
+                        cJSON *jl, rf_progress *pg, lis_error *err)
+{
+    const cJSON *l;
+    cJSON_ArrayForEach(l, ls)
+    {
+        const cJSON *dg = cJSON_GetObjectItemCaseSensitive(l, "digest");
+        const char *d = cJSON_IsString(dg) ? dg->valuestring : NULL;
+        char fp[4200];
+        snprintf(fp, sizeof fp, "%s/layer%zu", tmp, *nl);
+        if (!(files[*nl] = strdup(fp)))
+            return lis_oom(err);
+        (*nl)++;
+        int fd = open(fp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0)
+            return lis_fail_errno(err, "cannot create %s", fp);
+        resp br = {.fd = fd, .max = 0, .pg = pg};
+        int brc = fetch_blob(g, d, fd, &br, err);
+        close(fd);
+        free(br.body);
+        if (brc < 0)
+            return -1;
+        cJSON_AddItemToArray(jl, cJSON_CreateString(d));
+    }
+    if (pg->fn)
+        pg->fn(pg->arg, pg->phase, pg->total, pg->total);
+    return 0;
+}
+
 int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts *o,
                     lis_rootfs_result *res, lis_error *err)
 {
@@ -436,187 +643,41 @@ int lis_rootfs_pull(const char *data_dir, const char *ref, const lis_rootfs_opts
     if (!g)
         return lis_oom(err);
     int rc = -1, lock = -1;
-    char tmp[4096] = "";
+    char tmp[4096] = "", tagref[800], hex[65];
     resp r = {.fd = -1, .max = MAX_MANIFEST};
-    cJSON *man = NULL, *meta = NULL, *idx = NULL;
+    cJSON *man = NULL, *meta = NULL;
     char **files = NULL;
     size_t nl = 0;
     rf_progress pg = {.fn = o ? o->progress : NULL,
                       .arg = o ? o->progress_arg : NULL,
                       .phase = "download"};
-    if (parse_pull_ref(ref, g, err) < 0)
+    if (parse_pull_ref(ref, g, err) < 0 || pull_tagref(ref, g, o, tagref, sizeof tagref, err) < 0)
         goto out;
-    char sname[512], stag[160], tagref[800];
-    if (o && o->name) {
-        if (rf_parse_ref(o->name, sname, sizeof sname, stag, sizeof stag, err) < 0)
-            goto out;
-        snprintf(tagref, sizeof tagref, "%s", o->name);
-    } else {
-        /* the name as the user wrote it, so `--image ubuntu:24.04` finds it */
-        char b[700];
-        snprintf(b, sizeof b, "%s", ref);
-        char *at = strchr(b, '@');
-        if (at)
-            *at = 0;
-        if (g->digest[0] && !g->tag[0])
-            snprintf(tagref, sizeof tagref, "%s:sha256-%.12s", b, g->digest + 7);
-        else if (g->tag[0] && !strchr(strrchr(b, '/') ? strrchr(b, '/') : b, ':'))
-            snprintf(tagref, sizeof tagref, "%s:%s", b, g->tag);
-        else
-            snprintf(tagref, sizeof tagref, "%s", b);
-    }
     g->insecure = o && o->insecure;
     g->retries = o && o->retries > 0 ? o->retries : 3;
     g->pg = &pg;
-    if (g->insecure && !is_local(g->api)) {
-        /* like podman --tls-verify=false: HTTPS without verification, else HTTP */
-        resp probe = {.fd = -1, .max = 1 << 16};
-        char url[600];
-        snprintf(url, sizeof url, "https://%s/v2/", g->api);
-        lis_error ig = {0};
-        int saved = g->retries;
-        g->retries = 1;
-        if (get_once(g, url, NULL, 0, &probe, &ig) < 0)
-            snprintf(g->scheme, sizeof g->scheme, "http");
-        g->retries = saved;
-        free(probe.body);
-    }
-
-    char hex[65];
-    const char *reference = g->digest[0] ? g->digest : g->tag;
-    if (fetch_manifest(g, reference, g->digest, &r, hex, err) < 0)
+    probe_scheme(g);
+    if (!(man = resolve_manifest(g, o, &r, hex, err)))
         goto out;
-    if (!g->digest[0] && r.dcd[0] && rf_digest_hex(r.dcd) && strcmp(rf_digest_hex(r.dcd), hex)) {
-        lis_fail(err, EBADMSG,
-                 "%s: the manifest does not match the digest the registry "
-                 "announced (%.19s); refusing it",
-                 g->canon, r.dcd);
-        goto out;
-    }
-    man = cJSON_Parse(r.body ? r.body : "");
-    if (!man) {
-        lis_fail(err, EPROTO, "%s: the manifest is not valid JSON", g->canon);
-        goto out;
-    }
-    const cJSON *mtj = cJSON_GetObjectItemCaseSensitive(man, "mediaType");
-    const char *mt = cJSON_IsString(mtj) ? mtj->valuestring : r.ctype;
-    for (int depth = 0;
-         rf_is_index_type(mt) || (!cJSON_GetObjectItemCaseSensitive(man, "layers") &&
-                                  cJSON_GetObjectItemCaseSensitive(man, "manifests"));
-         depth++) {
-        if (depth > 3) {
-            lis_fail(err, ELOOP, "%s: image indexes nested too deeply", g->canon);
-            goto out;
-        }
-        cJSON_Delete(idx);
-        idx = man;
-        man = NULL;
-        cJSON *d = rf_pick_manifest(idx, o ? o->platform : NULL, err);
-        if (!d)
-            goto out;
-        const cJSON *dd = cJSON_GetObjectItemCaseSensitive(d, "digest");
-        if (!cJSON_IsString(dd) || !rf_digest_hex(dd->valuestring)) {
-            lis_fail(err, EPROTO, "%s: the image index has an invalid digest", g->canon);
-            goto out;
-        }
-        char dg[80];
-        snprintf(dg, sizeof dg, "%s", dd->valuestring);
-        if (fetch_manifest(g, dg, dg, &r, hex, err) < 0)
-            goto out;
-        if (!(man = cJSON_Parse(r.body ? r.body : ""))) {
-            lis_fail(err, EPROTO, "%s: the manifest is not valid JSON", g->canon);
-            goto out;
-        }
-        mtj = cJSON_GetObjectItemCaseSensitive(man, "mediaType");
-        mt = cJSON_IsString(mtj) ? mtj->valuestring : r.ctype;
-    }
-    const cJSON *sv = cJSON_GetObjectItemCaseSensitive(man, "schemaVersion");
-    if (!cJSON_IsNumber(sv) || sv->valueint != 2) {
-        lis_fail(err, EPROTO,
-                 "%s: unsupported manifest (schema 1 or unknown); lis needs "
-                 "OCI or docker schema 2 images",
-                 g->canon);
-        goto out;
-    }
-    lock = rf_store_open(data_dir, 0, err);
-    if (lock < 0)
+    if ((lock = rf_store_open(data_dir, 0, err)) < 0)
         goto out;
     if (rf_blob_exists(data_dir, hex)) {
         res->existed = 1;
         rc = rf_finish_tag(data_dir, hex, tagref, res, err);
         goto out;
     }
-    meta = cJSON_CreateObject();
-    cJSON_AddStringToObject(meta, "source", g->canon);
-    cJSON_AddStringToObject(meta, "format", "registry");
-    char mdg[80];
-    snprintf(mdg, sizeof mdg, "sha256:%s", hex);
-    cJSON_AddStringToObject(meta, "manifest", mdg);
-    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(man, "config");
-    const cJSON *cd = cJSON_GetObjectItemCaseSensitive(cfg, "digest");
-    if (cJSON_IsString(cd)) {
-        resp cr = {.fd = -1, .max = MAX_MANIFEST};
-        if (fetch_blob(g, cd->valuestring, -1, &cr, err) < 0) {
-            free(cr.body);
-            goto out;
-        }
-        rf_meta_add_config(meta, cr.body ? cr.body : "");
-        free(cr.body);
-    }
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(man, "layers");
-    int n = cJSON_IsArray(ls) ? cJSON_GetArraySize(ls) : 0;
-    if (n == 0) {
-        lis_fail(err, EPROTO, "%s: the manifest lists no layers", g->canon);
+    int n;
+    if (!(meta = pull_meta(g, man, hex, err)) || (n = check_layers(g, ls, &pg, err)) < 0 ||
+        rf_store_tmpdir(data_dir, "pull", tmp, sizeof tmp, err) < 0)
         goto out;
-    }
-    const cJSON *l;
-    cJSON_ArrayForEach(l, ls)
-    {
-        const cJSON *sz = cJSON_GetObjectItemCaseSensitive(l, "size");
-        const cJSON *lmt = cJSON_GetObjectItemCaseSensitive(l, "mediaType");
-        /* a registry's number: only a sane size converts (no UB on -1 or 1e300) */
-        if (cJSON_IsNumber(sz) && sz->valuedouble >= 0 && sz->valuedouble < 9e18)
-            pg.total += (uint64_t)sz->valuedouble;
-        if (!layer_type_ok(cJSON_IsString(lmt) ? lmt->valuestring : NULL)) {
-            lis_fail(err, EPROTO, "%s: unsupported layer type %s", g->canon, lmt->valuestring);
-            goto out;
-        }
-    }
-    if (rf_store_tmpdir(data_dir, "pull", tmp, sizeof tmp, err) < 0)
-        goto out;
-    files = calloc((size_t)n + 1, sizeof *files);
     cJSON *jl = cJSON_AddArrayToObject(meta, "layers");
-    if (!files) {
+    if (!(files = calloc((size_t)n + 1, sizeof *files)) || !jl) {
         lis_oom(err);
         goto out;
     }
-    cJSON_ArrayForEach(l, ls)
-    {
-        const cJSON *dg = cJSON_GetObjectItemCaseSensitive(l, "digest");
-        const char *d = cJSON_IsString(dg) ? dg->valuestring : NULL;
-        char fp[4200];
-        snprintf(fp, sizeof fp, "%s/layer%zu", tmp, nl);
-        files[nl] = strdup(fp);
-        if (!files[nl]) {
-            lis_oom(err);
-            goto out;
-        }
-        nl++;
-        int fd = open(fp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0) {
-            lis_fail_errno(err, "cannot create %s", fp);
-            goto out;
-        }
-        resp br = {.fd = fd, .max = 0, .pg = &pg};
-        int brc = fetch_blob(g, d, fd, &br, err);
-        close(fd);
-        free(br.body);
-        if (brc < 0)
-            goto out;
-        cJSON_AddItemToArray(jl, cJSON_CreateString(d));
-    }
-    if (pg.fn)
-        pg.fn(pg.arg, pg.phase, pg.total, pg.total);
+    if (fetch_layers(g, ls, tmp, files, &nl, jl, &pg, err) < 0)
+        goto out;
     /* every blob is verified: now build the tree */
     rc = rf_build_image(data_dir, hex, (const char *const *)files, NULL, nl, 1, meta, o, res, err);
     if (rc == 0)
@@ -630,7 +691,6 @@ out:
     if (lock >= 0)
         close(lock);
     cJSON_Delete(man);
-    cJSON_Delete(idx);
     cJSON_Delete(meta);
     free(r.body);
     free(g);

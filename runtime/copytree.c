@@ -163,7 +163,7 @@ static int xattr_wanted(const char *name)
 
 /* Copies the wanted xattrs of sdir/name to ddir/name (no symlinks: Linux
  * allows user.* on regular files and directories only). */
-static int copy_xattrs(copier *k, int sdir, int ddir, const char *name)
+static __attribute__((noinline)) int copy_xattrs(copier *k, int sdir, int ddir, const char *name)
 {
     char sp[PATH_MAX + 64], dp[PATH_MAX + 64], list[4096], val[4096];
     if (proc_path(sdir, name, sp, sizeof sp) < 0 || proc_path(ddir, name, dp, sizeof dp) < 0)
@@ -189,8 +189,9 @@ static int copy_xattrs(copier *k, int sdir, int ddir, const char *name)
 /* The data of in, extent by extent (SEEK_DATA/SEEK_HOLE: a sparse file stays
  * sparse, and a hostile 1 TB hole costs nothing), each extent hashed as its
  * offset, length and bytes; written to out unless it was cloned. Every byte
- * of data counts toward the budget. */
-static int copy_data(copier *k, int in, int out, uint64_t size)
+ * of data counts toward the budget. Out of line (as copy_xattrs and
+ * copy_symlink): the recursion's frames stay small. */
+static __attribute__((noinline)) int copy_data(copier *k, int in, int out, uint64_t size)
 {
     int cloned = ioctl(out, FICLONE, in) == 0;
     if (cloned)
@@ -267,6 +268,25 @@ static int set_attrs(copier *k, int sdir, int ddir, const char *name, int fd, co
     return 0;
 }
 
+/* A symlink sdir/name -> ddir/name. Out of line: its PATH_MAX buffer would
+ * otherwise sit in each of copy_entry's MAX_DEPTH nested frames, on the
+ * stack of the job thread whose clone child copies (runtime/jobs.c). */
+static __attribute__((noinline)) int copy_symlink(copier *k, int sdir, int ddir, const char *name,
+                                                  const struct stat *st)
+{
+    char target[PATH_MAX];
+    ssize_t n = readlinkat(sdir, name, target, sizeof target - 1);
+    if (n < 0)
+        return fail(k, errno);
+    target[n] = 0;
+    hash(k, target, (size_t)n + 1);
+    if (symlinkat(target, ddir, name) < 0)
+        return fail(k, errno);
+    if (k->c->keep_owner && fchownat(ddir, name, st->st_uid, st->st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+        return fail(k, errno);
+    return 0;
+}
+
 /* One entry: sdir/name -> ddir/name. */
 static int copy_entry(copier *k, int sdir, int ddir, const char *name, int depth)
 {
@@ -332,16 +352,8 @@ static int copy_entry(copier *k, int sdir, int ddir, const char *name, int depth
             snprintf(nh->path, sizeof nh->path, "%s", k->path);
         }
     } else if (S_ISLNK(st.st_mode)) {
-        char target[PATH_MAX];
-        ssize_t n = readlinkat(sdir, name, target, sizeof target - 1);
-        if (n < 0)
-            return fail(k, errno);
-        target[n] = 0;
-        hash(k, target, (size_t)n + 1);
-        if (symlinkat(target, ddir, name) < 0)
-            return fail(k, errno);
-        if (k->c->keep_owner && fchownat(ddir, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
-            return fail(k, errno);
+        if ((rc = copy_symlink(k, sdir, ddir, name, &st)))
+            return rc;
     } else if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
         /* whiteouts (0/0) and fifos; a sandbox cannot make real devices */
         if (S_ISCHR(st.st_mode) && st.st_rdev != makedev(0, 0))

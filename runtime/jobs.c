@@ -12,10 +12,31 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-/* Each worker's stack. The jobs are shallow (libarchive, libcurl and the
- * runtime's set-up keep their buffers on the heap); a fixed size keeps 64
- * threads' address space small. */
+/* Each worker's stack: 1 MiB (batch/workers.c's before the one pool), about
+ * three times what the deepest job needs. Measured with gcc
+ * -fcallgraph-info=su over runtime/ net/ rootfs/ agent/ batch/ serve/ (lis's
+ * own frames at -O2, recursions at their bound):
+ * - a sandbox's set-up (batch/jobs.c:bjob_setup, serve's fork_work) ~190 KB,
+ *   with the clone child that runs the mount plan on a copy of this stack
+ *   (lis_copy_tree: 200 levels x 368 B and a 64 KiB copy buffer);
+ * - an episode's end (bjob_finish: the copy out, 512 x 432 B, 64 KiB buffer)
+ *   ~320 KB;
+ * - serve's archive GET (lis_walk, 512 x 304 B) ~180 KB;
+ * - an image pull's opaque whiteout (rootfs/extract.c:opaque_clean, a level
+ *   per 2 characters of path: 2,048 x 128 B) ~330 KB.
+ * Libraries add less than 150 KB: cJSON's parse nests at most 1000 deep
+ * (~100 B a level); libcurl, libarchive and OpenSSL keep their buffers on the
+ * heap. A recursion whose level holds a PATH_MAX buffer breaks this (512 x
+ * 4 KiB = 2 MiB): such buffers live in out-of-line leaves (walk.c:walk_link,
+ * copytree.c:copy_symlink, extract.c:open_opaque), and tests/test_bombs.c and
+ * test_rootfs.c run those walks at their bound on a pool thread. ASan's
+ * redzones about double a frame: its builds get twice the size. The size is
+ * address space; only the pages a job touches are memory. */
+#if defined(__SANITIZE_ADDRESS__)
 #define JOB_STACK (2u << 20)
+#else
+#define JOB_STACK (1u << 20)
+#endif
 
 typedef enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_FINISHED, JOB_CANCELLED } job_state;
 
@@ -97,8 +118,14 @@ lis_jobs *lis_jobs_new(unsigned threads, lis_error *err)
         return NULL;
     }
     pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setstacksize(&at, JOB_STACK);
+    int arc = pthread_attr_init(&at);
+    if (arc == 0 && (arc = pthread_attr_setstacksize(&at, JOB_STACK)) != 0)
+        pthread_attr_destroy(&at);
+    if (arc) {
+        lis_fail_errnum(err, arc, "setting the job pool's %u KiB thread stack", JOB_STACK >> 10);
+        lis_jobs_free(p);
+        return NULL;
+    }
     for (unsigned i = 0; i < threads; i++) {
         int rc = pthread_create(&p->threads[i], &at, worker, p);
         if (rc) {

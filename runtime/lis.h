@@ -333,7 +333,8 @@ void *lis_ctx_ext(lis_ctx *ctx);
  *   before it started gets done(arg, ECANCELED) and run is never called.
  * - Creating the pool starts every thread or fails naming the one that could
  *   not start (a smaller pool would silently serialise the work); each has a
- *   2 MiB stack.
+ *   1 MiB stack (jobs.c says why that is enough): a job must not recurse with
+ *   large frames.
  * - The threads live as long as the pool: a sandbox created on a worker has
  *   its set-up child tied to that thread (PR_SET_PDEATHSIG is per thread), so
  *   a pool must outlive the sandboxes its jobs made.

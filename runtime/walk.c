@@ -108,6 +108,21 @@ static int walk_dir(walker *w, int dir, const char *name, int depth, lis_error *
     return rc;
 }
 
+/* A symlink entry, its target read. Out of line: its PATH_MAX buffer would
+ * otherwise sit in each of walk_entry's WALK_MAX_DEPTH nested frames (4.4 KB
+ * each, 2.2 MB at the bound: past a job thread's stack, runtime/jobs.c). */
+static __attribute__((noinline)) int walk_link(walker *w, int dir, const char *name,
+                                               lis_walk_entry *e, lis_error *err)
+{
+    char target[PATH_MAX];
+    ssize_t n = readlinkat(dir, name, target, sizeof target - 1);
+    if (n < 0)
+        return lis_fail_errno(err, "readlink %s", w->rel);
+    target[n] = 0;
+    e->link = target;
+    return w->fn(w->arg, e, err);
+}
+
 static int walk_entry(walker *w, int dir, const char *name, int depth, lis_error *err)
 {
     lis_walk_entry e = {.path = w->rel, .fd = -1};
@@ -130,15 +145,8 @@ static int walk_entry(walker *w, int dir, const char *name, int depth, lis_error
             return -1;
         return walk_dir(w, dir, name, depth, err);
     }
-    char target[PATH_MAX];
-    if (S_ISLNK(e.st.st_mode)) {
-        ssize_t n = readlinkat(dir, name, target, sizeof target - 1);
-        if (n < 0)
-            return lis_fail_errno(err, "readlink %s", w->rel);
-        target[n] = 0;
-        e.link = target;
-        return w->fn(w->arg, &e, err);
-    }
+    if (S_ISLNK(e.st.st_mode))
+        return walk_link(w, dir, name, &e, err);
     e.fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (e.fd < 0)
         return lis_fail_errno(err, "%s", w->rel);

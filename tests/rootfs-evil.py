@@ -81,5 +81,21 @@ with tarfile.open(out, "w", format=tarfile.GNU_FORMAT) as t:
         m = json.dumps([{"Config": "cfg.json", "RepoTags": ["evil:1"], "Layers": [lp]}]).encode()
         add(t, "manifest.json", data=m)
         add(t, "cfg.json", data=b"{}")
+    elif kind == "opaque-deep":
+        # a docker-archive whose one layer nests directories 1,500 deep (3,000
+        # characters of path), then marks the top opaque: the clean-up walks
+        # every level the layer made
+        layer = io.BytesIO()
+        with tarfile.open(fileobj=layer, mode="w", format=tarfile.GNU_FORMAT) as lt:
+            add(lt, "etc/", tarfile.DIRTYPE, mode=0o755)
+            add(lt, "etc/ok", data=b"ok\n")
+            for i in range(1, 1501):
+                add(lt, "d/" * i, tarfile.DIRTYPE, mode=0o755)
+            add(lt, "d/" * 1500 + "f", data=b"deep\n")
+            add(lt, "d/.wh..wh..opq")
+        m = json.dumps([{"Config": "cfg.json", "RepoTags": ["deep:1"], "Layers": ["l/layer.tar"]}]).encode()
+        add(t, "manifest.json", data=m)  # first: what makes it a docker-archive
+        add(t, "cfg.json", data=b"{}")
+        add(t, "l/layer.tar", data=layer.getvalue())
     else:
         sys.exit("unknown kind " + kind)

@@ -326,3 +326,72 @@ Test(bombs, directory_nest_removed_with_few_fds_and_links_not_followed, .timeout
     cr_assert_eq(stat(keep, &st), 0, "the symlink's target was removed");
     rmdir(keep);
 }
+
+/* A nest at the walk's and the copy out's depth bound (512), walked (serve's
+ * archive GET) and copied out (an episode's --save-files) on a worker of the
+ * job pool, whose stack is 1 MiB (runtime/jobs.c): each level's frame must
+ * stay small (a PATH_MAX buffer in walk_entry made it 2.2 MB at 500). */
+struct nest_job {
+    lis_sandbox *sb;
+    char dst[512];
+    int walk_rc, copy_rc, entries, links, done;
+    lis_error walk_err, copy_err;
+};
+
+static int count_entry(void *arg, const lis_walk_entry *e, lis_error *err)
+{
+    struct nest_job *j = arg;
+    j->entries++;
+    j->links += e->link && !strcmp(e->link, "../up");
+    return 0;
+}
+
+static void nest_job_run(void *arg)
+{
+    struct nest_job *j = arg;
+    lis_copy_opts o = {0};
+    j->walk_rc = lis_walk(j->sb, "/nest", &o, count_entry, j, &j->walk_err);
+    lis_copy_opts c = {0};
+    j->copy_rc = lis_copy_out_opts(j->sb, "/nest", j->dst, &c, &j->copy_err);
+}
+
+static void nest_job_done(void *arg, int status)
+{
+    struct nest_job *j = arg;
+    j->done = status == 0 ? 1 : -1;
+}
+
+Test(bombs, nest_at_the_depth_bound_walked_and_copied_out_on_a_job_thread, .timeout = 120)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox *sb = make(ctx, (lis_limits){0});
+    lis_result r;
+    /* 500 directories below /nest, a file and a link at the bottom */
+    run(sb,
+        "p=/nest; i=0; while [ $i -lt 500 ]; do p=$p/d; i=$((i+1)); done; "
+        "mkdir -p $p && echo deep > $p/f && ln -s ../up $p/l && echo built",
+        60, &r);
+    cr_assert_str_eq(r.out.data, "built\n", "exit %d: %s", r.exit_code, r.err.data);
+    lis_result_free(&r);
+    struct nest_job j = {.sb = sb};
+    snprintf(j.dst, sizeof j.dst, "%s/nest-copy", t_tmpdir());
+    lis_error err = {0};
+    lis_jobs *p = lis_jobs_new(1, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cr_assert_not_null(lis_jobs_submit(p, nest_job_run, nest_job_done, &j, &err), "%s", err.msg);
+    lis_jobs_stop(p); /* runs the job and joins: a stack overflow kills the test */
+    cr_assert_eq(lis_jobs_reap(p), 1);
+    lis_jobs_free(p);
+    cr_assert_eq(j.done, 1);
+    cr_assert_eq(j.walk_rc, 0, "walk: %s", j.walk_err.msg);
+    cr_assert_eq(j.entries, 1 + 500 + 2, "every directory, the file and the link");
+    cr_assert_eq(j.links, 1);
+    cr_assert_eq(j.copy_rc, 0, "copy out: %s", j.copy_err.msg);
+    int code;
+    char *depth =
+        t_host(&code, "cd %s && find . -name f -exec cat {} + && find . -type d | wc -l", j.dst);
+    cr_assert_str_eq(depth, "deep\n501\n");
+    free(depth);
+    cr_assert_eq(lis_sandbox_destroy(sb, &err), 0, "%s", err.msg);
+    lis_ctx_free(ctx);
+}

@@ -289,6 +289,52 @@ Test(rootfs, import_keeps_modes_links_fifos_skips_devices)
     lis_ctx_free(ctx);
 }
 
+/* An opaque whiteout over a tree its own layer nested 1,500 deep, imported on
+ * a job pool thread (1 MiB of stack, as lis serve's pulls): each level of the
+ * clean-up's recursion once held 8 KiB of path buffers (12 MB here). */
+struct import_job {
+    const char *data_dir, *path;
+    int rc;
+    lis_error err;
+};
+
+static void import_job_run(void *arg)
+{
+    struct import_job *j = arg;
+    lis_rootfs_result r;
+    lis_rootfs_opts o = {.name = "deep:1"};
+    j->rc = lis_rootfs_import(j->data_dir, j->path, &o, &r, &j->err);
+}
+
+static void import_job_done(void *arg, int status) { (void)arg, (void)status; }
+
+Test(rootfs, opaque_whiteout_over_a_deep_tree_on_a_job_thread, .timeout = 120)
+{
+    lis_ctx *ctx = t_ctx();
+    char outside[600];
+    snprintf(outside, sizeof outside, "%s/outside", t_tmpdir());
+    mkdir(outside, 0755);
+    char *p = evil("opaque-deep", outside);
+    struct import_job j = {.data_dir = lis_ctx_data_dir(ctx), .path = p, .rc = -2};
+    lis_error err = {0};
+    lis_jobs *pool = lis_jobs_new(1, &err);
+    cr_assert_not_null(pool, "%s", err.msg);
+    cr_assert_not_null(lis_jobs_submit(pool, import_job_run, import_job_done, &j, &err), "%s",
+                       err.msg);
+    lis_jobs_stop(pool); /* runs the job and joins: a stack overflow kills the test */
+    lis_jobs_free(pool);
+    cr_assert_eq(j.rc, 0, "%s", j.err.msg);
+    char dir[1024];
+    cr_assert_eq(lis_store_resolve(lis_ctx_data_dir(ctx), "deep:1", dir, sizeof dir, &err), 0, "%s",
+                 err.msg);
+    /* the layer's own tree stays: opaque hides only what lies below it */
+    char *out = t_host(NULL, "cd %s && find d -name f | wc -l && cat etc/ok", dir);
+    cr_assert_str_eq(out, "1\nok\n");
+    free(out);
+    free(p);
+    lis_ctx_free(ctx);
+}
+
 /* With a subordinate id range the image keeps its owners: inside a sandbox
  * with the full map they are the archive's ids again. */
 Test(rootfs, import_keeps_ownership_with_a_subuid_range)

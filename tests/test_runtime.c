@@ -624,3 +624,31 @@ Test(runtime, debian_minbase_runs_bash_and_apt)
     lis_sandbox_destroy(sb, &err);
     lis_ctx_free(ctx);
 }
+
+/* The job pool starts every thread or fails naming the one that could not
+ * start (a smaller pool would silently serialise the work): here the user's
+ * process limit stops the first. Root ignores RLIMIT_NPROC. */
+Test(runtime, job_pool_names_the_thread_that_could_not_start)
+{
+    if (geteuid() == 0)
+        cr_skip_test("root is not held by RLIMIT_NPROC");
+    pid_t c = fork();
+    cr_assert_geq(c, 0);
+    if (c == 0) {
+        struct rlimit rl = {1, 1};
+        if (setrlimit(RLIMIT_NPROC, &rl) < 0)
+            _exit(4);
+        lis_error err = {0};
+        lis_jobs *p = lis_jobs_new(4, &err);
+        if (p)
+            _exit(2);
+        fprintf(stderr, "%s\n", err.msg);
+        _exit(err.code == EAGAIN && strstr(err.msg, "starting worker thread 1 of 4") ? 0 : 3);
+    }
+    int status;
+    cr_assert_eq(waitpid(c, &status, 0), c);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "lis_jobs_new with no thread to spare: status %#x (2: it succeeded, 3: another "
+              "error)",
+              status);
+}

@@ -1,6 +1,7 @@
 /* testlib.c - helpers shared by the criterion suites. */
 #include "testlib.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -189,6 +190,71 @@ long t_rss_kib(void)
     if (f)
         fclose(f);
     return v;
+}
+
+void t_mkdtemp(char *dir, size_t len, const char *prefix)
+{
+    snprintf(dir, len, "/tmp/%s-XXXXXX", prefix);
+    cr_assert_not_null(mkdtemp(dir), "mkdtemp %s: %s", dir, strerror(errno));
+}
+
+void t_rmtree(char *dir)
+{
+    if (!dir[0])
+        return;
+    int code;
+    free(t_host(&code, "rm -rf '%s'", dir));
+    dir[0] = 0;
+}
+
+const char *t_under(const char *dir, const char *name)
+{
+    static char buf[4][1024];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+void t_put(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0, "%s: %s", path, strerror(errno));
+}
+
+#define T_SLURP_MAX (64u << 20)
+
+char *t_slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    size_t len = 0, cap = 4096;
+    char *s = malloc(cap);
+    cr_assert_not_null(s);
+    for (size_t n; (n = fread(s + len, 1, cap - len - 1, f)) > 0;) {
+        len += n;
+        if (cap - len - 1 > 0)
+            continue;
+        cr_assert_lt(cap, T_SLURP_MAX, "%s is over %u bytes", path, T_SLURP_MAX);
+        cap *= 2;
+        s = realloc(s, cap);
+        cr_assert_not_null(s);
+    }
+    cr_assert(!ferror(f), "%s: %s", path, strerror(errno));
+    fclose(f);
+    s[len] = 0;
+    return s;
+}
+
+cJSON *t_slurp_json(const char *path)
+{
+    char *s = t_slurp(path);
+    cJSON *j = cJSON_Parse(s);
+    cr_assert_not_null(j, "%s is not JSON: %.200s", path, s);
+    free(s);
+    return j;
 }
 
 int t_procs_in_ns(const char *ns)

@@ -42,6 +42,16 @@ const char *t_build_file(const char *rel);
 lis_sandbox *t_probe_sandbox(lis_ctx *ctx, const char *rootfs, lis_limits lim);
 /* Current resident set size of this process in KiB. */
 long t_rss_kib(void);
+/* A fresh directory /tmp/PREFIX-XXXXXX in dir[len] (fails the test when it
+ * cannot be made); t_rmtree removes it and empties dir ("" is a no-op). */
+void t_mkdtemp(char *dir, size_t len, const char *prefix);
+void t_rmtree(char *dir);
+/* DIR/NAME in one of four rotating static buffers (so a call may use four). */
+const char *t_under(const char *dir, const char *name);
+/* Writes TEXT to PATH (replacing it); reads a whole file (at most 64 MiB,
+ * malloc'ed, NUL-terminated), or one as JSON. Each fails the test on error. */
+void t_put(const char *path, const char *text);
+char *t_slurp(const char *path);
 
 /* tests/fake_llm.py on 127.0.0.1 with SCRIPT (JSON text), killed with the test
  * process at the latest; url is its OpenAI base URL, log the request log. */
@@ -60,5 +70,6 @@ int t_fake_count(const t_fake *f);
 /* A lis batch output directory's results.jsonl as an array of rows (empty
  * when missing); a torn row fails the test. */
 cJSON *t_results_rows(const char *rdir);
+cJSON *t_slurp_json(const char *path);
 
 #endif

@@ -1,20 +1,16 @@
-/* test_batch_data.c - lis batch's data: task folders and --tasks files
- * (batch/task.c), and the crash-safe output directory and the original's
- * report files (batch/results.c, batch/results_report.c). */
+/* test_batch_results.c - lis batch's data out: the crash-safe output
+ * directory (batch/results.c) and the original's report files
+ * (batch/results_report.c): resume, torn lines, kills, threads, reports. */
 #include "testlib.h"
-#include "task.h"
 #include "results.h"
-#include "agent_internal.h" /* agent_prompt_system/_instance: the prompts as sent */
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,449 +19,14 @@
 
 static char tmp_root[256];
 
-static void mk_tmp(void)
-{
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/lis-bd-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmp_root));
-}
+static void mk_tmp(void) { t_mkdtemp(tmp_root, sizeof tmp_root, "lis-br"); }
+static void rm_tmp(void) { t_rmtree(tmp_root); }
 
-static void rm_tmp(void)
-{
-    if (!tmp_root[0])
-        return;
-    int code;
-    free(t_host(&code, "rm -rf '%s'", tmp_root));
-    tmp_root[0] = 0;
-}
-
-TestSuite(batch_task, .init = mk_tmp, .fini = rm_tmp);
 TestSuite(batch_results, .init = mk_tmp, .fini = rm_tmp);
 
-static const char *fixture(const char *name)
-{
-    static char buf[1024];
-    snprintf(buf, sizeof buf, "%s/batch-data/%s", t_src_dir(), name);
-    return buf;
-}
-
-static const char *tpath(const char *name)
-{
-    static char buf[4][1024];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmp_root, name);
-    return buf[k];
-}
-
-static void put(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-    fputs(text, f);
-    fclose(f);
-}
-
-static char *slurp(const char *path)
-{
-    lis_error err = {0};
-    size_t n;
-    char *s = agent_read_host_file(path, &n, &err);
-    cr_assert_not_null(s, "%s", err.msg);
-    return s;
-}
-
-static cJSON *slurp_json(const char *path)
-{
-    char *s = slurp(path);
-    cJSON *j = cJSON_Parse(s);
-    cr_assert_not_null(j, "%s is not JSON: %.200s", path, s);
-    free(s);
-    return j;
-}
+static const char *tpath(const char *name) { return t_under(tmp_root, name); }
 
 static int one_line(const char *s) { return *s && !strchr(s, '\n'); }
-
-static batch_task_opts dir_opts(const char *dir)
-{
-    return (batch_task_opts){.task_dir = dir, .start_id = -1, .end_id = -1};
-}
-
-static batch_task_opts file_opts(const char *file)
-{
-    return (batch_task_opts){.tasks_file = file, .start_id = -1, .end_id = -1};
-}
-
-/* Loads and expects a failure whose one-line message holds every needle. */
-static void load_fails(batch_task_opts o, const char *n1, const char *n2)
-{
-    batch_task t;
-    lis_error err = {0};
-    cr_assert_eq(batch_task_load(&o, &t, &err), -1, "the load should have failed");
-    cr_assert(one_line(err.msg), "not one line: %s", err.msg);
-    cr_assert(strstr(err.msg, n1), "'%s' not in: %s", n1, err.msg);
-    if (n2)
-        cr_assert(strstr(err.msg, n2), "'%s' not in: %s", n2, err.msg);
-}
-
-static void load_ok(batch_task_opts o, batch_task *t)
-{
-    lis_error err = {0};
-    cr_assert_eq(batch_task_load(&o, t, &err), 0, "%s", err.msg);
-}
-
-static const batch_row *row_by_id(const batch_task *t, const char *id)
-{
-    for (size_t i = 0; i < t->nrows; i++)
-        if (!strcmp(t->rows[i].id, id))
-            return &t->rows[i];
-    cr_assert_fail("no row %s", id);
-    return NULL;
-}
-
-/* ---- task folders ----------------------------------------------------- */
-
-Test(batch_task, original_layout_with_prompts_and_dirs)
-{
-    batch_task t;
-    load_ok(dir_opts(fixture("demo")), &t);
-    cr_assert_str_eq(t.name, "demo");
-    cr_assert_eq(t.nrows, 4);
-    cr_assert_eq(t.total_rows, 4);
-    cr_assert(strstr(t.data_path, "demo/data.json"));
-    cr_assert(t.reward_py && strstr(t.reward_py, "demo/reward.py"));
-    cr_assert_null(t.judge_py);
-    cr_assert_null(t.vanilla_prompt_py);
-    /* config.yaml's dirs are honoured (the original would use /testbed/documents) */
-    cr_assert_str_eq(t.prompts.working_dir, "/testbed");
-    cr_assert_str_eq(t.prompts.input_dir, "/testbed/input");
-    cr_assert_str_eq(t.prompts.output_dir, "/testbed/output");
-    cr_assert(strstr(t.prompts.system_prompt, "You solve small tasks."));
-    char *inst = agent_prompt_instance(&t.prompts, t.rows[0].problem_statement);
-    cr_assert(strstr(inst, "<problem>\nWhat is 2 + 3?\n</problem>"), "%s", inst);
-    cr_assert(strstr(inst, "/testbed/output/answer.txt"), "%s", inst);
-    free(inst);
-    char *sys = agent_prompt_system(&t.prompts);
-    cr_assert(strstr(sys, "Inputs: /testbed/input"), "%s", sys);
-    free(sys);
-
-    const batch_row *r1 = row_by_id(&t, "demo_001");
-    cr_assert_str_eq(r1->error, "");
-    cr_assert_null(r1->input_files, "an empty input_files object means none");
-    cr_assert_str_eq(cJSON_GetStringValue(r1->ground_truth), "5");
-    const batch_row *r2 = row_by_id(&t, "demo_002");
-    cr_assert_str_eq(r2->error, "");
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(r2->input_files, "numbers.txt")),
-                     "1\n2\n3\n4\n5\n");
-    /* input_files as a JSON string (as HuggingFace stores it), with a subdir */
-    const batch_row *r3 = row_by_id(&t, "demo_003");
-    cr_assert_str_eq(r3->error, "");
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(r3->input_files, "notes/a.txt")),
-                     "x\ny\n");
-    cr_assert_eq(r3->ground_truth->valuedouble, 2);
-    /* everything else stays in the row for the scorer */
-    const batch_row *r4 = row_by_id(&t, "demo_004");
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(r4->json, "qa_type")), "mcq");
-    cr_assert(cJSON_IsArray(r4->ground_truth));
-    cr_assert_null(r4->input_files);
-    batch_task_free(&t);
-}
-
-Test(batch_task, legacy_prompt_config_and_original_data_path)
-{
-    batch_task t;
-    load_ok(dir_opts(fixture("legacy")), &t);
-    cr_assert_str_eq(t.name, "legacy");
-    cr_assert_eq(t.nrows, 2, "the blank line is no row");
-    cr_assert_str_eq(t.prompts.system_prompt, "Legacy system prompt in {working_dir}");
-    cr_assert_str_eq(t.prompts.instance_prompt, "Legacy: {problem_statement}");
-    cr_assert_str_eq(t.prompts.working_dir, "/work");
-    cr_assert_str_eq(t.prompts.input_dir, "/work/in");
-    cr_assert_str_eq(t.prompts.output_dir, "/work/out");
-    cr_assert(t.judge_py && strstr(t.judge_py, "legacy/judge.py"));
-    /* number ids become text, as the original's f"{problem_id}.txt" */
-    cr_assert_str_eq(t.rows[0].id, "1");
-    cr_assert_str_eq(t.rows[1].id, "2");
-    cr_assert(cJSON_IsObject(cJSON_GetObjectItem(t.rows[1].json, "extra")));
-    batch_task_free(&t);
-}
-
-Test(batch_task, defaults_and_data_file_list)
-{
-    batch_task t;
-    load_ok(dir_opts(fixture("plain")), &t);
-    cr_assert_eq(t.nrows, 3);
-    cr_assert_str_eq(t.rows[0].id, "p1");
-    cr_assert_str_eq(t.rows[2].id, "p3", "the second file (a JSON array) follows the first");
-    cr_assert(strstr(t.data_path, "part1.jsonl") && strstr(t.data_path, "part2.json"));
-    agent_prompts def;
-    cr_assert_eq(agent_prompts_default(&def), 0);
-    cr_assert_str_eq(t.prompts.system_prompt, def.system_prompt);
-    cr_assert_str_eq(t.prompts.instance_prompt, def.instance_prompt);
-    agent_prompts_free(&def);
-    /* a task folder's defaults are the original's runner's */
-    cr_assert_str_eq(t.prompts.working_dir, "/testbed");
-    cr_assert_str_eq(t.prompts.input_dir, "/testbed/documents");
-    cr_assert_str_eq(t.prompts.output_dir, "/testbed");
-    batch_task_free(&t);
-}
-
-Test(batch_task, prompt_config_flag_overrides_the_folder)
-{
-    put(tpath("p.yaml"), "instance_prompt: \"Only: {problem_statement}\"\noutput_dir: /out\n");
-    batch_task_opts o = dir_opts(fixture("demo"));
-    o.prompt_config = tpath("p.yaml");
-    batch_task t;
-    load_ok(o, &t);
-    cr_assert(strstr(t.prompts.system_prompt, "You solve small tasks."), "kept");
-    cr_assert_str_eq(t.prompts.instance_prompt, "Only: {problem_statement}");
-    cr_assert_str_eq(t.prompts.output_dir, "/out");
-    cr_assert_str_eq(t.prompts.input_dir, "/testbed/input");
-    batch_task_free(&t);
-}
-
-Test(batch_task, tasks_file_jsonl_and_array_detected_by_content)
-{
-    /* JSONL named .json, with a BOM; a JSON array named .jsonl */
-    put(tpath("rows.json"), "\xEF\xBB\xBF{\"id\":\"a\",\"problem_statement\":\"pa\"}\r\n"
-                            "{\"id\":\"b\",\"problem_statement\":\"pb\"}\n");
-    put(tpath("arr.jsonl"), "  \n [ {\"id\":\"x\",\"problem_statement\":\"px\"},\n"
-                            "{\"id\":\"y\",\"problem_statement\":\"py\"} ]\n");
-    put(tpath("p.yaml"), "system_prompt: S\ninstance_prompt: I {problem_statement}\n");
-    batch_task t;
-    batch_task_opts o = file_opts(tpath("rows.json"));
-    o.prompt_config = tpath("p.yaml");
-    load_ok(o, &t);
-    cr_assert_str_eq(t.name, "rows");
-    cr_assert_null(t.dir);
-    cr_assert_null(t.reward_py);
-    cr_assert_eq(t.nrows, 2);
-    cr_assert_str_eq(t.rows[1].problem_statement, "pb");
-    cr_assert_str_eq(t.prompts.system_prompt, "S");
-    cr_assert_str_eq(t.prompts.instance_prompt, "I {problem_statement}");
-    /* not a task folder: lis run's dirs */
-    cr_assert_str_eq(t.prompts.input_dir, "/testbed/input");
-    batch_task_free(&t);
-
-    load_ok(file_opts(tpath("arr.jsonl")), &t);
-    cr_assert_str_eq(t.name, "arr");
-    cr_assert_eq(t.nrows, 2);
-    cr_assert_str_eq(t.rows[0].id, "x");
-    cr_assert_str_eq(t.rows[1].id, "y");
-    agent_prompts def;
-    agent_prompts_default(&def);
-    cr_assert_str_eq(t.prompts.system_prompt, def.system_prompt);
-    agent_prompts_free(&def);
-    batch_task_free(&t);
-}
-
-Test(batch_task, bad_rows_are_row_errors_not_load_failures)
-{
-    put(tpath("d.jsonl"),
-        "{\"id\":\"ok\",\"problem_statement\":\"p\",\"input_files\":{\"a/b.txt\":\"x\"}}\n"
-        "{\"id\":\"badjson\",\"problem_statement\":\"p\",\"input_files\":\"{not json\"}\n"
-        "{\"id\":\"up\",\"problem_statement\":\"p\",\"input_files\":{\"../x\":\"x\"}}\n"
-        "{\"id\":\"abs\",\"problem_statement\":\"p\",\"input_files\":\"{\\\"/etc/x\\\":\\\"x\\\"}\"}\n"
-        "{\"id\":\"mid\",\"problem_statement\":\"p\",\"input_files\":{\"a/../../x\":\"x\"}}\n"
-        "{\"id\":\"num\",\"problem_statement\":\"p\",\"input_files\":{\"n.txt\":5}}\n"
-        "{\"id\":\"arr\",\"problem_statement\":\"p\",\"input_files\":[\"x\"]}\n"
-        "{\"id\":\"nops\",\"ground_truth\":\"g\"}\n"
-        "{\"id\":\"emptystr\",\"problem_statement\":\"p\",\"input_files\":\"\"}\n"
-        "{\"id\":\"nullc\",\"problem_statement\":\"p\",\"input_files\":{\"n.txt\":null}}\n"
-        "{\"id\":\"trail\",\"problem_statement\":\"p\",\"input_files\":\"{} x\"}\n");
-    batch_task t;
-    load_ok(file_opts(tpath("d.jsonl")), &t);
-    cr_assert_eq(t.nrows, 11);
-    cr_assert_str_eq(row_by_id(&t, "ok")->error, "");
-    static const struct {
-        const char *id, *needle;
-    } bad[] = {
-        {"badjson", "not valid JSON"},
-        {"up", "leaves the input directory"},
-        {"abs", "leaves the input directory"},
-        {"mid", "leaves the input directory"},
-        {"num", "must be text"},
-        {"arr", "must be an object"},
-        {"nops", "problem_statement"},
-        {"trail", "not valid JSON"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        const batch_row *r = row_by_id(&t, bad[i].id);
-        cr_assert(strstr(r->error, bad[i].needle), "%s: %s", bad[i].id, r->error);
-        cr_assert(strstr(r->error, "d.jsonl:"), "names the line: %s", r->error);
-    }
-    cr_assert(strstr(row_by_id(&t, "badjson")->error, "d.jsonl:2"));
-    cr_assert_str_eq(row_by_id(&t, "nops")->problem_statement, "");
-    cr_assert_str_eq(row_by_id(&t, "emptystr")->error, "");
-    cr_assert_null(row_by_id(&t, "emptystr")->input_files);
-    cr_assert_str_eq(row_by_id(&t, "nullc")->error, "",
-                     "a null content is skipped, as the "
-                     "original");
-    batch_task_free(&t);
-}
-
-Test(batch_task, broken_files_fail_with_file_and_line)
-{
-    put(tpath("a.jsonl"), "{\"id\":\"a\",\"problem_statement\":\"p\"}\n\n{\"id\": \"b\",\n");
-    load_fails(file_opts(tpath("a.jsonl")), "a.jsonl:3:", "not valid JSON");
-    put(tpath("b.jsonl"), "{\"id\":\"a\"}\n[1]\n");
-    load_fails(file_opts(tpath("b.jsonl")), "b.jsonl:2:", "must be a JSON object");
-    put(tpath("c.json"), "[\n{\"id\":\"a\"},\n{\"id\":true}\n]");
-    load_fails(file_opts(tpath("c.json")), "c.json:3:", "id must be");
-    put(tpath("p.json"), "[\n  {\n    \"id\": \"a\"\n  },\n  {\n    \"id\": \"b\",\n"
-                         "    \"x\": tru\n  }\n]\n");
-    load_fails(file_opts(tpath("p.json")), "p.json:7:", "not valid JSON");
-    put(tpath("d.json"), "[\n{\"id\":\"a\"}\n{\"id\":\"b\"}\n]");
-    load_fails(file_opts(tpath("d.json")), "d.json:3:", "expected ','");
-    put(tpath("e.json"), "[{\"id\":\"a\"}");
-    load_fails(file_opts(tpath("e.json")), "e.json:1:", "not closed");
-    put(tpath("f.json"), "[{\"id\":\"a\"}] x");
-    load_fails(file_opts(tpath("f.json")), "f.json:1:", "after the closing");
-    put(tpath("g.jsonl"), "{\"id\":\"a\"} {\"id\":\"b\"}\n");
-    load_fails(file_opts(tpath("g.jsonl")), "g.jsonl:1:", "more than one");
-    put(tpath("empty.jsonl"), "\n\n");
-    load_fails(file_opts(tpath("empty.jsonl")), "empty.jsonl", "no rows");
-    strbuf longid = {0};
-    strbuf_puts(&longid, "{\"id\":\"");
-    for (int i = 0; i < BATCH_ID_MAX; i++)
-        strbuf_putc(&longid, 'x');
-    strbuf_puts(&longid, "\"}\n");
-    put(tpath("long.jsonl"), longid.s);
-    strbuf_release(&longid);
-    load_fails(file_opts(tpath("long.jsonl")), "long.jsonl:1:", "id longer than");
-    put(tpath("h.jsonl"), "{\"id\":\"\"}\n");
-    load_fails(file_opts(tpath("h.jsonl")), "h.jsonl:1:", "non-empty");
-    load_fails(file_opts(tpath("missing.jsonl")), "missing.jsonl", "No such file");
-
-    batch_task_opts both = dir_opts(fixture("demo"));
-    both.tasks_file = tpath("a.jsonl");
-    load_fails(both, "not both", NULL);
-    load_fails((batch_task_opts){.start_id = -1, .end_id = -1}, "--task DIR", "--tasks FILE");
-    load_fails(dir_opts(tmp_root), "no config.yaml", "data_files");
-    mkdir(tpath("t1"), 0755);
-    put(tpath("t1/config.yaml"), "dataset: json\nsystem_prompt: x\n");
-    load_fails(dir_opts(tpath("t1")), "config.yaml: no data_files", NULL);
-    put(tpath("t1/config.yaml"), "dataset: json\ndata_files: nothere.json\n");
-    load_fails(dir_opts(tpath("t1")), "nothere.json", "data_files");
-    put(tpath("t1/config.yaml"), "dataset: json\ndata_files: [a.json\n");
-    load_fails(dir_opts(tpath("t1")), "config.yaml", "YAML");
-    put(tpath("t1/config.yaml"), "dataset: json\ndata_files: d.jsonl\nsystem_prompt: [1, 2]\n");
-    put(tpath("t1/d.jsonl"), "{\"id\":1,\"problem_statement\":\"p\"}\n");
-    load_fails(dir_opts(tpath("t1")), "system_prompt must be text", NULL);
-    put(tpath("t1/config.yaml"), "dataset: json\ndata_files: d.jsonl\nprompt_config: no.yaml\n");
-    load_fails(dir_opts(tpath("t1")), "no.yaml", "cannot be read");
-}
-
-Test(batch_task, huggingface_dataset_is_refused_with_the_export)
-{
-    batch_task_opts o = dir_opts(fixture("hf"));
-    load_fails(o, "HuggingFace", "offline");
-    load_fails(o,
-               "load_dataset('daixuancheng/llm-in-sandbox-bench', 'math', split='test')"
-               ".to_json(",
-               "dataset: json, data_files: data.jsonl");
-}
-
-Test(batch_task, duplicate_ids_name_both_lines)
-{
-    put(tpath("d.jsonl"), "{\"id\":\"a\",\"problem_statement\":\"p\"}\n"
-                          "{\"id\":\"b\",\"problem_statement\":\"p\"}\n\n"
-                          "{\"id\":\"c\",\"problem_statement\":\"p\"}\n"
-                          "{\"id\":\"b\",\"problem_statement\":\"p\"}\n");
-    load_fails(file_opts(tpath("d.jsonl")), "d.jsonl:5: duplicate id \"b\"", "d.jsonl:2");
-    /* in a pretty-printed array the lines are those of the rows */
-    put(tpath("d.json"), "[\n  {\n    \"id\": 7,\n    \"problem_statement\": \"p\"\n  },\n"
-                         "  {\n    \"id\": \"7\"\n  }\n]\n");
-    load_fails(file_opts(tpath("d.json")), "d.json:6: duplicate id \"7\"", "d.json:2");
-    /* across data_files */
-    mkdir(tpath("t"), 0755);
-    put(tpath("t/config.yaml"), "dataset: json\ndata_files: [x.jsonl, y.jsonl]\n");
-    put(tpath("t/x.jsonl"), "{\"id\":\"q\",\"problem_statement\":\"p\"}\n");
-    put(tpath("t/y.jsonl"), "{\"id\":\"r\",\"problem_statement\":\"p\"}\n"
-                            "{\"id\":\"q\",\"problem_statement\":\"p\"}\n");
-    load_fails(dir_opts(tpath("t")), "y.jsonl:2: duplicate id \"q\"", "x.jsonl:1");
-}
-
-Test(batch_task, missing_ids_are_positions_and_numbers_are_text)
-{
-    put(tpath("d.jsonl"), "{\"problem_statement\":\"p0\"}\n"
-                          "{\"id\":null,\"problem_statement\":\"p1\"}\n"
-                          "{\"id\":1.5,\"problem_statement\":\"p2\"}\n"
-                          "{\"id\":1234567,\"problem_statement\":\"p3\"}\n"
-                          "{\"id\":-3,\"problem_statement\":\"p4\"}\n");
-    batch_task t;
-    load_ok(file_opts(tpath("d.jsonl")), &t);
-    cr_assert_str_eq(t.rows[0].id, "0");
-    cr_assert_str_eq(t.rows[1].id, "1");
-    cr_assert_str_eq(t.rows[2].id, "1.5");
-    cr_assert_str_eq(t.rows[3].id, "1234567");
-    cr_assert_str_eq(t.rows[4].id, "-3");
-    batch_task_free(&t);
-    /* a missing id that collides with a given one is a duplicate */
-    put(tpath("e.jsonl"), "{\"id\":\"1\",\"problem_statement\":\"p\"}\n"
-                          "{\"problem_statement\":\"p\"}\n");
-    load_fails(file_opts(tpath("e.jsonl")), "e.jsonl:2: duplicate id \"1\"", "e.jsonl:1");
-}
-
-Test(batch_task, start_end_slicing_as_python)
-{
-    strbuf b = {0};
-    for (int i = 0; i < 10; i++)
-        strbuf_printf(&b, "{\"id\":\"r%d\",\"problem_statement\":\"p\"}\n", i);
-    put(tpath("d.jsonl"), b.s);
-    strbuf_release(&b);
-    /* start, start given, end, end given -> Python's list(range(10))[start:end] */
-    static const struct {
-        long s;
-        int ss;
-        long e;
-        int es;
-        int lo, n;
-    } cases[] = {
-        {-1, 0, -1, 0, 0, 10},  {2, 1, 5, 1, 2, 3},    {3, 1, -1, 0, 3, 7},  {-1, 0, 4, 1, 0, 4},
-        {-3, 1, -1, 0, 7, 3},   {-1, 1, -1, 0, 9, 1},  {0, 1, -2, 1, 0, 8},  {-1, 1, -1, 1, 9, 0},
-        {5, 1, 2, 1, 5, 0},     {20, 1, 30, 1, 10, 0}, {-20, 1, 3, 1, 0, 3}, {3, 1, 100, 1, 3, 7},
-        {0, 1, 0, 1, 0, 10},                        /* the original's `end_id or len(problems)` */
-        {-15, 1, -12, 1, 0, 0}, {2, 0, 5, 0, 2, 3}, /* -1 sentinels only: plain values need no _set */
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        batch_task_opts o = file_opts(tpath("d.jsonl"));
-        o.start_id = cases[i].s, o.start_set = cases[i].ss;
-        o.end_id = cases[i].e, o.end_set = cases[i].es;
-        batch_task t;
-        load_ok(o, &t);
-        cr_assert_eq(t.total_rows, 10);
-        cr_assert_eq(t.nrows, (size_t)cases[i].n, "case %zu: %zu rows", i, t.nrows);
-        if (cases[i].n) {
-            char want[16];
-            snprintf(want, sizeof want, "r%d", cases[i].lo);
-            cr_assert_str_eq(t.rows[0].id, want, "case %zu", i);
-            snprintf(want, sizeof want, "r%d", cases[i].lo + cases[i].n - 1);
-            cr_assert_str_eq(t.rows[t.nrows - 1].id, want, "case %zu", i);
-        }
-        batch_task_free(&t);
-    }
-}
-
-Test(batch_task, hundred_thousand_rows_stream)
-{
-    FILE *f = fopen(tpath("big.jsonl"), "w");
-    cr_assert_not_null(f);
-    for (int i = 0; i < 100000; i++)
-        fprintf(f,
-                "{\"id\":\"row-%06d\",\"problem_statement\":\"What is %d+1?\","
-                "\"ground_truth\":\"%d\",\"domain\":\"math\"}\n",
-                i, i, i + 1);
-    fclose(f);
-    batch_task_opts o = file_opts(tpath("big.jsonl"));
-    o.start_id = 99990;
-    batch_task t;
-    load_ok(o, &t);
-    cr_assert_eq(t.total_rows, 100000);
-    cr_assert_eq(t.nrows, 10);
-    cr_assert_str_eq(t.rows[0].id, "row-099990");
-    cr_assert_str_eq(cJSON_GetStringValue(t.rows[9].ground_truth), "100000");
-    batch_task_free(&t);
-}
 
 /* ---- the output directory --------------------------------------------- */
 
@@ -546,7 +107,7 @@ static size_t whole_rows(const char *dir)
 {
     char p[1024];
     snprintf(p, sizeof p, "%s/results.jsonl", dir);
-    char *s = slurp(p);
+    char *s = t_slurp(p);
     size_t n = 0, len = strlen(s);
     cr_assert(len == 0 || s[len - 1] == '\n', "ends with a newline");
     for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
@@ -574,18 +135,18 @@ Test(batch_results, append_reopen_resume)
     cr_assert_eq(batch_out_count(o), 3);
     batch_out_close(o);
 
-    cJSON *run = slurp_json(tpath("runs/one/run.json"));
+    cJSON *run = t_slurp_json(tpath("runs/one/run.json"));
     cr_assert_str_eq(cJSON_GetStringValue(
                          cJSON_GetObjectItem(cJSON_GetObjectItem(run, "llm"), "model")),
                      "m");
     cJSON_Delete(run);
-    cJSON *tj = slurp_json(tpath("runs/one/trajectories/a@1.json"));
+    cJSON *tj = t_slurp_json(tpath("runs/one/trajectories/a@1.json"));
     cr_assert_str_eq(cJSON_GetStringValue(
                          cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(tj, "steps"), 0),
                                              "tag")),
                      "a");
     cJSON_Delete(tj);
-    char *log = slurp(tpath("runs/one/logs/b.txt"));
+    char *log = t_slurp(tpath("runs/one/logs/b.txt"));
     cr_assert_str_eq(log, "log of b@0\n");
     free(log);
 
@@ -666,6 +227,20 @@ Test(batch_results, resume_with_other_config_names_the_key)
     cJSON_Delete(c);
 }
 
+/* Appends len bytes of junk to results.jsonl (path p) of dir: a resume cuts
+ * them as a torn last line and keeps the rows rows. */
+static void tail_is_cut(const char *dir, const char *p, const char *junk, size_t len, size_t rows)
+{
+    FILE *f = fopen(p, "a");
+    cr_assert_not_null(f, "%s: %s", p, strerror(errno));
+    cr_assert_eq(fwrite(junk, 1, len, f), len);
+    fclose(f);
+    batch_out *o = open_out(dir, "m", 1);
+    cr_assert_eq(batch_out_count(o), rows);
+    batch_out_close(o);
+    cr_assert_eq(whole_rows(dir), rows);
+}
+
 Test(batch_results, torn_last_line_is_cut)
 {
     const char *dir = tpath("t");
@@ -697,23 +272,11 @@ Test(batch_results, torn_last_line_is_cut)
     batch_out_close(o);
     cr_assert_eq(whole_rows(dir), 3);
 
-    /* zeros after a power cut: a last line with no newline either */
-    f = fopen(p, "a");
-    fwrite("\0\0\0\0\0\0\0\0", 1, 8, f);
-    fclose(f);
-    o = open_out(dir, "m", 1);
-    cr_assert_eq(batch_out_count(o), 3);
-    batch_out_close(o);
-    cr_assert_eq(whole_rows(dir), 3);
-
-    /* an unparsable last line (with its newline) is torn too */
-    f = fopen(p, "a");
-    fputs("{\"id\":\"d\",\"attem\n", f);
-    fclose(f);
-    o = open_out(dir, "m", 1);
-    cr_assert_eq(batch_out_count(o), 3);
-    batch_out_close(o);
-    cr_assert_eq(whole_rows(dir), 3);
+    /* zeros after a power cut: a last line with no newline either; an
+     * unparsable last line (with its newline) is torn too */
+    static const char zeros[8] = {0}, torn[] = "{\"id\":\"d\",\"attem\n";
+    tail_is_cut(dir, p, zeros, sizeof zeros, 3);
+    tail_is_cut(dir, p, torn, sizeof torn - 1, 3);
 
     /* but a bad line with rows after it is no crash: refused, named */
     f = fopen(p, "a");
@@ -804,13 +367,13 @@ Test(batch_results, keys_are_injective_file_names)
     append_ok(o, "a_b", 0, 0, "submitted");
     append_ok(o, a, 0, 0, "submitted");
     batch_out_close(o);
-    char *l1 = slurp(tpath("k/logs/a%2Fb.txt")), *l2 = slurp(tpath("k/logs/a_b.txt"));
+    char *l1 = t_slurp(tpath("k/logs/a%2Fb.txt")), *l2 = t_slurp(tpath("k/logs/a_b.txt"));
     cr_assert_str_eq(l1, "log of a/b@0\n");
     cr_assert_str_eq(l2, "log of a_b@0\n");
     free(l1), free(l2);
     lis_error err = {0};
     cr_assert_eq(batch_report_write(tpath("k"), 1, NULL, &err), 0, "%s", err.msg);
-    cJSON *tj = slurp_json(tpath("k/trajectory.json"));
+    cJSON *tj = t_slurp_json(tpath("k/trajectory.json"));
     cr_assert_eq(cJSON_GetArraySize(tj), 3);
     const cJSON *e = cJSON_GetObjectItem(tj, a);
     cr_assert_str_eq(cJSON_GetStringValue(
@@ -883,7 +446,7 @@ Test(batch_results, kill_9_mid_append_loses_no_whole_row_and_doubles_none)
         before = n;
     }
     cr_assert_gt(before, 0);
-    char *s = slurp(p);
+    char *s = t_slurp(p);
     int *seen = calloc(100000, sizeof *seen);
     for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *j = cJSON_Parse(line);
@@ -993,7 +556,7 @@ Test(batch_results, report_files_as_the_original_plus_lis_counts)
     lis_error err = {0};
     cJSON *sum = NULL;
     cr_assert_eq(batch_report_write(dir, 12.5, &sum, &err), 0, "%s", err.msg);
-    cJSON *res = slurp_json(tpath("rep/results.json"));
+    cJSON *res = t_slurp_json(tpath("rep/results.json"));
     cr_assert(cJSON_Compare(sum, res, 1), "the summary is results.json");
     cJSON_Delete(sum);
     /* the original's keys first, in its order */
@@ -1026,7 +589,7 @@ Test(batch_results, report_files_as_the_original_plus_lis_counts)
     cr_assert_null(cJSON_GetObjectItem(res, "judged"));
     cJSON_Delete(res);
 
-    cJSON *tj = slurp_json(tpath("rep/trajectory.json"));
+    cJSON *tj = t_slurp_json(tpath("rep/trajectory.json"));
     cr_assert_eq(cJSON_GetArraySize(tj), 6);
     const cJSON *x1 = cJSON_GetObjectItem(tj, "x@1");
     cr_assert_not_null(x1, "attempt 1's key is ID@1");
@@ -1042,7 +605,7 @@ Test(batch_results, report_files_as_the_original_plus_lis_counts)
     cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(steps, 0), "tag")),
                      "x");
     cJSON_Delete(tj);
-    char *text = slurp(tpath("rep/trajectory.json"));
+    char *text = t_slurp(tpath("rep/trajectory.json"));
     cr_assert(!strncmp(text, "{\n  \"x\": {\n    \"problem_statement\": \"What?\",\n", 45),
               "json.dump(indent=2) layout: %.80s", text);
     free(text);
@@ -1051,11 +614,11 @@ Test(batch_results, report_files_as_the_original_plus_lis_counts)
      * last line is skipped */
     char jp[1024];
     snprintf(jp, sizeof jp, "%s/judge.jsonl", dir);
-    put(jp, "{\"id\":\"z\",\"attempt\":0,\"score\":0,\"verdict\":\"INCORRECT\"}\n"
-            "{\"id\":\"x\",\"attempt\":1,\"score\":1,\"verdict\":\"CORRECT\"}\n"
-            "{\"id\":\"z\",\"attempt\":0,\"score\":1,\"verdict\":\"CORRECT\"}\n"
-            "{\"id\":\"y\",\"attempt\":0,\"score\":null,\"verdict\":\"?\"}\n"
-            "{\"id\":\"y\",\"attempt\":1,\"score\":0,\"verd");
+    t_put(jp, "{\"id\":\"z\",\"attempt\":0,\"score\":0,\"verdict\":\"INCORRECT\"}\n"
+              "{\"id\":\"x\",\"attempt\":1,\"score\":1,\"verdict\":\"CORRECT\"}\n"
+              "{\"id\":\"z\",\"attempt\":0,\"score\":1,\"verdict\":\"CORRECT\"}\n"
+              "{\"id\":\"y\",\"attempt\":0,\"score\":null,\"verdict\":\"?\"}\n"
+              "{\"id\":\"y\",\"attempt\":1,\"score\":0,\"verd");
     cr_assert_eq(batch_report_write(dir, -1, &sum, &err), 0, "%s", err.msg);
     cr_assert_float_eq(cJSON_GetObjectItem(sum, "mean_score")->valuedouble, 4.0 / 6, 1e-9);
     cr_assert_eq(cJSON_GetObjectItem(sum, "judged")->valuedouble, 2);
@@ -1063,7 +626,7 @@ Test(batch_results, report_files_as_the_original_plus_lis_counts)
                  "a report without the time keeps the run's");
     cr_assert_float_eq(cJSON_GetObjectItem(sum, "pass_at_k")->valuedouble, 1, 1e-9);
     cJSON_Delete(sum);
-    tj = slurp_json(tpath("rep/trajectory.json"));
+    tj = t_slurp_json(tpath("rep/trajectory.json"));
     cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(tj, "x@1"), "reward")->valuedouble, 1);
     cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(tj, "y"), "reward")->valuedouble, 0);
     cJSON_Delete(tj);
@@ -1083,7 +646,7 @@ Test(batch_results, empty_run_report)
     cr_assert_eq(cJSON_GetObjectItem(sum, "total")->valuedouble, 0);
     cr_assert_eq(cJSON_GetObjectItem(sum, "mean_score")->valuedouble, 0);
     cJSON_Delete(sum);
-    char *t = slurp(tpath("empty/trajectory.json"));
+    char *t = t_slurp(tpath("empty/trajectory.json"));
     cr_assert_str_eq(t, "{}");
     free(t);
 }
