@@ -44,7 +44,7 @@ MON_SRC     := $(wildcard monitor/*.c)
 CLI_SRC     := cli/main.c cli/cmd_sandbox.c cli/cmd_doctor.c cli/cmd_state.c cli/cli_util.c cli/relay.c
 # (batch/'s --fork-from-setup snapshots and removes them: rootfs/snapshot.c, admin.c)
 AGENT_SRC   := $(MON_SRC) $(wildcard agent/*.c) $(wildcard batch/*.c) rootfs/snapshot.c rootfs/admin.c rootfs/util.c \
-               cli/cmd_run.c cli/cmd_batch.c cli/cmd_report.c \
+               cli/cmd_run.c cli/cmd_batch.c cli/batch_settings.c cli/cmd_report.c \
                cli/agent_image.c cli/agent_main.c cli/cli_util.c
 ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cmd_snapshot.c cli/cli_util.c
 # serve/ links the rootfs store's admin code (tags, list, pull) as liblis-rootfs.so does
