@@ -389,7 +389,7 @@ typedef struct agent_cli {
     int stream;
     int help;
     /* effects and rules (docs/monitoring.md) */
-    int no_effects;
+    int effects, no_effects; /* --effects (or --policy) turns them on; off by default */
     const char *policy;
     const char *allow_domains[AGENT_MAX_DOMAINS + 1], *deny_domains[AGENT_MAX_DOMAINS + 1];
     size_t nallow, ndeny;

@@ -144,8 +144,10 @@ void agent_cli_usage(FILE *f)
           "                            addresses\n"
           "  --policy FILE             rules over each step's effects: flag, deny, pause, stop\n"
           "                            (docs/monitoring.md; docs/monitoring-policy.yaml)\n"
-          "  --no-effects              do not record what each step did (files, processes,\n"
-          "                            network, resources) in trajectory.json\n"
+          "  --effects                 record what each step did (files, processes, network,\n"
+          "                            resources) in trajectory.json; off by default (its\n"
+          "                            cost, docs/benchmarks.md); --policy turns it on\n"
+          "  --no-effects              do not record them (the default)\n"
           "  --stream                  use SSE streaming for OpenAI-compatible endpoints\n"
           "  --timeout SECONDS         per LLM request, default 1200\n"
           "  --connect-timeout SECONDS default 30\n"
@@ -188,6 +190,7 @@ static const opt OPTS[] = {
     O("timeout", T_DBL, timeout),
     O("connect-timeout", T_DBL, connect_timeout),
     O("stream", T_BOOL, stream),
+    O("effects", T_BOOL, effects),
     O("no-effects", T_BOOL, no_effects),
     O("policy", T_STR, policy),
     O("allow-domain", T_ALLOW, allow_domains),

@@ -92,8 +92,9 @@ void bcap_print(FILE *f, const cJSON *results)
 {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(results, "capability");
     if (!cJSON_IsObject(c)) {
-        fprintf(f, "Capability use: none recorded (the run had no effects: --no-effects or "
-                   "--mode llm)\n");
+        fprintf(f,
+                "Capability use: none recorded (the run had no effects: it ran without --effects, "
+                "or with --mode llm)\n");
         return;
     }
     fprintf(f, "Capability use by domain (the share of steps that used each; "

@@ -88,8 +88,9 @@ static void usage(FILE *f)
           "  --live [ADDR]             serve the report page live on 127.0.0.1 (a free port\n"
           "                            by default, printed; or PORT, 127.0.0.1:PORT)\n"
           "effects and rules (docs/monitoring.md): every step's files, processes, network and\n"
-          "resources go into the trajectory unless --no-effects; --policy FILE, --allow-domain,\n"
-          "--deny-domain, --allow-host-network as for lis run; lis batch ctl DIR ... pauses,\n"
+          "resources go into the trajectory with --effects (off by default: their cost,\n"
+          "docs/benchmarks.md); --policy FILE (turns them on), --allow-domain, --deny-domain,\n"
+          "--allow-host-network as for lis run; lis batch ctl DIR ... pauses,\n"
           "resumes, stops episodes and shows their state.\n"
           "model and sandbox: every flag of lis run but --query and --input-dir (lis run --help):\n"
           "  --llm-name --llm-base-url --api-key --temperature (1.0) --max-steps (100)\n"
@@ -227,7 +228,8 @@ static int split_flags(int argc, char **argv, bflags *b, cli_list *rest)
         if (!o) { /* a model or sandbox flag: agent_cli_parse's, value and all */
             cli_list_add(rest, a);
             if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) && strcmp(name, "stream") &&
-                strcmp(name, "no-effects") && strcmp(name, "allow-host-network"))
+                strcmp(name, "no-effects") && strcmp(name, "effects") &&
+                strcmp(name, "allow-host-network"))
                 cli_list_add(rest, argv[++i]);
             continue;
         }

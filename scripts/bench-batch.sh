@@ -14,7 +14,7 @@
 #      costs, without the tools' CPU), TURNS=K (K < 7: K replies, the answer written, K-2
 #      editor steps, submit; issue 24's density run is TOOLS=light TURNS=4).
 #      ROOTFS may be a chain "top:...:base" (lis's --rootfs). BATCH_FLAGS: lis batch's extra
-#      flags (default --overcommit; "--overcommit --no-effects"; "" for a lis before issue 22).
+#      flags (default --overcommit; effects are off unless "--overcommit --effects"; "" for a lis before issue 22).
 # Prints one line per figure with the ratio against `lis run` x N; docs/benchmarks.md has runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."

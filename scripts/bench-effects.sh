@@ -2,7 +2,7 @@
 # The cost of effects (issue 23; docs/monitoring.md, docs/benchmarks.md): the density
 # workload of scripts/bench-batch.sh (N episodes at concurrency N against tests/fake_llm.py,
 # the mixed tool set: python3, the editor's create / view / str_replace, python3 on the
-# edited file, grep, submit) run by `lis batch` with effects on (the default) and with
+# edited file, grep, submit) run by `lis batch` with --effects and with
 # --no-effects, alternating, ROUNDS times each, in one run. Prints per side: wall time,
 # lis CPU per step, the lis process's RSS per live episode, and the ratios on/off.
 #
@@ -151,7 +151,7 @@ echo "lis batch effects on vs --no-effects: N=$N at concurrency $N, reply latenc
 echo "  rootfs $R, kernel $(uname -r), $(nproc) cores; $(uptime)"
 for r in $(seq "$ROUNDS"); do
     run_side off --no-effects
-    run_side on
+    run_side on --effects
 done
 echo "  $(uptime)"
 python3 - "$tmp/results.jsonl" "$N" <<'PY'

@@ -240,7 +240,8 @@ Test(report, batch_media_hostile_in_chromium, .timeout = 400)
     int code = 0;
     char *out = t_lis(&code,
                       "batch --llm-name fake --llm-base-url %s --api-key k --rootfs %s "
-                      "--net none --tasks %s --scorer builtin:match --save-files --concurrency 3 "
+                      "--net none --effects --tasks %s --scorer builtin:match --save-files "
+                      "--concurrency 3 "
                       "--output-dir %s/out",
                       f.url, t_busybox(), tasks, d);
     t_fake_stop(&f);
@@ -267,7 +268,7 @@ Test(report, batch_media_hostile_in_chromium, .timeout = 400)
     cr_expect(strstr(dom, "evil\"&gt;&lt;img src=x onerror=alert(2)&gt;</td>"),
               "the hostile id is not shown as text: %s", dom);
     cr_expect(strstr(dom, "id=\"mem-chart\"") && strstr(dom, "id=\"time-chart\""));
-    /* effects (on by default): the capability chart, the capability and alert columns */
+    /* effects (--effects): the capability chart, the capability and alert columns */
     cr_expect(strstr(dom, "id=\"cap-chart\""), "no capability chart: %s", dom);
     cr_expect(strstr(dom, ">comp</th>") && strstr(dom, ">alerts</th>"), "%s", dom);
     cr_expect(!strstr(dom, "PWNED"), "a payload ran: %s", dom);
@@ -563,8 +564,8 @@ static pid_t batch_bg(const t_fake *f, const char *d, const char *tasks, int con
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s batch --llm-name fake "
-             "--llm-base-url %s --rootfs %s --net none --tasks %s --scorer builtin:match "
-             "--concurrency %d --output-dir %s/out >%s/log 2>&1",
+             "--llm-base-url %s --rootfs %s --net none --effects --tasks %s --scorer "
+             "builtin:match --concurrency %d --output-dir %s/out >%s/log 2>&1",
              t_tmpdir(), t_tmpdir(), t_lis_bin(), f->url, t_busybox(), tasks, conc, d, d);
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
