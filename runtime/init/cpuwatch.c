@@ -37,28 +37,15 @@
  * without it, its CPU time from stat), and its policy; -1 when gone */
 static long long cpu_wanted(int dirfd, const char *pid, pid_t p, int *policy)
 {
-    char path[64], buf[1024];
+    char buf[1024];
     *policy = sched_getscheduler(p);
-    snprintf(path, sizeof path, "%s/schedstat", pid);
-    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n > 0) {
-        buf[n] = 0;
+    if (init_proc_read(dirfd, pid, "schedstat", buf, sizeof buf) > 0) {
         char *end;
         long long run = strtoll(buf, &end, 10), wait = strtoll(end, NULL, 10);
         return run + wait;
     }
-    snprintf(path, sizeof path, "%s/stat", pid);
-    fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (init_proc_read(dirfd, pid, "stat", buf, sizeof buf) < 0)
         return -1;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
     char *q = strrchr(buf, ')');
     if (!q)
         return -1;
@@ -80,14 +67,9 @@ static long long cpu_wanted(int dirfd, const char *pid, pid_t p, int *policy)
 /* Whether the process runs or waits on a run queue now (state R). */
 static int is_runnable(int dirfd, const char *pid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "%s/stat", pid);
-    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    char buf[512];
+    if (init_proc_read(dirfd, pid, "stat", buf, sizeof buf) < 0)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    buf[n > 0 ? n : 0] = 0;
     const char *q = strrchr(buf, ')');
     return q && q[1] == ' ' && q[2] == 'R';
 }

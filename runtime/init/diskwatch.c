@@ -178,16 +178,9 @@ static uint64_t written(void)
     while ((e = readdir(d))) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9')
             continue;
-        char path[64], buf[512];
-        snprintf(path, sizeof path, "%s/io", e->d_name);
-        int fd = openat(dirfd(d), path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
+        char buf[512];
+        if (init_proc_read(dirfd(d), e->d_name, "io", buf, sizeof buf) < 0)
             continue;
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n <= 0)
-            continue;
-        buf[n] = 0;
         char *p = strstr(buf, "\nwrite_bytes:");
         if (p)
             sum += strtoull(p + 13, NULL, 10);

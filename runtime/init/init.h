@@ -77,6 +77,10 @@ struct disk_watch {
 };
 int init_diskwatch(struct disk_watch *w, int64_t now);
 
+/* procfs.c: /proc/PID/FILE of the sandbox's /proc (procfd) into buf, NUL
+ * terminated; its length, -1 when gone, unreadable or empty. */
+ssize_t init_proc_read(int procfd, const char *pid, const char *file, char *buf, size_t len);
+
 /* cpuwatch.c: one check of the fallback CPU share (every 250 ms): a process
  * that wanted a CPU for 3/4 of the last 4 s goes to nice 19, of the last
  * 30 s to SCHED_IDLE. *tab holds each process's window (replaced). */

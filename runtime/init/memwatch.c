@@ -25,16 +25,9 @@
 /* kB of anonymous memory of one process, 0 when gone or a kernel thread */
 static uint64_t anon_kb(int dirfd, const char *pid)
 {
-    char path[64], buf[4096];
-    snprintf(path, sizeof path, "%s/status", pid);
-    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    char buf[4096];
+    if (init_proc_read(dirfd, pid, "status", buf, sizeof buf) < 0)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
     uint64_t kb = 0;
     static const char *const keys[] = {"\nRssAnon:", "\nVmSwap:"};
     for (int i = 0; i < 2; i++) {
