@@ -9,8 +9,9 @@
 void net_conn_event(conn *c)
 {
     net_port *p = c->port;
-    if (!p || !p->on_event || (!c->host[0] && !c->status && !c->n_out))
-        return; /* nobody asks, or a connection that never said a word */
+    if (c->reported || !p || !p->on_event || (!c->host[0] && !c->status && !c->n_out))
+        return; /* told already, nobody asks, or a connection that never said a word */
+    c->reported = 1;
     lis_net_event ev = {
         .host = c->host,
         .port = (unsigned short)atoi(c->portstr),

@@ -117,6 +117,7 @@ struct conn {
     int cfd, ufd;
     uint32_t cmask, umask;
     int state, dead;
+    int reported; /* its event was told (net_conn_event): once */
     int is_connect, resp_head;
     int host_kind; /* enum http_host_kind */
     int c_eof, u_eof, c_shut, u_shut;

@@ -84,6 +84,10 @@ void net_reply(lis_proxy *px, conn *c, int code, const char *reason, const char 
     snprintf(c->why, sizeof c->why, "%s", body + n);
     strcat(body, "\n");
     net_drop_upstream(px, c);
+    /* The proxy's own answer is final: told now, before the client can read
+     * it, so that the step whose command got it (and exited on it) has it;
+     * at the close it could come after that step's end. */
+    net_conn_event(c);
     if (!c->down && !(c->down = malloc(BUF_SIZE + BUF_SLACK))) {
         net_conn_close(px, c);
         return;
