@@ -202,16 +202,10 @@ static int split_flags(int argc, char **argv, bflags *b, cli_list *rest)
         }
         char name[64];
         const char *eq = strchr(a, '=');
-        size_t n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-        if (n >= sizeof name) {
+        if (batch_flag_name(a, name, sizeof name) < 0) {
             cli_error("unknown option '%s' (lis batch --help)", a);
             return -1;
         }
-        memcpy(name, a + 2, n);
-        name[n] = 0;
-        for (char *p = name; *p; p++)
-            if (*p == '_')
-                *p = '-';
         if (!strcmp(name, "temperature"))
             b->have_temperature = 1;
         const bopt *o = NULL;
