@@ -94,6 +94,20 @@ int mon_read_cpu(pid_t pid, double *cpu, char *state);
  * notification), at most max-1 bytes: its length, -1 with errno (EFAULT,
  * ESRCH, EPERM...) when unreadable; *cut set when it was longer. */
 ssize_t mon_read_str(pid_t tid, uint64_t addr, char *buf, size_t max, int *cut);
+/* Up to MON_RANGES_MAX ranges in one process_vm_readv: lens[i] bytes at
+ * addrs[i] into outs[i]. How many ranges, from the first, were read whole
+ * (the kernel stops at the first range it cannot read). */
+#define MON_RANGES_MAX 64
+size_t mon_read_ranges(pid_t tid, const uint64_t *addrs, char *const *outs, const size_t *lens,
+                       size_t n);
+/* The first chunk of a string at addr that one read may ask for: to the end
+ * of addr's page (the next may be unmapped), at most cap bytes. */
+size_t mon_chunk_len(uint64_t addr, size_t cap);
+/* mon_read_str's result from a first chunk of clen bytes already read at
+ * addr (chunk NULL: none was): the chunk alone when it holds the string or
+ * max-1 bytes of it, else the string read again from addr. */
+ssize_t mon_str_from_chunk(pid_t tid, uint64_t addr, const char *chunk, size_t clen, char *buf,
+                           size_t max, int *cut);
 /* Up to n 8-byte words at addr: how many were read, -1 when none. */
 ssize_t mon_read_words(pid_t tid, uint64_t addr, uint64_t *out, size_t n);
 /* Up to len bytes at addr: how many were read, -1 with errno when none. */

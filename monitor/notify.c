@@ -126,6 +126,33 @@ static mon_proc *running_proc(lis_monitor *m, pid_t tgid)
     return NULL;
 }
 
+/* The ids of a process that exec's again (a chain of execs, a PATH search)
+ * from its record, without reading /proc: tid is a running record's pid and
+ * that process has not ended (its pidfd is not readable; a pid is reused
+ * only after the end). -1 when unknown, with *stale set when the record is
+ * of an ended process whose pid tid now is. */
+static int known_ids(lis_monitor *m, pid_t tid, mon_pstatus *st, pid_t *nsppid, int *stale)
+{
+    pthread_mutex_lock(&m->mu);
+    mon_proc *prev = running_proc(m, tid);
+    int pidfd = prev ? prev->pidfd : -1;
+    mon_pstatus known = {.tgid = tid, .nspid = prev ? prev->pid : 0};
+    pid_t ppid = prev ? prev->ppid : 0;
+    pthread_mutex_unlock(&m->mu);
+    /* the pidfd is closed only by this thread, or under the hub's lock that
+     * this thread holds now */
+    struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+    if (pidfd < 0 || !known.nspid)
+        return -1;
+    if (poll(&pfd, 1, 0) != 0) {
+        *stale = 1; /* that record's process ended: tid is another's now */
+        return -1;
+    }
+    *st = known;
+    *nsppid = ppid;
+    return 0;
+}
+
 static int id_valid(int listener, uint64_t id)
 {
     return ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
@@ -155,6 +182,46 @@ struct exec_read {
     char via[24];
 };
 
+/* The arguments named by ptrs[0..n) (up to a NULL) appended to x->argv:
+ * the first chunk of each in one read, and only an argument that runs past
+ * its chunk (or that the read did not reach) read on its own. *end set at
+ * the NULL. */
+static void read_args(pid_t tid, const uint64_t *ptrs, size_t n, struct exec_read *x, int *end)
+{
+    static const size_t chunk_cap = MON_ARG_MAX - 1;
+    char chunks[MON_RANGES_MAX][MON_ARG_MAX];
+    char *outs[MON_RANGES_MAX];
+    size_t lens[MON_RANGES_MAX], k = 0;
+    while (k < n && k < MON_RANGES_MAX && ptrs[k]) {
+        outs[k] = chunks[k];
+        lens[k] = mon_chunk_len(ptrs[k], chunk_cap);
+        k++;
+    }
+    *end = k < n && k < MON_RANGES_MAX;
+    size_t whole = mon_read_ranges(tid, ptrs, outs, lens, k);
+    for (size_t i = 0; i < k; i++) {
+        x->argc_total++;
+        if (x->argc >= MON_ARGS_MAX || x->argv_len + 2 >= sizeof x->argv) {
+            x->argv_cut = 1;
+            continue;
+        }
+        size_t room = sizeof x->argv - x->argv_len;
+        if (room > MON_ARG_MAX)
+            room = MON_ARG_MAX;
+        int cut = 0;
+        char *at = x->argv + x->argv_len;
+        ssize_t len =
+            mon_str_from_chunk(tid, ptrs[i], i < whole ? chunks[i] : NULL, lens[i], at, room, &cut);
+        if (len < 0) {
+            snprintf(at, room, "(unreadable)");
+            len = (ssize_t)strlen(at);
+        }
+        x->argv_cut |= cut;
+        x->argv_len += (size_t)len + 1;
+        x->argc++;
+    }
+}
+
 static void read_exec(pid_t tid, const struct seccomp_data *d, struct exec_read *x)
 {
     int at = d->nr == SYS_execveat;
@@ -163,8 +230,17 @@ static void read_exec(pid_t tid, const struct seccomp_data *d, struct exec_read 
     int dirfd = at ? (int)d->args[0] : AT_FDCWD;
     int flags = at ? (int)d->args[4] : 0;
     snprintf(x->via, sizeof x->via, at ? "execveat" : "execve");
+    /* the path's first chunk and argv's first pointers in one read */
+    char path_chunk[MON_PATH_MAX];
+    uint64_t ptrs[MON_RANGES_MAX];
+    uint64_t addrs[2] = {path_addr, argv_addr};
+    char *outs[2] = {path_chunk, (char *)ptrs};
+    size_t lens[2] = {mon_chunk_len(path_addr, MON_PATH_MAX - 1), sizeof ptrs};
+    size_t whole = path_addr && argv_addr ? mon_read_ranges(tid, addrs, outs, lens, 2) : 0;
     char raw[MON_PATH_MAX];
-    ssize_t n = mon_read_str(tid, path_addr, raw, sizeof raw, &x->path_cut);
+    ssize_t n = path_addr ? mon_str_from_chunk(tid, path_addr, whole ? path_chunk : NULL, lens[0],
+                                               raw, sizeof raw, &x->path_cut)
+                          : (errno = EFAULT, -1);
     if (n < 0) {
         snprintf(x->unread, sizeof x->unread, "path unreadable: %s", strerror(errno));
         raw[0] = 0;
@@ -193,44 +269,21 @@ static void read_exec(pid_t tid, const struct seccomp_data *d, struct exec_read 
     } else {
         snprintf(x->path, sizeof x->path, "%s", raw);
     }
-    /* argv: the pointers, then each string, both capped */
-    uint64_t ptrs[64];
-    size_t off = 0;
-    for (size_t base_i = 0; argv_addr && base_i < MON_ARGC_COUNT; base_i += 64) {
-        ssize_t got = mon_read_words(tid, argv_addr + base_i * 8, ptrs, 64);
+    /* argv: the pointers, then the strings, both capped */
+    for (size_t base_i = 0; argv_addr && base_i < MON_ARGC_COUNT; base_i += MON_RANGES_MAX) {
+        ssize_t got = base_i == 0 && whole == 2
+                          ? MON_RANGES_MAX
+                          : mon_read_words(tid, argv_addr + base_i * 8, ptrs, MON_RANGES_MAX);
         if (got <= 0) {
             if (!base_i)
                 snprintf(x->unread, sizeof x->unread, "argv unreadable: %s", strerror(errno));
             break;
         }
         int end = 0;
-        for (ssize_t i = 0; i < got && !end; i++) {
-            if (!ptrs[i]) {
-                end = 1;
-                break;
-            }
-            x->argc_total++;
-            if (x->argc >= MON_ARGS_MAX || off + 2 >= sizeof x->argv) {
-                x->argv_cut = 1;
-                continue;
-            }
-            size_t room = sizeof x->argv - off;
-            if (room > MON_ARG_MAX)
-                room = MON_ARG_MAX;
-            int cut = 0;
-            ssize_t len = mon_read_str(tid, ptrs[i], x->argv + off, room, &cut);
-            if (len < 0) {
-                snprintf(x->argv + off, room, "(unreadable)");
-                len = (ssize_t)strlen(x->argv + off);
-            }
-            x->argv_cut |= cut;
-            off += (size_t)len + 1;
-            x->argc++;
-        }
-        if (end || got < 64)
+        read_args(tid, ptrs, (size_t)got, x, &end);
+        if (end || got < MON_RANGES_MAX)
             break;
     }
-    x->argv_len = off;
 }
 
 static void join_argv(const char *argv, size_t argc, char *out, size_t cap)
@@ -258,7 +311,10 @@ static void on_exec(lis_monitor_hub *hub, lis_monitor *m, const struct seccomp_n
     memset(&x, 0, sizeof x);
     read_exec((pid_t)req->pid, &req->data, &x);
     mon_pstatus st = {0};
-    int have_st = mon_read_status((pid_t)req->pid, &st) == 0;
+    pid_t known_ppid = 0;
+    int stale = 0;
+    int have_st = known_ids(m, (pid_t)req->pid, &st, &known_ppid, &stale) == 0 ||
+                  mon_read_status((pid_t)req->pid, &st) == 0;
     if (!id_valid(m->listener, req->id))
         return; /* it died meanwhile: what was read may be another process's */
     double now = lis_now();
@@ -272,7 +328,7 @@ static void on_exec(lis_monitor_hub *hub, lis_monitor *m, const struct seccomp_n
         mon_alert_add(m, r, now, "exec %s (%s)", x.path, joined);
     m->step_execs++;
     pid_t tgid = have_st ? st.tgid : (pid_t)req->pid;
-    mon_proc *prev = running_proc(m, tgid);
+    mon_proc *prev = stale && tgid == (pid_t)req->pid ? NULL : running_proc(m, tgid);
     /* a PATH search (execvp) tries each directory with the same argv: only
      * the last try is kept */
     int retry = prev && !deny && !prev->denied[0] && prev->step == m->step &&
@@ -305,7 +361,7 @@ static void on_exec(lis_monitor_hub *hub, lis_monitor *m, const struct seccomp_n
         snprintf(p->denied, sizeof p->denied, "%s", r->name);
     p->hpid = tgid;
     p->pid = have_st ? st.nspid : 0;
-    p->ppid = have_st ? ns_pid_of(m, st.ppid) : 0;
+    p->ppid = known_ppid ? known_ppid : have_st ? ns_pid_of(m, st.ppid) : 0;
     p->t_exec = now;
     p->state = MP_RUNNING;
     p->cpu = -1;
@@ -367,6 +423,8 @@ static void on_exit_group(lis_monitor_hub *hub, lis_monitor *m, const struct sec
         p->exit_code = (int)(req->data.args[0] & 0xff);
         p->cpu = cpu;
         p->t_end = lis_now();
+        /* its end is known: no wake-up for its pidfd's */
+        proc_unwatch(hub, m, p);
     }
     pthread_mutex_unlock(&m->mu);
 }

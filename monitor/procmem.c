@@ -79,7 +79,14 @@ int mon_read_cpu(pid_t pid, double *cpu, char *state)
         if (p)
             p++;
     }
-    if (!p || sscanf(p, "%llu %llu", &ut, &st) != 2)
+    char *end = NULL;
+    if (p)
+        ut = strtoull(p, &end, 10);
+    if (!p || end == p || *end != ' ')
+        return -1;
+    p = end + 1;
+    st = strtoull(p, &end, 10);
+    if (end == p)
         return -1;
     long hz = sysconf(_SC_CLK_TCK);
     *cpu = (double)(ut + st) / (double)(hz > 0 ? hz : 100);
@@ -125,6 +132,47 @@ ssize_t mon_read_str(pid_t tid, uint64_t addr, char *buf, size_t max, int *cut)
     buf[have] = 0;
     *cut = 1;
     return (ssize_t)have;
+}
+
+size_t mon_chunk_len(uint64_t addr, size_t cap)
+{
+    size_t to_page_end = 4096 - (size_t)(addr & 4095);
+    return to_page_end < cap ? to_page_end : cap;
+}
+
+ssize_t mon_str_from_chunk(pid_t tid, uint64_t addr, const char *chunk, size_t clen, char *buf,
+                           size_t max, int *cut)
+{
+    if (chunk) {
+        size_t lim = clen < max - 1 ? clen : max - 1;
+        const char *nul = memchr(chunk, 0, lim);
+        if (nul || clen >= max - 1) {
+            size_t len = nul ? (size_t)(nul - chunk) : lim;
+            memcpy(buf, chunk, len);
+            buf[len] = 0;
+            *cut = !nul;
+            return (ssize_t)len;
+        }
+    }
+    return mon_read_str(tid, addr, buf, max, cut);
+}
+
+size_t mon_read_ranges(pid_t tid, const uint64_t *addrs, char *const *outs, const size_t *lens,
+                       size_t n)
+{
+    struct iovec local[MON_RANGES_MAX], remote[MON_RANGES_MAX];
+    if (n > MON_RANGES_MAX)
+        n = MON_RANGES_MAX;
+    for (size_t i = 0; i < n; i++) {
+        local[i] = (struct iovec){outs[i], lens[i]};
+        remote[i] = (struct iovec){(void *)(uintptr_t)addrs[i], lens[i]};
+    }
+    ssize_t got = n ? process_vm_readv(tid, local, n, remote, n, 0) : 0;
+    size_t whole = 0;
+    /* the kernel stops at the first range it cannot read whole */
+    for (size_t left = got > 0 ? (size_t)got : 0; whole < n && left >= lens[whole]; whole++)
+        left -= lens[whole];
+    return whole;
 }
 
 ssize_t mon_read_words(pid_t tid, uint64_t addr, uint64_t *out, size_t n)

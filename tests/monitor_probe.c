@@ -6,6 +6,10 @@
  *   execveat ARG         execveat(dirfd of /, "mprobe", ...) (mode "exit 5")
  *   nodump ARG           PR_SET_DUMPABLE 0, then execs itself with "exit 3"
  *   badexec              execve with a path pointer that is not mapped
+ *   args                 an exec whose argv has a pointer that is not mapped (it fails),
+ *                        then one of 104 arguments whose path and one argument run
+ *                        across a page's end and one is 600 bytes, of mode "any"
+ *   any ...              exits 0
  *   exit N               exits with N
  *   chain N              execs itself N times in a row (no fork), then exits 0
  *                        (scripts/bench-monitor.sh: one exec notification's cost)
@@ -90,6 +94,37 @@ int main(int argc, char **argv)
         syscall(SYS_execve, (char *)16, av, environ);
         printf("badexec: %s\n", strerror(errno));
         return 0;
+    }
+    if (!strcmp(m, "any"))
+        return 0;
+    if (!strcmp(m, "args")) {
+        long pg = sysconf(_SC_PAGESIZE);
+        char *mem = mmap(NULL, (size_t)(3 * pg), PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED)
+            return 1;
+        char *bad[] = {"/mprobe", "bad", (char *)16, NULL};
+        execve("/mprobe", bad, environ);
+        printf("args: %s\n", strerror(errno));
+        fflush(stdout); /* before the exec replaces the buffer */
+        char *path = mem + pg - 3, *strad = mem + 2 * pg - 5, *longarg = mem + 100;
+        memcpy(path, "/mprobe", 8);
+        memcpy(strad, "straddling-argument", 20);
+        memset(longarg, 'L', 600);
+        longarg[600] = 0;
+        static char *av[105];
+        static char nums[100][8];
+        av[0] = path;
+        av[1] = "any";
+        av[2] = strad;
+        av[3] = longarg;
+        for (int i = 0; i < 100; i++) {
+            snprintf(nums[i], sizeof nums[i], "a%d", i);
+            av[4 + i] = nums[i];
+        }
+        av[104] = NULL;
+        execve(path, av, environ);
+        return 1;
     }
     if (!strcmp(m, "connect") && argc == 4) {
         int s = socket(AF_INET, SOCK_STREAM, 0);

@@ -238,6 +238,52 @@ Test(monitor, exec_kinds)
     lis_ctx_free(ctx);
 }
 
+/* What an exec's record says of a hostile argv: a path and an argument
+ * across a page's end read whole, a long argument cut at 511 bytes, the
+ * arguments past the 64 kept counted, a pointer that is not mapped named
+ * (docs/monitoring.md: the bounds) */
+Test(monitor, hostile_argv_recorded_exactly)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_error err = {0};
+    lis_monitor_hub *hub = lis_monitor_hub_new(&err);
+    lis_sandbox *sb = msb(ctx, NULL, LIS_NET_NONE);
+    lis_monitor *m = mon(hub, sb, NULL);
+    lis_result r;
+    cJSON *s = step(m, sb, "/mprobe args", &r);
+    cr_assert(strstr(r.out.data, "args: Bad address"), "%s", r.out.data);
+    cr_assert_eq(r.exit_code, 0, "%s", r.out.data);
+    lis_result_free(&r);
+    char *txt = cJSON_Print(cJSON_GetObjectItem(s, "processes"));
+    cr_assert(proc_argv(s, "/mprobe bad (unreadable)"), "%s", txt);
+    const cJSON *p = NULL, *q;
+    cJSON_ArrayForEach(q, cJSON_GetObjectItem(s, "processes"))
+    {
+        const cJSON *a1 = cJSON_GetArrayItem(cJSON_GetObjectItem(q, "argv"), 1);
+        if (a1 && !strcmp(a1->valuestring, "any"))
+            p = q;
+    }
+    cr_assert(p, "%s", txt);
+    cr_assert_str_eq(str(p, "path"), "/mprobe");
+    cr_assert_str_eq(str(p, "state"), "exited");
+    const cJSON *argv = cJSON_GetObjectItem(p, "argv");
+    cr_assert_eq(cJSON_GetArraySize(argv), 64, "%s", txt);
+    cr_assert_str_eq(cJSON_GetArrayItem(argv, 0)->valuestring, "/mprobe");
+    cr_assert_str_eq(cJSON_GetArrayItem(argv, 2)->valuestring, "straddling-argument");
+    const char *l = cJSON_GetArrayItem(argv, 3)->valuestring;
+    cr_assert_eq(strlen(l), 511);
+    cr_assert_eq(strspn(l, "L"), 511);
+    cr_assert_str_eq(cJSON_GetArrayItem(argv, 63)->valuestring, "a59");
+    cr_assert_eq(num(p, "argc", -1), 104);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(p, "cut")));
+    free(txt);
+    cJSON_Delete(s);
+    lis_sandbox_destroy(sb, &err);
+    lis_monitor_free(m);
+    lis_monitor_hub_free(hub);
+    lis_ctx_free(ctx);
+}
+
 Test(monitor, deny_exec_and_stop)
 {
     static const char yaml[] = "version: 1\n"
