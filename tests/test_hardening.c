@@ -270,3 +270,46 @@ Test(hardening, sandbox_ls_shows_disk_use_and_the_kind_of_limits)
     free(out);
     lis_ctx_free(ctx);
 }
+
+static long voluntary_switches(pid_t pid)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strstr(buf, "\nvoluntary_ctxt_switches:");
+    return p ? atol(p + strlen("\nvoluntary_ctxt_switches:")) : -1;
+}
+
+/* The fallback limits' watchers (memory, CPU share, disk) tick only while a
+ * process but PID 1 lives in the sandbox: an idle sandbox (a batch's, waiting
+ * on the model) does not wake. A command started afterwards is watched again
+ * from its start: a hog is held as before. */
+Test(hardening, an_idle_sandbox_does_not_wake, .timeout = 120)
+{
+    lis_ctx *ctx = ctx_with(quiet, NULL);
+    lis_limits lim = {.pids = 64, .memory_bytes = 64u << 20};
+    lis_sandbox *sb = t_probe_sandbox(ctx, t_busybox(), lim);
+    if (!fallback(sb)) {
+        finish(ctx, sb);
+        cr_skip_test("cgroup limits apply here: no watcher runs in PID 1");
+    }
+    free(sh(sb, "true", NULL)); /* a command came and went */
+    usleep(300000);
+    pid_t pid1 = lis_sandbox_pid(sb);
+    long before = voluntary_switches(pid1);
+    cr_assert_geq(before, 0);
+    usleep(2000000); /* the CPU watcher alone ticks 4 times a second */
+    long after = voluntary_switches(pid1);
+    cr_assert_leq(after - before, 1, "PID 1 woke %ld times in 2 s with no process", after - before);
+    /* a command: the watchers run while it does (it sleeps, PID 1 ticks) */
+    before = voluntary_switches(pid1);
+    free(sh(sb, "sleep 1", NULL));
+    after = voluntary_switches(pid1);
+    cr_assert_geq(after - before, 3, "PID 1 woke %ld times during a 1 s command", after - before);
+    finish(ctx, sb);
+}
