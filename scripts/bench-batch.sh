@@ -13,6 +13,8 @@
 #      TOOLS=light (every command an echo, the editor calls kept: what the engine itself
 #      costs, without the tools' CPU), TURNS=K (K < 7: K replies, the answer written, K-2
 #      editor steps, submit; issue 24's density run is TOOLS=light TURNS=4).
+#      BARE=0 skips the last part: the workload's bash commands run alone, N at once, as plain
+#      processes (no sandbox, no lis), for the CPU they need on this machine.
 #      ROOTFS may be a chain "top:...:base" (lis's --rootfs). BATCH_FLAGS: lis batch's extra
 #      flags (default --overcommit; effects are off unless "--overcommit --effects"; "" for a lis before issue 22).
 # Prints one line per figure with the ratio against `lis run` x N; docs/benchmarks.md has runs.
@@ -167,9 +169,38 @@ print(json.dumps({"episodes": n, "replies": steps, "tool_p50": pct(tools, .5), "
 EOF
 }
 
+# the host's busy CPU seconds so far (/proc/stat: all but idle and iowait)
+host_busy() {
+    awk -v hz="$(getconf CLK_TCK)" '/^cpu /{print ($2+$3+$4+$7+$8+$9)/hz; exit}' /proc/stat
+}
+
+# the workload's shell commands alone: the script's execute_bash commands, N at once, each
+# in a directory of its own for /testbed, as plain processes of this shell (no sandbox, no
+# lis, no model): the CPU the commands themselves need on this machine
+run_bare() {
+    python3 -c 'import json, sys
+for turn in json.load(open(sys.argv[1]))["default"]:
+    for name, args in turn["calls"]:
+        if name == "execute_bash":
+            print(args["command"])' "$tmp/script.json" >"$tmp/bare.cmds"
+    local b0 b1 t0 t1 i ps=()
+    b0=$(host_busy)
+    t0=$(date +%s.%N)
+    for i in $(seq 0 $((N - 1))); do
+        mkdir -p "$tmp/bare/$i/input" && cp "$tmp/task/in/notes.txt" "$tmp/bare/$i/input/"
+        (while IFS= read -r c; do bash -c "${c//\/testbed/$tmp/bare/$i}" >/dev/null 2>&1; done <"$tmp/bare.cmds") &
+        ps+=($!)
+    done
+    for i in "${ps[@]}"; do wait "$i"; done
+    t1=$(date +%s.%N)
+    b1=$(host_busy)
+    echo "{\"cpu\": $(python3 -c "print($b1 - $b0)"), \"wall\": $(python3 -c "print($t1 - $t0)")}" >"$tmp/bare.json"
+}
+
 run_batch() {
     sampler "$tmp/batch.sample" batch
-    local sp=$! t0 t1
+    local sp=$! t0 t1 b0 b1
+    b0=$(host_busy)
     t0=$(date +%s.%N)
     "$LIS" batch --task "$tmp/task" --llm-name fake --llm-base-url "$URL" --api-key k \
         --rootfs "$R" --net none --scorer builtin:match --concurrency "$N" \
@@ -177,9 +208,10 @@ run_batch() {
         ${BATCH_FLAGS---overcommit} >"$tmp/batch.log" 2>&1
     local rc=$?
     t1=$(date +%s.%N)
+    b1=$(host_busy)
     touch "$tmp/batch.sample.stop"; wait "$sp"
     local d; d=$(ls -d "$tmp"/batch-out/*/ | head -n1)
-    echo "{\"rc\": $rc, \"wall\": $(python3 -c "print($t1 - $t0)"), \"sample\": $(cat "$tmp/batch.sample"), \"eps\": $(stats "$d/trajectories/*.json" "$d/results.jsonl")}" >"$tmp/batch.json"
+    echo "{\"rc\": $rc, \"wall\": $(python3 -c "print($t1 - $t0)"), \"host_cpu\": $(python3 -c "print($b1 - $b0)"), \"sample\": $(cat "$tmp/batch.sample"), \"eps\": $(stats "$d/trajectories/*.json" "$d/results.jsonl")}" >"$tmp/batch.json"
 }
 
 run_procs() {
@@ -203,6 +235,7 @@ echo "  load $(cut -d' ' -f1-3 /proc/loadavg), lis $LIS"
 echo "  rootfs $R, kernel $(uname -r), $(nproc) cores, $(grep -q ':memory:' /proc/self/cgroup && echo 'memory on cgroup v1 (lis: fallback limits)' || echo 'cgroup v2')"
 [ "${ONLY:-}" != run ] && run_batch
 [ "${ONLY:-}" != batch ] && run_procs
+[ "${BARE:-1}" = 1 ] && run_bare
 python3 - "$tmp" "$N" "$model_time" "${ONLY:-}" <<'EOF'
 import json, os, sys
 tmp, n, model, only = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
@@ -225,6 +258,16 @@ line("tool latency p99", lambda x: x["eps"]["tool_p99"] * 1000, "ms")
 line("wall time", lambda x: x["wall"], "s")
 line("wall time / model time", lambda x: x["wall"] / model, "x")
 line("episodes not submitted or wrong", lambda x: float(x["eps"]["fails"] + (n - x["eps"]["episodes"])), "")
+cores = os.cpu_count() or 1
+if "batch" in res and "host_cpu" in res["batch"]:
+    hc = res["batch"]["host_cpu"]
+    print("  batch: the host's CPU busy during the run %.1f s of %.1f s (%d cores x the wall time); "
+          "that CPU alone needs %.1f s of wall time = %.2fx the model time (a floor for this host)"
+          % (hc, cores * res["batch"]["wall"], cores, hc / cores, hc / cores / model))
+if os.path.exists(tmp + "/bare.json"):
+    b = json.load(open(tmp + "/bare.json"))
+    print("  the workload's bash commands alone (no sandbox, no lis, no model; %d at once on the host): "
+          "%.1f s of host CPU (%.1f ms per episode), %.1f s wall" % (n, b["cpu"], 1000 * b["cpu"] / n, b["wall"]))
 if "batch" in res:
     e = res["batch"]["eps"]
     lc = res["batch"]["sample"]["loop_cpu"]
