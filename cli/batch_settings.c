@@ -221,7 +221,7 @@ cJSON *batch_run_settings(const bflags *b, const agent_cli *c, const lis_batch_o
     cJSON_AddBoolToObject(s, "overcommit", o->overcommit);
     /* effects and rules */
     /* the resolved state: a resume gets --effects back, or nothing (off) */
-    cJSON_AddBoolToObject(s, "effects", (c->effects || c->policy) && !c->no_effects);
+    cJSON_AddBoolToObject(s, "effects", !c->no_effects);
     add_path(s, "policy", c->policy);
     cJSON *allow = cJSON_AddArrayToObject(s, "allow-domain");
     for (size_t i = 0; allow && i < c->nallow; i++)

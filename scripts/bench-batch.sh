@@ -16,7 +16,8 @@
 #      BARE=0 skips the last part: the workload's bash commands run alone, N at once, as plain
 #      processes (no sandbox, no lis), for the CPU they need on this machine.
 #      ROOTFS may be a chain "top:...:base" (lis's --rootfs). BATCH_FLAGS: lis batch's extra
-#      flags (default --overcommit; effects are off unless "--overcommit --effects"; "" for a lis before issue 22).
+#      flags (default --overcommit; effects are on by default since issue 23: "--overcommit --no-effects"
+#      measures without them, as issue 24's figures were; "" for a lis before issue 22).
 # Prints one line per figure with the ratio against `lis run` x N; docs/benchmarks.md has runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
