@@ -175,15 +175,23 @@ static int fallback(lis_sandbox *sb)
     return !strcmp(st.limits, "fallback");
 }
 
-Test(hardening, fallback_limits_bound_a_fork_bomb_memory_and_priority, .timeout = 240)
+/* A sandbox of 64 processes and 64 MiB under the fallback limits; the test
+ * is skipped where cgroup limits apply instead (why: the reason given). */
+static lis_sandbox *fallback_sandbox(lis_ctx *ctx, const char *why)
 {
-    lis_ctx *ctx = ctx_with(quiet, NULL);
     lis_limits lim = {.pids = 64, .memory_bytes = 64u << 20};
     lis_sandbox *sb = t_probe_sandbox(ctx, t_busybox(), lim);
     if (!fallback(sb)) {
         finish(ctx, sb);
-        cr_skip_test("cgroup limits apply here: the cgroup suites cover them");
+        cr_skip_test("cgroup limits apply here: %s", why);
     }
+    return sb;
+}
+
+Test(hardening, fallback_limits_bound_a_fork_bomb_memory_and_priority, .timeout = 240)
+{
+    lis_ctx *ctx = ctx_with(quiet, NULL);
+    lis_sandbox *sb = fallback_sandbox(ctx, "the cgroup suites cover them");
     /* a fork bomb: forks fail inside, the host (this process) still forks */
     lis_result r;
     /* (busybox sh gives up at the first fork that fails: the count goes to a
@@ -292,12 +300,7 @@ static long voluntary_switches(pid_t pid)
 Test(hardening, an_idle_sandbox_does_not_wake, .timeout = 120)
 {
     lis_ctx *ctx = ctx_with(quiet, NULL);
-    lis_limits lim = {.pids = 64, .memory_bytes = 64u << 20};
-    lis_sandbox *sb = t_probe_sandbox(ctx, t_busybox(), lim);
-    if (!fallback(sb)) {
-        finish(ctx, sb);
-        cr_skip_test("cgroup limits apply here: no watcher runs in PID 1");
-    }
+    lis_sandbox *sb = fallback_sandbox(ctx, "no watcher runs in PID 1");
     free(sh(sb, "true", NULL)); /* a command came and went */
     usleep(300000);
     pid_t pid1 = lis_sandbox_pid(sb);

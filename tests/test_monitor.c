@@ -41,6 +41,35 @@ static lis_monitor *mon(lis_monitor_hub *hub, lis_sandbox *sb, const lis_policy 
     return m;
 }
 
+/* One monitored sandbox (no policy, --net none) on a hub of its own: the
+ * set-up of most tests here. */
+typedef struct mfix {
+    lis_ctx *ctx;
+    lis_monitor_hub *hub;
+    lis_sandbox *sb;
+    lis_monitor *m;
+} mfix;
+
+static mfix mfix_open(void)
+{
+    mfix f = {.ctx = t_ctx()};
+    lis_error err = {0};
+    f.hub = lis_monitor_hub_new(&err);
+    cr_assert(f.hub, "%s", err.msg);
+    f.sb = msb(f.ctx, NULL, LIS_NET_NONE);
+    f.m = mon(f.hub, f.sb, NULL);
+    return f;
+}
+
+static void mfix_close(mfix *f)
+{
+    lis_error err = {0};
+    lis_sandbox_destroy(f->sb, &err);
+    lis_monitor_free(f->m);
+    lis_monitor_hub_free(f->hub);
+    lis_ctx_free(f->ctx);
+}
+
 /* One step: sh -c cmd between begin and end; its effects as JSON. */
 static cJSON *step(lis_monitor *m, lis_sandbox *sb, const char *cmd, lis_result *out)
 {
@@ -195,11 +224,9 @@ Test(monitor, file_effects_exactly)
 
 Test(monitor, exec_kinds)
 {
-    lis_ctx *ctx = t_ctx();
-    lis_error err = {0};
-    lis_monitor_hub *hub = lis_monitor_hub_new(&err);
-    lis_sandbox *sb = msb(ctx, NULL, LIS_NET_NONE);
-    lis_monitor *m = mon(hub, sb, NULL);
+    mfix f = mfix_open();
+    lis_monitor *m = f.m;
+    lis_sandbox *sb = f.sb;
     lis_result r;
     cJSON *s = step(m, sb,
                     "/mprobe memfd; /mprobe execveat; /mprobe nodump; /mprobe badexec;"
@@ -232,10 +259,7 @@ Test(monitor, exec_kinds)
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cap, "computation")));
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(cap, "external")));
     cJSON_Delete(s);
-    lis_sandbox_destroy(sb, &err);
-    lis_monitor_free(m);
-    lis_monitor_hub_free(hub);
-    lis_ctx_free(ctx);
+    mfix_close(&f);
 }
 
 /* What an exec's record says of a hostile argv: a path and an argument
@@ -244,11 +268,9 @@ Test(monitor, exec_kinds)
  * (docs/monitoring.md: the bounds) */
 Test(monitor, hostile_argv_recorded_exactly)
 {
-    lis_ctx *ctx = t_ctx();
-    lis_error err = {0};
-    lis_monitor_hub *hub = lis_monitor_hub_new(&err);
-    lis_sandbox *sb = msb(ctx, NULL, LIS_NET_NONE);
-    lis_monitor *m = mon(hub, sb, NULL);
+    mfix f = mfix_open();
+    lis_monitor *m = f.m;
+    lis_sandbox *sb = f.sb;
     lis_result r;
     cJSON *s = step(m, sb, "/mprobe args", &r);
     cr_assert(strstr(r.out.data, "args: Bad address"), "%s", r.out.data);
@@ -278,10 +300,7 @@ Test(monitor, hostile_argv_recorded_exactly)
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(p, "cut")));
     free(txt);
     cJSON_Delete(s);
-    lis_sandbox_destroy(sb, &err);
-    lis_monitor_free(m);
-    lis_monitor_hub_free(hub);
-    lis_ctx_free(ctx);
+    mfix_close(&f);
 }
 
 Test(monitor, deny_exec_and_stop)
@@ -335,11 +354,9 @@ Test(monitor, deny_exec_and_stop)
 
 Test(monitor, refused_connects_with_net_none)
 {
-    lis_ctx *ctx = t_ctx();
-    lis_error err = {0};
-    lis_monitor_hub *hub = lis_monitor_hub_new(&err);
-    lis_sandbox *sb = msb(ctx, NULL, LIS_NET_NONE);
-    lis_monitor *m = mon(hub, sb, NULL);
+    mfix f = mfix_open();
+    lis_monitor *m = f.m;
+    lis_sandbox *sb = f.sb;
     lis_result r;
     /* nothing leaves: the sandbox has loopback only; 192.0.2.1 is TEST-NET-1 */
     cJSON *s = step(m, sb, "/mprobe connect 192.0.2.1 80; /mprobe connect 127.0.0.1 9", &r);
@@ -353,10 +370,7 @@ Test(monitor, refused_connects_with_net_none)
     cr_assert_eq(num(c, "port", 0), 80);
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(s, "capability"), "external")));
     cJSON_Delete(s);
-    lis_sandbox_destroy(sb, &err);
-    lis_monitor_free(m);
-    lis_monitor_hub_free(hub);
-    lis_ctx_free(ctx);
+    mfix_close(&f);
 }
 
 /* ---- many sandboxes at once: no event in the wrong sandbox or step ---- */
