@@ -198,7 +198,11 @@ static void read_args(pid_t tid, const uint64_t *ptrs, size_t n, struct exec_rea
         k++;
     }
     *end = k < n && k < MON_RANGES_MAX;
-    size_t whole = mon_read_ranges(tid, ptrs, outs, lens, k);
+    /* past the caps an argument is only counted: its memory is not read (a
+     * hostile argv of 65536 strings costs the hub its pointers only) */
+    size_t room_args =
+        x->argc < MON_ARGS_MAX && x->argv_len + 2 < sizeof x->argv ? MON_ARGS_MAX - x->argc : 0;
+    size_t whole = mon_read_ranges(tid, ptrs, outs, lens, k < room_args ? k : room_args);
     for (size_t i = 0; i < k; i++) {
         x->argc_total++;
         if (x->argc >= MON_ARGS_MAX || x->argv_len + 2 >= sizeof x->argv) {
