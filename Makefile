@@ -154,17 +154,17 @@ $(B)/tests/bench_setup: tests/bench_setup.c $(B)/libruntime.a $(B)/libnet.a $(RO
 
 $(B)/tests/sysprobe: tests/sysprobe.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
+	$(CC) $(CSTD) $(WARN) -O2 -static -pthread -o $@ $<
 
 # the static helper the escape suites run inside sandboxes (tests/security/)
 $(B)/tests/security/escape_probe: tests/security/escape_probe.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
+	$(CC) $(CSTD) $(WARN) -O2 -static -pthread -o $@ $<
 
 # the static helper the monitor suites run inside sandboxes (tests/test_monitor*.c)
 $(B)/tests/monitor_probe: tests/monitor_probe.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
+	$(CC) $(CSTD) $(WARN) -O2 -static -pthread -o $@ $<
 
 tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/security/escape_probe \
        $(B)/tests/monitor_probe $(B)/tests/bench_monitor \
@@ -220,7 +220,7 @@ clean:
 FUZZ_B       ?= build-fuzz
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := http_head textcalls sse llm settings extract
+FUZZ_TARGETS := http_head textcalls sse llm settings extract notify
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS   = $(CSTD) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -g -O1 $(FUZZ_SAN) \
   -Iruntime -Inet -Irootfs -Imonitor -Iagent -Ifuzz $(AGENT_CFLAGS) $(ROOTFS_CFLAGS)
@@ -230,12 +230,16 @@ fuzz_src_sse       := agent/sse.c agent/llm.c agent/util.c runtime/error.c runti
 fuzz_src_llm       := agent/sse.c agent/llm.c agent/util.c runtime/error.c runtime/util.c
 fuzz_src_settings  := agent/settings.c agent/prompts.c agent/util.c runtime/error.c runtime/util.c
 fuzz_src_extract   := rootfs/extract.c rootfs/util.c
+fuzz_src_notify    := monitor/exec_read.c monitor/procmem.c monitor/records.c monitor/effects.c \
+  monitor/layer.c monitor/udiff.c monitor/policy.c
 fuzz_libs_textcalls := $(AGENT_LIBS)
 fuzz_libs_sse       := $(AGENT_LIBS)
 fuzz_libs_llm       := $(AGENT_LIBS)
 fuzz_libs_settings  := $(AGENT_LIBS)
 fuzz_libs_extract   := $(B)/libruntime.a $(ROOTFS_LIBS) $(RT_LIBS)
 fuzz_dep_extract    := $(B)/libruntime.a
+fuzz_libs_notify    := $(B)/libnet.a $(B)/libruntime.a $(RT_LIBS) -lcjson -lyaml -lpthread
+fuzz_dep_notify     := $(B)/libruntime.a $(B)/libnet.a
 FUZZ_BIN    := $(FUZZ_TARGETS:%=$(FUZZ_B)/fuzz_%)
 FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/fuzz-replay/fuzz_%)
 

@@ -140,6 +140,10 @@ static cJSON *proc_json(const lis_effects *e, const mon_proc *p)
     cJSON_AddStringToObject(o, "state", p->denied[0] ? "denied" : mon_pstate_name(p->state));
     if (p->denied[0])
         cJSON_AddStringToObject(o, "denied_by", p->denied);
+    if (p->decoy) /* another file ran than the exec showed at its check */
+        cJSON_AddStringToObject(o, "decoy", p->decoy);
+    if (p->killed_after)
+        cJSON_AddBoolToObject(o, "killed_after_exec", 1);
     if (p->state == MP_EXITED && !p->denied[0])
         cJSON_AddNumberToObject(o, "exit_code", p->exit_code);
     if (p->state == MP_KILLED) {
@@ -283,6 +287,7 @@ void lis_effects_free(lis_effects *e)
         return;
     for (size_t i = 0; i < e->nprocs; i++) {
         free(e->procs[i].path);
+        free(e->procs[i].decoy);
         free(e->procs[i].argv);
     }
     free(e->procs);

@@ -60,6 +60,8 @@ int lis_monitor_attach(lis_monitor_hub *hub, lis_sandbox *sb, const lis_monitor_
     m->pid1 = lis_sandbox_pid(sb);
     m->policy = opts ? opts->policy : NULL;
     m->writes_in_steps = opts ? opts->writes_in_steps : 0;
+    for (size_t i = 0; m->policy && i < m->policy->n; i++)
+        m->exec_rules += m->policy->rules[i].kind == MR_EXEC;
     m->layer.upper_fd = -1;
     m->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     m->listener = lis_sandbox_take_monitor(sb);
@@ -199,56 +201,6 @@ static void step_rules(lis_monitor *m, lis_effects *e, uint64_t fetched, double 
     }
 }
 
-/* The step's process records copied out; ended ones no longer needed go. */
-static int take_procs(lis_monitor *m, lis_effects *e)
-{
-    size_t want = 0;
-    for (size_t i = 0; i < m->nprocs; i++) {
-        const mon_proc *p = m->procs[i];
-        want += p->step == m->step || (p->step >= 0 && p->state != MP_RUNNING && !p->reported_end);
-    }
-    e->procs = want ? calloc(want, sizeof *e->procs) : NULL;
-    if (want && !e->procs)
-        return -1;
-    size_t keep = 0;
-    for (size_t i = 0; i < m->nprocs; i++) {
-        mon_proc *p = m->procs[i];
-        int listed =
-            p->step == m->step || (p->step >= 0 && p->state != MP_RUNNING && !p->reported_end);
-        if (listed && e->nprocs < MON_STEP_PROCS) {
-            mon_proc *c = &e->procs[e->nprocs];
-            *c = *p;
-            c->path = strdup(p->path);
-            size_t alen = 0;
-            const char *a = p->argv;
-            for (size_t k = 0; k < p->argc; k++) {
-                alen += strlen(a) + 1;
-                a += strlen(a) + 1;
-            }
-            c->argv = malloc(alen ? alen : 1);
-            if (!c->path || !c->argv) {
-                free(c->path);
-                free(c->argv);
-                return -1;
-            }
-            memcpy(c->argv, p->argv, alen);
-            c->ref = NULL;
-            c->pidfd = -1;
-            e->nprocs++;
-        }
-        if (listed)
-            e->procs_total++;
-        if (p->state != MP_RUNNING)
-            p->reported_end = 1;
-        if (p->state != MP_RUNNING && p->pidfd < 0)
-            mon_proc_free(p); /* ended and no longer watched */
-        else
-            m->procs[keep++] = p;
-    }
-    m->nprocs = keep;
-    return 0;
-}
-
 int lis_monitor_step_end(lis_monitor *m, const lis_result *res, lis_effects **out, lis_error *err)
 {
     *out = NULL;
@@ -295,7 +247,7 @@ int lis_monitor_step_end(lis_monitor *m, const lis_result *res, lis_effects **ou
         changed |= !e->files[i].between;
     m->idle_steps = changed ? 0 : m->idle_steps + 1;
     step_rules(m, e, fetched, now);
-    if (rc == 0 && take_procs(m, e) < 0)
+    if (rc == 0 && mon_records_take(m, e) < 0)
         rc = lis_oom(err);
     e->exec_retries = m->exec_retries;
     e->unknown_exits = m->unknown_exits;

@@ -1,15 +1,17 @@
 /* monitor.h - inside monitor/ only: the policy, the records of a step, the
  * writable-layer scans, the hub. Built on lis.h and lis_net.h.
  *
- * The layers of monitor/, bottom-up (docs/architecture.md):
- *   3  monitor.c           attach, steps, the public entry points
- *   2  notify.c effects.c  the hub thread answering notifications; a step's
- *                          capability and its JSON
- *   1  layer.c             the writable layer scanned and compared
- *   0  procmem.c policy.c rules.c records.c udiff.c
- *                          a process's memory and /proc read; the policy
- *                          file; its rules matched and alerts raised; the
- *                          records' names and destructors; unified diffs
+ * The layers of monitor/, bottom-up (docs/architecture.md has the rows
+ * the build computes):
+ *   monitor.c            attach, steps, the public entry points
+ *   notify.c             the hub thread answering notifications
+ *   exec_verify.c        what runs after an exec let through, checked
+ *   exec_canon.c         what an exec will run, resolved in the sandbox's root
+ *   effects.c layer.c    a step's capability and its JSON; the writable layer
+ *   records.c rules.c    process records made, taken, freed; rules matched
+ *   exec_read.c procmem.c policy.c udiff.c
+ *                        an exec read from memory; a process's memory and
+ *                        /proc; the policy file; unified diffs
  *
  * Bounds (each cut is stated in the step's "cut" object):
  *   MON_PATH_MAX / MON_ARG_MAX / MON_ARGS_MAX / MON_ARGV_BYTES  per exec
@@ -28,7 +30,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define MON_PATH_MAX 1024          /* bytes of an exec's path read */
+#define MON_PATH_MAX 1024 /* bytes of an exec's path kept in its record */
+#define MON_EXEC_PATH                                                                              \
+    4096                           /* bytes of an exec's path read and matched (PATH_MAX:
+                                    * the kernel refuses a longer one, so no exec that runs
+                                    * is cut) */
 #define MON_ARG_MAX 512            /* bytes of one argument kept */
 #define MON_ARGS_MAX 64            /* arguments kept */
 #define MON_ARGV_BYTES 4096        /* bytes of all kept arguments */
@@ -76,7 +82,8 @@ struct lis_policy {
     char *file;
     mon_rule *rules;
     size_t n;
-    char **deny_domains; /* NULL-terminated */
+    char **deny_domains;          /* NULL-terminated */
+    lis_policy_action on_unknown; /* LIS_ACT_FLAG (alert, the default) or LIS_ACT_STOP */
 };
 
 /* ---- procmem.c: a notifying process, read from outside ---- */
@@ -115,6 +122,62 @@ ssize_t mon_read_mem(pid_t tid, uint64_t addr, void *out, size_t len);
 /* readlink of /proc/TID/<what> ("cwd", "fd/3"): the link text, not followed. */
 int mon_read_link(pid_t tid, const char *what, char *buf, size_t len);
 
+/* ---- exec_read.c: what an exec notification names ---- */
+
+/* An exec as its notification named it, read from the caller's memory: kept
+ * in a record (cut to the record's caps), or why it could not be read. argv
+ * holds argc NUL-terminated strings in argv_len bytes. */
+typedef struct mon_exec {
+    char path[MON_EXEC_PATH + 64]; /* as given, made absolute from the link texts */
+    int path_cut;
+    char argv[MON_ARGV_BYTES];
+    size_t argv_len, argc, argc_total;
+    int argv_cut;
+    char unread[96];
+    char via[24];
+    int by_fd; /* execveat(fd, "", AT_EMPTY_PATH): fd_nr names the file */
+    int fd_nr;
+} mon_exec;
+/* Reads what the exec notification d of thread tid names into x (zeroed
+ * first by the caller). */
+struct seccomp_data;
+void mon_exec_read(pid_t tid, const struct seccomp_data *d, mon_exec *x);
+
+/* ---- exec_canon.c: what an exec will run ---- */
+
+#define MON_EXEC_NAMES 6 /* the file, up to 4 interpreters, what ld.so loads */
+/* The names an exec is matched by: name[0] the file its path resolves to
+ * inside the sandbox's root, then each shebang's interpreter, then the
+ * program ld.so is asked to load, each resolved the same way. */
+typedef struct mon_exec_names {
+    char name[MON_EXEC_NAMES][MON_EXEC_PATH];
+    size_t n;
+    int missing;   /* the path names nothing (the exec fails with ENOENT) */
+    char why[160]; /* why not all could be resolved */
+} mon_exec_names;
+/* 0, or -1 with out->why when some name could not be resolved (out->n
+ * says how many were). */
+int mon_exec_resolve(pid_t tid, const mon_exec *x, mon_exec_names *out);
+
+/* ---- exec_verify.c: what runs after an exec let through ---- */
+
+typedef struct mon_verify mon_verify;
+mon_verify *mon_verify_new(void);
+void mon_verify_free(mon_verify *v);
+/* Queues a check of what tgid runs once thread tid's exec is done (called
+ * before the exec is answered: the file running then is the reference);
+ * nm: what the exec resolved to. -1 when it cannot be queued (full). */
+int mon_verify_add(mon_verify *v, lis_monitor *m, pid_t tid, pid_t tgid, double t_exec,
+                   const char *spelled, const mon_exec_names *nm, double now);
+/* Runs the checks due at now (takes each monitor's mu); the next one's
+ * time, 0 when none is left. */
+double mon_verify_run(mon_verify *v, double now);
+/* Settles the checks of tgid's execs now: it is stopped in its next exec or
+ * its exit_group (the hub calls it before answering either). */
+void mon_verify_settle(mon_verify *v, const lis_monitor *m, pid_t tgid, double now);
+/* Drops the checks of m (NULL: all). */
+void mon_verify_drop(mon_verify *v, const lis_monitor *m);
+
 /* ---- udiff.c ---- */
 
 /* A unified diff (3 lines of context) of a -> b into out (at most cap bytes,
@@ -136,11 +199,14 @@ typedef enum mon_pstate {
 const char *mon_pstate_name(mon_pstate s);
 
 typedef struct mon_proc {
-    pid_t hpid;      /* host pid (of the thread group) */
-    pid_t pid, ppid; /* inside the sandbox; 0 when unknown */
-    char *path;      /* as given, made absolute when known; "" unread */
-    char *argv;      /* argc strings, each NUL-terminated */
-    size_t argc, argc_total;
+    pid_t hpid;       /* host pid (of the thread group) */
+    pid_t pid, ppid;  /* inside the sandbox; 0 when unknown */
+    char *path;       /* as given, made absolute when known; "" unread; what ran
+                      * when the check after the exec found another file */
+    char *decoy;      /* the path shown at the check, when another file ran */
+    int killed_after; /* killed by that check (denied names the rule) */
+    char *argv;       /* argc strings, each NUL-terminated, in argv_len bytes */
+    size_t argv_len, argc, argc_total;
     int argv_cut;
     char unread[96]; /* why path/argv could not be read ("" when read) */
     char via[24];    /* "execve", "execveat", "execveat(fd)" */
@@ -255,6 +321,16 @@ int mon_glob(const char *glob, const char *s);
  * argv (joined by spaces); for files: path (absolute); for MR_CONNECT: host. */
 const mon_rule *mon_rules_match(const lis_policy *p, mon_rule_kind k, const char *path,
                                 const char *argv);
+/* The first exec rule matching an exec spelled path, resolved to names (NULL
+ * or n == 0: unresolved), with argv joined: a rule's path glob may match the
+ * spelling or any name, and its except list exempts the exec only when every
+ * resolved name is excepted (a spelling never exempts). *unknown set when a
+ * rule could not be evaluated (no name resolved for an except list, an argv
+ * glob against a cut argv that its kept part does not match): that rule is
+ * returned, for the policy's on_unknown. */
+const mon_rule *mon_rules_match_exec(const lis_policy *p, const char *path,
+                                     const mon_exec_names *names, const char *argv, int argv_cut,
+                                     int *unknown);
 /* The first threshold rule of kind k whose limit value exceeds. */
 const mon_rule *mon_rules_over(const lis_policy *p, mon_rule_kind k, uint64_t value);
 
@@ -301,6 +377,7 @@ struct lis_monitor {
     uint64_t disk0;
     int have0;               /* cpu0, disk0 are set */
     pid_t pid1;              /* the sandbox's PID 1 (lis_sandbox_pid) */
+    int exec_rules;          /* the policy has exec rules: execs are resolved */
     int writes_in_steps;     /* lis_monitor_opts.writes_in_steps */
     int quiet_end;           /* the last step ended with PID 1 alone in the sandbox */
     uint64_t acts, acts_end; /* notifications handled: all, and before the last end */
@@ -308,6 +385,11 @@ struct lis_monitor {
 
 /* An alert of rule r (m->mu held); wakes the caller for pause and stop. */
 void mon_alert_add(lis_monitor *m, const mon_rule *r, double t, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* An alert of rule r that could not be evaluated: the policy's on_unknown
+ * action, never a silent pass (m->mu held). */
+void mon_alert_unknown(lis_monitor *m, const mon_rule *r, double t, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* ---- notify.c: the hub ---- */
@@ -319,7 +401,29 @@ int mon_hub_add(lis_monitor_hub *hub, lis_monitor *m, lis_error *err);
 void mon_hub_remove(lis_monitor_hub *hub, lis_monitor *m);
 /* Frees a monitor's records and itself (the hub's thread, or hub_free). */
 void mon_monitor_destroy(lis_monitor *m);
+
+/* ---- records.c (m->mu held for each) ---- */
+
 void mon_proc_free(mon_proc *p);
+/* The pid inside the sandbox of a host pid: from a record, else /proc. */
+pid_t mon_ns_pid_of(lis_monitor *m, pid_t host);
+/* The running record of host process tgid, NULL when none. */
+mon_proc *mon_running_proc(lis_monitor *m, pid_t tgid);
+/* What the hub knows of an exec's process. */
+typedef struct mon_exec_ids {
+    pid_t tgid;        /* host */
+    pid_t nspid, ppid; /* in the sandbox, 0 when unknown */
+    int stale;         /* a running record of tgid is of an ended process */
+} mon_exec_ids;
+/* Records exec x: a new running record (denied: one that never ran, the
+ * rule named), the running record of the same process it continues replaced
+ * (*prevp: it, to move its pidfd) or dropped as a PATH search's earlier try.
+ * NULL when past the bound or out of memory (counted). */
+mon_proc *mon_exec_record(lis_monitor *m, const mon_exec *x, const mon_exec_ids *ids,
+                          const char *denied, double now, mon_proc **prevp);
+/* The step's process records copied into e (ended ones no longer needed
+ * freed); -1 out of memory. */
+int mon_records_take(lis_monitor *m, lis_effects *e);
 
 /* ---- effects.c ---- */
 

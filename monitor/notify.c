@@ -35,6 +35,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,7 +55,7 @@ struct mon_pidfd_info {
 #define MON_PIDFD_GET_INFO _IOWR(0xFF, 11, struct mon_pidfd_info)
 #define MON_PIDFD_INFO_EXIT (1ULL << 3)
 
-enum ref_kind { REF_LISTENER, REF_PIDFD, REF_WAKE };
+enum ref_kind { REF_LISTENER, REF_PIDFD, REF_WAKE, REF_TIMER };
 
 typedef struct hub_ref {
     enum ref_kind kind;
@@ -73,6 +74,11 @@ struct lis_monitor_hub {
     struct seccomp_notif_sizes sizes;
     struct seccomp_notif *req;
     struct seccomp_notif_resp *resp;
+    mon_exec_names *names; /* an exec's resolved names (one thread: one buffer) */
+    mon_verify *verify;    /* checks of what runs after an exec let through */
+    int timerfd;           /* the next of them */
+    hub_ref timer_ref;
+    double armed; /* the timer's time, 0 disarmed */
 };
 
 static void proc_unwatch(lis_monitor_hub *hub, lis_monitor *m, mon_proc *p)
@@ -106,26 +112,6 @@ static void proc_watch(lis_monitor_hub *hub, lis_monitor *m, mon_proc *p)
     m->live++;
 }
 
-/* The pid inside the sandbox of a host pid: from a record, else /proc. */
-static pid_t ns_pid_of(lis_monitor *m, pid_t host)
-{
-    if (host == m->pid1) /* lis-init, the parent of every command's first program */
-        return 1;
-    for (size_t i = m->nprocs; i-- > 0;)
-        if (m->procs[i]->hpid == host)
-            return m->procs[i]->pid;
-    mon_pstatus st;
-    return host > 0 && mon_read_status(host, &st) == 0 ? st.nspid : 0;
-}
-
-static mon_proc *running_proc(lis_monitor *m, pid_t tgid)
-{
-    for (size_t i = m->nprocs; i-- > 0;)
-        if (m->procs[i]->hpid == tgid && m->procs[i]->state == MP_RUNNING)
-            return m->procs[i];
-    return NULL;
-}
-
 /* The ids of a process that exec's again (a chain of execs, a PATH search)
  * from its record, without reading /proc: tid is a running record's pid and
  * that process has not ended (its pidfd is not readable; a pid is reused
@@ -134,7 +120,7 @@ static mon_proc *running_proc(lis_monitor *m, pid_t tgid)
 static int known_ids(lis_monitor *m, pid_t tid, mon_pstatus *st, pid_t *nsppid, int *stale)
 {
     pthread_mutex_lock(&m->mu);
-    mon_proc *prev = running_proc(m, tid);
+    mon_proc *prev = mon_running_proc(m, tid);
     int pidfd = prev ? prev->pidfd : -1;
     mon_pstatus known = {.tgid = tid, .nspid = prev ? prev->pid : 0};
     pid_t ppid = prev ? prev->ppid : 0;
@@ -171,125 +157,6 @@ static void respond(lis_monitor_hub *hub, int listener, uint64_t id, int error)
     ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, hub->resp);
 }
 
-/* What an exec read: kept in a record, or why it could not be read. */
-struct exec_read {
-    char path[MON_PATH_MAX + 64];
-    int path_cut;
-    char argv[MON_ARGV_BYTES];
-    size_t argv_len, argc, argc_total;
-    int argv_cut;
-    char unread[96];
-    char via[24];
-};
-
-/* The arguments named by ptrs[0..n) (up to a NULL) appended to x->argv:
- * the first chunk of each in one read, and only an argument that runs past
- * its chunk (or that the read did not reach) read on its own. *end set at
- * the NULL. */
-static void read_args(pid_t tid, const uint64_t *ptrs, size_t n, struct exec_read *x, int *end)
-{
-    static const size_t chunk_cap = MON_ARG_MAX - 1;
-    char chunks[MON_RANGES_MAX][MON_ARG_MAX];
-    char *outs[MON_RANGES_MAX];
-    size_t lens[MON_RANGES_MAX], k = 0;
-    while (k < n && k < MON_RANGES_MAX && ptrs[k]) {
-        outs[k] = chunks[k];
-        lens[k] = mon_chunk_len(ptrs[k], chunk_cap);
-        k++;
-    }
-    *end = k < n && k < MON_RANGES_MAX;
-    /* past the caps an argument is only counted: its memory is not read (a
-     * hostile argv of 65536 strings costs the hub its pointers only) */
-    size_t room_args =
-        x->argc < MON_ARGS_MAX && x->argv_len + 2 < sizeof x->argv ? MON_ARGS_MAX - x->argc : 0;
-    size_t whole = mon_read_ranges(tid, ptrs, outs, lens, k < room_args ? k : room_args);
-    for (size_t i = 0; i < k; i++) {
-        x->argc_total++;
-        if (x->argc >= MON_ARGS_MAX || x->argv_len + 2 >= sizeof x->argv) {
-            x->argv_cut = 1;
-            continue;
-        }
-        size_t room = sizeof x->argv - x->argv_len;
-        if (room > MON_ARG_MAX)
-            room = MON_ARG_MAX;
-        int cut = 0;
-        char *at = x->argv + x->argv_len;
-        ssize_t len =
-            mon_str_from_chunk(tid, ptrs[i], i < whole ? chunks[i] : NULL, lens[i], at, room, &cut);
-        if (len < 0) {
-            snprintf(at, room, "(unreadable)");
-            len = (ssize_t)strlen(at);
-        }
-        x->argv_cut |= cut;
-        x->argv_len += (size_t)len + 1;
-        x->argc++;
-    }
-}
-
-static void read_exec(pid_t tid, const struct seccomp_data *d, struct exec_read *x)
-{
-    int at = d->nr == SYS_execveat;
-    uint64_t path_addr = at ? d->args[1] : d->args[0];
-    uint64_t argv_addr = at ? d->args[2] : d->args[1];
-    int dirfd = at ? (int)d->args[0] : AT_FDCWD;
-    int flags = at ? (int)d->args[4] : 0;
-    snprintf(x->via, sizeof x->via, at ? "execveat" : "execve");
-    /* the path's first chunk and argv's first pointers in one read */
-    char path_chunk[MON_PATH_MAX];
-    uint64_t ptrs[MON_RANGES_MAX];
-    uint64_t addrs[2] = {path_addr, argv_addr};
-    char *outs[2] = {path_chunk, (char *)ptrs};
-    size_t lens[2] = {mon_chunk_len(path_addr, MON_PATH_MAX - 1), sizeof ptrs};
-    size_t whole = path_addr && argv_addr ? mon_read_ranges(tid, addrs, outs, lens, 2) : 0;
-    char raw[MON_PATH_MAX];
-    ssize_t n = path_addr ? mon_str_from_chunk(tid, path_addr, whole ? path_chunk : NULL, lens[0],
-                                               raw, sizeof raw, &x->path_cut)
-                          : (errno = EFAULT, -1);
-    if (n < 0) {
-        snprintf(x->unread, sizeof x->unread, "path unreadable: %s", strerror(errno));
-        raw[0] = 0;
-    }
-    /* make it absolute from the process's own links (their text only) */
-    char base[512] = "";
-    if (n == 0 && at && (flags & AT_EMPTY_PATH)) {
-        char what[32];
-        snprintf(what, sizeof what, "fd/%d", dirfd);
-        snprintf(x->via, sizeof x->via, "execveat(fd)");
-        if (mon_read_link(tid, what, base, sizeof base) < 0)
-            snprintf(base, sizeof base, "fd %d", dirfd);
-        snprintf(x->path, sizeof x->path, "%s", base);
-    } else if (n > 0 && raw[0] != '/') {
-        if (dirfd == AT_FDCWD) {
-            if (mon_read_link(tid, "cwd", base, sizeof base) < 0)
-                base[0] = 0;
-        } else {
-            char what[32];
-            snprintf(what, sizeof what, "fd/%d", dirfd);
-            if (mon_read_link(tid, what, base, sizeof base) < 0)
-                snprintf(base, sizeof base, "fd %d", dirfd);
-        }
-        snprintf(x->path, sizeof x->path, "%s%s%s", base, base[0] && strcmp(base, "/") ? "/" : "",
-                 raw);
-    } else {
-        snprintf(x->path, sizeof x->path, "%s", raw);
-    }
-    /* argv: the pointers, then the strings, both capped */
-    for (size_t base_i = 0; argv_addr && base_i < MON_ARGC_COUNT; base_i += MON_RANGES_MAX) {
-        ssize_t got = base_i == 0 && whole == 2
-                          ? MON_RANGES_MAX
-                          : mon_read_words(tid, argv_addr + base_i * 8, ptrs, MON_RANGES_MAX);
-        if (got <= 0) {
-            if (!base_i)
-                snprintf(x->unread, sizeof x->unread, "argv unreadable: %s", strerror(errno));
-            break;
-        }
-        int end = 0;
-        read_args(tid, ptrs, (size_t)got, x, &end);
-        if (end || got < MON_RANGES_MAX)
-            break;
-    }
-}
-
 static void join_argv(const char *argv, size_t argc, char *out, size_t cap)
 {
     size_t o = 0;
@@ -303,17 +170,24 @@ static void join_argv(const char *argv, size_t argc, char *out, size_t cap)
         out[cap - 1] = 0;
 }
 
-static const char *basename_of(const char *p)
+static const mon_rule *first_exec_rule(const lis_policy *p)
 {
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
+    for (size_t i = 0; p && i < p->n; i++)
+        if (p->rules[i].kind == MR_EXEC)
+            return &p->rules[i];
+    return NULL;
 }
 
 static void on_exec(lis_monitor_hub *hub, lis_monitor *m, const struct seccomp_notif *req)
 {
-    struct exec_read x;
+    mon_exec x;
     memset(&x, 0, sizeof x);
-    read_exec((pid_t)req->pid, &req->data, &x);
+    mon_exec_read((pid_t)req->pid, &req->data, &x);
+    /* what the exec will run, resolved inside the sandbox's root: only where
+     * exec rules need it (it costs a lookup per component) */
+    mon_exec_names *nm = m->exec_rules ? hub->names : NULL;
+    if (nm && mon_exec_resolve((pid_t)req->pid, &x, nm) < 0 && !nm->why[0])
+        snprintf(nm->why, sizeof nm->why, "not resolved");
     mon_pstatus st = {0};
     pid_t known_ppid = 0;
     int stale = 0;
@@ -322,80 +196,58 @@ static void on_exec(lis_monitor_hub *hub, lis_monitor *m, const struct seccomp_n
     if (!id_valid(m->listener, req->id))
         return; /* it died meanwhile: what was read may be another process's */
     double now = lis_now();
+    if (nm) /* its last exec is over: what it ran is checked before this one goes on */
+        mon_verify_settle(hub->verify, m, have_st ? st.tgid : (pid_t)req->pid, now);
     char joined[MON_ARGV_BYTES + MON_ARGS_MAX];
     join_argv(x.argv, x.argc, joined, sizeof joined);
     pthread_mutex_lock(&m->mu);
-    const mon_rule *r = mon_rules_match(m->policy, MR_EXEC, x.path, joined);
-    int deny = r && r->action == LIS_ACT_DENY;
-    respond(hub, m->listener, req->id, deny ? EPERM : 0);
-    if (r)
-        mon_alert_add(m, r, now, "exec %s (%s)", x.path, joined);
-    m->step_execs++;
+    int unknown = 0;
+    const mon_rule *r = nm ? mon_rules_match_exec(m->policy, x.path, nm->why[0] ? NULL : nm, joined,
+                                                  x.argv_cut || x.argc_total > x.argc, &unknown)
+                           : NULL;
+    int deny = r && (unknown ? m->policy->on_unknown == LIS_ACT_STOP : r->action == LIS_ACT_DENY);
     pid_t tgid = have_st ? st.tgid : (pid_t)req->pid;
-    mon_proc *prev = stale && tgid == (pid_t)req->pid ? NULL : running_proc(m, tgid);
-    /* a PATH search (execvp) tries each directory with the same argv: only
-     * the last try is kept */
-    int retry = prev && !deny && !prev->denied[0] && prev->step == m->step &&
-                prev->argc == x.argc && prev->argv && x.argv_len &&
-                !memcmp(prev->argv, x.argv, x.argv_len) &&
-                !strcmp(basename_of(prev->path), basename_of(x.path));
-    mon_proc *p = calloc(1, sizeof *p);
-    if (p &&
-        (m->nprocs >= 2 * MON_STEP_PROCS || LIS_GROW(m->procs, m->capprocs, m->nprocs + 1) < 0)) {
-        free(p);
-        p = NULL;
-    }
-    if (p) {
-        p->path = strdup(x.path);
-        p->argv = malloc(x.argv_len ? x.argv_len : 1);
-    }
-    if (!p || !p->path || !p->argv) {
-        mon_proc_free(p);
-        m->step_procs_dropped++;
+    /* what runs is checked again after the exec, against the file as the
+     * kernel maps it: the reference is taken before the answer */
+    if (nm && !deny &&
+        mon_verify_add(hub->verify, m, (pid_t)req->pid, tgid, now, x.path, nm->why[0] ? NULL : nm,
+                       now) < 0)
+        mon_alert_unknown(m, first_exec_rule(m->policy), now,
+                          "exec %s not checked after it ran (checks pending over all sandboxes "
+                          "at their bound)",
+                          x.path);
+    /* EACCES, as a file without the execute right: a PATH search goes on to
+     * the next directory (EPERM ends execvp's); ENOENT where nothing is there */
+    respond(hub, m->listener, req->id, !deny ? 0 : nm && nm->missing ? ENOENT : EACCES);
+    if (r && unknown)
+        mon_alert_unknown(m, r, now, "exec %s (%s): %s", x.path, joined,
+                          nm->why[0] ? nm->why : "its argv was cut");
+    else if (r)
+        mon_alert_add(m, r, now, "exec %s (%s)", nm && nm->n ? nm->name[nm->n - 1] : x.path,
+                      joined);
+    m->step_execs++;
+    mon_exec_ids ids = {.tgid = tgid,
+                        .nspid = have_st ? st.nspid : 0,
+                        .ppid = known_ppid ? known_ppid
+                                : have_st  ? mon_ns_pid_of(m, st.ppid)
+                                           : 0,
+                        .stale = stale && tgid == (pid_t)req->pid};
+    mon_proc *prev = NULL;
+    mon_proc *p = mon_exec_record(m, &x, &ids, deny ? r->name : NULL, now, &prev);
+    if (!p) {
         pthread_mutex_unlock(&m->mu);
         return;
     }
-    memcpy(p->argv, x.argv, x.argv_len);
-    p->argc = x.argc;
-    p->argc_total = x.argc_total;
-    p->argv_cut = x.argv_cut || x.path_cut;
-    snprintf(p->unread, sizeof p->unread, "%s", x.unread);
-    snprintf(p->via, sizeof p->via, "%s", x.via);
-    if (deny)
-        snprintf(p->denied, sizeof p->denied, "%s", r->name);
-    p->hpid = tgid;
-    p->pid = have_st ? st.nspid : 0;
-    p->ppid = known_ppid ? known_ppid : have_st ? ns_pid_of(m, st.ppid) : 0;
-    p->t_exec = now;
-    p->state = MP_RUNNING;
-    p->cpu = -1;
-    p->step = m->step;
-    p->between = !m->in_step;
-    p->pidfd = -1;
-    if (prev && !deny) {
+    if (prev && !deny && prev->pidfd >= 0) {
         /* the same process goes on in the new program: its pidfd moves */
-        if (prev->pidfd >= 0) {
-            p->pidfd = prev->pidfd;
-            p->ref = prev->ref;
-            ((hub_ref *)p->ref)->p = p;
-            prev->pidfd = -1;
-            prev->ref = NULL;
-        }
-        prev->state = MP_REPLACED;
-        prev->t_end = now;
-        if (retry) {
-            m->exec_retries++;
-            prev->reported_end = 1;
-            prev->state = MP_REPLACED;
-            prev->argc = 0; /* dropped at the step's end, not listed */
-            prev->step = -1;
-        }
+        p->pidfd = prev->pidfd;
+        p->ref = prev->ref;
+        ((hub_ref *)p->ref)->p = p;
+        prev->pidfd = -1;
+        prev->ref = NULL;
     }
     if (p->pidfd < 0 && !deny)
         proc_watch(hub, m, p);
-    if (deny)
-        p->state = MP_EXITED, p->exit_code = -1, p->t_end = now; /* it never ran */
-    m->procs[m->nprocs++] = p;
     const mon_rule *t = mon_rules_over(m->policy, MR_PROCESSES, m->step_execs + m->unknown_exits);
     if (t && !m->fired[t - m->policy->rules]) {
         m->fired[t - m->policy->rules] = 1;
@@ -407,12 +259,15 @@ static void on_exec(lis_monitor_hub *hub, lis_monitor *m, const struct seccomp_n
 
 static void on_exit_group(lis_monitor_hub *hub, lis_monitor *m, const struct seccomp_notif *req)
 {
+    mon_pstatus ex;
+    if (m->exec_rules && mon_read_status((pid_t)req->pid, &ex) == 0)
+        mon_verify_settle(hub->verify, m, ex.tgid, lis_now()); /* what it ran, before it goes */
     pthread_mutex_lock(&m->mu);
-    mon_proc *p = running_proc(m, (pid_t)req->pid);
+    mon_proc *p = mon_running_proc(m, (pid_t)req->pid);
     if (!p) {
         mon_pstatus st;
         if (mon_read_status((pid_t)req->pid, &st) == 0 && st.tgid != (pid_t)req->pid)
-            p = running_proc(m, st.tgid);
+            p = mon_running_proc(m, st.tgid);
     }
     double cpu = -1;
     char state;
@@ -575,6 +430,24 @@ static void bury(lis_monitor_hub *hub)
     }
 }
 
+/* Runs the checks after execs that are due and arms the timer for the
+ * next one (hub->mu held). */
+static void arm_checks(lis_monitor_hub *hub)
+{
+    double next = mon_verify_run(hub->verify, lis_now());
+    if (next == hub->armed)
+        return;
+    struct itimerspec its = {{0, 0}, {0, 0}};
+    if (next > 0) {
+        its.it_value.tv_sec = (time_t)next;
+        its.it_value.tv_nsec = (long)((next - (double)(time_t)next) * 1e9);
+        if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
+            its.it_value.tv_nsec = 1;
+    }
+    if (timerfd_settime(hub->timerfd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+        hub->armed = next;
+}
+
 static void *hub_main(void *arg)
 {
     lis_monitor_hub *hub = arg;
@@ -586,6 +459,13 @@ static void *hub_main(void *arg)
         pthread_mutex_lock(&hub->mu);
         for (int i = 0; i < n; i++) {
             hub_ref *r = evs[i].data.ptr;
+            if (r->kind == REF_TIMER) {
+                uint64_t v;
+                if (read(hub->timerfd, &v, sizeof v) < 0) {
+                    /* EAGAIN: not due yet */
+                }
+                continue;
+            }
             if (r->kind == REF_WAKE) {
                 uint64_t v;
                 if (read(hub->wakefd, &v, sizeof v) < 0) {
@@ -600,6 +480,7 @@ static void *hub_main(void *arg)
             else
                 on_pidfd(hub, r);
         }
+        arm_checks(hub);
         bury(hub);
         int stop = hub->stop;
         pthread_mutex_unlock(&hub->mu);
@@ -616,7 +497,7 @@ lis_monitor_hub *lis_monitor_hub_new(lis_error *err)
         lis_oom(err);
         return NULL;
     }
-    hub->epfd = hub->wakefd = -1;
+    hub->epfd = hub->wakefd = hub->timerfd = -1;
     pthread_mutex_init(&hub->mu, NULL);
     if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &hub->sizes) < 0) {
         lis_fail_errno(err, "seccomp user notifications are not available (Linux >= 5.5)");
@@ -629,7 +510,9 @@ lis_monitor_hub *lis_monitor_hub_new(lis_error *err)
         hub->sizes.seccomp_notif_resp = sizeof *hub->resp;
     hub->req = calloc(1, hub->sizes.seccomp_notif);
     hub->resp = calloc(1, hub->sizes.seccomp_notif_resp);
-    if (!hub->req || !hub->resp) {
+    hub->names = calloc(1, sizeof *hub->names);
+    hub->verify = mon_verify_new();
+    if (!hub->req || !hub->resp || !hub->names || !hub->verify) {
         lis_oom(err);
         goto fail;
     }
@@ -637,8 +520,12 @@ lis_monitor_hub *lis_monitor_hub_new(lis_error *err)
     hub->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     hub->wake_ref.kind = REF_WAKE;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &hub->wake_ref};
-    if (hub->epfd < 0 || hub->wakefd < 0 ||
-        epoll_ctl(hub->epfd, EPOLL_CTL_ADD, hub->wakefd, &ev) < 0) {
+    hub->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    hub->timer_ref.kind = REF_TIMER;
+    struct epoll_event tev = {.events = EPOLLIN, .data.ptr = &hub->timer_ref};
+    if (hub->epfd < 0 || hub->wakefd < 0 || hub->timerfd < 0 ||
+        epoll_ctl(hub->epfd, EPOLL_CTL_ADD, hub->wakefd, &ev) < 0 ||
+        epoll_ctl(hub->epfd, EPOLL_CTL_ADD, hub->timerfd, &tev) < 0) {
         lis_fail_errno(err, "the monitor's epoll set");
         goto fail;
     }
@@ -680,6 +567,10 @@ void lis_monitor_hub_free(lis_monitor_hub *hub)
         close(hub->wakefd);
     free(hub->req);
     free(hub->resp);
+    free(hub->names);
+    mon_verify_free(hub->verify);
+    if (hub->timerfd >= 0)
+        close(hub->timerfd);
     pthread_mutex_destroy(&hub->mu);
     free(hub);
 }
@@ -701,6 +592,7 @@ void mon_hub_remove(lis_monitor_hub *hub, lis_monitor *m)
 {
     pthread_mutex_lock(&hub->mu);
     m->dead = 1;
+    mon_verify_drop(hub->verify, m);
     if (m->listener >= 0)
         epoll_ctl(hub->epfd, EPOLL_CTL_DEL, m->listener, NULL);
     pthread_mutex_lock(&m->mu);

@@ -293,6 +293,7 @@ static int parse_doc(struct parse *ps, lis_policy *pol)
     if (root->type != YAML_MAPPING_NODE)
         return fail_at(ps, root, "the policy must be a mapping with 'rules:'");
     yaml_node_t *rules = NULL;
+    pol->on_unknown = LIS_ACT_FLAG;
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
          p++) {
         yaml_node_t *k = yaml_document_get_node(ps->doc, p->key);
@@ -305,8 +306,19 @@ static int parse_doc(struct parse *ps, lis_policy *pol)
             if (!ver || strcmp(ver, "1"))
                 return fail_at(ps, v, "unsupported policy version '%s' (this lis reads 1)",
                                ver ? ver : "?");
+        } else if (key && !strcmp(key, "on_unknown")) {
+            /* what a rule that cannot be evaluated does (a cut record, an
+             * unresolved exec, a scan past its bound): never a silent pass */
+            const char *w = scalar(v);
+            if (w && !strcmp(w, "alert"))
+                pol->on_unknown = LIS_ACT_FLAG;
+            else if (w && !strcmp(w, "stop"))
+                pol->on_unknown = LIS_ACT_STOP;
+            else
+                return fail_at(ps, v, "on_unknown is 'alert' or 'stop', not '%s'",
+                               w ? w : "(not a word)");
         } else {
-            return fail_at(ps, k, "unknown key '%s' at the top (known: version, rules)",
+            return fail_at(ps, k, "unknown key '%s' at the top (known: version, rules, on_unknown)",
                            key ? key : "(not a word)");
         }
     }

@@ -194,9 +194,13 @@ int mon_read_link(pid_t tid, const char *what, char *buf, size_t len)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/%s", (int)tid, what);
-    ssize_t n = readlink(path, buf, len - 1);
+    ssize_t n = readlink(path, buf, len);
     if (n < 0)
         return -1;
+    if ((size_t)n >= len) {
+        errno = ENAMETOOLONG; /* it may have been cut: never taken for whole */
+        return -1;
+    }
     buf[n] = 0;
     return 0;
 }

@@ -53,12 +53,64 @@ const mon_rule *mon_rules_match(const lis_policy *p, mon_rule_kind k, const char
     return NULL;
 }
 
+static int exec_rule_matches(const mon_rule *r, const char *path, const mon_exec_names *nm,
+                             const char *argv, int argv_cut, int *unknown)
+{
+    size_t n = nm ? nm->n : 0;
+    int hit = !r->path || mon_glob(r->path, path);
+    for (size_t i = 0; !hit && i < n; i++)
+        hit = mon_glob(r->path, nm->name[i]);
+    if (!hit)
+        return 0;
+    if (r->argv && !mon_glob(r->argv, argv)) {
+        if (!argv_cut)
+            return 0;
+        *unknown = 1; /* the cut part may hold what the glob looks for */
+        return 1;
+    }
+    if (!r->nexcept)
+        return 1;
+    if (!n) {
+        *unknown = 1; /* an except list needs what runs: not known */
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!excepted(r, nm->name[i], 0))
+            return 1;
+    return 0;
+}
+
+const mon_rule *mon_rules_match_exec(const lis_policy *p, const char *path,
+                                     const mon_exec_names *names, const char *argv, int argv_cut,
+                                     int *unknown)
+{
+    *unknown = 0;
+    for (size_t i = 0; p && i < p->n; i++) {
+        const mon_rule *r = &p->rules[i];
+        if (r->kind == MR_EXEC && exec_rule_matches(r, path, names, argv, argv_cut, unknown))
+            return r;
+    }
+    return NULL;
+}
+
 const mon_rule *mon_rules_over(const lis_policy *p, mon_rule_kind k, uint64_t value)
 {
     for (size_t i = 0; p && i < p->n; i++)
         if (p->rules[i].kind == k && value > p->rules[i].above)
             return &p->rules[i];
     return NULL;
+}
+
+void mon_alert_unknown(lis_monitor *m, const mon_rule *r, double t, const char *fmt, ...)
+{
+    mon_rule u = *r; /* the rule's name, the policy's on_unknown action */
+    u.action = m->policy ? m->policy->on_unknown : LIS_ACT_FLAG;
+    char what[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    mon_alert_add(m, &u, t, "not evaluated: %s", what);
 }
 
 void mon_alert_add(lis_monitor *m, const mon_rule *r, double t, const char *fmt, ...)

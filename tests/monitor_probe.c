@@ -11,6 +11,13 @@
  *                        across a page's end and one is 600 bytes, of mode "any"
  *   any ...              exits 0
  *   exit N               exits with N
+ *   retry N              N times: two failing execve's of one process with the same argc,
+ *                        the second's argv longer (the hub once compared the second with
+ *                        the first record past its end), then exits 0
+ *   race N               N times: a child whose second thread flips the path it execs
+ *                        between /tmp/okk and /tmp/bad while its first execs it (the
+ *                        race a check of the path cannot win); exits 0
+ *   sleepmark FILE       sleeps 300 ms, then creates FILE (what /tmp/bad runs in race)
  *   chain N              execs itself N times in a row (no fork), then exits 0
  *                        (scripts/bench-monitor.sh: one exec notification's cost)
  *   connect ADDR PORT    one TCP connect (the error printed)
@@ -27,10 +34,25 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <pthread.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
+
+static char race_path[16] = "/tmp/okk";
+
+static void *flipper(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        memcpy(race_path, "/tmp/bad", 9);
+        memcpy(race_path, "/tmp/okk", 9);
+    }
+    return NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -48,6 +70,37 @@ int main(int argc, char **argv)
         char *args[] = {argv[0], "chain", next, NULL};
         execve(argv[0], args, environ);
         return 1;
+    }
+    if (!strcmp(m, "retry") && argc == 3) {
+        static char longer[3000];
+        memset(longer, 'x', sizeof longer - 1);
+        for (long i = atol(argv[2]); i > 0; i--) {
+            char *a[] = {"/nonexistent/p", "y", NULL};
+            char *b[] = {"/nonexistent/p", longer, NULL};
+            execve(a[0], a, environ);
+            execve(b[0], b, environ);
+        }
+        return 0;
+    }
+    if (!strcmp(m, "race") && argc == 3) {
+        for (long i = atol(argv[2]); i > 0; i--) {
+            pid_t c = fork();
+            if (c == 0) {
+                pthread_t t;
+                pthread_create(&t, NULL, flipper, NULL);
+                char *a[] = {"true", "sleepmark", "/tmp/ran", NULL};
+                execve(race_path, a, environ);
+                _exit(127);
+            }
+            waitpid(c, NULL, 0);
+        }
+        return 0;
+    }
+    if (!strcmp(m, "sleepmark") && argc == 3) {
+        struct timespec ts = {0, 300000000};
+        nanosleep(&ts, NULL);
+        int fd = open(argv[2], O_WRONLY | O_CREAT, 0644);
+        return fd < 0;
     }
     if (!strcmp(m, "mmap") && argc == 4) {
         int fd = open(argv[2], O_RDWR | O_CREAT, 0644);

@@ -50,6 +50,7 @@ Test(fuzz_regress, sse) { replay("sse"); }
 Test(fuzz_regress, llm) { replay("llm"); }
 Test(fuzz_regress, settings) { replay("settings"); }
 Test(fuzz_regress, extract) { replay("extract"); }
+Test(fuzz_regress, notify) { replay("notify"); }
 
 /* The replayer itself fails loudly: a missing input is an error, not 0 inputs. */
 Test(fuzz_regress, replay_of_a_missing_input_fails)
