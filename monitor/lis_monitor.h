@@ -77,6 +77,11 @@ size_t lis_policy_rules(const lis_policy *p);
  * deny_domains so the proxy refuses them (403, rule named); for a --net none
  * sandbox the monitor refuses the matching connect() itself. */
 const char *const *lis_policy_deny_domains(const lis_policy *p);
+/* The directories and files of its exec allow-list (the first `exec` rule
+ * that denies everything except a list of directories DIR/STAR or plain
+ * paths), NULL-terminated and owned by p; NULL when it has none. Pass them as lis_sandbox_spec's
+ * exec_allow where lis_landlock_abi() says the kernel can enforce them. */
+const char *const *lis_policy_exec_allow(const lis_policy *p);
 
 /* ---- the hub: one thread answering every monitored sandbox's syscalls ---- */
 

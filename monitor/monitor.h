@@ -84,6 +84,8 @@ struct lis_policy {
     size_t n;
     char **deny_domains;          /* NULL-terminated */
     lis_policy_action on_unknown; /* LIS_ACT_FLAG (alert, the default) or LIS_ACT_STOP */
+    char **exec_allow;            /* lis_policy_exec_allow, NULL-terminated, or NULL */
+    char *exec_allow_text;        /* their text */
 };
 
 /* ---- procmem.c: a notifying process, read from outside ---- */

@@ -281,8 +281,56 @@ void lis_policy_free(lis_policy *p)
         rule_release(&p->rules[i]);
     free(p->rules);
     free(p->deny_domains);
+    free(p->exec_allow);
+    free(p->exec_allow_text);
     free(p->file);
     free(p);
+}
+
+/* The directory an except glob names when it is DIR followed by /STAR or a plain path
+ * (its length; 0 when it has other glob characters: not a Landlock rule). */
+static size_t allow_prefix(const char *g)
+{
+    size_t n = strlen(g);
+    if (n >= 2 && !strcmp(g + n - 2, "/*"))
+        n -= 2;
+    if (!n || g[0] != '/' || strcspn(g, "*?[\\") < n)
+        return 0;
+    return n;
+}
+
+/* The paths of the first exec allow-list rule (deny everything but its
+ * except list) when each exception is a directory (DIR followed by /STAR) or a file: what
+ * Landlock can enforce (runtime/landlock.c). */
+static int plan_exec_allow(lis_policy *pol, lis_error *err)
+{
+    for (size_t i = 0; i < pol->n; i++) {
+        const mon_rule *r = &pol->rules[i];
+        if (r->kind != MR_EXEC || r->action != LIS_ACT_DENY || r->argv || !r->nexcept || !r->path ||
+            (strcmp(r->path, "*") && strcmp(r->path, "/*")))
+            continue;
+        size_t total = 0;
+        for (size_t k = 0; k < r->nexcept; k++) {
+            size_t n = allow_prefix(r->except[k]);
+            if (!n)
+                return 0; /* not expressible: the hub alone checks it */
+            total += n + 1;
+        }
+        char **list = calloc(r->nexcept + 1, sizeof *list);
+        char *text = list ? calloc(1, total) : NULL;
+        pol->exec_allow = list;
+        if (!text)
+            return lis_oom(err);
+        pol->exec_allow_text = text;
+        for (size_t k = 0; k < r->nexcept; k++) {
+            size_t n = allow_prefix(r->except[k]);
+            memcpy(text, r->except[k], n);
+            list[k] = text;
+            text += n + 1;
+        }
+        return 0;
+    }
+    return 0;
 }
 
 static int parse_doc(struct parse *ps, lis_policy *pol)
@@ -345,7 +393,7 @@ static int parse_doc(struct parse *ps, lis_policy *pol)
     for (size_t i = 0; i < n; i++)
         if (pol->rules[i].kind == MR_CONNECT && pol->rules[i].action == LIS_ACT_DENY)
             pol->deny_domains[ndeny++] = pol->rules[i].host;
-    return 0;
+    return plan_exec_allow(pol, ps->err);
 }
 
 lis_policy *lis_policy_parse(const char *text, size_t len, const char *name, lis_error *err)
@@ -413,6 +461,11 @@ lis_policy *lis_policy_load(const char *path, lis_error *err)
 }
 
 size_t lis_policy_rules(const lis_policy *p) { return p ? p->n : 0; }
+
+const char *const *lis_policy_exec_allow(const lis_policy *p)
+{
+    return p && p->exec_allow ? (const char *const *)p->exec_allow : NULL;
+}
 
 const char *const *lis_policy_deny_domains(const lis_policy *p)
 {

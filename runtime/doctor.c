@@ -302,6 +302,18 @@ size_t lis_doctor(lis_ctx *ctx, lis_check *c, size_t max)
     add(c, &n, max, "seccomp", sec >= 0 ? LIS_CHECK_OK : LIS_CHECK_FAIL,
         "a kernel with CONFIG_SECCOMP_FILTER",
         sec >= 0 ? "seccomp filters available" : "seccomp is not available");
+    /* what a policy's rules guarantee here (docs/monitoring.md has the table) */
+    int ll = lis_landlock_abi();
+    if (ll)
+        add(c, &n, max, "policy rules", LIS_CHECK_OK, NULL,
+            "Landlock ABI %d: an exec allow-list is enforced by the kernel; exec deny rules by "
+            "the monitor at the exec and checked after it; file rules after each step",
+            ll);
+    else
+        add(c, &n, max, "policy rules", LIS_CHECK_WARN,
+            "a kernel with Landlock (5.13+, landlock in the lsm= list)",
+            "no Landlock: exec rules are enforced by the monitor at the exec and checked after "
+            "it, not by the kernel; file rules after each step");
 
     if (ctx && ctx->newuidmap[0] && ctx->subuid.count && ctx->subgid.count)
         add(c, &n, max, "uid mapping", LIS_CHECK_OK, NULL,

@@ -264,6 +264,10 @@ typedef struct lis_spawn_req {
 int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid, int *pidfd, int *life_fd,
               lis_error *err);
 
+/* landlock.c: in the clone child, after pivot_root and no_new_privs:
+ * execute only beneath paths (and init_fd). 0 or an errno. */
+int lis_landlock_exec_allow(const char *const *paths, int init_fd);
+
 /* sandbox.c */
 int lis_sandbox_root_fd(lis_sandbox *sb, lis_error *err);
 int lis_sandbox_connect(lis_sandbox *sb, lis_error *err);

@@ -184,7 +184,16 @@ typedef struct lis_sandbox_spec {
      * syscalls wait: monitor/ (monitor/lis_monitor.h) does. Not with persist
      * (the listener dies with its owner). */
     unsigned monitor;
+    /* NULL-terminated paths inside the sandbox (directories or files), NULL
+     * for none: the sandbox may execute only files beneath them, enforced by
+     * the kernel (Landlock). lis_sandbox_create fails where the kernel has no
+     * Landlock: check lis_landlock_abi() first. */
+    const char *const *exec_allow;
 } lis_sandbox_spec;
+
+/* The Landlock ABI version this kernel offers, 0 when none (Linux < 5.13 or
+ * not enabled). */
+int lis_landlock_abi(void);
 
 #define LIS_MONITOR_EXEC 1u    /* execve, execveat and exit_group */
 #define LIS_MONITOR_CONNECT 2u /* connect, and sendto with an address */

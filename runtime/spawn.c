@@ -258,6 +258,11 @@ static __attribute__((noreturn)) void child_main(void *arg)
         send_msg(life, LIS_MSG_SETUP_ERR, errno, "setting no_new_privs");
         _exit(1);
     }
+    /* the exec allow-list, before the filter (which denies landlock_*) */
+    if (req->spec->exec_allow && (e = lis_landlock_exec_allow(req->spec->exec_allow, init_fd))) {
+        send_msg(life, LIS_MSG_SETUP_ERR, e, "applying the exec allow-list (Landlock)");
+        _exit(1);
+    }
     /* lis-init and every command run under the main filter; lis-init keeps
      * the capabilities of the sandbox's user namespace (it cuts the bounding
      * set itself) and each command adds the second filter right before its

@@ -147,6 +147,24 @@ Test(doctor, live_probe_on_this_host)
     cr_assert(found);
 }
 
+/* Issue 29: doctor says what a policy's rules guarantee here, from the
+ * kernel's own answer (Landlock's ABI). */
+Test(doctor, policy_rule_guarantees_follow_landlock)
+{
+    lis_check all[64];
+    size_t n = lis_doctor(NULL, all, 64);
+    const lis_check *k = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(all[i].name, "policy rules"))
+            k = &all[i];
+    cr_assert(k, "no 'policy rules' check");
+    int abi = lis_landlock_abi();
+    cr_assert_eq(k->level, abi ? LIS_CHECK_OK : LIS_CHECK_WARN, "%s", k->detail);
+    cr_assert(strstr(k->detail, abi ? "enforced by the kernel" : "not by the kernel"), "%s",
+              k->detail);
+    cr_assert(strstr(k->detail, "checked after"), "%s", k->detail);
+}
+
 static const char *parser(void)
 {
     const char *c[] = {"/usr/sbin/apparmor_parser", "/sbin/apparmor_parser"};
