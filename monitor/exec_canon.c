@@ -27,8 +27,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define LINKS_MAX 40 /* the kernel's MAXSYMLINKS */
-#define HEAD_MAX 256 /* the kernel's BINPRM_BUF_SIZE */
+#define LINKS_MAX 40          /* the kernel's MAXSYMLINKS */
+#define HEAD_MAX 256          /* the kernel's BINPRM_BUF_SIZE */
+#define COPY_CMP (256u << 10) /* bytes of two same-size files compared */
 
 typedef struct walk {
     pid_t tid;
@@ -411,4 +412,74 @@ done:
         close(fd);
     close(w.rootfd);
     return rc;
+}
+
+/* An O_RDONLY fd of a regular file behind an O_PATH fd, -1 else. */
+static int reopen_reg(int opath, struct stat *st)
+{
+    char via[64];
+    snprintf(via, sizeof via, "/proc/self/fd/%d", opath);
+    int fd = fstat(opath, st) == 0 && S_ISREG(st->st_mode)
+                 ? open(via, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+                 : -1;
+    struct stat again;
+    if (fd >= 0 && (fstat(fd, &again) < 0 || !S_ISREG(again.st_mode))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static int same_bytes(int a, int b, size_t n)
+{
+    char x[8192], y[8192];
+    for (size_t off = 0; off < n;) {
+        size_t want = n - off < sizeof x ? n - off : sizeof x;
+        ssize_t p = pread(a, x, want, (off_t)off), q = pread(b, y, want, (off_t)off);
+        if (p <= 0 || p != q || memcmp(x, y, (size_t)p))
+            return 0;
+        off += (size_t)p;
+    }
+    return 1;
+}
+
+int mon_exec_copy_of(pid_t tid, const char *file, const char *of)
+{
+    char root[64], ra[MON_EXEC_PATH], rb[MON_EXEC_PATH], why[96];
+    snprintf(root, sizeof root, "/proc/%d/root", (int)tid);
+    walk w = {.tid = tid, .rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC)};
+    if (w.rootfd < 0)
+        return 0;
+    int pa = -1, pb = -1, fa = -1, fb = -1, same = 0;
+    struct stat sa, sb;
+    if (resolve(&w, file, ra, sizeof ra, &pa, why, sizeof why) == 0 && pa >= 0 &&
+        resolve(&w, of, rb, sizeof rb, &pb, why, sizeof why) == 0 && pb >= 0 &&
+        (fa = reopen_reg(pa, &sa)) >= 0 && (fb = reopen_reg(pb, &sb)) >= 0 &&
+        sa.st_size == sb.st_size && sa.st_size > 0) {
+        /* the same inode (a hard link), or the same bytes as far as compared:
+         * a file of the denied one's size whose first 256 KiB are its own */
+        same = (sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino) ||
+               same_bytes(fa, fb, (size_t)sa.st_size < COPY_CMP ? (size_t)sa.st_size : COPY_CMP);
+    }
+    int fds[] = {pa, pb, fa, fb, w.rootfd};
+    for (size_t k = 0; k < sizeof fds / sizeof *fds; k++)
+        if (fds[k] >= 0)
+            close(fds[k]);
+    return same;
+}
+
+/* The deny rule naming by a plain path a program of which the exec runs a
+ * copy (or a hard link): resolved names only. */
+const mon_rule *mon_exec_copy_rule(const lis_policy *p, pid_t tid, const mon_exec_names *nm)
+{
+    for (size_t i = 0; p && i < p->n; i++) {
+        const mon_rule *r = &p->rules[i];
+        if (r->kind != MR_EXEC || r->action != LIS_ACT_DENY || r->argv || !r->path ||
+            r->path[0] != '/' || strcspn(r->path, "*?[\\") != strlen(r->path))
+            continue;
+        for (size_t k = 0; k < nm->n; k++)
+            if (strcmp(nm->name[k], r->path) && mon_exec_copy_of(tid, nm->name[k], r->path))
+                return r;
+    }
+    return NULL;
 }

@@ -145,6 +145,8 @@ static void judge(pending *e, const char *ran, double now)
     snprintf(nm.name[0], sizeof nm.name[0], "%s", ran);
     int unknown = 0;
     const mon_rule *r = mon_rules_match_exec(m->policy, ran, &nm, "", 0, &unknown);
+    if (!r)
+        r = mon_exec_copy_rule(m->policy, e->tgid, &nm);
     int kill_it = r && !unknown && r->action == LIS_ACT_DENY;
     if (kill_it)
         syscall(SYS_pidfd_send_signal, e->pidfd, SIGKILL, NULL, 0);

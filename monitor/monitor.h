@@ -160,6 +160,13 @@ typedef struct mon_exec_names {
 /* 0, or -1 with out->why when some name could not be resolved (out->n
  * says how many were). */
 int mon_exec_resolve(pid_t tid, const mon_exec *x, mon_exec_names *out);
+/* 1 when file (a resolved name) is a copy of of (a plain path), both inside
+ * tid's root: the same inode, or regular files of one size whose first 256
+ * KiB are the same bytes. */
+int mon_exec_copy_of(pid_t tid, const char *file, const char *of);
+/* The exec deny rule naming by a plain path a program of which one of nm's
+ * names is a copy (mon_exec_copy_of); NULL when none. */
+const mon_rule *mon_exec_copy_rule(const lis_policy *p, pid_t tid, const mon_exec_names *nm);
 
 /* ---- exec_verify.c: what runs after an exec let through ---- */
 

@@ -200,11 +200,17 @@ static void on_exec(lis_monitor_hub *hub, lis_monitor *m, const struct seccomp_n
         mon_verify_settle(hub->verify, m, have_st ? st.tgid : (pid_t)req->pid, now);
     char joined[MON_ARGV_BYTES + MON_ARGS_MAX];
     join_argv(x.argv, x.argc, joined, sizeof joined);
-    pthread_mutex_lock(&m->mu);
+    /* the rules read only the policy (immutable) and the sandbox: no lock */
     int unknown = 0;
     const mon_rule *r = nm ? mon_rules_match_exec(m->policy, x.path, nm->why[0] ? NULL : nm, joined,
                                                   x.argv_cut || x.argc_total > x.argc, &unknown)
                            : NULL;
+    const mon_rule *copy = nm && !r && !nm->why[0] && !nm->missing
+                               ? mon_exec_copy_rule(m->policy, (pid_t)req->pid, nm)
+                               : NULL;
+    if (copy)
+        r = copy;
+    pthread_mutex_lock(&m->mu);
     int deny = r && (unknown ? m->policy->on_unknown == LIS_ACT_STOP : r->action == LIS_ACT_DENY);
     pid_t tgid = have_st ? st.tgid : (pid_t)req->pid;
     /* what runs is checked again after the exec, against the file as the
@@ -222,6 +228,8 @@ static void on_exec(lis_monitor_hub *hub, lis_monitor *m, const struct seccomp_n
     if (r && unknown)
         mon_alert_unknown(m, r, now, "exec %s (%s): %s", x.path, joined,
                           nm->why[0] ? nm->why : "its argv was cut");
+    else if (copy)
+        mon_alert_add(m, r, now, "exec %s, a copy of %s (%s)", nm->name[0], r->path, joined);
     else if (r)
         mon_alert_add(m, r, now, "exec %s (%s)", nm && nm->n ? nm->name[nm->n - 1] : x.path,
                       joined);
