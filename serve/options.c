@@ -9,7 +9,8 @@
  * {"message"} and one line: what weakens the sandbox (Privileged, CapAdd
  * beyond the default set, Devices, a PidMode/IpcMode/UTSMode/UsernsMode/
  * CgroupnsMode other than private, SecurityOpt other than no-new-privileges,
- * MaskedPaths/ReadonlyPaths), what lis has no such thing for (Sysctls,
+ * MaskedPaths/ReadonlyPaths set to any list, the empty one of
+ * systempaths=unconfined included), what lis has no such thing for (Sysctls,
  * CgroupParent, VolumesFrom, named or anonymous volumes, restart policies,
  * other log drivers, DNS settings, ...), and any other key that is set to
  * something (an unknown key is refused unless it is empty: null, false, 0,
@@ -450,8 +451,6 @@ static const struct {
     {"OomScoreAdj", "the OOM score is lis's own"},
     {"OomKillDisable", "the OOM killer is not disabled by lis"},
     {"PublishAllPorts", "publish each port with PortBindings (-p HOSTPORT:PORT)"},
-    {"MaskedPaths", "lis masks its own set of /proc paths"},
-    {"ReadonlyPaths", "lis makes its own set of /proc paths read-only"},
     {"StorageOpt", "storage options are not supported"},
     {"Capabilities", "use CapDrop"},
     {"CpuShares", "CPU is bounded by NanoCpus (--cpus)"},
@@ -488,7 +487,8 @@ static const char *const hc_known[] = {"AutoRemove",     "NetworkMode",      "Po
                                        "IpcMode",        "UTSMode",          "UsernsMode",
                                        "CgroupnsMode",   "SecurityOpt",      "RestartPolicy",
                                        "LogConfig",      "Isolation",        "ContainerIDFile",
-                                       "Annotations",    "OomKillDisable"};
+                                       "Annotations",    "OomKillDisable",   "MaskedPaths",
+                                       "ReadonlyPaths"};
 
 static const char *const cfg_known[] =
     {"Hostname",         "User",         "AttachStdin", "AttachStdout",
@@ -520,6 +520,25 @@ static int namespaces(const cJSON *hc, char *msg, size_t mlen)
             return fail(msg, mlen,
                         "%s %s is refused: every lis container has private namespaces of its own",
                         keys[i], v);
+    }
+    return 0;
+}
+
+/* MaskedPaths, ReadonlyPaths: absent or null is Docker's default set; any
+ * list replaces it, and [] is what `--security-opt systempaths=unconfined`
+ * sends (the docker CLI turns the option into these two). lis always masks
+ * its own set, so a list would be silently ignored: refused instead. */
+static int system_paths(const cJSON *hc, char *msg, size_t mlen)
+{
+    static const char *const keys[] = {"MaskedPaths", "ReadonlyPaths"};
+    for (size_t i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(hc, keys[i]);
+        if (v && !cJSON_IsNull(v))
+            return fail(msg, mlen,
+                        "HostConfig.%s is refused (--security-opt systempaths=unconfined "
+                        "sends it empty): lis always masks and makes read-only its own set of "
+                        "/proc and /sys paths",
+                        keys[i]);
     }
     return 0;
 }
@@ -597,7 +616,7 @@ int sv_options_parse(sv_copts *o, const cJSON *cfg, uint64_t budget, char *msg, 
         return fail(msg, mlen,
                     "NetworkingConfig is refused: lis serve has no networks (NetworkMode "
                     "none, proxy or host)");
-    if (namespaces(hc, msg, mlen) < 0 ||
+    if (namespaces(hc, msg, mlen) < 0 || system_paths(hc, msg, mlen) < 0 ||
         security_opts(cJSON_GetObjectItemCaseSensitive(hc, "SecurityOpt"), msg, mlen) < 0 ||
         caps(o, cJSON_GetObjectItemCaseSensitive(hc, "CapDrop"),
              cJSON_GetObjectItemCaseSensitive(hc, "CapAdd"), msg, mlen) < 0 ||

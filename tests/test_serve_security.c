@@ -278,6 +278,7 @@ Test(serve_sec, create_options_honoured_or_refused, .timeout = 400)
                            "ok refused: --uts host",
                            "ok refused: --userns host",
                            "ok refused: --security-opt seccomp=unconfined",
+                           "ok refused: --security-opt systempaths=unconfined",
                            "ok refused: --sysctl",
                            "ok refused: --cgroup-parent",
                            "ok refused: --volumes-from",
@@ -290,6 +291,7 @@ Test(serve_sec, create_options_honoured_or_refused, .timeout = 400)
     out = script(&code, "", cmd);
     cr_assert(strstr(out, " 0 failed") && code == 0, "create options (docker-py):\n%s", out);
     cr_assert(strstr(out, "ok refused: privileged") && strstr(out, "ok volumes= ro"), "%s", out);
+    cr_assert(strstr(out, "ok refused: MaskedPaths []"), "%s", out);
     free(out);
     cr_assert_eq(stop(&s), 0);
 }
