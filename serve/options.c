@@ -704,6 +704,14 @@ void sv_options_spec(const sv_copts *o, lis_sandbox_spec *spec)
     spec->cap_drop = o->cap_drop;
     if (o->hostname[0])
         spec->hostname = o->hostname;
+    /* lis serve --disk N: the writable layer is a tmpfs of N (min. the memory
+     * limit under the fallback limits), so the kernel holds the total against
+     * any number of writers (ENOSPC), at the cost of RAM for what is written.
+     * Without it, the disk layer's 1 GiB default is checked after the fact by
+     * PID 1 (init/diskwatch.c), which fast parallel writers overshoot (issue
+     * 29; docs/serve.md). */
+    if (spec->limits.disk_bytes && spec->limits.disk_bytes != LIS_UNLIMITED)
+        spec->upper = LIS_UPPER_TMPFS;
 }
 
 cJSON *sv_options_mounts(const sv_copts *o)
