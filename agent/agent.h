@@ -213,7 +213,7 @@ typedef enum agent_stop {
     AGENT_STOP_LLM_ERROR,
     AGENT_STOP_SANDBOX_ERROR,
     AGENT_STOP_CANCELLED,
-    AGENT_STOP_POLICY, /* a policy rule with action stop fired (docs/monitoring.md) */
+    AGENT_STOP_POLICY,       /* a policy rule with action stop fired (docs/monitoring.md) */
     AGENT_STOP_PAUSE_FAILED, /* a pause (rule or lis batch ctl) could not hold (issue 29) */
 } agent_stop;
 #define AGENT_STOPS (AGENT_STOP_PAUSE_FAILED + 1)

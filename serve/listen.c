@@ -62,7 +62,7 @@ typedef struct sv_listener {
     struct MHD_Daemon *d;
     sv_conn *adding; /* the record MHD_add_connection's notification takes */
     sv_watch w_accept, w_mhd;
-    sv_timer retry; /* accept paused (out of fds, nothing to drop) */
+    sv_timer retry;  /* accept paused (out of fds, nothing to drop) */
     double probe_at; /* the next look for stalled bodies while the daemon spins */
     char name[300];
     char path[108]; /* the unix socket's file, "" for TCP */
@@ -76,13 +76,13 @@ struct sv_conn {
     int fd;                      /* libmicrohttpd's socket (on TLS the plaintext end); -1 before */
     char addr[INET6_ADDRSTRLEN]; /* the client's address on TCP; "" on the unix socket */
     sv_conn_state state;
-    double since;      /* when it entered its phase, or a body's last byte */
-    int dropping;      /* shut down by us: libmicrohttpd closes it next */
-    int probed;        /* probe_stalls saw bytes wait unread: */
-    int probe_unread;  /* how many, */
+    double since;       /* when it entered its phase, or a body's last byte */
+    int dropping;       /* shut down by us: libmicrohttpd closes it next */
+    int probed;         /* probe_stalls saw bytes wait unread: */
+    int probe_unread;   /* how many, */
     double probe_since; /* and the phase's since then */
-    int in_mhd;        /* between libmicrohttpd's STARTED and CLOSED notifications */
-    sv_tlsconn *relay; /* its TLS (tls.c), until that ends */
+    int in_mhd;         /* between libmicrohttpd's STARTED and CLOSED notifications */
+    sv_tlsconn *relay;  /* its TLS (tls.c), until that ends */
     struct sockaddr_storage sa;
     socklen_t salen;
     sv_conn *prev, *next;

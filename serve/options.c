@@ -451,6 +451,8 @@ static const struct {
     {"OomScoreAdj", "the OOM score is lis's own"},
     {"OomKillDisable", "the OOM killer is not disabled by lis"},
     {"PublishAllPorts", "publish each port with PortBindings (-p HOSTPORT:PORT)"},
+    {"MaskedPaths", "lis always masks its own set of /proc and /sys paths"},
+    {"ReadonlyPaths", "lis always makes its own set of /proc and /sys paths read-only"},
     {"StorageOpt", "storage options are not supported"},
     {"Capabilities", "use CapDrop"},
     {"CpuShares", "CPU is bounded by NanoCpus (--cpus)"},
@@ -487,8 +489,7 @@ static const char *const hc_known[] = {"AutoRemove",     "NetworkMode",      "Po
                                        "IpcMode",        "UTSMode",          "UsernsMode",
                                        "CgroupnsMode",   "SecurityOpt",      "RestartPolicy",
                                        "LogConfig",      "Isolation",        "ContainerIDFile",
-                                       "Annotations",    "OomKillDisable",   "MaskedPaths",
-                                       "ReadonlyPaths"};
+                                       "Annotations",    "OomKillDisable"};
 
 static const char *const cfg_known[] =
     {"Hostname",         "User",         "AttachStdin", "AttachStdout",
@@ -525,9 +526,10 @@ static int namespaces(const cJSON *hc, char *msg, size_t mlen)
 }
 
 /* MaskedPaths, ReadonlyPaths: absent or null is Docker's default set; any
- * list replaces it, and [] is what `--security-opt systempaths=unconfined`
- * sends (the docker CLI turns the option into these two). lis always masks
- * its own set, so a list would be silently ignored: refused instead. */
+ * list replaces it (a non-empty one is refused with the table above), and []
+ * is what `--security-opt systempaths=unconfined` sends (the docker CLI turns
+ * the option into these two), which the table takes for unset. lis always
+ * masks its own set, so [] would be silently ignored: refused instead. */
 static int system_paths(const cJSON *hc, char *msg, size_t mlen)
 {
     static const char *const keys[] = {"MaskedPaths", "ReadonlyPaths"};

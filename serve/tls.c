@@ -241,9 +241,8 @@ static int client_ok(gnutls_session_t ss)
     unsigned status = 1;
     unsigned n = 0;
     const gnutls_datum_t *peers = gnutls_certificate_get_peers(ss, &n);
-    return peers && n > 0 &&
-           gnutls_certificate_verify_peers(ss, &purpose, 1, &status) >= 0 && status == 0 &&
-           leaf_is_for_clients(&peers[0]);
+    return peers && n > 0 && gnutls_certificate_verify_peers(ss, &purpose, 1, &status) >= 0 &&
+           status == 0 && leaf_is_for_clients(&peers[0]);
 }
 
 static void relay_ev(void *arg, uint32_t ev);
