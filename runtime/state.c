@@ -40,7 +40,7 @@ static int sandbox_alive(const lis_sandbox *sb)
 /* SIGSTOP (bit 19) in a SigPnd/ShdPnd mask of /proc/PID/task/TID/status. */
 static int stop_pending(pid_t pid, const char *tid)
 {
-    char path[96], buf[2048];
+    char path[96], buf[4096]; /* SigPnd and ShdPnd come in its first 2 KiB */
     snprintf(path, sizeof path, "/proc/%d/task/%s/status", (int)pid, tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
