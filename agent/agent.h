@@ -213,12 +213,13 @@ typedef enum agent_stop {
     AGENT_STOP_LLM_ERROR,
     AGENT_STOP_SANDBOX_ERROR,
     AGENT_STOP_CANCELLED,
-    AGENT_STOP_POLICY, /* a policy rule with action stop fired (docs/monitoring.md) */
+    AGENT_STOP_POLICY,       /* a policy rule with action stop fired (docs/monitoring.md) */
+    AGENT_STOP_PAUSE_FAILED, /* a pause (rule or lis batch ctl) could not hold (issue 29) */
 } agent_stop;
-#define AGENT_STOPS (AGENT_STOP_POLICY + 1)
+#define AGENT_STOPS (AGENT_STOP_PAUSE_FAILED + 1)
 /* As trajectory.json's metadata.stop_reason writes it: "submit", "max_steps",
  * "token_limit", "deadline", "llm_error", "sandbox_error", "cancelled",
- * "policy". */
+ * "policy", "pause_failed". */
 const char *agent_stop_name(agent_stop s);
 
 typedef struct agent_outcome {

@@ -12,13 +12,15 @@
 #include <string.h>
 
 /* A pause rule fired: the sandbox frozen until someone resumes it (lis
- * sandbox resume NAME, which records it in the sandbox's state) or it ends. */
-static void pause_wait(const agent_opts *o, lis_sandbox *sb, const char *rule)
+ * sandbox resume NAME, which records it in the sandbox's state) or it ends.
+ * A pause that cannot hold leaves why in failed: the episode ends with reason
+ * pause_failed, never goes on as if paused (issue 29). */
+static void pause_wait(const agent_opts *o, lis_sandbox *sb, const char *rule, char *failed,
+                       size_t len)
 {
     lis_error err = {0};
     if (lis_sandbox_pause(sb, &err) < 0) {
-        if (o->progress)
-            fprintf(o->progress, "lis: policy rule %s asked for a pause: %s\n", rule, err.msg);
+        snprintf(failed, len, "policy rule %s asked for a pause: %s", rule, err.msg);
         return;
     }
     if (o->progress)
@@ -33,21 +35,24 @@ static void pause_wait(const agent_opts *o, lis_sandbox *sb, const char *rule)
 }
 
 /* The monitor's live action, if any: stop kills the command (p, may be NULL)
- * and ends the episode after this step; pause waits. */
-static void on_action(agent_ep *ep, const agent_tool_env *env, const agent_opts *o, lis_proc *p)
+ * and ends the episode after this step; pause waits. A failed pause kills the
+ * command too and leaves why in failed (PAUSE_ERR_MAX) for the caller. */
+enum { PAUSE_ERR_MAX = 400 };
+static void on_action(agent_ep *ep, const agent_tool_env *env, const agent_opts *o, lis_proc *p,
+                      char *failed)
 {
     char rule[64];
     lis_policy_action a = agent_ep_monitor_event(ep, rule, sizeof rule);
     lis_error ign;
-    if (a == LIS_ACT_STOP && p)
+    if (a == LIS_ACT_PAUSE)
+        pause_wait(o, env->sb, rule, failed, PAUSE_ERR_MAX);
+    if ((a == LIS_ACT_STOP || failed[0]) && p)
         lis_proc_signal(p, SIGKILL, &ign);
-    else if (a == LIS_ACT_PAUSE)
-        pause_wait(o, env->sb, rule);
 }
 
 /* execute_bash with the monitor's fd watched beside the command's. */
 static void run_watched(agent_ep *ep, const agent_tool_env *env, const agent_opts *o,
-                        const char *cmd, agent_tool_out *t)
+                        const char *cmd, agent_tool_out *t, char *pause_failed)
 {
     agent_bash b;
     agent_bash_prepare(env, cmd, &b);
@@ -62,7 +67,7 @@ static void run_watched(agent_ep *ep, const agent_tool_env *env, const agent_opt
         if (poll(pf, 2, -1) < 0 && errno != EINTR)
             break;
         if (pf[1].revents)
-            on_action(ep, env, o, p);
+            on_action(ep, env, o, p, pause_failed);
         if (pf[0].revents && (rc = lis_proc_step(p, &err)) != 0)
             break;
     }
@@ -80,6 +85,7 @@ cJSON *agent_loop(const agent_tool_env *env, const agent_opts *o, agent_outcome 
     agent_ep *ep = agent_ep_new(o);
     if (!ep)
         return NULL;
+    char pause_failed[PAUSE_ERR_MAX] = "";
     agent_ep_set_monitor(ep, env->mon);
     llm_client *llm = llm_new(&o->llm, &err);
     if (!llm)
@@ -88,8 +94,10 @@ cJSON *agent_loop(const agent_tool_env *env, const agent_opts *o, agent_outcome 
         if (env->mon) { /* what fired between the steps (a daemon's exec) */
             struct pollfd pf = {.fd = lis_monitor_fd(env->mon), .events = POLLIN};
             if (poll(&pf, 1, 0) > 0)
-                on_action(ep, env, o, NULL);
+                on_action(ep, env, o, NULL, pause_failed);
         }
+        if (pause_failed[0])
+            agent_ep_stop(ep, AGENT_STOP_PAUSE_FAILED, pause_failed);
         int need = agent_ep_next(ep);
         if (need == AGENT_EP_DONE)
             break;
@@ -112,7 +120,7 @@ cJSON *agent_loop(const agent_tool_env *env, const agent_opts *o, agent_outcome 
             const char *cmd = env->mon ? agent_bash_command(name, params, &printed) : NULL;
             agent_ep_tool_begin(ep);
             if (cmd)
-                run_watched(ep, env, o, cmd, &t);
+                run_watched(ep, env, o, cmd, &t, pause_failed);
             else
                 agent_tool_exec(env, *name ? name : NULL, params, &t);
             free(printed);

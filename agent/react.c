@@ -141,6 +141,7 @@ const char *agent_stop_name(agent_stop s)
     case AGENT_STOP_SANDBOX_ERROR: return "sandbox_error";
     case AGENT_STOP_CANCELLED: return "cancelled";
     case AGENT_STOP_POLICY: return "policy";
+    case AGENT_STOP_PAUSE_FAILED: return "pause_failed";
     }
     return "?";
 }

@@ -24,6 +24,8 @@ static void freeze_job(void *arg)
     if (rc < 0 && e->log) /* the log is the episode's: only this job writes it now */
         fprintf(e->log, "lis: warning: %s the sandbox: %s\n",
                 e->pausing == FREEZE_ON ? "pausing" : "resuming", err.msg);
+    if (rc < 0 && e->pausing == FREEZE_ON) /* freeze_done ends the episode: pause_failed */
+        snprintf(e->freeze_err, sizeof e->freeze_err, "%s", err.msg);
 }
 
 static void freeze_start(bep *e, int what);
@@ -44,6 +46,8 @@ static void freeze_done(void *arg, int status)
     bep *e = arg;
     int was = e->pausing;
     e->pausing = FREEZE_NONE;
+    if (was == FREEZE_ON && e->freeze_err[0]) /* never goes on as if paused (issue 29) */
+        bsched_stop(e, AGENT_STOP_PAUSE_FAILED, e->freeze_err);
     if (e->stopped) {
         bsched_try_finish(e);
         return;

@@ -37,6 +37,7 @@ typedef enum batch_reason {
     R_SANDBOX_ERROR = AGENT_STOP_SANDBOX_ERROR,
     R_CANCELLED = AGENT_STOP_CANCELLED,
     R_POLICY = AGENT_STOP_POLICY,
+    R_PAUSE_FAILED = AGENT_STOP_PAUSE_FAILED,
     R_SCORER_ERROR = AGENT_STOPS,
     R_INPUT_ERROR,
     R_OTHER,
@@ -173,6 +174,7 @@ typedef struct bep {
     int frozen_asked;          /* its freeze was started (ctl.c) */
     double paused_at;
     char pause_why[96];
+    char freeze_err[256]; /* a pause that failed: its job writes it, freeze_done reads it */
     bfx_live live;
 } bep;
 

@@ -23,6 +23,7 @@ const char *batch_reason_name(batch_reason r)
     case R_SANDBOX_ERROR: return "sandbox_error";
     case R_CANCELLED: return "cancelled";
     case R_POLICY: return "policy";
+    case R_PAUSE_FAILED: return "pause_failed";
     case R_SCORER_ERROR: return "scorer_error";
     case R_INPUT_ERROR: return "input_error";
     case R_OTHER: return "other";

@@ -9,7 +9,8 @@
  * {"message"} and one line: what weakens the sandbox (Privileged, CapAdd
  * beyond the default set, Devices, a PidMode/IpcMode/UTSMode/UsernsMode/
  * CgroupnsMode other than private, SecurityOpt other than no-new-privileges,
- * MaskedPaths/ReadonlyPaths), what lis has no such thing for (Sysctls,
+ * MaskedPaths/ReadonlyPaths set to any list, the empty one of
+ * systempaths=unconfined included), what lis has no such thing for (Sysctls,
  * CgroupParent, VolumesFrom, named or anonymous volumes, restart policies,
  * other log drivers, DNS settings, ...), and any other key that is set to
  * something (an unknown key is refused unless it is empty: null, false, 0,
@@ -450,8 +451,8 @@ static const struct {
     {"OomScoreAdj", "the OOM score is lis's own"},
     {"OomKillDisable", "the OOM killer is not disabled by lis"},
     {"PublishAllPorts", "publish each port with PortBindings (-p HOSTPORT:PORT)"},
-    {"MaskedPaths", "lis masks its own set of /proc paths"},
-    {"ReadonlyPaths", "lis makes its own set of /proc paths read-only"},
+    {"MaskedPaths", "lis always masks its own set of /proc and /sys paths"},
+    {"ReadonlyPaths", "lis always makes its own set of /proc and /sys paths read-only"},
     {"StorageOpt", "storage options are not supported"},
     {"Capabilities", "use CapDrop"},
     {"CpuShares", "CPU is bounded by NanoCpus (--cpus)"},
@@ -520,6 +521,26 @@ static int namespaces(const cJSON *hc, char *msg, size_t mlen)
             return fail(msg, mlen,
                         "%s %s is refused: every lis container has private namespaces of its own",
                         keys[i], v);
+    }
+    return 0;
+}
+
+/* MaskedPaths, ReadonlyPaths: absent or null is Docker's default set; any
+ * list replaces it (a non-empty one is refused with the table above), and []
+ * is what `--security-opt systempaths=unconfined` sends (the docker CLI turns
+ * the option into these two), which the table takes for unset. lis always
+ * masks its own set, so [] would be silently ignored: refused instead. */
+static int system_paths(const cJSON *hc, char *msg, size_t mlen)
+{
+    static const char *const keys[] = {"MaskedPaths", "ReadonlyPaths"};
+    for (size_t i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(hc, keys[i]);
+        if (v && !cJSON_IsNull(v))
+            return fail(msg, mlen,
+                        "HostConfig.%s is refused (--security-opt systempaths=unconfined "
+                        "sends it empty): lis always masks and makes read-only its own set of "
+                        "/proc and /sys paths",
+                        keys[i]);
     }
     return 0;
 }
@@ -597,7 +618,7 @@ int sv_options_parse(sv_copts *o, const cJSON *cfg, uint64_t budget, char *msg, 
         return fail(msg, mlen,
                     "NetworkingConfig is refused: lis serve has no networks (NetworkMode "
                     "none, proxy or host)");
-    if (namespaces(hc, msg, mlen) < 0 ||
+    if (namespaces(hc, msg, mlen) < 0 || system_paths(hc, msg, mlen) < 0 ||
         security_opts(cJSON_GetObjectItemCaseSensitive(hc, "SecurityOpt"), msg, mlen) < 0 ||
         caps(o, cJSON_GetObjectItemCaseSensitive(hc, "CapDrop"),
              cJSON_GetObjectItemCaseSensitive(hc, "CapAdd"), msg, mlen) < 0 ||
@@ -685,6 +706,14 @@ void sv_options_spec(const sv_copts *o, lis_sandbox_spec *spec)
     spec->cap_drop = o->cap_drop;
     if (o->hostname[0])
         spec->hostname = o->hostname;
+    /* lis serve --disk N: the writable layer is a tmpfs of N (min. the memory
+     * limit under the fallback limits), so the kernel holds the total against
+     * any number of writers (ENOSPC), at the cost of RAM for what is written.
+     * Without it, the disk layer's 1 GiB default is checked after the fact by
+     * PID 1 (init/diskwatch.c), which fast parallel writers overshoot (issue
+     * 29; docs/serve.md). */
+    if (spec->limits.disk_bytes && spec->limits.disk_bytes != LIS_UNLIMITED)
+        spec->upper = LIS_UPPER_TMPFS;
 }
 
 cJSON *sv_options_mounts(const sv_copts *o)

@@ -4,7 +4,8 @@
  * server-key.pem, as `lis serve --tls-init` makes them: certs.c), and each TCP
  * connection's TLS done here with GnuTLS: the handshake requires a client
  * certificate, which must chain to the CA, be valid now and be made for
- * clients (extendedKeyUsage clientAuth: the server's own certificate is not a
+ * clients (extendedKeyUsage clientAuth named in it: a certificate without
+ * the extension is refused, and the server's own certificate is not a
  * client's). Only then is the connection handed to libmicrohttpd, as the
  * plaintext end of a socketpair this relay pumps: an unauthenticated client
  * never reaches the HTTP parser.
@@ -208,15 +209,40 @@ void sv_tlsconn_close(sv_tlsconn *t)
     sv_loop_defer(t->loop, relay_free, t); /* an event of this batch may name it */
 }
 
-/* The client's certificate: there, chained to the CA, valid now, for clients. */
+/* Does the leaf certificate name clientAuth in its extended key usage? The
+ * purpose given to the verification below is not enough: GnuTLS (like RFC
+ * 5280 and Go) takes a certificate without the extension as good for every
+ * purpose, and lis asks for the usage itself (issue 29). */
+static int leaf_is_for_clients(const gnutls_datum_t *der)
+{
+    gnutls_x509_crt_t crt;
+    if (gnutls_x509_crt_init(&crt) < 0)
+        return 0;
+    int ok = 0;
+    if (gnutls_x509_crt_import(crt, der, GNUTLS_X509_FMT_DER) >= 0) {
+        for (unsigned i = 0; !ok && i < 64; i++) { /* bounded: a hostile list is short-cut */
+            char oid[128];
+            size_t len = sizeof oid;
+            if (gnutls_x509_crt_get_key_purpose_oid(crt, i, oid, &len, NULL) < 0)
+                break; /* the end of the list, or no extension at all */
+            ok = !strcmp(oid, GNUTLS_KP_TLS_WWW_CLIENT);
+        }
+    }
+    gnutls_x509_crt_deinit(crt);
+    return ok;
+}
+
+/* The client's certificate: there, chained to the CA, valid now, for clients
+ * (every certificate of the chain allows clientAuth, and the leaf names it). */
 static int client_ok(gnutls_session_t ss)
 {
     gnutls_typed_vdata_st purpose = {.type = GNUTLS_DT_KEY_PURPOSE_OID,
                                      .data = (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT};
     unsigned status = 1;
     unsigned n = 0;
-    return gnutls_certificate_get_peers(ss, &n) && n > 0 &&
-           gnutls_certificate_verify_peers(ss, &purpose, 1, &status) >= 0 && status == 0;
+    const gnutls_datum_t *peers = gnutls_certificate_get_peers(ss, &n);
+    return peers && n > 0 && gnutls_certificate_verify_peers(ss, &purpose, 1, &status) >= 0 &&
+           status == 0 && leaf_is_for_clients(&peers[0]);
 }
 
 static void relay_ev(void *arg, uint32_t ev);

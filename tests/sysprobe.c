@@ -77,6 +77,16 @@ int main(int argc, char **argv)
         sleep((unsigned)atoi(argv[3]));
         return report(p[n - 1]);
     }
+    /* a vfork child that spins and never execs: its parent waits in the
+     * kernel (D state) for as long as the child lives (test_pause.c) */
+    if (!strcmp(w, "vfork-spin")) {
+        pid_t c = vfork();
+        if (c == 0) {
+            for (volatile unsigned long n = 0;; n++)
+                ;
+        }
+        return report(c);
+    }
     /* a process that hides from ptrace-based inspection and leaves its
      * parent's session (a double fork), then sleeps */
     if (!strcmp(w, "hide-and-sleep")) {

@@ -131,6 +131,81 @@ Test(pause, api_pause_stops_cpu_refuses_exec_and_resume_goes_on, .timeout = 120)
     lis_ctx_free(ctx);
 }
 
+/* Is a process of pid1's namespace (PID 1 aside) in D state? */
+static int ns_has_d_state(pid_t pid1)
+{
+    char want[64] = "", link[64], path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid1);
+    ssize_t n = readlink(path, want, sizeof want - 1);
+    cr_assert(n > 0, "readlink %s", path);
+    want[n] = 0;
+    int found = 0;
+    DIR *d = opendir("/proc");
+    cr_assert(d);
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        snprintf(path, sizeof path, "/proc/%s/ns/pid", e->d_name);
+        n = readlink(path, link, sizeof link - 1);
+        if (n <= 0 || atoi(e->d_name) == (int)pid1)
+            continue;
+        link[n] = 0;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "re");
+        char buf[1024];
+        if (!strcmp(link, want) && f) {
+            size_t len = fread(buf, 1, sizeof buf - 1, f);
+            buf[len] = 0;
+            char *p = strrchr(buf, ')');
+            found = p && p[1] == ' ' && p[2] == 'D';
+        }
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return found;
+}
+
+/* Issue 29: a vfork parent waits in D state for its child, where SIGSTOP does
+ * not reach it. Without a freezer the pause used to count it as running for
+ * 5 s, then fail and continue everything. Now it holds: the parent cannot
+ * leave the kernel without stopping, nothing of the sandbox runs, and nothing
+ * is killed for it. */
+Test(pause, a_vfork_parent_in_d_state_does_not_defeat_the_pause, .timeout = 120)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_limits lim = {0};
+    lis_sandbox *sb = t_probe_sandbox(ctx, t_busybox(), lim);
+    lis_error err = {0};
+    pid_t pid1 = lis_sandbox_pid(sb);
+    lis_result r;
+    t_sh(sb, "/probe vfork-spin >/dev/null 2>&1 </dev/null & echo ok", &r);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err.data);
+    lis_result_free(&r);
+    cr_assert(cpu_grows(pid1, ns_cpu_ticks(pid1)), "the vfork child never ran");
+    int d = 0;
+    for (int i = 0; i < 100 && !(d = ns_has_d_state(pid1)); i++)
+        nap_ms(50);
+    cr_assert(d, "no process of the sandbox waits in D state (the vfork parent)");
+    char ns[64], path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid1);
+    ssize_t n = readlink(path, ns, sizeof ns - 1);
+    cr_assert(n > 0);
+    ns[n] = 0;
+    int before = t_procs_in_ns(ns);
+
+    cr_assert_eq(lis_sandbox_pause(sb, &err), 0, "pause: %s", err.msg);
+    unsigned long long c0 = ns_cpu_ticks(pid1);
+    nap_ms(700);
+    unsigned long long c1 = ns_cpu_ticks(pid1);
+    cr_assert_eq(c1, c0, "CPU time grew while paused: %llu -> %llu ticks", c0, c1);
+    cr_assert_eq(t_procs_in_ns(ns), before, "the pause killed a process it could hold");
+
+    cr_assert_eq(lis_sandbox_resume(sb, &err), 0, "resume: %s", err.msg);
+    cr_assert(cpu_grows(pid1, c1), "the vfork child did not go on after resume");
+    cr_assert_eq(lis_sandbox_destroy(sb, &err), 0, "%s", err.msg);
+    lis_ctx_free(ctx);
+}
+
 Test(pause, a_paused_sandbox_can_be_destroyed, .timeout = 60)
 {
     lis_ctx *ctx = t_ctx();

@@ -188,6 +188,32 @@ Test(serve_sec, docker_cli_over_mutual_tls, .timeout = 400)
     cr_assert_eq(stop(&s), 0);
 }
 
+/* Mutual TLS asks for the client-auth extended key usage (issue 29): a client
+ * certificate of the CA without the extension, or for serverAuth only, gets no
+ * answer (tests/serve/tls_eku.sh makes its own CA with openssl). */
+Test(serve_sec, mutual_tls_needs_client_auth_key_usage, .timeout = 120)
+{
+    lis_ctx_free(t_ctx()); /* for t_tmpdir() */
+    server s;
+    snprintf(s.sock, sizeof s.sock, "%s/run/docker.sock", t_tmpdir());
+    snprintf(s.tls, sizeof s.tls, "%s/eku", t_tmpdir());
+    snprintf(s.log, sizeof s.log, "%s/serve.log", t_tmpdir());
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "bash %s/serve/tls_eku.sh make %s", t_src_dir(), s.tls);
+    int code;
+    char *out = script(&code, "", cmd);
+    cr_assert_eq(code, 0, "making the certificates: %s", out);
+    free(out);
+    start(&s, 1, NULL);
+    snprintf(cmd, sizeof cmd, "bash %s/serve/tls_eku.sh check %s %d", t_src_dir(), s.tls, s.port);
+    out = script(&code, "", cmd);
+    cr_assert(strstr(out, "\n0 failed") && code == 0, "client key usage:\n%s", out);
+    cr_assert(strstr(out, "ok refused: a client certificate without extended key usage"), "%s",
+              out);
+    free(out);
+    cr_assert_eq(stop(&s), 0);
+}
+
 /* docker-py's TLSConfig and the Python client (LIS_SOCKET=tcp://, LIS_CERT_PATH). */
 Test(serve_sec, docker_py_and_python_client_over_mutual_tls, .timeout = 400)
 {
@@ -252,6 +278,7 @@ Test(serve_sec, create_options_honoured_or_refused, .timeout = 400)
                            "ok refused: --uts host",
                            "ok refused: --userns host",
                            "ok refused: --security-opt seccomp=unconfined",
+                           "ok refused: --security-opt systempaths=unconfined",
                            "ok refused: --sysctl",
                            "ok refused: --cgroup-parent",
                            "ok refused: --volumes-from",
@@ -264,6 +291,7 @@ Test(serve_sec, create_options_honoured_or_refused, .timeout = 400)
     out = script(&code, "", cmd);
     cr_assert(strstr(out, " 0 failed") && code == 0, "create options (docker-py):\n%s", out);
     cr_assert(strstr(out, "ok refused: privileged") && strstr(out, "ok volumes= ro"), "%s", out);
+    cr_assert(strstr(out, "ok refused: MaskedPaths []"), "%s", out);
     free(out);
     cr_assert_eq(stop(&s), 0);
 }
@@ -283,6 +311,7 @@ Test(serve_sec, http_bounded_under_attack, .timeout = 400)
     int code;
     char *out = script(&code, env, cmd);
     cr_assert(strstr(out, " 0 failed") && code == 0, "HTTP attacks:\n%s", out);
+    cr_assert(strstr(out, "ok held chunk extensions: closed by the stall detection"), "%s", out);
     /* the measured latencies, for the record (tests/README.md: how to see them) */
     for (char *l = out; (l = strstr(l, "info ")); l++) {
         char *e = strchr(l, '\n');

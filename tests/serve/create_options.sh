@@ -83,6 +83,7 @@ refused "--userns host" "UsernsMode host" --userns host
 refused "--security-opt seccomp=unconfined" "seccomp=unconfined" --security-opt seccomp=unconfined
 refused "--security-opt apparmor=unconfined" "apparmor=unconfined" --security-opt apparmor=unconfined
 refused "--security-opt label=disable" "label" --security-opt label=disable
+refused "--security-opt systempaths=unconfined" "MaskedPaths is refused" --security-opt systempaths=unconfined
 check "--security-opt no-new-privileges" "1" "$(run --security-opt no-new-privileges "$IMG" sh -c "awk '/NoNewPrivs/{print \$2}' /proc/self/status")"
 refused "--sysctl" "Sysctls" --sysctl net.ipv4.ip_forward=1
 refused "--cgroup-parent" "CgroupParent" --cgroup-parent custom

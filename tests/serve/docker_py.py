@@ -434,6 +434,18 @@ def options_checks():
             check("refused: " + name, False, "it ran")
         except docker.errors.APIError as e:
             check("refused: " + name, e.status_code == 400 and word in str(e), str(e))
+    # MaskedPaths/ReadonlyPaths have no docker-py keyword: the raw API (issue 29)
+    for name, hc, word in [("MaskedPaths []", {"MaskedPaths": []}, "MaskedPaths is refused"),
+                           ("ReadonlyPaths []", {"ReadonlyPaths": []}, "ReadonlyPaths is refused"),
+                           ("MaskedPaths [/proc/kcore]", {"MaskedPaths": ["/proc/kcore"]},
+                            "MaskedPaths is refused"),
+                           ("security_opt systempaths=unconfined",
+                            {"SecurityOpt": ["systempaths=unconfined"]}, "systempaths")]:
+        r = c.api._post_json(c.api._url("/containers/create"),
+                             data={"Image": IMG, "Cmd": ["true"], "HostConfig": hc})
+        msg = r.json().get("message", "") if r.status_code == 400 else r.text
+        check("refused: " + name, r.status_code == 400 and word in msg and "\n" not in msg,
+              "%d %s" % (r.status_code, msg))
     check("nothing left", not c.containers.list(all=True))
     shutil.rmtree(host)
 

@@ -237,6 +237,44 @@ def chunk_extension(n):
     check("chunk extensions: the server still answers", legit() is not None)
 
 
+def chunk_extension_held(n):
+    """n connections whose chunk-size line carries a 200 KB extension, held open
+    (libmicrohttpd 0.9.75 stops reading them and spins: listen.c). The server
+    must close them itself, by its stall detection, long before the body
+    timeout (--conn-timeout 3) would: a hang bound, generous (the detection
+    takes ~0.1 s). A legitimate client's latency and the server's CPU meanwhile
+    are printed."""
+    head = (b"POST /v1.41/containers/create HTTP/1.1\r\nHost: lis\r\nContent-Type: "
+            b"application/json\r\nTransfer-Encoding: chunked\r\n\r\n1;")
+    cpu0 = cpu_seconds()
+    samp = Sampler()
+    samp.start()
+    t0 = time.monotonic()
+    held = []
+    for _ in range(n):
+        s = unix()
+        s.sendall(head + b"a" * 200000)
+        held.append(s)
+    closed = []
+    for s in held:
+        s.settimeout(10)
+        try:
+            while s.recv(65536):
+                pass
+        except OSError:
+            pass
+        closed.append(time.monotonic() - t0)
+        s.close()
+    time.sleep(1)
+    samp.end("%d held chunk extensions" % n)
+    info("held chunk extensions: all closed by the server within %.2f s; the server used %.2f s "
+         "of CPU" % (max(closed), cpu_seconds() - cpu0))
+    check("held chunk extensions: closed by the stall detection, before the 3 s body timeout "
+          "(bound 2 s)", max(closed) < 2.0, closed)
+    check("held chunk extensions: no legitimate request failed", samp.failures == 0,
+          samp.failures)
+
+
 def big_bodies():
     """1 GiB declared to a JSON route, three at once: 413 at the headers, little memory."""
     rss0 = rss_mib()
@@ -320,6 +358,7 @@ def main():
     big_bodies()
     slowloris()
     chunk_extension(4000)
+    chunk_extension_held(20)
     idle_flood()
     check("the server is still up", legit() is not None)
     print("%d passed, %d failed" % (passed, failed), flush=True)
