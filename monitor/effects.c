@@ -226,6 +226,7 @@ cJSON *lis_effects_json(const lis_effects *e)
         cJSON_AddItemToArray(reqs, r);
     }
     cJSON_AddNumberToObject(net, "refused_connects", (double)e->conn_total);
+    cJSON_AddNumberToObject(net, "unrouted", (double)e->unrouted);
     cJSON *cl = cJSON_AddArrayToObject(net, "refused");
     for (size_t i = 0; i < e->nconns; i++) {
         cJSON *c = cJSON_CreateObject();

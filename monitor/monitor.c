@@ -60,6 +60,7 @@ int lis_monitor_attach(lis_monitor_hub *hub, lis_sandbox *sb, const lis_monitor_
     m->pid1 = lis_sandbox_pid(sb);
     m->policy = opts ? opts->policy : NULL;
     m->writes_in_steps = opts ? opts->writes_in_steps : 0;
+    m->noroutes0 = lis_sandbox_net(sb) == LIS_NET_HOST ? -1 : mon_read_noroutes(m->pid1);
     for (size_t i = 0; m->policy && i < m->policy->n; i++)
         m->exec_rules += m->policy->rules[i].kind == MR_EXEC;
     m->layer.upper_fd = -1;
@@ -259,6 +260,15 @@ int lis_monitor_step_end(lis_monitor *m, const lis_result *res, lis_effects **ou
     e->nconns = m->nconns;
     e->conn_total = m->conn_total;
     e->conn_local = m->conn_local;
+    /* the kernel's count of what it refused for want of a route: a sendmsg
+     * (its address inside its header, never shown to the hub) is in it */
+    long long nr = lis_sandbox_net(m->sb) == LIS_NET_HOST ? -1 : mon_read_noroutes(m->pid1);
+    if (nr >= 0 && m->noroutes0 >= 0 && nr >= m->noroutes0) {
+        e->unrouted = (size_t)(nr - m->noroutes0);
+        if (e->unrouted > e->conn_total)
+            e->conn_total = e->unrouted;
+    }
+    m->noroutes0 = nr;
     e->alerts = m->alerts;
     e->nalerts = m->nalerts;
     e->alert_total = m->alert_total;

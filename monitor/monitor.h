@@ -121,6 +121,11 @@ ssize_t mon_str_from_chunk(pid_t tid, uint64_t addr, const char *chunk, size_t c
 ssize_t mon_read_words(pid_t tid, uint64_t addr, uint64_t *out, size_t n);
 /* Up to len bytes at addr: how many were read, -1 with errno when none. */
 ssize_t mon_read_mem(pid_t tid, uint64_t addr, void *out, size_t len);
+/* The packets and connections the network namespace of pid refused for
+ * want of a route (IPv4 OutNoRoutes + IPv6 Ip6OutNoRoutes, the kernel's
+ * count: connect, sendto, sendmsg, sendmmsg, raw sockets alike); -1 when
+ * unreadable. */
+long long mon_read_noroutes(pid_t pid);
 /* readlink of /proc/TID/<what> ("cwd", "fd/3"): the link text, not followed. */
 int mon_read_link(pid_t tid, const char *what, char *buf, size_t len);
 
@@ -387,6 +392,7 @@ struct lis_monitor {
     int have0;               /* cpu0, disk0 are set */
     pid_t pid1;              /* the sandbox's PID 1 (lis_sandbox_pid) */
     int exec_rules;          /* the policy has exec rules: execs are resolved */
+    long long noroutes0;     /* mon_read_noroutes at the last step's end, -1 unknown */
     int writes_in_steps;     /* lis_monitor_opts.writes_in_steps */
     int quiet_end;           /* the last step ended with PID 1 alone in the sandbox */
     uint64_t acts, acts_end; /* notifications handled: all, and before the last end */
@@ -449,6 +455,7 @@ struct lis_effects {
     size_t nnet, net_total;
     mon_connect *conns;
     size_t nconns, conn_total, conn_local;
+    size_t unrouted; /* the kernel's count of refused attempts (no route) */
     mon_alert *alerts;
     size_t nalerts, alert_total;
     /* resources */

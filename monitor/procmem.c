@@ -204,3 +204,42 @@ int mon_read_link(pid_t tid, const char *what, char *buf, size_t len)
     buf[n] = 0;
     return 0;
 }
+
+/* The value under name in a /proc/net/snmp pair of lines ("Ip: names..."
+ * then "Ip: values..."), -1 when not there. */
+static long long snmp_field(const char *text, const char *proto, const char *name)
+{
+    const char *head = strstr(text, proto);
+    const char *vals = head ? strstr(head + 1, proto) : NULL;
+    if (!vals)
+        return -1;
+    size_t nl = strlen(name);
+    const char *h = head + strlen(proto), *v = vals + strlen(proto);
+    while (*h && *h != '\n' && *v && *v != '\n') {
+        while (*h == ' ')
+            h++;
+        while (*v == ' ')
+            v++;
+        size_t hw = strcspn(h, " \n"), vw = strcspn(v, " \n");
+        if (hw == nl && !strncmp(h, name, nl))
+            return strtoll(v, NULL, 10);
+        h += hw;
+        v += vw;
+    }
+    return -1;
+}
+
+long long mon_read_noroutes(pid_t pid)
+{
+    char buf[8192];
+    long long total = -1;
+    if (read_proc(pid, "net/snmp", buf, sizeof buf) >= 0) {
+        total = snmp_field(buf, "Ip:", "OutNoRoutes"); /* the file's first two lines */
+    }
+    if (total >= 0 && read_proc(pid, "net/snmp6", buf, sizeof buf) >= 0) {
+        const char *l = strstr(buf, "Ip6OutNoRoutes");
+        if (l)
+            total += strtoll(l + strlen("Ip6OutNoRoutes"), NULL, 10);
+    }
+    return total;
+}

@@ -21,6 +21,7 @@
  *   chain N              execs itself N times in a row (no fork), then exits 0
  *                        (scripts/bench-monitor.sh: one exec notification's cost)
  *   connect ADDR PORT    one TCP connect (the error printed)
+ *   sendmsg ADDR PORT    one UDP datagram by sendmsg, its address in msg_name (the error printed)
  *   daemon FILE TEXT SECS  forks a child that execs "late FILE TEXT SECS" and returns
  *   late FILE TEXT SECS    waits SECS, appends TEXT to FILE, then execs "exit 9" */
 #include <arpa/inet.h>
@@ -185,6 +186,20 @@ int main(int argc, char **argv)
         inet_pton(AF_INET, argv[2], &a.sin_addr);
         int rc = connect(s, (struct sockaddr *)&a, sizeof a);
         printf("connect: %s\n", rc ? strerror(errno) : "ok");
+        return 0;
+    }
+    if (!strcmp(m, "sendmsg") && argc == 4) {
+        int s = socket(AF_INET, SOCK_DGRAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[3]))};
+        inet_pton(AF_INET, argv[2], &a.sin_addr);
+        char byte = 'x';
+        struct iovec io = {&byte, 1};
+        struct msghdr mh = {.msg_name = &a,
+                            .msg_namelen = sizeof a,
+                            .msg_iov = &io,
+                            .msg_iovlen = 1};
+        ssize_t rc = sendmsg(s, &mh, 0);
+        printf("sendmsg: %s\n", rc < 0 ? strerror(errno) : "ok");
         return 0;
     }
     if (!strcmp(m, "daemon") && argc == 5) {
