@@ -60,11 +60,8 @@ int bfx_held(bep *e)
 static void str_cut(char *dst, size_t len, const char *s)
 {
     size_t k = s ? strlen(s) : 0;
-    if (k >= len) {
-        k = len - 1;
-        while (k && ((unsigned char)s[k] & 0xc0) == 0x80)
-            k--;
-    }
+    if (k >= len)
+        k = lis_utf8_cut(s, len - 1);
     memcpy(dst, s ? s : "", k);
     dst[k] = 0;
 }
