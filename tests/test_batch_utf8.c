@@ -210,3 +210,45 @@ Test(batch_utf8, hostile_bytes_strict_json, .timeout = 240)
     check_trajectory(o);
     free(o);
 }
+
+/* lis_json_print itself: valid text is printed as cJSON prints it, and the
+ * stated form of a member string, of strings in (nested) arrays and of keys;
+ * the cuts of lis_utf8_cut. */
+Test(batch_utf8, stated_form_unit)
+{
+    cJSON *j = cJSON_Parse("{\"a\":\"caf\\u00e9\",\"n\":[1,\"x\"],\"o\":{\"k\":true}}");
+    char *want = cJSON_PrintUnformatted(j), *got = lis_json_print(j, 0);
+    cr_expect_str_eq(got, want);
+    free(want), free(got);
+    cJSON_Delete(j);
+
+    j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "s",
+                            "a\xff"
+                            "b");
+    cJSON_AddStringToObject(j, "s_b64", "stale");
+    cJSON *arr = cJSON_AddArrayToObject(j, "argv"), *in = cJSON_CreateArray();
+    cJSON_AddItemToArray(arr, cJSON_CreateString("ok"));
+    cJSON_AddItemToArray(arr, cJSON_CreateString("\xc3"));
+    cJSON_AddItemToArray(in, cJSON_CreateString("\xed\xa0\x80")); /* a surrogate */
+    cJSON_AddItemToArray(arr, in);
+    cJSON_AddStringToObject(j, "k\xfe", "v");
+    got = lis_json_print(j, 0);
+    cr_expect_str_eq(got, "{\"s\":\"a\xEF\xBF\xBD"
+                          "b\",\"argv\":[\"ok\",\"\xEF\xBF\xBD\","
+                          "[\"\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"]],\"k\xEF\xBF\xBD\":\"v\","
+                          "\"s_b64\":\"Yf9i\",\"argv_b64\":{\"1\":\"ww==\",\"2.0\":\"7aCA\"},"
+                          "\"_b64_keys\":{\"k\xEF\xBF\xBD\":\"a/4=\"}}");
+    free(got);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "s")),
+                     "a\xff"
+                     "b",
+                     "the printed tree was changed");
+    cJSON_Delete(j);
+
+    cr_expect_eq(lis_utf8_cut("ab\xE2\x95", 4), 2);
+    cr_expect_eq(lis_utf8_cut("ab\xE2\x95\x90", 5), 5);
+    cr_expect_eq(lis_utf8_cut("ab\xF0\x9F\x98", 5), 2);
+    cr_expect_eq(lis_utf8_cut("ab\xff", 3), 3);
+    cr_expect(!lis_utf8_valid("\xc0\xaf", 2) && lis_utf8_valid("\xf4\x8f\xbf\xbf", 4));
+}
