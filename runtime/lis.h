@@ -81,6 +81,9 @@ int lis_utf8_valid(const char *s, size_t n);
 /* s[0..n) is a cut of a longer text: where to cut instead so that no
  * character is split (n, or fewer by an incomplete last sequence). */
 size_t lis_utf8_cut(const char *s, size_t n);
+/* src (NULL: "") into dst[len] (len >= 1), NUL-terminated, cut by
+ * lis_utf8_cut when longer: a bounded copy that splits no character. */
+void lis_utf8_copy(char *dst, size_t len, const char *src);
 /* A malloc'ed copy of s[0..n) with each NUL and each byte that starts no
  * valid sequence replaced by U+FFFD; NULL when out of memory. */
 char *lis_utf8_replace(const char *s, size_t n);

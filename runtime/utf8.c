@@ -65,6 +65,15 @@ size_t lis_utf8_cut(const char *s, size_t n)
     return back + 1 < want ? i - 1 : n;
 }
 
+void lis_utf8_copy(char *dst, size_t len, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n >= len)
+        n = lis_utf8_cut(src, len - 1);
+    memcpy(dst, src ? src : "", n);
+    dst[n] = 0;
+}
+
 char *lis_utf8_replace(const char *s, size_t n)
 {
     char *out = malloc(3 * n + 1), *o = out;
