@@ -121,20 +121,17 @@ static int put_form(cJSON *obj, const char *name, cJSON *item, cJSON *map, const
                     const char *s, size_t n)
 {
     char *clean = lis_utf8_replace(s, n), *enc = lis_base64(s, n);
-    char sib[256];
-    snprintf(sib, sizeof sib, "%s_b64", name);
-    cJSON *into = map ? map : obj, *e = enc ? cJSON_CreateString(enc) : NULL;
-    const char *key = map ? b64name : sib;
-    int ok = clean && e;
-    if (ok && into) {
+    int ok = clean && enc &&
+             (item ? cJSON_SetValuestring(item, clean) != NULL
+                   : cJSON_AddStringToObject(obj, name, clean) != NULL);
+    cJSON *into = map ? map : obj;
+    if (ok && into) { /* the bytes beside it */
+        char sib[256];
+        snprintf(sib, sizeof sib, "%s_b64", name);
+        const char *key = map ? b64name : sib;
         cJSON_DeleteItemFromObjectCaseSensitive(into, key);
-        ok = cJSON_AddItemToObject(into, key, e);
-    } else {
-        cJSON_Delete(e);
+        ok = cJSON_AddStringToObject(into, key, enc) != NULL;
     }
-    if (ok)
-        ok = item ? cJSON_SetValuestring(item, clean) != NULL
-                  : cJSON_AddStringToObject(obj, name, clean) != NULL;
     free(clean);
     free(enc);
     return ok ? 0 : -1;
@@ -142,21 +139,16 @@ static int put_form(cJSON *obj, const char *name, cJSON *item, cJSON *map, const
 
 int lis_json_add_bytes(cJSON *obj, const char *key, const char *s, size_t n)
 {
-    if (lis_utf8_valid(s, n) && !memchr(s, 0, n)) {
-        cJSON *v = cJSON_CreateString(""); /* s is not NUL-terminated at n */
-        char *t = malloc(n + 1);
-        int ok = v && t;
-        if (ok) {
-            memcpy(t, s, n);
-            t[n] = 0;
-            ok = cJSON_SetValuestring(v, t) && cJSON_AddItemToObject(obj, key, v);
-        }
-        free(t);
-        if (!ok)
-            cJSON_Delete(v);
-        return ok ? 0 : -1;
-    }
-    return put_form(obj, key, NULL, NULL, NULL, s, n);
+    if (!lis_utf8_valid(s, n) || memchr(s, 0, n))
+        return put_form(obj, key, NULL, NULL, NULL, s, n);
+    char *t = malloc(n + 1); /* s need not be NUL-terminated at n */
+    if (!t)
+        return -1;
+    memcpy(t, s, n);
+    t[n] = 0;
+    int ok = cJSON_AddStringToObject(obj, key, t) != NULL;
+    free(t);
+    return ok ? 0 : -1;
 }
 
 static int bad_string(const cJSON *c)

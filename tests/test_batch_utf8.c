@@ -246,6 +246,19 @@ Test(batch_utf8, stated_form_unit)
                      "the printed tree was changed");
     cJSON_Delete(j);
 
+    /* bytes with a NUL and a length: the same form */
+    j = cJSON_CreateObject();
+    cr_assert_eq(lis_json_add_bytes(j, "out", "ok\0\xff!", 5), 0);
+    cr_assert_eq(lis_json_add_bytes(j, "fine", "caf\xC3\xA9 and more", 5), 0);
+    got = lis_json_print(j, 0);
+    cr_expect_str_eq(got, "{\"out\":\"ok\xEF\xBF\xBD\xEF\xBF\xBD!\",\"out_b64\":\"b2sA/yE=\","
+                          "\"fine\":\"caf\xC3\xA9\"}");
+    free(got);
+    cJSON_Delete(j);
+    char small[6];
+    lis_utf8_copy(small, sizeof small, "ab\xE2\x95\x90\xE2\x95\x90");
+    cr_expect_str_eq(small, "ab\xE2\x95\x90");
+
     cr_expect_eq(lis_utf8_cut("ab\xE2\x95", 4), 2);
     cr_expect_eq(lis_utf8_cut("ab\xE2\x95\x90", 5), 5);
     cr_expect_eq(lis_utf8_cut("ab\xF0\x9F\x98", 5), 2);
