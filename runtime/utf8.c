@@ -270,8 +270,9 @@ char *lis_json_print(const cJSON *j, int formatted)
         int rc = !copy                  ? -1
                  : cJSON_IsObject(copy) ? fix_object(copy)
                  : cJSON_IsArray(copy)  ? fix_array(copy, NULL, "", &none, "")
-                                        : put_form(NULL, "", copy, NULL, NULL, copy->valuestring,
-                                                   strlen(copy->valuestring));
+                 : bad_string(copy)     ? put_form(NULL, "", copy, NULL, NULL, copy->valuestring,
+                                                   strlen(copy->valuestring))
+                                        : 0; /* only the root's own key (not printed) */
         if (rc < 0) {
             cJSON_Delete(copy);
             return NULL;

@@ -246,6 +246,20 @@ Test(batch_utf8, stated_form_unit)
                      "the printed tree was changed");
     cJSON_Delete(j);
 
+    /* a root array or string keeps no bytes but is valid; a root's own key is not printed */
+    j = cJSON_CreateArray();
+    cJSON_AddItemToArray(j, cJSON_CreateString("\xff"));
+    got = lis_json_print(j, 0);
+    cr_expect_str_eq(got, "[\"\xEF\xBF\xBD\"]");
+    free(got);
+    cJSON_Delete(j);
+    j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "n\xff", 1);
+    got = lis_json_print(cJSON_GetArrayItem(j, 0), 0);
+    cr_expect_str_eq(got, "1");
+    free(got);
+    cJSON_Delete(j);
+
     /* bytes with a NUL and a length: the same form */
     j = cJSON_CreateObject();
     cr_assert_eq(lis_json_add_bytes(j, "out", "ok\0\xff!", 5), 0);
