@@ -211,6 +211,22 @@ Test(batch_utf8, hostile_bytes_strict_json, .timeout = 240)
     free(o);
 }
 
+/* A task id that is not UTF-8 is refused (results and --resume key on it). */
+Test(batch_utf8, task_id_not_utf8)
+{
+    char tasks[600];
+    snprintf(tasks, sizeof tasks, "%s/bad-id.jsonl", t_tmpdir());
+    t_put(tasks, "{\"id\":\"a\xff\",\"problem_statement\":\"p\"}\n");
+    int code = 0;
+    char *o = t_lis(&code,
+                    "batch --llm-name fake --llm-base-url http://127.0.0.1:9 --api-key k "
+                    "--rootfs %s --tasks %s --output-dir %s/bad-out",
+                    t_busybox(), tasks, t_tmpdir());
+    cr_expect_neq(code, 0, "%s", o);
+    cr_expect(strstr(o, "bad-id.jsonl:1: id is not valid UTF-8"), "%s", o);
+    free(o);
+}
+
 /* lis_json_print itself: valid text is printed as cJSON prints it, and the
  * stated form of a member string, of strings in (nested) arrays and of keys;
  * the cuts of lis_utf8_cut. */
