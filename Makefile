@@ -225,10 +225,10 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fn
 FUZZ_CFLAGS   = $(CSTD) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -g -O1 $(FUZZ_SAN) \
   -Iruntime -Inet -Irootfs -Imonitor -Iagent -Ifuzz $(AGENT_CFLAGS) $(ROOTFS_CFLAGS)
 fuzz_src_http_head := net/http_head.c
-fuzz_src_textcalls := agent/textcalls.c agent/util.c runtime/error.c runtime/util.c
-fuzz_src_sse       := agent/sse.c agent/llm.c agent/util.c runtime/error.c runtime/util.c
-fuzz_src_llm       := agent/sse.c agent/llm.c agent/util.c runtime/error.c runtime/util.c
-fuzz_src_settings  := agent/settings.c agent/prompts.c agent/util.c runtime/error.c runtime/util.c
+fuzz_src_textcalls := agent/textcalls.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
+fuzz_src_sse       := agent/sse.c agent/llm.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
+fuzz_src_llm       := agent/sse.c agent/llm.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
+fuzz_src_settings  := agent/settings.c agent/prompts.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
 fuzz_src_extract   := rootfs/extract.c rootfs/util.c
 fuzz_src_notify    := monitor/exec_read.c monitor/procmem.c monitor/records.c monitor/effects.c \
   monitor/layer.c monitor/udiff.c monitor/policy.c

@@ -132,7 +132,7 @@ char *agent_read_host_file(const char *path, size_t *len, lis_error *err)
  * layout of Python's json.dump(indent=2). */
 char *agent_json_pretty(const cJSON *j)
 {
-    char *raw = cJSON_Print(j);
+    char *raw = lis_json_print(j, 1);
     if (!raw)
         return NULL;
     strbuf b = {0};
@@ -174,38 +174,6 @@ long agent_json_long(const cJSON *item)
     return v >= max ? (long)max : v <= -max ? -(long)max : (long)v;
 }
 
-/* Length of a valid UTF-8 sequence at p (n bytes left), 0 when invalid. */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-    unsigned c = p[0];
-    if (c < 0x80)
-        return 1;
-    size_t len;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF)
-        len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        if (c == 0xF4)
-            hi = 0x8F;
-    } else
-        return 0;
-    if (n < len || p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-    return len;
-}
-
 char *agent_clean_output(const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -229,7 +197,7 @@ char *agent_clean_output(const char *s, size_t n)
                 continue;
             }
         }
-        size_t l = utf8_len(p + i, n - i);
+        size_t l = lis_utf8_seq(s + i, n - i);
         if (!l) {
             strbuf_puts(&b, "\xEF\xBF\xBD");
             i++;

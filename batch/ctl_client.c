@@ -93,7 +93,7 @@ int lis_batch_ctl(const char *dir, const char *verb, const char *const *ids, siz
     cJSON *arr = cJSON_AddArrayToObject(body, "ids");
     for (size_t i = 0; i < n; i++)
         cJSON_AddItemToArray(arr, cJSON_CreateString(ids[i]));
-    char *text = cJSON_PrintUnformatted(body);
+    char *text = lis_json_print(body, 0);
     cJSON_Delete(body);
     CURL *h = curl_easy_init();
     strbuf reply = {0};

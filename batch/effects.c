@@ -56,19 +56,6 @@ int bfx_held(bep *e)
     return e->paused;
 }
 
-/* s cut to fit dst (len bytes with the NUL), never inside a UTF-8 sequence */
-static void str_cut(char *dst, size_t len, const char *s)
-{
-    size_t k = s ? strlen(s) : 0;
-    if (k >= len) {
-        k = len - 1;
-        while (k && ((unsigned char)s[k] & 0xc0) == 0x80)
-            k--;
-    }
-    memcpy(dst, s ? s : "", k);
-    dst[k] = 0;
-}
-
 /* A step's effects in short for the live view: capability, counts, the
  * first programs and files, the alerts. */
 static cJSON *brief(const cJSON *fx)
@@ -132,10 +119,10 @@ void bfx_on_step(void *arg, const cJSON *step)
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(step, "action");
     const char *fn = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(act, "function"));
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(act, "parameters");
-    str_cut(l->tool, sizeof l->tool, fn);
+    lis_utf8_copy(l->tool, sizeof l->tool, fn);
     char cmd[4096];
     agent_watch_call(fn ? fn : "", params, cmd, sizeof cmd);
-    str_cut(l->cmd, sizeof l->cmd, cmd);
+    lis_utf8_copy(l->cmd, sizeof l->cmd, cmd);
     const cJSON *fx = cJSON_GetObjectItemCaseSensitive(step, "effects");
     cJSON_Delete(l->fx);
     l->fx = cJSON_IsObject(fx) ? brief(fx) : NULL;
@@ -165,9 +152,9 @@ void bfx_alert_push(bep *e, int step, const char *rule, const char *action, cons
     else
         snprintf(x->key, sizeof x->key, "%.100s", e->row->id);
     x->step = step;
-    str_cut(x->rule, sizeof x->rule, rule);
-    str_cut(x->action, sizeof x->action, action);
-    str_cut(x->what, sizeof x->what, what);
+    lis_utf8_copy(x->rule, sizeof x->rule, rule);
+    lis_utf8_copy(x->action, sizeof x->action, action);
+    lis_utf8_copy(x->what, sizeof x->what, what);
     x->t = lis_wallclock();
 }
 

@@ -42,7 +42,7 @@ static int write_inputs(bep *e, lis_sandbox *sb, lis_error *err)
         if (cJSON_IsNull(f))
             continue;
         char *printed = NULL;
-        const char *text = cJSON_IsString(f) ? f->valuestring : (printed = cJSON_Print(f));
+        const char *text = cJSON_IsString(f) ? f->valuestring : (printed = lis_json_print(f, 1));
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, f->string);
         int rc = text ? lis_file_write(sb, path, text, strlen(text), 0644, err) : -1;
@@ -421,7 +421,7 @@ void bjob_finish(void *arg)
                 e->row->id, e->answer ? e->answer : "");
         char *gt = e->row->ground_truth ? (cJSON_IsString(e->row->ground_truth)
                                                ? agent_strdup(e->row->ground_truth->valuestring)
-                                               : cJSON_PrintUnformatted(e->row->ground_truth))
+                                               : lis_json_print(e->row->ground_truth, 0))
                                         : agent_strdup("");
         fprintf(e->log, "Ground Truth: %s\nScore: %.4f\nReason: %s%s%s\n%s\n", gt ? gt : "",
                 e->score, batch_reason_name(e->reason), e->error[0] ? ": " : "", e->error,

@@ -91,7 +91,7 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 
 static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, cJSON *j)
 {
-    char *t = j ? cJSON_PrintUnformatted(j) : NULL;
+    char *t = j ? lis_json_print(j, 0) : NULL;
     cJSON_Delete(j);
     return reply(c, status, "application/json", t);
 }

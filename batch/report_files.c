@@ -222,7 +222,7 @@ cJSON *rp_files(int dfd, size_t *budget)
 
 char *rp_json_script(const cJSON *j)
 {
-    char *raw = cJSON_PrintUnformatted(j);
+    char *raw = lis_json_print(j, 0);
     if (!raw)
         return NULL;
     strbuf b = {0};

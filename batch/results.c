@@ -358,7 +358,7 @@ static int first_diff(const cJSON *a, const cJSON *b, char *path, size_t n, cons
 
 static void short_json(const cJSON *j, char *buf, size_t n)
 {
-    char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+    char *s = j ? lis_json_print(j, 0) : NULL;
     snprintf(buf, n, "%s", j ? (s ? s : "?") : "(absent)");
     if (strlen(buf) >= n - 1 && n > 4)
         memcpy(buf + n - 4, "...", 4);
@@ -695,7 +695,7 @@ int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory, co
     const cJSON *reason = cJSON_GetObjectItemCaseSensitive(row, "reason");
     int cancelled = cJSON_IsString(reason) && !strcmp(reason->valuestring, "cancelled");
     char *k = bo_ident_key(id, attempt), *key = batch_out_key(id, attempt);
-    char *line = cJSON_PrintUnformatted(row);
+    char *line = lis_json_print(row, 0);
     char *traj = trajectory ? agent_json_pretty(trajectory) : NULL;
     int rc = -1, prev = ST_FREE;
     kslot *s = NULL;

@@ -172,7 +172,7 @@ static int write_trajectories(int dfd, const char *dir, const report *R, lis_err
             strbuf_printf(&key, "@%d", r->attempt);
         char *ks = strbuf_take(&key);
         cJSON *kj = ks ? cJSON_CreateString(ks) : NULL;
-        char *kt = kj ? cJSON_PrintUnformatted(kj) : NULL;
+        char *kt = kj ? lis_json_print(kj, 0) : NULL;
         cJSON *e = cJSON_CreateObject();
         if (e) {
             cJSON_AddItemToObject(e, "problem_statement",

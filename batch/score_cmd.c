@@ -27,7 +27,7 @@ int score_cmd_run(const char *cmd, const char *answer, const cJSON *row, double 
     cJSON_AddStringToObject(req, "answer", answer ? answer : "");
     cJSON_AddItemToObject(req, "ground_truth", g);
     cJSON_AddItemToObject(req, "row", r);
-    char *in = cJSON_PrintUnformatted(req);
+    char *in = lis_json_print(req, 0);
     cJSON_Delete(req);
     if (!in)
         return lis_oom(err);

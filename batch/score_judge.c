@@ -125,7 +125,7 @@ typedef struct jstate {
 
 static char *row_key(const cJSON *id, int attempt)
 {
-    char *t = id ? cJSON_PrintUnformatted(id) : agent_strdup("null");
+    char *t = id ? lis_json_print(id, 0) : agent_strdup("null");
     if (!t)
         return NULL;
     strbuf b = {0};
@@ -198,7 +198,7 @@ static void *judge_thread(void *arg)
             cJSON_AddNumberToObject(line, "score", score);
             cJSON_AddStringToObject(line, "verdict", verdict);
         }
-        char *text = line ? cJSON_PrintUnformatted(line) : NULL;
+        char *text = line ? lis_json_print(line, 0) : NULL;
         cJSON_Delete(line);
         pthread_mutex_lock(&st->mu);
         if (text) {

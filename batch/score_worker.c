@@ -126,7 +126,7 @@ static int call(score_worker *w, const cJSON *req, cJSON **reply, lis_error *err
             return lis_fail(err, EIO, "%s", w->why);
         }
     }
-    char *line = cJSON_PrintUnformatted(req);
+    char *line = lis_json_print(req, 0);
     if (!line)
         return lis_oom(err);
     strbuf msg = {0};

@@ -456,7 +456,7 @@ static int write_row(void *arg, cJSON *row, size_t line, lis_error *err)
     int rc = 0;
     /* only each episode's last row (a cancelled row a later one replaced is left out) */
     if (s && s->key && s->state == ST_DONE && s->line == (w->m->cur << LINE_BITS | line)) {
-        char *t = cJSON_PrintUnformatted(row);
+        char *t = lis_json_print(row, 0);
         if (!t || fputs(t, w->f) < 0 || fputc('\n', w->f) < 0)
             rc = t ? lis_fail_errno(err, "writing results.jsonl") : lis_oom(err);
         free(t);

@@ -269,6 +269,10 @@ static int add_row(loader *L, cJSON *obj, uint32_t file, uint32_t line, lis_erro
     if (strlen(r->id) >= BATCH_ID_MAX)
         return lis_fail(err, EINVAL, "%s:%u: id longer than %d bytes; shorten it", fname,
                         (unsigned)line, BATCH_ID_MAX - 1);
+    /* the results (written as UTF-8, docs/monitoring.md) and --resume key on it */
+    if (!lis_utf8_valid(r->id, strlen(r->id)))
+        return lis_fail(err, EINVAL, "%s:%u: id is not valid UTF-8; give it a UTF-8 id", fname,
+                        (unsigned)line);
     size_t dup = 0;
     int d = ids_insert(L, L->n - 1, &dup);
     if (d < 0)

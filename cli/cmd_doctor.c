@@ -136,7 +136,7 @@ int cmd_doctor(int argc, char **argv)
         cJSON_AddStringToObject(j, "detail", line);
         cJSON_AddStringToObject(j, "fix", "");
         cJSON_AddItemToArray(arr, j);
-        char *s = cJSON_Print(arr);
+        char *s = lis_json_print(arr, 1);
         puts(s ? s : "[]");
         free(s);
         cJSON_Delete(arr);

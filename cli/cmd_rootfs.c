@@ -2,6 +2,8 @@
 #include "cli_util.h"
 #include "rootfs.h"
 
+#include <cjson/cJSON.h>
+
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -160,21 +162,6 @@ static int cmd_get(int argc, char **argv, int pull)
     return 0;
 }
 
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20)
-            printf("\\u%04x", ch);
-        else
-            putchar(ch);
-    }
-    putchar('"');
-}
-
 static int cmd_ls(int argc, char **argv)
 {
     int json = 0;
@@ -200,23 +187,30 @@ static int cmd_ls(int argc, char **argv)
     if (rc < 0)
         return cli_fail(&err);
     if (json) {
-        putchar('[');
-        for (size_t i = 0; i < n; i++) {
-            printf("%s{\"ref\":", i ? "," : "");
-            json_str(v[i].ref);
-            printf(",\"digest\":\"%s\",\"format\":", v[i].digest);
-            json_str(v[i].format);
-            printf(",\"source\":");
-            json_str(v[i].source);
-            printf(",\"size\":%llu,\"created\":%.0f,\"parent\":", (unsigned long long)v[i].size,
-                   v[i].created);
+        cJSON *arr = cJSON_CreateArray();
+        for (size_t i = 0; arr && i < n; i++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddItemToArray(arr, o);
+            cJSON_AddStringToObject(o, "ref", v[i].ref);
+            cJSON_AddStringToObject(o, "digest", v[i].digest);
+            cJSON_AddStringToObject(o, "format", v[i].format);
+            cJSON_AddStringToObject(o, "source", v[i].source);
+            cJSON_AddNumberToObject(o, "size", (double)v[i].size);
+            cJSON_AddNumberToObject(o, "created", (double)(long long)v[i].created);
             if (v[i].parent[0])
-                json_str(v[i].parent);
+                cJSON_AddStringToObject(o, "parent", v[i].parent);
             else
-                printf("null");
-            putchar('}');
+                cJSON_AddNullToObject(o, "parent");
         }
-        puts("]");
+        char *text = lis_json_print(arr, 0); /* strict UTF-8, the stated form */
+        cJSON_Delete(arr);
+        if (!text) {
+            free(v);
+            cli_error("ls: out of memory");
+            return CLI_EXIT_LIS;
+        }
+        puts(text);
+        free(text);
     } else {
         printf("%-40s %-19s %-10s %-16s %-16s %s\n", "NAME:TAG", "DIGEST", "SIZE", "FORMAT",
                "CREATED", "PARENT");

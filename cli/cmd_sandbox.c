@@ -738,7 +738,7 @@ static int cmd_sandbox_ls(int argc, char **argv)
             }
             cJSON_AddItemToArray(arr, j);
         }
-        char *s = cJSON_Print(arr);
+        char *s = lis_json_print(arr, 1);
         puts(s ? s : "[]");
         free(s);
         cJSON_Delete(arr);

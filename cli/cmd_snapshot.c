@@ -56,7 +56,7 @@ static void print_snapshot(const lis_snapshot_result *r, cJSON *j)
 
 static int emit_json(cJSON *j)
 {
-    char *s = cJSON_Print(j);
+    char *s = lis_json_print(j, 1);
     cJSON_Delete(j);
     if (!s)
         return CLI_EXIT_LIS;

@@ -179,6 +179,8 @@ static cJSON *file_json(const mon_file *f)
         cJSON_AddStringToObject(o, "mode", mode);
     }
     cJSON_AddNumberToObject(o, "size_delta", (double)f->size_delta);
+    if (f->binary)
+        cJSON_AddBoolToObject(o, "binary", 1); /* not UTF-8 text: no diff */
     if (f->diff)
         cJSON_AddStringToObject(o, "diff", f->diff);
     else if (f->diff_none)

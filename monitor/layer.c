@@ -507,6 +507,7 @@ static void add_diff(struct diffctx *d, const mon_entry *e, int created)
     }
     if (!mon_is_text(now, nlen)) {
         f->diff_none = "binary";
+        f->binary = 1;
         free(now);
         cache_drop(d->l, e->path);
         return;

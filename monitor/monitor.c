@@ -28,10 +28,10 @@ static void on_request(void *arg, const lis_net_event *ev)
     if (m->nnet < MON_STEP_NET && LIS_GROW(m->net, m->capnet, m->nnet + 1) == 0) {
         mon_net *n = &m->net[m->nnet++];
         memset(n, 0, sizeof *n);
-        snprintf(n->host, sizeof n->host, "%s", ev->host);
+        lis_utf8_copy(n->host, sizeof n->host, ev->host);
         snprintf(n->method, sizeof n->method, "%s", ev->method);
         snprintf(n->addr, sizeof n->addr, "%s", ev->addr);
-        snprintf(n->rule, sizeof n->rule, "%s", ev->rule);
+        lis_utf8_copy(n->rule, sizeof n->rule, ev->rule);
         if (r)
             snprintf(n->alert, sizeof n->alert, "%s", r->name);
         n->port = ev->port;

@@ -100,8 +100,9 @@ int mon_read_status(pid_t tid, mon_pstatus *st);
 int mon_read_cpu(pid_t pid, double *cpu, char *state);
 /* A NUL-terminated string at addr of thread tid's memory (process_vm_readv:
  * the same ptrace access check as /proc/TID/mem, without an open per
- * notification), at most max-1 bytes: its length, -1 with errno (EFAULT,
- * ESRCH, EPERM...) when unreadable; *cut set when it was longer. */
+ * notification), at most max-1 bytes (a longer one is cut where no UTF-8
+ * character is split): its length, -1 with errno (EFAULT, ESRCH, EPERM...)
+ * when unreadable; *cut set when it was longer. */
 ssize_t mon_read_str(pid_t tid, uint64_t addr, char *buf, size_t max, int *cut);
 /* Up to MON_RANGES_MAX ranges in one process_vm_readv: lens[i] bytes at
  * addrs[i] into outs[i]. How many ranges, from the first, were read whole
@@ -199,7 +200,8 @@ void mon_verify_drop(mon_verify *v, const lis_monitor *m);
  * of at most MON_TEXT_MAX bytes each. */
 size_t mon_udiff(const char *a, size_t alen, const char *b, size_t blen, const char *path,
                  char *out, size_t cap, int *cut);
-/* 1 when data looks like text (no NUL, mostly printable or UTF-8). */
+/* 1 when data is text: valid UTF-8, no NUL, few control bytes (anything
+ * else is a binary file: "binary": true and no diff in its effects). */
 int mon_is_text(const char *data, size_t len);
 
 /* ---- the records of a step ---- */
@@ -281,6 +283,7 @@ typedef struct mon_file {
     int64_t size_delta;
     char *diff;            /* NULL when none; see diff_none */
     const char *diff_none; /* why there is no diff (binary, too large, ...) */
+    int binary;            /* its contents are not UTF-8 text (mon_is_text) */
     int diff_cut;
     int between; /* found at the start of the step: happened since the last one */
 } mon_file;

@@ -129,6 +129,7 @@ ssize_t mon_read_str(pid_t tid, uint64_t addr, char *buf, size_t max, int *cut)
             return (ssize_t)(nul - buf);
         have += (size_t)n;
     }
+    have = lis_utf8_cut(buf, have); /* never inside a character */
     buf[have] = 0;
     *cut = 1;
     return (ssize_t)have;
@@ -147,7 +148,7 @@ ssize_t mon_str_from_chunk(pid_t tid, uint64_t addr, const char *chunk, size_t c
         size_t lim = clen < max - 1 ? clen : max - 1;
         const char *nul = memchr(chunk, 0, lim);
         if (nul || clen >= max - 1) {
-            size_t len = nul ? (size_t)(nul - chunk) : lim;
+            size_t len = nul ? (size_t)(nul - chunk) : lis_utf8_cut(chunk, lim);
             memcpy(buf, chunk, len);
             buf[len] = 0;
             *cut = !nul;

@@ -135,6 +135,8 @@ void mon_alert_add(lis_monitor *m, const mon_rule *r, double t, const char *fmt,
     a->t = t;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(a->what, sizeof a->what, fmt, ap);
+    int n = vsnprintf(a->what, sizeof a->what, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof a->what) /* cut where no character is split */
+        a->what[lis_utf8_cut(a->what, sizeof a->what - 1)] = 0;
 }

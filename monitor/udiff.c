@@ -143,7 +143,7 @@ size_t mon_udiff(const char *a, size_t alen, const char *b, size_t blen, const c
     }
     char head[2 * MON_PATH_MAX + 64];
     int hn = snprintf(head, sizeof head, "--- a%s\n+++ b%s\n", path, path);
-    put(&o, head, (size_t)hn < sizeof head ? (size_t)hn : sizeof head - 1);
+    put(&o, head, (size_t)hn < sizeof head ? (size_t)hn : lis_utf8_cut(head, sizeof head - 1));
     size_t i = 0; /* position in ops */
     size_t ai = 0, bi = 0;
     while (i < nops) {
@@ -210,5 +210,7 @@ int mon_is_text(const char *data, size_t len)
             return 0;
         odd += c < 0x20 && c != '\n' && c != '\t' && c != '\r' && c != '\f' && c != 0x1b;
     }
-    return odd * 100 <= len; /* a few control bytes; UTF-8 passes */
+    /* a few control bytes; text that is not UTF-8 (Latin-1...) is binary, so
+     * every diff lis writes is UTF-8 and cut between whole lines */
+    return odd * 100 <= len && lis_utf8_valid(data, len);
 }

@@ -280,7 +280,7 @@ int lis_rootfs_inspect(const char *data_dir, const char *ref, char **json, lis_e
         if (!strcmp(tags.v[i].hex, hex))
             cJSON_AddItemToArray(jt, cJSON_CreateString(tags.v[i].ref));
     free(tags.v);
-    *json = cJSON_Print(m);
+    *json = lis_json_print(m, 1);
     cJSON_Delete(m);
     return *json ? 0 : lis_oom(err);
 }

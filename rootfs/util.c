@@ -319,7 +319,7 @@ int rf_store_commit(const char *data_dir, const char *tmp, const char *hex, cJSO
         snprintf(d, sizeof d, "sha256:%s", hex);
         cJSON_ReplaceItemInObject(meta, "digest", cJSON_CreateString(d));
         cJSON_AddNumberToObject(meta, "created", (double)time(NULL));
-        char *s = cJSON_Print(meta);
+        char *s = lis_json_print(meta, 1);
         if (!s)
             return lis_fail(err, ENOMEM, "out of memory writing image metadata");
         int rc = rf_write_atomic(mp, s, strlen(s), err);

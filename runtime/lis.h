@@ -60,6 +60,42 @@ double lis_wallclock(void);
 int lis_grow(void *arrp, size_t *cap, size_t need, size_t elem);
 #define LIS_GROW(arr, cap, need) lis_grow(&(arr), &(cap), (need), sizeof *(arr))
 
+/* ---- strict UTF-8 in what lis writes (runtime/utf8.c) ------------------ */
+
+/* Every JSON text lis writes (files, answers, its own workers' pipes) is
+ * printed by lis_json_print, so it is strict UTF-8 whatever bytes a sandbox,
+ * a model or a task file put in it. The one stated form (docs/monitoring.md,
+ * "Bytes that are not UTF-8"): a string that is not valid UTF-8 is written
+ * with each byte that starts no valid sequence replaced by U+FFFD, and its
+ * original bytes, base64 (RFC 4648, padded), in a sibling member of the same
+ * object: "<key>_b64" (a string), or for strings inside an array member,
+ * "<key>_b64" an object from each such element's index ("3"; "2.0" in a
+ * nested array) to its base64. A key that is not UTF-8 is replaced the same
+ * way and kept in the object's "_b64_keys" (replaced key -> base64). Only
+ * strings directly in a root array (or a root string) keep no bytes. */
+struct cJSON;
+/* Length of the valid UTF-8 sequence at s (n bytes left, n >= 1), 0 when
+ * invalid (overlongs, surrogates and code points past U+10FFFF are). */
+size_t lis_utf8_seq(const char *s, size_t n);
+int lis_utf8_valid(const char *s, size_t n);
+/* s[0..n) is a cut of a longer text: where to cut instead so that no
+ * character is split (n, or fewer by an incomplete last sequence). */
+size_t lis_utf8_cut(const char *s, size_t n);
+/* src (NULL: "") into dst[len] (len >= 1), NUL-terminated, cut by
+ * lis_utf8_cut when longer: a bounded copy that splits no character. */
+void lis_utf8_copy(char *dst, size_t len, const char *src);
+/* A malloc'ed copy of s[0..n) with each NUL and each byte that starts no
+ * valid sequence replaced by U+FFFD; NULL when out of memory. */
+char *lis_utf8_replace(const char *s, size_t n);
+/* A malloc'ed base64 of data[0..n); NULL when out of memory. */
+char *lis_base64(const void *data, size_t n);
+/* cJSON_Print (formatted) or cJSON_PrintUnformatted of j in the stated form
+ * (j is not changed); free() the result; NULL when out of memory. */
+char *lis_json_print(const struct cJSON *j, int formatted);
+/* s[0..n) (any bytes) added to obj at key in the stated form: 0, -1 when
+ * out of memory. */
+int lis_json_add_bytes(struct cJSON *obj, const char *key, const char *s, size_t n);
+
 /* ---- context ----------------------------------------------------------- */
 
 typedef struct lis_ctx lis_ctx;

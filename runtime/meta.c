@@ -93,7 +93,7 @@ static cJSON *to_json(const lis_meta *m)
 int lis_meta_write(const char *state_dir, const lis_meta *m, lis_error *err)
 {
     cJSON *j = to_json(m);
-    char *text = j ? cJSON_Print(j) : NULL;
+    char *text = j ? lis_json_print(j, 1) : NULL;
     cJSON_Delete(j);
     if (!text)
         return lis_oom(err);

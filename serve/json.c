@@ -37,7 +37,7 @@ struct MHD_Response *sv_resp_text(const char *text, const char *ctype)
 
 struct MHD_Response *sv_resp_json(cJSON *doc)
 {
-    char *txt = doc ? cJSON_PrintUnformatted(doc) : NULL;
+    char *txt = doc ? lis_json_print(doc, 0) : NULL;
     cJSON_Delete(doc);
     if (!txt)
         return NULL;
