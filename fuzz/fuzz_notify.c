@@ -15,7 +15,8 @@
  * Invariants: a read exec holds at most MON_ARGS_MAX arguments in at most
  * MON_ARGV_BYTES, exactly argc NUL-terminated strings in argv_len bytes, a
  * NUL-terminated path; every record keeps the same; the effects JSON lists
- * no more processes than were recorded. ASan catches any read past a record. */
+ * no more processes than were recorded, and prints as strict UTF-8. ASan
+ * catches any read past a record. */
 #include "fuzz.h"
 #include "monitor.h"
 
@@ -182,8 +183,8 @@ static void op_step(lis_monitor *m)
     cJSON *j = lis_effects_json(e);
     FUZZ_CHECK(j);
     FUZZ_CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(j, "processes")) <= (int)e->nprocs);
-    char *txt = cJSON_PrintUnformatted(j);
-    FUZZ_CHECK(txt);
+    char *txt = lis_json_print(j, 0); /* as every file lis writes: strict UTF-8 */
+    FUZZ_CHECK(txt && lis_utf8_valid(txt, strlen(txt)));
     free(txt);
     cJSON_Delete(j);
     lis_effects_free(e);

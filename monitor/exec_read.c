@@ -101,8 +101,10 @@ void mon_exec_read(pid_t tid, const struct seccomp_data *d, mon_exec *x)
         }
         int len = snprintf(x->path, sizeof x->path, "%s%s%s", base,
                            base[0] && strcmp(base, "/") ? "/" : "", raw);
-        if (len < 0 || (size_t)len >= sizeof x->path)
+        if (len < 0 || (size_t)len >= sizeof x->path) {
             x->path_cut = 1; /* longer than any path the kernel takes */
+            x->path[lis_utf8_cut(x->path, sizeof x->path - 1)] = 0;
+        }
     } else {
         snprintf(x->path, sizeof x->path, "%s", raw);
     }

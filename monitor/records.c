@@ -80,7 +80,8 @@ mon_proc *mon_exec_record(lis_monitor *m, const mon_exec *x, const mon_exec_ids 
         p = NULL;
     }
     if (p) {
-        p->path = strndup(x->path, MON_PATH_MAX - 1); /* matched whole, kept capped */
+        /* matched whole, kept capped (on a character's boundary) */
+        p->path = strndup(x->path, lis_utf8_cut(x->path, MON_PATH_MAX - 1));
         p->argv = malloc(x->argv_len ? x->argv_len : 1);
     }
     if (!p || !p->path || !p->argv) {
