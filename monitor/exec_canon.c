@@ -30,11 +30,15 @@
 #define LINKS_MAX 40          /* the kernel's MAXSYMLINKS */
 #define HEAD_MAX 256          /* the kernel's BINPRM_BUF_SIZE */
 #define COPY_CMP (256u << 10) /* bytes of two same-size files compared */
+#define COPY_RULES_MAX 8      /* plain-path deny rules looked at for copies, per exec */
+/* lookups one exec may cost the hub (a legitimate path takes a few dozen):
+ * past it the exec is unresolved, and its rules follow on_unknown */
+#define LOOKUPS_MAX 256
 
 typedef struct walk {
     pid_t tid;
     int rootfd;
-    int links;
+    int links, lookups;
     int missing; /* a component did not exist: the exec fails with ENOENT */
 } walk;
 
@@ -188,6 +192,8 @@ static int resolve(walk *w, const char *path, char *out, size_t cap, int *fdp, c
         char cand[MON_EXEC_PATH];
         if (snprintf(cand, sizeof cand, "%s/%s", cur, comp) >= (int)sizeof cand)
             return fail(why, wl, "path", ENAMETOOLONG);
+        if (++w->lookups > LOOKUPS_MAX)
+            return fail(why, wl, "more lookups than the hub gives one exec", E2BIG);
         fd = open_below(w->rootfd, cand + 1);
         if (fd < 0) {
             /* below /proc, a name the hub cannot see (self, a pid of another
@@ -472,11 +478,15 @@ int mon_exec_copy_of(pid_t tid, const char *file, const char *of)
  * copy (or a hard link): resolved names only. */
 const mon_rule *mon_exec_copy_rule(const lis_policy *p, pid_t tid, const mon_exec_names *nm)
 {
-    for (size_t i = 0; p && i < p->n; i++) {
+    /* each literal rule costs two resolutions and up to 512 KiB read: the
+     * first COPY_RULES_MAX of them are looked at (docs/monitoring.md) */
+    size_t looked = 0;
+    for (size_t i = 0; p && i < p->n && looked < COPY_RULES_MAX; i++) {
         const mon_rule *r = &p->rules[i];
         if (r->kind != MR_EXEC || r->action != LIS_ACT_DENY || r->argv || !r->path ||
             r->path[0] != '/' || strcspn(r->path, "*?[\\") != strlen(r->path))
             continue;
+        looked++;
         for (size_t k = 0; k < nm->n; k++)
             if (strcmp(nm->name[k], r->path) && mon_exec_copy_of(tid, nm->name[k], r->path))
                 return r;

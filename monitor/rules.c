@@ -57,14 +57,19 @@ static int exec_rule_matches(const mon_rule *r, const char *path, const mon_exec
                              const char *argv, int argv_cut, int *unknown)
 {
     size_t n = nm ? nm->n : 0;
+    int argv_hit = !r->argv || mon_glob(r->argv, argv);
+    if (!argv_hit && !argv_cut)
+        return 0;
     int hit = !r->path || mon_glob(r->path, path);
     for (size_t i = 0; !hit && i < n; i++)
         hit = mon_glob(r->path, nm->name[i]);
+    if (!hit && !nm) {
+        *unknown = 1; /* what runs is not known: the spelling alone proves nothing */
+        return 1;
+    }
     if (!hit)
         return 0;
-    if (r->argv && !mon_glob(r->argv, argv)) {
-        if (!argv_cut)
-            return 0;
+    if (!argv_hit) {
         *unknown = 1; /* the cut part may hold what the glob looks for */
         return 1;
     }

@@ -419,6 +419,19 @@ Test(monitor, exec_deny_matches_every_spelling)
     free(txt);
     lis_result_free(&r);
     cJSON_Delete(s);
+    /* a path built to cost the hub more lookups than it gives one exec is
+     * not resolved: the rule fires as "not evaluated" (on_unknown: alert), and
+     * the check after the exec kills what ran */
+    s = step(f.m, f.sb,
+             "mkdir -p /tmp/a; p=/tmp; for i in $(seq 300); do p=$p/a/..; done; "
+             "$p/../mprobe exit 0; echo \"deep rc=$?\"",
+             &r);
+    cr_expect(strstr(r.out.data, "deep rc=137"), "%s%s", r.out.data, r.err.data);
+    const cJSON *a = cJSON_GetArrayItem(cJSON_GetObjectItem(s, "alerts"), 0);
+    cr_expect(a && strstr(str(a, "what"), "not evaluated"), "%s",
+              cJSON_PrintUnformatted(cJSON_GetObjectItem(s, "alerts")));
+    lis_result_free(&r);
+    cJSON_Delete(s);
     mfix_close(&f);
     lis_policy_free(pol);
 }
