@@ -305,8 +305,17 @@ static int parse_doc(struct parse *ps, lis_policy *pol)
             if (!ver || strcmp(ver, "1"))
                 return fail_at(ps, v, "unsupported policy version '%s' (this lis reads 1)",
                                ver ? ver : "?");
+        } else if (key && !strcmp(key, "on_unknown")) {
+            /* a rule that cannot be evaluated (a scan cut): alert (default), pause, stop */
+            const char *a = scalar(v);
+            if (!a || (strcmp(a, "alert") && strcmp(a, "pause") && strcmp(a, "stop")))
+                return fail_at(ps, v, "on_unknown must be alert, pause or stop, not '%s'",
+                               a ? a : "?");
+            pol->unknown.action = !strcmp(a, "stop")    ? LIS_ACT_STOP
+                                  : !strcmp(a, "pause") ? LIS_ACT_PAUSE
+                                                        : LIS_ACT_FLAG;
         } else {
-            return fail_at(ps, k, "unknown key '%s' at the top (known: version, rules)",
+            return fail_at(ps, k, "unknown key '%s' at the top (known: version, on_unknown, rules)",
                            key ? key : "(not a word)");
         }
     }
@@ -339,6 +348,10 @@ static int parse_doc(struct parse *ps, lis_policy *pol)
 lis_policy *lis_policy_parse(const char *text, size_t len, const char *name, lis_error *err)
 {
     lis_policy *pol = calloc(1, sizeof *pol);
+    if (pol) {
+        snprintf(pol->unknown.name, sizeof pol->unknown.name, "on_unknown");
+        pol->unknown.action = LIS_ACT_FLAG;
+    }
     if (!pol || !(pol->file = strdup(name ? name : "policy"))) {
         free(pol);
         lis_oom(err);

@@ -373,6 +373,87 @@ Test(monitor, refused_connects_with_net_none)
     mfix_close(&f);
 }
 
+/* /tmp and /dev/shm are tmpfs mounts of their own, outside the overlay; a
+ * name made and removed within one step is listed as such */
+Test(monitor, tmpfs_mounts_and_transient_files)
+{
+    mfix f = mfix_open();
+    cJSON *s = step(f.m, f.sb,
+                    "echo a > /tmp/t1; mkdir /tmp/d; echo b > /tmp/d/t2; echo c > /dev/shm/s1; "
+                    "echo gone > /made-and-gone; rm /made-and-gone",
+                    NULL);
+    expect_file(s, "/tmp/t1", "created");
+    expect_file(s, "/tmp/d", "created");
+    expect_file(s, "/tmp/d/t2", "created");
+    expect_file(s, "/dev/shm/s1", "created");
+    expect_file(s, "/made-and-gone", "created");
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(file_at(s, "/made-and-gone"), "removed")));
+    cr_assert_null(cJSON_GetObjectItem(file_at(s, "/tmp/t1"), "removed"));
+    cr_assert_str_eq(str(file_at(s, "/tmp/t1"), "diff"),
+                     "--- a/tmp/t1\n+++ b/tmp/t1\n@@ -0,0 +1,1 @@\n+a\n");
+    cJSON_Delete(s);
+    s = step(f.m, f.sb, "rm /tmp/t1 /dev/shm/s1; echo more >> /tmp/d/t2", NULL);
+    expect_file(s, "/tmp/t1", "deleted");
+    expect_file(s, "/dev/shm/s1", "deleted");
+    expect_file(s, "/tmp/d/t2", "modified");
+    cJSON_Delete(s);
+    mfix_close(&f);
+}
+
+/* A layer past the scan's bound (200,000 entries, in the sandbox's own
+ * --disk budget): a later write to /etc/passwd is still listed (on main it
+ * was past the bound) and its write rule fires; a step whose scan was cut says so, and on_unknown
+ * raises its alert (a file rule could not see everything). */
+Test(monitor, huge_layer_still_sees_writes, .timeout = 600)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_error err = {0};
+    const char *yaml = "on_unknown: stop\n"
+                       "rules:\n"
+                       "  - {name: passwd, on: write, path: /etc/passwd, action: flag}\n";
+    lis_policy *pol = lis_policy_parse(yaml, strlen(yaml), "p.yaml", &err);
+    cr_assert(pol, "%s", err.msg);
+    lis_monitor_hub *hub = lis_monitor_hub_new(&err);
+    lis_bind b = {.host_path = probe(), .path = "/mprobe", .read_only = 1};
+    lis_sandbox_spec spec = {.rootfs = t_busybox(),
+                             .upper = LIS_UPPER_TMPFS,
+                             .binds = &b,
+                             .nbinds = 1,
+                             .net = LIS_NET_NONE,
+                             .limits = {.disk_bytes = 1536ull << 20, .memory_bytes = 1ull << 30},
+                             .monitor = lis_monitor_spec_flags(LIS_NET_NONE)};
+    lis_sandbox *sb = NULL;
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create: %s", err.msg);
+    lis_monitor *m = mon(hub, sb, pol);
+    /* in /etc, before passwd (copied up later): a depth-first scan meets them first */
+    cJSON *s = step(m, sb, "/mprobe files 201000 /etc/aaa", NULL);
+    const cJSON *cut = cJSON_GetObjectItem(s, "cut");
+    if (cJSON_IsTrue(cJSON_GetObjectItem(cut, "layer_scan_cut"))) {
+        cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(s, "truncated")));
+        cr_assert(str(s, "truncated_why"));
+        const cJSON *a = cJSON_GetArrayItem(cJSON_GetObjectItem(s, "alerts"), 0);
+        cr_assert_str_eq(str(a, "rule"), "on_unknown", "%s", cJSON_PrintUnformatted(s));
+        cr_assert_str_eq(str(a, "action"), "stop");
+        char rule[64];
+        cr_assert_eq(lis_monitor_take_action(m, rule, sizeof rule), LIS_ACT_STOP);
+    }
+    cJSON_Delete(s);
+    /* more files every step, and the write that must not be missed */
+    s = step(m, sb, "/mprobe files 2000 /h2; echo 'x:x:0:0::/:/bin/sh' >> /etc/passwd", NULL);
+    expect_file(s, "/etc/passwd", "modified");
+    const cJSON *a;
+    int fired = 0;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItem(s, "alerts")) fired |=
+        !strcmp(str(a, "rule"), "passwd");
+    cr_assert(fired, "%s", cJSON_PrintUnformatted(cJSON_GetObjectItem(s, "alerts")));
+    cJSON_Delete(s);
+    lis_sandbox_destroy(sb, &err);
+    lis_monitor_free(m);
+    lis_monitor_hub_free(hub);
+    lis_policy_free(pol);
+    lis_ctx_free(ctx);
+}
+
 /* ---- many sandboxes at once: no event in the wrong sandbox or step ---- */
 
 #define NSB 6
