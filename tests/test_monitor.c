@@ -14,7 +14,8 @@
 
 static const char *probe(void) { return t_build_file("tests/monitor_probe"); }
 
-static lis_sandbox *msb(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net)
+static lis_sandbox *msb_limits(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net,
+                               lis_limits limits)
 {
     lis_bind b = {.host_path = probe(), .path = "/mprobe", .read_only = 1};
     lis_sandbox_spec spec = {.rootfs = t_busybox(),
@@ -22,6 +23,7 @@ static lis_sandbox *msb(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net)
                              .binds = &b,
                              .nbinds = 1,
                              .net = net,
+                             .limits = limits,
                              .monitor = lis_monitor_spec_flags(net)};
     lis_net_rules rules = {.deny_domains = lis_policy_deny_domains(pol)};
     lis_sandbox *sb = NULL;
@@ -30,6 +32,11 @@ static lis_sandbox *msb(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net)
                                         &err),
                  0, "create: %s", err.msg);
     return sb;
+}
+
+static lis_sandbox *msb(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net)
+{
+    return msb_limits(ctx, pol, net, (lis_limits){0});
 }
 
 static lis_monitor *mon(lis_monitor_hub *hub, lis_sandbox *sb, const lis_policy *pol)
@@ -382,20 +389,21 @@ Test(monitor, tmpfs_mounts_and_transient_files)
                     "echo a > /tmp/t1; mkdir /tmp/d; echo b > /tmp/d/t2; echo c > /dev/shm/s1; "
                     "echo gone > /made-and-gone; rm /made-and-gone",
                     NULL);
-    expect_file(s, "/tmp/t1", "created");
-    expect_file(s, "/tmp/d", "created");
-    expect_file(s, "/tmp/d/t2", "created");
-    expect_file(s, "/dev/shm/s1", "created");
-    expect_file(s, "/made-and-gone", "created");
+    static const char *const made[] = {"/tmp/t1", "/tmp/d", "/tmp/d/t2", "/dev/shm/s1",
+                                       "/made-and-gone"};
+    for (size_t i = 0; i < sizeof made / sizeof *made; i++)
+        expect_file(s, made[i], "created");
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(file_at(s, "/made-and-gone"), "removed")));
     cr_assert_null(cJSON_GetObjectItem(file_at(s, "/tmp/t1"), "removed"));
     cr_assert_str_eq(str(file_at(s, "/tmp/t1"), "diff"),
                      "--- a/tmp/t1\n+++ b/tmp/t1\n@@ -0,0 +1,1 @@\n+a\n");
     cJSON_Delete(s);
     s = step(f.m, f.sb, "rm /tmp/t1 /dev/shm/s1; echo more >> /tmp/d/t2", NULL);
-    expect_file(s, "/tmp/t1", "deleted");
-    expect_file(s, "/dev/shm/s1", "deleted");
-    expect_file(s, "/tmp/d/t2", "modified");
+    static const char *const then[][2] = {{"/tmp/t1", "deleted"},
+                                          {"/dev/shm/s1", "deleted"},
+                                          {"/tmp/d/t2", "modified"}};
+    for (size_t i = 0; i < sizeof then / sizeof *then; i++)
+        expect_file(s, then[i][0], then[i][1]);
     cJSON_Delete(s);
     mfix_close(&f);
 }
@@ -414,16 +422,9 @@ Test(monitor, huge_layer_still_sees_writes, .timeout = 600)
     lis_policy *pol = lis_policy_parse(yaml, strlen(yaml), "p.yaml", &err);
     cr_assert(pol, "%s", err.msg);
     lis_monitor_hub *hub = lis_monitor_hub_new(&err);
-    lis_bind b = {.host_path = probe(), .path = "/mprobe", .read_only = 1};
-    lis_sandbox_spec spec = {.rootfs = t_busybox(),
-                             .upper = LIS_UPPER_TMPFS,
-                             .binds = &b,
-                             .nbinds = 1,
-                             .net = LIS_NET_NONE,
-                             .limits = {.disk_bytes = 1536ull << 20, .memory_bytes = 1ull << 30},
-                             .monitor = lis_monitor_spec_flags(LIS_NET_NONE)};
-    lis_sandbox *sb = NULL;
-    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create: %s", err.msg);
+    lis_sandbox *sb =
+        msb_limits(ctx, pol, LIS_NET_NONE,
+                   (lis_limits){.disk_bytes = 1536ull << 20, .memory_bytes = 1ull << 30});
     lis_monitor *m = mon(hub, sb, pol);
     /* in /etc, before passwd (copied up later): a depth-first scan meets them first */
     cJSON *s = step(m, sb, "/mprobe files 201000 /etc/aaa", NULL);
