@@ -43,6 +43,7 @@
 #define MON_SCAN_DEPTH 128         /* directory depth scanned */
 #define MON_SCAN_BUDGET 0.1        /* seconds of scanning per scan; the rest goes on next time */
 #define MON_WATCH_MAX 8192         /* directories watched per sandbox (inotify) */
+#define MON_PEND_MAX 65536         /* paths a cut scan leaves (past it: a full listing next) */
 #define MON_ROOTS_MAX 3            /* the upper layer, /tmp, /dev/shm */
 #define MON_STEP_FILES 2000        /* file changes listed per step (all counted) */
 #define MON_TEXT_MAX 65536         /* a text file larger than this gets no diff */
@@ -284,6 +285,7 @@ typedef struct mon_layer {
     mon_watch watch;
     mon_item *pend; /* left by the last scan's time budget */
     size_t npend, cappend;
+    int forgot;                   /* a path left was not kept: a new full listing is due */
     int opened;                   /* mon_layer_open ran: what it opened is released */
     const lis_policy *policy;     /* its file rules: changes they match are listed past the bound */
     int lower_fd[LIS_MAX_LAYERS]; /* O_PATH roots of the lower layers, top first */

@@ -390,9 +390,9 @@ int mon_scan_changes(mon_layer *l, double deadline, mon_delta *d)
         c.q[c.qn++] = l->pend[i];
     }
     l->npend = 0;
-    if (rc == 0 && (l->watch.lost || l->watch.capped) && !full_left) {
+    if (rc == 0 && (l->forgot || ((l->watch.lost || l->watch.capped) && !full_left))) {
         /* events lost or none: everything, listed from the roots */
-        l->watch.lost = 0;
+        l->watch.lost = l->forgot = 0;
         for (int i = 0; i < l->nroots && rc == 0; i++)
             rc = push(&c, l->roots[i].prefix, 1, 1, 0);
     }
@@ -407,11 +407,12 @@ int mon_scan_changes(mon_layer *l, double deadline, mon_delta *d)
     }
     /* the rest goes first next time */
     for (; c.qh < c.qn; c.qh++) {
-        if (rc == 0 && LIS_GROW(l->pend, l->cappend, l->npend + 1) == 0) {
+        if (rc == 0 && l->npend < MON_PEND_MAX &&
+            LIS_GROW(l->pend, l->cappend, l->npend + 1) == 0) {
             l->pend[l->npend++] = c.q[c.qh];
         } else {
             free(c.q[c.qh].path);
-            l->watch.lost = 1; /* forgotten: a full scan will find it */
+            l->forgot = 1; /* forgotten: a full listing (a new one) will find it */
         }
     }
     free(c.q);
@@ -429,7 +430,8 @@ int mon_scan_changes(mon_layer *l, double deadline, mon_delta *d)
     }
     for (size_t i = 0; i < d->nborn; i++)
         d->born[i].examined = pset_has(&d->seen, d->born[i].path);
-    qsort(d->now.e, d->now.n, sizeof *d->now.e, by_path);
+    if (d->now.n)
+        qsort(d->now.e, d->now.n, sizeof *d->now.e, by_path);
     /* the last scan's examined entries, in its (path) order: shallow copies */
     size_t nold = 0;
     for (size_t i = 0; i < l->last.n; i++)
