@@ -189,16 +189,16 @@ static void step_rules(lis_monitor *m, lis_effects *e, uint64_t fetched, double 
         if (r)
             mon_alert_add(m, r, now, "%s %s", mon_fchange_name(f->change), f->path);
     }
-    /* a cut scan: the file rules did not see every change (on_unknown) */
-    int file_rules = 0;
-    for (size_t i = 0; m->policy && i < m->policy->n; i++)
-        file_rules |= m->policy->rules[i].kind == MR_WRITE ||
-                      m->policy->rules[i].kind == MR_DELETE ||
-                      m->policy->rules[i].kind == MR_RENAME;
-    if (file_rules && e->scan_cut)
-        mon_alert_add(m, &m->policy->unknown, now,
-                      "file rules not evaluated in full: the step's file scan was cut (%s)",
-                      e->scan_why);
+    /* a cut scan: each file rule did not see every change, an alert with the
+     * policy's on_unknown action (never a silent pass) */
+    for (size_t i = 0; e->scan_cut && m->policy && i < m->policy->n; i++) {
+        const mon_rule *r = &m->policy->rules[i];
+        if (r->kind != MR_WRITE && r->kind != MR_DELETE && r->kind != MR_RENAME)
+            continue;
+        mon_rule u = *r; /* the rule's name, on_unknown's action */
+        u.action = m->policy->on_unknown;
+        mon_alert_add(m, &u, now, "not evaluated: the step's file scan was cut (%s)", e->scan_why);
+    }
     struct {
         mon_rule_kind k;
         uint64_t v;

@@ -81,8 +81,8 @@ struct lis_policy {
     char *file;
     mon_rule *rules;
     size_t n;
-    char **deny_domains; /* NULL-terminated */
-    mon_rule unknown;    /* on_unknown: what a rule that cannot be evaluated does */
+    char **deny_domains;          /* NULL-terminated */
+    lis_policy_action on_unknown; /* LIS_ACT_FLAG (alert, the default) or LIS_ACT_STOP */
 };
 
 /* ---- procmem.c: a notifying process, read from outside ---- */

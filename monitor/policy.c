@@ -293,6 +293,7 @@ static int parse_doc(struct parse *ps, lis_policy *pol)
     if (root->type != YAML_MAPPING_NODE)
         return fail_at(ps, root, "the policy must be a mapping with 'rules:'");
     yaml_node_t *rules = NULL;
+    pol->on_unknown = LIS_ACT_FLAG;
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
          p++) {
         yaml_node_t *k = yaml_document_get_node(ps->doc, p->key);
@@ -306,16 +307,18 @@ static int parse_doc(struct parse *ps, lis_policy *pol)
                 return fail_at(ps, v, "unsupported policy version '%s' (this lis reads 1)",
                                ver ? ver : "?");
         } else if (key && !strcmp(key, "on_unknown")) {
-            /* a rule that cannot be evaluated (a scan cut): alert (default), pause, stop */
-            const char *a = scalar(v);
-            if (!a || (strcmp(a, "alert") && strcmp(a, "pause") && strcmp(a, "stop")))
-                return fail_at(ps, v, "on_unknown must be alert, pause or stop, not '%s'",
-                               a ? a : "?");
-            pol->unknown.action = !strcmp(a, "stop")    ? LIS_ACT_STOP
-                                  : !strcmp(a, "pause") ? LIS_ACT_PAUSE
-                                                        : LIS_ACT_FLAG;
+            /* what a rule that cannot be evaluated does (a cut record, an
+             * unresolved exec, a scan past its bound): never a silent pass */
+            const char *w = scalar(v);
+            if (w && !strcmp(w, "alert"))
+                pol->on_unknown = LIS_ACT_FLAG;
+            else if (w && !strcmp(w, "stop"))
+                pol->on_unknown = LIS_ACT_STOP;
+            else
+                return fail_at(ps, v, "on_unknown is 'alert' or 'stop', not '%s'",
+                               w ? w : "(not a word)");
         } else {
-            return fail_at(ps, k, "unknown key '%s' at the top (known: version, on_unknown, rules)",
+            return fail_at(ps, k, "unknown key '%s' at the top (known: version, rules, on_unknown)",
                            key ? key : "(not a word)");
         }
     }
@@ -348,10 +351,6 @@ static int parse_doc(struct parse *ps, lis_policy *pol)
 lis_policy *lis_policy_parse(const char *text, size_t len, const char *name, lis_error *err)
 {
     lis_policy *pol = calloc(1, sizeof *pol);
-    if (pol) {
-        snprintf(pol->unknown.name, sizeof pol->unknown.name, "on_unknown");
-        pol->unknown.action = LIS_ACT_FLAG;
-    }
     if (!pol || !(pol->file = strdup(name ? name : "policy"))) {
         free(pol);
         lis_oom(err);
