@@ -252,6 +252,7 @@ void bjob_spare(void *arg);  /* bspare: create + prepare a sandbox for a row to 
 void bjob_tool(void *arg);   /* bep: a tool other than a command */
 void bjob_prompt(void *arg); /* bep: --mode llm prompt */
 void bjob_finish(void *arg); /* bep: answer, stats, destroy, score, row */
+void bjob_fx_end(void *arg); /* bep: a command's step closed (its file scan) */
 void bjob_reap(void *arg);   /* bep: waits for a killed command the loop could not watch */
 
 /* capacity.c: RLIMIT_NOFILE raised, host limits checked for n episodes */

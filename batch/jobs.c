@@ -240,6 +240,12 @@ void bjob_tool(void *arg)
     agent_ep_tool_end(e->ep, &e->tout);
 }
 
+void bjob_fx_end(void *arg)
+{
+    bep *e = arg;
+    agent_ep_tool_end(e->ep, &e->tout); /* the step's file scan, here off the loop */
+}
+
 void bjob_reap(void *arg)
 {
     bep *e = arg;

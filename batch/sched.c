@@ -13,6 +13,7 @@
 
 static void drive(bep *e);
 static void try_finish(bep *e);
+static void fx_done(void *arg, int status);
 
 /* ---- wait lists (lazy: an entry no longer waiting is skipped) --------- */
 
@@ -303,8 +304,14 @@ void bsched_cmd_event(brun *r, bep *e)
             lis_result_free(&res);
         free(e->bash_printed);
         e->bash_printed = NULL;
-        agent_ep_tool_done(e->ep, &t);
-        drive(e);
+        /* the step's end (its file scan) on a worker, off the loop */
+        e->tout = t;
+        e->in_job = 1;
+        if (!lis_jobs_submit(r->misc, bjob_fx_end, fx_done, e, &err)) {
+            e->in_job = 0;
+            agent_ep_tool_done(e->ep, &e->tout);
+            drive(e);
+        }
     }
     cmd_slot_freed(r);
 }
@@ -428,6 +435,18 @@ static void setup_start(bep *e)
         snprintf(e->setup_error, sizeof e->setup_error, "%s", err.msg);
         setup_done(e, 0);
     }
+}
+
+/* A command's step closed by bjob_fx_end: recorded, the episode goes on. */
+static void fx_done(void *arg, int status)
+{
+    bep *e = arg;
+    e->in_job = 0;
+    agent_ep_tool_done(e->ep, &e->tout);
+    if (e->stopped)
+        try_finish(e);
+    else
+        drive(e);
 }
 
 static void tool_done(void *arg, int status)

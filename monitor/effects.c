@@ -187,6 +187,8 @@ static cJSON *file_json(const mon_file *f)
         cJSON_AddStringToObject(o, "no_diff", f->diff_none);
     if (f->diff_cut)
         cJSON_AddBoolToObject(o, "diff_cut", 1);
+    if (f->removed)
+        cJSON_AddBoolToObject(o, "removed", 1);
     if (f->between)
         cJSON_AddBoolToObject(o, "between_steps", 1);
     return o;
@@ -271,6 +273,10 @@ cJSON *lis_effects_json(const lis_effects *e)
         cJSON_AddStringToObject(a, "what", e->alerts[i].what);
         cJSON_AddItemToArray(al, a);
     }
+    if (e->scan_cut) {
+        cJSON_AddBoolToObject(o, "truncated", 1);
+        cJSON_AddStringToObject(o, "truncated_why", e->scan_why);
+    }
     cJSON *cut = cJSON_AddObjectToObject(o, "cut");
     cJSON_AddNumberToObject(cut, "processes_not_listed", (double)(e->procs_total - e->nprocs));
     cJSON_AddNumberToObject(cut, "files_not_listed", (double)(e->files_total - e->nfiles));
@@ -278,6 +284,8 @@ cJSON *lis_effects_json(const lis_effects *e)
     cJSON_AddNumberToObject(cut, "refused_not_listed", (double)(e->conn_total - e->nconns));
     cJSON_AddNumberToObject(cut, "alerts_not_listed", (double)(e->alert_total - e->nalerts));
     cJSON_AddBoolToObject(cut, "layer_scan_cut", e->scan_cut);
+    if (e->scan_cut) /* the files listed are not all: what was left and why */
+        cJSON_AddStringToObject(cut, "layer_scan_why", e->scan_why);
     cJSON_AddBoolToObject(cut, "diffs_cut", e->diff_cut);
     cJSON_AddNumberToObject(cut, "exec_retries", (double)e->exec_retries);
     cJSON_AddNumberToObject(cut, "forks_without_exec_exited", (double)e->unknown_exits);

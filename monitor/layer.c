@@ -1,23 +1,23 @@
-/* layer.c - what changed in a sandbox's writable layer: the overlay's upper
- * directory scanned (only what the episode changed is there), compared with
- * the last scan by path and inode: whiteouts are deletions, an inode seen
+/* layer.c - what changed in a sandbox's writable layer (the overlay's upper
+ * directory: only what the episode changed is there) and its tmpfs mounts
+ * (/tmp, /dev/shm): the paths a scan examined (scan.c) compared with the
+ * last scan by path and inode: whiteouts are deletions, an inode seen
  * under a new path is a rename or a hard link, a path that the image (lower
  * layers) has is a modification, else a creation. Small text files get a
  * unified diff against the text kept from their last change (or the
- * image's). Every open is beneath the layer's root without following any
- * symlink (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS). */
+ * image's). A name created and removed between two scans is listed as
+ * created, "removed" (its events say so). Every open is beneath the layer's
+ * root without following any symlink (openat2 RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS). */
 #include "monitor.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 const char *mon_fchange_name(mon_fchange c)
@@ -32,24 +32,26 @@ const char *mon_fchange_name(mon_fchange c)
     return "?";
 }
 
-static int open_beneath(int root, const char *path, int flags)
-{
-    struct open_how how = {.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                      RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
-    while (*path == '/')
-        path++;
-    return (int)syscall(SYS_openat2, root, *path ? path : ".", &how, sizeof how);
-}
-
 int mon_layer_open(mon_layer *l, lis_sandbox *sb, lis_error *err)
 {
     memset(l, 0, sizeof *l);
     for (int i = 0; i < LIS_MAX_LAYERS; i++)
         l->lower_fd[i] = -1;
+    l->watch.fd = -1;
+    l->opened = 1;
     l->upper_fd = lis_sandbox_upper_fd(sb, err);
     if (l->upper_fd < 0)
         return -1;
+    l->roots[l->nroots++] = (mon_root){l->upper_fd, "", 1};
+    /* /tmp and /dev/shm: tmpfs mounts of their own, outside the overlay */
+    static const char *const scratch[][2] = {{"tmp", "/tmp"}, {"shm", "/dev/shm"}};
+    for (int i = 0; i < 2; i++) {
+        lis_error ignore;
+        int fd = lis_sandbox_scratch_dir_fd(sb, scratch[i][0], &ignore);
+        if (fd >= 0)
+            l->roots[l->nroots++] = (mon_root){fd, scratch[i][1], 0};
+    }
+    mon_watch_open(&l->watch);
     const char *chain = lis_sandbox_rootfs(sb);
     while (chain && *chain && l->nlower < LIS_MAX_LAYERS) {
         const char *colon = strchr(chain, ':');
@@ -67,21 +69,23 @@ int mon_layer_open(mon_layer *l, lis_sandbox *sb, lis_error *err)
     return 0;
 }
 
-static void scan_release(mon_scan *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        free(s->e[i].path);
-    free(s->e);
-    memset(s, 0, sizeof *s);
-}
-
 void mon_layer_release(mon_layer *l)
 {
+    if (!l->opened) {
+        l->upper_fd = -1;
+        return;
+    }
     if (l->upper_fd >= 0)
         close(l->upper_fd);
+    for (int i = 1; i < l->nroots; i++)
+        close(l->roots[i].fd);
     for (int i = 0; i < l->nlower; i++)
         close(l->lower_fd[i]);
-    scan_release(&l->last);
+    mon_watch_release(&l->watch);
+    for (size_t i = 0; i < l->npend; i++)
+        free(l->pend[i].path);
+    free(l->pend);
+    mon_scan_release(&l->last);
     for (size_t i = 0; i < l->ncache; i++) {
         free(l->cache[i].path);
         free(l->cache[i].text);
@@ -96,145 +100,6 @@ void mon_file_release(mon_file *f)
     free(f->path);
     free(f->from);
     free(f->diff);
-}
-
-/* ---- the scan ---- */
-
-static int add_entry(mon_scan *s, const char *path, const struct stat *st, int opaque)
-{
-    if (s->n >= MON_SCAN_MAX) {
-        s->cut = 1;
-        return 0;
-    }
-    if (LIS_GROW(s->e, s->cap, s->n + 1) < 0)
-        return -1;
-    mon_entry *e = &s->e[s->n];
-    if (!(e->path = strdup(path)))
-        return -1;
-    s->n++;
-    e->dev = st->st_dev;
-    e->ino = st->st_ino;
-    e->size = (uint64_t)st->st_size;
-    e->mtime = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-    e->ctime = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
-    e->mode = st->st_mode & 07777;
-    e->nlink = (unsigned)st->st_nlink;
-    e->opaque = opaque;
-    e->kind = S_ISREG(st->st_mode)                       ? 'f'
-              : S_ISDIR(st->st_mode)                     ? 'd'
-              : S_ISLNK(st->st_mode)                     ? 'l'
-              : S_ISCHR(st->st_mode) && st->st_rdev == 0 ? 'w'
-                                                         : 'o';
-    return 0;
-}
-
-static int is_opaque(int dfd)
-{
-    char v[4];
-    ssize_t n = fgetxattr(dfd, "user.overlay.opaque", v, sizeof v);
-    if (n < 0)
-        n = fgetxattr(dfd, "trusted.overlay.opaque", v, sizeof v);
-    return n == 1 && v[0] == 'y';
-}
-
-static const mon_entry *find_path(const mon_scan *s, const char *path);
-
-/* A directory's opacity: the last scan's when it is the same directory,
- * unchanged (setting the xattr changes the ctime), else read (two xattr
- * names: rootless overlays use user.*). Saves two syscalls per directory. */
-static int opaque_of(const mon_scan *old, const char *path, const struct stat *st, int dfd)
-{
-    const mon_entry *o = old ? find_path(old, path) : NULL;
-    int64_t ct = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
-    if (o && o->kind == 'd' && o->ino == st->st_ino && o->dev == st->st_dev && o->ctime == ct)
-        return o->opaque;
-    return is_opaque(dfd);
-}
-
-#define SCAN_BUF 16384 /* getdents64 per directory (allocated: the scan recurses) */
-
-/* Depth-first; one fd per level (at most MON_SCAN_DEPTH). getdents64 and
- * fstatat straight: no fdopendir, whose fcntl and fstat per directory are
- * most of a small layer's scan. */
-static int scan_dir(mon_scan *s, const mon_scan *old, int dfd, char *path, size_t plen, int depth)
-{
-    char *buf = malloc(SCAN_BUF);
-    int rc = buf ? 0 : -1;
-    ssize_t got;
-    while (rc == 0 && (got = getdents64(dfd, buf, SCAN_BUF)) > 0) {
-        for (ssize_t off = 0; off < got && rc == 0;) {
-            struct dirent64 *de = (struct dirent64 *)(buf + off);
-            off += de->d_reclen;
-            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                continue;
-            size_t nl = strlen(de->d_name);
-            if (plen + 1 + nl >= 4096) {
-                s->cut = 1;
-                continue;
-            }
-            path[plen] = '/';
-            memcpy(path + plen + 1, de->d_name, nl + 1);
-            struct stat st;
-            if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                continue; /* gone meanwhile */
-            if (!S_ISDIR(st.st_mode)) {
-                rc = add_entry(s, path, &st, 0);
-                continue;
-            }
-            int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            rc = add_entry(s, path, &st, sub >= 0 && opaque_of(old, path, &st, sub));
-            if (sub < 0 || rc < 0 || depth + 1 >= MON_SCAN_DEPTH) {
-                if (sub >= 0)
-                    close(sub);
-                s->cut |= depth + 1 >= MON_SCAN_DEPTH;
-                continue;
-            }
-            rc = scan_dir(s, old, sub, path, plen + 1 + nl, depth + 1);
-        }
-    }
-    path[plen] = 0;
-    free(buf);
-    close(dfd);
-    return rc;
-}
-
-static int by_path(const void *a, const void *b)
-{
-    return strcmp(((const mon_entry *)a)->path, ((const mon_entry *)b)->path);
-}
-
-static int scan(mon_layer *l, mon_scan *s)
-{
-    memset(s, 0, sizeof *s);
-    int fd = openat(l->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    char path[4096] = "";
-    /* the last scan is sorted by path: its directories' opacity is reused */
-    if (scan_dir(s, &l->last, fd, path, 0, 0) < 0) {
-        scan_release(s);
-        return -1;
-    }
-    qsort(s->e, s->n, sizeof *s->e, by_path);
-    return 0;
-}
-
-/* ---- lookups ---- */
-
-static const mon_entry *find_path(const mon_scan *s, const char *path)
-{
-    size_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = strcmp(s->e[mid].path, path);
-        if (!c)
-            return &s->e[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
 }
 
 /* inode -> entry, open addressing */
@@ -283,8 +148,11 @@ static char lower_kind(const mon_layer *l, const char *path, char *absent)
     size_t an = absent ? strlen(absent) : 0;
     if (an && !strncmp(path, absent, an) && path[an] == '/')
         return 0;
+    const char *rel;
+    if (!mon_root_of(l, path, 0, &rel)->overlay)
+        return 0; /* a tmpfs mount's: the image has nothing there */
     for (int i = 0; i < l->nlower; i++) {
-        int fd = open_beneath(l->lower_fd[i], path, O_PATH);
+        int fd = mon_open_beneath(l->lower_fd[i], path, O_PATH);
         if (fd < 0)
             continue;
         struct stat st;
@@ -320,7 +188,7 @@ static char *read_small(int root, const char *path, uint64_t hint, size_t *len, 
     const char *base = strrchr(path, '/');
     int fd = dirfd >= 0 ? openat(dirfd, base ? base + 1 : path,
                                  O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
-                        : open_beneath(root, path, O_RDONLY | O_NONBLOCK);
+                        : mon_open_beneath(root, path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) {
         *why = "unreadable";
         return NULL;
@@ -439,35 +307,58 @@ struct diffctx {
     size_t *n, *cap, *total, max;
     int between;
     size_t *budget;
+    const mon_delta *dl; /* what the scan examined */
+    ino_map lastmap;     /* the last scan's inodes, made when a hard link needs them */
     /* the directory of the last file read (the scan is sorted: files of one
      * directory come together): one openat2 per directory, not per file */
     char dir[4096];
-    int dirfd;
+    int dirfd, dirroot;
     char *scratch; /* MON_DIFF_FILE + 1: each diff is made here, then kept at its size */
 };
 
-/* The upper layer's directory of path, opened beneath its root (cached). */
+/* The directory of path, opened beneath its root (cached). */
 static int dir_of(struct diffctx *d, const char *path)
 {
+    const char *rel;
+    const mon_root *rt = mon_root_of(d->l, path, 0, &rel);
+    path = rel;
     const char *slash = strrchr(path, '/');
     size_t n = slash ? (size_t)(slash - path) : 0;
     if (n >= sizeof d->dir)
         return -1;
-    if (d->dirfd >= 0 && strlen(d->dir) == n && !strncmp(d->dir, path, n))
+    if (d->dirfd >= 0 && d->dirroot == rt->fd && strlen(d->dir) == n && !strncmp(d->dir, path, n))
         return d->dirfd;
     if (d->dirfd >= 0)
         close(d->dirfd);
     memcpy(d->dir, path, n);
     d->dir[n] = 0;
-    d->dirfd = open_beneath(d->l->upper_fd, d->dir, O_PATH | O_DIRECTORY);
+    d->dirfd = mon_open_beneath(rt->fd, d->dir, O_PATH | O_DIRECTORY);
+    d->dirroot = rt->fd;
     return d->dirfd;
+}
+
+/* Whether a change matches a file rule of the policy (kept past the list's bound). */
+static int ruled(const mon_layer *l, mon_fchange c, const char *path, const char *from)
+{
+    const lis_policy *p = l->policy;
+    if (!p)
+        return 0;
+    if (c == MF_DELETED)
+        return mon_rules_match(p, MR_DELETE, path, NULL) != NULL;
+    if (c == MF_RENAMED &&
+        (mon_rules_match(p, MR_RENAME, path, NULL) || mon_rules_match(p, MR_RENAME, from, NULL)))
+        return 1;
+    return mon_rules_match(p, MR_WRITE, path, NULL) != NULL;
 }
 
 static int emit(struct diffctx *d, mon_fchange c, const mon_entry *e, const char *from, char kind,
                 int64_t delta)
 {
     (*d->total)++;
-    if (*d->n >= d->max)
+    /* past the list's bound only what a rule matches (so that it fires), a
+     * few more */
+    if (*d->n >= d->max &&
+        (*d->n >= d->max + MON_STEP_ALERTS || !ruled(d->l, c, e ? e->path : from, from)))
         return 0;
     if (LIS_GROW(*d->files, *d->cap, *d->n + 1) < 0)
         return -1;
@@ -499,7 +390,9 @@ static void add_diff(struct diffctx *d, const mon_entry *e, int created)
         return; /* not listed (the step's list is full): nothing to attach to */
     size_t nlen = 0, olen = 0;
     const char *why = NULL;
-    char *now = read_small(d->l->upper_fd, e->path, e->size, &nlen, &why, dir_of(d, e->path));
+    const char *rel;
+    int root = mon_root_of(d->l, e->path, 0, &rel)->fd;
+    char *now = read_small(root, rel, e->size, &nlen, &why, dir_of(d, e->path));
     if (!now) {
         f->diff_none = why;
         cache_drop(d->l, e->path);
@@ -563,20 +456,20 @@ static int same_file(const mon_entry *e, const void *arg)
 
 static int path_gone(const mon_entry *e, const void *arg)
 {
-    const mon_scan *now = arg;
-    const mon_entry *x = find_path(now, e->path);
+    const struct diffctx *d = arg;
+    const mon_entry *x = mon_now_find(d->l, d->dl, e->path);
     return !x || x->ino != e->ino || x->dev != e->dev;
 }
 
 static int path_kept(const mon_entry *e, const void *arg)
 {
-    const mon_scan *now = arg;
-    const mon_entry *x = find_path(now, e->path);
+    const struct diffctx *d = arg;
+    const mon_entry *x = mon_now_find(d->l, d->dl, e->path);
     return x && x->ino == e->ino && x->dev == e->dev;
 }
 
-static int under_renamed_dir(const mon_scan *old, const mon_scan *now, const char *from,
-                             const char *to)
+static int under_renamed_dir(const struct diffctx *d, const mon_scan *old, const mon_scan *now,
+                             const char *from, const char *to)
 {
     /* a child moved with its directory: the parents were renamed alike */
     const char *sf = strrchr(from, '/'), *st = strrchr(to, '/');
@@ -585,8 +478,8 @@ static int under_renamed_dir(const mon_scan *old, const mon_scan *now, const cha
     char pf[4096], pt[4096];
     snprintf(pf, sizeof pf, "%.*s", (int)(sf - from), from);
     snprintf(pt, sizeof pt, "%.*s", (int)(st - to), to);
-    const mon_entry *a = find_path(old, pf), *b = find_path(now, pt);
-    return a && b && a->ino == b->ino && a->dev == b->dev && !find_path(now, pf);
+    const mon_entry *a = mon_find_path(old, pf), *b = mon_find_path(now, pt);
+    return a && b && a->ino == b->ino && a->dev == b->dev && !mon_now_find(d->l, d->dl, pf);
 }
 
 static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
@@ -605,7 +498,7 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
     int rc = 0;
     for (size_t i = 0; i < now->n && rc == 0; i++) {
         const mon_entry *e = &now->e[i];
-        const mon_entry *o = find_path(old, e->path);
+        const mon_entry *o = mon_find_path(old, e->path);
         if (e->kind == 'w') {
             if (o && o->kind == 'w')
                 continue;
@@ -632,7 +525,7 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
             continue;
         }
         /* a new path, or a new inode at an old path */
-        const mon_entry *from = map_find(&om, e, path_gone, now);
+        const mon_entry *from = map_find(&om, e, path_gone, d);
         if (from && !same_file(e, from))
             from = NULL;
         if (from && claimed[from - old->e]) { /* renamed to an earlier path: this is a link */
@@ -641,7 +534,7 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
         }
         if (from) {
             claimed[from - old->e] = i + 1;
-            if (under_renamed_dir(old, now, from->path, e->path))
+            if (under_renamed_dir(d, old, now, from->path, e->path))
                 continue;
             rc = emit(d, MF_RENAMED, e, from->path, e->kind, 0);
             if (rc == 0)
@@ -649,12 +542,20 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
             continue;
         }
         const mon_entry *twin =
-            e->kind != 'd' && e->nlink > 1 ? map_find(&om, e, path_kept, now) : NULL;
+            e->kind != 'd' && e->nlink > 1 ? map_find(&om, e, path_kept, d) : NULL;
+        if (!twin && e->kind != 'd' && e->nlink > 1) {
+            /* a new name of a file the scan did not examine: the last scan's inodes */
+            if (!d->lastmap.slot && map_build(&d->lastmap, &d->l->last) < 0) {
+                rc = -1;
+                break;
+            }
+            twin = map_find(&d->lastmap, e, path_kept, d);
+        }
         if (!twin && e->kind != 'd' && e->nlink > 1) {
             /* two new names of a new file: the first is the creation */
             for (size_t j = 0; j < i && !twin; j++)
                 if (now->e[j].ino == e->ino && now->e[j].dev == e->dev &&
-                    !find_path(old, now->e[j].path))
+                    !mon_find_path(old, now->e[j].path))
                     twin = &now->e[j];
         }
         if (twin) {
@@ -673,7 +574,7 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
     /* old paths now absent without a whiteout: files of this episode removed */
     for (size_t i = 0; i < old->n && rc == 0; i++) {
         const mon_entry *o = &old->e[i];
-        if (o->kind == 'w' || find_path(now, o->path))
+        if (o->kind == 'w' || mon_find_path(now, o->path))
             continue;
         if (map_find(&nm, o, same_file, o)) /* it lives on at a new path */
             continue;
@@ -681,8 +582,11 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
         if (slash && slash != o->path) { /* inside a directory that went too: that one's enough */
             char parent[4096];
             snprintf(parent, sizeof parent, "%.*s", (int)(slash - o->path), o->path);
-            const mon_entry *pe = find_path(now, parent);
-            if (!pe || pe->kind == 'w') {
+            const mon_entry *pe = mon_now_find(d->l, d->dl, parent);
+            const char *rel;
+            const mon_root *pr = mon_root_of(d->l, parent, 1, &rel);
+            int mount = pr->prefix[0] && !*rel; /* a tmpfs mount's root: there */
+            if (!mount && (!pe || pe->kind == 'w')) {
                 cache_drop(d->l, o->path);
                 continue;
             }
@@ -696,23 +600,60 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
     return rc;
 }
 
-int mon_layer_diff(mon_layer *l, mon_file **files, size_t *n, size_t *cap, size_t *total,
-                   size_t max, int between, size_t *diff_budget, int *scan_cut, lis_error *err)
+/* Names created and removed again between two scans: their events say so. */
+static int transients(struct diffctx *d)
 {
-    mon_scan now;
-    if (scan(l, &now) < 0)
-        return lis_fail_errno(err, "scanning the writable layer");
-    *scan_cut |= now.cut;
-    struct diffctx d = {l, files, n, cap, total, max, between, diff_budget, "", -1, NULL};
     int rc = 0;
-    if (l->last.e || l->last.n || between >= 0) /* the first scan is the baseline */
-        rc = compare(&d, &l->last, &now);
+    for (size_t i = 0; i < d->dl->nborn && rc == 0; i++) {
+        const mon_born *b = &d->dl->born[i];
+        if (!b->examined || mon_find_path(&d->dl->now, b->path) ||
+            mon_find_path(&d->dl->old, b->path))
+            continue;
+        mon_entry e = {.path = b->path, .kind = b->kind};
+        size_t before = *d->n;
+        rc = emit(d, MF_CREATED, &e, NULL, b->kind, 0);
+        if (rc == 0 && *d->n > before)
+            (*d->files)[before].removed = 1;
+    }
+    return rc;
+}
+
+int mon_layer_diff(mon_layer *l, mon_file **files, size_t *n, size_t *cap, size_t *total,
+                   size_t max, int between, size_t *diff_budget, int *scan_cut, char *why,
+                   size_t whylen, lis_error *err)
+{
+    mon_delta dl;
+    double deadline = between < 0 ? INFINITY : lis_now() + MON_SCAN_BUDGET;
+    int rc = mon_scan_changes(l, deadline, &dl);
+    struct diffctx d = {.l = l,
+                        .files = files,
+                        .n = n,
+                        .cap = cap,
+                        .total = total,
+                        .max = max,
+                        .between = between,
+                        .budget = diff_budget,
+                        .dl = &dl,
+                        .dirfd = -1};
+    if (rc == 0 && between >= 0) /* the first scan is the baseline */
+        rc = compare(&d, &dl.old, &dl.now);
+    if (rc == 0 && between >= 0)
+        rc = transients(&d);
+    if (rc == 0)
+        mon_scan_commit(l, &dl);
     if (d.dirfd >= 0)
         close(d.dirfd);
     free(d.scratch);
-    scan_release(&l->last);
-    l->last = now;
-    if (rc < 0)
+    free(d.lastmap.slot);
+    if (dl.cut) {
+        *scan_cut = 1;
+        if (why && whylen && !*why)
+            snprintf(why, whylen, "%s", dl.why);
+    }
+    mon_delta_release(&dl);
+    if (rc < 0) {
+        l->watch.lost = 1; /* what was examined is not in the last scan: look again */
         return lis_oom(err);
+    }
     return 0;
 }

@@ -85,9 +85,10 @@ int lis_monitor_attach(lis_monitor_hub *hub, lis_sandbox *sb, const lis_monitor_
     }
     size_t none = 0, total = 0;
     int cut = 0;
-    if (mon_layer_open(&m->layer, sb, err) < 0 ||
-        mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, &total, 0, -1, &none, &cut,
-                       err) < 0) {
+    int opened = mon_layer_open(&m->layer, sb, err) == 0;
+    m->layer.policy = m->policy; /* its file rules: what they match is listed past the bound */
+    if (!opened || mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, &total, 0, -1,
+                                  &none, &cut, NULL, 0, err) < 0) {
         mon_monitor_destroy(m);
         return lis_wrap(err, "monitoring sandbox %s", lis_sandbox_name(sb));
     }
@@ -158,10 +159,16 @@ int lis_monitor_step_begin(lis_monitor *m, const lis_monitor_call *call, lis_err
      * have when nothing ran since (PID 1 alone at the end, no notification
      * since) and the caller writes only inside steps */
     pthread_mutex_lock(&m->mu);
+    int quiet = m->writes_in_steps && m->quiet_end && m->acts == m->acts_end;
+    pthread_mutex_unlock(&m->mu);
+    /* the scan without the lock: the hub never waits on it (the layer and the
+     * step's files are this thread's alone) */
     int rc = 0;
-    if (!(m->writes_in_steps && m->quiet_end && m->acts == m->acts_end))
+    if (!quiet)
         rc = mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, &m->files_total,
-                            MON_STEP_FILES, 1, &m->diff_budget, &m->scan_cut, err);
+                            MON_STEP_FILES, 1, &m->diff_budget, &m->scan_cut, m->scan_why,
+                            sizeof m->scan_why, err);
+    pthread_mutex_lock(&m->mu);
     m->in_step = 1;
     m->step_t0 = lis_now();
     pthread_mutex_unlock(&m->mu);
@@ -184,6 +191,13 @@ static void step_rules(lis_monitor *m, lis_effects *e, uint64_t fetched, double 
             r = mon_rules_match(m->policy, MR_WRITE, f->path, NULL);
         if (r)
             mon_alert_add(m, r, now, "%s %s", mon_fchange_name(f->change), f->path);
+    }
+    /* a cut scan: each file rule did not see every change, an alert with the
+     * policy's on_unknown action (never a silent pass) */
+    for (size_t i = 0; e->scan_cut && m->policy && i < m->policy->n; i++) {
+        const mon_rule *r = &m->policy->rules[i];
+        if (r->kind == MR_WRITE || r->kind == MR_DELETE || r->kind == MR_RENAME)
+            mon_alert_unknown(m, r, now, "the step's file scan was cut (%s)", e->scan_why);
     }
     struct {
         mon_rule_kind k;
@@ -216,11 +230,13 @@ int lis_monitor_step_end(lis_monitor *m, const lis_result *res, lis_effects **ou
     lis_stats st;
     lis_error ignore;
     int have = lis_sandbox_stats(m->sb, &st, &ignore) == 0;
+    /* the scan without the lock (as at the begin) */
+    int rc = mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, &m->files_total,
+                            MON_STEP_FILES, 0, &m->diff_budget, &m->scan_cut, m->scan_why,
+                            sizeof m->scan_why, err);
     pthread_mutex_lock(&m->mu);
     m->acts_end = acts;
     m->quiet_end = have && st.nprocs <= 1;
-    int rc = mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, &m->files_total,
-                            MON_STEP_FILES, 0, &m->diff_budget, &m->scan_cut, err);
     double now = lis_now();
     e->step = m->step;
     e->t0 = m->step_t0;
@@ -233,6 +249,7 @@ int lis_monitor_step_end(lis_monitor *m, const lis_result *res, lis_effects **ou
     e->nfiles = m->nfiles;
     e->files_total = m->files_total;
     e->scan_cut = m->scan_cut;
+    snprintf(e->scan_why, sizeof e->scan_why, "%s", m->scan_why);
     e->diff_cut = m->diff_budget == 0;
     m->files = NULL;
     m->nfiles = m->capfiles = m->files_total = 0;
@@ -282,6 +299,7 @@ int lis_monitor_step_end(lis_monitor *m, const lis_result *res, lis_effects **ou
     memset(m->fired, 0, sizeof m->fired);
     m->diff_budget = MON_DIFF_STEP;
     m->scan_cut = 0;
+    m->scan_why[0] = 0;
     m->in_step = 0;
     m->step++;
     pthread_mutex_unlock(&m->mu);

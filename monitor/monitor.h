@@ -8,7 +8,10 @@
  *   exec_verify.c        what runs after an exec let through, checked
  *   exec_canon.c         what an exec will run, resolved in the sandbox's root
  *   effects.c layer.c    a step's capability and its JSON; the writable layer
+ *                        and the tmpfs mounts compared
+ *   scan.c               what a step's file scan examines, within its budget
  *   records.c rules.c    process records made, taken, freed; rules matched
+ *   watch.c              inotify on the layer's directories
  *   exec_read.c procmem.c policy.c udiff.c
  *                        an exec read from memory; a process's memory and
  *                        /proc; the policy file; unified diffs
@@ -46,6 +49,10 @@
 #define MON_LIVE_MAX 4096          /* processes followed at once */
 #define MON_SCAN_MAX 200000        /* entries of one writable-layer scan */
 #define MON_SCAN_DEPTH 128         /* directory depth scanned */
+#define MON_SCAN_BUDGET 0.1        /* seconds of scanning per scan; the rest goes on next time */
+#define MON_WATCH_MAX 8192         /* directories watched per sandbox (inotify) */
+#define MON_PEND_MAX 65536         /* paths a cut scan leaves (past it: a full listing next) */
+#define MON_ROOTS_MAX 3            /* the upper layer, /tmp, /dev/shm */
 #define MON_STEP_FILES 2000        /* file changes listed per step (all counted) */
 #define MON_TEXT_MAX 65536         /* a text file larger than this gets no diff */
 #define MON_DIFF_FILE 8192         /* diff bytes per file */
@@ -286,6 +293,7 @@ typedef struct mon_file {
     int binary;            /* its contents are not UTF-8 text (mon_is_text) */
     int diff_cut;
     int between; /* found at the start of the step: happened since the last one */
+    int removed; /* created and removed again before the scan (seen by its events) */
 } mon_file;
 
 typedef struct mon_entry {
@@ -309,8 +317,61 @@ typedef struct mon_cache_item {
     size_t len;
 } mon_cache_item;
 
+/* ---- watch.c: inotify on the scanned directories ---- */
+
+typedef struct mon_wd {
+    int wd;
+    char *path; /* the directory's path as the scan names it ("" the upper's root) */
+} mon_wd;
+
+typedef struct mon_watch {
+    int fd;    /* inotify, non-blocking; -1: none */
+    mon_wd *w; /* sorted by wd */
+    size_t nw, capw;
+    int lost;     /* events were lost: the next scan lists everything */
+    int capped;   /* no event source (no instance, too many directories): full scans */
+    char why[96]; /* why capped */
+} mon_watch;
+
+enum { MW_CHANGED, MW_BORN, MW_GONE, MW_MOVED /* renamed away */ };
+/* An event's path (the directory's + "/" + name), its kind (MW_*), whether a
+ * directory; -1 when it could not be kept (lost is set). */
+typedef int (*mon_watch_fn)(void *arg, const char *path, int kind, int isdir);
+void mon_watch_open(mon_watch *w);
+void mon_watch_release(mon_watch *w);
+/* Watches the directory dirfd, named path (an fd opened beneath the root). */
+void mon_watch_add(mon_watch *w, int dirfd, const char *path);
+/* Hands every queued event to fn. */
+void mon_watch_drain(mon_watch *w, mon_watch_fn fn, void *arg);
+
+/* ---- layer.c: the writable layer ---- */
+
+/* A tree scanned: the overlay's upper layer (prefix ""), or a tmpfs of the
+ * sandbox mounted at prefix ("/tmp", "/dev/shm"). */
+typedef struct mon_root {
+    int fd;
+    const char *prefix;
+    int overlay;
+} mon_root;
+
+/* What a scan has still to examine: a path, or a directory to list (from
+ * offset off: a listing cut by the time budget goes on from there). */
+typedef struct mon_item {
+    char *path;
+    long long off;
+    unsigned char list, full; /* full: list its subdirectories too, changed or not */
+} mon_item;
+
 typedef struct mon_layer {
     int upper_fd;
+    mon_root roots[MON_ROOTS_MAX];
+    int nroots;
+    mon_watch watch;
+    mon_item *pend; /* left by the last scan's time budget */
+    size_t npend, cappend;
+    int forgot;                   /* a path left was not kept: a new full listing is due */
+    int opened;                   /* mon_layer_open ran: what it opened is released */
+    const lis_policy *policy;     /* its file rules: changes they match are listed past the bound */
     int lower_fd[LIS_MAX_LAYERS]; /* O_PATH roots of the lower layers, top first */
     int nlower;
     mon_scan last;         /* the layer as last seen */
@@ -319,15 +380,60 @@ typedef struct mon_layer {
     int cache_full;
 } mon_layer;
 
+/* ---- scan.c: what a scan examines ---- */
+
+typedef struct mon_pset {
+    char **slot;
+    size_t cap, n;
+} mon_pset;
+
+typedef struct mon_born {
+    char *path; /* a name created (or renamed to) since the last scan */
+    char kind;  /* 'd' or 'f' (anything else) */
+    int examined;
+} mon_born;
+
+/* One scan's finding: the last scan's entries of the paths it examined
+ * (old: shallow copies, sorted) and what those paths are now (now, sorted). */
+typedef struct mon_delta {
+    mon_scan old, now;
+    unsigned char *oldbit; /* by index of the last scan: examined */
+    mon_pset seen;         /* paths examined */
+    mon_born *born;
+    size_t nborn, capborn;
+    int cut;
+    char why[160];
+} mon_delta;
+
+int mon_open_beneath(int root, const char *path, int flags);
+/* The root path lies in: the tmpfs mount it is below (or is, with self:
+ * to list it), else the upper layer; *rel: the path within it. */
+const mon_root *mon_root_of(const mon_layer *l, const char *path, int self, const char **rel);
+const mon_entry *mon_find_path(const mon_scan *s, const char *path);
+void mon_scan_release(mon_scan *s);
+/* Examines what changed in l until deadline (lis_now's clock); -1 when out
+ * of memory. */
+int mon_scan_changes(mon_layer *l, double deadline, mon_delta *d);
+/* The entry of path now: the delta's when examined, else the last scan's. */
+const mon_entry *mon_now_find(const mon_layer *l, const mon_delta *d, const char *path);
+/* The delta's findings become the last scan (after its comparison). */
+void mon_scan_commit(mon_layer *l, mon_delta *d);
+void mon_delta_release(mon_delta *d);
+
 /* Opens the layers of sb. */
 int mon_layer_open(mon_layer *l, lis_sandbox *sb, lis_error *err);
 void mon_layer_release(mon_layer *l);
-/* Scans the upper layer; compares with the last scan; appends the changes to
- * *files (*n of them, *cap allocated; at most max listed, all counted in
- * *total) with between set as given; the scan becomes the last one. Diffs
- * take at most *diff_budget bytes (decremented). */
+/* Scans what changed in the layer (the paths its events name, or all of it
+ * when events were lost), for at most MON_SCAN_BUDGET seconds (between < 0,
+ * the baseline: no time bound); compares with the last scan; appends the
+ * changes to *files (*n of them, *cap allocated; at most max listed, all
+ * counted in *total) with between set as given. Diffs take at most
+ * *diff_budget bytes (decremented). A cut scan sets *scan_cut and says why
+ * in why (what it left is examined by the next scan). Called without the
+ * monitor's lock: the layer is its caller's alone. */
 int mon_layer_diff(mon_layer *l, mon_file **files, size_t *n, size_t *cap, size_t *total,
-                   size_t max, int between, size_t *diff_budget, int *scan_cut, lis_error *err);
+                   size_t max, int between, size_t *diff_budget, int *scan_cut, char *why,
+                   size_t whylen, lis_error *err);
 void mon_file_release(mon_file *f);
 
 /* ---- rules.c ---- */
@@ -386,6 +492,7 @@ struct lis_monitor {
     size_t nfiles, capfiles, files_total;
     size_t diff_budget;
     int scan_cut;
+    char scan_why[160];
     int idle_steps;
     mon_layer layer;
     lis_monitor_call call;
@@ -454,6 +561,7 @@ struct lis_effects {
     mon_file *files;
     size_t nfiles, files_total;
     int scan_cut, diff_cut;
+    char scan_why[160];
     mon_net *net;
     size_t nnet, net_total;
     mon_connect *conns;

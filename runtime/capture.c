@@ -131,6 +131,20 @@ int lis_sandbox_upper_fd(lis_sandbox *sb, lis_error *err)
     return fd;
 }
 
+int lis_sandbox_scratch_dir_fd(lis_sandbox *sb, const char *name, lis_error *err)
+{
+    if (strcmp(name, "tmp") && strcmp(name, "shm"))
+        return lis_fail(err, EINVAL, "no scratch directory %s (tmp or shm)", name);
+    int scratch = open_scratch(sb, err);
+    if (scratch < 0)
+        return -1;
+    int fd = openat(scratch, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(scratch);
+    if (fd < 0)
+        return lis_fail_errno(err, "sandbox %s: opening its %s", sb->name, name);
+    return fd;
+}
+
 int lis_sandbox_capture(lis_sandbox *sb, const char *dest, const lis_capture_opts *opts,
                         lis_capture_info *info, lis_error *err)
 {

@@ -345,6 +345,11 @@ int lis_sandbox_take_monitor(lis_sandbox *sb);
  * 1's fd of the set-up tmpfs. Only the owner of the sandbox's user namespace
  * can open the latter; never the sandbox itself. */
 int lis_sandbox_upper_fd(lis_sandbox *sb, lis_error *err);
+/* The sandbox's /tmp ("tmp") or /dev/shm ("shm") as they live in its set-up
+ * tmpfs, O_RDONLY|O_DIRECTORY, the caller's to close (reached as
+ * lis_sandbox_upper_fd's tmpfs layer is). A /dev/shm of its own size
+ * (spec.shm_bytes) is another tmpfs, not reached here. */
+int lis_sandbox_scratch_dir_fd(lis_sandbox *sb, const char *name, lis_error *err);
 /* A fresh socket(domain, type, 0) made inside the sandbox's network
  * namespace (a forked helper joins the sandbox's user and network
  * namespaces and hands it back): connect() on it reaches the sandbox's own

@@ -3,7 +3,12 @@
 # against the same execs without the monitor, and one step's file diff of 100 changed
 # files against a step that changed none; both measured in the same run. The host's load
 # (uptime) is printed before and after: on a busy host run it again at a quieter moment.
-#   scripts/bench-monitor.sh [N_EXECS]     (as root it runs as $LIS_BENCH_USER, default lis-bench)
+# With `neighbour` (issue 29): one episode cannot slow another: a neighbour's exec latency
+# (p99 of N one-exec commands, each two notifications of the shared hub) with no attacker
+# and while another episode on the same hub holds 200,000 files in its writable layer and
+# makes 2,000 more every step, in interleaved blocks; it prints the ratio of the p99s.
+#   scripts/bench-monitor.sh [N_EXECS] [neighbour]
+#                                  (as root it runs as $LIS_BENCH_USER, default lis-bench)
 set -eu
 cd "$(dirname "$0")/.."
 make -j2 build/tests/bench_monitor build/tests/monitor_probe build/lis-init >/dev/null
@@ -17,9 +22,9 @@ if [ "$(id -u)" -eq 0 ]; then
     id "$user" >/dev/null 2>&1 || useradd -m -s /bin/bash "$user"
     chown -R "$user:$user" "$work"
     runuser -u "$user" -- env HOME="$(getent passwd "$user" | cut -d: -f6)" XDG_RUNTIME_DIR= \
-        LIS_INIT="$work/lis-init" "$work/bench_monitor" "$work/busybox" "$work/monitor_probe" "${1:-1000}"
+        LIS_INIT="$work/lis-init" "$work/bench_monitor" "$work/busybox" "$work/monitor_probe" "${1:-1000}" ${2:+"$2"}
 else
-    LIS_INIT="$work/lis-init" "$work/bench_monitor" "$work/busybox" "$work/monitor_probe" "${1:-1000}"
+    LIS_INIT="$work/lis-init" "$work/bench_monitor" "$work/busybox" "$work/monitor_probe" "${1:-1000}" ${2:+"$2"}
 fi
 rm -rf "$work" 2>/dev/null || true
 echo "after:  $(uptime)"

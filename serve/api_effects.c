@@ -102,9 +102,14 @@ cJSON *sv_effects_end(sv_container *c, const lis_result *res)
     if (!c || !c->mon || !c->fx_step_open)
         return NULL;
     c->fx_step_open = 0;
+    return sv_effects_close(c->mon, res);
+}
+
+cJSON *sv_effects_close(lis_monitor *mon, const lis_result *res)
+{
     lis_effects *fx = NULL;
     lis_error err = {0};
-    if (lis_monitor_step_end(c->mon, res, &fx, &err) < 0) {
+    if (lis_monitor_step_end(mon, res, &fx, &err) < 0) {
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "error", err.msg);
         return e;

@@ -33,6 +33,11 @@ typedef struct api_exec {
     int done, paused, timed_out, refs;
     int fx;        /* a step of the sandbox's monitor is open for it (api_effects.c) */
     cJSON *fx_out; /* its effects, for the exit event */
+    /* the step closed on a job (its file scan off the loop), then the exit event */
+    sv_container *fx_c;
+    lis_result fx_res; /* its memory peak only */
+    int fx_code;
+    char fx_msg[400];
 } api_exec;
 
 static void unref(api_exec *x)
@@ -109,6 +114,20 @@ static void finish(api_exec *x, int code, const char *error)
     unref(x); /* the command's reference */
 }
 
+static void fx_work(void *arg)
+{
+    api_exec *x = arg;
+    x->fx_out = sv_effects_close(x->fx_c->mon, &x->fx_res);
+}
+
+static void fx_done(void *arg, int status)
+{
+    api_exec *x = arg;
+    x->fx_c->busy--;
+    x->fx_c->fx_step_open = 0;
+    finish(x, x->fx_code, x->fx_msg[0] ? x->fx_msg : NULL);
+}
+
 static void proc_exited(void *owner, const lis_result *r, const lis_error *err)
 {
     api_exec *x = owner;
@@ -116,8 +135,6 @@ static void proc_exited(void *owner, const lis_result *r, const lis_error *err)
     sv_container *c = sv_container_find(x->s, x->cid);
     if (c)
         sv_container_del_child(c, &x->child);
-    if (x->fx)
-        x->fx_out = sv_effects_end(c, r);
     char msg[400] = "";
     int code = r->exit_code < 0 ? 137 : r->exit_code;
     if (r->exec_failed) {
@@ -126,6 +143,18 @@ static void proc_exited(void *owner, const lis_result *r, const lis_error *err)
     } else if (err) {
         snprintf(msg, sizeof msg, "%s", err->msg);
     }
+    if (x->fx && c && c->mon && c->fx_step_open) { /* the step's end on a worker, off the loop */
+        x->fx_c = c;
+        x->fx_res.memory_peak = r->memory_peak;
+        x->fx_code = code;
+        snprintf(x->fx_msg, sizeof x->fx_msg, "%s", msg);
+        c->busy++; /* the container stays until the job is done */
+        if (sv_job(x->s->loop, fx_work, fx_done, x) == 0)
+            return;
+        c->busy--;
+    }
+    if (x->fx)
+        x->fx_out = sv_effects_end(c, r);
     finish(x, code, msg[0] ? msg : NULL);
 }
 

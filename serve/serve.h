@@ -520,5 +520,8 @@ int sv_effects_begin(sv_container *c, const char *command, unsigned *status, cha
 /* Closes the step: its effects (lis_effects_json), {"error"} when they could
  * not be read, NULL when no step was open or c is gone. */
 cJSON *sv_effects_end(sv_container *c, const lis_result *res);
+/* The same for a step of mon the caller marked closed: only the monitor is
+ * touched, so a job may run it off the loop (its file scan). */
+cJSON *sv_effects_close(lis_monitor *mon, const lis_result *res);
 
 #endif

@@ -202,6 +202,22 @@ int main(int argc, char **argv)
         printf("sendmsg: %s\n", rc < 0 ? strerror(errno) : "ok");
         return 0;
     }
+    if (!strcmp(m, "files") && argc == 4) { /* N empty files in DIR (made), as fast as it goes */
+        long n = atol(argv[2]);
+        if (mkdir(argv[3], 0755) < 0 && errno != EEXIST)
+            return 1;
+        int d = open(argv[3], O_RDONLY | O_DIRECTORY);
+        for (long i = 0; d >= 0 && i < n; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "f%ld", i);
+            int fd = openat(d, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
+            if (fd < 0 && errno != EEXIST)
+                return 1;
+            if (fd >= 0)
+                close(fd);
+        }
+        return d >= 0 ? 0 : 1;
+    }
     if (!strcmp(m, "daemon") && argc == 5) {
         /* returns once the child's exec went through (its close-on-exec end closed) */
         int pp[2];

@@ -14,7 +14,8 @@
 
 static const char *probe(void) { return t_build_file("tests/monitor_probe"); }
 
-static lis_sandbox *msb(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net)
+static lis_sandbox *msb_limits(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net,
+                               lis_limits limits)
 {
     lis_bind b = {.host_path = probe(), .path = "/mprobe", .read_only = 1};
     lis_sandbox_spec spec = {.rootfs = t_busybox(),
@@ -22,6 +23,7 @@ static lis_sandbox *msb(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net)
                              .binds = &b,
                              .nbinds = 1,
                              .net = net,
+                             .limits = limits,
                              .monitor = lis_monitor_spec_flags(net)};
     lis_net_rules rules = {.deny_domains = lis_policy_deny_domains(pol)};
     lis_sandbox *sb = NULL;
@@ -30,6 +32,11 @@ static lis_sandbox *msb(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net)
                                         &err),
                  0, "create: %s", err.msg);
     return sb;
+}
+
+static lis_sandbox *msb(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net)
+{
+    return msb_limits(ctx, pol, net, (lis_limits){0});
 }
 
 static lis_monitor *mon(lis_monitor_hub *hub, lis_sandbox *sb, const lis_policy *pol)
@@ -671,6 +678,83 @@ Test(monitor, refused_connects_with_net_none)
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(s, "capability"), "external")));
     cJSON_Delete(s);
     mfix_close(&f);
+}
+
+/* /tmp and /dev/shm are tmpfs mounts of their own, outside the overlay; a
+ * name made and removed within one step is listed as such */
+Test(monitor, tmpfs_mounts_and_transient_files)
+{
+    mfix f = mfix_open();
+    cJSON *s = step(f.m, f.sb,
+                    "echo a > /tmp/t1; mkdir /tmp/d; echo b > /tmp/d/t2; echo c > /dev/shm/s1; "
+                    "echo gone > /made-and-gone; rm /made-and-gone",
+                    NULL);
+    static const char *const made[] = {"/tmp/t1", "/tmp/d", "/tmp/d/t2", "/dev/shm/s1",
+                                       "/made-and-gone"};
+    for (size_t i = 0; i < sizeof made / sizeof *made; i++)
+        expect_file(s, made[i], "created");
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(file_at(s, "/made-and-gone"), "removed")));
+    cr_assert_null(cJSON_GetObjectItem(file_at(s, "/tmp/t1"), "removed"));
+    cr_assert_str_eq(str(file_at(s, "/tmp/t1"), "diff"),
+                     "--- a/tmp/t1\n+++ b/tmp/t1\n@@ -0,0 +1,1 @@\n+a\n");
+    cJSON_Delete(s);
+    s = step(f.m, f.sb, "rm /tmp/t1 /dev/shm/s1; echo more >> /tmp/d/t2", NULL);
+    static const char *const then[][2] = {{"/tmp/t1", "deleted"},
+                                          {"/dev/shm/s1", "deleted"},
+                                          {"/tmp/d/t2", "modified"}};
+    for (size_t i = 0; i < sizeof then / sizeof *then; i++)
+        expect_file(s, then[i][0], then[i][1]);
+    cJSON_Delete(s);
+    mfix_close(&f);
+}
+
+/* A layer past the scan's bound (200,000 entries, in the sandbox's own
+ * --disk budget): a later write to /etc/passwd is still listed (on main it
+ * was past the bound) and its write rule fires; a step whose scan was cut says so, and on_unknown
+ * raises its alert (a file rule could not see everything). */
+Test(monitor, huge_layer_still_sees_writes, .timeout = 600)
+{
+    lis_ctx *ctx = t_ctx();
+    lis_error err = {0};
+    const char *yaml = "on_unknown: stop\n"
+                       "rules:\n"
+                       "  - {name: passwd, on: write, path: /etc/passwd, action: flag}\n";
+    lis_policy *pol = lis_policy_parse(yaml, strlen(yaml), "p.yaml", &err);
+    cr_assert(pol, "%s", err.msg);
+    lis_monitor_hub *hub = lis_monitor_hub_new(&err);
+    lis_sandbox *sb =
+        msb_limits(ctx, pol, LIS_NET_NONE,
+                   (lis_limits){.disk_bytes = 1536ull << 20, .memory_bytes = 1ull << 30});
+    lis_monitor *m = mon(hub, sb, pol);
+    /* in /etc, before passwd (copied up later): a depth-first scan meets them first */
+    cJSON *s = step(m, sb, "/mprobe files 201000 /etc/aaa", NULL);
+    const cJSON *cut = cJSON_GetObjectItem(s, "cut");
+    if (cJSON_IsTrue(cJSON_GetObjectItem(cut, "layer_scan_cut"))) {
+        cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(s, "truncated")));
+        cr_assert(str(s, "truncated_why"));
+        const cJSON *a = cJSON_GetArrayItem(cJSON_GetObjectItem(s, "alerts"), 0);
+        cr_assert_str_eq(str(a, "rule"), "passwd", "%s", cJSON_PrintUnformatted(s));
+        cr_assert_str_eq(str(a, "action"), "stop");
+        cr_assert(!strncmp(str(a, "what"), "not evaluated: ", 15), "%s", str(a, "what"));
+        char rule[64];
+        cr_assert_eq(lis_monitor_take_action(m, rule, sizeof rule), LIS_ACT_STOP);
+        cr_assert_str_eq(rule, "passwd");
+    }
+    cJSON_Delete(s);
+    /* more files every step, and the write that must not be missed */
+    s = step(m, sb, "/mprobe files 2000 /h2; echo 'x:x:0:0::/:/bin/sh' >> /etc/passwd", NULL);
+    expect_file(s, "/etc/passwd", "modified");
+    const cJSON *a;
+    int fired = 0;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItem(s, "alerts")) fired |=
+        !strcmp(str(a, "rule"), "passwd") && !strncmp(str(a, "what"), "modified", 8);
+    cr_assert(fired, "%s", cJSON_PrintUnformatted(cJSON_GetObjectItem(s, "alerts")));
+    cJSON_Delete(s);
+    lis_sandbox_destroy(sb, &err);
+    lis_monitor_free(m);
+    lis_monitor_hub_free(hub);
+    lis_policy_free(pol);
+    lis_ctx_free(ctx);
 }
 
 /* ---- many sandboxes at once: no event in the wrong sandbox or step ---- */
