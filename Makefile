@@ -172,7 +172,13 @@ tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/security
 
 # The README's test command. As root it prepares fixtures, then runs the
 # rootless suites as an unprivileged user (LIS_TEST_USER, default lis-test).
-test check: tests
+# With LIS_TEST_SUITES it builds only those suites' binaries (and the helpers
+# they run), not every test binary.
+TEST_HELPERS := $(B)/tests/sysprobe $(B)/tests/security/escape_probe $(B)/tests/monitor_probe
+TEST_WANTED := $(if $(strip $(LIS_TEST_SUITES)),all $(TEST_HELPERS) \
+    $(filter $(addprefix $(B)/tests/,$(LIS_TEST_SUITES)) \
+             $(addprefix $(B)/tests/security/,$(LIS_TEST_SUITES)),$(TEST_BIN) $(EXTRA_TEST_BIN)),tests)
+test check: $(TEST_WANTED)
 	B=$(B) bash scripts/test.sh
 
 # The one-way layers of docs/architecture.md (scripts/test.sh runs the same
@@ -255,6 +261,9 @@ $(B)/fuzz-replay/inputs.stamp: $(shell find fuzz/corpus fuzz/regress -type f 2>/
 	touch $@
 
 tests: $(FUZZ_REPLAY) $(B)/fuzz-replay/inputs.stamp
+ifneq ($(filter test_fuzz_regress,$(LIS_TEST_SUITES)),)
+test check: $(FUZZ_REPLAY) $(B)/fuzz-replay/inputs.stamp
+endif
 
 # build only (CI): the libFuzzer targets still compile and link
 fuzz-build: $(FUZZ_BIN)
