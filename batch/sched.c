@@ -117,7 +117,8 @@ static void run_fatal(brun *r, const char *reason, const char *msg);
 /* What would fail every row: stop the run rather than burn through it. */
 static int is_fatal(const brun *r, const lis_error *err)
 {
-    if (err->http_status == 401 || err->http_status == 403 || err->http_status == 404)
+    if (err->http_status == 401 || err->http_status == 403 || err->http_status == 404 ||
+        err->code == EPROTO) /* EPROTO: not an API endpoint at all (llm.c) */
         return 1;
     return err->code == EHOSTUNREACH && !r->llm_ok; /* unreachable before anything worked */
 }
@@ -169,7 +170,9 @@ static void llm_done(brun *r, CURL *h, CURLcode rc)
     }
     if (is_fatal(r, &err)) {
         char why[32];
-        if (err.http_status)
+        if (err.code == EPROTO)
+            snprintf(why, sizeof why, "not_an_api");
+        else if (err.http_status)
             snprintf(why, sizeof why, "http_%d", err.http_status);
         else
             snprintf(why, sizeof why, "unreachable");

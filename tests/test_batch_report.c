@@ -690,7 +690,8 @@ Test(report, http_404_stopped_with_no_mean, .timeout = 200)
                       f.url, t_busybox(), tasks, d);
     t_fake_stop(&f);
     cr_expect_neq(code, 0, "%s", out);
-    cr_expect(strstr(out, "not found (HTTP 404)"), "%s", out);
+    cr_expect(strstr(out, "not an OpenAI-compatible endpoint at") && strstr(out, "(HTTP 404"), "%s",
+              out);
     the_run_dir(d, rdir, sizeof rdir);
     cr_assert(rdir[0], "%s", out);
     cr_expect_eq(rows_in(rdir), 0);
