@@ -268,7 +268,9 @@ cJSON *bctl_command(brun *r, const char *verb, const cJSON *ids)
     int all = cJSON_GetArraySize(ids) == 0;
     cJSON *res = cJSON_CreateObject();
     if (!strcmp(verb, "stop") && all) {
-        /* as Ctrl-C: the loop's signalfd takes it (a second stop cancels) */
+        /* as Ctrl-C: the loop's signalfd takes it (a second stop cancels),
+         * recorded as lis batch ctl stop (loop.c) */
+        r->ctl_stops++;
         kill(getpid(), SIGINT);
         cJSON_AddStringToObject(res, "done",
                                 r->draining ? "cancelling the running episodes"

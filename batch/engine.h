@@ -226,13 +226,18 @@ typedef struct brun {
     double llm_seconds, tool_seconds;
     /* stopping */
     int draining, cancelling, fatal, signals, first_signal;
+    /* lis batch ctl stop asked: the SIGINT it sends itself is that, not Ctrl-C;
+     * first_by_ctl: the run's first stop came from it */
+    int ctl_stops, first_by_ctl;
     double drain_deadline;
     char fatal_reason[32]; /* run.json's status_reason: http_404, unreachable, ... */
     char fatal_msg[512];
+    char scorer_error[256]; /* the first row's scorer error (run.c: every row failed?) */
     int llm_ok; /* some request has succeeded */
     char write_error[512];
     double t0, last_sweep, last_progress;
     int progress_lines; /* lines of the live block on the terminal */
+    size_t shown_paused, shown_alerts; /* as last shown (progress.c) */
     /* the commands lis prints to finish the run (run.c) */
     char lis[4096];
     char resume_cmd[8400], merge_cmd[8400];
@@ -263,6 +268,8 @@ int batch_memory_check(int n, uint64_t memory, uint64_t disk, int overcommit, FI
 /* progress.c */
 void bprog_tick(brun *r, int force);
 void bprog_clear(brun *r);
+/* " (N paused: WHO COUNT, ...)" or "" (nothing paused); N in *np */
+void bprog_paused(const brun *r, char *b, size_t n, size_t *np);
 void bprog_summary(FILE *f, const cJSON *results);
 
 /* epoll tags of the loop's set: a kind in the top byte, a value (an fd, an

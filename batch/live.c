@@ -393,6 +393,20 @@ static cJSON *live_index(blive *L)
     cJSON_AddStringToObject(cfg, "task", r->task->name ? r->task->name : "");
     cJSON_AddStringToObject(cfg, "llm_name", r->o->llm_name ? r->o->llm_name : "");
     cJSON_AddItemToObject(ix, "rows", cJSON_Duplicate(L->index, 1));
+    /* the page's banner: what the run is now, as the terminal says it */
+    char paused[320], msg[400];
+    size_t np;
+    bprog_paused(r, paused, sizeof paused, &np);
+    cJSON *run = cJSON_AddObjectToObject(ix, "run");
+    int all_paused = np && np == r->live;
+    cJSON_AddStringToObject(run, "status", all_paused ? "paused" : "running");
+    cJSON_AddNumberToObject(run, "pid", (double)getpid());
+    cJSON_AddNumberToObject(run, "rows_asked", (double)r->total);
+    cJSON_AddNumberToObject(run, "rows_done", (double)(r->already + r->done));
+    snprintf(msg, sizeof msg, "%zu running%s, %zu alert%s%s", r->live, paused, r->nalerts,
+             r->nalerts == 1 ? "" : "s",
+             r->draining ? (r->cancelling ? ", cancelling" : ", draining") : "");
+    cJSON_AddStringToObject(run, "status_message", msg);
     cJSON_AddItemToObject(ix, "status", bctl_status(r));
     return ix;
 }

@@ -62,7 +62,13 @@ void batch_out_close(batch_out *o);
  * Ctrl-C, SIGTERM, a kill, a shard of the task), stopped (the run stopped
  * at once: 401/403/404, an unreachable endpoint, a write that failed), or
  * running. status.c. */
-typedef enum batch_status { BS_RUNNING, BS_COMPLETE, BS_PARTIAL, BS_STOPPED } batch_status;
+typedef enum batch_status {
+    BS_RUNNING,
+    BS_COMPLETE,
+    BS_PARTIAL,
+    BS_STOPPED,
+    BS_FAILED /* every row ran, none could be scored */
+} batch_status;
 const char *batch_status_name(batch_status s);
 typedef struct batch_state {
     batch_status status;

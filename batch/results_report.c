@@ -239,7 +239,7 @@ static cJSON *read_json_at(int dfd, const char *name)
 /* What summarize counts over the rows that count. */
 typedef struct tally {
     size_t total, errors, judged, nids, na; /* na: attempts (the largest + 1) */
-    double sum, pt, ct, llm, tool, wall, oomk, mem;
+    double sum, pt, ct, llm, tool, wall, oomk, mem, alerts;
     double *asum, *best; /* per attempt; per id, its best score */
     size_t *acnt;
     cJSON *by_reason, *caps;
@@ -295,6 +295,7 @@ static int tally_rows(const report *R, tally *t)
         t->tool += num(r->row, "tool_seconds");
         t->wall += num(r->row, "wall_seconds");
         t->oomk += num(r->row, "oom_kills");
+        t->alerts += num(r->row, "alerts");
         if (num(r->row, "memory_peak") > t->mem)
             t->mem = num(r->row, "memory_peak");
         t->asum[r->attempt] += sc;
@@ -376,6 +377,7 @@ static void add_counts(cJSON *res, const report *R, tally *t)
     cJSON_AddNumberToObject(res, "wall_seconds", t->wall);
     cJSON_AddNumberToObject(res, "memory_peak_max", t->mem);
     cJSON_AddNumberToObject(res, "oom_kills", t->oomk);
+    cJSON_AddNumberToObject(res, "alerts", t->alerts); /* the rows' policy alerts */
     cJSON_AddNumberToObject(res, "ids", (double)t->nids);
     cJSON_AddNumberToObject(res, "attempts", (double)t->na);
     if (R->judged.n)

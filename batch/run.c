@@ -208,6 +208,13 @@ static void finish_commands(brun *r, const char *dir)
     free(t);
 }
 
+/* Rows were given to the scorer and not one came back with a score. */
+static int scorer_failed_all(const brun *r)
+{
+    return r->by_reason[R_SCORER_ERROR] > 0 && !r->by_reason[R_SUBMITTED] &&
+           !r->by_reason[R_MAX_STEPS] && !r->by_reason[R_TOKEN_LIMIT];
+}
+
 /* What the run is now: running, or how it ended (docs/batch-files.md). */
 static batch_status end_state(brun *r, size_t done, batch_state *st, char *msg, size_t ml)
 {
@@ -223,15 +230,17 @@ static batch_status end_state(brun *r, size_t done, batch_state *st, char *msg, 
     } else if (left) {
         st->status = BS_PARTIAL;
         int sig = r->first_signal;
-        st->reason = !r->signals      ? "unfinished"
-                     : sig == SIGINT  ? "interrupted"
-                     : sig == SIGTERM ? "terminated"
-                                      : "hangup";
+        st->reason = !r->signals       ? "unfinished"
+                     : r->first_by_ctl ? "ctl_stop"
+                     : sig == SIGINT   ? "interrupted"
+                     : sig == SIGTERM  ? "terminated"
+                                       : "hangup";
         snprintf(msg, ml, "%s: %zu of %zu rows done, %zu not run",
-                 !r->signals      ? "stopped early"
-                 : sig == SIGINT  ? "Ctrl-C"
-                 : sig == SIGTERM ? "SIGTERM (a scheduler's time limit, or kill)"
-                                  : "SIGHUP (the terminal went away)",
+                 !r->signals       ? "stopped early"
+                 : r->first_by_ctl ? "lis batch ctl stop"
+                 : sig == SIGINT   ? "Ctrl-C"
+                 : sig == SIGTERM  ? "SIGTERM (a scheduler's time limit, or kill)"
+                                   : "SIGHUP (the terminal went away)",
                  done, r->total, left);
     } else if (r->o->shard_count) {
         /* every row of the shard is done; the task's other rows are other shards' */
@@ -242,6 +251,14 @@ static batch_status end_state(brun *r, size_t done, batch_state *st, char *msg, 
                  "lis batch merge joins them",
                  r->o->shard_index, r->o->shard_count, r->rows, r->task->nrows, r->o->repeat);
         st->finish = r->merge_cmd;
+    } else if (scorer_failed_all(r)) {
+        st->status = BS_FAILED;
+        st->reason = "scorer_failed";
+        snprintf(msg, ml,
+                 "the scorer failed on every one of the %zu rows it was given, so no score means "
+                 "anything (first error: %.200s); the answers are kept in results.jsonl",
+                 r->by_reason[R_SCORER_ERROR], r->scorer_error);
+        st->finish = NULL;
     } else {
         st->status = BS_COMPLETE;
         st->reason = "";
@@ -484,6 +501,12 @@ static int run_episodes(brun *r, int forking, lis_batch_summary *sum, lis_error 
     report_run(r, lis_now() - t0, &st, sum);
     if (r->fatal) /* the one line; sum->finish is the command that goes on */
         return lis_fail(err, EIO, "%s", r->fatal_msg);
+    if (!sum->cancelled && !o->shard_count && scorer_failed_all(r)) /* loud, last, non-zero */
+        return lis_fail(err, EIO,
+                        "FAILED: the scorer failed on every one of the %zu rows (first error: "
+                        "%.300s); no score of this run means anything (the answers are kept in "
+                        "%s/results.jsonl)",
+                        r->by_reason[R_SCORER_ERROR], r->scorer_error, batch_out_dir(r->out));
     if (sum->cancelled && !o->quiet)
         fprintf(o->err, "lis: %zu episodes did not finish; finish them with: %s\n", sum->cancelled,
                 r->resume_cmd);

@@ -472,6 +472,8 @@ static void finish_done(void *arg, int status)
         if (e->reason != R_SUBMITTED && e->reason != R_MAX_STEPS && e->reason != R_TOKEN_LIMIT)
             r->errors++;
         r->score_sum += e->score;
+        if (e->reason == R_SCORER_ERROR && !r->scorer_error[0])
+            snprintf(r->scorer_error, sizeof r->scorer_error, "%s", e->error);
         break;
     case ROW_CANCELLED: r->by_reason[R_CANCELLED]++; break;
     case ROW_WRITE_FAILED: break;

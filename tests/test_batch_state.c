@@ -1,0 +1,185 @@
+/* test_batch_state.c - what a lis batch says about itself agrees with what
+ * happened (issue 32), as the unprivileged test user, without a terminal:
+ * episodes paused by lis batch ctl show as paused (by whom) on the terminal,
+ * in ctl status and on the --live page; a run stopped by lis batch ctl stop
+ * says so (not "Ctrl-C") on the terminal, in run.json and results.json; a
+ * run whose every row's scorer failed says FAILED and exits non-zero. */
+#include "testlib.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void setup(void) { lis_ctx_free(t_ctx()); }
+TestSuite(batch_state, .init = setup);
+
+static char *dir_for(const char *name)
+{
+    static char d[512];
+    snprintf(d, sizeof d, "%s/state-%s-%ld", t_tmpdir(), name, (long)getpid());
+    free(t_host(NULL, "rm -rf %s && mkdir -p %s/out", d, d));
+    return d;
+}
+
+static cJSON *read_json(const char *rdir, const char *name)
+{
+    char *t = t_host(NULL, "cat %s/%s", rdir, name);
+    cJSON *j = cJSON_Parse(t);
+    cr_assert(j, "%s/%s is not JSON: %.300s", rdir, name, t);
+    free(t);
+    return j;
+}
+
+static const char *str(const cJSON *o, const char *k)
+{
+    const char *s = cJSON_GetStringValue(cJSON_GetObjectItem(o, k));
+    return s ? s : "";
+}
+
+/* An endpoint that takes connections (the kernel's backlog) and never
+ * answers: the episodes wait on the model for as long as the test wants. */
+static int silent_endpoint(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 64) == 0 &&
+              getsockname(fd, (struct sockaddr *)&a, &l) == 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static pid_t spawn(const char *cmd)
+{
+    pid_t p = fork();
+    cr_assert_geq(p, 0);
+    if (p == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return p;
+}
+
+/* Polls up to 60 s for the shell condition cond to hold. */
+static int wait_for(const char *cond)
+{
+    char c[2048];
+    snprintf(c, sizeof c, "%s >/dev/null 2>&1", cond);
+    for (int i = 0; i < 600; i++) {
+        if (system(c) == 0)
+            return 1;
+        usleep(100000);
+    }
+    return 0;
+}
+
+Test(batch_state, ctl_pause_and_stop_are_said_everywhere, .timeout = 180)
+{
+    char *d = dir_for("ctl");
+    int port, lfd = silent_endpoint(&port);
+    char tasks[600], log[600], cmd[4096], rdir[1024] = "", c[2400];
+    snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
+    snprintf(log, sizeof log, "%s/log", d);
+    FILE *f = fopen(tasks, "w");
+    fputs("{\"id\":\"a\",\"problem_statement\":\"x\",\"ground_truth\":\"y\"}\n"
+          "{\"id\":\"b\",\"problem_statement\":\"x\",\"ground_truth\":\"y\"}\n",
+          f);
+    fclose(f);
+    /* stderr to a file: no terminal, the plain progress lines */
+    snprintf(cmd, sizeof cmd,
+             "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s batch --llm-name fake "
+             "--llm-base-url http://127.0.0.1:%d/v1 --api-key k --rootfs %s --net none --tasks %s "
+             "--scorer builtin:match --concurrency 2 --live --output-dir %s/out </dev/null >%s "
+             "2>&1",
+             t_tmpdir(), t_tmpdir(), t_lis_bin(), port, t_busybox(), tasks, d, log);
+    pid_t pid = spawn(cmd);
+    snprintf(c, sizeof c, "test -S %s/out/*/ctl.sock", d);
+    cr_assert(wait_for(c), "no control socket: %s", t_host(NULL, "cat %s", log));
+    t_run_dir(d, rdir, sizeof rdir);
+    cr_assert(rdir[0]);
+    /* both episodes waiting on the model, then paused by lis batch ctl */
+    snprintf(c, sizeof c, "%s batch ctl %s status | grep -q '2 running'", t_lis_bin(), rdir);
+    cr_assert(wait_for(c), "not running: %s",
+              t_host(NULL, "%s batch ctl %s status", t_lis_bin(), rdir));
+    char *o = t_lis(NULL, "batch ctl %s pause", rdir);
+    free(o);
+    /* the terminal (no tty) says it at once, with who paused them */
+    snprintf(c, sizeof c, "grep -q '2 running (2 paused: lis batch ctl pause 2)' %s", log);
+    cr_expect(wait_for(c), "the terminal does not say the pause: %s", t_host(NULL, "cat %s", log));
+    char *out = t_host(NULL, "cat %s", log);
+    cr_expect(strstr(out, "mean score -"), "a mean before any result: %s", out);
+    cr_expect_null(strstr(out, "mean score 0.000"), "a mean before any result: %s", out);
+    free(out);
+    /* the live page's banner: paused, not unknown */
+    char *url = t_host(NULL, "cat %s/live.url | sed 's|/?|/live.json?|' | tr -d '\\n'", rdir);
+    char *live = t_host(NULL, "curl -s --max-time 10 '%s'", url);
+    cJSON *lj = cJSON_Parse(live);
+    cr_assert(lj, "live.json: %s", live);
+    const cJSON *run = cJSON_GetObjectItem(lj, "run");
+    cr_expect_str_eq(str(run, "status"), "paused", "%s", live);
+    cr_expect(strstr(str(run, "status_message"), "lis batch ctl pause"), "%s", live);
+    cJSON_Delete(lj);
+    free(live);
+    free(url);
+    /* stop: draining, then cancelling; said as lis batch ctl stop */
+    free(t_lis(NULL, "batch ctl %s stop", rdir));
+    free(t_lis(NULL, "batch ctl %s stop", rdir));
+    int status = 0;
+    waitpid(pid, &status, 0);
+    close(lfd);
+    out = t_host(NULL, "cat %s", log);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) != 0, "%s", out);
+    cr_expect(strstr(out, "lis batch ctl stop: starting nothing new"), "%s", out);
+    cr_expect_null(strstr(out, "Ctrl-C"), "a ctl stop said as Ctrl-C: %s", out);
+    cr_expect(strstr(out, "partial: lis batch ctl stop"), "the summary: %s", out);
+    free(out);
+    cJSON *rj = read_json(rdir, "run.json");
+    cr_expect_str_eq(str(rj, "status"), "partial");
+    cr_expect_str_eq(str(rj, "status_reason"), "ctl_stop");
+    cr_expect(strstr(str(rj, "status_message"), "lis batch ctl stop"), "%s",
+              str(rj, "status_message"));
+    cJSON_Delete(rj);
+    cJSON *res = read_json(rdir, "results.json");
+    cr_expect_str_eq(str(res, "status_reason"), "ctl_stop");
+    cJSON_Delete(res);
+}
+
+Test(batch_state, every_row_scorer_failed_is_a_failed_run, .timeout = 120)
+{
+    char *d = dir_for("scorer");
+    char tasks[600];
+    snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
+    FILE *f = fopen(tasks, "w");
+    fputs("{\"id\":\"a\",\"problem_statement\":\"x\",\"ground_truth\":\"y\"}\n"
+          "{\"id\":\"b\",\"problem_statement\":\"x\",\"ground_truth\":\"y\"}\n",
+          f);
+    fclose(f);
+    t_fake fk;
+    t_fake_start(&fk, "{\"replies\":[]}"); /* every reply a submit */
+    int code = 0;
+    char *out = t_lis(&code,
+                      "batch --llm-name fake --llm-base-url %s --api-key k --rootfs %s --net none "
+                      "--tasks %s --scorer /bin/false --output-dir %s/out",
+                      fk.url, t_busybox(), tasks, d);
+    t_fake_stop(&fk);
+    cr_expect_neq(code, 0, "every score failed, yet exit 0: %s", out);
+    cr_expect(strstr(out, "FAILED: the scorer failed on every one of the 2 rows"), "%s", out);
+    cr_expect_null(strstr(out, "status                 complete"), "%s", out);
+    char rdir[1024] = "";
+    t_run_dir(d, rdir, sizeof rdir);
+    cr_assert(rdir[0], "%s", out);
+    cJSON *rj = read_json(rdir, "run.json");
+    cr_expect_str_eq(str(rj, "status"), "failed");
+    cr_expect_str_eq(str(rj, "status_reason"), "scorer_failed");
+    cJSON_Delete(rj);
+    cJSON *res = read_json(rdir, "results.json");
+    cr_expect_str_eq(str(res, "status"), "failed");
+    cJSON_Delete(res);
+    free(out);
+}
