@@ -174,6 +174,11 @@ typedef struct bep {
     double paused_at;
     char pause_why[96];
     bfx_live live;
+    /* a stop rule that fired between steps (ctl.c): the rule and the step it
+     * is charged to (the last one, 0: the set-up); the finish job lists the
+     * effects that fired it (effects.c: bfx_between) */
+    char between_rule[64];
+    int between_step;
 } bep;
 
 /* A sandbox made ahead for the next row to be admitted (the warm pool). */
@@ -301,6 +306,10 @@ void bfx_alert_push(bep *e, int step, const char *rule, const char *action, cons
 /* The results row's effects fields from the trajectory (any thread): domain,
  * capability, alerts, alert_list, stop_rule (docs/batch-files.md). */
 void bfx_row(cJSON *row, const cJSON *task_row, const cJSON *traj);
+/* On the finish job, before the sandbox goes: what happened since the last
+ * step (the exec that fired a between-steps stop rule) into the trajectory's
+ * metadata.between_steps, the rule into metadata.stop_rule. */
+void bfx_between(bep *e);
 /* run.json's keys of the policy and the domain rules (they change results) */
 void bfx_config(cJSON *c, const lis_batch_opts *o);
 /* ctl.c: live actions and lis batch ctl's commands (on the loop's thread) */

@@ -390,6 +390,7 @@ void bjob_finish(void *arg)
         e->reason = R_OTHER;
         e->decided = 1;
     }
+    bfx_between(e); /* before the sandbox and its monitor go */
     close_sandbox(e);
     group_done(e);
     if (e->row_fate != ROW_WRITE)

@@ -183,3 +183,60 @@ Test(batch_state, every_row_scorer_failed_is_a_failed_run, .timeout = 120)
     cJSON_Delete(res);
     free(out);
 }
+
+/* A stop rule fired by a process left running, while the model thinks
+ * between steps: the row has reason policy, the rule, the exec that fired it
+ * and the step it is charged to, as a stop within a step has them. */
+Test(batch_state, a_stop_rule_between_steps_leaves_its_evidence, .timeout = 180)
+{
+    char *d = dir_for("between");
+    char tasks[600], pol[600];
+    snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
+    snprintf(pol, sizeof pol, "%s/policy.yaml", d);
+    FILE *f = fopen(pol, "w");
+    fputs("version: 1\nrules:\n"
+          "  - name: stop-me\n    on: exec\n    argv: \"*STOPME*\"\n    action: stop\n",
+          f);
+    fclose(f);
+    f = fopen(tasks, "w");
+    fputs("{\"id\":\"late\",\"problem_statement\":\"BSTOP go\",\"ground_truth\":\"a\"}\n", f);
+    fclose(f);
+    t_fake fk;
+    /* step 1 leaves a process that execs the marker a second later, while
+     * the model takes 6 s to answer step 2 */
+    t_fake_start(&fk, "{\"rows\":{\"BSTOP\":["
+                      "{\"calls\":[[\"execute_bash\",{\"command\":\"X=STOP; (sleep 1; /bin/true "
+                      "${X}ME) >/dev/null 2>&1 &\"}]]},"
+                      "{\"latency\":6,\"calls\":[[\"execute_bash\",{\"command\":\"echo next\"}]]},"
+                      "{\"calls\":[[\"submit\",{}]]}]}}");
+    int code = 0;
+    char *out = t_lis(&code,
+                      "batch --llm-name fake --llm-base-url %s --api-key k --rootfs %s --net none "
+                      "--tasks %s --scorer builtin:match --policy %s --output-dir %s/out",
+                      fk.url, t_busybox(), tasks, pol, d);
+    t_fake_stop(&fk);
+    char rdir[1024] = "";
+    t_run_dir(d, rdir, sizeof rdir);
+    cr_assert(rdir[0], "%s", out);
+    cJSON *rows = t_results_rows(rdir);
+    const cJSON *row = cJSON_GetArrayItem(rows, 0);
+    cr_assert(row, "no row: %s", out);
+    cr_expect_str_eq(str(row, "reason"), "policy", "%s", out);
+    cr_expect_str_eq(str(row, "stop_rule"), "stop-me");
+    cr_expect_geq(cJSON_GetNumberValue(cJSON_GetObjectItem(row, "alerts")), 1);
+    const cJSON *a, *hit = NULL;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItem(row, "alert_list")) if (!strcmp(str(a, "rule"),
+                                                                              "stop-me")) hit = a;
+    cr_assert(hit, "the stop is not in alert_list: %s", cJSON_PrintUnformatted(row));
+    cr_expect_str_eq(str(hit, "action"), "stop");
+    cr_expect(strstr(str(hit, "what"), "STOPME"), "the exec that fired it: %s", str(hit, "what"));
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(hit, "step")), 1,
+                 "charged to the step that left the process");
+    cJSON *traj = read_json(rdir, "trajectories/late.json");
+    const cJSON *md = cJSON_GetObjectItem(traj, "metadata");
+    cr_expect_str_eq(str(md, "stop_rule"), "stop-me");
+    cr_expect(cJSON_IsObject(cJSON_GetObjectItem(md, "between_steps")), "no between_steps");
+    cJSON_Delete(traj);
+    cJSON_Delete(rows);
+    free(out);
+}
