@@ -110,7 +110,7 @@ void bctl_monitor_event(brun *r, bep *e)
         return;
     char rule[64], why[96];
     lis_policy_action a = agent_ep_monitor_event(e->ep, rule, sizeof rule);
-    int between = !e->proc && !e->in_job; /* no step runs: charged to the last one */
+    int between = !e->proc && !e->in_job;        /* no step runs: charged to the last one */
     if (a == LIS_ACT_STOP || a == LIS_ACT_PAUSE) /* as it fires; the step lists it at its end */
         bfx_alert_push(e, between ? e->live.step : e->live.step + 1, rule,
                        lis_policy_action_name(a),

@@ -515,6 +515,28 @@ static const char *const FLOAT_KEYS[] = {"mean_score",   "elapsed_time_seconds",
                                          "wall_seconds", NULL};
 static const char *const CONFIG_FLOAT_KEYS[] = {"temperature", NULL};
 
+int batch_repair_if_dead(const char *dir, lis_error *err)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return lis_fail_errno(err, "%s", dir);
+    cJSON *config = read_json_at(dfd, "run.json");
+    const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(config, "status"));
+    const char *host = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(config, "host"));
+    char here[256] = "";
+    gethostname(here, sizeof here - 1);
+    int lockfd = -1;
+    int dead = status && !strcmp(status, "running") && (!host || !strcmp(host, here)) &&
+               !run_is_live(dfd, &lockfd);
+    cJSON_Delete(config);
+    if (lockfd >= 0)
+        close(lockfd);
+    close(dfd);
+    if (!dead)
+        return 0;
+    return batch_report_write(dir, -1, NULL, err) < 0 ? -1 : 1;
+}
+
 int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_error *err)
 {
     if (summary)
@@ -559,6 +581,7 @@ int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_err
         cJSON *k = killed_state(dfd, dir, config, state, done, err);
         if (!k)
             goto out;
+        bleft_remove(dfd); /* its socket, live.url, its template image */
         cJSON_Delete(state);
         state = k;
     }

@@ -103,6 +103,10 @@ static int make_dir(const lis_batch_opts *o, const batch_task *t, char *dir, siz
         if (access(o->resume_dir, F_OK) != 0)
             return lis_fail(err, ENOENT, "--resume %s: no such directory", o->resume_dir);
         snprintf(dir, len, "%s", o->resume_dir);
+        /* a run killed without a word: its files say so, its leftovers go */
+        lis_error rerr = {0};
+        if (batch_repair_if_dead(dir, &rerr) < 0 && !o->quiet)
+            fprintf(o->err, "lis: warning: --resume %s: %s\n", dir, rerr.msg);
         return 0;
     }
     time_t now = time(NULL);
@@ -152,6 +156,8 @@ static void free_run(brun *r)
         lis_jobs_free(r->setup);
     llm_free(r->llm);
     batch_scorer_close(r->scorer);
+    if (r->out && r->tmpl.state == TMPL_MADE)
+        bleft_template_done(batch_out_dir(r->out)); /* removed below */
     batch_out_close(r->out);
     free(r->eps);
     free(r->alerts);

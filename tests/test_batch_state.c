@@ -240,3 +240,71 @@ Test(batch_state, a_stop_rule_between_steps_leaves_its_evidence, .timeout = 180)
     cJSON_Delete(rows);
     free(out);
 }
+
+/* kill -9 of a running lis batch: the next lis batch ctl on its directory
+ * finds it dead, says so, and repairs its files (partial, killed) and its
+ * leftovers (ctl.sock, live.url, the set-up template image). */
+Test(batch_state, a_killed_run_is_found_and_repaired_by_ctl, .timeout = 180)
+{
+    char *d = dir_for("kill9");
+    int port, lfd = silent_endpoint(&port);
+    char tasks[600], log[600], cmd[4096], rdir[1024] = "", c[2400];
+    snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
+    snprintf(log, sizeof log, "%s/log", d);
+    FILE *f = fopen(tasks, "w");
+    fputs("{\"id\":\"a\",\"problem_statement\":\"x\",\"ground_truth\":\"y\"}\n"
+          "{\"id\":\"b\",\"problem_statement\":\"x\",\"ground_truth\":\"y\"}\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s batch --llm-name fake "
+             "--llm-base-url http://127.0.0.1:%d/v1 --api-key k --rootfs %s --net none --tasks %s "
+             "--scorer builtin:match --concurrency 2 --live --output-dir %s/out </dev/null >%s "
+             "2>&1",
+             t_tmpdir(), t_tmpdir(), t_lis_bin(), port, t_busybox(), tasks, d, log);
+    pid_t pid = spawn(cmd);
+    snprintf(c, sizeof c, "test -S %s/out/*/ctl.sock", d);
+    cr_assert(wait_for(c), "no control socket: %s", t_host(NULL, "cat %s", log));
+    t_run_dir(d, rdir, sizeof rdir);
+    snprintf(c, sizeof c, "%s batch ctl %s status | grep -q '2 running'", t_lis_bin(), rdir);
+    cr_assert(wait_for(c), "not running: %s", t_host(NULL, "cat %s", log));
+    char tpath[1200];
+    snprintf(tpath, sizeof tpath, "%s/template.json", rdir);
+    char *digest =
+        t_host(NULL, "sed -n 's/.*\"digest\":\"\\([^\"]*\\)\".*/\\1/p' %s 2>/dev/null", tpath);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(lfd);
+    int code = 0;
+    char *out = t_lis(&code, "batch ctl %s status", rdir);
+    cr_expect_neq(code, 0, "%s", out);
+    cr_expect(strstr(out, "ended without a word") && strstr(out, "partial") &&
+                  strstr(out, "finish it with:"),
+              "%s", out);
+    free(out);
+    cJSON *rj = read_json(rdir, "run.json");
+    cr_expect_str_eq(str(rj, "status"), "partial");
+    cr_expect_str_eq(str(rj, "status_reason"), "killed");
+    cJSON_Delete(rj);
+    cJSON *res = read_json(rdir, "results.json");
+    cr_expect_str_eq(str(res, "status"), "partial", "results.json is not this run's");
+    cJSON_Delete(res);
+    const char *gone[] = {"ctl.sock", "live.url", "template.json"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(c, sizeof c, "%s/%s", rdir, gone[i]);
+        cr_expect_neq(access(c, F_OK), 0, "%s outlived the killed run", gone[i]);
+    }
+    cr_expect(digest[0], "no template.json while the run ran (busybox has a set-up template)");
+    if (digest[0]) { /* the template image is gone too */
+        char *ls = t_host(NULL, "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data %s rootfs ls 2>&1",
+                          t_tmpdir(), t_tmpdir(), t_lis_bin());
+        const char *hex = strncmp(digest, "sha256:", 7) ? digest : digest + 7;
+        cr_expect_null(strstr(ls, hex), "the template image %s is left: %s", digest, ls);
+        free(ls);
+    }
+    free(digest);
+    /* a second look: it has ended (no repair again), and says how */
+    out = t_lis(&code, "batch ctl %s status", rdir);
+    cr_expect(strstr(out, "it has ended: partial"), "%s", out);
+    free(out);
+}
