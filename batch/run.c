@@ -262,8 +262,8 @@ static batch_status end_state(brun *r, size_t done, batch_state *st, char *msg, 
         st->reason = "scorer_failed";
         snprintf(msg, ml,
                  "the scorer failed on every one of the %zu rows it was given, so no score means "
-                 "anything (first error: %.200s); the answers are kept in results.jsonl",
-                 r->by_reason[R_SCORER_ERROR], r->scorer_error);
+                 "anything (first error: %.200s); fix it, then: lis batch rescore %s",
+                 r->by_reason[R_SCORER_ERROR], r->scorer_error, batch_out_dir(r->out));
         st->finish = NULL;
     } else {
         st->status = BS_COMPLETE;
@@ -510,8 +510,8 @@ static int run_episodes(brun *r, int forking, lis_batch_summary *sum, lis_error 
     if (!sum->cancelled && !o->shard_count && scorer_failed_all(r)) /* loud, last, non-zero */
         return lis_fail(err, EIO,
                         "FAILED: the scorer failed on every one of the %zu rows (first error: "
-                        "%.300s); no score of this run means anything (the answers are kept in "
-                        "%s/results.jsonl)",
+                        "%.300s); no score of this run means anything: fix the scorer, then "
+                        "score the saved answers again with lis batch rescore %s [--scorer S]",
                         r->by_reason[R_SCORER_ERROR], r->scorer_error, batch_out_dir(r->out));
     if (sum->cancelled && !o->quiet)
         fprintf(o->err, "lis: %zu episodes did not finish; finish them with: %s\n", sum->cancelled,

@@ -182,6 +182,33 @@ Test(batch_state, every_row_scorer_failed_is_a_failed_run, .timeout = 120)
     cr_expect_str_eq(str(res, "status"), "failed");
     cJSON_Delete(res);
     free(out);
+    /* scored again by a scorer that works: the old scores kept beside */
+    out = t_lis(&code, "batch rescore %s --scorer builtin:match", rdir);
+    cr_expect_eq(code, 0, "%s", out);
+    cr_expect(strstr(out, "2 rows scored by builtin:match"), "%s", out);
+    free(out);
+    cJSON *rows = t_results_rows(rdir);
+    cr_assert_eq(cJSON_GetArraySize(rows), 2);
+    const cJSON *row;
+    cJSON_ArrayForEach(row, rows)
+    {
+        cr_expect_str_eq(str(row, "reason"), "submitted");
+        cr_expect_str_eq(str(row, "scorer"), "builtin:match");
+        const cJSON *prev = cJSON_GetArrayItem(cJSON_GetObjectItem(row, "previous_scores"), 0);
+        cr_expect_str_eq(str(prev, "reason"), "scorer_error");
+        cr_expect(strstr(str(prev, "scorer"), "false"), "the old scorer: %s", str(prev, "scorer"));
+    }
+    cJSON_Delete(rows);
+    rj = read_json(rdir, "run.json");
+    cr_expect_str_eq(str(rj, "status"), "complete");
+    cr_expect_str_eq(str(rj, "scorer"), "builtin:match");
+    const cJSON *resc = cJSON_GetArrayItem(cJSON_GetObjectItem(rj, "rescored"), 0);
+    cr_expect_str_eq(str(resc, "scorer"), "builtin:match");
+    cr_expect_eq(strlen(str(resc, "scorer_sha256")), 64);
+    cJSON_Delete(rj);
+    res = read_json(rdir, "results.json");
+    cr_expect_str_eq(str(res, "status"), "complete");
+    cJSON_Delete(res);
 }
 
 /* A stop rule fired by a process left running, while the model thinks
