@@ -238,10 +238,10 @@ typedef struct brun {
     char fatal_reason[32]; /* run.json's status_reason: http_404, unreachable, ... */
     char fatal_msg[512];
     char scorer_error[256]; /* the first row's scorer error (run.c: every row failed?) */
-    int llm_ok; /* some request has succeeded */
+    int llm_ok;             /* some request has succeeded */
     char write_error[512];
     double t0, last_sweep, last_progress;
-    int progress_lines; /* lines of the live block on the terminal */
+    int progress_lines;                /* lines of the live block on the terminal */
     size_t shown_paused, shown_alerts; /* as last shown (progress.c) */
     /* the commands lis prints to finish the run (run.c) */
     char lis[4096];
