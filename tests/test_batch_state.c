@@ -79,11 +79,14 @@ static int wait_for(const char *cond)
     return 0;
 }
 
-Test(batch_state, ctl_pause_and_stop_are_said_everywhere, .timeout = 180)
+/* Two rows at concurrency 2 against an endpoint that never answers, with
+ * --live, stderr to d/log (no terminal: the plain progress lines), up to
+ * both episodes running; its pid, its directory in rdir, the endpoint in *lfd. */
+static pid_t silent_batch(const char *d, char *rdir, size_t rlen, int *lfd)
 {
-    char *d = dir_for("ctl");
-    int port, lfd = silent_endpoint(&port);
-    char tasks[600], log[600], cmd[4096], rdir[1024] = "", c[2400];
+    int port;
+    *lfd = silent_endpoint(&port);
+    char tasks[600], log[600], cmd[4096], c[2400];
     snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
     snprintf(log, sizeof log, "%s/log", d);
     FILE *f = fopen(tasks, "w");
@@ -91,7 +94,6 @@ Test(batch_state, ctl_pause_and_stop_are_said_everywhere, .timeout = 180)
           "{\"id\":\"b\",\"problem_statement\":\"x\",\"ground_truth\":\"y\"}\n",
           f);
     fclose(f);
-    /* stderr to a file: no terminal, the plain progress lines */
     snprintf(cmd, sizeof cmd,
              "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s batch --llm-name fake "
              "--llm-base-url http://127.0.0.1:%d/v1 --api-key k --rootfs %s --net none --tasks %s "
@@ -101,12 +103,21 @@ Test(batch_state, ctl_pause_and_stop_are_said_everywhere, .timeout = 180)
     pid_t pid = spawn(cmd);
     snprintf(c, sizeof c, "test -S %s/out/*/ctl.sock", d);
     cr_assert(wait_for(c), "no control socket: %s", t_host(NULL, "cat %s", log));
-    t_run_dir(d, rdir, sizeof rdir);
+    t_run_dir(d, rdir, rlen);
     cr_assert(rdir[0]);
-    /* both episodes waiting on the model, then paused by lis batch ctl */
     snprintf(c, sizeof c, "%s batch ctl %s status | grep -q '2 running'", t_lis_bin(), rdir);
-    cr_assert(wait_for(c), "not running: %s",
-              t_host(NULL, "%s batch ctl %s status", t_lis_bin(), rdir));
+    cr_assert(wait_for(c), "not running: %s", t_host(NULL, "cat %s", log));
+    return pid;
+}
+
+Test(batch_state, ctl_pause_and_stop_are_said_everywhere, .timeout = 180)
+{
+    char *d = dir_for("ctl");
+    char log[600], rdir[1024] = "", c[2400];
+    snprintf(log, sizeof log, "%s/log", d);
+    int lfd;
+    pid_t pid = silent_batch(d, rdir, sizeof rdir, &lfd);
+    /* both episodes waiting on the model, then paused by lis batch ctl */
     char *o = t_lis(NULL, "batch ctl %s pause", rdir);
     free(o);
     /* the terminal (no tty) says it at once, with who paused them */
@@ -274,27 +285,9 @@ Test(batch_state, a_stop_rule_between_steps_leaves_its_evidence, .timeout = 180)
 Test(batch_state, a_killed_run_is_found_and_repaired_by_ctl, .timeout = 180)
 {
     char *d = dir_for("kill9");
-    int port, lfd = silent_endpoint(&port);
-    char tasks[600], log[600], cmd[4096], rdir[1024] = "", c[2400];
-    snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
-    snprintf(log, sizeof log, "%s/log", d);
-    FILE *f = fopen(tasks, "w");
-    fputs("{\"id\":\"a\",\"problem_statement\":\"x\",\"ground_truth\":\"y\"}\n"
-          "{\"id\":\"b\",\"problem_statement\":\"x\",\"ground_truth\":\"y\"}\n",
-          f);
-    fclose(f);
-    snprintf(cmd, sizeof cmd,
-             "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data exec %s batch --llm-name fake "
-             "--llm-base-url http://127.0.0.1:%d/v1 --api-key k --rootfs %s --net none --tasks %s "
-             "--scorer builtin:match --concurrency 2 --live --output-dir %s/out </dev/null >%s "
-             "2>&1",
-             t_tmpdir(), t_tmpdir(), t_lis_bin(), port, t_busybox(), tasks, d, log);
-    pid_t pid = spawn(cmd);
-    snprintf(c, sizeof c, "test -S %s/out/*/ctl.sock", d);
-    cr_assert(wait_for(c), "no control socket: %s", t_host(NULL, "cat %s", log));
-    t_run_dir(d, rdir, sizeof rdir);
-    snprintf(c, sizeof c, "%s batch ctl %s status | grep -q '2 running'", t_lis_bin(), rdir);
-    cr_assert(wait_for(c), "not running: %s", t_host(NULL, "cat %s", log));
+    char rdir[1024] = "", c[2400];
+    int lfd;
+    pid_t pid = silent_batch(d, rdir, sizeof rdir, &lfd);
     char tpath[1200];
     snprintf(tpath, sizeof tpath, "%s/template.json", rdir);
     char *digest =
