@@ -114,13 +114,18 @@ static int make_dir(const lis_batch_opts *o, const batch_task *t, char *dir, siz
     localtime_r(&now, &tm);
     char ts[32];
     strftime(ts, sizeof ts, "%Y%m%d_%H%M%S", &tm);
+    /* runs/ and runs name one directory: no runs//... in what lis prints */
+    int ol = (int)strlen(o->output_dir);
+    while (ol > 1 && o->output_dir[ol - 1] == '/')
+        ol--;
+    const char *od = o->output_dir;
     if (o->shard_count) { /* a fixed name: the array's shards and merge find each other */
-        snprintf(dir, len, "%s/shard-%d-of-%d", o->output_dir, o->shard_index, o->shard_count);
+        snprintf(dir, len, "%.*s/shard-%d-of-%d", ol, od, o->shard_index, o->shard_count);
         return 0;
     }
-    snprintf(dir, len, "%s/%s_%s", o->output_dir, ts, t->name ? t->name : "batch");
+    snprintf(dir, len, "%.*s/%s_%s", ol, od, ts, t->name ? t->name : "batch");
     for (int i = 2; access(dir, F_OK) == 0 && i < 1000; i++) /* two runs in one second */
-        snprintf(dir, len, "%s/%s_%s_%d", o->output_dir, ts, t->name ? t->name : "batch", i);
+        snprintf(dir, len, "%.*s/%s_%s_%d", ol, od, ts, t->name ? t->name : "batch", i);
     return 0;
 }
 

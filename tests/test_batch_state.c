@@ -176,9 +176,10 @@ Test(batch_state, every_row_scorer_failed_is_a_failed_run, .timeout = 120)
     int code = 0;
     char *out = t_lis(&code,
                       "batch --llm-name fake --llm-base-url %s --api-key k --rootfs %s --net none "
-                      "--tasks %s --scorer /bin/false --output-dir %s/out",
+                      "--tasks %s --scorer /bin/false --output-dir %s/out/",
                       fk.url, t_busybox(), tasks, d);
     t_fake_stop(&fk);
+    cr_expect_null(strstr(out, "out//"), "--output-dir DIR/ printed as DIR//: %s", out);
     cr_expect_neq(code, 0, "every score failed, yet exit 0: %s", out);
     cr_expect(strstr(out, "FAILED: the scorer failed on every one of the 2 rows"), "%s", out);
     cr_expect_null(strstr(out, "status                 complete"), "%s", out);
@@ -326,5 +327,31 @@ Test(batch_state, a_killed_run_is_found_and_repaired_by_ctl, .timeout = 180)
     /* a second look: it has ended (no repair again), and says how */
     out = t_lis(&code, "batch ctl %s status", rdir);
     cr_expect(strstr(out, "it has ended: partial"), "%s", out);
+    free(out);
+}
+
+/* The smaller things a new user reads: lis --help names lis batch's real
+ * usage; --tasks without a scorer lists the built-in scorers by name. */
+Test(batch_state, help_and_scorer_hints_name_what_exists)
+{
+    int code = 0;
+    char *out = t_lis(&code, "--help");
+    cr_expect(strstr(out, "lis batch --task DIR | --tasks FILE"), "%s", out);
+    cr_expect_null(strstr(out, "lis batch FILE"), "%s", out);
+    free(out);
+    char *d = dir_for("hints");
+    char tasks[600];
+    snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
+    FILE *f = fopen(tasks, "w");
+    fputs("{\"id\":\"a\",\"problem_statement\":\"x\",\"ground_truth\":\"y\"}\n", f);
+    fclose(f);
+    out = t_lis(&code,
+                "batch --llm-name fake --llm-base-url http://127.0.0.1:9/v1 --api-key k --rootfs "
+                "%s --net none --tasks %s --output-dir %s/out",
+                t_busybox(), tasks, d);
+    cr_expect_neq(code, 0, "%s", out);
+    cr_expect(strstr(out, "builtin:match") && strstr(out, "builtin:letter") &&
+                  strstr(out, "builtin:math"),
+              "the built-in scorers are not named: %s", out);
     free(out);
 }
