@@ -390,6 +390,25 @@ Test(report, lis_run_prints_the_command, .timeout = 200)
     snprintf(html, sizeof html, "%s/report.html", dir);
     cr_expect(strstr(out, html), "%s", out);
     free(out);
+    /* the run's row as a batch row: submitted (not "submit" in orange), the
+     * capability and alerts its effects give (issue 32 item 9) */
+    char *page = slurp(html, NULL);
+    cr_assert(page);
+    const char *open = "<script id=\"lis-index\" type=\"application/json\">";
+    char *a = strstr(page, open);
+    cr_assert(a);
+    a += strlen(open);
+    char *b = strstr(a, "</script>");
+    cr_assert(b);
+    *b = 0;
+    cJSON *idx = cJSON_Parse(a);
+    const cJSON *row0 = cJSON_GetArrayItem(cJSON_GetObjectItem(idx, "rows"), 0);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(row0, "reason")), "submitted", "%s",
+                     a);
+    cr_expect(cJSON_IsObject(cJSON_GetObjectItem(row0, "capability")), "no capability: %s", a);
+    cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(row0, "alerts")), "no alerts: %s", a);
+    cJSON_Delete(idx);
+    free(page);
     char *dom = browse(html, "");
     cr_expect(strstr(dom, "<h1 id=\"title\">lis run"), "%s", dom);
     cr_expect_eq(count(dom, "<div class=\"step\""), 2, "%s", dom);
