@@ -730,10 +730,10 @@ Test(batch_effects, every_rule_action_and_ctl, .timeout = 300)
         free(hit);
     }
     cJSON_Delete(rows2);
-    /* after the run: nobody answers */
+    /* after the run: nobody answers, and it says how the run ended */
     o = ctl(&code, rdir, "status");
     cr_expect_neq(code, 0, "%s", o);
-    cr_expect(strstr(o, "no lis batch is running"), "%s", o);
+    cr_expect(strstr(o, "no lis batch runs on") && strstr(o, "it has ended: complete"), "%s", o);
     free(o);
 }
 
@@ -835,7 +835,7 @@ Test(batch_effects, no_effects_lis_run_and_bad_flags, .timeout = 180)
     free(out);
     out = t_lis(&code, "batch ctl %s status", d);
     cr_expect_neq(code, 0);
-    cr_expect(strstr(out, "no lis batch is running"), "%s", out);
+    cr_expect(strstr(out, "is not a lis batch run's directory"), "%s", out);
     free(out);
     out = t_lis(&code, "batch ctl %s explode", d);
     cr_expect_eq(code, 2, "%s", out);

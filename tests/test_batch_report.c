@@ -376,6 +376,10 @@ Test(report, lis_run_prints_the_command, .timeout = 200)
                       f.url, t_busybox(), t_tmpdir());
     t_fake_stop(&f);
     cr_assert_eq(code, 0, "%s", out);
+    /* each step's effects in one line, as it ends */
+    cr_expect(strstr(out, "lis: step 1 did: ") && strstr(out, "created /testbed/output/t.csv") &&
+                  strstr(out, "no alert"),
+              "no effects line: %s", out);
     /* the command as it runs: the lis that ran, `report`, the directory */
     char said[1200];
     snprintf(said, sizeof said, "lis: report: %s report ", t_lis_bin());
