@@ -79,6 +79,7 @@ void bctl_pause(bep *e, const char *why)
     e->frozen_asked = 1;
     if (!e->paused) {
         e->paused = 1;
+        e->run->pause_changes++;
         e->paused_at = lis_now();
         snprintf(e->pause_why, sizeof e->pause_why, "%s", why);
         if (e->log)
@@ -92,6 +93,7 @@ void bctl_resume(bep *e)
     if (e->phase != EP_LIVE || !e->paused)
         return;
     e->paused = 0;
+    e->run->pause_changes++;
     e->frozen_asked = 0;
     e->pause_why[0] = 0;
     if (e->log)

@@ -42,12 +42,14 @@ int bfx_held(bep *e)
         char rule[64];
         if (agent_ep_monitor_event(e->ep, rule, sizeof rule) == LIS_ACT_PAUSE) {
             e->paused = 1;
+            e->run->pause_changes++;
             e->paused_at = lis_now();
             snprintf(e->pause_why, sizeof e->pause_why, "policy rule %s", rule);
         }
     }
     if (e->run->paused_all && !e->paused && !e->stopped) { /* lis batch ctl pause: all */
         e->paused = 1;
+        e->run->pause_changes++;
         e->paused_at = lis_now();
         snprintf(e->pause_why, sizeof e->pause_why, "lis batch ctl pause");
     } /* (the sandbox is frozen by the sweep: ctl.c, bctl_tick) */

@@ -242,7 +242,8 @@ typedef struct brun {
     char write_error[512];
     double t0, last_sweep, last_progress;
     int progress_lines;                /* lines of the live block on the terminal */
-    size_t shown_paused, shown_alerts; /* as last shown (progress.c) */
+    size_t pause_changes;              /* pauses and resumes so far (ctl.c) */
+    size_t shown_pauses, shown_alerts; /* as last shown (progress.c) */
     /* the commands lis prints to finish the run (run.c) */
     char lis[4096];
     char resume_cmd[8400], merge_cmd[8400];

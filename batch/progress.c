@@ -112,14 +112,14 @@ void bprog_tick(brun *r, int force)
     double every = o->tty ? 1.0 : 10.0;
     char paused[320], means[32];
     size_t npaused;
-    bprog_paused(r, paused, sizeof paused, &npaused);
     /* without a terminal, a pause, a resume or a new alert is a line at once */
-    int changed = npaused != r->shown_paused || r->nalerts != r->shown_alerts;
+    int changed = r->pause_changes != r->shown_pauses || r->nalerts != r->shown_alerts;
     if (!force && now - r->last_progress < every && !(changed && !o->tty))
         return;
     r->last_progress = now;
-    r->shown_paused = npaused;
+    r->shown_pauses = r->pause_changes;
     r->shown_alerts = r->nalerts;
+    bprog_paused(r, paused, sizeof paused, &npaused);
     double el = now - r->t0;
     size_t done = r->already + r->done;
     if (r->done)

@@ -180,10 +180,11 @@ static int open_worker(batch_scorer *s, const batch_scorer_opts *o, lis_error *e
     snprintf(m, sizeof m, "%s", err->msg);
     return lis_fail(err, EINVAL, "%s; make it importable on this host%s%s (docs/batch-scoring.md)",
                     m,
-                    b >= 0 ? ", or accept lis's built-in version of the original's with "
-                             "--scorer builtin:"
-                           : ", or choose a built-in scorer with --scorer builtin:match, builtin:letter or "
-                             "builtin:math",
+                    b >= 0
+                        ? ", or accept lis's built-in version of the original's with "
+                          "--scorer builtin:"
+                        : ", or choose a built-in scorer with --scorer builtin:match, builtin:letter or "
+                          "builtin:math",
                     b >= 0 ? builtins[b].name : "");
 }
 
