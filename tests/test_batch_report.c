@@ -362,6 +362,20 @@ Test(report, batch_media_hostile_in_chromium, .timeout = 400)
 }
 
 /* lis run says how to make its report; the page opens on its one episode */
+/* The index JSON inside a report.html's text (cut off in place). */
+static char *index_text(char *html)
+{
+    cr_assert(html);
+    const char *open = "<script id=\"lis-index\" type=\"application/json\">";
+    char *a = strstr(html, open);
+    cr_assert(a);
+    a += strlen(open);
+    char *b = strstr(a, "</script>");
+    cr_assert(b);
+    *b = 0;
+    return a;
+}
+
 Test(report, lis_run_prints_the_command, .timeout = 200)
 {
     need_chromium();
@@ -397,14 +411,7 @@ Test(report, lis_run_prints_the_command, .timeout = 200)
     /* the run's row as a batch row: submitted (not "submit" in orange), the
      * capability and alerts its effects give (issue 32 item 9) */
     char *page = slurp(html, NULL);
-    cr_assert(page);
-    const char *open = "<script id=\"lis-index\" type=\"application/json\">";
-    char *a = strstr(page, open);
-    cr_assert(a);
-    a += strlen(open);
-    char *b = strstr(a, "</script>");
-    cr_assert(b);
-    *b = 0;
+    char *a = index_text(page);
     cJSON *idx = cJSON_Parse(a);
     const cJSON *row0 = cJSON_GetArrayItem(cJSON_GetObjectItem(idx, "rows"), 0);
     cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(row0, "reason")), "submitted", "%s",
@@ -447,14 +454,7 @@ Test(report, escaped_json_stale_files_and_bad_input)
     /* the index: valid JSON with no '<' and no raw U+2028 anywhere in it */
     snprintf(p, sizeof p, "%s/report.html", d);
     char *html = slurp(p, NULL);
-    cr_assert(html);
-    const char *open = "<script id=\"lis-index\" type=\"application/json\">";
-    char *a = strstr(html, open);
-    cr_assert(a);
-    a += strlen(open);
-    char *b = strstr(a, "</script>");
-    cr_assert(b);
-    *b = 0;
+    char *a = index_text(html);
     cr_expect(!strchr(a, '<') && !strstr(a, "\xe2\x80\xa8"), "unescaped text in the index");
     cJSON *idx = cJSON_Parse(a);
     cr_assert(idx, "the index is not JSON: %s", a);
