@@ -490,38 +490,16 @@ static const char *const hc_known[] = {"AutoRemove",     "NetworkMode",      "Po
                                        "LogConfig",      "Isolation",        "ContainerIDFile",
                                        "Annotations",    "OomKillDisable"};
 
-static const char *const cfg_known[] = {"Hostname",
-                                        "User",
-                                        "AttachStdin",
-                                        "AttachStdout",
-                                        "AttachStderr",
-                                        "ExposedPorts",
-                                        "Tty",
-                                        "OpenStdin",
-                                        "StdinOnce",
-                                        "Env",
-                                        "Cmd",
-                                        "Image",
-                                        "Volumes",
-                                        "WorkingDir",
-                                        "Entrypoint",
-                                        "NetworkDisabled",
-                                        "Labels",
-                                        "StopSignal",
-                                        "StopTimeout",
-                                        "HostConfig",
-                                        "Healthcheck",
-                                        "ArgsEscaped",
-                                        "OnBuild",
-                                        "Shell",
-                                        "NetworkingConfig",
-                                        "Domainname",
-                                        "MacAddress",
-                                        "LisTimeout",
-                                        "LisEffects",
-                                        "LisPolicy",
-                                        "LisForkOf",
-                                        "Platform"}; /* Lis*: the native API's (api.c, state.c) */
+/* Lis*: the native API's (api.c, state.c) */
+static const char *const cfg_known[] =
+    {"Hostname",         "User",         "AttachStdin", "AttachStdout",
+     "AttachStderr",     "ExposedPorts", "Tty",         "OpenStdin",
+     "StdinOnce",        "Env",          "Cmd",         "Image",
+     "Volumes",          "WorkingDir",   "Entrypoint",  "NetworkDisabled",
+     "Labels",           "StopSignal",   "StopTimeout", "HostConfig",
+     "Healthcheck",      "ArgsEscaped",  "OnBuild",     "Shell",
+     "NetworkingConfig", "Domainname",   "MacAddress",  "LisTimeout",
+     "LisEffects",       "LisPolicy",    "LisForkOf",   "Platform"};
 
 static int known(const char *const *list, size_t n, const char *key)
 {
