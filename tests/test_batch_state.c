@@ -355,3 +355,41 @@ Test(batch_state, help_and_scorer_hints_name_what_exists)
               "the built-in scorers are not named: %s", out);
     free(out);
 }
+
+/* The episodes cannot read the live view: through their own proxy with
+ * --allow-host-network (the only way they reach the host's loopback), the
+ * view answers 401, since they never have the token. */
+Test(batch_state, an_episode_cannot_read_the_live_view, .timeout = 180)
+{
+    char *d = dir_for("liveproxy");
+    int lport, lfd = silent_endpoint(&lport); /* a free port, given to --live */
+    close(lfd);
+    char tasks[600], script[1200];
+    snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
+    FILE *f = fopen(tasks, "w");
+    fputs("{\"id\":\"peek\",\"problem_statement\":\"x\",\"ground_truth\":\"y\"}\n", f);
+    fclose(f);
+    snprintf(script, sizeof script,
+             "{\"replies\":[{\"calls\":[[\"execute_bash\",{\"command\":\"http_proxy=http://"
+             "127.0.0.1:3128 no_proxy= wget -O - http://127.0.0.1:%d/live.json 2>&1; echo "
+             "rc=$?\"}]]},{\"calls\":[[\"submit\",{}]]}]}",
+             lport);
+    t_fake fk;
+    t_fake_start(&fk, script);
+    int code = 0;
+    char *out = t_lis(&code,
+                      "batch --llm-name fake --llm-base-url %s --api-key k --rootfs %s --net proxy "
+                      "--allow-host-network --tasks %s --scorer builtin:match --live 127.0.0.1:%d "
+                      "--output-dir %s/out",
+                      fk.url, t_busybox(), tasks, lport, d);
+    t_fake_stop(&fk);
+    char rdir[1024] = "";
+    t_run_dir(d, rdir, sizeof rdir);
+    cr_assert(rdir[0], "%s", out);
+    cJSON *traj = read_json(rdir, "trajectories/peek.json");
+    const char *obs = str(cJSON_GetArrayItem(cJSON_GetObjectItem(traj, "steps"), 0), "observation");
+    cr_expect(strstr(obs, "401"), "the episode read the live view: %s", obs);
+    cr_expect_null(strstr(obs, "\"rows\""), "the episode read the live view: %s", obs);
+    cJSON_Delete(traj);
+    free(out);
+}
