@@ -63,7 +63,7 @@ TEST_BIN    := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 # root_*: run as root by scripts/test.sh; vm_*: run only inside the cgroup v2 VM (tests/vm/)
 EXTRA_TEST_BIN := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/root_*.c tests/vm_*.c))
 
-.PHONY: all clean test check tests bench test-asan fuzz fuzz-build check-layers layers-docs format-check format
+.PHONY: all clean test check tests test-bins bench test-asan fuzz fuzz-build check-layers layers-docs format-check format
 all: $(B)/lis $(B)/lis-init $(B)/liblis-agent.so $(B)/liblis-rootfs.so $(B)/liblis-serve.so
 
 $(B)/obj/%.o: %.c
@@ -172,8 +172,15 @@ tests: all $(TEST_BIN) $(EXTRA_TEST_BIN) $(B)/tests/sysprobe $(B)/tests/security
 
 # The README's test command. As root it prepares fixtures, then runs the
 # rootless suites as an unprivileged user (LIS_TEST_USER, default lis-test).
-test check: tests
+# With LIS_TEST_SUITES it builds only those suites' binaries (and the helpers
+# they run), not every test binary.
+TEST_HELPERS := $(B)/tests/sysprobe $(B)/tests/security/escape_probe $(B)/tests/monitor_probe
+TEST_WANTED := $(if $(strip $(LIS_TEST_SUITES)),all $(TEST_HELPERS) \
+    $(filter $(addprefix $(B)/tests/,$(LIS_TEST_SUITES)) \
+             $(addprefix $(B)/tests/security/,$(LIS_TEST_SUITES)),$(TEST_BIN) $(EXTRA_TEST_BIN)),tests)
+test check: test-bins
 	B=$(B) bash scripts/test.sh
+test-bins: $(TEST_WANTED)
 
 # The one-way layers of docs/architecture.md (scripts/test.sh runs the same
 # check first and counts it): prints each area's layers, then its self-test.
@@ -203,7 +210,7 @@ ASAN_ENV  := LIS_TEST_SANITIZE=1 \
              ASAN_OPTIONS=detect_leaks=1:exitcode=86:strict_string_checks=1:detect_stack_use_after_return=1 \
              UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LSAN_OPTIONS=print_suppressions=0
 test-asan:
-	$(MAKE) B=$(ASAN_B) OPT='$(ASAN_OPT)' LDFLAGS='-fsanitize=address,undefined' tests
+	$(MAKE) B=$(ASAN_B) OPT='$(ASAN_OPT)' LDFLAGS='-fsanitize=address,undefined' test-bins
 	$(ASAN_ENV) B=$(ASAN_B) bash scripts/test.sh
 
 bench: all
@@ -259,6 +266,9 @@ $(B)/fuzz-replay/inputs.stamp: $(shell find fuzz/corpus fuzz/regress -type f 2>/
 	touch $@
 
 tests: $(FUZZ_REPLAY) $(B)/fuzz-replay/inputs.stamp
+ifneq ($(filter test_fuzz_regress,$(LIS_TEST_SUITES)),)
+test-bins: $(FUZZ_REPLAY) $(B)/fuzz-replay/inputs.stamp
+endif
 
 # build only (CI): the libFuzzer targets still compile and link
 fuzz-build: $(FUZZ_BIN)

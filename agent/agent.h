@@ -153,6 +153,8 @@ typedef struct llm_reply {
 typedef struct llm_client llm_client;
 
 llm_client *llm_new(const llm_config *cfg, lis_error *err);
+/* -1 with "did you mean http://URL?" when url has no scheme. */
+int llm_check_base_url(const char *url, lis_error *err);
 void llm_free(llm_client *c);
 /* One chat completion with tools; retries per the config. On failure err
  * names the cause; err->http_status is the HTTP status (0: no reply, then

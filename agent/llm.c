@@ -87,6 +87,10 @@ llm_client *llm_new(const llm_config *cfg, lis_error *err)
         return NULL;
     }
     const char *base = cfg->base_url ? cfg->base_url : "";
+    if (llm_check_base_url(base, err) < 0) {
+        llm_free(c);
+        return NULL;
+    }
     size_t n = strlen(base);
     while (n && base[n - 1] == '/')
         n--;
@@ -584,6 +588,47 @@ int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why,
 
 /* ---- one call: attempts, retries, context shrinking -------------------- */
 
+/* A reply body that is a JSON object (what every API answers, errors too). */
+static int json_object(const char *body)
+{
+    cJSON *j = body ? cJSON_Parse(body) : NULL;
+    int ok = cJSON_IsObject(j);
+    cJSON_Delete(j);
+    return ok;
+}
+
+/* The start of a body on one line, for a message: `<!DOCTYPE HTML> <html>...`. */
+static void body_head(const char *body, char *out, size_t len)
+{
+    size_t n = 0;
+    int space = 0;
+    for (const char *p = body ? body : ""; *p && n + 4 < len; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch <= ' ') {
+            space = n > 0;
+            continue;
+        }
+        if (space)
+            out[n++] = ' ';
+        space = 0;
+        out[n++] = ch < 0x7f ? (char)ch : '?';
+    }
+    if (body && strlen(body) > n && n + 4 <= len && n > 0) {
+        memcpy(out + n, "...", 3);
+        n += 3;
+    }
+    out[n] = 0;
+}
+
+int llm_check_base_url(const char *url, lis_error *err)
+{
+    if (!url || !*url || strstr(url, "://") || !strncasecmp(url, "unix:", 5))
+        return 0;
+    /* host:port/v1 reads as a scheme "host" to curl, or as no URL at all */
+    return lis_fail(err, EINVAL, "--llm-base-url %s has no scheme: did you mean http://%s?", url,
+                    url);
+}
+
 struct llm_call {
     llm_client *c;
     const cJSON *messages, *tools;
@@ -769,6 +814,24 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
         error_text(x->body.s, why, sizeof why);
     }
     double retry_after = x->retry_after;
+    /* a web page, a text or a method the server does not have: no retry can
+     * make it an API (a gateway's 502/503 page is retried: it may pass) */
+    int not_json = rc == CURLE_OK && !x->is_sse && !json_object(x->body.s);
+    if (rc == CURLE_OK && ((not_json && ((status >= 200 && status < 300) || status == 404)) ||
+                           status == 405 || status == 501)) {
+        char *ctype = NULL, head[100];
+        curl_easy_getinfo(k->h, CURLINFO_CONTENT_TYPE, &ctype);
+        body_head(x->body.s, head, sizeof head);
+        lis_fail(err, EPROTO,
+                 "not an %s endpoint at %s (HTTP %ld, %s: %s); check --llm-base-url "
+                 "(OpenAI-compatible servers usually end in /v1)",
+                 c->cfg.api == LLM_API_ANTHROPIC ? "Anthropic Messages API" : "OpenAI-compatible",
+                 c->url, status, ctype && *ctype ? ctype : "no content type",
+                 head[0] ? head : "an empty body");
+        err->http_status = status >= 400 ? (int)status : 0;
+        attempt_free(k);
+        return LLM_CALL_FAILED;
+    }
     attempt_free(k);
     long mc, it;
     if (status >= 400 && llm_is_token_error(why, &mc, &it)) {
@@ -808,10 +871,9 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
     }
     if (status == 404) {
         lis_fail(err, ENOENT,
-                 "not found (HTTP 404) at %s: %s; check --llm-base-url "
-                 "(OpenAI-compatible servers usually end in /v1) and the model "
-                 "name '%s'",
-                 c->url, why, model);
+                 "no model '%s' or not an OpenAI-compatible endpoint at %s (HTTP 404: %s); check "
+                 "the model name and --llm-base-url (OpenAI-compatible servers usually end in /v1)",
+                 model, c->url, why);
         err->http_status = 404;
         return LLM_CALL_FAILED;
     }

@@ -391,6 +391,8 @@ int agent_cli_settings(agent_cli *c, lis_error *err)
                             "no LLM endpoint: pass --llm-base-url URL (e.g. "
                             "http://localhost:8000/v1) or set LLM_BASE_URL");
     }
+    if (llm_check_base_url(c->llm_base_url, err) < 0) /* before the key: it decides "local" */
+        return -1;
     if (!c->api_key || !*c->api_key) {
         const char *e = anthropic ? getenv("ANTHROPIC_API_KEY") : NULL;
         if (!e || !*e)

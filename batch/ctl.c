@@ -83,6 +83,7 @@ void bctl_pause(bep *e, const char *why)
     e->frozen_asked = 1;
     if (!e->paused) {
         e->paused = 1;
+        e->run->pause_changes++;
         e->paused_at = lis_now();
         snprintf(e->pause_why, sizeof e->pause_why, "%s", why);
         if (e->log)
@@ -96,6 +97,7 @@ void bctl_resume(bep *e)
     if (e->phase != EP_LIVE || !e->paused)
         return;
     e->paused = 0;
+    e->run->pause_changes++;
     e->frozen_asked = 0;
     e->pause_why[0] = 0;
     if (e->log)
@@ -114,9 +116,11 @@ void bctl_monitor_event(brun *r, bep *e)
         return;
     char rule[64], why[96];
     lis_policy_action a = agent_ep_monitor_event(e->ep, rule, sizeof rule);
+    int between = !e->proc && !e->in_job;        /* no step runs: charged to the last one */
     if (a == LIS_ACT_STOP || a == LIS_ACT_PAUSE) /* as it fires; the step lists it at its end */
-        bfx_alert_push(e, e->live.step + 1, rule, lis_policy_action_name(a),
-                       "fired while the step runs");
+        bfx_alert_push(e, between ? e->live.step : e->live.step + 1, rule,
+                       lis_policy_action_name(a),
+                       between ? "fired between steps" : "fired while the step runs");
     switch (a) {
     case LIS_ACT_STOP:
         if (e->proc) { /* the step ends, is recorded, then the engine stops */
@@ -125,7 +129,10 @@ void bctl_monitor_event(brun *r, bep *e)
             e->kill_at = lis_now() + 5;
         } else if (!e->in_job) { /* between steps: a process left running fired it */
             char msg[160];
-            snprintf(msg, sizeof msg, "policy rule %s: fired between steps", rule);
+            snprintf(msg, sizeof msg, "policy rule %s: fired between steps (after step %d)", rule,
+                     e->live.step);
+            snprintf(e->between_rule, sizeof e->between_rule, "%s", rule);
+            e->between_step = e->live.step;
             bsched_stop(e, AGENT_STOP_POLICY, msg);
         } /* else the tool's job ends and the engine stops after it */
         break;
@@ -272,7 +279,9 @@ cJSON *bctl_command(brun *r, const char *verb, const cJSON *ids)
     int all = cJSON_GetArraySize(ids) == 0;
     cJSON *res = cJSON_CreateObject();
     if (!strcmp(verb, "stop") && all) {
-        /* as Ctrl-C: the loop's signalfd takes it (a second stop cancels) */
+        /* as Ctrl-C: the loop's signalfd takes it (a second stop cancels),
+         * recorded as lis batch ctl stop (loop.c) */
+        r->ctl_stops++;
         kill(getpid(), SIGINT);
         cJSON_AddStringToObject(res, "done",
                                 r->draining ? "cancelling the running episodes"

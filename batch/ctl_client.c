@@ -3,9 +3,12 @@
  * running batch's control socket DIR/ctl.sock (live.c serves it), its
  * answer printed. */
 #include "lis_batch.h"
+#include "results.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -71,6 +74,39 @@ static void print_status(FILE *out, const cJSON *s)
     }
 }
 
+/* No lis batch answers on DIR: a run that ended says how; one that died
+ * (kill -9, a crash) is found, its files repaired and its leftovers removed;
+ * a directory that is no run says so. Always -1 (err). */
+static int not_running(const char *dir, lis_error *err)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    if (access(path, F_OK) != 0)
+        return lis_fail(err, ENOENT,
+                        "%s is not a lis batch run's directory (no run.json; give "
+                        "<output-dir>/<YYYYmmdd_HHMMSS>_<task>)",
+                        dir);
+    lis_error rerr = {0};
+    int repaired = batch_repair_if_dead(dir, &rerr);
+    if (repaired < 0)
+        return lis_fail(err, rerr.code, "lis batch ctl: %s", rerr.msg);
+    size_t len = 0;
+    char *text = agent_read_host_file(path, &len, &rerr);
+    cJSON *j = text ? cJSON_ParseWithLength(text, len) : NULL;
+    free(text);
+    const char *st = str(j, "status"), *why = str(j, "status_message");
+    const char *fin = str(j, "finish_command");
+    char tail[600] = "";
+    if (*fin && strcmp(st, "complete"))
+        snprintf(tail, sizeof tail, "; finish it with: %.500s", fin);
+    lis_fail(err, ESRCH, "no lis batch runs on %s: %s%s%s%.300s%s%s", dir,
+             repaired ? "its process ended without a word (kill -9, a crash); its files now say "
+                      : "it has ended: ",
+             *st ? st : "?", *why ? " (" : "", why, *why ? ")" : "", tail);
+    cJSON_Delete(j);
+    return -1;
+}
+
 int lis_batch_ctl(const char *dir, const char *verb, const char *const *ids, size_t n, FILE *out,
                   lis_error *err)
 {
@@ -81,10 +117,7 @@ int lis_batch_ctl(const char *dir, const char *verb, const char *const *ids, siz
     struct stat st;
     if (fstatat(dfd, "ctl.sock", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISSOCK(st.st_mode)) {
         close(dfd);
-        return lis_fail(err, ENOENT,
-                        "no lis batch is running on %s (it has no ctl.sock; give the run's "
-                        "directory, <output-dir>/<YYYYmmdd_HHMMSS>_<task>)",
-                        dir);
+        return not_running(dir, err);
     }
     char sock[64], url[64];
     snprintf(sock, sizeof sock, "/proc/self/fd/%d/ctl.sock", dfd);
@@ -112,9 +145,12 @@ int lis_batch_ctl(const char *dir, const char *verb, const char *const *ids, siz
     if (strcmp(verb, "status"))
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
     CURLcode cc = curl_easy_perform(h);
+    if (cc == CURLE_COULDNT_CONNECT) { /* a socket nobody listens on: its run died */
+        not_running(dir, err);
+        goto out;
+    }
     if (cc != CURLE_OK) {
-        lis_fail(err, ECONNREFUSED,
-                 "no lis batch answers on %s/ctl.sock (%s): it has ended, or was killed", dir,
+        lis_fail(err, ECONNREFUSED, "no lis batch answers on %s/ctl.sock (%s)", dir,
                  curl_easy_strerror(cc));
         goto out;
     }

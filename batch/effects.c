@@ -42,12 +42,14 @@ int bfx_held(bep *e)
         char rule[64];
         if (agent_ep_monitor_event(e->ep, rule, sizeof rule) == LIS_ACT_PAUSE) {
             e->paused = 1;
+            e->run->pause_changes++;
             e->paused_at = lis_now();
             snprintf(e->pause_why, sizeof e->pause_why, "policy rule %s", rule);
         }
     }
     if (e->run->paused_all && !e->paused && !e->stopped) { /* lis batch ctl pause: all */
         e->paused = 1;
+        e->run->pause_changes++;
         e->paused_at = lis_now();
         snprintf(e->pause_why, sizeof e->pause_why, "lis batch ctl pause");
     } /* (the sandbox is frozen by the sweep: ctl.c, bctl_tick) */
@@ -164,6 +166,67 @@ void bfx_release(bep *e)
     e->live.fx = NULL;
 }
 
+void bfx_between(bep *e)
+{
+    if (!e->between_rule[0] || !e->traj)
+        return;
+    cJSON *md = cJSON_GetObjectItemCaseSensitive(e->traj, "metadata");
+    if (!cJSON_IsObject(md))
+        return;
+    if (!cJSON_GetObjectItemCaseSensitive(md, "stop_rule"))
+        cJSON_AddStringToObject(md, "stop_rule", e->between_rule);
+    cJSON *b = cJSON_AddObjectToObject(md, "between_steps");
+    cJSON_AddStringToObject(b, "stop_rule", e->between_rule);
+    cJSON_AddNumberToObject(b, "charged_to_step", e->between_step);
+    lis_error err = {0};
+    lis_effects *fx = NULL;
+    lis_monitor_call call = {.tool = "between steps", .command = ""};
+    /* what the monitor kept since the last step ended, closed as a step */
+    if (!e->env.mon || lis_monitor_step_begin(e->env.mon, &call, &err) < 0 ||
+        lis_monitor_step_end(e->env.mon, NULL, &fx, &err) < 0) {
+        cJSON_AddStringToObject(b, "effects_error", e->env.mon ? err.msg : "no monitor");
+        return;
+    }
+    cJSON *j = lis_effects_json(fx);
+    lis_effects_free(fx);
+    if (j)
+        cJSON_AddItemToObject(b, "effects", j);
+}
+
+/* The between-steps alerts into the row's list, the stop rule's among them
+ * (the monitor listed it, or it is said here); their number. */
+static int between_alerts(const cJSON *md, cJSON *list, int *alerts)
+{
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(md, "between_steps");
+    if (!cJSON_IsObject(b))
+        return 0;
+    const char *rule = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "stop_rule"));
+    double step = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(b, "charged_to_step"));
+    const cJSON *fx = cJSON_GetObjectItemCaseSensitive(b, "effects"), *a;
+    int seen = 0;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(fx, "alerts"))
+    {
+        const char *ar = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "rule"));
+        seen |= rule && ar && !strcmp(ar, rule);
+        if ((*alerts)++ >= ROW_ALERTS)
+            continue;
+        cJSON *c = cJSON_Duplicate(a, 1);
+        cJSON_AddNumberToObject(c, "step", step == step ? step : 0);
+        cJSON_AddBoolToObject(c, "between_steps", 1);
+        cJSON_AddItemToArray(list, c);
+    }
+    if (!seen && rule && (*alerts)++ < ROW_ALERTS) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddStringToObject(c, "rule", rule);
+        cJSON_AddStringToObject(c, "action", "stop");
+        cJSON_AddStringToObject(c, "what", "fired between steps (no effect listed by the monitor)");
+        cJSON_AddNumberToObject(c, "step", step == step ? step : 0);
+        cJSON_AddBoolToObject(c, "between_steps", 1);
+        cJSON_AddItemToArray(list, c);
+    }
+    return 1;
+}
+
 void bfx_row(cJSON *row, const cJSON *task_row, const cJSON *traj)
 {
     const cJSON *dom = cJSON_GetObjectItemCaseSensitive(task_row, "domain");
@@ -202,6 +265,7 @@ void bfx_row(cJSON *row, const cJSON *task_row, const cJSON *traj)
         if (more == more && more > 0)
             alerts += (int)more;
     }
+    between_alerts(md, list, &alerts);
     cJSON *c = cJSON_AddObjectToObject(row, "capability");
     cJSON_AddNumberToObject(c, "steps", steps);
     cJSON_AddNumberToObject(c, "external", caps[0]);

@@ -176,6 +176,11 @@ typedef struct bep {
     char pause_why[96];
     char freeze_err[256]; /* a pause that failed: its job writes it, freeze_done reads it */
     bfx_live live;
+    /* a stop rule that fired between steps (ctl.c): the rule and the step it
+     * is charged to (the last one, 0: the set-up); the finish job lists the
+     * effects that fired it (effects.c: bfx_between) */
+    char between_rule[64];
+    int between_step;
 } bep;
 
 /* A sandbox made ahead for the next row to be admitted (the warm pool). */
@@ -228,13 +233,19 @@ typedef struct brun {
     double llm_seconds, tool_seconds;
     /* stopping */
     int draining, cancelling, fatal, signals, first_signal;
+    /* lis batch ctl stop asked: the SIGINT it sends itself is that, not Ctrl-C;
+     * first_by_ctl: the run's first stop came from it */
+    int ctl_stops, first_by_ctl;
     double drain_deadline;
     char fatal_reason[32]; /* run.json's status_reason: http_404, unreachable, ... */
     char fatal_msg[512];
-    int llm_ok; /* some request has succeeded */
+    char scorer_error[256]; /* the first row's scorer error (run.c: every row failed?) */
+    int llm_ok;             /* some request has succeeded */
     char write_error[512];
     double t0, last_sweep, last_progress;
-    int progress_lines; /* lines of the live block on the terminal */
+    int progress_lines;                /* lines of the live block on the terminal */
+    size_t pause_changes;              /* pauses and resumes so far (ctl.c) */
+    size_t shown_pauses, shown_alerts; /* as last shown (progress.c) */
     /* the commands lis prints to finish the run (run.c) */
     char lis[4096];
     char resume_cmd[8400], merge_cmd[8400];
@@ -266,6 +277,8 @@ int batch_memory_check(int n, uint64_t memory, uint64_t disk, int overcommit, FI
 /* progress.c */
 void bprog_tick(brun *r, int force);
 void bprog_clear(brun *r);
+/* " (N paused: WHO COUNT, ...)" or "" (nothing paused); N in *np */
+void bprog_paused(const brun *r, char *b, size_t n, size_t *np);
 void bprog_summary(FILE *f, const cJSON *results);
 
 /* epoll tags of the loop's set: a kind in the top byte, a value (an fd, an
@@ -297,6 +310,10 @@ void bfx_alert_push(bep *e, int step, const char *rule, const char *action, cons
 /* The results row's effects fields from the trajectory (any thread): domain,
  * capability, alerts, alert_list, stop_rule (docs/batch-files.md). */
 void bfx_row(cJSON *row, const cJSON *task_row, const cJSON *traj);
+/* On the finish job, before the sandbox goes: what happened since the last
+ * step (the exec that fired a between-steps stop rule) into the trajectory's
+ * metadata.between_steps, the rule into metadata.stop_rule. */
+void bfx_between(bep *e);
 /* run.json's keys of the policy and the domain rules (they change results) */
 void bfx_config(cJSON *c, const lis_batch_opts *o);
 /* ctl.c: live actions and lis batch ctl's commands (on the loop's thread) */

@@ -80,6 +80,8 @@ static btemplate_state template_state(brun *r)
             snprintf(t->chain, sizeof t->chain, "%s", snap.rootfs);
             snprintf(t->digest, sizeof t->digest, "%s", snap.digest);
             t->state = TMPL_MADE;
+            /* a kill -9 leaves it: the next lis batch command on DIR removes it */
+            bleft_template_note(batch_out_dir(r->out), lis_ctx_data_dir(r->ctx), t->digest);
         } else if (stage == LIS_SETUP_PREPARE) { /* what each row's own set-up would say */
             snprintf(t->error, sizeof t->error, "preparing the sandbox: %s", err.msg);
             t->state = TMPL_FAILED;
@@ -397,6 +399,7 @@ void bjob_finish(void *arg)
         e->reason = R_OTHER;
         e->decided = 1;
     }
+    bfx_between(e); /* before the sandbox and its monitor go */
     close_sandbox(e);
     group_done(e);
     if (e->row_fate != ROW_WRITE)

@@ -104,6 +104,11 @@ int lis_batch_report(const char *dir, const char *by, FILE *out, lis_error *err)
 int lis_batch_ctl(const char *dir, const char *verb, const char *const *ids, size_t n, FILE *out,
                   lis_error *err);
 
+/* `lis batch rescore DIR [--scorer S]`: the saved answers scored again by S
+ * (NULL: the run's own scorer), the old scores kept beside (rescore.c);
+ * -1 also when every row's scorer failed. */
+int lis_batch_rescore(const char *dir, const char *scorer, FILE *out, lis_error *err);
+
 /* `lis batch judge DIR`: LLM-judges the rows of DIR, then rewrites the report. */
 int lis_batch_judge(const char *dir, const llm_config *judge, int concurrency, FILE *log, FILE *out,
                     lis_error *err);

@@ -6,14 +6,22 @@
  *    of mode 0600 whose connections lis accepts itself and hands to
  *    libmicrohttpd only when the peer is the run's own user (SO_PEERCRED);
  *    GET /status, POST /pause|/resume|/stop with {"ids": [...]};
- *  - with --live, the report page on 127.0.0.1 (a free port by default):
- *    read-only (GET and HEAD), at most LIVE_CONNS connections of
- *    LIVE_CONN_MEM bytes each, a Host header naming the listener (no DNS
- *    rebinding), serving the page (report_page.html in live mode), the index
+ *  - with --live, the report page on 127.0.0.1 (a free port by default),
+ *    the owner's alone: every request carries the run's secret token (in the
+ *    printed URL, in DIR/live.url of mode 0600, then in a cookie the page
+ *    keeps), else 401; a connection from another local user is answered 403
+ *    (its uid read from /proc/net/tcp). Read-only (GET and HEAD), connections
+ *    limited per client uid (LIVE_CONNS for the owner, LIVE_CONNS_OTHER for
+ *    each other user, so that another user's half-open connections cannot
+ *    keep the owner out), LIVE_CONN_MEM bytes each, a Host header naming the
+ *    listener (no DNS rebinding), serving the page (report_page.html in live
+ *    mode), the index
  *    it polls (/live.json: the rows of results.jsonl so far, read
  *    incrementally, the running episodes with their last step, command and
  *    effects, the latest alerts) and each finished episode (/report/ep-N.js).
- * Without --live nothing listens on the network. */
+ * Without --live nothing listens on the network. The episodes' own proxy
+ * refuses loopback unless --allow-host-network; with it, the token keeps
+ * them out (they never see it: it is in the run directory and on stderr). */
 #include "engine.h"
 #include "report.h"
 #include "results_io.h"
@@ -35,12 +43,21 @@
 
 #define CTL_BODY_MAX (64u << 10)  /* a ctl request's body */
 #define CTL_CONNS 8               /* ctl connections at once */
-#define LIVE_CONNS 16             /* live view connections at once */
+#define LIVE_CONNS 16             /* the owner's live view connections at once */
+#define LIVE_CONNS_OTHER 2        /* each other client's (each is answered 403) */
+#define LIVE_CONNS_ALL 64         /* all clients' together */
+#define LIVE_TOKEN_HEX 32         /* the secret: 16 random bytes */
+#define NET_TCP_LINES 1000000     /* /proc/net/tcp lines read to find a peer */
 #define LIVE_CONN_MEM (32u << 10) /* libmicrohttpd's memory per connection */
 #define ROWS_LINE_MAX (16u << 20) /* a results.jsonl line the live view reads */
 #define LIVE_ROWS_MAX 100000      /* rows the live view keeps in its index */
 
-enum { W_CTL_LISTEN = 0, W_CTL_MHD, W_WEB_MHD };
+enum { W_CTL_LISTEN = 0, W_CTL_MHD, W_WEB_MHD, W_WEB_LISTEN };
+
+typedef struct live_conn {
+    int fd;
+    uid_t uid; /* the peer's, (uid_t)-1 when not found */
+} live_conn;
 
 typedef struct live_row {
     off_t off; /* the line in results.jsonl */
@@ -52,8 +69,13 @@ typedef struct blive {
     int dfd;    /* the run directory */
     int ctl_fd; /* the listening control socket */
     struct MHD_Daemon *ctl, *web;
+    int web_fd; /* the live view's listener, accepted here */
     unsigned short port;
-    char url[64];
+    char token[LIVE_TOKEN_HEX + 1];
+    char cookie[32]; /* lis_live_PORT: one per port (cookies ignore ports) */
+    char url[128];
+    live_conn conns[LIVE_CONNS_ALL];
+    size_t nconns;
     /* results.jsonl read so far */
     int rfd;
     off_t roff;
@@ -193,13 +215,127 @@ static void ctl_accept(blive *L)
         struct ucred cr;
         socklen_t n = sizeof cr;
         struct sockaddr_un a = {.sun_family = AF_UNIX};
-        if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &n) < 0 || cr.uid != geteuid() ||
-            MHD_add_connection(L->ctl, c, (struct sockaddr *)&a, sizeof(sa_family_t)) != MHD_YES)
+        if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &n) < 0 || cr.uid != geteuid()) {
             close(c);
+            continue;
+        }
+        /* MHD_add_connection closes the socket itself when it fails */
+        MHD_add_connection(L->ctl, c, (struct sockaddr *)&a, sizeof(sa_family_t));
     }
 }
 
 /* ---- the live view ------------------------------------------------------ */
+
+/* The uid owning the other end of a loopback TCP connection: the line of
+ * /proc/net/tcp (this network namespace's) whose local address is the
+ * peer's and remote address ours; (uid_t)-1 when not found. */
+static uid_t peer_uid(int fd)
+{
+    struct sockaddr_in me, peer;
+    socklen_t l1 = sizeof me, l2 = sizeof peer;
+    if (getsockname(fd, (struct sockaddr *)&me, &l1) < 0 ||
+        getpeername(fd, (struct sockaddr *)&peer, &l2) < 0 || peer.sin_family != AF_INET)
+        return (uid_t)-1;
+    char want_l[32], want_r[32], line[512];
+    /* the kernel prints the address as the raw 32-bit value in hex */
+    snprintf(want_l, sizeof want_l, "%08X:%04X", (unsigned)peer.sin_addr.s_addr,
+             ntohs(peer.sin_port));
+    snprintf(want_r, sizeof want_r, "%08X:%04X", (unsigned)me.sin_addr.s_addr, ntohs(me.sin_port));
+    FILE *f = fopen("/proc/net/tcp", "re");
+    if (!f)
+        return (uid_t)-1;
+    uid_t uid = (uid_t)-1;
+    for (long i = 0; i < NET_TCP_LINES && fgets(line, sizeof line, f); i++) {
+        char la[64], ra[64];
+        unsigned st, u;
+        if (sscanf(line, " %*u: %63s %63s %x %*s %*s %*s %u", la, ra, &st, &u) == 4 &&
+            !strcmp(la, want_l) && !strcmp(ra, want_r)) {
+            uid = (uid_t)u;
+            break;
+        }
+    }
+    fclose(f);
+    return uid;
+}
+
+static size_t conns_of(const blive *L, uid_t uid)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < L->nconns; i++)
+        n += L->conns[i].uid == uid;
+    return n;
+}
+
+static live_conn *conn_find(blive *L, int fd)
+{
+    for (size_t i = 0; i < L->nconns; i++)
+        if (L->conns[i].fd == fd)
+            return &L->conns[i];
+    return NULL;
+}
+
+static void conn_drop(blive *L, int fd)
+{
+    live_conn *c = conn_find(L, fd);
+    if (c)
+        *c = L->conns[--L->nconns];
+}
+
+/* A connection to the live view: counted against its client's own share. */
+static void live_accept(blive *L)
+{
+    for (;;) {
+        struct sockaddr_in a;
+        socklen_t al = sizeof a;
+        int c = accept4(L->web_fd, (struct sockaddr *)&a, &al, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c < 0)
+            return;
+        uid_t uid = peer_uid(c);
+        size_t cap = uid == geteuid() ? LIVE_CONNS : LIVE_CONNS_OTHER;
+        if (L->nconns >= LIVE_CONNS_ALL || conns_of(L, uid) >= cap) {
+            close(c);
+            continue;
+        }
+        L->conns[L->nconns++] = (live_conn){c, uid};
+        if (MHD_add_connection(L->web, c, (struct sockaddr *)&a, al) != MHD_YES)
+            conn_drop(L, c); /* closed by libmicrohttpd */
+    }
+}
+
+static void live_conn_note(void *cls, struct MHD_Connection *c, void **socket_context,
+                           enum MHD_ConnectionNotificationCode toe)
+{
+    blive *L = cls;
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED && i)
+        conn_drop(L, i->connect_fd);
+}
+
+/* Equal without a timing that tells how much of the token matched. */
+static int token_eq(const char *a, const char *b)
+{
+    if (!a || strlen(a) != LIVE_TOKEN_HEX)
+        return 0;
+    unsigned char d = 0;
+    for (size_t i = 0; i < LIVE_TOKEN_HEX; i++)
+        d |= (unsigned char)(a[i] ^ b[i]);
+    return d == 0;
+}
+
+/* 0: the owner with the token; else the status to answer (401, 403). */
+static unsigned live_auth(blive *L, struct MHD_Connection *c, int *from_url)
+{
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const live_conn *lc = i ? conn_find(L, i->connect_fd) : NULL;
+    if (!lc || (lc->uid != geteuid() && lc->uid != (uid_t)-1))
+        return 403;
+    *from_url = token_eq(MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token"), L->token);
+    if (*from_url || token_eq(MHD_lookup_connection_value(c, MHD_COOKIE_KIND, L->cookie), L->token))
+        return 0;
+    return 401;
+}
 
 /* What results.jsonl gained since the last look: whole lines only. */
 static void rows_update(blive *L)
@@ -257,6 +393,20 @@ static cJSON *live_index(blive *L)
     cJSON_AddStringToObject(cfg, "task", r->task->name ? r->task->name : "");
     cJSON_AddStringToObject(cfg, "llm_name", r->o->llm_name ? r->o->llm_name : "");
     cJSON_AddItemToObject(ix, "rows", cJSON_Duplicate(L->index, 1));
+    /* the page's banner: what the run is now, as the terminal says it */
+    char paused[320], msg[400];
+    size_t np;
+    bprog_paused(r, paused, sizeof paused, &np);
+    cJSON *run = cJSON_AddObjectToObject(ix, "run");
+    int all_paused = np && np == r->live;
+    cJSON_AddStringToObject(run, "status", all_paused ? "paused" : "running");
+    cJSON_AddNumberToObject(run, "pid", (double)getpid());
+    cJSON_AddNumberToObject(run, "rows_asked", (double)r->total);
+    cJSON_AddNumberToObject(run, "rows_done", (double)(r->already + r->done));
+    snprintf(msg, sizeof msg, "%zu running%s, %zu alert%s%s", r->live, paused, r->nalerts,
+             r->nalerts == 1 ? "" : "s",
+             r->draining ? (r->cancelling ? ", cancelling" : ", draining") : "");
+    cJSON_AddStringToObject(run, "status_message", msg);
     cJSON_AddItemToObject(ix, "status", bctl_status(r));
     return ix;
 }
@@ -373,10 +523,38 @@ static enum MHD_Result web_handler(void *cls, struct MHD_Connection *c, const ch
     }
     if (!host_ok(L, c))
         return reply_error(c, 403, "the Host header must name this listener");
+    int from_url = 0;
+    unsigned denied = live_auth(L, c, &from_url);
+    if (denied == 403)
+        return reply_error(c, 403, "the live view is its owner's alone");
+    if (denied)
+        return reply_error(c, 401,
+                           "the live view needs its token: open the URL lis batch printed "
+                           "(also in the run directory's live.url)");
     size_t n;
     char tail[8];
-    if (!strcmp(url, "/") || !strcmp(url, "/index.html"))
-        return reply(c, 200, "text/html; charset=utf-8", live_page(L));
+    if (!strcmp(url, "/") || !strcmp(url, "/index.html")) {
+        char *page = live_page(L);
+        struct MHD_Response *r =
+            page ? MHD_create_response_from_buffer(strlen(page), page, MHD_RESPMEM_MUST_FREE)
+                 : NULL;
+        if (!r) {
+            free(page);
+            return MHD_NO;
+        }
+        char ck[128];
+        /* the page's own requests (live.json, report/ep-N.js) carry it */
+        snprintf(ck, sizeof ck, "%s=%s; Path=/; HttpOnly; SameSite=Strict", L->cookie, L->token);
+        MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+        MHD_add_response_header(r, "Cache-Control", "no-store");
+        MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+        MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+        if (from_url)
+            MHD_add_response_header(r, "Set-Cookie", ck);
+        enum MHD_Result rc = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return rc;
+    }
     if (!strcmp(url, "/live.json"))
         return reply_json(c, 200, live_index(L));
     if (sscanf(url, "/report/ep-%zu.j%7s", &n, tail) == 2 && !strcmp(tail, "s")) {
@@ -434,13 +612,34 @@ static int mhd_fd(struct MHD_Daemon *d)
     return i ? i->epoll_fd : -1;
 }
 
+/* The token, the URL that carries it and DIR/live.url (0600) that keeps it. */
+static int live_secret(blive *L, lis_error *err)
+{
+    unsigned char rnd[LIVE_TOKEN_HEX / 2];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        return lis_fail_errno(err, "--live: the token (getrandom)");
+    for (size_t i = 0; i < sizeof rnd; i++)
+        snprintf(L->token + 2 * i, 3, "%02x", rnd[i]);
+    snprintf(L->cookie, sizeof L->cookie, "lis_live_%u", L->port);
+    snprintf(L->url, sizeof L->url, "http://127.0.0.1:%u/?token=%s", L->port, L->token);
+    int fd =
+        openat(L->dfd, "live.url", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    int ok = fd >= 0 && fchmod(fd, 0600) == 0 && dprintf(fd, "%s\n", L->url) > 0;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    if (!ok)
+        return lis_fail_errnum(err, e, "--live: writing %s/live.url", batch_out_dir(L->r->out));
+    return 0;
+}
+
 int blive_open(brun *r, lis_error *err)
 {
     blive *L = calloc(1, sizeof *L);
     if (!L)
         return lis_oom(err);
     L->r = r;
-    L->ctl_fd = L->rfd = -1;
+    L->ctl_fd = L->rfd = L->web_fd = -1;
     r->web = L;
     L->index = cJSON_CreateArray();
     L->dfd = open(batch_out_dir(r->out), O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -473,18 +672,17 @@ int blive_open(brun *r, lis_error *err)
         return lis_fail_errnum(err, e, "--live: cannot listen on 127.0.0.1:%u", ntohs(sa.sin_port));
     }
     L->port = ntohs(sa.sin_port);
+    L->web_fd = fd;
     L->web =
-        MHD_start_daemon(MHD_USE_EPOLL, 0, NULL, NULL, web_handler, L, MHD_OPTION_LISTEN_SOCKET, fd,
-                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)LIVE_CONNS,
-                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)LIVE_CONNS,
+        MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET, 0, NULL, NULL, web_handler, L,
+                         MHD_OPTION_NOTIFY_CONNECTION, live_conn_note, L,
+                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)LIVE_CONNS_ALL,
                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)LIVE_CONN_MEM, MHD_OPTION_END);
-    if (!L->web) {
-        close(fd);
+    if (!L->web)
         return lis_fail(err, EIO, "--live: cannot start the live view's server");
-    }
-    snprintf(L->url, sizeof L->url, "http://127.0.0.1:%u/", L->port);
-    if (loop_add(r, mhd_fd(L->web), W_WEB_MHD, err) < 0)
+    if (live_secret(L, err) < 0 || loop_add(r, fd, W_WEB_LISTEN, err) < 0 ||
+        loop_add(r, mhd_fd(L->web), W_WEB_MHD, err) < 0)
         return -1;
     fprintf(r->o->err, "lis batch: live view: %s\n", L->url); /* asked for: also with --quiet */
     fflush(r->o->err);
@@ -500,7 +698,9 @@ void blive_event(brun *r, uint64_t which)
         ctl_accept(L);
     if (L->ctl)
         MHD_run(L->ctl);
-    if (which == W_WEB_MHD && L->web)
+    if (which == W_WEB_LISTEN && L->web)
+        live_accept(L);
+    if ((which == W_WEB_MHD || which == W_WEB_LISTEN) && L->web)
         MHD_run(L->web);
 }
 
@@ -520,6 +720,10 @@ void blive_close(brun *r)
         return;
     if (L->web)
         MHD_stop_daemon(L->web);
+    if (L->web_fd >= 0) {
+        close(L->web_fd);
+        unlinkat(L->dfd, "live.url", 0);
+    }
     if (L->ctl)
         MHD_stop_daemon(L->ctl);
     if (L->ctl_fd >= 0) {

@@ -55,17 +55,24 @@ static void on_signal(brun *r)
 {
     struct signalfd_siginfo si;
     while (read(r->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
-        if (!r->signals++)
+        /* our own SIGINT (ctl.c) is lis batch ctl stop's */
+        int by_ctl = si.ssi_signo == SIGINT && r->ctl_stops > 0 && si.ssi_pid == (uint32_t)getpid();
+        if (by_ctl)
+            r->ctl_stops--;
+        if (!r->signals++) {
             r->first_signal = (int)si.ssi_signo;
+            r->first_by_ctl = by_ctl;
+        }
         if (r->signals == 1 && si.ssi_signo == SIGINT) {
             r->draining = 1;
             if (r->o->drain_timeout > 0)
                 r->drain_deadline = lis_now() + r->o->drain_timeout;
             bprog_clear(r);
             fprintf(r->o->err,
-                    "lis: Ctrl-C: starting nothing new, waiting for the %zu running "
-                    "episodes (Ctrl-C again cancels them)\n",
-                    r->live);
+                    "lis: %s: starting nothing new, waiting for the %zu running "
+                    "episodes (%s again cancels them)\n",
+                    by_ctl ? "lis batch ctl stop" : "Ctrl-C", r->live,
+                    by_ctl ? "a second stop" : "Ctrl-C");
         } else {
             r->draining = r->cancelling = 1;
             bprog_clear(r);
@@ -73,7 +80,8 @@ static void on_signal(brun *r)
                     "lis: cancelling the %zu running episodes (--resume runs them "
                     "again)\n",
                     r->live);
-            bsched_cancel_all(r, AGENT_STOP_CANCELLED, "interrupted");
+            bsched_cancel_all(r, AGENT_STOP_CANCELLED,
+                              by_ctl ? "stopped by lis batch ctl stop" : "interrupted");
         }
     }
 }

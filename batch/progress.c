@@ -58,6 +58,41 @@ static const bep *slowest(const brun *r)
     return s;
 }
 
+/* " (2 paused: policy rule hold 1, lis batch ctl pause 1)" or "": who paused
+ * the running episodes; their number in *np. */
+void bprog_paused(const brun *r, char *b, size_t n, size_t *np)
+{
+    const char *who[3] = {0};
+    size_t cnt[3] = {0}, nw = 0, paused = 0, other = 0;
+    for (size_t i = 0; i < r->next; i++) {
+        const bep *e = &r->eps[i];
+        if (e->phase != EP_LIVE || !e->paused)
+            continue;
+        paused++;
+        size_t k = 0;
+        while (k < nw && strcmp(who[k], e->pause_why))
+            k++;
+        if (k == nw && nw < 3)
+            who[nw++] = e->pause_why;
+        if (k < nw)
+            cnt[k]++;
+        else
+            other++;
+    }
+    *np = paused;
+    b[0] = 0;
+    if (!paused)
+        return;
+    size_t off = (size_t)snprintf(b, n, " (%zu paused:", paused);
+    for (size_t k = 0; k < nw && off < n; k++)
+        off += (size_t)snprintf(b + off, n - off, "%s %s %zu", k ? "," : "",
+                                who[k][0] ? who[k] : "?", cnt[k]);
+    if (other && off < n)
+        off += (size_t)snprintf(b + off, n - off, ", others %zu", other);
+    if (off < n)
+        snprintf(b + off, n - off, ")");
+}
+
 void bprog_clear(brun *r)
 {
     if (r->o->tty && r->progress_lines) {
@@ -75,18 +110,32 @@ void bprog_tick(brun *r, int force)
         return;
     double now = lis_now();
     double every = o->tty ? 1.0 : 10.0;
-    if (!force && now - r->last_progress < every)
+    char paused[320], means[32];
+    size_t npaused;
+    /* without a terminal, a pause, a resume or a new alert is a line at once */
+    int changed = r->pause_changes != r->shown_pauses || r->nalerts != r->shown_alerts;
+    if (!force && now - r->last_progress < every && !(changed && !o->tty))
         return;
     r->last_progress = now;
+    r->shown_pauses = r->pause_changes;
+    r->shown_alerts = r->nalerts;
+    bprog_paused(r, paused, sizeof paused, &npaused);
     double el = now - r->t0;
     size_t done = r->already + r->done;
-    double mean = r->done ? r->score_sum / (double)r->done : 0;
+    if (r->done)
+        snprintf(means, sizeof means, "%.3f", r->score_sum / (double)r->done);
+    else
+        snprintf(means, sizeof means, "-"); /* no result yet: not a mean of 0 */
     double rate = el > 0 ? (double)r->done / el : 0;
     double eta = rate > 0 ? (double)(r->total - done) / rate : -1;
-    char errs[256], etas[32], els[32], tps[32], slow[160] = "";
+    char errs[256], etas[32], els[32], tps[32], slow[160] = "", alerts[48] = "";
+    if (r->nalerts)
+        snprintf(alerts, sizeof alerts, ", %zu alert%s", r->nalerts, r->nalerts == 1 ? "" : "s");
     fmt_errors(r, errs, sizeof errs);
     fmt_duration(els, sizeof els, el);
-    if (eta >= 0)
+    if (npaused && npaused == r->live)
+        snprintf(etas, sizeof etas, "- (every running episode is paused)");
+    else if (eta >= 0)
         fmt_duration(etas, sizeof etas, eta);
     else
         snprintf(etas, sizeof etas, "?");
@@ -106,9 +155,9 @@ void bprog_tick(brun *r, int force)
     const char *task = r->task->name ? r->task->name : "batch";
     if (!o->tty) {
         fprintf(o->err,
-                "lis batch %s: %zu/%zu done, %zu running, mean score %.3f, errors: %s, "
+                "lis batch %s: %zu/%zu done, %zu running%s%s, mean score %s, errors: %s, "
                 "%s tokens/s, %.1f replies/s, elapsed %s, ETA %s%s%s\n",
-                task, done, r->total, r->live, mean, errs, tps,
+                task, done, r->total, r->live, paused, alerts, means, errs, tps,
                 el > 0 ? (double)r->replies / el : 0, els, etas, s ? ", slowest " : "", slow);
         fflush(o->err);
         return;
@@ -119,10 +168,10 @@ void bprog_tick(brun *r, int force)
     for (int i = 0; i < width; i++)
         bar[i] = i < fill ? '#' : '-';
     bar[width] = 0;
-    fprintf(o->err, "lis batch %s  [%s] %zu/%zu done  %zu running  %zu creating%s\n", task, bar,
-            done, r->total, r->live, r->creating,
+    fprintf(o->err, "lis batch %s  [%s] %zu/%zu done  %zu running%s  %zu creating%s\n", task, bar,
+            done, r->total, r->live, paused, r->creating,
             r->draining ? (r->cancelling ? "  (cancelling)" : "  (draining: Ctrl-C cancels)") : "");
-    fprintf(o->err, "  mean score %.3f   errors: %s\n", mean, errs);
+    fprintf(o->err, "  mean score %s   errors: %s%s\n", means, errs, alerts);
     fprintf(o->err,
             "  %s tokens/s   %.1f replies/s   %zu LLM in flight   %zu commands   "
             "elapsed %s   ETA %s\n",
@@ -195,8 +244,14 @@ void bprog_summary(FILE *f, const cJSON *res)
         int skip = !cJSON_IsNumber(it);
         for (size_t i = 0; !skip && i < sizeof shown / sizeof *shown; i++)
             skip = !strcmp(it->string, shown[i]);
-        if (!skip)
-            fprintf(f, "  %-22s %g\n", it->string, it->valuedouble);
+        if (skip)
+            continue;
+        if (!strcmp(it->string, "memory_peak_max")) /* bytes: a unit, not 6.88128e+06 */
+            fprintf(f, "  %-22s %.1f MiB\n", it->string, it->valuedouble / (1 << 20));
+        else if (it->valuedouble == (double)(long long)it->valuedouble)
+            fprintf(f, "  %-22s %lld\n", it->string, (long long)it->valuedouble);
+        else
+            fprintf(f, "  %-22s %.3f\n", it->string, it->valuedouble);
     }
     fprintf(f, "  %-22s %s\n", "elapsed", els);
 }

@@ -6,6 +6,7 @@
  * the run goes into JSON made safe for <script> (rp_json_script); the page
  * puts it in the DOM as text only (report_page.html, docs/report.md). The
  * directory's own files are only read. */
+#include "engine.h" /* bfx_row */
 #include "lis_batch.h"
 #include "report.h"
 #include "results_io.h"
@@ -417,7 +418,11 @@ static int run_index(rp_out *o, cJSON *index, lis_error *err)
     cJSON_AddNumberToObject(row, "attempt", 0);
     const char *reason = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "stop_reason"));
     const char *error = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "error"));
-    cJSON_AddStringToObject(row, "reason", reason ? reason : "");
+    /* the agent's "submit" is a batch row's "submitted" (the page's colours) */
+    cJSON_AddStringToObject(row, "reason",
+                            !reason                     ? ""
+                            : !strcmp(reason, "submit") ? "submitted"
+                                                        : reason);
     cJSON_AddStringToObject(row, "error", error ? error : "");
     const char *ps =
         cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(traj, "problem_statement"));
@@ -435,6 +440,7 @@ static int run_index(rp_out *o, cJSON *index, lis_error *err)
     if (answer)
         cJSON_AddStringToObject(row, "answer", answer);
     free(answer);
+    bfx_row(row, NULL, traj); /* capability, alerts, stop_rule: the cards a batch row has */
     const char *llm = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "llm_name"));
     cJSON *config = cJSON_AddObjectToObject(index, "config");
     if (llm)

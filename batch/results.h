@@ -50,6 +50,12 @@ size_t batch_out_count(const batch_out *o);
 int batch_out_append(batch_out *o, const cJSON *row, const cJSON *trajectory, const char *log_text,
                      lis_error *err);
 const char *batch_out_dir(const batch_out *o);
+
+/* leftovers.c: the set-up template noted in DIR/template.json while it
+ * exists; what a dead run left (ctl.sock, live.url, the template) removed */
+void bleft_template_note(const char *dir, const char *data_dir, const char *digest);
+void bleft_template_done(const char *dir);
+void bleft_remove(int dfd);
 /* The KEY of (id, attempt): the id with every byte but [A-Za-z0-9_.-] and
  * UTF-8 (and a leading '.') escaped as %XX, then "@K" for K > 0, so two
  * episodes never share a file; a KEY over 200 bytes becomes a prefix, '~'
@@ -62,7 +68,13 @@ void batch_out_close(batch_out *o);
  * Ctrl-C, SIGTERM, a kill, a shard of the task), stopped (the run stopped
  * at once: 401/403/404, an unreachable endpoint, a write that failed), or
  * running. status.c. */
-typedef enum batch_status { BS_RUNNING, BS_COMPLETE, BS_PARTIAL, BS_STOPPED } batch_status;
+typedef enum batch_status {
+    BS_RUNNING,
+    BS_COMPLETE,
+    BS_PARTIAL,
+    BS_STOPPED,
+    BS_FAILED /* every row ran, none could be scored */
+} batch_status;
 const char *batch_status_name(batch_status s);
 typedef struct batch_state {
     batch_status status;
@@ -85,6 +97,11 @@ int batch_out_set_state(batch_out *o, const batch_state *st, lis_error *err);
  * elapsed_time_seconds. summary (may be NULL) receives the results.json
  * object (the caller's to cJSON_Delete). */
 int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_error *err);
+/* A run whose run.json says "running" on this host but whose process is gone
+ * (kill -9, a crash): its files repaired as batch_report_write does (partial,
+ * killed) and its leftovers removed. 1: repaired, 0: nothing to do (it ended
+ * properly, or runs), -1: err. */
+int batch_repair_if_dead(const char *dir, lis_error *err);
 
 /* capability.c: the steps that used each meta-capability, and the alerts,
  * summed over rows: bcap_add each row that counts to bcap_new's object, then

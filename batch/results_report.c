@@ -239,7 +239,7 @@ static cJSON *read_json_at(int dfd, const char *name)
 /* What summarize counts over the rows that count. */
 typedef struct tally {
     size_t total, errors, judged, nids, na; /* na: attempts (the largest + 1) */
-    double sum, pt, ct, llm, tool, wall, oomk, mem;
+    double sum, pt, ct, llm, tool, wall, oomk, mem, alerts;
     double *asum, *best; /* per attempt; per id, its best score */
     size_t *acnt;
     cJSON *by_reason, *caps;
@@ -295,6 +295,7 @@ static int tally_rows(const report *R, tally *t)
         t->tool += num(r->row, "tool_seconds");
         t->wall += num(r->row, "wall_seconds");
         t->oomk += num(r->row, "oom_kills");
+        t->alerts += num(r->row, "alerts");
         if (num(r->row, "memory_peak") > t->mem)
             t->mem = num(r->row, "memory_peak");
         t->asum[r->attempt] += sc;
@@ -376,6 +377,7 @@ static void add_counts(cJSON *res, const report *R, tally *t)
     cJSON_AddNumberToObject(res, "wall_seconds", t->wall);
     cJSON_AddNumberToObject(res, "memory_peak_max", t->mem);
     cJSON_AddNumberToObject(res, "oom_kills", t->oomk);
+    cJSON_AddNumberToObject(res, "alerts", t->alerts); /* the rows' policy alerts */
     cJSON_AddNumberToObject(res, "ids", (double)t->nids);
     cJSON_AddNumberToObject(res, "attempts", (double)t->na);
     if (R->judged.n)
@@ -513,6 +515,28 @@ static const char *const FLOAT_KEYS[] = {"mean_score",   "elapsed_time_seconds",
                                          "wall_seconds", NULL};
 static const char *const CONFIG_FLOAT_KEYS[] = {"temperature", NULL};
 
+int batch_repair_if_dead(const char *dir, lis_error *err)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return lis_fail_errno(err, "%s", dir);
+    cJSON *config = read_json_at(dfd, "run.json");
+    const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(config, "status"));
+    const char *host = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(config, "host"));
+    char here[256] = "";
+    gethostname(here, sizeof here - 1);
+    int lockfd = -1;
+    int dead = status && !strcmp(status, "running") && (!host || !strcmp(host, here)) &&
+               !run_is_live(dfd, &lockfd);
+    cJSON_Delete(config);
+    if (lockfd >= 0)
+        close(lockfd);
+    close(dfd);
+    if (!dead)
+        return 0;
+    return batch_report_write(dir, -1, NULL, err) < 0 ? -1 : 1;
+}
+
 int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_error *err)
 {
     if (summary)
@@ -557,6 +581,7 @@ int batch_report_write(const char *dir, double elapsed, cJSON **summary, lis_err
         cJSON *k = killed_state(dfd, dir, config, state, done, err);
         if (!k)
             goto out;
+        bleft_remove(dfd); /* its socket, live.url, its template image */
         cJSON_Delete(state);
         state = k;
     }

@@ -103,6 +103,10 @@ static int make_dir(const lis_batch_opts *o, const batch_task *t, char *dir, siz
         if (access(o->resume_dir, F_OK) != 0)
             return lis_fail(err, ENOENT, "--resume %s: no such directory", o->resume_dir);
         snprintf(dir, len, "%s", o->resume_dir);
+        /* a run killed without a word: its files say so, its leftovers go */
+        lis_error rerr = {0};
+        if (batch_repair_if_dead(dir, &rerr) < 0 && !o->quiet)
+            fprintf(o->err, "lis: warning: --resume %s: %s\n", dir, rerr.msg);
         return 0;
     }
     time_t now = time(NULL);
@@ -110,13 +114,18 @@ static int make_dir(const lis_batch_opts *o, const batch_task *t, char *dir, siz
     localtime_r(&now, &tm);
     char ts[32];
     strftime(ts, sizeof ts, "%Y%m%d_%H%M%S", &tm);
+    /* runs/ and runs name one directory: no runs//... in what lis prints */
+    int ol = (int)strlen(o->output_dir);
+    while (ol > 1 && o->output_dir[ol - 1] == '/')
+        ol--;
+    const char *od = o->output_dir;
     if (o->shard_count) { /* a fixed name: the array's shards and merge find each other */
-        snprintf(dir, len, "%s/shard-%d-of-%d", o->output_dir, o->shard_index, o->shard_count);
+        snprintf(dir, len, "%.*s/shard-%d-of-%d", ol, od, o->shard_index, o->shard_count);
         return 0;
     }
-    snprintf(dir, len, "%s/%s_%s", o->output_dir, ts, t->name ? t->name : "batch");
+    snprintf(dir, len, "%.*s/%s_%s", ol, od, ts, t->name ? t->name : "batch");
     for (int i = 2; access(dir, F_OK) == 0 && i < 1000; i++) /* two runs in one second */
-        snprintf(dir, len, "%s/%s_%s_%d", o->output_dir, ts, t->name ? t->name : "batch", i);
+        snprintf(dir, len, "%.*s/%s_%s_%d", ol, od, ts, t->name ? t->name : "batch", i);
     return 0;
 }
 
@@ -152,6 +161,8 @@ static void free_run(brun *r)
         lis_jobs_free(r->setup);
     llm_free(r->llm);
     batch_scorer_close(r->scorer);
+    if (r->out && r->tmpl.state == TMPL_MADE)
+        bleft_template_done(batch_out_dir(r->out)); /* removed below */
     batch_out_close(r->out);
     free(r->eps);
     free(r->alerts);
@@ -208,6 +219,13 @@ static void finish_commands(brun *r, const char *dir)
     free(t);
 }
 
+/* Rows were given to the scorer and not one came back with a score. */
+static int scorer_failed_all(const brun *r)
+{
+    return r->by_reason[R_SCORER_ERROR] > 0 && !r->by_reason[R_SUBMITTED] &&
+           !r->by_reason[R_MAX_STEPS] && !r->by_reason[R_TOKEN_LIMIT];
+}
+
 /* What the run is now: running, or how it ended (docs/batch-files.md). */
 static batch_status end_state(brun *r, size_t done, batch_state *st, char *msg, size_t ml)
 {
@@ -223,15 +241,17 @@ static batch_status end_state(brun *r, size_t done, batch_state *st, char *msg, 
     } else if (left) {
         st->status = BS_PARTIAL;
         int sig = r->first_signal;
-        st->reason = !r->signals      ? "unfinished"
-                     : sig == SIGINT  ? "interrupted"
-                     : sig == SIGTERM ? "terminated"
-                                      : "hangup";
+        st->reason = !r->signals       ? "unfinished"
+                     : r->first_by_ctl ? "ctl_stop"
+                     : sig == SIGINT   ? "interrupted"
+                     : sig == SIGTERM  ? "terminated"
+                                       : "hangup";
         snprintf(msg, ml, "%s: %zu of %zu rows done, %zu not run",
-                 !r->signals      ? "stopped early"
-                 : sig == SIGINT  ? "Ctrl-C"
-                 : sig == SIGTERM ? "SIGTERM (a scheduler's time limit, or kill)"
-                                  : "SIGHUP (the terminal went away)",
+                 !r->signals       ? "stopped early"
+                 : r->first_by_ctl ? "lis batch ctl stop"
+                 : sig == SIGINT   ? "Ctrl-C"
+                 : sig == SIGTERM  ? "SIGTERM (a scheduler's time limit, or kill)"
+                                   : "SIGHUP (the terminal went away)",
                  done, r->total, left);
     } else if (r->o->shard_count) {
         /* every row of the shard is done; the task's other rows are other shards' */
@@ -242,6 +262,14 @@ static batch_status end_state(brun *r, size_t done, batch_state *st, char *msg, 
                  "lis batch merge joins them",
                  r->o->shard_index, r->o->shard_count, r->rows, r->task->nrows, r->o->repeat);
         st->finish = r->merge_cmd;
+    } else if (scorer_failed_all(r)) {
+        st->status = BS_FAILED;
+        st->reason = "scorer_failed";
+        snprintf(msg, ml,
+                 "the scorer failed on every one of the %zu rows it was given, so no score means "
+                 "anything (first error: %.200s); fix it, then: lis batch rescore %s",
+                 r->by_reason[R_SCORER_ERROR], r->scorer_error, batch_out_dir(r->out));
+        st->finish = NULL;
     } else {
         st->status = BS_COMPLETE;
         st->reason = "";
@@ -484,6 +512,12 @@ static int run_episodes(brun *r, int forking, lis_batch_summary *sum, lis_error 
     report_run(r, lis_now() - t0, &st, sum);
     if (r->fatal) /* the one line; sum->finish is the command that goes on */
         return lis_fail(err, EIO, "%s", r->fatal_msg);
+    if (!sum->cancelled && !o->shard_count && scorer_failed_all(r)) /* loud, last, non-zero */
+        return lis_fail(err, EIO,
+                        "FAILED: the scorer failed on every one of the %zu rows (first error: "
+                        "%.300s); no score of this run means anything: fix the scorer, then "
+                        "score the saved answers again with lis batch rescore %s [--scorer S]",
+                        r->by_reason[R_SCORER_ERROR], r->scorer_error, batch_out_dir(r->out));
     if (sum->cancelled && !o->quiet)
         fprintf(o->err, "lis: %zu episodes did not finish; finish them with: %s\n", sum->cancelled,
                 r->resume_cmd);

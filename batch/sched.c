@@ -118,7 +118,8 @@ static void run_fatal(brun *r, const char *reason, const char *msg);
 /* What would fail every row: stop the run rather than burn through it. */
 static int is_fatal(const brun *r, const lis_error *err)
 {
-    if (err->http_status == 401 || err->http_status == 403 || err->http_status == 404)
+    if (err->http_status == 401 || err->http_status == 403 || err->http_status == 404 ||
+        err->code == EPROTO) /* EPROTO: not an API endpoint at all (llm.c) */
         return 1;
     return err->code == EHOSTUNREACH && !r->llm_ok; /* unreachable before anything worked */
 }
@@ -170,7 +171,9 @@ static void llm_done(brun *r, CURL *h, CURLcode rc)
     }
     if (is_fatal(r, &err)) {
         char why[32];
-        if (err.http_status)
+        if (err.code == EPROTO)
+            snprintf(why, sizeof why, "not_an_api");
+        else if (err.http_status)
             snprintf(why, sizeof why, "http_%d", err.http_status);
         else
             snprintf(why, sizeof why, "unreachable");
@@ -488,6 +491,8 @@ static void finish_done(void *arg, int status)
         if (e->reason != R_SUBMITTED && e->reason != R_MAX_STEPS && e->reason != R_TOKEN_LIMIT)
             r->errors++;
         r->score_sum += e->score;
+        if (e->reason == R_SCORER_ERROR && !r->scorer_error[0])
+            snprintf(r->scorer_error, sizeof r->scorer_error, "%s", e->error);
         break;
     case ROW_CANCELLED: r->by_reason[R_CANCELLED]++; break;
     case ROW_WRITE_FAILED: break;

@@ -180,9 +180,11 @@ static int open_worker(batch_scorer *s, const batch_scorer_opts *o, lis_error *e
     snprintf(m, sizeof m, "%s", err->msg);
     return lis_fail(err, EINVAL, "%s; make it importable on this host%s%s (docs/batch-scoring.md)",
                     m,
-                    b >= 0 ? ", or accept lis's built-in version of the original's with "
-                             "--scorer builtin:"
-                           : ", or choose a built-in scorer with --scorer builtin:NAME",
+                    b >= 0
+                        ? ", or accept lis's built-in version of the original's with "
+                          "--scorer builtin:"
+                        : ", or choose a built-in scorer with --scorer builtin:match, builtin:letter or "
+                          "builtin:math",
                     b >= 0 ? builtins[b].name : "");
 }
 
@@ -273,7 +275,9 @@ int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error 
         else
             rc = lis_fail(err, ENOENT,
                           "no scorer for task %s: it has no reward.py (use --scorer "
-                          "builtin:NAME, --scorer CMD or --judge-model)",
+                          "builtin:match (the answer equals ground_truth, case and spaces "
+                          "aside), builtin:letter (a multiple-choice letter), builtin:math (a "
+                          "\\boxed{} answer), --scorer CMD or --judge-model)",
                           *task ? task : "?");
         goto fail;
     }

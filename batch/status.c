@@ -18,6 +18,7 @@ const char *batch_status_name(batch_status s)
     case BS_COMPLETE: return "complete";
     case BS_PARTIAL: return "partial";
     case BS_STOPPED: return "stopped";
+    case BS_FAILED: return "failed";
     }
     return "?";
 }

@@ -23,6 +23,7 @@ static void usage(FILE *f)
           "                                     them (--by domain: capability use by domain)\n"
           "       lis batch ctl DIR status|pause|resume|stop [ID...]  steer a running batch\n"
           "       lis batch judge DIR --judge-model M --judge-base-url URL [--judge-api-key K]\n"
+          "       lis batch rescore DIR [--scorer S]  score the saved answers again\n"
           "       lis batch merge OUT SHARD_DIR...  join the shards of one run into OUT\n"
           "\n"
           "Runs every row of a benchmark task from one process, at most --concurrency at once,\n"
@@ -86,7 +87,8 @@ static void usage(FILE *f)
           "  --judge-model M --judge-base-url URL [--judge-api-key K]   LLM judge (judge.py tasks)\n"
           "  --quiet                   no progress, no summary\n"
           "  --live [ADDR]             serve the report page live on 127.0.0.1 (a free port\n"
-          "                            by default, printed; or PORT, 127.0.0.1:PORT)\n"
+          "                            by default; or PORT, 127.0.0.1:PORT), yours alone: its\n"
+          "                            URL, printed, carries a secret token (also DIR/live.url)\n"
           "effects and rules (docs/monitoring.md): every step's files, processes, network and\n"
           "resources go into the trajectory (--no-effects: not recorded); --policy FILE,\n"
           "--allow-domain, --deny-domain,\n"
@@ -321,6 +323,38 @@ static int sub_report_or_judge(int argc, char **argv)
     return lis_batch_judge(dir, &j, b.concurrency > 0 ? b.concurrency : 8, stderr, stdout, &err) < 0
                ? cli_fail(&err)
                : 0;
+}
+
+/* `lis batch rescore DIR [--scorer S]` */
+static int sub_rescore(int argc, char **argv)
+{
+    const char *dir = NULL, *scorer = NULL;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs("usage: lis batch rescore DIR [--scorer auto|python|builtin:NAME|CMD]\n"
+                  "Scores the saved answers of a finished run again (the run's own scorer, or\n"
+                  "--scorer); each row keeps its old scores in previous_scores, run.json names\n"
+                  "the new scorer; results.json and the report are written again.\n",
+                  stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--scorer") && i + 1 < argc)
+            scorer = argv[++i];
+        else if (!strncmp(argv[i], "--scorer=", 9))
+            scorer = argv[i] + 9;
+        else if (argv[i][0] == '-' || dir) {
+            cli_error("lis batch rescore: unknown argument '%s' (lis batch rescore --help)",
+                      argv[i]);
+            return 2;
+        } else
+            dir = argv[i];
+    }
+    if (!dir) {
+        cli_error("usage: lis batch rescore DIR [--scorer S]");
+        return 2;
+    }
+    lis_error err = {0};
+    return lis_batch_rescore(dir, scorer, stdout, &err) < 0 ? cli_fail(&err) : 0;
 }
 
 /* `lis batch merge OUT SHARD_DIR...` */
@@ -673,6 +707,8 @@ int cmd_batch_main(int argc, char **argv)
         return sub_merge(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "ctl"))
         return sub_ctl(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "rescore"))
+        return sub_rescore(argc, argv);
     if (argc >= 2 && (!strcmp(argv[1], "report") || !strcmp(argv[1], "judge")))
         return sub_report_or_judge(argc, argv);
     for (int i = 1; i < argc; i++)

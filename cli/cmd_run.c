@@ -13,6 +13,67 @@
 #include <stdio.h>
 #include <string.h>
 
+#define EFFECT_PATHS 3 /* file paths (and alerts) named in a step's line */
+
+static int arr_len(const cJSON *o, const char *k)
+{
+    return cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, k));
+}
+
+static const char *plural(int n) { return n == 1 ? "" : "s"; }
+
+/* agent_opts.on_step: one line of what the step did, under its step line
+ * ("lis: step 2 did: 1 program, 1 file change (created /w/a.txt), 0 requests,
+ * no alert"); the trajectory and the report have the whole of it. */
+static void step_effects_line(void *arg, const cJSON *step)
+{
+    FILE *f = arg;
+    const cJSON *fx = cJSON_GetObjectItemCaseSensitive(step, "effects");
+    if (!cJSON_IsObject(fx)) {
+        const char *why =
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(step, "effects_error"));
+        if (why)
+            fprintf(f, "lis: step effects not recorded: %s\n", why);
+        return;
+    }
+    int np = arr_len(fx, "processes"), nf = arr_len(fx, "files"), na = arr_len(fx, "alerts");
+    int nr = arr_len(cJSON_GetObjectItemCaseSensitive(fx, "network"), "requests");
+    fprintf(f, "lis: step %.0f did: %d program%s, %d file change%s",
+            cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(fx, "step")), np, plural(np), nf,
+            plural(nf));
+    const cJSON *fc;
+    int i = 0;
+    cJSON_ArrayForEach(fc, cJSON_GetObjectItemCaseSensitive(fx, "files"))
+    {
+        const char *ch = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fc, "change"));
+        const char *path = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fc, "path"));
+        if (i == EFFECT_PATHS) {
+            fputs(", ...", f);
+            break;
+        }
+        fprintf(f, "%s%s %.200s", i++ ? ", " : " (", ch ? ch : "?", path ? path : "?");
+    }
+    fprintf(f, "%s, %d request%s, ", i ? ")" : "", nr, plural(nr));
+    if (!na) {
+        fputs("no alert\n", f);
+        return;
+    }
+    fprintf(f, "%d alert%s:", na, plural(na));
+    const cJSON *a;
+    int k = 0;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(fx, "alerts"))
+    {
+        if (k++ == EFFECT_PATHS) {
+            fputs(" ...", f);
+            break;
+        }
+        const char *rule = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "rule"));
+        const char *act = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "action"));
+        fprintf(f, " %s (%s)", rule ? rule : "?", act ? act : "?");
+    }
+    fputc('\n', f);
+}
+
 int cmd_run_main(int argc, char **argv)
 {
     agent_cli c;
@@ -78,7 +139,9 @@ int cmd_run_main(int argc, char **argv)
                             .max_token_limit = c.max_token_limit,
                             .llm = llm,
                             .llm_name = c.llm_name,
-                            .progress = stderr},
+                            .progress = stderr,
+                            .on_step = step_effects_line,
+                            .on_step_arg = stderr},
                    .rootfs = rootfs,
                    .input_dir = c.input_dir,
                    .output_dir = c.output_dir ? c.output_dir : "output",

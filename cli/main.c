@@ -16,7 +16,7 @@ static void usage(FILE *f)
           "\n"
           "usage:\n"
           "  lis run --query TEXT [options]        run an agent episode (lis run --help)\n"
-          "  lis batch FILE [options]              run many episodes (lis batch --help)\n"
+          "  lis batch --task DIR | --tasks FILE   run many episodes (lis batch --help)\n"
           "  lis report DIR                        a static HTML report of a run or batch\n"
           "  lis image build [--rebuild]           build the default agent image ahead of time\n"
           "  lis sandbox run [opts] -- CMD...      run CMD in a fresh sandbox, then discard it\n"

@@ -72,11 +72,18 @@ int sv_effects_setup(sv_server *s, sv_container *c, const cJSON *cfg, unsigned *
 int sv_effects_begin(sv_container *c, const char *command, unsigned *status, char *msg, size_t mlen)
 {
     *status = 409;
-    if (!c->mon) {
-        snprintf(msg, mlen,
-                 "sandbox %s records no effects: create it through /lis/v1/sandboxes without "
-                 "\"effects\": false",
-                 c->id);
+    if (!c->mon) { /* what the user did: a fork without effects, or a create */
+        const char *parent = sv_jstr(c->config, "LisForkOf");
+        if (parent)
+            snprintf(msg, mlen,
+                     "sandbox %s records no effects: it is a fork of %.12s made without them "
+                     "(fork with \"effects\": true records them)",
+                     c->id, parent);
+        else
+            snprintf(msg, mlen,
+                     "sandbox %s records no effects: create it through /lis/v1/sandboxes without "
+                     "\"effects\": false",
+                     c->id);
         return -1;
     }
     if (c->fx_step_open) {

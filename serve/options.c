@@ -491,6 +491,7 @@ static const char *const hc_known[] = {"AutoRemove",     "NetworkMode",      "Po
                                        "LogConfig",      "Isolation",        "ContainerIDFile",
                                        "Annotations",    "OomKillDisable"};
 
+/* Lis*: the native API's (api.c, state.c) */
 static const char *const cfg_known[] =
     {"Hostname",         "User",         "AttachStdin", "AttachStdout",
      "AttachStderr",     "ExposedPorts", "Tty",         "OpenStdin",
@@ -499,7 +500,7 @@ static const char *const cfg_known[] =
      "Labels",           "StopSignal",   "StopTimeout", "HostConfig",
      "Healthcheck",      "ArgsEscaped",  "OnBuild",     "Shell",
      "NetworkingConfig", "Domainname",   "MacAddress",  "LisTimeout",
-     "LisEffects",       "LisPolicy",    "Platform"}; /* Lis*: the native API's (api.c) */
+     "LisEffects",       "LisPolicy",    "LisForkOf",   "Platform"};
 
 static int known(const char *const *list, size_t n, const char *key)
 {

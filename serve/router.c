@@ -27,6 +27,10 @@ static enum MHD_Result version(sv_req *q)
 {
     struct utsname u;
     uname(&u);
+    /* Go's names, as dockerd says them (the docker CLI prints Details' Os/Arch) */
+    const char *arch = !strcmp(u.machine, "x86_64")    ? "amd64"
+                       : !strcmp(u.machine, "aarch64") ? "arm64"
+                                                       : u.machine;
     cJSON *o = cJSON_CreateObject();
     cJSON *comps = cJSON_AddArrayToObject(o, "Components");
     cJSON *eng = cJSON_CreateObject();
@@ -36,6 +40,7 @@ static enum MHD_Result version(sv_req *q)
     cJSON_AddStringToObject(d, "ApiVersion", SV_API_VERSION);
     cJSON_AddStringToObject(d, "MinAPIVersion", SV_API_MIN);
     cJSON_AddStringToObject(d, "Os", "linux");
+    cJSON_AddStringToObject(d, "Arch", arch);
     cJSON_AddItemToArray(comps, eng);
     cJSON_AddStringToObject(o, "Version", LIS_VERSION);
     cJSON_AddStringToObject(o, "ApiVersion", SV_API_VERSION);
@@ -43,7 +48,7 @@ static enum MHD_Result version(sv_req *q)
     cJSON_AddStringToObject(o, "GitCommit", "lis");
     cJSON_AddStringToObject(o, "GoVersion", "");
     cJSON_AddStringToObject(o, "Os", "linux");
-    cJSON_AddStringToObject(o, "Arch", "amd64");
+    cJSON_AddStringToObject(o, "Arch", arch);
     cJSON_AddStringToObject(o, "KernelVersion", u.release);
     cJSON_AddStringToObject(o, "BuildTime", "");
     return sv_reply_json(q, 200, o);

@@ -361,6 +361,7 @@ typedef struct fork_job {
     char tag[700];
     sv_container *kids[FORK_MAX];
     lis_sandbox *out[FORK_MAX];
+    lis_monitor *mons[FORK_MAX]; /* each watched kid's monitor (its effects) */
     lis_error errs[FORK_MAX];
     char names[FORK_MAX][32];
     const char *namev[FORK_MAX];
@@ -382,7 +383,7 @@ static int fork_create(void *arg, const lis_sandbox_spec *spec, int i, lis_sandb
     lis_sandbox_spec sp;
     sv_container_spec(j->kids[i], &sp, name, host);
     sp.rootfs = spec->rootfs; /* the snapshot's chain */
-    return sv_container_sandbox(j->kids[i], &sp, NULL, out, err);
+    return sv_container_sandbox(j->kids[i], &sp, &j->mons[i], out, err);
 }
 
 static void fork_work(void *arg)
@@ -424,6 +425,8 @@ static void fork_done(void *arg, int status)
     sv_fork *f = j->rec;
     j->parent->busy--;
     j->parent->change = SV_CHANGE_NONE;
+    for (int i = 0; i < j->n; i++) /* freed with its container when it goes */
+        j->kids[i]->mon = j->mons[i];
     if (j->rc < 0) {
         for (int i = 0; i < j->n; i++)
             sv_container_discard(j->kids[i]);
@@ -463,10 +466,17 @@ static void fork_done(void *arg, int status)
     free(j);
 }
 
-/* A kid's create body: the parent's Env (with env's names over it), WorkingDir, User. */
-static cJSON *kid_config(const sv_container *p, const cJSON *env)
+/* A kid's create body: the parent's Env (with env's names over it), WorkingDir,
+ * User, and its effects and policy (effects: 1 on, 0 off, -1 as the parent). */
+static cJSON *kid_config(const sv_container *p, const cJSON *env, int effects)
 {
     cJSON *cfg = cJSON_CreateObject();
+    int on = effects < 0 ? p->effects : effects;
+    cJSON_AddBoolToObject(cfg, "LisEffects", on);
+    const char *pol = sv_jstr(p->config, "LisPolicy");
+    if (on && pol)
+        cJSON_AddStringToObject(cfg, "LisPolicy", pol);
+    cJSON_AddStringToObject(cfg, "LisForkOf", p->id);
     cJSON *cmd = cJSON_AddArrayToObject(cfg, "Cmd");
     cJSON_AddItemToArray(cmd, cJSON_CreateString("sleep"));
     cJSON_AddItemToArray(cmd, cJSON_CreateString("infinity"));
@@ -501,6 +511,8 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
     const cJSON *cnt = cJSON_GetObjectItemCaseSensitive(b, "count");
     const cJSON *env = cJSON_GetObjectItemCaseSensitive(b, "env");
     const char *net = sv_jstr(b, "net"), *tag = sv_jstr(b, "tag");
+    const cJSON *fx = cJSON_GetObjectItemCaseSensitive(b, "effects");
+    int effects = cJSON_IsBool(fx) ? cJSON_IsTrue(fx) : -1; /* -1: as the parent */
     double mem = sv_jsize(cJSON_GetObjectItemCaseSensitive(b, "memory"));
     double life = sv_body_timeout(b);
     int n = !cnt || cJSON_IsNull(cnt) ? 1 : cJSON_IsNumber(cnt) ? (int)cnt->valuedouble : 0;
@@ -513,7 +525,8 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
               ? "\"net\" must be none, proxy or host"
           : sv_env_append(probe, env) < 0 ? "\"env\" must map names (without '=') to strings"
           : life < 0 ? "\"timeout\" must be seconds, 0 to 2592000 (30 days); 0 or null for none"
-                     : NULL;
+          : fx && !cJSON_IsBool(fx) && !cJSON_IsNull(fx) ? "\"effects\" must be true or false"
+                                                         : NULL;
     cJSON_Delete(probe);
     const char *key = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Idempotency-Key");
     if (!bad && key && (!*key || strlen(key) >= sizeof((sv_fork *)0)->key))
@@ -567,8 +580,8 @@ static enum MHD_Result fork_(sv_req *q, sv_container *c)
     for (int i = 0; i < n; i++) {
         unsigned st;
         char msg[512];
-        sv_container *k =
-            sv_container_new(s, kid_config(c, env), NULL, NULL, 1, 1, "", &st, msg, sizeof msg);
+        sv_container *k = sv_container_new(s, kid_config(c, env, effects), NULL, NULL, 1, 1, "",
+                                           &st, msg, sizeof msg);
         if (!k) {
             for (int m = 0; m < i; m++)
                 sv_container_discard(j->kids[m]);

@@ -603,10 +603,37 @@ Test(batch_effects, every_rule_action_and_ctl, .timeout = 300)
     cr_expect_eq(cJSON_GetArraySize(rr), 4, "the paused episode ended while paused");
     cr_expect(!row_of(rr, "pause"));
     cJSON_Delete(rr);
-    /* the live view: the page, its index, read-only, for this listener's Host only */
+    /* the live view: the page, its index, read-only, for this listener's Host
+     * only, and only with the run's token (printed, and in DIR/live.url, 0600) */
     char *url = t_host(NULL, "grep -o 'http://127.0.0.1:[0-9]*/' %s | head -1 | tr -d '\\n'", log);
     cr_assert(url[0], "no live view address printed: %s", t_host(NULL, "cat %s", log));
-    char *live = t_host(&code, "curl -s --max-time 10 %slive.json", url);
+    char *tok = t_host(NULL, "grep -o 'token=[0-9a-f]*' %s | head -1 | tr -d '\\n'", log);
+    cr_assert(strlen(tok) == 6 + 32, "no token in the printed URL: %s",
+              t_host(NULL, "cat %s", log));
+    char lurl[1300];
+    snprintf(lurl, sizeof lurl, "%s/live.url", rdir);
+    cr_assert_eq(stat(lurl, &sst), 0, "no live.url in the run directory");
+    cr_expect_eq(sst.st_mode & 0777, 0600, "live.url's mode %o", sst.st_mode & 0777);
+    char *kept = t_host(NULL, "cat %s", lurl);
+    cr_expect(strstr(kept, url) && strstr(kept, tok), "live.url: %s", kept);
+    free(kept);
+    const char *probes[] = {"", "live.json", "report/ep-0.js",
+                            "?token=0123456789abcdef0123456789abcdef"};
+    for (size_t i = 0; i < sizeof probes / sizeof *probes; i++) {
+        char *o = t_host(NULL, "curl -s -o /dev/null -w '%%{http_code}' --max-time 10 %s%s", url,
+                         probes[i]);
+        cr_expect_str_eq(o, "401", "%s%s without the token", url, probes[i]);
+        free(o);
+    }
+    /* the page given the token sets the cookie its own requests carry */
+    char *ck =
+        t_host(&code,
+               "curl -s -o /dev/null -c %s/jar --max-time 10 '%s?%s' && curl -s -o /dev/null "
+               "-w '%%{http_code}' -b %s/jar --max-time 10 %slive.json",
+               d, url, tok, d, url);
+    cr_expect_str_eq(ck, "200", "live.json with the page's cookie");
+    free(ck);
+    char *live = t_host(&code, "curl -s --max-time 10 '%slive.json?%s'", url, tok);
     cJSON *lj = cJSON_Parse(live);
     cr_assert(lj, "live.json: %s", live);
     const cJSON *eps = cJSON_GetObjectItem(cJSON_GetObjectItem(lj, "status"), "episodes");
@@ -616,16 +643,18 @@ Test(batch_effects, every_rule_action_and_ctl, .timeout = 300)
     cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(lj, "rows")), 4);
     cJSON_Delete(lj);
     free(live);
-    char *page = t_host(&code, "curl -s --max-time 10 %s", url);
+    char *page = t_host(&code, "curl -s --max-time 10 '%s?%s'", url, tok);
     cr_expect(strstr(page, "\"live\":true") && strstr(page, "'self'"), "the page: %.300s", page);
     free(page);
-    char *o = t_host(&code, "curl -s -o /dev/null -w '%%{http_code}' -H 'Host: evil.test' %s", url);
+    char *o = t_host(&code, "curl -s -o /dev/null -w '%%{http_code}' -H 'Host: evil.test' '%s?%s'",
+                     url, tok);
     cr_expect_str_eq(o, "403", "another Host is refused (DNS rebinding)");
     free(o);
     o = t_host(&code, "curl -s -o /dev/null -w '%%{http_code}' -X POST -d x %slive.json", url);
     cr_expect_str_eq(o, "405", "the live view is read-only");
     free(o);
     free(url);
+    free(tok);
     /* resume it: it finishes */
     char *rs = ctl(&code, rdir, "resume pause nosuch");
     cr_expect_eq(code, 0, "%s", rs);
@@ -637,6 +666,7 @@ Test(batch_effects, every_rule_action_and_ctl, .timeout = 300)
     cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "lis batch: %s",
               t_host(NULL, "cat %s", log));
     cr_expect_neq(access(sock, F_OK), 0, "ctl.sock outlived the run");
+    cr_expect_neq(access(lurl, F_OK), 0, "live.url outlived the run");
 
     cJSON *rows2 = t_results_rows(rdir);
     cr_assert_eq(cJSON_GetArraySize(rows2), 5);
@@ -700,10 +730,10 @@ Test(batch_effects, every_rule_action_and_ctl, .timeout = 300)
         free(hit);
     }
     cJSON_Delete(rows2);
-    /* after the run: nobody answers */
+    /* after the run: nobody answers, and it says how the run ended */
     o = ctl(&code, rdir, "status");
     cr_expect_neq(code, 0, "%s", o);
-    cr_expect(strstr(o, "no lis batch is running"), "%s", o);
+    cr_expect(strstr(o, "no lis batch runs on") && strstr(o, "it has ended: complete"), "%s", o);
     free(o);
 }
 
@@ -805,7 +835,7 @@ Test(batch_effects, no_effects_lis_run_and_bad_flags, .timeout = 180)
     free(out);
     out = t_lis(&code, "batch ctl %s status", d);
     cr_expect_neq(code, 0);
-    cr_expect(strstr(out, "no lis batch is running"), "%s", out);
+    cr_expect(strstr(out, "is not a lis batch run's directory"), "%s", out);
     free(out);
     out = t_lis(&code, "batch ctl %s explode", d);
     cr_expect_eq(code, 2, "%s", out);

@@ -362,6 +362,20 @@ Test(report, batch_media_hostile_in_chromium, .timeout = 400)
 }
 
 /* lis run says how to make its report; the page opens on its one episode */
+/* The index JSON inside a report.html's text (cut off in place). */
+static char *index_text(char *html)
+{
+    cr_assert(html);
+    const char *open = "<script id=\"lis-index\" type=\"application/json\">";
+    char *a = strstr(html, open);
+    cr_assert(a);
+    a += strlen(open);
+    char *b = strstr(a, "</script>");
+    cr_assert(b);
+    *b = 0;
+    return a;
+}
+
 Test(report, lis_run_prints_the_command, .timeout = 200)
 {
     need_chromium();
@@ -376,6 +390,10 @@ Test(report, lis_run_prints_the_command, .timeout = 200)
                       f.url, t_busybox(), t_tmpdir());
     t_fake_stop(&f);
     cr_assert_eq(code, 0, "%s", out);
+    /* each step's effects in one line, as it ends */
+    cr_expect(strstr(out, "lis: step 1 did: ") && strstr(out, "created /testbed/output/t.csv") &&
+                  strstr(out, "no alert"),
+              "no effects line: %s", out);
     /* the command as it runs: the lis that ran, `report`, the directory */
     char said[1200];
     snprintf(said, sizeof said, "lis: report: %s report ", t_lis_bin());
@@ -390,6 +408,18 @@ Test(report, lis_run_prints_the_command, .timeout = 200)
     snprintf(html, sizeof html, "%s/report.html", dir);
     cr_expect(strstr(out, html), "%s", out);
     free(out);
+    /* the run's row as a batch row: submitted (not "submit" in orange), the
+     * capability and alerts its effects give (issue 32 item 9) */
+    char *page = slurp(html, NULL);
+    char *a = index_text(page);
+    cJSON *idx = cJSON_Parse(a);
+    const cJSON *row0 = cJSON_GetArrayItem(cJSON_GetObjectItem(idx, "rows"), 0);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(row0, "reason")), "submitted", "%s",
+                     a);
+    cr_expect(cJSON_IsObject(cJSON_GetObjectItem(row0, "capability")), "no capability: %s", a);
+    cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(row0, "alerts")), "no alerts: %s", a);
+    cJSON_Delete(idx);
+    free(page);
     char *dom = browse(html, "");
     cr_expect(strstr(dom, "<h1 id=\"title\">lis run"), "%s", dom);
     cr_expect_eq(count(dom, "<div class=\"step\""), 2, "%s", dom);
@@ -424,14 +454,7 @@ Test(report, escaped_json_stale_files_and_bad_input)
     /* the index: valid JSON with no '<' and no raw U+2028 anywhere in it */
     snprintf(p, sizeof p, "%s/report.html", d);
     char *html = slurp(p, NULL);
-    cr_assert(html);
-    const char *open = "<script id=\"lis-index\" type=\"application/json\">";
-    char *a = strstr(html, open);
-    cr_assert(a);
-    a += strlen(open);
-    char *b = strstr(a, "</script>");
-    cr_assert(b);
-    *b = 0;
+    char *a = index_text(html);
     cr_expect(!strchr(a, '<') && !strstr(a, "\xe2\x80\xa8"), "unescaped text in the index");
     cJSON *idx = cJSON_Parse(a);
     cr_assert(idx, "the index is not JSON: %s", a);
@@ -690,7 +713,8 @@ Test(report, http_404_stopped_with_no_mean, .timeout = 200)
                       f.url, t_busybox(), tasks, d);
     t_fake_stop(&f);
     cr_expect_neq(code, 0, "%s", out);
-    cr_expect(strstr(out, "not found (HTTP 404)"), "%s", out);
+    cr_expect(strstr(out, "not an OpenAI-compatible endpoint at") && strstr(out, "(HTTP 404"), "%s",
+              out);
     the_run_dir(d, rdir, sizeof rdir);
     cr_assert(rdir[0], "%s", out);
     cr_expect_eq(rows_in(rdir), 0);

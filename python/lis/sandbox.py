@@ -398,7 +398,7 @@ class Sandbox:
     def fork(self, count: int = 1, tag: Optional[str] = None,
              memory: Union[int, str, None] = None, net: Optional[str] = None, envs=None,
              idempotency_key: Optional[str] = None,
-             timeout: Optional[float] = None) -> ForkResult:
+             timeout: Optional[float] = None, effects: Optional[bool] = None) -> ForkResult:
         """One snapshot of this sandbox's files, and `count` new sandboxes on it,
         each independent of the others and of this one (a write in one is seen by
         none of them). Like snapshot(), a fork copies files, not processes.
@@ -407,6 +407,8 @@ class Sandbox:
         .snapshot is the snapshot; untagged, lis serve removes it with the last
         sandbox on it (give a tag to keep it). memory/net/envs override what the forks
         inherit; timeout is each fork's lifetime as in create() (not inherited).
+        effects: the forks record effects (commands.run(effects=True)) as their
+        parent does, with its policy; True or False says otherwise.
         Carries an Idempotency-Key like create()."""
         body = {"count": int(count)}
         for k, v in (("tag", tag), ("memory", memory), ("net", net), ("timeout", timeout)):
@@ -414,6 +416,8 @@ class Sandbox:
                 body[k] = v
         if envs:
             body["env"] = dict(envs)
+        if effects is not None:
+            body["effects"] = bool(effects)
         doc = self._client.call("POST", "sandboxes/%s/fork" % self.sandbox_id, body,
                                 _key(idempotency_key), retry=True)
         out = []

@@ -53,3 +53,32 @@ def test_refusals(server):
     with pytest.raises(lis.InvalidArgumentException) as e:
         lis.Sandbox.create(image=IMAGE, policy="rules:\n  - name: x\n    on: nope\n")
     assert "policy:3:" in str(e.value)
+
+
+def test_forks_are_monitored_like_their_parent(server):
+    """issue 32 item 4: a fork of a sandbox with effects records them too (and its
+    policy holds there); fork(effects=False) turns them off, and the refusal then names
+    the fork, not an "effects": false the user never passed."""
+    policy = "rules:\n  - name: no-python\n    on: exec\n    argv: \"python3 *\"\n    action: deny\n"
+    with lis.Sandbox.create(image=IMAGE, net="none", policy=policy) as sb:
+        sb.commands.run("mkdir /w && echo one > /w/a.txt")
+        forks = sb.fork(count=2)
+        try:
+            for k in forks:
+                assert isinstance(k, lis.Sandbox), k
+                r = k.commands.run("echo two > /w/b.txt; python3 -c 'print(1)'; echo rc=$?",
+                                   effects=True)
+                assert [(f.change, f.path) for f in r.effects.files] == [("created", "/w/b.txt")]
+                assert "rc=0" not in r.stdout
+                assert {a.rule for a in r.effects.alerts} == {"no-python"}
+        finally:
+            for k in forks:
+                if isinstance(k, lis.Sandbox):
+                    k.kill()
+        off = sb.fork(effects=False)
+        try:
+            with pytest.raises(lis.ConflictException) as e:
+                off[0].commands.run("true", effects=True)
+            assert "fork" in str(e.value) and "\"effects\": false" not in str(e.value)
+        finally:
+            off[0].kill()
