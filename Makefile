@@ -235,10 +235,10 @@ fuzz_src_http_head := net/http_head.c
 fuzz_src_textcalls := agent/textcalls.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
 fuzz_src_sse       := agent/sse.c agent/llm.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
 fuzz_src_llm       := agent/sse.c agent/llm.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
-fuzz_src_settings  := agent/settings.c agent/prompts.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
+fuzz_src_settings  := agent/settings.c agent/prompts.c agent/llm.c agent/sse.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
 fuzz_src_extract   := rootfs/extract.c rootfs/util.c
 fuzz_src_notify    := monitor/exec_read.c monitor/procmem.c monitor/records.c monitor/effects.c \
-  monitor/layer.c monitor/udiff.c monitor/policy.c
+  monitor/layer.c monitor/scan.c monitor/watch.c monitor/udiff.c monitor/policy.c monitor/rules.c
 fuzz_libs_textcalls := $(AGENT_LIBS)
 fuzz_libs_sse       := $(AGENT_LIBS)
 fuzz_libs_llm       := $(AGENT_LIBS)
