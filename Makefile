@@ -127,7 +127,8 @@ test_objs = $(if $(filter test_agent% test_batch% test_score%,$(1)),$(AGENT_LIBO
 test_libs = $(if $(filter test_agent% test_batch% test_score%,$(1)),$(AGENT_LIBS)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBS)) \
             $(if $(call uses_mon,$(1)),$(AGENT_LIBS))
 # tests/security/test_* (the escape suites) also link their shared helpers
-test_srcs = $(if $(filter security/%,$(1)),tests/security/seclib.c tests/security/seclib.h)
+test_srcs = $(if $(filter security/%,$(1)),tests/security/seclib.c tests/security/seclib.h) \
+            $(if $(filter test_monitor%,$(1)),tests/monitorlib.c tests/monitorlib.h)
 
 .SECONDEXPANSION:
 $(B)/tests/%: tests/%.c $(TESTLIB) $(B)/libruntime.a $$(call test_objs,$$*) $$(call test_srcs,$$*)
