@@ -11,8 +11,7 @@
 
 /* tests/monitor_probe, built static, bound read-only at /mprobe */
 const char *probe(void);
-lis_sandbox *msb_limits(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net,
-                        lis_limits limits);
+lis_sandbox *msb_limits(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net, lis_limits limits);
 lis_sandbox *msb(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net);
 lis_monitor *mon(lis_monitor_hub *hub, lis_sandbox *sb, const lis_policy *pol);
 

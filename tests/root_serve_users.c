@@ -42,25 +42,8 @@ static char *as(const char *u, int *code, const char *cmd)
 
 static void setup(void)
 {
-    cr_assert_eq(getuid(), 0, "run as root");
-    const char *u = getenv("LIS_TEST_USER");
-    if (!u || !getpwnam(u))
-        cr_skip_test("LIS_TEST_USER is not set (scripts/test.sh sets it)");
-    snprintf(owner, sizeof owner, "%s", u);
-    snprintf(other, sizeof other, "%s-b", u);
-    if (!getpwnam(other))
-        cr_skip_test("no second test user %s", other);
-    if (!t_busybox())
-        cr_skip_test("no busybox fixture");
-    snprintf(dir, sizeof dir, "/tmp/lis-users-XXXXXX");
-    cr_assert(mkdtemp(dir));
+    t_two_users(owner, other, dir, "users");
     int code;
-    free(t_host(&code,
-                "chmod 755 %s && mkdir -p %s/%s %s/%s && chown %s: %s/%s && chown %s: %s/%s && "
-                "chmod 700 %s/%s %s/%s && tar -C %s -cf %s/%s/bb.tar . && chown %s: %s/%s/bb.tar",
-                dir, dir, owner, dir, other, owner, dir, owner, other, dir, other, dir, owner, dir,
-                other, t_busybox(), dir, owner, owner, dir, owner));
-    cr_assert_eq(code, 0, "setting up %s", dir);
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "%s rootfs import %s/%s/bb.tar --name bb:1 -q && %s serve --tls-init %s/%s/tls",

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,4 +377,27 @@ cJSON *t_results_rows(const char *rdir)
     free(line);
     fclose(f);
     return a;
+}
+
+void t_two_users(char *owner, char *other, char *dir, const char *tag)
+{
+    cr_assert_eq(getuid(), 0, "run as root");
+    const char *u = getenv("LIS_TEST_USER");
+    if (!u || !getpwnam(u))
+        cr_skip_test("LIS_TEST_USER is not set (scripts/test.sh sets it)");
+    snprintf(owner, 64, "%s", u);
+    snprintf(other, 80, "%s-b", u);
+    if (!getpwnam(other))
+        cr_skip_test("no second test user %s", other);
+    if (!t_busybox())
+        cr_skip_test("no busybox fixture");
+    snprintf(dir, 256, "/tmp/lis-%s-XXXXXX", tag);
+    cr_assert(mkdtemp(dir));
+    int code;
+    free(t_host(&code,
+                "chmod 755 %s && mkdir -p %s/%s %s/%s && chown %s: %s/%s && chown %s: %s/%s && "
+                "chmod 700 %s/%s %s/%s && tar -C %s -cf %s/%s/bb.tar . && chown %s: %s/%s/bb.tar",
+                dir, dir, owner, dir, other, owner, dir, owner, other, dir, other, dir, owner, dir,
+                other, t_busybox(), dir, owner, owner, dir, owner));
+    cr_assert_eq(code, 0, "setting up %s", dir);
 }

@@ -72,4 +72,10 @@ int t_fake_count(const t_fake *f);
 cJSON *t_results_rows(const char *rdir);
 cJSON *t_slurp_json(const char *path);
 
+/* As root, the two test users ($LIS_TEST_USER and $LIS_TEST_USER-b; the test
+ * is skipped without them or the busybox fixture) and a directory
+ * /tmp/lis-TAG-XXXXXX with a home of 0700 for each (owner[64], other[80],
+ * dir[256] filled), the busybox fixture as bb.tar in the owner's. */
+void t_two_users(char *owner, char *other, char *dir, const char *tag);
+
 #endif
