@@ -91,10 +91,12 @@ int agent_sandbox_create(lis_ctx *ctx, const lis_sandbox_spec *spec, const agent
     const lis_net_rules *rules = w && s.net == LIS_NET_PROXY && w->have_rules ? &w->net : NULL;
     if (w && w->hub)
         s.monitor = lis_monitor_spec_flags(s.net);
-    /* an exec allow-list the kernel enforces where it can (the hub checks it
-     * anyway: docs/monitoring.md) */
+    /* the exec and write allow-lists the kernel enforces where it can (the
+     * monitor checks them anyway: docs/monitoring.md) */
     if (w && lis_policy_exec_allow(w->policy) && lis_landlock_abi())
         s.exec_allow = lis_policy_exec_allow(w->policy);
+    if (w && lis_policy_write_allow(w->policy) && lis_landlock_abi())
+        s.write_allow = lis_policy_write_allow(w->policy);
     if (lis_net_sandbox_create(ctx, &s, rules, sb, err) < 0)
         return -1;
     if (!w || !w->hub)

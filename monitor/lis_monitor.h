@@ -82,6 +82,9 @@ const char *const *lis_policy_deny_domains(const lis_policy *p);
  * paths), NULL-terminated and owned by p; NULL when it has none. Pass them as lis_sandbox_spec's
  * exec_allow where lis_landlock_abi() says the kernel can enforce them. */
 const char *const *lis_policy_exec_allow(const lis_policy *p);
+/* The same for its write allow-list (the first `write` rule with action deny,
+ * which must have that shape: lis_sandbox_spec's write_allow). */
+const char *const *lis_policy_write_allow(const lis_policy *p);
 
 /* ---- the hub: one thread answering every monitored sandbox's syscalls ---- */
 

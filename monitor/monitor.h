@@ -93,6 +93,8 @@ struct lis_policy {
     lis_policy_action on_unknown; /* LIS_ACT_FLAG (alert, the default) or LIS_ACT_STOP */
     char **exec_allow;            /* lis_policy_exec_allow, NULL-terminated, or NULL */
     char *exec_allow_text;        /* their text */
+    char **write_allow;           /* lis_policy_write_allow, the same for writes */
+    char *write_allow_text;
 };
 
 /* ---- procmem.c: a notifying process, read from outside ---- */

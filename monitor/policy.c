@@ -220,9 +220,10 @@ static int parse_rule(struct parse *ps, const yaml_node_t *node, mon_rule *r, co
     if (r->action == LIS_ACT_NONE)
         return fail_at(ps, k_action, "rule '%s': unknown action '%s' (flag, deny, pause, stop)",
                        name, act ? act : "(not a word)");
-    if (r->action == LIS_ACT_DENY && r->kind != MR_EXEC && r->kind != MR_CONNECT)
+    if (r->action == LIS_ACT_DENY && r->kind != MR_EXEC && r->kind != MR_CONNECT &&
+        r->kind != MR_WRITE)
         return fail_at(ps, k_action,
-                       "rule '%s': deny applies to exec and connect only (a %s cannot be "
+                       "rule '%s': deny applies to exec, connect and write only (a %s cannot be "
                        "undone; use flag, pause or stop)",
                        name, on);
     static const char *const pat_keys[] = {"path", "argv", "host"};
@@ -283,6 +284,8 @@ void lis_policy_free(lis_policy *p)
     free(p->deny_domains);
     free(p->exec_allow);
     free(p->exec_allow_text);
+    free(p->write_allow);
+    free(p->write_allow_text);
     free(p->file);
     free(p);
 }
@@ -299,33 +302,41 @@ static size_t allow_prefix(const char *g)
     return n;
 }
 
-/* The paths of the first exec allow-list rule (deny everything but its
- * except list) when each exception is a directory (DIR followed by /STAR) or a file: what
- * Landlock can enforce (runtime/landlock.c). */
-static int plan_exec_allow(lis_policy *pol, lis_error *err)
+/* Whether r is an allow-list: deny everything ('*' or '/STAR') but its except
+ * list, with no argv glob. */
+static int is_allow_list(const mon_rule *r)
+{
+    return r->action == LIS_ACT_DENY && !r->argv && r->nexcept && r->path &&
+           (!strcmp(r->path, "*") || !strcmp(r->path, "/*"));
+}
+
+/* The paths of the first allow-list rule of kind k when each exception is
+ * a directory (DIR followed by /STAR) or a file: what Landlock can enforce
+ * (runtime/landlock.c). -1 out of memory. */
+static int plan_allow(lis_policy *pol, mon_rule_kind k, char ***out, char **out_text,
+                      lis_error *err)
 {
     for (size_t i = 0; i < pol->n; i++) {
         const mon_rule *r = &pol->rules[i];
-        if (r->kind != MR_EXEC || r->action != LIS_ACT_DENY || r->argv || !r->nexcept || !r->path ||
-            (strcmp(r->path, "*") && strcmp(r->path, "/*")))
+        if (r->kind != k || !is_allow_list(r))
             continue;
         size_t total = 0;
-        for (size_t k = 0; k < r->nexcept; k++) {
-            size_t n = allow_prefix(r->except[k]);
+        for (size_t e = 0; e < r->nexcept; e++) {
+            size_t n = allow_prefix(r->except[e]);
             if (!n)
                 return 0; /* not expressible: the hub alone checks it */
             total += n + 1;
         }
         char **list = calloc(r->nexcept + 1, sizeof *list);
         char *text = list ? calloc(1, total) : NULL;
-        pol->exec_allow = list;
+        *out = list;
         if (!text)
             return lis_oom(err);
-        pol->exec_allow_text = text;
-        for (size_t k = 0; k < r->nexcept; k++) {
-            size_t n = allow_prefix(r->except[k]);
-            memcpy(text, r->except[k], n);
-            list[k] = text;
+        *out_text = text;
+        for (size_t e = 0; e < r->nexcept; e++) {
+            size_t n = allow_prefix(r->except[e]);
+            memcpy(text, r->except[e], n);
+            list[e] = text;
             text += n + 1;
         }
         return 0;
@@ -393,7 +404,22 @@ static int parse_doc(struct parse *ps, lis_policy *pol)
     for (size_t i = 0; i < n; i++)
         if (pol->rules[i].kind == MR_CONNECT && pol->rules[i].action == LIS_ACT_DENY)
             pol->deny_domains[ndeny++] = pol->rules[i].host;
-    return plan_exec_allow(pol, ps->err);
+    for (size_t i = 0; i < n; i++) {
+        const mon_rule *r = &pol->rules[i];
+        int ok = r->kind != MR_WRITE || r->action != LIS_ACT_DENY || is_allow_list(r);
+        for (size_t e = 0; ok && r->kind == MR_WRITE && r->action == LIS_ACT_DENY && e < r->nexcept;
+             e++)
+            ok = allow_prefix(r->except[e]) > 0;
+        if (!ok)
+            return lis_fail(ps->err, EINVAL,
+                            "%s:%d: rule '%s': a write is denied by the kernel (Landlock) before "
+                            "it happens, so a write deny is an allow-list: path: '*' and an "
+                            "except list of DIR/* or plain paths",
+                            ps->name, r->line, r->name);
+    }
+    if (plan_allow(pol, MR_EXEC, &pol->exec_allow, &pol->exec_allow_text, ps->err) < 0)
+        return -1;
+    return plan_allow(pol, MR_WRITE, &pol->write_allow, &pol->write_allow_text, ps->err);
 }
 
 lis_policy *lis_policy_parse(const char *text, size_t len, const char *name, lis_error *err)
@@ -465,6 +491,11 @@ size_t lis_policy_rules(const lis_policy *p) { return p ? p->n : 0; }
 const char *const *lis_policy_exec_allow(const lis_policy *p)
 {
     return p && p->exec_allow ? (const char *const *)p->exec_allow : NULL;
+}
+
+const char *const *lis_policy_write_allow(const lis_policy *p)
+{
+    return p && p->write_allow ? (const char *const *)p->write_allow : NULL;
 }
 
 const char *const *lis_policy_deny_domains(const lis_policy *p)

@@ -306,8 +306,8 @@ size_t lis_doctor(lis_ctx *ctx, lis_check *c, size_t max)
     int ll = lis_landlock_abi();
     if (ll)
         add(c, &n, max, "policy rules", LIS_CHECK_OK, NULL,
-            "Landlock ABI %d: an exec allow-list is enforced by the kernel; exec deny rules by "
-            "the monitor at the exec and checked after it; file rules after each step",
+            "Landlock ABI %d: exec and write allow-lists are enforced by the kernel; exec deny "
+            "rules by the monitor at the exec and checked after it; file rules after each step",
             ll);
     else
         add(c, &n, max, "policy rules", LIS_CHECK_WARN,

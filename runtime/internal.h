@@ -265,8 +265,10 @@ int lis_spawn(lis_ctx *ctx, const lis_spawn_req *req, pid_t *pid, int *pidfd, in
               lis_error *err);
 
 /* landlock.c: in the clone child, after pivot_root and no_new_privs:
- * execute only beneath paths (and init_fd). 0 or an errno. */
-int lis_landlock_exec_allow(const char *const *paths, int init_fd);
+ * execute only beneath exec_allow (and init_fd), write only beneath
+ * write_allow (and the harmless devices); NULL lists restrict nothing. 0 or
+ * an errno. */
+int lis_landlock_apply(const char *const *exec_allow, const char *const *write_allow, int init_fd);
 
 /* sandbox.c */
 int lis_sandbox_root_fd(lis_sandbox *sb, lis_error *err);

@@ -225,6 +225,11 @@ typedef struct lis_sandbox_spec {
      * the kernel (Landlock). lis_sandbox_create fails where the kernel has no
      * Landlock: check lis_landlock_abi() first. */
     const char *const *exec_allow;
+    /* The same for writes: creating, writing, truncating, removing and
+     * renaming files only beneath these paths (and /dev/null, /dev/zero,
+     * /dev/full, /dev/tty, /dev/random, /dev/urandom, the pty), enforced by
+     * Landlock. */
+    const char *const *write_allow;
 } lis_sandbox_spec;
 
 /* The Landlock ABI version this kernel offers, 0 when none (Linux < 5.13 or

@@ -204,10 +204,10 @@ static int spec_check(lis_ctx *ctx, const lis_sandbox_spec *spec, char *rootfs, 
         return lis_fail(err, EINVAL,
                         "a monitored sandbox cannot persist: its seccomp listener dies with "
                         "its owner (docs/monitoring.md)");
-    if (spec->exec_allow && !lis_landlock_abi())
+    if ((spec->exec_allow || spec->write_allow) && !lis_landlock_abi())
         return lis_fail(err, EOPNOTSUPP,
-                        "an exec allow-list needs Landlock (Linux 5.13+, enabled in the LSM "
-                        "list): this kernel has none (lis doctor)");
+                        "an exec or write allow-list needs Landlock (Linux 5.13+, enabled in the "
+                        "LSM list): this kernel has none (lis doctor)");
     if (spec->listen_port && spec->net == LIS_NET_HOST)
         return lis_fail(err, EINVAL,
                         "a listener inside the sandbox (listen_port) needs a network "

@@ -258,9 +258,10 @@ static __attribute__((noreturn)) void child_main(void *arg)
         send_msg(life, LIS_MSG_SETUP_ERR, errno, "setting no_new_privs");
         _exit(1);
     }
-    /* the exec allow-list, before the filter (which denies landlock_*) */
-    if (req->spec->exec_allow && (e = lis_landlock_exec_allow(req->spec->exec_allow, init_fd))) {
-        send_msg(life, LIS_MSG_SETUP_ERR, e, "applying the exec allow-list (Landlock)");
+    /* the allow-lists, before the filter (which denies landlock_*) */
+    if ((req->spec->exec_allow || req->spec->write_allow) &&
+        (e = lis_landlock_apply(req->spec->exec_allow, req->spec->write_allow, init_fd))) {
+        send_msg(life, LIS_MSG_SETUP_ERR, e, "applying the allow-lists (Landlock)");
         _exit(1);
     }
     /* lis-init and every command run under the main filter; lis-init keeps

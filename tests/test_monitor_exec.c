@@ -230,6 +230,60 @@ Test(monitor_exec, exec_allow_list_enforced_by_the_kernel)
     lis_policy_free(pol);
 }
 
+/* A write allow-list enforced by the kernel (Landlock), no monitor at all:
+ * writes, new files, removals and renames beneath the excepted paths and to
+ * /dev/null work; anywhere else they fail before they happen. A write deny
+ * of another shape is refused when the policy is read. */
+Test(monitor_exec, write_allow_list_enforced_by_the_kernel)
+{
+    if (!lis_landlock_abi())
+        cr_skip_test("this kernel has no Landlock");
+    lis_error err = {0};
+    static const char yaml[] = "rules:\n"
+                               "  - name: only-work\n"
+                               "    on: write\n"
+                               "    path: '*'\n"
+                               "    except: ['/testbed/*', '/tmp/*']\n"
+                               "    action: deny\n";
+    lis_policy *pol = lis_policy_parse(yaml, sizeof yaml - 1, "p.yaml", &err);
+    cr_assert(pol, "%s", err.msg);
+    const char *const *allow = lis_policy_write_allow(pol);
+    cr_assert(allow && allow[0] && allow[1] && !allow[2]);
+    cr_assert_str_eq(allow[0], "/testbed");
+    static const char bad_yaml[] = "rules:\n"
+                                   "  - {name: b, on: write, path: /etc/*, action: deny}\n";
+    lis_policy *bp = lis_policy_parse(bad_yaml, sizeof bad_yaml - 1, "b.yaml", &err);
+    cr_assert_null(bp, "a write deny that is no allow-list was accepted");
+    cr_assert(strstr(err.msg, "b.yaml:2:") && strstr(err.msg, "allow-list"), "%s", err.msg);
+    lis_ctx *ctx = t_ctx();
+    lis_sandbox_spec spec = {.rootfs = t_busybox(), .upper = LIS_UPPER_TMPFS, .write_allow = allow};
+    lis_sandbox *sb = NULL;
+    cr_assert_eq(lis_sandbox_create(ctx, &spec, &sb, &err), 0, "create: %s", err.msg);
+    lis_result r;
+    t_sh(sb,
+         "echo a > /testbed/a && echo ok1; echo b > /tmp/b && echo ok2; echo c > /dev/null && "
+         "echo ok3; mkdir /tmp/d && mv /tmp/b /testbed/b && rm /testbed/a && echo ok4; "
+         "echo x > /etc/x || echo no1; mkdir /root/y || echo no2; rm /etc/hostname 2>/dev/null "
+         "|| echo no3; mv /testbed/b /etc/b || echo no4; cat /dev/null > /etc/passwd || echo no5",
+         &r);
+    const char *o = r.out.data;
+    for (int i = 1; i <= 4; i++) {
+        char want[8];
+        snprintf(want, sizeof want, "ok%d\n", i);
+        cr_expect(strstr(o, want), "%s missing:\n%s%s", want, o, r.err.data);
+    }
+    for (int i = 1; i <= 5; i++) {
+        char want[8];
+        snprintf(want, sizeof want, "no%d\n", i);
+        cr_expect(strstr(o, want), "a write outside the list went through (%s):\n%s%s", want, o,
+                  r.err.data);
+    }
+    lis_result_free(&r);
+    lis_sandbox_destroy(sb, &err);
+    lis_ctx_free(ctx);
+    lis_policy_free(pol);
+}
+
 /* The race the check of a path cannot win: a second thread flips the path
  * between an allowed and a denied program while the first execs it. What
  * ran is checked after the exec: the denied program is killed before it
