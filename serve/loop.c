@@ -21,6 +21,7 @@
 #include "serve.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -86,8 +87,14 @@ void sv_loop_free(sv_loop *l)
     free(l);
 }
 
+/* Every fd on the loop is non-blocking, whoever made it: one read or write
+ * that waits (a pty master, handed over blocking by lis-init, that has
+ * nothing to say) would stall every client of the server, and its SIGTERM. */
 int sv_loop_watch(sv_loop *l, sv_watch *w, int fd, uint32_t events, sv_fd_cb cb, void *arg)
 {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
+        return -1;
     w->fd = fd;
     w->cb = cb;
     w->arg = arg;
