@@ -323,6 +323,7 @@ static void container_free(sv_container *c)
         }
     for (sv_waiter *w = c->waiters; w; w = w->next)
         w->c = NULL;
+    sv_net_leave_all(c);
     lis_monitor_free(c->mon); /* its sandbox is gone (or was never made) */
     lis_policy_free(c->policy);
     cJSON_Delete(c->config);
@@ -406,6 +407,13 @@ static void create_done(void *arg, int status)
                     return;
                 }
             }
+        }
+        char msg[600];
+        if (sv_net_join_created(c, msg, sizeof msg) < 0) { /* its network went meanwhile */
+            sv_req_finish_error(j->q, 404, "%s", msg);
+            container_remove(c, NULL);
+            free(j);
+            return;
         }
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "Id", c->id);
@@ -587,6 +595,7 @@ static void container_remove(sv_container *c, sv_req *q)
         sv_ports_stop(c->ports);
         c->ports = NULL;
     }
+    sv_net_leave_all(c); /* its listeners in the others' namespaces go before its sandbox */
     j->sb = c->sb;
     c->sb = NULL;
     c->busy++;

@@ -82,16 +82,22 @@ static int limits_and_net(sv_container *c, const cJSON *cfg, int owner, unsigned
         c->limits.cpu_millis = (uint64_t)(quota * 1000 / (period > 0 ? period : 100000));
     c->net = s->opts.net;
     const char *nm = sv_jstr(hc, "NetworkMode");
-    if (nm && !strcmp(nm, "none"))
+    int user = sv_net_check_create(s, cfg, msg, mlen); /* networks.c */
+    if (user < 0) {
+        *status = sv_network_find(s, nm ? nm : "") || !nm ? 400 : 404;
+        return -1;
+    }
+    /* a user network keeps the server's mode; networks.c adds its members */
+    if (!user && nm && !strcmp(nm, "none"))
         c->net = LIS_NET_NONE;
-    else if (nm && !strcmp(nm, "host"))
+    else if (!user && nm && !strcmp(nm, "host"))
         c->net = LIS_NET_HOST;
-    else if (nm && !strcmp(nm, "proxy")) /* lis's own mode (the native API's net) */
+    else if (!user && nm && !strcmp(nm, "proxy")) /* lis's own mode (the native API's net) */
         c->net = LIS_NET_PROXY;
-    else if (nm && strcmp(nm, "default") && strcmp(nm, "bridge")) {
+    else if (!user && nm && strcmp(nm, "default") && strcmp(nm, "bridge")) {
         snprintf(msg, mlen,
-                 "NetworkMode %s is refused: lis serve has no networks (none, proxy, host, or "
-                 "default: the server's --net)",
+                 "NetworkMode %s is refused: lis serve has none, proxy, host, default (the "
+                 "server's --net) and user-defined networks",
                  nm);
         return -1;
     }

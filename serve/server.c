@@ -222,6 +222,9 @@ static void shutdown_all(sv_server *s)
     fprintf(stderr, "lis serve: stopping: removing %s containers\n", s->containers ? "the" : "no");
     sv_listen_quiesce(s);
     sv_containers_shutdown(s);
+    while (s->networks) /* empty now: their members were the containers */
+        sv_network_free(s, s->networks);
+    sv_timer_cancel(s->loop, &s->net_scan);
     lis_monitor_hub_free(s->hub); /* after the monitors of its containers */
     s->hub = NULL;
     sv_autosnap_shutdown(s);
