@@ -83,10 +83,8 @@ static int limits_and_net(sv_container *c, const cJSON *cfg, int owner, unsigned
     c->net = s->opts.net;
     const char *nm = sv_jstr(hc, "NetworkMode");
     int user = sv_net_check_create(s, cfg, msg, mlen); /* networks.c */
-    if (user < 0) {
-        *status = sv_network_find(s, nm ? nm : "") || !nm ? 400 : 404;
+    if (user < 0) /* 400 even for a missing network: the docker CLI pulls the image on a 404 */
         return -1;
-    }
     /* a user network keeps the server's mode; networks.c adds its members */
     if (!user && nm && !strcmp(nm, "none"))
         c->net = LIS_NET_NONE;

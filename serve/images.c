@@ -210,8 +210,8 @@ static int ref_matches(const cJSON *filters, const char *ref)
     return sv_filter_any(filters, "reference", m_reference, ref);
 }
 
-static const char *const image_filters[] = {"before", "dangling", "label", "reference", "since",
-                                            NULL};
+static const char *const image_filters[] = {"before",    "dangling", "label",
+                                            "reference", "since",    NULL};
 
 /* The created time of each before and since image (0 when not
  * given): 0, or 404 with msg. */

@@ -228,10 +228,10 @@ static void status_text(sv_container *c, char *buf, size_t len)
 
 /* ---- the list's filters (dockerd's daemon/list.go, every key it accepts) ---------------- */
 
-static const char *const ps_filters[] = {"ancestor", "before",  "exited",    "expose",  "health",
-                                         "id",       "is-task", "isolation", "label",   "name",
-                                         "network",  "publish", "since",     "status",  "volume",
-                                         NULL};
+static const char *const ps_filters[] = {"ancestor", "before", "exited",  "expose",
+                                         "health",   "id",     "is-task", "isolation",
+                                         "label",    "name",   "network", "publish",
+                                         "since",    "status", "volume",  NULL};
 
 /* What the filters of one list resolved to before the containers are walked. */
 typedef struct ps_query {

@@ -118,16 +118,17 @@ static netlisten *find(sv_server *s, const sv_container *peer, const sv_containe
 
 /* A listener on ip:port inside peer's namespace; NULL when it cannot be made
  * (the port is in use there: the peer's own server has it). */
-static netlisten *open_listener(sv_server *s, const sv_container *peer,
-                                const sv_container *target, uint32_t ip, unsigned short port)
+static netlisten *open_listener(sv_server *s, const sv_container *peer, const sv_container *target,
+                                uint32_t ip, unsigned short port)
 {
     lis_error err = {0};
     int fd = lis_sandbox_socket(peer->sb, AF_INET, SOCK_STREAM | SOCK_NONBLOCK, &err);
     if (fd < 0)
         return NULL;
     int one = 1;
-    struct sockaddr_in a = {
-        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(ip)};
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons(port),
+                            .sin_addr.s_addr = htonl(ip)};
     netlisten *l = calloc(1, sizeof *l);
     if (!l || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
         bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 128) < 0) {

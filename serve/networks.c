@@ -155,8 +155,7 @@ static void hosts_refresh(sv_network *n)
 int sv_net_join(sv_network *n, sv_container *c, const cJSON *aliases, char *msg, size_t mlen)
 {
     if (member_of(n, c)) {
-        snprintf(msg, mlen, "endpoint with name %s already exists in network %s", c->name,
-                 n->name);
+        snprintf(msg, mlen, "endpoint with name %s already exists in network %s", c->name, n->name);
         return -1;
     }
     sv_netmember *m = calloc(1, sizeof *m);
@@ -214,12 +213,30 @@ static const char *create_network(const cJSON *cfg)
     const cJSON *hc = cJSON_GetObjectItemCaseSensitive(cfg, "HostConfig");
     const char *nm = sv_jstr(hc, "NetworkMode");
     static const char *const builtin[] = {"default", "bridge", "none", "host", "proxy"};
-    if (!nm)
+    if (!nm || strchr(nm, ':')) /* container:ID and the like: refused by create.c */
         return NULL;
     for (size_t i = 0; i < sizeof builtin / sizeof *builtin; i++)
         if (!strcmp(nm, builtin[i]))
             return NULL;
     return nm;
+}
+
+/* Nothing set: null, false, 0, "", or a list or object of such (what the
+ * docker CLI sends for every endpoint field it does not use). */
+static int blank(const cJSON *v)
+{
+    if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v) || (cJSON_IsNumber(v) && v->valuedouble == 0) ||
+        (cJSON_IsString(v) && !v->valuestring[0]))
+        return 1;
+    if (!cJSON_IsObject(v) && !cJSON_IsArray(v))
+        return 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v)
+    {
+        if (!blank(e))
+            return 0;
+    }
+    return 1;
 }
 
 int sv_net_check_create(sv_server *s, const cJSON *cfg, char *msg, size_t mlen)
@@ -234,25 +251,25 @@ int sv_net_check_create(sv_server *s, const cJSON *cfg, char *msg, size_t mlen)
     }
     cJSON_ArrayForEach(e, eps)
     {
+        if (blank(e)) /* the CLI's endpoint of the default network, with nothing in it */
+            continue;
         if (!n || sv_network_find(s, e->string) != n) {
             snprintf(msg, mlen,
                      "NetworkingConfig.EndpointsConfig %.200s is refused: a container joins one "
-                     "network at create, the one of its NetworkMode (%s); connect it to others",
+                     "user-defined network at create, the one of its NetworkMode (%s); connect "
+                     "it to others",
                      e->string, nm ? nm : "none given");
             return -1;
         }
         cJSON_ArrayForEach(k, e)
         {
-            /* what lis gives every endpoint, or has no use for when empty */
-            if (!strcmp(k->string, "Aliases") || cJSON_IsNull(k) ||
-                ((cJSON_IsObject(k) || cJSON_IsArray(k)) && !k->child) ||
-                (cJSON_IsString(k) && !k->valuestring[0]))
-                continue;
-            snprintf(msg, mlen,
-                     "EndpointsConfig.%s is refused: a lis network gives each container a "
-                     "loopback address of its own choosing",
-                     k->string);
-            return -1;
+            if (strcmp(k->string, "Aliases") && !blank(k)) {
+                snprintf(msg, mlen,
+                         "EndpointsConfig.%s is refused: a lis network gives each container a "
+                         "loopback address of its own choosing",
+                         k->string);
+                return -1;
+            }
         }
     }
     return n != NULL;

@@ -65,7 +65,10 @@ typedef struct net_view {
     int builtin, members;
 } net_view;
 
-static int m_name(const void *o, const char *v) { return sv_filter_regex(v, ((net_view *)o)->name); }
+static int m_name(const void *o, const char *v)
+{
+    return sv_filter_regex(v, ((net_view *)o)->name);
+}
 static int m_id(const void *o, const char *v) { return sv_filter_regex(v, ((net_view *)o)->id); }
 static int m_driver(const void *o, const char *v) { return !strcmp(v, ((net_view *)o)->driver); }
 static int m_scope(const void *o, const char *v) { return !strcmp(v, "local"); }
@@ -140,9 +143,10 @@ static int truthy(const cJSON *v)
 /* What lis cannot give a network, refused: 0, or -1 with msg. */
 static int create_refused(const cJSON *b, char *msg, size_t mlen)
 {
-    static const char *const known[] = {
-        "Name",       "CheckDuplicate", "Driver", "Internal", "Attachable", "Ingress", "IPAM",
-        "EnableIPv6", "Options",        "Labels", "Scope",    "ConfigOnly", "ConfigFrom"};
+    static const char *const known[] = {"Name",       "CheckDuplicate", "Driver", "Internal",
+                                        "Attachable", "Ingress",        "IPAM",   "EnableIPv6",
+                                        "Options",    "Labels",         "Scope",  "ConfigOnly",
+                                        "ConfigFrom"};
     const cJSON *k;
     cJSON_ArrayForEach(k, b)
     {
@@ -192,7 +196,8 @@ static enum MHD_Result create(sv_req *q)
     if (!cJSON_IsObject(b))
         r = sv_reply_error(q, 400, "the body is not a JSON object");
     else if (!name || !valid_name(name))
-        r = sv_reply_error(q, 400, "invalid network name \"%.200s\": only [a-zA-Z0-9][a-zA-Z0-9_.-]",
+        r = sv_reply_error(q, 400,
+                           "invalid network name \"%.200s\": only [a-zA-Z0-9][a-zA-Z0-9_.-]",
                            name ? name : "");
     else if (builtin_find(name) && !strcmp(builtin_find(name)->name, name))
         r = sv_reply_error(q, 403, "%s is a pre-defined network and cannot be created", name);
@@ -242,12 +247,11 @@ static enum MHD_Result connect_op(sv_req *q, sv_network *n, int connect)
         /* the endpoint's config is checked as a create's EndpointsConfig */
         const cJSON *ep = cJSON_GetObjectItemCaseSensitive(b, "EndpointConfig");
         cJSON *fake = cJSON_CreateObject();
-        cJSON_AddStringToObject(cJSON_AddObjectToObject(fake, "HostConfig"), "NetworkMode",
-                                n->id);
-        cJSON_AddItemToObject(
-            cJSON_AddObjectToObject(cJSON_AddObjectToObject(fake, "NetworkingConfig"),
-                                    "EndpointsConfig"),
-            n->id, ep ? cJSON_Duplicate(ep, 1) : cJSON_CreateObject());
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(fake, "HostConfig"), "NetworkMode", n->id);
+        cJSON_AddItemToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(fake,
+                                                                              "NetworkingConfig"),
+                                                      "EndpointsConfig"),
+                              n->id, ep ? cJSON_Duplicate(ep, 1) : cJSON_CreateObject());
         if (sv_net_check_create(q->s, fake, msg, sizeof msg) < 0)
             r = sv_reply_error(q, 400, "%s", msg);
         else if (!c->sb)

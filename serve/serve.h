@@ -179,15 +179,15 @@ struct sv_server {
     sv_exec *execs;
     sv_req *suspended;
     unsigned long started_total;
-    struct sv_fork *forks;         /* forks by Idempotency-Key (state.c) */
-    struct sv_rm_job *removing;    /* images being removed by a worker (images.c) */
-    struct sv_autosnap *autosnaps; /* fork snapshots to remove when unused (autosnap.c) */
-    int trash_jobs;                /* their rm -rf on workers */
-    unsigned long images_removed;  /* by this server: a kept parent may be free now */
-    sv_timer autosnap_retry;       /* the store was locked: sweep again */
-    lis_monitor_hub *hub;          /* the native API's effects (made at first need) */
-    struct sv_network *networks;   /* user-defined networks (networks.c) */
-    uint32_t net_next_ip;          /* the next member's loopback address */
+    struct sv_fork *forks;            /* forks by Idempotency-Key (state.c) */
+    struct sv_rm_job *removing;       /* images being removed by a worker (images.c) */
+    struct sv_autosnap *autosnaps;    /* fork snapshots to remove when unused (autosnap.c) */
+    int trash_jobs;                   /* their rm -rf on workers */
+    unsigned long images_removed;     /* by this server: a kept parent may be free now */
+    sv_timer autosnap_retry;          /* the store was locked: sweep again */
+    lis_monitor_hub *hub;             /* the native API's effects (made at first need) */
+    struct sv_network *networks;      /* user-defined networks (networks.c) */
+    uint32_t net_next_ip;             /* the next member's loopback address */
     struct sv_netlisten *net_listens; /* netrelay.c: listeners in members' namespaces */
     sv_timer net_scan;                /* netrelay.c: the members' listening ports */
 };

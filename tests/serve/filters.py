@@ -2,20 +2,17 @@
 """Every list filter dockerd accepts is honoured or refused with dockerd's
 words (issue 33 item 1): the same docker CLI and docker-py calls give what
 dockerd 20.10 gives for the same containers (run this script against a
-dockerd too: the expectations are dockerd's, checked that way), then
-docker-compose's down --remove-orphans with a bystander container.
-Usage: filters.py SOCKET IMAGE [compose]. Prints one line per check, then
+dockerd too: the expectations are dockerd's, checked that way).
+Usage: filters.py SOCKET IMAGE. Prints one line per check, then
 "N passed, M failed"."""
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 import docker
 
 SOCK, IMG = sys.argv[1], sys.argv[2]
-MODE = sys.argv[3] if len(sys.argv) > 3 else "filters"
 ENV = dict(os.environ, DOCKER_HOST="unix://" + SOCK)
 P = "flt%d" % (os.getpid() % 100000)  # names of this run's containers
 passed = failed = 0
@@ -161,44 +158,6 @@ def filters_main():
         docker_cli("rm", "-f", f"{P}-{n}")
 
 
-COMPOSE = """version: "3"
-services:
-  app:
-    image: %s
-    command: sleep 300
-    network_mode: none
-"""
-
-
-def compose_main():
-    """compose up / down --remove-orphans with a bystander that must survive."""
-    d = tempfile.mkdtemp(prefix="lis-compose-")
-    with open(os.path.join(d, "docker-compose.yml"), "w") as f:
-        f.write(COMPOSE % IMG)
-    code, out, err = docker_cli("run", "-d", "--name", f"{P}-bystander", IMG, "sleep", "300")
-    check("bystander runs", code == 0, err)
-
-    def compose(*args):
-        return run("docker-compose", "-f", os.path.join(d, "docker-compose.yml"), *args,
-                   timeout=300)
-
-    code, out, err = compose("-p", f"{P}-p", "up", "-d")
-    check("compose up -d", code == 0, out + err)
-    code, out, err = compose("-p", f"{P}-other", "down", "--remove-orphans")
-    check("compose -p other down --remove-orphans", code == 0, out + err)
-    check("the bystander survives another project's down --remove-orphans",
-          ps(f"name={P}-bystander") == ["bystander"], ps())
-    check("the project's container survives another project's down",
-          len([n for n in ps() if n.startswith("p_app")]) == 1, ps())
-    code, out, err = compose("-p", f"{P}-p", "down", "--remove-orphans")
-    check("compose down --remove-orphans", code == 0, out + err)
-    check("compose down removed its container, and only it", ps() == ["bystander"], ps())
-    docker_cli("rm", "-f", f"{P}-bystander")
-
-
-if MODE == "compose":
-    compose_main()
-else:
-    filters_main()
+filters_main()
 print(f"{passed} passed, {failed} failed", flush=True)
 sys.exit(1 if failed else 0)
