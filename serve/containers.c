@@ -44,25 +44,6 @@ enum { P_EXIT, P_LOGS, P_REMOVED };
 
 /* ---- lookup ---------------------------------------------------------------------- */
 
-sv_container *sv_container_find(sv_server *s, const char *ref)
-{
-    if (!ref || !*ref)
-        return NULL;
-    const char *n = ref[0] == '/' ? ref + 1 : ref;
-    for (sv_container *c = s->containers; c; c = c->next)
-        if (!strcmp(c->id, ref) || !strcmp(c->name, n))
-            return c;
-    size_t len = strlen(ref);
-    sv_container *hit = NULL;
-    for (sv_container *c = s->containers; c; c = c->next)
-        if (!strncmp(c->id, ref, len)) {
-            if (hit)
-                return NULL; /* ambiguous */
-            hit = c;
-        }
-    return hit;
-}
-
 void sv_container_add_child(sv_container *c, sv_child *ch)
 {
     ch->next = c->children;

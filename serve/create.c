@@ -112,6 +112,26 @@ static int limits_and_net(sv_container *c, const cJSON *cfg, int owner, unsigned
     return 0;
 }
 
+/* (here, below containers.c and inspect.c, which both look containers up) */
+sv_container *sv_container_find(sv_server *s, const char *ref)
+{
+    if (!ref || !*ref)
+        return NULL;
+    const char *n = ref[0] == '/' ? ref + 1 : ref;
+    for (sv_container *c = s->containers; c; c = c->next)
+        if (!strcmp(c->id, ref) || !strcmp(c->name, n))
+            return c;
+    size_t len = strlen(ref);
+    sv_container *hit = NULL;
+    for (sv_container *c = s->containers; c; c = c->next)
+        if (!strncmp(c->id, ref, len)) {
+            if (hit)
+                return NULL; /* ambiguous */
+            hit = c;
+        }
+    return hit;
+}
+
 sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const char *idem,
                                int native, int owner, const char *rootfs, unsigned *status,
                                char *msg, size_t mlen)

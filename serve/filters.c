@@ -176,3 +176,17 @@ int sv_filter_bool(const cJSON *f, const char *key, int *value, char *msg, size_
     }
     return 1;
 }
+
+int sv_filters_dangling(const char *text, const char *const *accepted, cJSON **out, int *dangling,
+                        char *msg, size_t mlen)
+{
+    *dangling = 0;
+    if (sv_filters_parse(text, accepted, out, msg, mlen) < 0)
+        return -1;
+    int r = sv_filter_bool(*out, "dangling", dangling, msg, mlen);
+    if (r < 0) {
+        cJSON_Delete(*out);
+        *out = NULL;
+    }
+    return r;
+}

@@ -243,13 +243,10 @@ static enum MHD_Result list(sv_req *q)
 {
     char msg[800];
     cJSON *f;
-    int dangling = 0;
-    if (sv_filters_parse(sv_arg(q, "filters"), image_filters, &f, msg, sizeof msg) < 0 ||
-        sv_filter_bool(f, "dangling", &dangling, msg, sizeof msg) < 0) {
-        cJSON_Delete(f);
+    int dangling, dangling_given = sv_filters_dangling(sv_arg(q, "filters"), image_filters, &f,
+                                                       &dangling, msg, sizeof msg);
+    if (dangling_given < 0)
         return sv_reply_error(q, 400, "%s", msg);
-    }
-    int dangling_given = sv_filter(f, "dangling") != NULL;
     lis_rootfs_image *imgs = NULL;
     size_t n = 0;
     lis_error err = {0};

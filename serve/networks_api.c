@@ -90,12 +90,10 @@ static enum MHD_Result list(sv_req *q)
 {
     char msg[600];
     cJSON *f;
-    int dangling = 0;
-    if (sv_filters_parse(sv_arg(q, "filters"), net_filters, &f, msg, sizeof msg) < 0 ||
-        sv_filter_bool(f, "dangling", &dangling, msg, sizeof msg) < 0) {
-        cJSON_Delete(f);
+    int dangling,
+        dg = sv_filters_dangling(sv_arg(q, "filters"), net_filters, &f, &dangling, msg, sizeof msg);
+    if (dg < 0)
         return sv_reply_error(q, 400, "%s", msg);
-    }
     const cJSON *e;
     cJSON_ArrayForEach(e, sv_filter(f, "type"))
     {
@@ -104,7 +102,6 @@ static enum MHD_Result list(sv_req *q)
             return sv_reply_error(q, 400, "Invalid filter: 'type'='%.200s'", e->valuestring);
         }
     }
-    int dg = sv_filter(f, "dangling") != NULL;
     cJSON *a = cJSON_CreateArray(), *empty = cJSON_CreateObject();
     for (size_t i = 0; i < NBUILTIN; i++) {
         net_view v = {builtins[i].name, builtins[i].id, builtins[i].driver, empty, 1, 0};
@@ -340,12 +337,9 @@ enum MHD_Result sv_volumes_route(sv_req *q, const char *rest)
     if (!*rest && (!strcmp(m, "GET") || !strcmp(m, "HEAD"))) {
         cJSON *f;
         int dangling;
-        if (sv_filters_parse(sv_arg(q, "filters"), accepted, &f, msg, sizeof msg) < 0 ||
-            sv_filter_bool(f, "dangling", &dangling, msg, sizeof msg) < 0) {
-            cJSON_Delete(f);
+        if (sv_filters_dangling(sv_arg(q, "filters"), accepted, &f, &dangling, msg, sizeof msg) < 0)
             return sv_reply_error(q, 400, "%s", msg);
-        }
-        cJSON_Delete(f);
+        cJSON_Delete(f); /* nothing to filter: there are no volumes */
         cJSON *o = cJSON_CreateObject();
         cJSON_AddArrayToObject(o, "Volumes");
         cJSON_AddNullToObject(o, "Warnings");

@@ -266,6 +266,10 @@ int sv_filter_regex(const char *pattern, const char *s); /* dockerd's Match */
 int sv_filter_glob(const char *pattern, const char *s);  /* Go's path.Match */
 /* A true/false filter: 0 not given, 1 given (*value set), -1 neither (msg). */
 int sv_filter_bool(const cJSON *f, const char *key, int *value, char *msg, size_t mlen);
+/* sv_filters_parse, then the "dangling" key's true/false: -1 (msg, *out NULL),
+ * 0 not given, 1 given (*dangling set). */
+int sv_filters_dangling(const char *text, const char *const *accepted, cJSON **out, int *dangling,
+                        char *msg, size_t mlen);
 
 /* ---- images.c ------------------------------------------------------------------- */
 

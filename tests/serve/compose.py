@@ -13,20 +13,11 @@ import sys
 import tempfile
 import time
 
+from checks import check, finish  # tests/serve/checks.py
+
 SOCK, PID, IMG, MODE = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 ENV = dict(os.environ, DOCKER_HOST="unix://" + SOCK)
 P = "cmp%d" % (os.getpid() % 100000)
-passed = failed = 0
-
-
-def check(name, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print("ok", name, flush=True)
-    else:
-        failed += 1
-        print("FAIL", name, detail, flush=True)
 
 
 def run(*args, timeout=300):
@@ -156,5 +147,4 @@ def network():
 
 
 {"bystander": bystander, "network": network}[MODE]()
-print(f"{passed} passed, {failed} failed", flush=True)
-sys.exit(1 if failed else 0)
+finish()

@@ -12,20 +12,11 @@ import time
 
 import docker
 
+from checks import check, finish  # tests/serve/checks.py
+
 SOCK, IMG = sys.argv[1], sys.argv[2]
 ENV = dict(os.environ, DOCKER_HOST="unix://" + SOCK)
 P = "flt%d" % (os.getpid() % 100000)  # names of this run's containers
-passed = failed = 0
-
-
-def check(name, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print("ok", name, flush=True)
-    else:
-        failed += 1
-        print("FAIL", name, detail, flush=True)
 
 
 def run(*args, env=ENV, timeout=120):
@@ -159,5 +150,4 @@ def filters_main():
 
 
 filters_main()
-print(f"{passed} passed, {failed} failed", flush=True)
-sys.exit(1 if failed else 0)
+finish()

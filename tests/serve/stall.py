@@ -14,21 +14,12 @@ import subprocess
 import sys
 import time
 
+from checks import check, finish  # tests/serve/checks.py
+
 SOCK, PID, IMG, CASE = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 HUNG = 5.0  # a `docker ps` slower than this is a hung server
 ENV = dict(os.environ, DOCKER_HOST="unix://" + SOCK)
-passed = failed = 0
 bg = []
-
-
-def check(name, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print("ok", name, flush=True)
-    else:
-        failed += 1
-        print("FAIL", name, detail, flush=True)
 
 
 def docker(*args, timeout=30):
@@ -218,5 +209,4 @@ for p in bg:
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
-print(f"{passed} passed, {failed} failed", flush=True)
-sys.exit(1 if failed else 0)
+finish()
