@@ -184,6 +184,17 @@ static int create_refused(const cJSON *b, char *msg, size_t mlen)
     return 0;
 }
 
+/* What one server holds: each network is small, but a client makes them at will. */
+#define NETWORKS_MAX 1000
+
+static int count(const sv_server *s)
+{
+    int n = 0;
+    for (const sv_network *k = s->networks; k; k = k->next)
+        n++;
+    return n;
+}
+
 static enum MHD_Result create(sv_req *q)
 {
     cJSON *b = q->len ? cJSON_ParseWithLength(q->body, q->len) : NULL;
@@ -200,6 +211,9 @@ static enum MHD_Result create(sv_req *q)
         r = sv_reply_error(q, 403, "%s is a pre-defined network and cannot be created", name);
     else if (sv_network_find(q->s, name) && !strcmp(sv_network_find(q->s, name)->name, name))
         r = sv_reply_error(q, 409, "network with name %s already exists", name);
+    else if (count(q->s) >= NETWORKS_MAX)
+        r = sv_reply_error(q, 403, "too many networks (at most %d): remove some first",
+                           NETWORKS_MAX);
     else if (create_refused(b, msg, sizeof msg) < 0)
         r = sv_reply_error(q, 400, "%s", msg);
     else {
