@@ -36,6 +36,14 @@ typedef struct sv_timer {
     struct sv_timer *next;
 } sv_timer;
 
+/* What must be closed when the server stops even if nobody ends it (a
+ * stream whose client never reads its last bytes): sv_loop_close_all. */
+typedef struct sv_closer {
+    void (*fn)(void *arg);
+    void *arg;
+    struct sv_closer *next;
+} sv_closer;
+
 sv_loop *sv_loop_new(int workers, lis_error *err);
 void sv_loop_free(sv_loop *l);
 int sv_loop_watch(sv_loop *l, sv_watch *w, int fd, uint32_t events, sv_fd_cb cb, void *arg);
@@ -49,6 +57,10 @@ void sv_loop_defer(sv_loop *l, void (*fn)(void *), void *arg);
 /* work(arg) runs on a worker thread, then done(arg, 0) on the loop thread
  * (lis_jobs_submit). */
 int sv_job(sv_loop *l, void (*work)(void *), void (*done)(void *, int status), void *arg);
+void sv_loop_closer_add(sv_loop *l, sv_closer *c, void (*fn)(void *), void *arg);
+void sv_loop_closer_del(sv_loop *l, sv_closer *c);
+/* Runs (and forgets) every closer: at shutdown, before the HTTP server stops. */
+void sv_loop_close_all(sv_loop *l);
 /* One round: waits up to max_ms (-1: timers only) and dispatches. */
 int sv_loop_run_once(sv_loop *l, int max_ms);
 

@@ -230,6 +230,7 @@ static void shutdown_all(sv_server *s)
     sv_autosnap_shutdown(s);
     while (s->suspended)
         sv_req_finish_error(s->suspended, 503, "lis serve is shutting down");
+    sv_loop_close_all(s->loop); /* streams with bytes their client never read */
     sv_listen_run(s, 0);
 }
 
