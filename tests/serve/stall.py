@@ -182,6 +182,18 @@ def main():
         s2.close()
     elif CASE == "disconnects":
         cid = run_d(IMG, "sleep", "100")
+        # clients that leave while their exec runs: once the execs end, the server
+        # holds nothing of them (each left stream used to keep its socket)
+        docker("exec", cid, "true")  # what the first exec opens for good
+        before = len(os.listdir(f"/proc/{PID}/fd"))
+        for tty in (True, False, True):
+            s = exec_stream(cid, ["sh", "-c", "yes | head -c 100000; sleep 2"], tty)
+            s.recv(1000)
+            s.close()
+        time.sleep(5)
+        after = len(os.listdir(f"/proc/{PID}/fd"))
+        print(f"info {CASE}: server fds {before} before, {after} after", flush=True)
+        check("clients that left hold no fd of the server", after <= before, f"{before} -> {after}")
         for tty in (True, False):
             s = exec_stream(cid, ["sh", "-c", PAUSE], tty)
             s.recv(1000)
