@@ -19,14 +19,15 @@ RUN="uidmap mmdebstrap debootstrap zstd curl util-linux python3 ca-certificates"
 # registry and OCI tools, the cgroup v2 VM (qemu, cpio, kmod), apparmor_parser to check
 # scripts/apparmor/lis, clang with libFuzzer for `make fuzz` (libclang-rt-14-dev is Debian
 # 12's; clang-N wants libclang-rt-N-dev). python3-docker and docker.io: the real clients of
-# `lis serve`'s suite (the docker CLI only as a client: tests never start dockerd);
+# `lis serve`'s suite (the docker CLI only as a client: tests never start dockerd), with
+# docker-compose (1.29) for its compose checks (tests/test_serve_compose.c);
 # python3-pytest: the Python client's suite tests/python (tests/test_python_client.c);
 # python3-venv, -setuptools, -wheel: its offline venv install (python/README.md). A
 # single-node Slurm with munge for scripts/slurm/ci-test.sh (its daemons are started by hand,
 # never by the packages).
 TEST="libcriterion-dev busybox-static procps iproute2 xz-utils tar wget bubblewrap hyperfine \
  chromium clang-format-14 python3-docker python3-pytest python3-venv python3-setuptools \
- python3-wheel docker.io docker-registry umoci skopeo \
+ python3-wheel docker.io docker-compose docker-registry umoci skopeo \
  qemu-system-x86 cpio kmod apparmor clang libclang-rt-14-dev slurmctld slurmd slurm-client munge"
 want="$BUILD $RUN"
 case "${1:-}" in

@@ -61,7 +61,7 @@ static void queue(api_exec *x, const char *txt, size_t n)
 
 static void event_json(api_exec *x, const char *name, cJSON *doc)
 {
-    char *txt = cJSON_PrintUnformatted(doc);
+    char *txt = lis_json_print(doc, 0);
     cJSON_Delete(doc);
     if (!txt)
         return;

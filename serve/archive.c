@@ -114,7 +114,7 @@ static void make_stat(arc_job *j, const char *name, const struct stat *st, const
     cJSON_AddNumberToObject(o, "mode", (double)go_mode(st->st_mode));
     cJSON_AddStringToObject(o, "mtime", ts);
     cJSON_AddStringToObject(o, "linkTarget", link ? link : "");
-    char *txt = cJSON_PrintUnformatted(o);
+    char *txt = lis_json_print(o, 0);
     cJSON_Delete(o);
     sv_base64((const unsigned char *)txt, strlen(txt), j->stat_hdr, sizeof j->stat_hdr);
     free(txt);

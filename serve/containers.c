@@ -44,25 +44,6 @@ enum { P_EXIT, P_LOGS, P_REMOVED };
 
 /* ---- lookup ---------------------------------------------------------------------- */
 
-sv_container *sv_container_find(sv_server *s, const char *ref)
-{
-    if (!ref || !*ref)
-        return NULL;
-    const char *n = ref[0] == '/' ? ref + 1 : ref;
-    for (sv_container *c = s->containers; c; c = c->next)
-        if (!strcmp(c->id, ref) || !strcmp(c->name, n))
-            return c;
-    size_t len = strlen(ref);
-    sv_container *hit = NULL;
-    for (sv_container *c = s->containers; c; c = c->next)
-        if (!strncmp(c->id, ref, len)) {
-            if (hit)
-                return NULL; /* ambiguous */
-            hit = c;
-        }
-    return hit;
-}
-
 void sv_container_add_child(sv_container *c, sv_child *ch)
 {
     ch->next = c->children;
@@ -323,6 +304,7 @@ static void container_free(sv_container *c)
         }
     for (sv_waiter *w = c->waiters; w; w = w->next)
         w->c = NULL;
+    sv_net_leave_all(c);
     lis_monitor_free(c->mon); /* its sandbox is gone (or was never made) */
     lis_policy_free(c->policy);
     cJSON_Delete(c->config);
@@ -406,6 +388,13 @@ static void create_done(void *arg, int status)
                     return;
                 }
             }
+        }
+        char msg[600];
+        if (sv_net_join_created(c, msg, sizeof msg) < 0) { /* its network went meanwhile */
+            sv_req_finish_error(j->q, 404, "%s", msg);
+            container_remove(c, NULL);
+            free(j);
+            return;
         }
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "Id", c->id);
@@ -587,6 +576,7 @@ static void container_remove(sv_container *c, sv_req *q)
         sv_ports_stop(c->ports);
         c->ports = NULL;
     }
+    sv_net_leave_all(c); /* its listeners in the others' namespaces go before its sandbox */
     j->sb = c->sb;
     c->sb = NULL;
     c->busy++;

@@ -82,16 +82,20 @@ static int limits_and_net(sv_container *c, const cJSON *cfg, int owner, unsigned
         c->limits.cpu_millis = (uint64_t)(quota * 1000 / (period > 0 ? period : 100000));
     c->net = s->opts.net;
     const char *nm = sv_jstr(hc, "NetworkMode");
-    if (nm && !strcmp(nm, "none"))
+    int user = sv_net_check_create(s, cfg, msg, mlen); /* networks.c */
+    if (user < 0) /* 400 even for a missing network: the docker CLI pulls the image on a 404 */
+        return -1;
+    /* a user network keeps the server's mode; networks.c adds its members */
+    if (!user && nm && !strcmp(nm, "none"))
         c->net = LIS_NET_NONE;
-    else if (nm && !strcmp(nm, "host"))
+    else if (!user && nm && !strcmp(nm, "host"))
         c->net = LIS_NET_HOST;
-    else if (nm && !strcmp(nm, "proxy")) /* lis's own mode (the native API's net) */
+    else if (!user && nm && !strcmp(nm, "proxy")) /* lis's own mode (the native API's net) */
         c->net = LIS_NET_PROXY;
-    else if (nm && strcmp(nm, "default") && strcmp(nm, "bridge")) {
+    else if (!user && nm && strcmp(nm, "default") && strcmp(nm, "bridge")) {
         snprintf(msg, mlen,
-                 "NetworkMode %s is refused: lis serve has no networks (none, proxy, host, or "
-                 "default: the server's --net)",
+                 "NetworkMode %s is refused: lis serve has none, proxy, host, default (the "
+                 "server's --net) and user-defined networks",
                  nm);
         return -1;
     }
@@ -106,6 +110,26 @@ static int limits_and_net(sv_container *c, const cJSON *cfg, int owner, unsigned
         return -1;
     }
     return 0;
+}
+
+/* (here, below containers.c and inspect.c, which both look containers up) */
+sv_container *sv_container_find(sv_server *s, const char *ref)
+{
+    if (!ref || !*ref)
+        return NULL;
+    const char *n = ref[0] == '/' ? ref + 1 : ref;
+    for (sv_container *c = s->containers; c; c = c->next)
+        if (!strcmp(c->id, ref) || !strcmp(c->name, n))
+            return c;
+    size_t len = strlen(ref);
+    sv_container *hit = NULL;
+    for (sv_container *c = s->containers; c; c = c->next)
+        if (!strncmp(c->id, ref, len)) {
+            if (hit)
+                return NULL; /* ambiguous */
+            hit = c;
+        }
+    return hit;
 }
 
 sv_container *sv_container_new(sv_server *s, cJSON *cfg, const char *name, const char *idem,

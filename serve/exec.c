@@ -235,7 +235,9 @@ static void st_drained(void *owner)
 static void st_gone(void *owner)
 {
     sv_exec *e = owner;
-    e->st = NULL; /* keep running and reading, as Docker does; output goes nowhere */
+    sv_stream *st = e->st;
+    e->st = NULL;      /* keep running and reading, as Docker does; output goes nowhere */
+    sv_stream_end(st); /* closes it: nothing refers to it any more */
     if (e->proc)
         sv_proc_read_on(e->proc);
 }

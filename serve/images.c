@@ -131,10 +131,10 @@ static void parent_of(sv_server *s, const char *digest, char *out, size_t len)
     cJSON_Delete(m);
 }
 
-static int ref_matches(const char *filters, const char *ref);
+static int ref_matches(const cJSON *filters, const char *ref);
 
 /* The image's tags (those matching filters, when given). */
-static cJSON *tags_of(lis_rootfs_image *imgs, size_t n, const char *digest, const char *filters)
+static cJSON *tags_of(lis_rootfs_image *imgs, size_t n, const char *digest, const cJSON *filters)
 {
     cJSON *a = cJSON_CreateArray();
     for (size_t i = 0; i < n; i++)
@@ -195,59 +195,92 @@ static enum MHD_Result inspect(sv_req *q, const char *name)
     return sv_reply_json(q, 200, o);
 }
 
-/* filters={"reference":{"R":true}} or {"reference":["R"]} */
-static int ref_matches(const char *filters, const char *ref)
+/* dockerd's reference filter (FamiliarMatch): a glob on NAME:TAG or on NAME. */
+static int m_reference(const void *o, const char *pattern)
 {
-    if (!filters)
-        return 1;
-    cJSON *f = cJSON_Parse(filters);
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(f, "reference");
-    int ok = 1;
-    if (r) {
-        ok = 0;
+    const char *ref = o, *colon = strrchr(ref, ':');
+    char name[512];
+    snprintf(name, sizeof name, "%.*s",
+             colon && !strchr(colon, '/') ? (int)(colon - ref) : (int)strlen(ref), ref);
+    return sv_filter_glob(pattern, ref) || sv_filter_glob(pattern, name);
+}
+
+static int ref_matches(const cJSON *filters, const char *ref)
+{
+    return sv_filter_any(filters, "reference", m_reference, ref);
+}
+
+static const char *const image_filters[] = {"before",    "dangling", "label",
+                                            "reference", "since",    NULL};
+
+/* The created time of each before and since image (0 when not
+ * given): 0, or 404 with msg. */
+static unsigned image_bounds(sv_req *q, const cJSON *f, lis_rootfs_image *imgs, size_t n,
+                             double *before, double *since, char *msg, size_t mlen)
+{
+    const char *keys[] = {"before", "since"};
+    double *out[] = {before, since};
+    for (size_t k = 0; k < 2; k++) {
+        *out[k] = 0;
         const cJSON *e;
-        cJSON_ArrayForEach(e, r)
+        cJSON_ArrayForEach(e, sv_filter(f, keys[k]))
         {
-            const char *want = cJSON_IsString(e) ? e->valuestring : e->string;
-            char a[600], b[600];
-            sv_image_norm(want ? want : "", a, sizeof a);
-            sv_image_norm(ref, b, sizeof b);
-            if (want && (!strcmp(a, b) || !strncmp(ref, want, strlen(want))))
-                ok = 1;
+            char dir[4096], dg[80];
+            if (sv_image_resolve(q->s, e->valuestring, dir, sizeof dir, dg, sizeof dg) < 0) {
+                char norm[700];
+                sv_image_norm(e->valuestring, norm, sizeof norm);
+                return snprintf(msg, mlen, "No such image: %s", norm), 404;
+            }
+            for (size_t i = 0; i < n; i++)
+                if (!strcmp(imgs[i].digest, dg))
+                    *out[k] = imgs[i].created;
         }
     }
-    cJSON_Delete(f);
-    return ok;
+    return 0;
 }
 
 static enum MHD_Result list(sv_req *q)
 {
+    char msg[800];
+    cJSON *f;
+    int dangling, dangling_given = sv_filters_dangling(sv_arg(q, "filters"), image_filters, &f,
+                                                       &dangling, msg, sizeof msg);
+    if (dangling_given < 0)
+        return sv_reply_error(q, 400, "%s", msg);
     lis_rootfs_image *imgs = NULL;
     size_t n = 0;
     lis_error err = {0};
-    if (lis_rootfs_list(q->s->data_dir, &imgs, &n, &err) < 0)
+    if (lis_rootfs_list(q->s->data_dir, &imgs, &n, &err) < 0) {
+        cJSON_Delete(f);
         return sv_reply_error(q, 500, "%s", err.msg);
+    }
+    double before, since;
+    unsigned bad = image_bounds(q, f, imgs, n, &before, &since, msg, sizeof msg);
+    if (bad) {
+        free(imgs);
+        cJSON_Delete(f);
+        return sv_reply_error(q, bad, "%s", msg);
+    }
     cJSON *a = cJSON_CreateArray();
-    const char *filters = sv_arg(q, "filters");
     for (size_t i = 0; i < n; i++) {
-        int first = 1;
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(imgs[j].digest, imgs[i].digest))
-                first = 0;
-        if (!first)
-            continue;
-        int any = 0;
-        for (size_t j = 0; j < n; j++)
-            if (!strcmp(imgs[j].digest, imgs[i].digest) && ref_matches(filters, imgs[j].ref))
-                any = 1;
-        if (!any)
+        int first = 1, tagged = 0, any = 0;
+        for (size_t j = 0; j < n; j++) {
+            if (strcmp(imgs[j].digest, imgs[i].digest))
+                continue;
+            first &= j >= i;
+            tagged |= imgs[j].ref[0] != 0;
+            any |= ref_matches(f, imgs[j].ref);
+        }
+        /* lis images carry no labels: a label filter matches none */
+        if (!first || !any || (dangling_given && dangling == tagged) || sv_filter(f, "label") ||
+            (before > 0 && imgs[i].created >= before) || (since > 0 && imgs[i].created <= since))
             continue;
         cJSON *o = cJSON_CreateObject();
         char parent[128];
         parent_of(q->s, imgs[i].digest, parent, sizeof parent);
         cJSON_AddStringToObject(o, "Id", imgs[i].digest);
         cJSON_AddStringToObject(o, "ParentId", parent);
-        cJSON_AddItemToObject(o, "RepoTags", tags_of(imgs, n, imgs[i].digest, filters));
+        cJSON_AddItemToObject(o, "RepoTags", tags_of(imgs, n, imgs[i].digest, f));
         cJSON_AddArrayToObject(o, "RepoDigests");
         cJSON_AddNumberToObject(o, "Created", (double)(long)imgs[i].created);
         cJSON_AddNumberToObject(o, "Size", (double)imgs[i].size);
@@ -258,6 +291,7 @@ static enum MHD_Result list(sv_req *q)
         cJSON_AddItemToArray(a, o);
     }
     free(imgs);
+    cJSON_Delete(f);
     return sv_reply_json(q, 200, a);
 }
 

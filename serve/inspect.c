@@ -81,6 +81,44 @@ static cJSON *ports_json(sv_container *c)
     return c->ports ? sv_ports_json(c->ports, pb) : cJSON_CreateObject();
 }
 
+/* The networks a container is on, as NetworkSettings.Networks. */
+static cJSON *networks_json(const sv_container *c) { return sv_net_container_json(c); }
+
+/* The list's Ports (dockerd's types.Port): each published port with its host
+ * side, each exposed one (Config.ExposedPorts) without. */
+static cJSON *ports_list(const sv_container *c)
+{
+    cJSON *a = cJSON_CreateArray();
+    cJSON *bound = ports_json((sv_container *)c);
+    const cJSON *exp = cJSON_GetObjectItemCaseSensitive(c->config, "ExposedPorts"), *k, *h;
+    cJSON_ArrayForEach(k, bound)
+    {
+        cJSON_ArrayForEach(h, k)
+        {
+            cJSON *p = cJSON_CreateObject();
+            const char *ip = sv_jstr(h, "HostIp"), *hp = sv_jstr(h, "HostPort");
+            cJSON_AddStringToObject(p, "IP", ip ? ip : "0.0.0.0");
+            cJSON_AddNumberToObject(p, "PrivatePort", atoi(k->string));
+            cJSON_AddNumberToObject(p, "PublicPort", hp ? atoi(hp) : 0);
+            const char *sl = strchr(k->string, '/');
+            cJSON_AddStringToObject(p, "Type", sl ? sl + 1 : "tcp");
+            cJSON_AddItemToArray(a, p);
+        }
+    }
+    cJSON_ArrayForEach(k, exp)
+    {
+        if (cJSON_GetObjectItemCaseSensitive(bound, k->string))
+            continue;
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "PrivatePort", atoi(k->string));
+        const char *sl = strchr(k->string, '/');
+        cJSON_AddStringToObject(p, "Type", sl ? sl + 1 : "tcp");
+        cJSON_AddItemToArray(a, p);
+    }
+    cJSON_Delete(bound);
+    return a;
+}
+
 cJSON *sv_container_inspect(sv_container *c)
 {
     char ts[64], name[140];
@@ -128,10 +166,12 @@ cJSON *sv_container_inspect(sv_container *c)
     const cJSON *hc0 = cJSON_GetObjectItemCaseSensitive(c->config, "HostConfig");
     cJSON *hc = cJSON_AddObjectToObject(o, "HostConfig");
     cJSON_AddBoolToObject(hc, "AutoRemove", c->auto_remove);
+    const char *mode = sv_jstr(hc0, "NetworkMode");
     cJSON_AddStringToObject(hc, "NetworkMode",
-                            c->net == LIS_NET_HOST   ? "host"
-                            : c->net == LIS_NET_NONE ? "none"
-                                                     : "default");
+                            mode && sv_network_find(c->s, mode) ? mode
+                            : c->net == LIS_NET_HOST            ? "host"
+                            : c->net == LIS_NET_NONE            ? "none"
+                                                                : "default");
     cJSON *lc = cJSON_AddObjectToObject(hc, "LogConfig");
     cJSON_AddStringToObject(lc, "Type", "json-file"); /* logs are kept (first 8 MiB) */
     cJSON_AddObjectToObject(lc, "Config");
@@ -154,7 +194,7 @@ cJSON *sv_container_inspect(sv_container *c)
     }
     cJSON *ns = cJSON_AddObjectToObject(o, "NetworkSettings");
     cJSON_AddItemToObject(ns, "Ports", ports_json(c));
-    cJSON_AddObjectToObject(ns, "Networks");
+    cJSON_AddItemToObject(ns, "Networks", networks_json(c));
     cJSON_AddStringToObject(ns, "IPAddress", "");
     cJSON_AddItemToObject(o, "Mounts", sv_options_mounts(&c->copts));
     return o;
@@ -186,25 +226,23 @@ static void status_text(sv_container *c, char *buf, size_t len)
     }
 }
 
-/* Both encodings: {"k":{"v":true}} (CLI) and {"k":["v"]} (docker-py). */
-static int filter_ok(const cJSON *f, const char *key, int (*match)(sv_container *, const char *),
-                     sv_container *c)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(f, key);
-    if (!v)
-        return 1;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, v)
-    {
-        const char *want = cJSON_IsString(e) ? e->valuestring : e->string;
-        if (want && match(c, want))
-            return 1;
-    }
-    return 0;
-}
+/* ---- the list's filters (dockerd's daemon/list.go, every key it accepts) ---------------- */
 
-static int m_ancestor(sv_container *c, const char *v)
+static const char *const ps_filters[] = {"ancestor", "before", "exited",  "expose",
+                                         "health",   "id",     "is-task", "isolation",
+                                         "label",    "name",   "network", "publish",
+                                         "since",    "status", "volume",  NULL};
+
+/* What the filters of one list resolved to before the containers are walked. */
+typedef struct ps_query {
+    const cJSON *f;
+    const sv_container *before, *since;
+    int is_task, task_given;
+} ps_query;
+
+static int m_ancestor(const void *o, const char *v)
 {
+    const sv_container *c = o;
     char dir[4096], dg[80], a[600], b[600];
     sv_image_norm(v, a, sizeof a);
     sv_image_norm(c->image, b, sizeof b);
@@ -213,30 +251,204 @@ static int m_ancestor(sv_container *c, const char *v)
     return sv_image_resolve(c->s, v, dir, sizeof dir, dg, sizeof dg) == 0 &&
            !strcmp(dg, c->image_id);
 }
-static int m_name(sv_container *c, const char *v)
+static int m_name(const void *o, const char *v)
 {
-    return strstr(c->name, v[0] == '/' ? v + 1 : v) != NULL;
+    const sv_container *c = o;
+    char slash[140];
+    snprintf(slash, sizeof slash, "/%s", c->name);
+    return sv_filter_regex(v, slash) || sv_filter_regex(v, c->name);
 }
-static int m_id(sv_container *c, const char *v) { return !strncmp(c->id, v, strlen(v)); }
-static int m_status(sv_container *c, const char *v) { return !strcmp(docker_state(c), v); }
+static int m_id(const void *o, const char *v)
+{
+    return !strncmp(((const sv_container *)o)->id, v, strlen(v));
+}
+static int m_status(const void *o, const char *v) { return !strcmp(docker_state(o), v); }
+static int m_exited(const void *o, const char *v)
+{
+    const sv_container *c = o;
+    return !c->main && c->started_at > 0 && c->exit_code == atoi(v);
+}
+static int m_network(const void *o, const char *v)
+{
+    cJSON *nets = networks_json(o);
+    const cJSON *n;
+    int hit = 0;
+    cJSON_ArrayForEach(n, nets)
+    {
+        const char *nid = sv_jstr(n, "NetworkID");
+        if (!strcmp(n->string, v) || (nid && *v && !strncmp(nid, v, strlen(v))))
+            hit = 1;
+    }
+    cJSON_Delete(nets);
+    return hit;
+}
+static int m_volume(const void *o, const char *v)
+{
+    const sv_container *c = o;
+    cJSON *ms = sv_options_mounts(&c->copts);
+    const cJSON *m;
+    int hit = 0;
+    cJSON_ArrayForEach(m, ms)
+    {
+        const char *name = sv_jstr(m, "Name"), *dst = sv_jstr(m, "Destination");
+        if ((name && !strcmp(name, v)) || (dst && !strcmp(dst, v)))
+            hit = 1;
+    }
+    cJSON_Delete(ms);
+    return hit;
+}
+
+/* "80", "80/udp", "8000-8010/tcp": the port range and protocol; -1 when malformed. */
+static int port_spec(const char *v, unsigned *lo, unsigned *hi, char *proto, size_t plen)
+{
+    char num[32];
+    const char *sl = strchr(v, '/');
+    snprintf(num, sizeof num, "%.*s", sl ? (int)(sl - v) : (int)strlen(v), v);
+    snprintf(proto, plen, "%s", sl ? sl + 1 : "tcp");
+    char *end;
+    unsigned long a = strtoul(num, &end, 10), b = a;
+    if (*end == '-')
+        b = strtoul(end + 1, &end, 10);
+    if (!num[0] || *end || !a || a > 65535 || b < a || b > 65535)
+        return -1;
+    *lo = (unsigned)a;
+    *hi = (unsigned)b;
+    return 0;
+}
+
+/* One of the list's Ports (dockerd's types.Port) matches a publish or expose value. */
+static int port_match(const sv_container *c, const char *v, const char *field)
+{
+    unsigned lo, hi;
+    char proto[16];
+    if (port_spec(v, &lo, &hi, proto, sizeof proto) < 0)
+        return 0;
+    cJSON *ports = ports_list(c);
+    const cJSON *p;
+    int hit = 0;
+    cJSON_ArrayForEach(p, ports)
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(p, field);
+        const char *t = sv_jstr(p, "Type");
+        if (cJSON_IsNumber(n) && n->valuedouble >= lo && n->valuedouble <= hi && t &&
+            !strcmp(t, proto))
+            hit = 1;
+    }
+    cJSON_Delete(ports);
+    return hit;
+}
+static int m_publish(const void *o, const char *v) { return port_match(o, v, "PublicPort"); }
+static int m_expose(const void *o, const char *v) { return port_match(o, v, "PrivatePort"); }
+
+/* The values dockerd refuses before listing, with its words: 0, or the HTTP
+ * status with msg set. */
+static unsigned ps_check(sv_server *s, ps_query *pq, char *msg, size_t mlen)
+{
+    static const char *const states[] = {"created", "restarting", "running", "removing",
+                                         "paused",  "exited",     "dead"};
+    static const char *const health[] = {"starting", "healthy", "unhealthy", "none"};
+    const cJSON *e;
+    cJSON_ArrayForEach(e, sv_filter(pq->f, "status"))
+    {
+        int ok = 0;
+        for (size_t i = 0; i < sizeof states / sizeof *states; i++)
+            ok |= !strcmp(states[i], e->valuestring);
+        if (!ok)
+            return snprintf(msg, mlen, "Invalid filter 'status=%.200s'", e->valuestring), 400;
+    }
+    cJSON_ArrayForEach(e, sv_filter(pq->f, "health"))
+    {
+        int ok = 0;
+        for (size_t i = 0; i < sizeof health / sizeof *health; i++)
+            ok |= !strcmp(health[i], e->valuestring);
+        if (!ok)
+            return snprintf(msg, mlen, "Unrecognised filter value for health: %.200s",
+                            e->valuestring),
+                   400;
+    }
+    cJSON_ArrayForEach(e, sv_filter(pq->f, "exited"))
+    {
+        char *end;
+        strtol(e->valuestring, &end, 10);
+        if (!e->valuestring[0] || *end)
+            return snprintf(msg, mlen, "strconv.Atoi: parsing \"%.200s\": invalid syntax",
+                            e->valuestring),
+                   400;
+    }
+    const char *pk[] = {"publish", "expose"};
+    for (size_t i = 0; i < 2; i++)
+        cJSON_ArrayForEach(e, sv_filter(pq->f, pk[i]))
+        {
+            unsigned lo, hi;
+            char proto[16];
+            if (strchr(e->valuestring, ':'))
+                return snprintf(msg, mlen, "filter for '%s' should not contain ':': %.200s", pk[i],
+                                e->valuestring),
+                       400;
+            if (port_spec(e->valuestring, &lo, &hi, proto, sizeof proto) < 0)
+                return snprintf(msg, mlen, "invalid port '%.200s' in the '%s' filter",
+                                e->valuestring, pk[i]),
+                       400;
+        }
+    int r = sv_filter_bool(pq->f, "is-task", &pq->is_task, msg, mlen);
+    if (r < 0)
+        return 400;
+    pq->task_given = r;
+    const char *rk[] = {"before", "since"};
+    const sv_container **ref[] = {&pq->before, &pq->since};
+    for (size_t i = 0; i < 2; i++)
+        cJSON_ArrayForEach(e, sv_filter(pq->f, rk[i]))
+        {
+            if (!(*ref[i] = sv_container_find(s, e->valuestring)))
+                return snprintf(msg, mlen, "no such container %.200s", e->valuestring), 404;
+        }
+    return 0;
+}
+
+static int ps_match(const ps_query *pq, const sv_container *c)
+{
+    const cJSON *f = pq->f;
+    if (pq->before && (c == pq->before || c->created >= pq->before->created))
+        return 0;
+    if (pq->since && (c == pq->since || c->created <= pq->since->created))
+        return 0;
+    if (pq->task_given && pq->is_task) /* a lis container is never a swarm task */
+        return 0;
+    if (sv_filter(f, "health") && !sv_filter_has_value(f, "health", "none"))
+        return 0; /* lis runs no health checks (Healthcheck is refused): every one is "none" */
+    /* isolation: accepted and without effect on Linux, as in dockerd */
+    return sv_filter_labels(f, "label", cJSON_GetObjectItemCaseSensitive(c->config, "Labels")) &&
+           sv_filter_any(f, "ancestor", m_ancestor, c) && sv_filter_any(f, "name", m_name, c) &&
+           sv_filter_any(f, "id", m_id, c) && sv_filter_any(f, "status", m_status, c) &&
+           sv_filter_any(f, "exited", m_exited, c) && sv_filter_any(f, "network", m_network, c) &&
+           sv_filter_any(f, "volume", m_volume, c) &&
+           (!sv_filter(f, "publish") && !sv_filter(f, "expose")
+                ? 1
+                : (sv_filter(f, "publish") && sv_filter_any(f, "publish", m_publish, c)) ||
+                      (sv_filter(f, "expose") && sv_filter_any(f, "expose", m_expose, c)));
+}
 
 enum MHD_Result sv_containers_list(sv_req *q)
 {
     int all = sv_arg_bool(q, "all");
-    const char *fs = sv_arg(q, "filters");
-    cJSON *f = fs ? cJSON_Parse(fs) : NULL;
-    if (fs && !cJSON_IsObject(f)) {
+    char msg[600];
+    ps_query pq = {0};
+    cJSON *f;
+    if (sv_filters_parse(sv_arg(q, "filters"), ps_filters, &f, msg, sizeof msg) < 0)
+        return sv_reply_error(q, 400, "%s", msg);
+    pq.f = f;
+    unsigned bad = ps_check(q->s, &pq, msg, sizeof msg);
+    if (bad) {
         cJSON_Delete(f);
-        return sv_reply_error(q, 400, "invalid filters: %s", fs);
+        return sv_reply_error(q, bad, "%s", msg);
     }
     cJSON *a = cJSON_CreateArray();
     for (sv_container *c = q->s->containers; c; c = c->next) {
         if (sv_removing(c) || (c->busy && !c->sb))
             continue;
-        if (!all && !c->main && !cJSON_GetObjectItemCaseSensitive(f, "status"))
-            continue;
-        if (!filter_ok(f, "ancestor", m_ancestor, c) || !filter_ok(f, "name", m_name, c) ||
-            !filter_ok(f, "id", m_id, c) || !filter_ok(f, "status", m_status, c))
+        if (!all && !c->main && !sv_filter(f, "status"))
+            continue; /* a status filter lists every state, as dockerd's */
+        if (!ps_match(&pq, c))
             continue;
         cJSON *o = cJSON_CreateObject();
         char nm[140], st[80];
@@ -256,14 +468,17 @@ enum MHD_Result sv_containers_list(sv_req *q)
         cJSON_AddStringToObject(o, "State", docker_state(c));
         status_text(c, st, sizeof st);
         cJSON_AddStringToObject(o, "Status", st);
-        cJSON_AddArrayToObject(o, "Ports");
+        cJSON_AddItemToObject(o, "Ports", ports_list(c));
         const cJSON *lab = cJSON_GetObjectItemCaseSensitive(c->config, "Labels");
         cJSON_AddItemToObject(o, "Labels",
                               cJSON_IsObject(lab) ? cJSON_Duplicate(lab, 1) : cJSON_CreateObject());
         cJSON *hc = cJSON_AddObjectToObject(o, "HostConfig");
-        cJSON_AddStringToObject(hc, "NetworkMode", "default");
-        cJSON_AddObjectToObject(o, "NetworkSettings");
-        cJSON_AddArrayToObject(o, "Mounts");
+        const cJSON *hc0 = cJSON_GetObjectItemCaseSensitive(c->config, "HostConfig");
+        const char *mode = sv_jstr(hc0, "NetworkMode");
+        cJSON_AddStringToObject(hc, "NetworkMode", mode ? mode : "default");
+        cJSON *ns = cJSON_AddObjectToObject(o, "NetworkSettings");
+        cJSON_AddItemToObject(ns, "Networks", networks_json(c));
+        cJSON_AddItemToObject(o, "Mounts", sv_options_mounts(&c->copts));
         cJSON_AddItemToArray(a, o);
     }
     cJSON_Delete(f);

@@ -21,6 +21,7 @@
 #include "serve.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -38,10 +39,12 @@ struct sv_loop {
     sv_watch evw;
     sv_timer *timers;
     deferred *defer;
+    sv_closer *closers;
     lis_jobs *jobs;
 };
 
 static void jobs_done(void *arg, uint32_t ev) { lis_jobs_reap(arg); }
+static void phase_deferred(sv_loop *l);
 
 sv_loop *sv_loop_new(int workers, lis_error *err)
 {
@@ -86,8 +89,14 @@ void sv_loop_free(sv_loop *l)
     free(l);
 }
 
+/* Every fd on the loop is non-blocking, whoever made it: one read or write
+ * that waits (a pty master, handed over blocking by lis-init, that has
+ * nothing to say) would stall every client of the server, and its SIGTERM. */
 int sv_loop_watch(sv_loop *l, sv_watch *w, int fd, uint32_t events, sv_fd_cb cb, void *arg)
 {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
+        return -1;
     w->fd = fd;
     w->cb = cb;
     w->arg = arg;
@@ -148,6 +157,31 @@ void sv_loop_defer(sv_loop *l, void (*fn)(void *), void *arg)
     d->arg = arg;
     d->next = l->defer;
     l->defer = d;
+}
+
+void sv_loop_closer_add(sv_loop *l, sv_closer *c, void (*fn)(void *), void *arg)
+{
+    *c = (sv_closer){.fn = fn, .arg = arg, .next = l->closers};
+    l->closers = c;
+}
+
+void sv_loop_closer_del(sv_loop *l, sv_closer *c)
+{
+    for (sv_closer **p = &l->closers; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            return;
+        }
+}
+
+void sv_loop_close_all(sv_loop *l)
+{
+    while (l->closers) {
+        sv_closer *c = l->closers;
+        l->closers = c->next; /* fn may free c */
+        c->fn(c->arg);
+    }
+    phase_deferred(l);
 }
 
 int sv_job(sv_loop *l, void (*work)(void *), void (*done)(void *, int), void *arg)

@@ -614,11 +614,7 @@ int sv_options_parse(sv_copts *o, const cJSON *cfg, uint64_t budget, char *msg, 
     if (sv_jstr(cfg, "Domainname") || sv_jstr(cfg, "MacAddress"))
         return fail(msg, mlen, "%s is refused: a container's network is lis's own",
                     sv_jstr(cfg, "Domainname") ? "Domainname" : "MacAddress");
-    const cJSON *nc = cJSON_GetObjectItemCaseSensitive(cfg, "NetworkingConfig");
-    if (!empty(nc))
-        return fail(msg, mlen,
-                    "NetworkingConfig is refused: lis serve has no networks (NetworkMode "
-                    "none, proxy or host)");
+    /* NetworkingConfig: checked with NetworkMode (networks.c, sv_net_check_create) */
     if (namespaces(hc, msg, mlen) < 0 || system_paths(hc, msg, mlen) < 0 ||
         security_opts(cJSON_GetObjectItemCaseSensitive(hc, "SecurityOpt"), msg, mlen) < 0 ||
         caps(o, cJSON_GetObjectItemCaseSensitive(hc, "CapDrop"),

@@ -172,24 +172,29 @@ static void accept_ev(void *arg, uint32_t ev)
             close(c);
             continue;
         }
-        struct sockaddr_in to = {.sin_family = AF_INET,
-                                 .sin_port = htons(b->port),
-                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        pair *p = calloc(1, sizeof *p);
-        if (!p || (connect(in, (struct sockaddr *)&to, sizeof to) < 0 && errno != EINPROGRESS)) {
-            free(p);
-            close(in);
-            close(c);
-            continue;
-        }
-        p->loop = b->s->loop;
-        p->a.fd = c;
-        p->b.fd = in;
-        p->connecting = 1;
-        if (sv_loop_watch(p->loop, &p->a.w, c, 0, a_ev, p) < 0 ||
-            sv_loop_watch(p->loop, &p->b.w, in, EPOLLOUT, b_ev, p) < 0)
-            pair_close(p); /* unwatches what was added, closes both */
+        sv_relay_start(b->s->loop, c, in, b->port);
     }
+}
+
+void sv_relay_start(sv_loop *l, int a, int b, unsigned short port)
+{
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons(port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    pair *p = calloc(1, sizeof *p);
+    if (!p || (connect(b, (struct sockaddr *)&to, sizeof to) < 0 && errno != EINPROGRESS)) {
+        free(p);
+        close(b);
+        close(a);
+        return;
+    }
+    p->loop = l;
+    p->a.fd = a;
+    p->b.fd = b;
+    p->connecting = 1;
+    if (sv_loop_watch(p->loop, &p->a.w, a, 0, a_ev, p) < 0 ||
+        sv_loop_watch(p->loop, &p->b.w, b, EPOLLOUT, b_ev, p) < 0)
+        pair_close(p); /* unwatches what was added, closes both */
 }
 
 static int listen_on(binding *b, lis_error *err)

@@ -41,16 +41,27 @@ static void pipes_events(sv_proc *p)
     }
 }
 
-/* Reads w until EAGAIN or EOF, or until the owner stops it (unless all). */
+/* At most this much is read from one pipe per call: a command that never
+ * stops printing (or a background child that keeps the pipe after the end)
+ * would otherwise keep the loop here for ever; the level-triggered watch
+ * brings the rest on the next turn of the loop. */
+#define READ_TURN (256u << 10)
+/* At the end: more than a pipe holds (pipe-max-size is 1 MiB), so all the
+ * command wrote, and no more of what a background child keeps writing. */
+#define READ_END (2u << 20)
+
+/* Reads w until EAGAIN or EOF (or READ_TURN bytes), or until the owner stops
+ * it (unless all). */
 static void read_pipe(sv_proc *p, sv_watch *w, int type, int all)
 {
     char buf[65536];
     if (p->reading)
         return;
     p->reading = 1;
-    while (w->added && (all || !p->stopped)) {
+    for (size_t got = 0; w->added && (all || !p->stopped) && got < (all ? READ_END : READ_TURN);) {
         ssize_t n = read(w->fd, buf, sizeof buf);
         if (n > 0) {
+            got += (size_t)n;
             if (!p->ops->output(p->owner, type, buf, (size_t)n) && !all && !p->stopped) {
                 p->stopped = 1;
                 pipes_events(p);

@@ -178,6 +178,10 @@ enum MHD_Result sv_route(sv_req *q, const char *url)
         }
         return sv_containers_route(q, rest);
     }
+    if (!strcmp(p, "/networks") || !strncmp(p, "/networks/", 10))
+        return sv_networks_route(q, p + 9);
+    if (!strcmp(p, "/volumes") || !strncmp(p, "/volumes/", 9))
+        return sv_volumes_route(q, p + 8);
     if (!strncmp(p, "/exec/", 6))
         return sv_exec_route(q, p + 6);
     if (!strncmp(p, "/images/", 8))

@@ -36,6 +36,14 @@ typedef struct sv_timer {
     struct sv_timer *next;
 } sv_timer;
 
+/* What must be closed when the server stops even if nobody ends it (a
+ * stream whose client never reads its last bytes): sv_loop_close_all. */
+typedef struct sv_closer {
+    void (*fn)(void *arg);
+    void *arg;
+    struct sv_closer *next;
+} sv_closer;
+
 sv_loop *sv_loop_new(int workers, lis_error *err);
 void sv_loop_free(sv_loop *l);
 int sv_loop_watch(sv_loop *l, sv_watch *w, int fd, uint32_t events, sv_fd_cb cb, void *arg);
@@ -49,6 +57,10 @@ void sv_loop_defer(sv_loop *l, void (*fn)(void *), void *arg);
 /* work(arg) runs on a worker thread, then done(arg, 0) on the loop thread
  * (lis_jobs_submit). */
 int sv_job(sv_loop *l, void (*work)(void *), void (*done)(void *, int status), void *arg);
+void sv_loop_closer_add(sv_loop *l, sv_closer *c, void (*fn)(void *), void *arg);
+void sv_loop_closer_del(sv_loop *l, sv_closer *c);
+/* Runs (and forgets) every closer: at shutdown, before the HTTP server stops. */
+void sv_loop_close_all(sv_loop *l);
 /* One round: waits up to max_ms (-1: timers only) and dispatches. */
 int sv_loop_run_once(sv_loop *l, int max_ms);
 
@@ -179,13 +191,17 @@ struct sv_server {
     sv_exec *execs;
     sv_req *suspended;
     unsigned long started_total;
-    struct sv_fork *forks;         /* forks by Idempotency-Key (state.c) */
-    struct sv_rm_job *removing;    /* images being removed by a worker (images.c) */
-    struct sv_autosnap *autosnaps; /* fork snapshots to remove when unused (autosnap.c) */
-    int trash_jobs;                /* their rm -rf on workers */
-    unsigned long images_removed;  /* by this server: a kept parent may be free now */
-    sv_timer autosnap_retry;       /* the store was locked: sweep again */
-    lis_monitor_hub *hub;          /* the native API's effects (made at first need) */
+    struct sv_fork *forks;            /* forks by Idempotency-Key (state.c) */
+    struct sv_rm_job *removing;       /* images being removed by a worker (images.c) */
+    struct sv_autosnap *autosnaps;    /* fork snapshots to remove when unused (autosnap.c) */
+    int trash_jobs;                   /* their rm -rf on workers */
+    unsigned long images_removed;     /* by this server: a kept parent may be free now */
+    sv_timer autosnap_retry;          /* the store was locked: sweep again */
+    lis_monitor_hub *hub;             /* the native API's effects (made at first need) */
+    struct sv_network *networks;      /* user-defined networks (networks.c) */
+    uint32_t net_next_ip;             /* the next member's loopback address */
+    struct sv_netlisten *net_listens; /* netrelay.c: listeners in members' namespaces */
+    sv_timer net_scan;                /* netrelay.c: the members' listening ports */
 };
 
 /* ---- stream.c: an upgraded connection ------------------------------------------ */
@@ -242,6 +258,30 @@ void sv_proc_stdin_close(sv_proc *p);
 /* Stops watching and frees p, without a callback; returns its lis_proc,
  * which the caller must signal and reap (lis_proc_wait). */
 lis_proc *sv_proc_detach(sv_proc *p);
+
+/* ---- filters.c: the filters of Docker's lists ------------------------------------ */
+
+/* Parses a list's `filters` (both encodings) into {"key":["value",...]} (*out,
+ * NULL when there is none): 0, or -1 with dockerd's message in msg (a key
+ * not in the NULL-terminated accepted: "Invalid filter 'KEY'"). */
+int sv_filters_parse(const char *text, const char *const *accepted, cJSON **out, char *msg,
+                     size_t mlen);
+/* The values of key (NULL when none). */
+const cJSON *sv_filter(const cJSON *f, const char *key);
+int sv_filter_has_value(const cJSON *f, const char *key, const char *v);
+/* 1 when key is not given or match(obj, v) holds for one of its values. */
+int sv_filter_any(const cJSON *f, const char *key, int (*match)(const void *, const char *),
+                  const void *obj);
+/* 1 when every "k" / "k=v" of key holds in labels (a JSON object of strings). */
+int sv_filter_labels(const cJSON *f, const char *key, const cJSON *labels);
+int sv_filter_regex(const char *pattern, const char *s); /* dockerd's Match */
+int sv_filter_glob(const char *pattern, const char *s);  /* Go's path.Match */
+/* A true/false filter: 0 not given, 1 given (*value set), -1 neither (msg). */
+int sv_filter_bool(const cJSON *f, const char *key, int *value, char *msg, size_t mlen);
+/* sv_filters_parse, then the "dangling" key's true/false: -1 (msg, *out NULL),
+ * 0 not given, 1 given (*dangling set). */
+int sv_filters_dangling(const char *text, const char *const *accepted, cJSON **out, int *dangling,
+                        char *msg, size_t mlen);
 
 /* ---- images.c ------------------------------------------------------------------- */
 
@@ -319,6 +359,56 @@ typedef struct sv_ports sv_ports;
 sv_ports *sv_ports_start(sv_server *s, lis_sandbox *sb, const cJSON *bindings, lis_error *err);
 cJSON *sv_ports_json(const sv_ports *p, const cJSON *bindings);
 void sv_ports_stop(sv_ports *p);
+/* Relays a (an accepted connection) and b (a socket of a sandbox's network,
+ * not yet connected) once b is connected to its 127.0.0.1:port; takes both
+ * (closed on failure). */
+void sv_relay_start(sv_loop *l, int a, int b, unsigned short port);
+
+/* ---- networks.c, netrelay.c, networks_api.c: user-defined networks ----------------- */
+
+/* A container on a network: its names there, and its address on the other
+ * members' loopback (127.80.0.0/16), where netrelay.c listens for it. */
+typedef struct sv_netmember {
+    sv_container *c;
+    char **aliases; /* EndpointsConfig.Aliases (and connect's) */
+    uint32_t ip;    /* host order */
+    char endpoint[65];
+    struct sv_netmember *next;
+} sv_netmember;
+
+typedef struct sv_network {
+    char id[65], name[256];
+    cJSON *labels, *options; /* as created (compose compares them) */
+    int internal, attachable;
+    double created;
+    sv_netmember *members;
+    struct sv_network *next;
+} sv_network;
+
+/* networks.c. By full id, unique id prefix or name; NULL if none. */
+sv_network *sv_network_find(sv_server *s, const char *ref);
+/* A create body's NetworkMode / NetworkingConfig: 1 a user network (c->net
+ * stays the server's), 0 not one, -1 refused (msg). */
+int sv_net_check_create(sv_server *s, const cJSON *cfg, char *msg, size_t mlen);
+/* Joins c (its sandbox made) to the user network of its create body. */
+int sv_net_join_created(sv_container *c, char *msg, size_t mlen);
+int sv_net_join(sv_network *n, sv_container *c, const cJSON *aliases, char *msg, size_t mlen);
+void sv_net_leave(sv_network *n, sv_container *c);
+/* Takes c off every network (its removal). */
+void sv_net_leave_all(sv_container *c);
+/* NetworkSettings.Networks of c: its user networks, else its NetworkMode's. */
+cJSON *sv_net_container_json(const sv_container *c);
+cJSON *sv_network_json(const sv_network *n);
+sv_network *sv_network_new(sv_server *s, const char *name, const cJSON *labels,
+                           const cJSON *options, int internal, int attachable);
+void sv_network_free(sv_server *s, sv_network *n);
+/* netrelay.c: listeners follow the members' listening ports (a scan each
+ * second while a network has two members); forget closes those of c. */
+void sv_netrelay_kick(sv_server *s);
+void sv_netrelay_forget(sv_server *s, const sv_container *c);
+/* networks_api.c: /networks and /volumes. */
+enum MHD_Result sv_networks_route(sv_req *q, const char *rest);
+enum MHD_Result sv_volumes_route(sv_req *q, const char *rest);
 
 /* ---- containers.c --------------------------------------------------------------- */
 

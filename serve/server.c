@@ -222,11 +222,15 @@ static void shutdown_all(sv_server *s)
     fprintf(stderr, "lis serve: stopping: removing %s containers\n", s->containers ? "the" : "no");
     sv_listen_quiesce(s);
     sv_containers_shutdown(s);
+    while (s->networks) /* empty now: their members were the containers */
+        sv_network_free(s, s->networks);
+    sv_timer_cancel(s->loop, &s->net_scan);
     lis_monitor_hub_free(s->hub); /* after the monitors of its containers */
     s->hub = NULL;
     sv_autosnap_shutdown(s);
     while (s->suspended)
         sv_req_finish_error(s->suspended, 503, "lis serve is shutting down");
+    sv_loop_close_all(s->loop); /* streams with bytes their client never read */
     sv_listen_run(s, 0);
 }
 

@@ -27,6 +27,7 @@ struct sv_stream {
     struct MHD_UpgradeResponseHandle *urh;
     sv_watch w;
     sv_timer t;
+    sv_closer closer; /* the server stops: closed whatever is left unsent */
     int framed, ready, in_eof, gone, ending, closed;
     double ready_deadline;
     char *buf;
@@ -36,6 +37,7 @@ struct sv_stream {
 };
 
 static void st_update(sv_stream *st);
+static void st_gone(sv_stream *st);
 
 static void st_free(void *arg)
 {
@@ -49,11 +51,21 @@ static void st_close(sv_stream *st)
     if (st->closed)
         return;
     st->closed = 1;
+    sv_loop_closer_del(st->loop, &st->closer);
     sv_loop_unwatch(st->loop, &st->w);
     sv_timer_cancel(st->loop, &st->t);
     shutdown(st->sock, SHUT_WR);
     MHD_upgrade_action(st->urh, MHD_UPGRADE_ACTION_CLOSE);
     sv_loop_defer(st->loop, st_free, st);
+}
+
+/* The server stops: the owner is told (it forgets the stream), then it closes. */
+static void st_stop(void *arg)
+{
+    sv_stream *st = arg;
+    st->ending = 1;
+    st_gone(st);
+    st_close(st);
 }
 
 static void st_gone(sv_stream *st)
@@ -186,6 +198,7 @@ sv_stream *sv_stream_new(sv_loop *l, int sock, struct MHD_UpgradeResponseHandle 
         free(st);
         return NULL;
     }
+    sv_loop_closer_add(l, &st->closer, st_stop, st);
     if (nextra && ops && ops->input)
         ops->input(owner, extra, nextra);
     st_ready_check(st);

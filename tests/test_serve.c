@@ -4,6 +4,8 @@
  * socket; the image is the Debian fixture imported into a private store. */
 #include "testlib.h"
 
+#include "serve/server.h"
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,59 +15,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef struct server {
-    pid_t pid;
-    char sock[4200];
-} server;
+typedef ts_server server;
 
-static int have(const char *cmd)
-{
-    int code;
-    free(t_host(&code, "command -v %s >/dev/null 2>&1", cmd));
-    return code == 0;
-}
-
-/* A store with the Debian fixture as lis-test:v1, and lis serve on it. */
-static void serve_start_with(server *s, const char *flag)
-{
-    if (!t_debian())
-        cr_skip_test("no Debian fixture");
-    lis_ctx_free(t_ctx()); /* for t_tmpdir() */
-    t_import_debian("lis-test:v1");
-    snprintf(s->sock, sizeof s->sock, "%s/run/docker.sock", t_tmpdir());
-    char log[4200], run[4200], data[4200];
-    snprintf(log, sizeof log, "%s/serve.log", t_tmpdir());
-    snprintf(run, sizeof run, "XDG_RUNTIME_DIR=%s/run", t_tmpdir());
-    snprintf(data, sizeof data, "XDG_DATA_HOME=%s/data", t_tmpdir());
-    s->pid = fork();
-    cr_assert_geq(s->pid, 0);
-    if (s->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        putenv(run);
-        putenv(data);
-        if (!freopen(log, "w", stderr))
-            _exit(126);
-        if (flag)
-            execl(t_lis_bin(), "lis", "serve", "--socket", s->sock, "--net", flag, (char *)NULL);
-        else
-            execl(t_lis_bin(), "lis", "serve", "--socket", s->sock, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200 && access(s->sock, F_OK) != 0; i++)
-        usleep(25000);
-    cr_assert_eq(access(s->sock, F_OK), 0, "lis serve did not create %s", s->sock);
-}
-
-static void serve_start(server *s) { serve_start_with(s, NULL); }
-
-/* SIGTERM; returns the exit status. */
-static int serve_stop(server *s)
-{
-    int st = 0;
-    kill(s->pid, SIGTERM);
-    waitpid(s->pid, &st, 0);
-    return st;
-}
+static int have(const char *cmd) { return ts_have(cmd); }
+static void serve_start_with(server *s, const char *net) { ts_start(s, net); }
+static void serve_start(server *s) { ts_start(s, NULL); }
+static int serve_stop(server *s) { return ts_stop(s); }
 
 static char *run_script(int *code, const server *s, const char *fmt, const char *args)
 {

@@ -4,6 +4,8 @@
  * fixture imported as an image into a private store. */
 #include "testlib.h"
 
+#include "serve/server.h"
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,53 +14,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef struct server {
-    pid_t pid;
-    char sock[4200];
-} server;
-
-/* Imports the fixture as lis-test:v1 (once per test's tmpdir). */
-static void import_image(void)
-{
-    if (!t_debian())
-        cr_skip_test("no Debian fixture");
-    if (system("command -v python3 >/dev/null 2>&1") != 0)
-        cr_skip_test("no python3");
-    lis_ctx_free(t_ctx()); /* for t_tmpdir() */
-    t_import_debian("lis-test:v1");
-}
+typedef ts_server server;
 
 static void serve_start(server *s)
 {
-    import_image();
-    snprintf(s->sock, sizeof s->sock, "%s/run/docker.sock", t_tmpdir());
-    char log[4200], run[4200], data[4200];
-    snprintf(log, sizeof log, "%s/serve.log", t_tmpdir());
-    snprintf(run, sizeof run, "XDG_RUNTIME_DIR=%s/run", t_tmpdir());
-    snprintf(data, sizeof data, "XDG_DATA_HOME=%s/data", t_tmpdir());
-    s->pid = fork();
-    cr_assert_geq(s->pid, 0);
-    if (s->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        putenv(run);
-        putenv(data);
-        if (!freopen(log, "w", stderr))
-            _exit(126);
-        execl(t_lis_bin(), "lis", "serve", "--socket", s->sock, "--memory", "512m", (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200 && access(s->sock, F_OK) != 0; i++)
-        usleep(25000);
-    cr_assert_eq(access(s->sock, F_OK), 0, "lis serve did not create %s", s->sock);
+    if (system("command -v python3 >/dev/null 2>&1") != 0)
+        cr_skip_test("no python3");
+    const char *extra[] = {"--memory", "512m", NULL};
+    ts_start_args(s, extra);
 }
 
-static int serve_stop(server *s)
-{
-    int st = 0;
-    kill(s->pid, SIGTERM);
-    waitpid(s->pid, &st, 0);
-    return st;
-}
+static int serve_stop(server *s) { return ts_stop(s); }
 
 Test(serve_api, native_endpoints, .timeout = 240)
 {

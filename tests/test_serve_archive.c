@@ -5,6 +5,8 @@
  * full id map, GET of sparse files streamed sparse in bounded memory. */
 #include "testlib.h"
 
+#include "serve/server.h"
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,33 +17,14 @@
 
 Test(serve_archive, hostile_archives_and_sparse_files, .timeout = 600)
 {
-    if (!t_debian())
-        cr_skip_test("no Debian fixture");
     if (system("python3 -c 'import docker' 2>/dev/null") != 0)
         cr_skip_test("python3-docker is not installed (scripts/deps.sh)");
-    lis_ctx_free(t_ctx()); /* for t_tmpdir() */
     int code;
-    t_import_debian("lis-test:v1");
     char *out = NULL;
-    char sock[4200], log[4200], run[4200], data[4200];
-    snprintf(sock, sizeof sock, "%s/run/docker.sock", t_tmpdir());
-    snprintf(log, sizeof log, "%s/serve.log", t_tmpdir());
-    snprintf(run, sizeof run, "XDG_RUNTIME_DIR=%s/run", t_tmpdir());
-    snprintf(data, sizeof data, "XDG_DATA_HOME=%s/data", t_tmpdir());
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        putenv(run);
-        putenv(data);
-        if (!freopen(log, "w", stderr))
-            _exit(126);
-        execl(t_lis_bin(), "lis", "serve", "--socket", sock, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200 && access(sock, F_OK) != 0; i++)
-        usleep(25000);
-    cr_assert_eq(access(sock, F_OK), 0, "lis serve did not create %s", sock);
+    ts_server s;
+    ts_start(&s, NULL);
+    const char *sock = s.sock;
+    pid_t pid = s.pid;
     out =
         t_host(&code, "python3 %s/serve/archive.py %s lis-test:v1 %d %s/data/lis/serve-tmp-%d 2>&1",
                t_src_dir(), sock, (int)pid, t_tmpdir(), (int)pid);
@@ -53,8 +36,6 @@ Test(serve_archive, hostile_archives_and_sparse_files, .timeout = 600)
     cr_assert(strstr(out, "ok the hard link is one file with 2 links"), "%s", out);
     cr_assert(strstr(out, "ok GET sends holes as holes"), "%s", out);
     free(out);
-    kill(pid, SIGTERM);
-    int st;
-    waitpid(pid, &st, 0);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "lis serve exit %d", st);
+    int st = ts_stop(&s);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "lis serve exit %d", st);
 }

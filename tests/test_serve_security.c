@@ -6,6 +6,8 @@
  * is tests/root_serve_users.c (it needs root to be two users). */
 #include "testlib.h"
 
+#include "serve/server.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -65,9 +67,7 @@ static void prepare(server *s)
 /* lis serve on s->sock and (tls) 127.0.0.1:PORT with mutual TLS, plus extra. */
 static void start(server *s, int tls, const char *const *extra)
 {
-    char run[4200], data[4200], tcp[64];
-    snprintf(run, sizeof run, "XDG_RUNTIME_DIR=%s/run", t_tmpdir());
-    snprintf(data, sizeof data, "XDG_DATA_HOME=%s/data", t_tmpdir());
+    char tcp[64];
     s->port = tls ? free_port() : 0;
     snprintf(tcp, sizeof tcp, "127.0.0.1:%d", s->port);
     const char *argv[32] = {"lis", "serve", "--socket", s->sock};
@@ -81,20 +81,7 @@ static void start(server *s, int tls, const char *const *extra)
     for (int i = 0; extra && extra[i] && n < 31; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
-    s->pid = fork();
-    cr_assert_geq(s->pid, 0);
-    if (s->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        putenv(run);
-        putenv(data);
-        if (!freopen(s->log, "w", stderr))
-            _exit(126);
-        execv(t_lis_bin(), (char *const *)argv);
-        _exit(127);
-    }
-    for (int i = 0; i < 400 && access(s->sock, F_OK) != 0; i++)
-        usleep(25000);
-    cr_assert_eq(access(s->sock, F_OK), 0, "lis serve did not start");
+    s->pid = ts_spawn(s->sock, s->log, argv);
 }
 
 static int stop(server *s)

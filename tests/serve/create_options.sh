@@ -92,7 +92,7 @@ check "--pids-limit -1" "ok" "$(run --pids-limit -1 "$IMG" echo ok)"
 
 # --- the rest a dockerd would do and lis does not ----------------------------------------
 refused "--network container:x" "NetworkMode" --network container:other
-refused "--network of a user network" "NetworkMode" --network mynet
+refused "--network of a user network that does not exist" "network mynet not found" --network mynet
 refused "--dns" "Dns" --dns 1.1.1.1
 refused "--add-host" "ExtraHosts" --add-host a:1.2.3.4
 refused "--health-cmd" "Healthcheck" --health-cmd true
