@@ -349,6 +349,8 @@ void agent_watch_call(const char *name, const cJSON *params, char *buf, size_t l
 typedef struct agent_run {
     agent_opts opts;
     const char *rootfs;
+    const char *image;      /* what the user named it (an image, a --rootfs path): the log
+                        * and the trajectory's metadata.docker_image; NULL: rootfs */
     const char *input_dir;  /* host directory copied into prompts->input_dir */
     const char *output_dir; /* host; the run goes to <output_dir>/<timestamp>/ */
     lis_net_mode net;

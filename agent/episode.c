@@ -184,7 +184,7 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
     lis_sandbox *sb = NULL;
     lis_monitor *mon = NULL;
     if (log)
-        fprintf(log, "lis: starting a sandbox on %s\n", r->rootfs);
+        fprintf(log, "lis: starting a sandbox on %s\n", r->image ? r->image : r->rootfs);
     /* --net proxy: net/; effects: its monitor attached (watch.c) */
     if (agent_sandbox_create(ctx, &spec, r->watch, &sb, &mon, err) < 0)
         return -1;
@@ -237,6 +237,8 @@ int agent_episode(lis_ctx *ctx, const agent_run *r, agent_outcome *res, char *ru
 
     snprintf(tpath, sizeof tpath, "%s/trajectory.json", dir);
     cJSON *md = cJSON_GetObjectItem(traj, "metadata");
+    if (md) /* the image as the user named it, not the store's blob path */
+        cJSON_AddStringToObject(md, "docker_image", r->image ? r->image : r->rootfs);
     if (md && x.skipped)
         cJSON_AddItemToObject(md, "export_skipped", x.skipped);
     else

@@ -442,9 +442,12 @@ static int run_index(rp_out *o, cJSON *index, lis_error *err)
     free(answer);
     bfx_row(row, NULL, traj); /* capability, alerts, stop_rule: the cards a batch row has */
     const char *llm = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "llm_name"));
+    const char *image = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "docker_image"));
     cJSON *config = cJSON_AddObjectToObject(index, "config");
     if (llm)
         cJSON_AddStringToObject(config, "llm_name", llm);
+    if (image) /* the page's subtitle names the image, as a batch's does */
+        cJSON_AddStringToObject(config, "docker_image", image);
     cJSON_Delete(traj);
     size_t nfiles = 0;
     int rc = write_episode(o, 0, row, NULL, 0, "trajectory.json", NULL, "", &nfiles, err);

@@ -143,6 +143,9 @@ int cmd_run_main(int argc, char **argv)
                             .on_step = step_effects_line,
                             .on_step_arg = stderr},
                    .rootfs = rootfs,
+                   .image = c.image    ? c.image
+                            : c.rootfs ? c.rootfs
+                                       : DEFAULT_IMAGE,
                    .input_dir = c.input_dir,
                    .output_dir = c.output_dir ? c.output_dir : "output",
                    .net = net,

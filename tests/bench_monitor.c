@@ -159,7 +159,8 @@ static void *attack(void *arg)
             continue;
         }
         snprintf(cmd, sizeof cmd, "/mprobe files 2000 /more%d", a->steps++);
-        double t = step_end_time(a->m, a->sb, cmd);
+        /* unmonitored (the peer): the same work with no scan at all */
+        double t = a->m ? step_end_time(a->m, a->sb, cmd) : (run(a->sb, cmd), 0);
         if (t > a->scan_max)
             a->scan_max = t;
         usleep(100000); /* paced: the same CPU whatever a scan costs */
@@ -204,24 +205,38 @@ static int neighbour(lis_ctx *ctx, lis_monitor_hub *hub, const char *rootfs, con
     step_end_time(ma, att, "/mprobe files 200000 /h");
     printf("neighbour: the attacker's 200,000 files made and their step closed in %.1f s\n",
            lis_now() - t0);
-    struct attacker a = {.m = ma, .sb = att};
-    pthread_t th;
+    /* the peer: the same attacker in a sandbox no monitor watches (its own
+     * CPU alone: what any runtime on these 2 cores would see) */
+    spec.monitor = 0;
+    lis_sandbox *bare;
+    if (lis_sandbox_create(ctx, &spec, &bare, &err) < 0) {
+        fprintf(stderr, "bench_monitor: %s\n", err.msg);
+        return 1;
+    }
+    run(bare, "/mprobe files 200000 /h");
+    struct attacker a = {.m = ma, .sb = att}, ab = {.sb = bare};
+    pthread_t th, thb;
     pthread_create(&th, NULL, attack, &a);
-    /* quiet and attacked blocks interleaved: the host's own noise falls on both */
+    pthread_create(&thb, NULL, attack, &ab);
+    /* quiet, attacked and peer-attacked blocks interleaved: the host's own
+     * noise falls on all three */
     enum { BLOCKS = 10 };
-    double *tq = calloc((size_t)n, sizeof *tq), *tl = calloc((size_t)n, sizeof *tl);
-    int nq = 0, nl = 0;
-    for (int blk = 0; blk < 2 * BLOCKS; blk++) {
-        int loud_blk = blk % 2;
+    double *tq = calloc((size_t)n, sizeof *tq), *tl = calloc((size_t)n, sizeof *tl),
+           *tb = calloc((size_t)n, sizeof *tb);
+    int nq = 0, nl = 0, nbare = 0;
+    for (int blk = 0; blk < 3 * BLOCKS; blk++) {
+        int loud_blk = blk % 3 == 1, bare_blk = blk % 3 == 2;
         a.active = loud_blk;
+        ab.active = bare_blk;
         lis_proc *bg = NULL;
-        if (loud_blk) {
+        if (loud_blk || bare_blk) {
+            lis_sandbox *who = loud_blk ? att : bare;
             /* a process of the attacker exec'ing all along: its notifications reach the
              * hub while the attacker's scans run */
             lis_exec_spec ex = {.shell = "while :; do /mprobe exit 0; sleep 0.02; done "
                                          ">/dev/null 2>&1",
                                 .timeout = 600};
-            if (lis_exec_start(att, &ex, &bg, &err) < 0)
+            if (lis_exec_start(who, &ex, &bg, &err) < 0)
                 bg = NULL;
             usleep(50000); /* the attacker's steps under way */
         }
@@ -229,10 +244,12 @@ static int neighbour(lis_ctx *ctx, lis_monitor_hub *hub, const char *rootfs, con
             double t = run(nb, "exec /mprobe exit 0");
             if (loud_blk)
                 tl[nl++] = t;
+            else if (bare_blk)
+                tb[nbare++] = t;
             else
                 tq[nq++] = t;
         }
-        a.active = 0;
+        a.active = ab.active = 0;
         if (bg) {
             lis_result r;
             lis_proc_signal(bg, SIGKILL, &err);
@@ -241,16 +258,24 @@ static int neighbour(lis_ctx *ctx, lis_monitor_hub *hub, const char *rootfs, con
         }
         usleep(300000); /* its step ends before the next quiet block */
     }
-    double quiet = p99_ms(tq, nq, &med0), loud = p99_ms(tl, nl, &med1);
+    double med2, quiet = p99_ms(tq, nq, &med0), loud = p99_ms(tl, nl, &med1),
+                 peer = p99_ms(tb, nbare, &med2);
     free(tq);
     free(tl);
-    a.stop = 1;
+    free(tb);
+    a.stop = ab.stop = 1;
     pthread_join(th, NULL);
+    pthread_join(thb, NULL);
     printf("neighbour: exec latency of a neighbour, %d commands each: p99 %.2f ms (median %.2f) "
            "with no attacker; p99 %.2f ms (median %.2f) while an episode holds 200,000 files and "
            "makes 2,000 more every step, a process of it exec'ing all along (%d steps, longest step end %.0f ms), in %d interleaved "
            "blocks each; ratio of p99 %.3f (goal <= 1.2)\n",
            n, quiet, med0, loud, med1, a.steps, a.scan_max * 1e3, BLOCKS, loud / quiet);
+    printf("neighbour: the peer, the same attacker in a sandbox with no monitor (its own work "
+           "alone, no scan): p99 %.2f ms (median %.2f); the monitored attacker against it: "
+           "ratio of p99 %.3f (what the monitor's scans add)\n",
+           peer, med2, loud / peer);
+    lis_sandbox_destroy(bare, &err);
     lis_sandbox_destroy(att, &err);
     lis_sandbox_destroy(nb, &err);
     lis_monitor_free(ma);

@@ -418,10 +418,15 @@ Test(report, lis_run_prints_the_command, .timeout = 200)
                      a);
     cr_expect(cJSON_IsObject(cJSON_GetObjectItem(row0, "capability")), "no capability: %s", a);
     cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(row0, "alerts")), "no alerts: %s", a);
+    /* the image as the user named it (here --rootfs DIR), not the store's blob path */
+    const char *img = cJSON_GetStringValue(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(idx, "config"), "docker_image"));
+    cr_expect(img && !strcmp(img, t_busybox()), "config.docker_image: %s", a);
     cJSON_Delete(idx);
     free(page);
     char *dom = browse(html, "");
     cr_expect(strstr(dom, "<h1 id=\"title\">lis run"), "%s", dom);
+    cr_expect(strstr(dom, t_busybox()), "the page does not name the rootfs given: %s", dom);
     cr_expect_eq(count(dom, "<div class=\"step\""), 2, "%s", dom);
     cr_expect(strstr(dom, "<td class=\"ln\">2</td><td>1,2</td>"), "t.csv: %s", dom);
     cr_expect(!console[0], "console: %s", console);
