@@ -482,8 +482,14 @@ Test(monitor, policy_errors)
     bad("rules:\n  - {name: a, on: exec, path: /x}\n", "pol.yaml:2: rule 'a' needs 'action'");
     bad("rules:\n  - {name: a, on: exec, path: /x, action: kill}\n",
         "pol.yaml:2: rule 'a': unknown action 'kill'");
+    bad("rules:\n  - {name: a, on: delete, path: /x, action: deny}\n",
+        "pol.yaml:2: rule 'a': deny applies to exec, connect and write only");
     bad("rules:\n  - {name: a, on: write, path: /x, action: deny}\n",
-        "pol.yaml:2: rule 'a': deny applies to exec and connect only");
+        "pol.yaml:2: rule 'a': a write is denied by the kernel (Landlock) before it happens, so "
+        "a write deny is an allow-list");
+    bad("rules:\n  - {name: a, on: write, path: '*', except: ['/b*n/*'], action: deny}\n",
+        "pol.yaml:2: rule 'a': a write is denied by the kernel");
+    bad("on_unknown: maybe\nrules: []\n", "pol.yaml:1: on_unknown is 'alert' or 'stop'");
     bad("rules:\n  - {name: a, on: exec, host: x.com, action: flag}\n",
         "pol.yaml:2: rule 'a': 'host' does not apply to 'on: exec'");
     bad("rules:\n  - {name: a, on: exec, action: flag}\n",
