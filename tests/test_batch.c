@@ -17,14 +17,6 @@
 static void setup(void) { lis_ctx_free(t_ctx()); }
 TestSuite(batch, .init = setup);
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert(f, "%s", path);
-    fputs(text, f);
-    fclose(f);
-}
-
 static char *dir_for(const char *name)
 {
     static char d[512];
@@ -378,20 +370,21 @@ Test(batch, original_task_folder_with_reward_py, .timeout = 120)
     snprintf(p, sizeof p, "%s/mytask", d);
     mkdir(p, 0755);
     snprintf(p, sizeof p, "%s/mytask/config.yaml", d);
-    write_file(p, "dataset: json\ndata_files: data.json\nsplit: test\n"
-                  "system_prompt: |\n  You work in {working_dir}; files are in {input_dir}.\n"
-                  "instance_prompt: |\n  {problem_statement}\n  Write {output_dir}/answer.txt.\n"
-                  "input_dir: /testbed/input\n");
+    t_write_file(p, "dataset: json\ndata_files: data.json\nsplit: test\n"
+                    "system_prompt: |\n  You work in {working_dir}; files are in {input_dir}.\n"
+                    "instance_prompt: |\n  {problem_statement}\n  Write {output_dir}/answer.txt.\n"
+                    "input_dir: /testbed/input\n");
     snprintf(p, sizeof p, "%s/mytask/reward.py", d);
-    write_file(p, "def compute_score(agent_answer, ground_truth, **kwargs):\n"
-                  "    print('scoring', kwargs['id'])  # must not break the worker\n"
-                  "    bonus = kwargs.get('weight', 1)\n"
-                  "    return float(agent_answer.strip() == ground_truth) * bonus\n");
+    t_write_file(p, "def compute_score(agent_answer, ground_truth, **kwargs):\n"
+                    "    print('scoring', kwargs['id'])  # must not break the worker\n"
+                    "    bonus = kwargs.get('weight', 1)\n"
+                    "    return float(agent_answer.strip() == ground_truth) * bonus\n");
     snprintf(p, sizeof p, "%s/mytask/data.json", d);
-    write_file(p, "[{\"id\": \"q1\", \"problem_statement\": \"MARKA copy the file\", "
-                  "\"ground_truth\": \"hello\", \"weight\": 2, "
-                  "\"input_files\": \"{\\\"x.txt\\\": \\\"hello\\\"}\"},"
-                  "{\"id\": \"q2\", \"problem_statement\": \"MARKB\", \"ground_truth\": \"no\"}]");
+    t_write_file(p,
+                 "[{\"id\": \"q1\", \"problem_statement\": \"MARKA copy the file\", "
+                 "\"ground_truth\": \"hello\", \"weight\": 2, "
+                 "\"input_files\": \"{\\\"x.txt\\\": \\\"hello\\\"}\"},"
+                 "{\"id\": \"q2\", \"problem_statement\": \"MARKB\", \"ground_truth\": \"no\"}]");
     t_fake f;
     t_fake_start(&f, "{\"rows\":{\"MARKA\":[{\"calls\":[[\"execute_bash\",{\"command\":"
                      "\"cp /testbed/input/x.txt /testbed/answer.txt\"}]]},{\"calls\":"
@@ -430,9 +423,9 @@ Test(batch, stops_at_once_on_401_and_unreachable, .timeout = 60)
     char *d = dir_for("fatal");
     char tasks[600];
     snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
-    write_file(tasks, "{\"id\":1,\"problem_statement\":\"a\",\"ground_truth\":\"x\"}\n"
-                      "{\"id\":2,\"problem_statement\":\"b\",\"ground_truth\":\"x\"}\n"
-                      "{\"id\":3,\"problem_statement\":\"c\",\"ground_truth\":\"x\"}\n");
+    t_write_file(tasks, "{\"id\":1,\"problem_statement\":\"a\",\"ground_truth\":\"x\"}\n"
+                        "{\"id\":2,\"problem_statement\":\"b\",\"ground_truth\":\"x\"}\n"
+                        "{\"id\":3,\"problem_statement\":\"c\",\"ground_truth\":\"x\"}\n");
     t_fake f;
     t_fake_start(&f, "{\"rows\":{},\"default\":[{\"fail\":1000,\"fail_status\":401}]}");
     int code = 0;
@@ -470,8 +463,8 @@ Test(batch, repeat_and_mode_llm, .timeout = 120)
     char *d = dir_for("repeat");
     char tasks[600];
     snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
-    write_file(tasks, "{\"id\":\"a\",\"problem_statement\":\"MARKA\",\"ground_truth\":\"42\"}\n"
-                      "{\"id\":\"b\",\"problem_statement\":\"MARKB\",\"ground_truth\":\"7\"}\n");
+    t_write_file(tasks, "{\"id\":\"a\",\"problem_statement\":\"MARKA\",\"ground_truth\":\"42\"}\n"
+                        "{\"id\":\"b\",\"problem_statement\":\"MARKB\",\"ground_truth\":\"7\"}\n");
     t_fake f;
     t_fake_start(&f,
                  "{\"rows\":{\"MARKA\":[{\"content\":\"42\",\"calls\":[[\"execute_bash\","
@@ -528,10 +521,10 @@ static void fork_run(const char *name, const char *flag, cJSON **rows_out, char 
     char *d = dir_for(name);
     char tasks[600];
     snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
-    write_file(tasks, "{\"id\":\"a\",\"problem_statement\":\"FORKROW\",\"ground_truth\":\"x\","
-                      "\"input_files\":{\"in.txt\":\"row a\"}}\n"
-                      "{\"id\":\"b\",\"problem_statement\":\"FORKROW\",\"ground_truth\":\"x\","
-                      "\"input_files\":{\"in.txt\":\"row b\"}}\n");
+    t_write_file(tasks, "{\"id\":\"a\",\"problem_statement\":\"FORKROW\",\"ground_truth\":\"x\","
+                        "\"input_files\":{\"in.txt\":\"row a\"}}\n"
+                        "{\"id\":\"b\",\"problem_statement\":\"FORKROW\",\"ground_truth\":\"x\","
+                        "\"input_files\":{\"in.txt\":\"row b\"}}\n");
     t_fake f;
     t_fake_start(&f, "{\"rows\":{\"FORKROW\":[{\"calls\":[[\"execute_bash\",{\"command\":"
                      "\"echo x >> /testbed/marker; echo $(wc -l < /testbed/marker) "
@@ -602,15 +595,15 @@ Test(batch, edited_reward_py_in_a_folder_named_demo_is_the_scorer, .timeout = 12
     snprintf(p, sizeof p, "%s/demo", d);
     mkdir(p, 0755);
     snprintf(p, sizeof p, "%s/demo/config.yaml", d);
-    write_file(p, "dataset: json\ndata_files: data.json\n");
+    t_write_file(p, "dataset: json\ndata_files: data.json\n");
     snprintf(p, sizeof p, "%s/demo/data.json", d);
-    write_file(p,
-               "[{\"id\": \"demo_001\", \"problem_statement\": \"MARKA\", \"ground_truth\": \"5\"},"
-               "{\"id\": \"demo_002\", \"problem_statement\": \"MARKA\", \"ground_truth\": "
-               "\"5\"}]");
+    t_write_file(p,
+                 "[{\"id\": \"demo_001\", \"problem_statement\": \"MARKA\", \"ground_truth\": \"5\"},"
+                 "{\"id\": \"demo_002\", \"problem_statement\": \"MARKA\", \"ground_truth\": "
+                 "\"5\"}]");
     snprintf(p, sizeof p, "%s/demo/reward.py", d);
-    write_file(p, "def compute_score(agent_answer, ground_truth, **kwargs):\n"
-                  "    return 0.5  # edited: half marks for anything\n");
+    t_write_file(p, "def compute_score(agent_answer, ground_truth, **kwargs):\n"
+                    "    return 0.5  # edited: half marks for anything\n");
     char *sha = t_host(NULL, "sha256sum %s | cut -c1-64 | tr -d '\\n'", p);
     t_fake f;
     t_fake_start(&f, "{\"rows\":{\"MARKA\":[{\"calls\":[[\"execute_bash\",{\"command\":"
@@ -847,9 +840,9 @@ Test(batch, template_git_status_and_commit, .timeout = 240)
     char tasks[600], rootfs[2048];
     snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
     snprintf(rootfs, sizeof rootfs, "%s/git:%s", d, deb);
-    write_file(tasks, "{\"id\":\"a\",\"problem_statement\":\"GITROW\",\"ground_truth\":\"x\"}\n"
-                      "{\"id\":\"b\",\"problem_statement\":\"GITROW\",\"ground_truth\":\"x\"}\n"
-                      "{\"id\":\"c\",\"problem_statement\":\"GITROW\",\"ground_truth\":\"x\"}\n");
+    t_write_file(tasks, "{\"id\":\"a\",\"problem_statement\":\"GITROW\",\"ground_truth\":\"x\"}\n"
+                        "{\"id\":\"b\",\"problem_statement\":\"GITROW\",\"ground_truth\":\"x\"}\n"
+                        "{\"id\":\"c\",\"problem_statement\":\"GITROW\",\"ground_truth\":\"x\"}\n");
     t_fake f;
     t_fake_start(&f, "{\"rows\":{\"GITROW\":[{\"calls\":[[\"execute_bash\",{\"command\":"
                      "\"cd /testbed && git status --porcelain -b > /tmp/st && echo hi > f.txt && "
@@ -886,114 +879,5 @@ Test(batch, template_git_status_and_commit, .timeout = 240)
     t_fake_stop(&f);
     out = t_lis(&code, "rootfs ls");
     cr_expect_null(strstr(out, "snapshot"), "the template was left in the store: %s", out);
-    free(out);
-}
-
-/* A server on 127.0.0.1 that answers every request with STATUS and an HTML
- * page (a web server where the API was expected); its port. */
-static int html_server(pid_t *pid, int status, const char *dir)
-{
-    char py[600], portf[600];
-    snprintf(py, sizeof py, "%s/webpage_server.py", dir);
-    snprintf(portf, sizeof portf, "%s/html.port", dir);
-    FILE *f = fopen(py, "w");
-    cr_assert(f);
-    fprintf(f,
-            "import http.server, sys\n"
-            "class H(http.server.BaseHTTPRequestHandler):\n"
-            "    def answer(self):\n"
-            "        n = int(self.headers.get('Content-Length') or 0)\n"
-            "        self.rfile.read(n)\n"
-            "        b = b'<!DOCTYPE HTML>\\n<html><body>It works</body></html>\\n'\n"
-            "        self.send_response(%d)\n"
-            "        self.send_header('Content-Type', 'text/html')\n"
-            "        self.send_header('Content-Length', str(len(b)))\n"
-            "        self.end_headers()\n"
-            "        self.wfile.write(b)\n"
-            "        open(sys.argv[1] + '.n', 'a').write('x')\n"
-            "    do_GET = do_POST = answer\n"
-            "    def log_message(self, *a): pass\n"
-            "s = http.server.HTTPServer(('127.0.0.1', 0), H)\n"
-            "open(sys.argv[1] + '.tmp', 'w').write(str(s.server_port))\n"
-            "import os; os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n"
-            "s.serve_forever()\n",
-            status);
-    fclose(f);
-    unlink(portf);
-    *pid = fork();
-    cr_assert_geq(*pid, 0);
-    if (*pid == 0) {
-        char errf[700];
-        snprintf(errf, sizeof errf, "%s.err", portf);
-        freopen(errf, "w", stderr);
-        execl("/usr/bin/python3", "python3", py, portf, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200 && access(portf, F_OK) != 0; i++)
-        usleep(50000);
-    char *p = t_host(NULL, "cat %s", portf);
-    int port = atoi(p);
-    free(p);
-    cr_assert_gt(port, 0, "the HTML server did not start: %s", t_host(NULL, "cat %s.err", portf));
-    return port;
-}
-
-/* A URL that answers with a web page, 200 or 404/405/501: named at once as
- * not an OpenAI-compatible endpoint, one request, no retry; lis batch stops
- * the run. A URL without a scheme: "did you mean http://...?", not a
- * missing API key. */
-Test(batch, a_web_page_is_not_an_api_and_no_scheme_is_named, .timeout = 120)
-{
-    char *d = dir_for("notapi");
-    int statuses[] = {200, 404, 501};
-    for (size_t i = 0; i < 3; i++) {
-        pid_t srv;
-        int port = html_server(&srv, statuses[i], d);
-        int code = 0;
-        char *out = t_lis(&code,
-                          "run --llm-name fake --llm-base-url http://127.0.0.1:%d/v1 --api-key k "
-                          "--rootfs %s --net none --query q --output-dir %s/run%zu",
-                          port, t_busybox(), d, i);
-        char want[200];
-        snprintf(want, sizeof want,
-                 "not an OpenAI-compatible endpoint at http://127.0.0.1:%d/v1/chat/completions "
-                 "(HTTP %d, text/html: <!DOCTYPE HTML> <html>",
-                 port, statuses[i]);
-        cr_expect_neq(code, 0, "%s", out);
-        cr_expect(strstr(out, want), "HTTP %d: %s", statuses[i], out);
-        cr_expect_null(strstr(out, "retry"), "it retried: %s", out);
-        char *n = t_host(NULL, "cat %s/html.port.n", d);
-        cr_expect_str_eq(n, "x", "HTTP %d: more than one request", statuses[i]);
-        free(n);
-        free(out);
-        if (statuses[i] == 200) { /* lis batch: the run stops at once, saying why */
-            char tasks[600];
-            snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
-            write_file(tasks, "{\"id\":1,\"problem_statement\":\"a\",\"ground_truth\":\"x\"}\n"
-                              "{\"id\":2,\"problem_statement\":\"b\",\"ground_truth\":\"x\"}\n");
-            char url[100];
-            snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", port);
-            out = t_lis(&code, LIS_BATCH "--tasks %s --scorer builtin:match --output-dir %s/out",
-                        url, t_busybox(), tasks, d);
-            cr_expect_neq(code, 0, "%s", out);
-            cr_expect(strstr(out, "not an OpenAI-compatible endpoint"), "%s", out);
-            n = t_host(NULL, "cat %s/html.port.n", d);
-            cr_expect_str_eq(n, "xx", "lis batch asked more than once");
-            free(n);
-            free(out);
-        }
-        kill(srv, SIGTERM);
-        waitpid(srv, NULL, 0);
-        free(t_host(NULL, "rm -f %s/html.port.n", d));
-    }
-    int code = 0;
-    char *out = t_host(&code,
-                       "env -u OPENAI_API_KEY -u LLM_API_KEY -u ANTHROPIC_API_KEY HOME=%s "
-                       "XDG_RUNTIME_DIR=%s/run XDG_DATA_HOME=%s/data %s run --llm-name fake "
-                       "--llm-base-url localhost:8000/v1 --rootfs %s --net none --query q 2>&1",
-                       t_tmpdir(), t_tmpdir(), t_tmpdir(), t_lis_bin(), t_busybox());
-    cr_expect_eq(code, 2, "%s", out);
-    cr_expect(strstr(out, "did you mean http://localhost:8000/v1?"), "%s", out);
-    cr_expect_null(strstr(out, "API key"), "%s", out);
     free(out);
 }

@@ -56,14 +56,6 @@ static char *slurp(const char *path, size_t *len)
     return s;
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert(f, "%s", path);
-    fputs(text, f);
-    fclose(f);
-}
-
 static int count(const char *hay, const char *needle)
 {
     int n = 0;
@@ -444,7 +436,7 @@ Test(report, escaped_json_stale_files_and_bad_input)
     free(o);
     /* a stale episode file of an earlier, bigger report */
     snprintf(p, sizeof p, "%s/report/ep-7.js", d);
-    write_file(p, "lisEpisode(7,{});");
+    t_write_file(p, "lisEpisode(7,{});");
     snprintf(p, sizeof p, "%s/files/a/bin.dat", d);
     FILE *f = fopen(p, "wb");
     cr_assert(f);

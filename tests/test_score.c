@@ -680,14 +680,6 @@ Test(score_judge, per_row_through_the_llm_client)
     t_fake_stop(&f);
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert(f, "%s", path);
-    fputs(text, f);
-    fclose(f);
-}
-
 Test(score_judge, judge_dir_appends_and_resumes)
 {
     t_fake f;
@@ -699,7 +691,7 @@ Test(score_judge, judge_dir_appends_and_resumes)
     snprintf(dir, sizeof dir, "%s/run", f.dir);
     cr_assert_eq(mkdir(dir, 0755), 0);
     snprintf(p, sizeof p, "%s/results.jsonl", dir);
-    write_file(
+    t_write_file(
         p,
         "{\"id\":\"a\",\"attempt\":0,\"answer\":\"1\",\"ground_truth\":\"1\",\"problem_statement\":\"q\"}\n"
         "{\"id\":\"b\",\"attempt\":0,\"answer\":\"2\",\"ground_truth\":\"1\",\"problem_statement\":\"q\"}\n"
@@ -707,8 +699,8 @@ Test(score_judge, judge_dir_appends_and_resumes)
         "{\"id\":7,\"attempt\":0,\"answer\":\"3\",\"ground_truth\":[1,2],\"problem_statement\":\"q\"}\n"
         "{\"id\":\"torn\",\"att");
     snprintf(p, sizeof p, "%s/judge.jsonl", dir);
-    write_file(p,
-               "{\"id\":\"a\",\"attempt\":0,\"score\":1,\"verdict\":\"CORRECT\"}\n{\"id\":\"b\",\"att");
+    t_write_file(
+        p, "{\"id\":\"a\",\"attempt\":0,\"score\":1,\"verdict\":\"CORRECT\"}\n{\"id\":\"b\",\"att");
     lis_error err = {0};
     cr_assert_eq(batch_judge_dir(dir, &cfg, 2, NULL, &err), 0, "%s", err.msg);
     cr_expect_eq(t_fake_count(&f), 3, "a was judged already: 3 requests");
@@ -748,7 +740,7 @@ Test(score_judge, judge_dir_failures_are_retried_later)
     snprintf(dir, sizeof dir, "%s/run", f.dir);
     cr_assert_eq(mkdir(dir, 0755), 0);
     snprintf(p, sizeof p, "%s/results.jsonl", dir);
-    write_file(p, "{\"id\":\"a\",\"attempt\":0,\"answer\":\"1\",\"ground_truth\":\"1\"}\n");
+    t_write_file(p, "{\"id\":\"a\",\"attempt\":0,\"answer\":\"1\",\"ground_truth\":\"1\"}\n");
     lis_error err = {0};
     cr_expect_eq(batch_judge_dir(dir, &cfg, 1, NULL, &err), -1);
     cr_expect(strstr(err.msg, "1 of 1 episodes could not be judged"), "%s", err.msg);

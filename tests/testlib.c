@@ -401,3 +401,11 @@ void t_two_users(char *owner, char *other, char *dir, const char *tag)
                 other, t_busybox(), dir, owner, owner, dir, owner));
     cr_assert_eq(code, 0, "setting up %s", dir);
 }
+
+void t_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
+}

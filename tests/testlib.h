@@ -78,4 +78,7 @@ cJSON *t_slurp_json(const char *path);
  * dir[256] filled), the busybox fixture as bb.tar in the owner's. */
 void t_two_users(char *owner, char *other, char *dir, const char *tag);
 
+/* text into path (created or truncated); the test fails when it cannot. */
+void t_write_file(const char *path, const char *text);
+
 #endif
