@@ -21,7 +21,7 @@ void bleft_template_note(const char *dir, const char *data_dir, const char *dige
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "data_dir", data_dir);
     cJSON_AddStringToObject(j, "digest", digest);
-    char *t = cJSON_PrintUnformatted(j);
+    char *t = lis_json_print(j, 0); /* data_dir may hold any bytes */
     cJSON_Delete(j);
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/template.json", dir);

@@ -291,6 +291,10 @@ Test(batch_state, a_killed_run_is_found_and_repaired_by_ctl, .timeout = 180)
     pid_t pid = silent_batch(d, rdir, sizeof rdir, &lfd);
     char tpath[1200];
     snprintf(tpath, sizeof tpath, "%s/template.json", rdir);
+    /* "2 running" can be said while the rows still wait for the set-up
+     * template (slower under ASan): its note comes when it is made */
+    snprintf(c, sizeof c, "test -s %s", tpath);
+    wait_for(c);
     char *digest =
         t_host(NULL, "sed -n 's/.*\"digest\":\"\\([^\"]*\\)\".*/\\1/p' %s 2>/dev/null", tpath);
     kill(pid, SIGKILL);
