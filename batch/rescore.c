@@ -227,7 +227,7 @@ int lis_batch_rescore(const char *dir, const char *scorer, FILE *out, lis_error 
         int s = rescore_row(dfd, row, sc, when);
         scored += s == 1;
         failed += s == 0;
-        char *line = lis_json_print(row, 0) /* strict UTF-8, as every file lis writes */;
+        char *line = lis_json_print(row, 0); /* strict UTF-8, as every file lis writes */
         if (!line) {
             lis_oom(err);
             goto out;
