@@ -55,6 +55,12 @@ static void st_close(sv_stream *st)
     sv_loop_unwatch(st->loop, &st->w);
     sv_timer_cancel(st->loop, &st->t);
     shutdown(st->sock, SHUT_WR);
+    /* what the client sent and nobody read (a TLS close, a last byte of
+     * stdin): a close with unread input is a reset, which the client can get
+     * before the output it was still reading (bounded: one buffer's worth) */
+    char drain[4096];
+    for (int i = 0; i < 16 && recv(st->sock, drain, sizeof drain, MSG_DONTWAIT) > 0; i++) {
+    }
     MHD_upgrade_action(st->urh, MHD_UPGRADE_ACTION_CLOSE);
     sv_loop_defer(st->loop, st_free, st);
 }
