@@ -48,17 +48,6 @@ static void stop_child(pid_t p, int sig)
     }
 }
 
-static pid_t spawn(const char *cmd)
-{
-    pid_t p = fork();
-    cr_assert_geq(p, 0);
-    if (p == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    return p;
-}
-
 Test(root_batch_live, the_live_view_is_the_owners_alone, .timeout = 240)
 {
     t_two_users(owner, other, dir, "live");
@@ -83,7 +72,7 @@ Test(root_batch_live, the_live_view_is_the_owners_alone, .timeout = 240)
              "--scorer builtin:match --live --output-dir %s/%s/out >%s/%s/log 2>&1",
              owner, dir, owner, dir, owner, dir, owner, t_lis_bin(), ntohs(a.sin_port), t_busybox(),
              dir, owner, dir, owner, dir, owner);
-    pid_t run = spawn(cmd);
+    pid_t run = t_spawn_sh(cmd);
     char *url = NULL;
     for (int i = 0; i < 600; i++) {
         url = t_host(NULL,
@@ -128,7 +117,7 @@ Test(root_batch_live, the_live_view_is_the_owners_alone, .timeout = 240)
              "open('%s/%s/held','w').close()\n"
              "time.sleep(60)\" >/dev/null 2>&1",
              other, port, dir, other);
-    pid_t hold = spawn(cmd);
+    pid_t hold = t_spawn_sh(cmd);
     char held[400];
     snprintf(held, sizeof held, "%s/%s/held", dir, other);
     for (int i = 0; i < 200 && access(held, F_OK) != 0; i++)

@@ -17,15 +17,6 @@
 static void setup(void) { lis_ctx_free(t_ctx()); }
 TestSuite(batch, .init = setup);
 
-static char *dir_for(const char *name)
-{
-    static char d[512];
-    snprintf(d, sizeof d, "%s/batch-%s-%ld", t_tmpdir(), name, (long)getpid());
-    char *o = t_host(NULL, "rm -rf %s && mkdir -p %s/out", d, d);
-    free(o);
-    return d;
-}
-
 static const cJSON *row_by_id(const cJSON *rows, const char *id, int attempt, int *count)
 {
     const cJSON *r, *found = NULL;
@@ -90,7 +81,7 @@ static int wait_rows(const char *d, char *rdir, size_t len, int want)
  * with its reason, in one run that no single row stops. */
 Test(batch, mixed_outcomes_64_at_once, .timeout = 240)
 {
-    char *d = dir_for("mixed");
+    char *d = t_fresh_dir("batch", "mixed");
     char script[65536], tasks[600];
     snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", d);
     FILE *tf = fopen(tasks, "w");
@@ -209,7 +200,7 @@ Test(batch, mixed_outcomes_64_at_once, .timeout = 240)
 /* kill -9 in the middle, then --resume: every id exactly once. */
 Test(batch, kill9_then_resume_each_id_once, .timeout = 240)
 {
-    char *d = dir_for("resume");
+    char *d = t_fresh_dir("batch", "resume");
     char tasks[600];
     snprintf(tasks, sizeof tasks, "%s/tasks.json", d);
     FILE *tf = fopen(tasks, "w");
@@ -334,7 +325,7 @@ Test(batch, ctrl_c_drains_then_second_cancels, .timeout = 120)
         "{\"rows\":{},\"default\":[{\"calls\":[[\"execute_bash\",{\"command\":"
         "\"sleep 3; echo ok > /testbed/output/answer.txt\"}]]},{\"calls\":[[\"submit\",{}]]}]}";
     t_fake_start(&f, script);
-    char *d = dir_for("drain");
+    char *d = t_fresh_dir("batch", "drain");
     char rdir[1024];
     int code = interrupted_run(&f, d, 1, rdir, sizeof rdir);
     cJSON *rows = t_results_rows(rdir);
@@ -351,7 +342,7 @@ Test(batch, ctrl_c_drains_then_second_cancels, .timeout = 120)
     t_fake_stop(&f);
 
     t_fake_start(&f, script);
-    d = dir_for("cancel");
+    d = t_fresh_dir("batch", "cancel");
     code = interrupted_run(&f, d, 2, rdir, sizeof rdir);
     rows = t_results_rows(rdir);
     log = t_host(NULL, "cat %s/log", d);
@@ -365,7 +356,7 @@ Test(batch, ctrl_c_drains_then_second_cancels, .timeout = 120)
 /* A task folder in the original's layout, its reward.py run unchanged. */
 Test(batch, original_task_folder_with_reward_py, .timeout = 120)
 {
-    char *d = dir_for("folder");
+    char *d = t_fresh_dir("batch", "folder");
     char p[700];
     snprintf(p, sizeof p, "%s/mytask", d);
     mkdir(p, 0755);
@@ -420,7 +411,7 @@ Test(batch, original_task_folder_with_reward_py, .timeout = 120)
 
 Test(batch, stops_at_once_on_401_and_unreachable, .timeout = 60)
 {
-    char *d = dir_for("fatal");
+    char *d = t_fresh_dir("batch", "fatal");
     char tasks[600];
     snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
     t_write_file(tasks, "{\"id\":1,\"problem_statement\":\"a\",\"ground_truth\":\"x\"}\n"
@@ -460,7 +451,7 @@ Test(batch, stops_at_once_on_401_and_unreachable, .timeout = 60)
 
 Test(batch, repeat_and_mode_llm, .timeout = 120)
 {
-    char *d = dir_for("repeat");
+    char *d = t_fresh_dir("batch", "repeat");
     char tasks[600];
     snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
     t_write_file(tasks, "{\"id\":\"a\",\"problem_statement\":\"MARKA\",\"ground_truth\":\"42\"}\n"
@@ -496,7 +487,7 @@ Test(batch, repeat_and_mode_llm, .timeout = 120)
     cJSON_Delete(rows);
     free(out);
     /* the plain-LLM baseline: one call, its text is the answer */
-    char *d2 = dir_for("llmmode");
+    char *d2 = t_fresh_dir("batch", "llmmode");
     out = t_lis(&code,
                 "batch --llm-name fake --llm-base-url %s --api-key k --mode llm --tasks %s "
                 "--scorer builtin:match --output-dir %s/out",
@@ -518,7 +509,7 @@ Test(batch, repeat_and_mode_llm, .timeout = 120)
  * the attempts do not see each other's writes, and no snapshot is left. */
 static void fork_run(const char *name, const char *flag, cJSON **rows_out, char **out_text)
 {
-    char *d = dir_for(name);
+    char *d = t_fresh_dir("batch", name);
     char tasks[600];
     snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
     t_write_file(tasks, "{\"id\":\"a\",\"problem_statement\":\"FORKROW\",\"ground_truth\":\"x\","
@@ -590,7 +581,7 @@ Test(batch, repeat_fork_from_setup, .timeout = 180)
  * and run.json, results.json, every row and the report say which file it was. */
 Test(batch, edited_reward_py_in_a_folder_named_demo_is_the_scorer, .timeout = 120)
 {
-    char *d = dir_for("demo");
+    char *d = t_fresh_dir("batch", "demo");
     char p[700];
     snprintf(p, sizeof p, "%s/demo", d);
     mkdir(p, 0755);
@@ -654,7 +645,7 @@ Test(batch, edited_reward_py_in_a_folder_named_demo_is_the_scorer, .timeout = 12
  * come from run.json (no API key is kept there: the server is local). */
 Test(batch, resume_alone_finishes_40_rows_at_the_stored_concurrency, .timeout = 300)
 {
-    char *d = dir_for("alone");
+    char *d = t_fresh_dir("batch", "alone");
     char tasks[600], cmd[4096];
     snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", d);
     FILE *tf = fopen(tasks, "w");
@@ -829,7 +820,7 @@ Test(batch, template_git_status_and_commit, .timeout = 240)
     const char *deb = t_debian();
     if (access("/usr/bin/git", X_OK) < 0)
         cr_skip_test("no /usr/bin/git on the host to put into the image");
-    char *d = dir_for("gittmpl");
+    char *d = t_fresh_dir("batch", "gittmpl");
     char *o = t_host(NULL,
                      "mkdir -p %s/git/usr/bin %s/git/usr/share/git-core && "
                      "cp /usr/bin/git %s/git/usr/bin/ && "

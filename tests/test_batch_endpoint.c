@@ -17,15 +17,6 @@ TestSuite(batch_endpoint, .init = setup);
 
 #define LIS_BATCH "batch --llm-name fake --llm-base-url %s --api-key k --rootfs %s --net none "
 
-static char *dir_for(const char *name)
-{
-    static char d[512];
-    snprintf(d, sizeof d, "%s/batch-%s-%ld", t_tmpdir(), name, (long)getpid());
-    char *o = t_host(NULL, "rm -rf %s && mkdir -p %s/out", d, d);
-    free(o);
-    return d;
-}
-
 /* A server on 127.0.0.1 that answers every request with STATUS and an HTML
  * page (a web server where the API was expected); its port. */
 static int html_server(pid_t *pid, int status, const char *dir)
@@ -81,7 +72,7 @@ static int html_server(pid_t *pid, int status, const char *dir)
  * missing API key. */
 Test(batch_endpoint, a_web_page_is_not_an_api_and_no_scheme_is_named, .timeout = 120)
 {
-    char *d = dir_for("notapi");
+    char *d = t_fresh_dir("batch", "notapi");
     int statuses[] = {200, 404, 501};
     for (size_t i = 0; i < 3; i++) {
         pid_t srv;

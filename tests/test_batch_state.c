@@ -19,14 +19,6 @@
 static void setup(void) { lis_ctx_free(t_ctx()); }
 TestSuite(batch_state, .init = setup);
 
-static char *dir_for(const char *name)
-{
-    static char d[512];
-    snprintf(d, sizeof d, "%s/state-%s-%ld", t_tmpdir(), name, (long)getpid());
-    free(t_host(NULL, "rm -rf %s && mkdir -p %s/out", d, d));
-    return d;
-}
-
 static cJSON *read_json(const char *rdir, const char *name)
 {
     char *t = t_host(NULL, "cat %s/%s", rdir, name);
@@ -53,17 +45,6 @@ static int silent_endpoint(int *port)
               getsockname(fd, (struct sockaddr *)&a, &l) == 0);
     *port = ntohs(a.sin_port);
     return fd;
-}
-
-static pid_t spawn(const char *cmd)
-{
-    pid_t p = fork();
-    cr_assert_geq(p, 0);
-    if (p == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    return p;
 }
 
 /* Polls up to 60 s for the shell condition cond to hold. */
@@ -100,7 +81,7 @@ static pid_t silent_batch(const char *d, char *rdir, size_t rlen, int *lfd)
              "--scorer builtin:match --concurrency 2 --live --output-dir %s/out </dev/null >%s "
              "2>&1",
              t_tmpdir(), t_tmpdir(), t_lis_bin(), port, t_busybox(), tasks, d, log);
-    pid_t pid = spawn(cmd);
+    pid_t pid = t_spawn_sh(cmd);
     snprintf(c, sizeof c, "test -S %s/out/*/ctl.sock", d);
     cr_assert(wait_for(c), "no control socket: %s", t_host(NULL, "cat %s", log));
     t_run_dir(d, rdir, rlen);
@@ -112,7 +93,7 @@ static pid_t silent_batch(const char *d, char *rdir, size_t rlen, int *lfd)
 
 Test(batch_state, ctl_pause_and_stop_are_said_everywhere, .timeout = 180)
 {
-    char *d = dir_for("ctl");
+    char *d = t_fresh_dir("state", "ctl");
     char log[600], rdir[1024] = "", c[2400];
     snprintf(log, sizeof log, "%s/log", d);
     int lfd;
@@ -163,7 +144,7 @@ Test(batch_state, ctl_pause_and_stop_are_said_everywhere, .timeout = 180)
 
 Test(batch_state, every_row_scorer_failed_is_a_failed_run, .timeout = 120)
 {
-    char *d = dir_for("scorer");
+    char *d = t_fresh_dir("state", "scorer");
     char tasks[600];
     snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
     FILE *f = fopen(tasks, "w");
@@ -228,7 +209,7 @@ Test(batch_state, every_row_scorer_failed_is_a_failed_run, .timeout = 120)
  * and the step it is charged to, as a stop within a step has them. */
 Test(batch_state, a_stop_rule_between_steps_leaves_its_evidence, .timeout = 180)
 {
-    char *d = dir_for("between");
+    char *d = t_fresh_dir("state", "between");
     char tasks[600], pol[600];
     snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
     snprintf(pol, sizeof pol, "%s/policy.yaml", d);
@@ -285,7 +266,7 @@ Test(batch_state, a_stop_rule_between_steps_leaves_its_evidence, .timeout = 180)
  * leftovers (ctl.sock, live.url, the set-up template image). */
 Test(batch_state, a_killed_run_is_found_and_repaired_by_ctl, .timeout = 180)
 {
-    char *d = dir_for("kill9");
+    char *d = t_fresh_dir("state", "kill9");
     char rdir[1024] = "", c[2400];
     int lfd;
     pid_t pid = silent_batch(d, rdir, sizeof rdir, &lfd);
@@ -343,7 +324,7 @@ Test(batch_state, help_and_scorer_hints_name_what_exists)
     cr_expect(strstr(out, "lis batch --task DIR | --tasks FILE"), "%s", out);
     cr_expect_null(strstr(out, "lis batch FILE"), "%s", out);
     free(out);
-    char *d = dir_for("hints");
+    char *d = t_fresh_dir("state", "hints");
     char tasks[600];
     snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
     FILE *f = fopen(tasks, "w");
@@ -365,7 +346,7 @@ Test(batch_state, help_and_scorer_hints_name_what_exists)
  * view answers 401, since they never have the token. */
 Test(batch_state, an_episode_cannot_read_the_live_view, .timeout = 180)
 {
-    char *d = dir_for("liveproxy");
+    char *d = t_fresh_dir("state", "liveproxy");
     int lport, lfd = silent_endpoint(&lport); /* a free port, given to --live */
     close(lfd);
     char tasks[600], script[1200];

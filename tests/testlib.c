@@ -409,3 +409,22 @@ void t_write_file(const char *path, const char *text)
     fputs(text, f);
     fclose(f);
 }
+
+char *t_fresh_dir(const char *prefix, const char *name)
+{
+    static char d[512];
+    snprintf(d, sizeof d, "%s/%s-%s-%ld", t_tmpdir(), prefix, name, (long)getpid());
+    free(t_host(NULL, "rm -rf %s && mkdir -p %s/out", d, d));
+    return d;
+}
+
+pid_t t_spawn_sh(const char *cmd)
+{
+    pid_t p = fork();
+    cr_assert_geq(p, 0);
+    if (p == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return p;
+}

@@ -81,4 +81,10 @@ void t_two_users(char *owner, char *other, char *dir, const char *tag);
 /* text into path (created or truncated); the test fails when it cannot. */
 void t_write_file(const char *path, const char *text);
 
+/* A fresh directory TMPDIR/PREFIX-NAME-PID with an empty out/ in it (static:
+ * the next call reuses it). */
+char *t_fresh_dir(const char *prefix, const char *name);
+/* sh -c cmd in a child; its pid. */
+pid_t t_spawn_sh(const char *cmd);
+
 #endif
