@@ -15,7 +15,7 @@ B       ?= build
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation
 OPT     ?= -O2 -g
-CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Inet -Irootfs -Imonitor -Iagent -Ibatch -Iserve
+CFLAGS  += $(CSTD) $(WARN) $(OPT) -fPIC -Iruntime -Inet -Irootfs -Imonitor -Iagent -Ibatch -Irl -Iserve
 
 RT_PKGS     := libseccomp libcjson
 AGENT_PKGS  := libcurl libcjson yaml-0.1 libcrypto libmicrohttpd
@@ -48,7 +48,10 @@ AGENT_SRC   := $(MON_SRC) $(wildcard agent/*.c) $(wildcard batch/*.c) rootfs/sna
                cli/agent_image.c cli/agent_main.c cli/cli_util.c
 ROOTFS_SRC  := $(filter-out rootfs/store.c,$(wildcard rootfs/*.c)) cli/cmd_rootfs.c cli/cmd_snapshot.c cli/cli_util.c
 # serve/ links the rootfs store's admin code (tags, list, pull) as liblis-rootfs.so does
-SERVE_SRC   := $(MON_SRC) $(wildcard serve/*.c) cli/cmd_serve.c
+# rl/, the episodes API (docs/rl.md), runs agent/'s engine and batch/'s scorers inside
+# lis serve: the serve plugin carries them (liblis-agent.so's objects but the CLI's)
+RL_SRC      := $(wildcard rl/*.c)
+SERVE_SRC   := $(MON_SRC) $(wildcard serve/*.c) $(RL_SRC) $(filter-out cli/% $(MON_SRC) rootfs/%,$(AGENT_SRC)) cli/cmd_serve.c
 
 RT_OBJ      := $(RT_SRC:%.c=$(B)/obj/%.o)
 INIT_OBJ    := $(INIT_SRC:%.c=$(B)/obj/%.o)
@@ -57,6 +60,7 @@ CLI_OBJ     := $(CLI_SRC:%.c=$(B)/obj/%.o)
 AGENT_OBJ   := $(AGENT_SRC:%.c=$(B)/pobj/%.o)
 ROOTFS_OBJ  := $(ROOTFS_SRC:%.c=$(B)/pobj/%.o)
 SERVE_OBJ   := $(SERVE_SRC:%.c=$(B)/pobj/%.o)
+RL_OBJ      := $(RL_SRC:%.c=$(B)/pobj/%.o)
 
 TEST_SRC    := $(wildcard tests/test_*.c tests/security/test_*.c)
 TEST_BIN    := $(TEST_SRC:tests/%.c=$(B)/tests/%)
@@ -109,7 +113,7 @@ $(B)/liblis-rootfs.so: $(ROOTFS_OBJ)
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(ROOTFS_LIBS)
 
 $(B)/liblis-serve.so: $(SERVE_OBJ) $(filter-out $(B)/pobj/cli/cmd_rootfs.o $(B)/pobj/cli/cmd_snapshot.o,$(ROOTFS_OBJ))
-	$(CC) $(LDFLAGS) -shared -o $@ $^ $(SERVE_LIBS) $(ROOTFS_LIBS) -lpthread
+	$(CC) $(LDFLAGS) -shared -o $@ $^ $(SERVE_LIBS) $(ROOTFS_LIBS) $(AGENT_LIBS) -lpthread
 
 # Test binaries link the runtime; those that use net/ (test_net, test_http_head, the
 # agent's and the escape suites) also net/; test_agent* also the agent's objects and
@@ -119,12 +123,12 @@ AGENT_LIBOBJ  := $(filter-out $(B)/pobj/cli/%,$(AGENT_OBJ))
 ROOTFS_LIBOBJ := $(filter-out $(B)/pobj/cli/%,$(ROOTFS_OBJ))
 MON_LIBOBJ    := $(MON_SRC:%.c=$(B)/pobj/%.o)
 TESTLIB       := tests/testlib.c tests/testlib.h
-uses_net  = $(filter test_net test_http_head test_agent% test_batch% test_score% test_monitor% security/%,$(1))
+uses_net  = $(filter test_net test_http_head test_agent% test_batch% test_score% test_rl% test_monitor% security/%,$(1))
 # the escape suites run with the monitor on (tests/security/seclib.c)
 uses_mon  = $(filter test_monitor% security/%,$(1))
-test_objs = $(if $(filter test_agent% test_batch% test_score%,$(1)),$(AGENT_LIBOBJ)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBOBJ)) \
+test_objs = $(if $(filter test_agent% test_batch% test_score% test_rl%,$(1)),$(AGENT_LIBOBJ)) $(if $(filter test_rl%,$(1)),$(RL_OBJ)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBOBJ)) \
             $(if $(call uses_mon,$(1)),$(MON_LIBOBJ)) $(if $(call uses_net,$(1)),$(B)/libnet.a)
-test_libs = $(if $(filter test_agent% test_batch% test_score%,$(1)),$(AGENT_LIBS)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBS)) \
+test_libs = $(if $(filter test_agent% test_batch% test_score% test_rl%,$(1)),$(AGENT_LIBS)) $(if $(filter test_rootfs%,$(1)),$(ROOTFS_LIBS)) \
             $(if $(call uses_mon,$(1)),$(AGENT_LIBS))
 # tests/security/test_* (the escape suites) also link their shared helpers
 test_srcs = $(if $(filter security/%,$(1)),tests/security/seclib.c tests/security/seclib.h) \

@@ -131,6 +131,10 @@ typedef struct llm_config {
     double backoff_base;     /* first backoff, seconds (doubles, plus jitter) */
     double backoff_max;      /* cap on one sleep, Retry-After included */
     FILE *log;               /* retries are reported here (NULL: silent) */
+    /* Non-zero (set from another thread): the request in flight ends at once
+     * (curl's progress callback) and no retry starts: llm_chat fails with
+     * err->code ECANCELED, "cancelled". NULL: never. */
+    const volatile int *abort;
 } llm_config;
 
 typedef struct llm_usage {
@@ -148,6 +152,16 @@ typedef struct llm_reply {
     double seconds; /* wall time including retries */
     int attempts;
     long max_tokens_used; /* after context-length shrinking */
+    /* The endpoint's own token ids and logprobs of this reply (vLLM's chat
+     * completions with return_token_ids and logprobs: top-level
+     * prompt_token_ids, choices[0].token_ids, choices[0].logprobs.content[].logprob;
+     * agent-lightning's response_token_ids too): {"prompt_ids": [int...],
+     * "ids": [int...], "logprobs": [number...]}, a key absent when the reply
+     * had none; NULL when it had neither ids, and tokens_why says why in one
+     * line ("the endpoint sent no token ids", "a streamed reply carries no
+     * token ids"). Never made up: lis has no tokenizer. */
+    cJSON *tokens;
+    char tokens_why[160];
 } llm_reply;
 
 typedef struct llm_client llm_client;
@@ -201,6 +215,10 @@ typedef struct agent_opts {
      * NULL: none. lis batch's live view follows the episodes with it. */
     void (*on_step)(void *arg, const cJSON *step);
     void *on_step_arg;
+    /* The conversation to start from instead of the system and instance
+     * prompts (the episodes API's task "messages"): copied, each a
+     * {"role", "content"} object; NULL: the prompts. */
+    const cJSON *messages;
 } agent_opts;
 
 /* Why an episode ended: the engine's own reasons, then the ones a driver
@@ -284,6 +302,45 @@ lis_policy_action agent_ep_monitor_event(agent_ep *ep, char *rule, size_t len);
 const cJSON *agent_ep_last_step(const agent_ep *ep);
 /* The trajectory; frees ep. original: trajectory.json, plus usage and tool time. */
 cJSON *agent_ep_finish(agent_ep *ep, agent_outcome *out);
+
+/* A branch (the episodes API, docs/rl.md): an episode that starts where
+ * another was after its turn k-1, turns counted from 0. messages: the
+ * other's history as agent_loop_hooks.on_turn gave it after its turn k-1
+ * (then it ends with turn k-1's observation); steps: its trajectory's steps
+ * 0..k-1 (the rest are ignored). The branch's turn k is made anew; its
+ * steps, history, step count and token estimate continue the parent's, so
+ * turns 0..k-1 of both trajectories are byte for byte the same. NULL with
+ * err when messages or steps do not hold k turns. */
+agent_ep *agent_ep_new_branch(const agent_opts *o, const cJSON *messages, const cJSON *steps, int k,
+                              lis_error *err);
+
+/* What a driver other than `lis run` asks of its blocking loop (the
+ * episodes API, rl/: one thread per episode); every member may be 0/NULL. */
+typedef struct agent_loop_hooks {
+    void *arg;
+    /* Readable (an eventfd the hook's owner writes): the episode ends now
+     * with the reason stop_reason gives (a deadline, a cancel): a command
+     * running is killed (its step is recorded with what it printed), an LLM
+     * request in flight is dropped (the owner sets llm_config.abort too).
+     * -1: none. */
+    int stop_fd;
+    agent_stop (*stop_reason)(void *arg, char *why, size_t len);
+    /* Each turn's model call instead of llm_chat on a client of o->llm
+     * (the owner picks the endpoint, keeps r->tokens, stamps the weight
+     * version): fills *r as llm_chat does and returns 0, or -1 with err. */
+    int (*llm)(void *arg, const cJSON *messages, const cJSON *tools, llm_reply *r, lis_error *err);
+    /* Each turn once recorded: its trajectory step (effects included) and
+     * the history as the next model call will be sent it, minus that call's
+     * "Steps Remaining" line (what agent_ep_new_branch takes). */
+    void (*on_turn)(void *arg, const cJSON *step, const cJSON *messages);
+} agent_loop_hooks;
+
+/* `lis run`'s blocking driver of the engine (loop.c), for drivers with
+ * hooks: runs ep (NULL: a new one of o) to its end on env's sandbox and
+ * returns the trajectory (agent_ep_finish) with "messages" added: the
+ * whole history, as the original's trajectory keeps it. */
+cJSON *agent_loop_hooked(const agent_tool_env *env, agent_ep *ep, const agent_opts *o,
+                         const agent_loop_hooks *h, agent_outcome *out);
 
 /* The tool environment of a sandbox that is prepared already (a fork of a
  * prepared one): bash or sh, the caps; no command runs. */

@@ -138,4 +138,36 @@ int lis_batch_merge(const char *out_dir, const char *const *dirs, size_t n, FILE
  * or of one lis run (trajectory.json); path (may be NULL) gets the page's. */
 int lis_report_html(const char *dir, char *path, size_t len, lis_error *err);
 
+/* ---- scorers (score.c): the answers of lis batch's rows, and rl/'s rewards ---- */
+
+typedef struct batch_scorer batch_scorer;
+
+/* original: one of its reward.py files, which a built-in scorer stands for. */
+typedef struct batch_original {
+    const char *task, *builtin, *sha256;
+} batch_original;
+
+typedef struct batch_scorer_opts {
+    const char *task_name;   /* names the built-in in hints (demo, chem, biomed, math) */
+    const char *task_dir;    /* reward.py, judge.py, vanilla_llm_prompt.py live here */
+    const char *scorer;      /* --scorer: NULL/"auto", "python", "builtin:NAME", or a
+                                * command (a JSON row on stdin, a number on stdout) */
+    const char *python;      /* NULL: python3 from PATH */
+    const llm_config *judge; /* --judge-model/--judge-base-url; NULL: no judge */
+    FILE *log;               /* one line saying which scorer is used; NULL: silent */
+    /* the files a reward.py is matched against (tests); NULL: score.c's
+     * ORIGINALS, the four rule-based tasks */
+    const batch_original *originals;
+    size_t noriginals;
+} batch_scorer_opts;
+
+int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error *err);
+/* Thread-safe. row is the task row (ground_truth and every other field are
+ * passed on; original: compute_score(agent_answer, ground_truth, **row)). */
+int batch_scorer_score(batch_scorer *s, const char *answer, const cJSON *row, double *score,
+                       lis_error *err);
+/* "builtin:letter", "python:reward.py", "cmd:...", "judge:MODEL" */
+const char *batch_scorer_name(const batch_scorer *s);
+void batch_scorer_close(batch_scorer *s);
+
 #endif

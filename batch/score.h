@@ -5,36 +5,9 @@
 #ifndef LIS_BATCH_SCORE_H
 #define LIS_BATCH_SCORE_H
 
-#include "agent.h"
+#include "lis_batch.h"
 
-typedef struct batch_scorer batch_scorer;
-
-/* original: one of its reward.py files, which a built-in scorer stands for. */
-typedef struct batch_original {
-    const char *task, *builtin, *sha256;
-} batch_original;
-
-typedef struct batch_scorer_opts {
-    const char *task_name;   /* names the built-in in hints (demo, chem, biomed, math) */
-    const char *task_dir;    /* reward.py, judge.py, vanilla_llm_prompt.py live here */
-    const char *scorer;      /* --scorer: NULL/"auto", "python", "builtin:NAME", or a
-                                * command (a JSON row on stdin, a number on stdout) */
-    const char *python;      /* NULL: python3 from PATH */
-    const llm_config *judge; /* --judge-model/--judge-base-url; NULL: no judge */
-    FILE *log;               /* one line saying which scorer is used; NULL: silent */
-    /* the files a reward.py is matched against (tests); NULL: score.c's
-     * ORIGINALS, the four rule-based tasks */
-    const batch_original *originals;
-    size_t noriginals;
-} batch_scorer_opts;
-
-int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error *err);
-/* Thread-safe. row is the task row (ground_truth and every other field are
- * passed on; original: compute_score(agent_answer, ground_truth, **row)). */
-int batch_scorer_score(batch_scorer *s, const char *answer, const cJSON *row, double *score,
-                       lis_error *err);
-/* "builtin:letter", "python:reward.py", "cmd:...", "judge:MODEL" */
-const char *batch_scorer_name(const batch_scorer *s);
+/* batch_scorer, its options, open, score and name: lis_batch.h (rl/ scores with them) */
 /* The sha256 (hex) of what defines the scorer: the task's reward.py (also
  * when a built-in stands in for it), the file of ORIGINALS a built-in
  * given by --scorer stands for, the --scorer command's text, the task's
@@ -48,7 +21,6 @@ void batch_sha256_text(const char *text, size_t len, char out[65]);
 /* --mode llm: vanilla_llm_prompt.py's create_prompt(row) when the task has
  * it, else the problem statement (malloc'ed). Thread-safe. */
 char *batch_scorer_prompt(batch_scorer *s, const cJSON *row, lis_error *err);
-void batch_scorer_close(batch_scorer *s);
 
 /* `lis batch judge DIR`: asks the judge model (original: judge.py's prompt,
  * CORRECT/INCORRECT parsing) about every row of DIR/results.jsonl that has

@@ -10,8 +10,8 @@ build, which global symbols each file defines and uses (`nm`). It fails when
   * files of one area call each other in a loop. Each loop is printed edge by
     edge, `a.c -> b.c: symbol`.
 
-Areas, bottom-up: runtime < net < rootfs < agent < batch < cli, and serve
-beside agent/batch (above runtime, net, rootfs; it does not use agent);
+Areas, bottom-up: runtime < net < rootfs < agent < batch < rl < serve < cli
+(serve uses rl, the episodes API, and not agent or batch directly);
 monitor above runtime and net, beside rootfs, below agent, batch, serve, cli. tests/
 and fuzz/ are exempt. Edges listed in scripts/layers.allow (`a.c -> b.c`, one a
 line) are left out of the graph: a known debt, named, not hidden.
@@ -41,8 +41,9 @@ USES = {
     "monitor": ["runtime", "net"],
     "agent": ["runtime", "net", "rootfs", "monitor"],
     "batch": ["runtime", "net", "rootfs", "agent", "monitor"],
-    "serve": ["runtime", "net", "rootfs", "monitor"],
-    "cli": ["runtime", "net", "rootfs", "monitor", "agent", "batch", "serve"],
+    "rl": ["runtime", "net", "rootfs", "agent", "batch", "monitor"],
+    "serve": ["runtime", "net", "rootfs", "monitor", "rl"],
+    "cli": ["runtime", "net", "rootfs", "monitor", "agent", "batch", "rl", "serve"],
 }
 PUBLIC = {
     "runtime": "runtime/lis.h",
@@ -51,6 +52,7 @@ PUBLIC = {
     "monitor": "monitor/lis_monitor.h",
     "agent": "agent/agent.h",
     "batch": "batch/lis_batch.h",
+    "rl": "rl/lis_rl.h",
     "serve": "serve/lis_serve.h",
 }
 MAX_LOOPS = 30  # per strongly connected group of files
