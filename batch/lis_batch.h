@@ -154,6 +154,8 @@ typedef struct batch_scorer_opts {
                                 * command (a JSON row on stdin, a number on stdout) */
     const char *python;      /* NULL: python3 from PATH */
     const llm_config *judge; /* --judge-model/--judge-base-url; NULL: no judge */
+    double timeout;          /* seconds a command or reward.py may take per answer (0: 60
+                              * and 300); past it the answer scores 0 with the error */
     FILE *log;               /* one line saying which scorer is used; NULL: silent */
     /* the files a reward.py is matched against (tests); NULL: score.c's
      * ORIGINALS, the four rule-based tasks */

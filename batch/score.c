@@ -36,6 +36,7 @@ struct batch_scorer {
     score_worker *worker; /* also for prompts, when the task has vanilla_llm_prompt.py */
     int prompt_py;        /* it has: the worker is started on the first prompt */
     char *python, *task_dir;
+    double timeout;       /* batch_scorer_opts.timeout (0: each kind's default) */
     char prompt_err[400]; /* that start failed: every prompt fails with this */
     llm_config judge;
     char *judge_model, *judge_url, *judge_key;
@@ -171,8 +172,10 @@ static void set_builtin(batch_scorer *s, int b)
  * reward.py, in C). */
 static int open_worker(batch_scorer *s, const batch_scorer_opts *o, lis_error *err)
 {
-    if (score_worker_open(o->python, o->task_dir, &s->worker, err) == 0)
+    if (score_worker_open(o->python, o->task_dir, &s->worker, err) == 0) {
+        score_worker_set_timeout(s->worker, o->timeout);
         return 0;
+    }
     if (err->code != EINVAL) /* no python, a worker that died: its own message */
         return -1;
     int b = find_builtin(o->task_name ? o->task_name : "");
@@ -194,6 +197,7 @@ int batch_scorer_open(const batch_scorer_opts *o, batch_scorer **out, lis_error 
     batch_scorer *s = calloc(1, sizeof *s);
     if (!s)
         return lis_oom(err);
+    s->timeout = o->timeout;
     pthread_mutex_init(&s->mu, NULL);
     const char *sc = o->scorer && *o->scorer && strcmp(o->scorer, "auto") != 0 ? o->scorer : NULL;
     const char *task = o->task_name ? o->task_name : "";
@@ -384,7 +388,9 @@ int batch_scorer_score(batch_scorer *s, const char *answer, const cJSON *row, do
         return 0;
     }
     case SK_PYTHON: return score_worker_score(s->worker, answer, row, score, err);
-    case SK_CMD: return score_cmd_run(s->cmd, answer, row, SCORE_CMD_TIMEOUT, score, err);
+    case SK_CMD:
+        return score_cmd_run(s->cmd, answer, row, s->timeout > 0 ? s->timeout : SCORE_CMD_TIMEOUT,
+                             score, err);
     case SK_JUDGE: {
         llm_client *c = take_client(s, err);
         if (!c)

@@ -38,6 +38,7 @@ struct score_worker {
     int broken; /* a restart failed: every later call fails with why */
     char why[400];
     strbuf errtail;
+    double call_timeout; /* seconds per call: WORKER_CALL_TIMEOUT, or the caller's */
 };
 
 const char *score_worker_script(void) { return lis_reward_worker_py; }
@@ -91,6 +92,7 @@ int score_worker_open(const char *python, const char *task_dir, score_worker **o
         return lis_oom(err);
     pthread_mutex_init(&w->mu, NULL);
     w->python = agent_strdup(python && *python ? python : "python3");
+    w->call_timeout = WORKER_CALL_TIMEOUT;
     w->task_dir = agent_strdup(task_dir);
     w->p.pid = -1;
     if (!w->python || !w->task_dir) {
@@ -103,6 +105,12 @@ int score_worker_open(const char *python, const char *task_dir, score_worker **o
     }
     *out = w;
     return 0;
+}
+
+void score_worker_set_timeout(score_worker *w, double seconds)
+{
+    if (w && seconds > 0)
+        w->call_timeout = seconds;
 }
 
 int score_worker_has(const score_worker *w, const char *what)
@@ -137,9 +145,9 @@ static int call(score_worker *w, const cJSON *req, cJSON **reply, lis_error *err
     w->errtail.len = 0;
     if (w->errtail.s)
         w->errtail.s[0] = 0;
-    sproc_rc rc =
-        msg.oom ? SP_IOERR
-                : sproc_talk(&w->p, msg.s, msg.len, 1, &out, &w->errtail, WORKER_CALL_TIMEOUT);
+    sproc_rc rc = msg.oom
+                      ? SP_IOERR
+                      : sproc_talk(&w->p, msg.s, msg.len, 1, &out, &w->errtail, w->call_timeout);
     strbuf_release(&msg);
     if (rc == SP_OK) {
         *reply = cJSON_Parse(out.s);
@@ -157,7 +165,7 @@ static int call(score_worker *w, const cJSON *req, cJSON **reply, lis_error *err
     sproc_last_line(&w->errtail, last, sizeof last);
     if (rc == SP_TIMEOUT)
         return lis_fail(err, ETIMEDOUT, "reward.py gave no answer in %.0f s (worker killed)%s%s",
-                        WORKER_CALL_TIMEOUT, *last ? ": " : "", last);
+                        w->call_timeout, *last ? ": " : "", last);
     return lis_fail(err, EIO, "the reward.py worker died (%s)%s%s", sts, *last ? ": " : "", last);
 }
 

@@ -10,6 +10,8 @@ typedef struct score_worker score_worker;
 /* Starts python (NULL: python3 from PATH) on task_dir and waits until it has
  * imported the task's modules; an import error is returned here. */
 int score_worker_open(const char *python, const char *task_dir, score_worker **out, lis_error *err);
+/* Each call's deadline (default 300 s); past it the worker is killed and the call fails. */
+void score_worker_set_timeout(score_worker *w, double seconds);
 /* "score": the task has compute_score; "prompt": it has create_prompt */
 int score_worker_has(const score_worker *w, const char *what);
 /* compute_score(answer, row.ground_truth, **row_without_ground_truth). An

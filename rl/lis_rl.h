@@ -12,6 +12,7 @@
 #include "lis_monitor.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 
 typedef struct lis_rl lis_rl;
 
@@ -36,6 +37,7 @@ typedef struct lis_rl_opts {
      * requests that wait (lis_rl_handle returned 0). NULL: none. */
     void (*notify)(void *arg);
     void *notify_arg;
+    FILE *log; /* what the operator should know (a result that could not be kept); NULL: none */
 } lis_rl_opts;
 
 /* Loads the finished results kept in state_dir; -1 with err. */
@@ -47,12 +49,12 @@ void lis_rl_close(lis_rl *rl);
 
 /* One request of the episodes API. */
 typedef struct lis_rl_req {
-    const char *method;  /* "GET", "POST", "PUT", "DELETE" */
-    const char *path;    /* after "/lis/v1/": "groups", "episodes/ID/branch", "rl/status" */
-    const cJSON *body;   /* the JSON body (NULL: none) */
-    double wait;         /* ?wait=S (long-poll), 0: none */
-    int final;           /* the last call of a long-poll: answer with what there is */
-    long last_event_id;  /* events: Last-Event-ID (or ?after=), -1: from the start */
+    const char *method; /* "GET", "POST", "PUT", "DELETE" */
+    const char *path;   /* after "/lis/v1/": "groups", "episodes/ID/branch", "rl/status" */
+    const cJSON *body;  /* the JSON body (NULL: none) */
+    double wait;        /* ?wait=S (long-poll), 0: none */
+    int final;          /* the last call of a long-poll: answer with what there is */
+    long last_event_id; /* events: Last-Event-ID (or ?after=), -1: from the start */
 } lis_rl_req;
 
 /* Answers q: the HTTP status, *reply (the caller frees it; errors are

@@ -34,16 +34,16 @@ typedef struct rl_task {
     size_t nfiles;
     char **setup; /* shell commands run once for the group (sh -c, in working_dir) */
     size_t nsetup;
-    double setup_timeout; /* seconds per set-up command (default 600) */
-    char *prompt;         /* the problem statement (framed by the prompts) */
-    cJSON *messages;      /* or the conversation to start from (owned), NULL */
-    cJSON *prompts;       /* {system_prompt, instance_prompt, working_dir, input_dir,
+    double setup_timeout;  /* seconds per set-up command (default 600) */
+    char *prompt;          /* the problem statement (framed by the prompts) */
+    cJSON *messages;       /* or the conversation to start from (owned), NULL */
+    cJSON *prompts;        /* {system_prompt, instance_prompt, working_dir, input_dir,
                            * output_dir} as a --prompt-config holds them, or NULL:
                            * the original's config/general.yaml */
-    char *answer_file;    /* NULL: {output_dir}/answer.txt */
-    char *scorer;         /* "builtin:NAME", "cmd:COMMAND", "python:PATH/reward.py" */
-    cJSON *reward_row;    /* the row the scorer gets: reward.args + ground_truth (owned) */
-    double reward_timeout;/* seconds (default 60); past it: reward 0, said so */
+    char *answer_file;     /* NULL: {output_dir}/answer.txt */
+    char *scorer;          /* "builtin:NAME", "cmd:COMMAND", "python:PATH/reward.py" */
+    cJSON *reward_row;     /* the row the scorer gets: reward.args + ground_truth (owned) */
+    double reward_timeout; /* seconds (default 60); past it: reward 0, said so */
 } rl_task;
 
 typedef struct rl_request {
@@ -60,9 +60,9 @@ typedef struct rl_request {
     char *request_id;     /* idempotency, or NULL */
     cJSON *labels;        /* returned as given (owned), or NULL */
     rl_snap_mode snaps;
-    int *snap_steps;      /* RL_SNAP_LIST: the steps (after turn k-1: "k") */
+    int *snap_steps; /* RL_SNAP_LIST: the steps (after turn k-1: "k") */
     size_t nsnap_steps;
-    int effects;          /* "effects": true (default) */
+    int effects; /* "effects": true (default) */
 } rl_request;
 
 /* Parses and checks a group's body. Every key is known (an unknown one is

@@ -1,0 +1,364 @@
+/* sup.c - the supervisor of the episodes API (core.h says the design): one
+ * thread that admits queued groups while their sandboxes fit, hands each
+ * stage to its pool, ends what passed its deadline, and removes the
+ * snapshots nothing wants any more. */
+#include "core.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+/* Removes, newest first, every snapshot nothing wants; one that another
+ * image is made on stays until that one goes (the next sweep). Under mu. */
+void rl_snaps_sweep(lis_rl *rl)
+{
+    for (rl_snap **p = &rl->snaps; *p;) {
+        rl_snap *s = *p;
+        lis_error err = {0};
+        if (s->refs <= 0 &&
+            (lis_rootfs_rm(rl->data_dir, s->digest, NULL, &err) == 0 || err.code == ENOENT)) {
+            *p = s->next;
+            free(s);
+            continue;
+        }
+        p = &s->next;
+    }
+}
+
+static void ep_run_done(void *arg, int status);
+
+/* A group's episodes to the run pool (the set-up made, or a branch's). */
+static void start_runs(lis_rl *rl, rl_group *g)
+{
+    g->phase = RP_RUNNING;
+    for (size_t i = 0; i < g->n; i++) {
+        rl_ep *e = g->eps[i];
+        if (e->phase != RP_SETUP && e->phase != RP_QUEUED)
+            continue; /* cancelled while it waited */
+        e->phase = RP_RUNNING;
+        lis_error err = {0};
+        e->job = lis_jobs_submit(rl->run_pool, rl_ep_run_job, ep_run_done, e, &err);
+        if (!e->job) {
+            e->status = RS_ENV_ERROR;
+            e->stage = RST_RUN;
+            snprintf(e->error, sizeof e->error, "%s", err.msg);
+            ep_run_done(e, ECANCELED);
+        }
+    }
+}
+
+static void finish(rl_ep *e);
+
+static void reward_done(void *arg, int status)
+{
+    rl_ep *e = arg;
+    e->rl->scoring--;
+    finish(e);
+}
+
+/* The run ended (its sandbox is gone): the reward, or the end. */
+static void ep_run_done(void *arg, int status)
+{
+    rl_ep *e = arg;
+    lis_rl *rl = e->rl;
+    e->job = NULL;
+    if (rl->live)
+        rl->live--;
+    if (status == ECANCELED && !e->status) { /* never ran: the server stops */
+        e->status = RS_CANCELLED;
+        e->stage = RST_RUN;
+        snprintf(e->error, sizeof e->error, "server stopped");
+    }
+    int scored = e->g->spec->scorer && (e->status == RS_COMPLETED || e->status == RS_TRUNCATED) &&
+                 !rl->stopping;
+    if (!scored) {
+        finish(e);
+        return;
+    }
+    e->phase = RP_SCORING;
+    e->t_rew0 = lis_now();
+    rl->scoring++;
+    lis_error err = {0};
+    if (!lis_jobs_submit(rl->reward_pool, rl_ep_reward_job, reward_done, e, &err)) {
+        rl->scoring--;
+        e->status = RS_ENV_ERROR;
+        e->stage = RST_REWARD;
+        snprintf(e->error, sizeof e->error, "%s", err.msg);
+        finish(e);
+    }
+}
+
+/* The end of an episode: its result made, kept on disk, its final event.
+ * On the supervisor's thread, under mu. */
+static void finish(rl_ep *e)
+{
+    lis_rl *rl = e->rl;
+    if (!e->status) {
+        e->status = RS_ENV_ERROR;
+        e->stage = RST_RUN;
+    }
+    e->phase = RP_DONE;
+    if (!e->t_run1 && e->t_run0)
+        e->t_run1 = lis_now();
+    if (e->t_rew0 && !e->t_rew1)
+        e->t_rew1 = lis_now();
+    cJSON_Delete(e->result);
+    e->result = rl_ep_result(e);
+    /* kept on disk by the supervisor once it lets go of mu (an fsync each) */
+    rl_pending *w = e->result ? malloc(sizeof *w) : NULL;
+    if (w) {
+        snprintf(w->id, sizeof w->id, "%s", e->id);
+        w->result = cJSON_Duplicate(e->result, 1);
+        w->next = rl->to_store;
+        rl->to_store = w;
+    }
+    rl_ep_event(e, "final", e->result ? cJSON_Duplicate(e->result, 1) : NULL);
+    rl_group *g = e->g;
+    size_t open = 0;
+    for (size_t i = 0; i < g->n; i++)
+        open += g->eps[i]->phase != RP_DONE;
+    if (!open) {
+        g->phase = RP_DONE;
+        /* nothing asked to keep snapshots: the set-up's goes with its group */
+        if (g->setup && !g->setup_released) {
+            g->setup->refs--; /* the group's own; episodes that keep snapshots hold theirs */
+            g->setup_released = 1;
+        }
+    }
+    rl->generation++;
+}
+
+/* The set-up job ended: the runs start, or every episode ends with its error. */
+static void setup_done(void *arg, int status)
+{
+    rl_group *g = arg;
+    lis_rl *rl = g->rl;
+    rl->setting_up--;
+    g->t_setup1 = lis_now();
+    if (g->setup && !g->error[0] && !g->cancel_asked && !rl->stopping) {
+        for (size_t i = 0; i < g->n; i++) {
+            g->eps[i]->snaps[0] = g->setup; /* a branch at step 0 starts on it */
+            if (g->spec->req.snaps != RL_SNAP_NONE)
+                g->setup->refs++;
+        }
+        start_runs(rl, g);
+    } else {
+        for (size_t i = 0; i < g->n; i++) {
+            rl_ep *e = g->eps[i];
+            if (e->phase == RP_DONE)
+                continue;
+            if (!e->status) {
+                e->status = g->cancel_asked || rl->stopping ? RS_CANCELLED : RS_ENV_ERROR;
+                e->stage = RST_SETUP;
+                snprintf(e->error, sizeof e->error, "%s",
+                         g->error[0]    ? g->error
+                         : rl->stopping ? "server stopped"
+                                        : "cancelled");
+            }
+            if (rl->live)
+                rl->live--;
+            finish(e);
+        }
+    }
+    rl->generation++;
+}
+
+/* Groups leave the queue, oldest first, while their sandboxes fit. */
+static void admit(lis_rl *rl)
+{
+    size_t max_live = (size_t)rl->o.max_live;
+    while (rl->queue_head && !rl->stopping) {
+        rl_group *g = rl->queue_head;
+        if (rl->live && rl->live + g->n > max_live)
+            break;
+        rl->queue_head = g->qnext;
+        if (!rl->queue_head)
+            rl->queue_tail = NULL;
+        g->qnext = NULL;
+        rl->queued--;
+        rl->live += g->n;
+        double now = lis_now();
+        g->t_setup0 = now;
+        for (size_t i = 0; i < g->n; i++) {
+            rl_ep *e = g->eps[i];
+            if (e->phase == RP_DONE)
+                continue;
+            e->t_setup0 = now;
+            if (g->deadline_s > 0)
+                e->deadline = now + g->deadline_s; /* never the time spent queued */
+            e->phase = RP_SETUP;
+        }
+        if (g->branch_of) { /* a branch starts on its parent's snapshot */
+            start_runs(rl, g);
+            continue;
+        }
+        g->phase = RP_SETUP;
+        rl->setting_up++;
+        lis_error err = {0};
+        if (!lis_jobs_submit(rl->setup_pool, rl_group_setup_job, setup_done, g, &err)) {
+            snprintf(g->error, sizeof g->error, "%s", err.msg);
+            setup_done(g, ECANCELED);
+        }
+    }
+}
+
+/* Ends what passed its deadline; returns ms to the next deadline (-1: none). */
+static int deadlines(lis_rl *rl)
+{
+    double now = lis_now(), next = 0;
+    for (rl_ep *e = rl->eps; e; e = e->next) {
+        if (e->phase == RP_DONE || !e->deadline)
+            continue;
+        if (e->deadline <= now) {
+            if (!e->cancel_asked) {
+                e->cancel_asked = 1;
+                rl_ep_stop(e, AGENT_STOP_DEADLINE, "the deadline passed");
+            }
+            continue;
+        }
+        if (!next || e->deadline < next)
+            next = e->deadline;
+    }
+    if (!next)
+        return -1;
+    double ms = (next - now) * 1000 + 1;
+    return ms > 60000 ? 60000 : (int)ms;
+}
+
+/* Finished results to state_dir, outside mu. A result that cannot be kept
+ * stays in memory (GET still answers it) and the failure is logged once. */
+static void store_all(lis_rl *rl, rl_pending *w)
+{
+    while (w) {
+        rl_pending *next = w->next;
+        lis_error err = {0};
+        if (w->result && rl_store_put(rl->state_dir, w->id, w->result, &err) < 0 && rl->o.log)
+            fprintf(rl->o.log, "lis serve: keeping the result of %s: %s\n", w->id, err.msg);
+        cJSON_Delete(w->result);
+        free(w);
+        w = next;
+    }
+}
+
+static void *sup_main(void *arg)
+{
+    lis_rl *rl = arg;
+    for (;;) {
+        pthread_mutex_lock(&rl->mu);
+        int stopping = rl->stopping;
+        uint64_t gen = rl->generation;
+        lis_jobs_reap(rl->setup_pool);
+        lis_jobs_reap(rl->run_pool);
+        lis_jobs_reap(rl->reward_pool);
+        admit(rl);
+        int timeout = deadlines(rl);
+        rl_snaps_sweep(rl);
+        int idle = !rl->setting_up && !rl->scoring && !lis_jobs_pending(rl->run_pool);
+        int changed = rl->generation != gen;
+        rl_pending *w = rl->to_store;
+        rl->to_store = NULL;
+        pthread_mutex_unlock(&rl->mu);
+        store_all(rl, w);
+        if (changed)
+            rl_notify(rl);
+        if (stopping && idle)
+            break;
+        struct epoll_event ev[4];
+        int n = epoll_wait(rl->epfd, ev, 4, timeout);
+        for (int i = 0; i < n; i++)
+            if (ev[i].data.fd == rl->wake_efd) {
+                uint64_t v;
+                if (read(rl->wake_efd, &v, sizeof v) < 0) { /* EAGAIN: already read */
+                }
+            }
+    }
+    return NULL;
+}
+
+int rl_sup_start(lis_rl *rl, lis_error *err)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned setup =
+        rl->o.setup_threads > 0 ? (unsigned)rl->o.setup_threads : (unsigned)(cores > 0 ? cores : 1);
+    unsigned reward = rl->o.reward_threads > 0 ? (unsigned)rl->o.reward_threads
+                                               : (unsigned)(cores > 0 ? cores : 1);
+    rl->wake_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    rl->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (rl->wake_efd < 0 || rl->epfd < 0)
+        return lis_fail_errno(err, "the episodes API's supervisor");
+    if (!(rl->setup_pool = lis_jobs_new(setup, err)) ||
+        !(rl->run_pool = lis_jobs_new((unsigned)rl->o.max_live, err)) ||
+        !(rl->reward_pool = lis_jobs_new(reward, err)))
+        return lis_wrap(err, "the episodes API's pools");
+    int fds[4] = {rl->wake_efd, lis_jobs_fd(rl->setup_pool), lis_jobs_fd(rl->run_pool),
+                  lis_jobs_fd(rl->reward_pool)};
+    for (int i = 0; i < 4; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
+        if (epoll_ctl(rl->epfd, EPOLL_CTL_ADD, fds[i], &ev) < 0)
+            return lis_fail_errno(err, "the episodes API's supervisor");
+    }
+    int rc = pthread_create(&rl->sup, NULL, sup_main, rl);
+    if (rc)
+        return lis_fail_errnum(err, rc, "starting the episodes API's supervisor");
+    rl->sup_started = 1;
+    return 0;
+}
+
+/* Everything still queued or running ends (cancelled: "server stopped"),
+ * the pools drain, every snapshot goes. */
+void rl_sup_stop(lis_rl *rl)
+{
+    pthread_mutex_lock(&rl->mu);
+    rl->stopping = 1;
+    while (rl->queue_head) {
+        rl_group *g = rl->queue_head;
+        rl->queue_head = g->qnext;
+        rl->queued--;
+        for (size_t i = 0; i < g->n; i++)
+            if (g->eps[i]->phase != RP_DONE) {
+                g->eps[i]->status = RS_CANCELLED;
+                g->eps[i]->stage = RST_SETUP;
+                snprintf(g->eps[i]->error, sizeof g->eps[i]->error, "server stopped");
+                finish(g->eps[i]);
+            }
+    }
+    rl->queue_tail = NULL;
+    for (rl_ep *e = rl->eps; e; e = e->next)
+        if (e->phase == RP_RUNNING && !e->cancel_asked) {
+            e->cancel_asked = 1;
+            rl_ep_stop(e, AGENT_STOP_CANCELLED, "server stopped");
+        }
+    pthread_mutex_unlock(&rl->mu);
+    if (rl->sup_started) {
+        rl_wake(rl);
+        pthread_join(rl->sup, NULL);
+    }
+    if (rl->setup_pool)
+        lis_jobs_stop(rl->setup_pool);
+    if (rl->run_pool)
+        lis_jobs_stop(rl->run_pool);
+    if (rl->reward_pool)
+        lis_jobs_stop(rl->reward_pool);
+    pthread_mutex_lock(&rl->mu);
+    if (rl->setup_pool)
+        lis_jobs_reap(rl->setup_pool);
+    if (rl->run_pool)
+        lis_jobs_reap(rl->run_pool);
+    if (rl->reward_pool)
+        lis_jobs_reap(rl->reward_pool);
+    for (rl_snap *s = rl->snaps; s; s = s->next)
+        s->refs = 0;
+    rl_snaps_sweep(rl);
+    rl_pending *w = rl->to_store;
+    rl->to_store = NULL;
+    pthread_mutex_unlock(&rl->mu);
+    store_all(rl, w);
+    lis_jobs_free(rl->setup_pool);
+    lis_jobs_free(rl->run_pool);
+    lis_jobs_free(rl->reward_pool);
+    rl->setup_pool = rl->run_pool = rl->reward_pool = NULL;
+}
