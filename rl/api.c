@@ -100,6 +100,9 @@ static int post_group(lis_rl *rl, const cJSON *body, cJSON **reply)
             return 200;
         }
     }
+    lis_error serr = {0};
+    if (!rl->sup_started && rl_sup_start(rl, &serr) < 0) /* the pools start at first need */
+        return fail(reply, 503, "%s", serr.msg);
     if (rl->queued >= (size_t)rl->o.max_queued)
         return fail(reply, 429, "%zu groups wait already (the server's bound): retry later",
                     rl->queued);
@@ -210,6 +213,12 @@ static void cancel_ep(lis_rl *rl, rl_ep *e)
         return;
     e->cancel_asked = 1;
     rl_ep_stop(e, AGENT_STOP_CANCELLED, "cancelled");
+    if (e->phase == RP_QUEUED) { /* nothing of it exists yet: it ends now */
+        e->status = RS_CANCELLED;
+        e->stage = RST_SETUP;
+        snprintf(e->error, sizeof e->error, "cancelled");
+        rl_ep_finish(e);
+    }
     rl->generation++;
     rl_wake(rl);
 }
@@ -651,8 +660,6 @@ int lis_rl_open(const lis_rl_opts *o, lis_rl **out, lis_error *err)
     if (bad && o->log)
         fprintf(o->log, "lis serve: %zu unreadable results in %s/episodes left as they are\n", bad,
                 rl->state_dir);
-    if (rl_sup_start(rl, err) < 0)
-        goto fail;
     *out = rl;
     return 0;
 fail:

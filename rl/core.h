@@ -191,6 +191,7 @@ void rl_sup_stop(struct lis_rl *rl);
 void rl_wake(struct lis_rl *rl);   /* the supervisor looks again (any thread) */
 void rl_notify(struct lis_rl *rl); /* serve/'s waiters look again (call without mu) */
 void rl_snaps_sweep(struct lis_rl *rl);
+void rl_ep_finish(rl_ep *e); /* its result made and kept, its final event; under mu */
 /* group.c: the set-up (a setup-pool job) and the group's queue */
 void rl_group_setup_job(void *arg);
 rl_group *rl_group_new(struct lis_rl *rl, rl_spec *spec, int n, lis_error *err);

@@ -143,7 +143,7 @@ rl_group *rl_group_new(lis_rl *rl, rl_spec *spec, int n, lis_error *err)
             break;
         }
         rl_id_make(rl, 'e', e->id);
-        if (spec->req.seeds) {
+        if (spec->req.seeds && i < spec->req.n) { /* a branch's own seeds come later */
             e->seed = spec->req.seeds[i];
             e->has_seed = 1;
         }
@@ -173,16 +173,25 @@ static int write_files(lis_sandbox *sb, const rl_task *t, lis_error *err)
 
 /* The set-up commands, in order, in working_dir; the first that fails ends
  * the set-up with its status and the tail of what it printed. */
-static int run_setup(lis_sandbox *sb, const rl_spec *s, lis_error *err)
+static int run_setup(lis_sandbox *sb, const rl_group *g, lis_error *err)
 {
+    const rl_spec *s = g->spec;
     const rl_task *t = &s->req.task;
     for (size_t i = 0; i < t->nsetup; i++) {
+        double limit = t->setup_timeout > 0 ? t->setup_timeout : 600;
+        if (g->deadline_s > 0) { /* the deadline counts the set-up too */
+            double left = g->t_setup0 + g->deadline_s - lis_now();
+            if (left <= 0)
+                return lis_fail(err, ETIMEDOUT, "the deadline passed during the set-up");
+            if (left < limit)
+                limit = left;
+        }
         lis_exec_spec x = {.shell = t->setup[i],
                            .cwd = s->prompts.working_dir,
                            .out = LIS_STDIO_CAPTURE,
                            .err = LIS_STDIO_CAPTURE,
                            .out_cap = 4096,
-                           .timeout = t->setup_timeout > 0 ? t->setup_timeout : 600};
+                           .timeout = limit};
         lis_result r = {0};
         if (lis_exec(sb, &x, &r, err) < 0)
             return lis_wrap(err, "task.setup[%zu]", i);
@@ -215,7 +224,7 @@ static int setup_prepare(void *arg, lis_sandbox *sb, lis_error *err)
         return -1;
     if (write_files(sb, &g->spec->req.task, err) < 0)
         return -1;
-    return run_setup(sb, g->spec, err);
+    return run_setup(sb, g, err);
 }
 
 /* The spec of a sandbox of this server's episodes on rootfs. */

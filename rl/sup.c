@@ -51,13 +51,11 @@ static void start_runs(lis_rl *rl, rl_group *g)
     }
 }
 
-static void finish(rl_ep *e);
-
 static void reward_done(void *arg, int status)
 {
     rl_ep *e = arg;
     e->rl->scoring--;
-    finish(e);
+    rl_ep_finish(e);
 }
 
 /* The run ended (its sandbox is gone): the reward, or the end. */
@@ -76,7 +74,7 @@ static void ep_run_done(void *arg, int status)
     int scored = e->g->spec->scorer && (e->status == RS_COMPLETED || e->status == RS_TRUNCATED) &&
                  !rl->stopping;
     if (!scored) {
-        finish(e);
+        rl_ep_finish(e);
         return;
     }
     e->phase = RP_SCORING;
@@ -88,13 +86,13 @@ static void ep_run_done(void *arg, int status)
         e->status = RS_ENV_ERROR;
         e->stage = RST_REWARD;
         snprintf(e->error, sizeof e->error, "%s", err.msg);
-        finish(e);
+        rl_ep_finish(e);
     }
 }
 
 /* The end of an episode: its result made, kept on disk, its final event.
- * On the supervisor's thread, under mu. */
-static void finish(rl_ep *e)
+ * Under mu (the supervisor's thread, or a cancel of one still queued). */
+void rl_ep_finish(rl_ep *e)
 {
     lis_rl *rl = e->rl;
     if (!e->status) {
@@ -161,7 +159,7 @@ static void setup_done(void *arg, int status)
             }
             if (rl->live)
                 rl->live--;
-            finish(e);
+            rl_ep_finish(e);
         }
     }
     rl->generation++;
@@ -173,14 +171,21 @@ static void admit(lis_rl *rl)
     size_t max_live = (size_t)rl->o.max_live;
     while (rl->queue_head && !rl->stopping) {
         rl_group *g = rl->queue_head;
-        if (rl->live && rl->live + g->n > max_live)
+        size_t need = 0;
+        for (size_t i = 0; i < g->n; i++)
+            need += g->eps[i]->phase != RP_DONE; /* a cancel ended the others */
+        if (need && rl->live && rl->live + need > max_live)
             break;
         rl->queue_head = g->qnext;
         if (!rl->queue_head)
             rl->queue_tail = NULL;
         g->qnext = NULL;
         rl->queued--;
-        rl->live += g->n;
+        if (!need) {
+            g->phase = RP_DONE;
+            continue;
+        }
+        rl->live += need;
         double now = lis_now();
         g->t_setup0 = now;
         for (size_t i = 0; i < g->n; i++) {
@@ -286,19 +291,22 @@ int rl_sup_start(lis_rl *rl, lis_error *err)
         rl->o.setup_threads > 0 ? (unsigned)rl->o.setup_threads : (unsigned)(cores > 0 ? cores : 1);
     unsigned reward = rl->o.reward_threads > 0 ? (unsigned)rl->o.reward_threads
                                                : (unsigned)(cores > 0 ? cores : 1);
-    rl->wake_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    rl->epfd = epoll_create1(EPOLL_CLOEXEC);
+    /* a start that failed half way is taken up where it stopped */
+    if (rl->wake_efd < 0)
+        rl->wake_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (rl->epfd < 0)
+        rl->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (rl->wake_efd < 0 || rl->epfd < 0)
         return lis_fail_errno(err, "the episodes API's supervisor");
-    if (!(rl->setup_pool = lis_jobs_new(setup, err)) ||
-        !(rl->run_pool = lis_jobs_new((unsigned)rl->o.max_live, err)) ||
-        !(rl->reward_pool = lis_jobs_new(reward, err)))
+    if ((!rl->setup_pool && !(rl->setup_pool = lis_jobs_new(setup, err))) ||
+        (!rl->run_pool && !(rl->run_pool = lis_jobs_new((unsigned)rl->o.max_live, err))) ||
+        (!rl->reward_pool && !(rl->reward_pool = lis_jobs_new(reward, err))))
         return lis_wrap(err, "the episodes API's pools");
     int fds[4] = {rl->wake_efd, lis_jobs_fd(rl->setup_pool), lis_jobs_fd(rl->run_pool),
                   lis_jobs_fd(rl->reward_pool)};
     for (int i = 0; i < 4; i++) {
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
-        if (epoll_ctl(rl->epfd, EPOLL_CTL_ADD, fds[i], &ev) < 0)
+        if (epoll_ctl(rl->epfd, EPOLL_CTL_ADD, fds[i], &ev) < 0 && errno != EEXIST)
             return lis_fail_errno(err, "the episodes API's supervisor");
     }
     int rc = pthread_create(&rl->sup, NULL, sup_main, rl);
@@ -323,7 +331,7 @@ void rl_sup_stop(lis_rl *rl)
                 g->eps[i]->status = RS_CANCELLED;
                 g->eps[i]->stage = RST_SETUP;
                 snprintf(g->eps[i]->error, sizeof g->eps[i]->error, "server stopped");
-                finish(g->eps[i]);
+                rl_ep_finish(g->eps[i]);
             }
     }
     rl->queue_tail = NULL;
