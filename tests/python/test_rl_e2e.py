@@ -340,3 +340,37 @@ def test_rl_request_id_is_idempotent(server, fake_factory):
     st, b = api(server, "POST", "groups", body)
     assert st == 200 and b == a
     results(server, a["group_id"])
+
+
+def test_rl_restart_keeps_finished_results(server, fake_factory):
+    """A finished result outlives its server: the next one on the same store
+    answers it (and its group's results) from disk."""
+    from conftest import Server
+    fake = fake_factory({"mode": "openai", "rows": {"default": [
+        bash("echo 7 > /testbed/answer.txt"), SUBMIT]}})
+    tmp = tempfile.mkdtemp(prefix="lis-rl-restart-")
+    os.chmod(tmp, 0o700)
+    s = Server(tmp)
+    deb = os.environ["LIS_TEST_DEBIAN"]
+    tar = os.path.join(tmp, "img.tar")
+    try:
+        subprocess.run(["tar", "-C", deb, "-cf", tar, "."], check=True)
+        s.lis("rootfs", "import", tar, "--name", IMAGE, "-q")
+        os.unlink(tar)
+        s.start()
+        g = submit(s, group(fake, "restart", reward={"scorer": "builtin:match",
+                                                     "ground_truth": "7"}))
+        first = results(s, g["group_id"])["episodes"][0]
+        assert first["status"] == "completed" and first["reward"] == 1.0, first
+        assert s.stop() == 0
+        s.start()
+        st, again = api(s, "GET", "episodes/" + first["episode_id"])
+        assert st == 200 and again == first
+        doc = results(s, g["group_id"], wait=0)
+        assert doc["done"] is True and doc["episodes"] == [first]
+        assert api(s, "DELETE", "episodes/" + first["episode_id"])[0] == 200
+        assert api(s, "GET", "episodes/" + first["episode_id"])[0] == 404
+    finally:
+        if s.proc and s.proc.poll() is None:
+            s.stop()
+        s.remove_store()
