@@ -434,19 +434,6 @@ static int ep_delete(lis_rl *rl, const char *id, cJSON **reply)
     return 200;
 }
 
-static unsigned long long mem_available(void)
-{
-    FILE *f = fopen("/proc/meminfo", "re");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb * 1024;
-}
-
 static int status(lis_rl *rl, cJSON **reply)
 {
     cJSON *o = cJSON_CreateObject();
@@ -470,7 +457,8 @@ static int status(lis_rl *rl, cJSON **reply)
                                 : 0);
     cJSON_AddNumberToObject(o, "memory_limit_bytes",
                             (double)rl->live * (double)rl->o.limits.memory_bytes);
-    cJSON_AddNumberToObject(o, "memory_available_bytes", (double)mem_available());
+    cJSON_AddNumberToObject(o, "memory_available_bytes", (double)rl_mem_available());
+    cJSON_AddNumberToObject(o, "admit_bytes_per_sandbox", (double)rl->o.admit_bytes);
     size_t snaps = 0;
     for (rl_snap *s = rl->snaps; s; s = s->next)
         snaps++;
@@ -641,6 +629,7 @@ int lis_rl_open(const lis_rl_opts *o, lis_rl **out, lis_error *err)
     rl->o.max_live = o->max_live > 0 ? o->max_live : 512;
     rl->o.max_queued = o->max_queued > 0 ? o->max_queued : 4096;
     rl->o.max_files_bytes = o->max_files_bytes ? o->max_files_bytes : 64u << 20;
+    rl->o.admit_bytes = o->admit_bytes ? o->admit_bytes : 32u << 20;
     rl->wake_efd = rl->epfd = -1;
     pthread_mutex_init(&rl->mu, NULL);
     rl->state_dir = strdup(o->state_dir ? o->state_dir : "");

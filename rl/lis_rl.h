@@ -26,9 +26,13 @@ typedef struct lis_rl_opts {
     int max_n;                 /* episodes per group or branch at most (0: 512) */
     int max_live;              /* sandboxes alive at once at most (0: 512) */
     int max_queued;            /* groups waiting at most (0: 4096); more: 429 */
-    uint64_t max_files_bytes;  /* a task's files in all (0: 64 MiB) */
-    int setup_threads;         /* group set-ups at once (0: one per core) */
-    int reward_threads;        /* scorers at once (0: one per core) */
+    /* memory admission: a group waits while its n sandboxes at admit_bytes
+     * each do not fit the host's available memory less 512 MiB (0: 32 MiB,
+     * an idle episode's sandbox and its share of lis; see docs/rl.md) */
+    uint64_t admit_bytes;
+    uint64_t max_files_bytes; /* a task's files in all (0: 64 MiB) */
+    int setup_threads;        /* group set-ups at once (0: one per core) */
+    int reward_threads;       /* scorers at once (0: one per core) */
     /* effects (docs/monitoring.md): hub NULL: episodes are not monitored */
     lis_monitor_hub *hub;
     lis_policy *policy;

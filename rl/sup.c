@@ -165,17 +165,39 @@ static void setup_done(void *arg, int status)
     rl->generation++;
 }
 
-/* Groups leave the queue, oldest first, while their sandboxes fit. */
+/* The host's available memory (MemAvailable), 0 when unknown. */
+unsigned long long rl_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "re");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb * 1024;
+}
+
+/* Groups leave the queue, oldest first, while their sandboxes fit: under
+ * max_live, and in the host's available memory less a reserve, at
+ * admit_bytes per sandbox (an estimate of what an episode's sandbox uses,
+ * not its limit: lis_rl_opts). One group is always let in when nothing
+ * runs, so a large group cannot wait for ever. */
 static void admit(lis_rl *rl)
 {
     size_t max_live = (size_t)rl->o.max_live;
+    unsigned long long avail = rl->queue_head ? rl_mem_available() : 0;
+    unsigned long long room = avail > RL_HOST_RESERVE ? avail - RL_HOST_RESERVE : 0;
     while (rl->queue_head && !rl->stopping) {
         rl_group *g = rl->queue_head;
         size_t need = 0;
         for (size_t i = 0; i < g->n; i++)
             need += g->eps[i]->phase != RP_DONE; /* a cancel ended the others */
-        if (need && rl->live && rl->live + need > max_live)
+        if (need && rl->live &&
+            (rl->live + need > max_live || (avail && need * rl->o.admit_bytes > room)))
             break;
+        room = room > need * rl->o.admit_bytes ? room - need * rl->o.admit_bytes : 0;
         rl->queue_head = g->qnext;
         if (!rl->queue_head)
             rl->queue_tail = NULL;
