@@ -312,8 +312,10 @@ static int branch_check(const lis_rl *rl, const rl_ep *e, const cJSON *body, int
     cJSON_ArrayForEach(it, body)
     {
         if (strcmp(it->string, "at_step") && strcmp(it->string, "n") &&
-            strcmp(it->string, "sampling") && strcmp(it->string, "seeds"))
-            return fail(reply, 400, "unknown key %s (at_step, n, sampling, seeds)", it->string);
+            strcmp(it->string, "sampling") && strcmp(it->string, "seeds") &&
+            strcmp(it->string, "request_id"))
+            return fail(reply, 400, "unknown key %s (at_step, n, sampling, seeds, request_id)",
+                        it->string);
     }
     const cJSON *ks = cJSON_GetObjectItemCaseSensitive(body, "at_step");
     const cJSON *ns = cJSON_GetObjectItemCaseSensitive(body, "n");
@@ -355,6 +357,20 @@ static int ep_branch(lis_rl *rl, const char *id, const cJSON *body, cJSON **repl
         return fail(reply, 404, "no such episode: %s", id);
     if (!cJSON_IsObject(body))
         return fail(reply, 400, "the body must be a JSON object {\"at_step\", \"n\", ...}");
+    /* a retry of the same branch (its request_id): the same episodes */
+    const char *rid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "request_id"));
+    char key[300] = "";
+    if (rid) {
+        if (strlen(rid) > 200)
+            return fail(reply, 400, "request_id: at most 200 bytes");
+        snprintf(key, sizeof key, "branch:%s", rid);
+        const char *gid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rl->requests, key));
+        rl_group *prev = gid ? find_group(rl, gid) : NULL;
+        if (prev) {
+            *reply = submitted(prev);
+            return 200;
+        }
+    }
     int k = 0, n = 0;
     int st = branch_check(rl, e, body, &k, &n, reply);
     if (st)
@@ -393,6 +409,8 @@ static int ep_branch(lis_rl *rl, const char *id, const cJSON *body, cJSON **repl
             rl_ep_count_caps(c, c->turns[t].step);
     }
     enqueue(rl, g);
+    if (key[0])
+        cJSON_AddStringToObject(rl->requests, key, g->id);
     *reply = submitted(g);
     return 202;
 }

@@ -88,7 +88,7 @@ typedef struct rl_ep {
     char error[600];
     int deleted;
     /* times (lis_now), 0: not reached */
-    double t_submit, t_setup0, t_run0, t_run1, t_rew0, t_rew1;
+    double t_submit, t_setup0, t_run0, t_ready, t_run1, t_rew0, t_rew1;
     double deadline; /* absolute, 0: none */
     /* the run (its thread writes, under rl->mu) */
     rl_turn *turns;

@@ -286,6 +286,9 @@ static void run(run_ctx *c, const char *chain)
         pthread_mutex_unlock(&rl->mu);
         return;
     }
+    pthread_mutex_lock(&rl->mu);
+    e->t_ready = lis_now();
+    pthread_mutex_unlock(&rl->mu);
     agent_tool_env env;
     agent_tool_env_init(c->sb, &s->prompts, &env);
     env.mon = mon;

@@ -164,8 +164,11 @@ cJSON *rl_ep_result(const rl_ep *e)
     cJSON_AddNumberToObject(o, "alerts", e->alerts);
     cJSON *tm = cJSON_AddObjectToObject(o, "timing");
     cJSON_AddNumberToObject(tm, "queue_s", span(e->t_submit, e->t_setup0));
+    /* setup_s: the group's set-up (a branch: none) and the wait for a run thread;
+     * fork_s: this episode's sandbox on the snapshot; run_s: its turns */
     cJSON_AddNumberToObject(tm, "setup_s", span(e->t_setup0, e->t_run0));
-    cJSON_AddNumberToObject(tm, "run_s", span(e->t_run0, e->t_run1));
+    cJSON_AddNumberToObject(tm, "fork_s", span(e->t_run0, e->t_ready));
+    cJSON_AddNumberToObject(tm, "run_s", span(e->t_ready ? e->t_ready : e->t_run0, e->t_run1));
     cJSON_AddNumberToObject(tm, "reward_s", span(e->t_rew0, e->t_rew1));
     cJSON_AddItemToObject(o, "labels",
                           rq->labels ? cJSON_Duplicate(rq->labels, 1) : cJSON_CreateNull());
