@@ -92,6 +92,35 @@ static int known_keys(const cJSON *obj, const char *where, const char *const *ke
     return 0;
 }
 
+static cJSON_bool any(const cJSON *const v) { return v != NULL; }
+
+/* obj's member key in *m: 1 when it is there and is() holds, 0 when absent,
+ * -1 (400 "where.key must be what") when of another type. */
+static int member(const cJSON *obj, const char *where, const char *key,
+                  cJSON_bool (*is)(const cJSON *const), const char *what, const cJSON **m,
+                  lis_error *err)
+{
+    char at[300];
+    dotted(at, sizeof at, where, key);
+    *m = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!*m)
+        return 0;
+    return is(*m) ? 1 : bad(err, 400, "%s must be %s", at, what);
+}
+
+/* An object member whose keys are all in keys: member()'s 1, 0 (absent,
+ * refused when required) or -1. */
+static int section(const cJSON *obj, const char *where, const char *key, const char *const *keys,
+                   int required, const cJSON **m, lis_error *err)
+{
+    char at[300];
+    dotted(at, sizeof at, where, key);
+    int rc = member(obj, where, key, cJSON_IsObject, "an object", m, err);
+    if (rc == 0 && required)
+        return bad(err, 400, "%s is missing", at);
+    return rc <= 0 ? rc : known_keys(*m, at, keys, err) < 0 ? -1 : 1;
+}
+
 /* Valid UTF-8 with no control character (tab and newline too when !lines). */
 static int text_ok(const char *s, int lines)
 {
@@ -200,11 +229,10 @@ static int get_free(const cJSON *obj, const char *where, const char *key, int ob
     char at[300];
     dotted(at, sizeof at, where, key);
     *out = NULL;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!v)
-        return 0;
-    if (object && !cJSON_IsObject(v))
-        return bad(err, 400, "%s must be an object", at);
+    const cJSON *v;
+    int rc = member(obj, where, key, object ? cJSON_IsObject : any, "an object", &v, err);
+    if (rc <= 0)
+        return rc;
     if (json_bytes(v, 0, cap) == SIZE_MAX)
         return bad(err, 413, "%s is over %zu bytes as JSON or nested over %d levels", at, cap,
                    RL_JSON_DEPTH);
@@ -270,13 +298,10 @@ static const char *const PROMPTS_KEYS[] = {"system_prompt", "instance_prompt", "
 /* task.prompts: a copy with its directories absolute and normalised. */
 static int parse_prompts(const cJSON *task, rl_task *t, lis_error *err)
 {
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(task, "prompts");
-    if (!p)
-        return 0;
-    if (!cJSON_IsObject(p))
-        return bad(err, 400, "task.prompts must be an object");
-    if (known_keys(p, "task.prompts", PROMPTS_KEYS, err) < 0)
-        return -1;
+    const cJSON *p;
+    int rc = section(task, "task", "prompts", PROMPTS_KEYS, 0, &p, err);
+    if (rc <= 0)
+        return rc;
     if (!(t->prompts = cJSON_CreateObject()))
         return lis_oom(err);
     for (int i = 0; PROMPTS_KEYS[i]; i++) {
@@ -323,11 +348,10 @@ static int by_path(const void *a, const void *b)
 /* task.files: name -> text, each put at its absolute path, unique. */
 static int parse_files(const cJSON *task, const rl_limits *lim, rl_task *t, lis_error *err)
 {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(task, "files");
-    if (!f)
-        return 0;
-    if (!cJSON_IsObject(f))
-        return bad(err, 400, "task.files must be an object of name: text");
+    const cJSON *f;
+    int rc = member(task, "task", "files", cJSON_IsObject, "an object of name: text", &f, err);
+    if (rc <= 0)
+        return rc;
     uint64_t cap = lim && lim->max_files_bytes ? lim->max_files_bytes : RL_DEF_FILES_BYTES;
     uint64_t total = 0;
     size_t count = 0;
@@ -374,11 +398,10 @@ static int parse_files(const cJSON *task, const rl_limits *lim, rl_task *t, lis_
 
 static int parse_setup(const cJSON *task, rl_task *t, lis_error *err)
 {
-    const cJSON *s = cJSON_GetObjectItemCaseSensitive(task, "setup");
-    if (!s)
-        return 0;
-    if (!cJSON_IsArray(s))
-        return bad(err, 400, "task.setup must be an array of shell commands");
+    const cJSON *s;
+    int rc = member(task, "task", "setup", cJSON_IsArray, "an array of shell commands", &s, err);
+    if (rc <= 0)
+        return rc;
     int n = cJSON_GetArraySize(s);
     if (n > RL_MAX_SETUP)
         return bad(err, 422, "task.setup has %d commands, at most %d", n, RL_MAX_SETUP);
@@ -445,14 +468,11 @@ static const char *const REWARD_KEYS[] = {"scorer", "ground_truth", "args", "tim
 /* task.reward: the scorer, and the row it gets: args + ground_truth. */
 static int parse_reward(const cJSON *task, rl_task *t, lis_error *err)
 {
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(task, "reward");
+    const cJSON *r;
     t->reward_timeout = 60;
-    if (!r)
-        return 0;
-    if (!cJSON_IsObject(r))
-        return bad(err, 400, "task.reward must be an object {\"scorer\", \"ground_truth\", ...}");
-    if (known_keys(r, "task.reward", REWARD_KEYS, err) < 0)
-        return -1;
+    int rc = section(task, "task", "reward", REWARD_KEYS, 0, &r, err);
+    if (rc <= 0)
+        return rc;
     str_rule sr = {.required = 1, .nonempty = 1, .lines = 1, .over = 422, .max = RL_KEY_CHARS};
     if (get_str(r, "task.reward", "scorer", sr, &t->scorer, err) < 0)
         return -1;
@@ -501,13 +521,10 @@ static const char *const TASK_KEYS[] = {"id",     "image",           "files",   
                                         "prompt", "messages",        "prompts", "answer_file",
                                         "reward", "setup_timeout_s", NULL};
 
-static int parse_task(const cJSON *task, const rl_limits *lim, rl_task *t, lis_error *err)
+static int parse_task(const cJSON *body, const rl_limits *lim, rl_task *t, lis_error *err)
 {
-    if (!task)
-        return bad(err, 400, "task is missing");
-    if (!cJSON_IsObject(task))
-        return bad(err, 400, "task must be an object");
-    if (known_keys(task, "task", TASK_KEYS, err) < 0)
+    const cJSON *task;
+    if (section(body, "", "task", TASK_KEYS, 1, &task, err) < 0)
         return -1;
     str_rule id = {.over = 422, .max = RL_ID_CHARS};
     str_rule image = {.nonempty = 1, .over = 422, .max = RL_NAME_CHARS};
@@ -560,11 +577,11 @@ static const char *const LIS_OWN[] = {"model",  "messages",       "tools",
 
 static int parse_seeds(const cJSON *inf, rl_request *r, lis_error *err)
 {
-    const cJSON *s = cJSON_GetObjectItemCaseSensitive(inf, "seeds");
-    if (!s)
-        return 0;
-    if (!cJSON_IsArray(s))
-        return bad(err, 400, "inference.seeds must be an array of integers, one per episode");
+    const cJSON *s;
+    int rc = member(inf, "inference", "seeds", cJSON_IsArray,
+                    "an array of integers, one per episode", &s, err);
+    if (rc <= 0)
+        return rc;
     int n = cJSON_GetArraySize(s);
     if (n != r->n)
         return bad(err, 422, "inference.seeds has %d seeds for n = %d episodes", n, r->n);
@@ -584,13 +601,10 @@ static int parse_seeds(const cJSON *inf, rl_request *r, lis_error *err)
     return 0;
 }
 
-static int parse_inference(const cJSON *inf, rl_request *r, lis_error *err)
+static int parse_inference(const cJSON *body, rl_request *r, lis_error *err)
 {
-    if (!inf)
-        return bad(err, 400, "inference is missing (base_url and model of your endpoint)");
-    if (!cJSON_IsObject(inf))
-        return bad(err, 400, "inference must be an object");
-    if (known_keys(inf, "inference", INFERENCE_KEYS, err) < 0)
+    const cJSON *inf;
+    if (section(body, "", "inference", INFERENCE_KEYS, 1, &inf, err) < 0)
         return -1;
     str_rule url = {.required = 1, .nonempty = 1, .over = 422, .max = RL_URL_CHARS};
     str_rule model = {.required = 1, .nonempty = 1, .over = 422, .max = RL_NAME_CHARS};
@@ -694,10 +708,7 @@ static int parse_body(const cJSON *body, const rl_limits *lim, rl_request *r, li
         return bad(err, 400, "effects must be true or false");
     r->effects = !eff || cJSON_IsTrue(eff);
     return get_free(body, "", "labels", 1, RL_SMALL_JSON, &r->labels, err) < 0 ||
-                   parse_task(cJSON_GetObjectItemCaseSensitive(body, "task"), lim, &r->task, err) <
-                       0 ||
-                   parse_inference(cJSON_GetObjectItemCaseSensitive(body, "inference"), r, err) <
-                       0 ||
+                   parse_task(body, lim, &r->task, err) < 0 || parse_inference(body, r, err) < 0 ||
                    parse_snaps(body, r, err) < 0
                ? -1
                : 0;

@@ -94,6 +94,20 @@ static void minimal_refused(const char *path, const char *value, int status, con
     cJSON_Delete(b);
 }
 
+/* A table of MINIMAL with one change each, every one refused. */
+typedef struct refusal {
+    const char *path, *value;
+    int status;
+    const char *needle;
+} refusal;
+
+static void all_refused(const refusal *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        minimal_refused(r[i].path, r[i].value, r[i].status, r[i].needle);
+}
+#define ALL_REFUSED(table) all_refused(table, sizeof table / sizeof *table)
+
 static void parsed(const cJSON *body, const rl_limits *lim, rl_request *r)
 {
     lis_error err = {0};
@@ -164,13 +178,15 @@ Test(rl_request, the_docs_body_is_taken_whole)
 
 Test(rl_request, unknown_keys_are_refused_with_their_dotted_name)
 {
-    minimal_refused("tsk", "{}", 400, "unknown key tsk");
-    minimal_refused("task.fles", "{}", 400, "unknown key task.fles");
-    minimal_refused("task.reward", "{\"scorer\": \"builtin:match\", \"scorr\": 1}", 400,
-                    "unknown key task.reward.scorr");
-    minimal_refused("inference.modle", "\"m\"", 400, "unknown key inference.modle");
-    minimal_refused("task.prompts", "{\"inputdir\": \"/x\"}", 400,
-                    "unknown key task.prompts.inputdir");
+    static const refusal cases[] = {
+        {"tsk", "{}", 400, "unknown key tsk"},
+        {"task.fles", "{}", 400, "unknown key task.fles"},
+        {"task.reward", "{\"scorer\": \"builtin:match\", \"scorr\": 1}", 400,
+         "unknown key task.reward.scorr"},
+        {"inference.modle", "\"m\"", 400, "unknown key inference.modle"},
+        {"task.prompts", "{\"inputdir\": \"/x\"}", 400, "unknown key task.prompts.inputdir"},
+    };
+    ALL_REFUSED(cases);
     cJSON *b = parse_text(MINIMAL);
     set_at(b, "task.prompt", NULL);
     set_at(b, "task.messages", "[{\"role\": \"user\", \"content\": \"hi\", \"name\": \"x\"}]");
@@ -219,45 +235,53 @@ Test(rl_request, a_body_that_is_not_an_object_is_400)
         cJSON_Delete(b);
     }
     refused_with(NULL, &LIM, 400, "the body must be a JSON object");
-    minimal_refused("task", NULL, 400, "task is missing");
-    minimal_refused("task", "[]", 400, "task must be an object");
-    minimal_refused("inference", NULL, 400, "inference is missing");
+    static const refusal cases[] = {
+        {"task", NULL, 400, "task is missing"},
+        {"task", "[]", 400, "task must be an object"},
+        {"inference", NULL, 400, "inference is missing"},
+    };
+    ALL_REFUSED(cases);
 }
 
 Test(rl_request, every_type_is_checked)
 {
-    minimal_refused("n", "\"8\"", 400, "n must be an integer");
-    minimal_refused("n", "1.5", 400, "n must be an integer");
-    minimal_refused("max_steps", "true", 400, "max_steps must be an integer");
-    minimal_refused("deadline_s", "\"900\"", 400, "deadline_s must be a number");
-    minimal_refused("effects", "\"yes\"", 400, "effects must be true or false");
-    minimal_refused("labels", "[1]", 400, "labels must be an object");
-    minimal_refused("request_id", "7", 400, "request_id must be a string");
-    minimal_refused("task.prompt", "[\"x\"]", 400, "task.prompt must be a string");
-    minimal_refused("task.image", "{}", 400, "task.image must be a string");
-    minimal_refused("task.setup", "\"make\"", 400, "task.setup must be an array");
-    minimal_refused("task.setup", "[\"ok\", 1]", 400, "task.setup[1] must be a string");
-    minimal_refused("task.files", "[\"a\"]", 400, "task.files must be an object");
-    minimal_refused("task.files", "{\"a\": 1}", 400, "task.files[\"a\"] must be a string");
-    minimal_refused("task.files", "{\"a\": null}", 400, "task.files[\"a\"] must be a string");
-    minimal_refused("task.prompts", "{\"input_dir\": 3}", 400,
-                    "task.prompts.input_dir must be a string");
-    minimal_refused("task.reward", "\"builtin:match\"", 400, "task.reward must be an object");
-    minimal_refused("task.reward", "{\"scorer\": \"builtin:m\", \"args\": [1]}", 400,
-                    "task.reward.args must be an object");
-    minimal_refused("inference.sampling", "[]", 400, "inference.sampling must be an object");
-    minimal_refused("inference.model", "1", 400, "inference.model must be a string");
-    minimal_refused("inference.seeds", "{}", 400, "inference.seeds must be an array");
-    minimal_refused("keep_snapshots", "\"all\"", 400, "keep_snapshots must be");
-    minimal_refused("keep_snapshots", "[1.5]", 400, "keep_snapshots[0] must be an integer");
+    static const refusal cases[] = {
+        {"n", "\"8\"", 400, "n must be an integer"},
+        {"n", "1.5", 400, "n must be an integer"},
+        {"max_steps", "true", 400, "max_steps must be an integer"},
+        {"deadline_s", "\"900\"", 400, "deadline_s must be a number"},
+        {"effects", "\"yes\"", 400, "effects must be true or false"},
+        {"labels", "[1]", 400, "labels must be an object"},
+        {"request_id", "7", 400, "request_id must be a string"},
+        {"task.prompt", "[\"x\"]", 400, "task.prompt must be a string"},
+        {"task.image", "{}", 400, "task.image must be a string"},
+        {"task.setup", "\"make\"", 400, "task.setup must be an array"},
+        {"task.setup", "[\"ok\", 1]", 400, "task.setup[1] must be a string"},
+        {"task.files", "[\"a\"]", 400, "task.files must be an object"},
+        {"task.files", "{\"a\": 1}", 400, "task.files[\"a\"] must be a string"},
+        {"task.files", "{\"a\": null}", 400, "task.files[\"a\"] must be a string"},
+        {"task.prompts", "{\"input_dir\": 3}", 400, "task.prompts.input_dir must be a string"},
+        {"task.reward", "\"builtin:match\"", 400, "task.reward must be an object"},
+        {"task.reward", "{\"scorer\": \"builtin:m\", \"args\": [1]}", 400,
+         "task.reward.args must be an object"},
+        {"inference.sampling", "[]", 400, "inference.sampling must be an object"},
+        {"inference.model", "1", 400, "inference.model must be a string"},
+        {"inference.seeds", "{}", 400, "inference.seeds must be an array"},
+        {"keep_snapshots", "\"all\"", 400, "keep_snapshots must be"},
+        {"keep_snapshots", "[1.5]", 400, "keep_snapshots[0] must be an integer"},
+    };
+    ALL_REFUSED(cases);
 }
 
 Test(rl_request, n_is_bounded_by_the_servers_cap)
 {
-    minimal_refused("n", "0", 422, "n must be an integer at least 1");
-    minimal_refused("n", "-3", 422, "n must be");
-    minimal_refused("n", "513", 422, "cap of 512");
-    minimal_refused("n", "1e300", 422, "cap of 512");
+    static const refusal cases[] = {
+        {"n", "0", 422, "n must be an integer at least 1"},
+        {"n", "-3", 422, "n must be"},
+        {"n", "513", 422, "cap of 512"},
+        {"n", "1e300", 422, "cap of 512"},
+    };
+    ALL_REFUSED(cases);
     cJSON *b = parse_text(MINIMAL);
     set_at(b, "n", "5");
     rl_limits small = {.max_n = 4};
@@ -295,15 +319,18 @@ Test(rl_request, seeds_are_one_integer_per_episode)
 
 Test(rl_request, file_names_stay_where_they_say)
 {
-    minimal_refused("task.files", "{\"../x\": \"\"}", 400, "has a \"..\" component");
-    minimal_refused("task.files", "{\"a/../../etc/passwd\": \"\"}", 400, "\"..\"");
-    minimal_refused("task.files", "{\"/testbed/../etc/passwd\": \"\"}", 400, "\"..\"");
-    minimal_refused("task.files", "{\"\": \"\"}", 400, "is empty");
-    minimal_refused("task.files", "{\"/\": \"\"}", 400, "names no file");
-    minimal_refused("task.files", "{\"./\": \"\"}", 400, "names no file");
-    minimal_refused("task.files", "{\"a\\nb\": \"\"}", 400, "control characters");
-    minimal_refused("task.files", "{\"a.txt\": \"1\", \"/testbed/input/./a.txt\": \"2\"}", 400,
-                    "names /testbed/input/a.txt twice");
+    static const refusal cases[] = {
+        {"task.files", "{\"../x\": \"\"}", 400, "has a \"..\" component"},
+        {"task.files", "{\"a/../../etc/passwd\": \"\"}", 400, "\"..\""},
+        {"task.files", "{\"/testbed/../etc/passwd\": \"\"}", 400, "\"..\""},
+        {"task.files", "{\"\": \"\"}", 400, "is empty"},
+        {"task.files", "{\"/\": \"\"}", 400, "names no file"},
+        {"task.files", "{\"./\": \"\"}", 400, "names no file"},
+        {"task.files", "{\"a\\nb\": \"\"}", 400, "control characters"},
+        {"task.files", "{\"a.txt\": \"1\", \"/testbed/input/./a.txt\": \"2\"}", 400,
+         "names /testbed/input/a.txt twice"},
+    };
+    ALL_REFUSED(cases);
     cJSON *b = parse_text(MINIMAL);
     set_at(b, "task.prompts", "{\"input_dir\": \"/data//in/\"}");
     set_at(b, "task.files", "{\"./a.txt\": \"A\", \"x//y/./z\": \"Z\", \"/abs/b\": \"B\"}");
@@ -380,10 +407,13 @@ Test(rl_request, setup_is_bounded)
 
 Test(rl_request, prompt_xor_messages)
 {
-    minimal_refused("task.messages", "[{\"role\": \"user\", \"content\": \"x\"}]", 400,
-                    "exactly one of prompt and messages");
-    minimal_refused("task.prompt", NULL, 400, "exactly one of prompt and messages");
-    minimal_refused("task.prompt", "\"\"", 400, "task.prompt must not be empty");
+    static const refusal cases[] = {
+        {"task.messages", "[{\"role\": \"user\", \"content\": \"x\"}]", 400,
+         "exactly one of prompt and messages"},
+        {"task.prompt", NULL, 400, "exactly one of prompt and messages"},
+        {"task.prompt", "\"\"", 400, "task.prompt must not be empty"},
+    };
+    ALL_REFUSED(cases);
     cJSON *b = parse_text(MINIMAL);
     set_at(b, "task.prompt", NULL);
     set_at(b, "task.messages", "[]");
@@ -427,19 +457,20 @@ Test(rl_request, answer_file_follows_output_dir)
 
 Test(rl_request, the_reward_is_checked_and_its_row_merged)
 {
-    minimal_refused("task.reward", "{\"ground_truth\": \"4\"}", 400,
-                    "task.reward.scorer is missing");
-    minimal_refused("task.reward", "{\"scorer\": \"match\"}", 400,
-                    "builtin:NAME, cmd:COMMAND or python:PATH/reward.py");
-    minimal_refused("task.reward", "{\"scorer\": \"cmd:\"}", 400, "builtin:NAME");
-    minimal_refused("task.reward", "{\"scorer\": \"builtin:m\", \"timeout_s\": 0}", 422,
-                    "task.reward.timeout_s must be a number over 0");
-    minimal_refused("task.reward", "{\"scorer\": \"builtin:m\", \"timeout_s\": 3601}", 422,
-                    "at most 3600");
-    minimal_refused("task.reward",
-                    "{\"scorer\": \"builtin:m\", \"ground_truth\": 1,"
-                    " \"args\": {\"ground_truth\": 2}}",
-                    400, "give it once");
+    static const refusal cases[] = {
+        {"task.reward", "{\"ground_truth\": \"4\"}", 400, "task.reward.scorer is missing"},
+        {"task.reward", "{\"scorer\": \"match\"}", 400,
+         "builtin:NAME, cmd:COMMAND or python:PATH/reward.py"},
+        {"task.reward", "{\"scorer\": \"cmd:\"}", 400, "builtin:NAME"},
+        {"task.reward", "{\"scorer\": \"builtin:m\", \"timeout_s\": 0}", 422,
+         "task.reward.timeout_s must be a number over 0"},
+        {"task.reward", "{\"scorer\": \"builtin:m\", \"timeout_s\": 3601}", 422, "at most 3600"},
+        {"task.reward",
+         "{\"scorer\": \"builtin:m\", \"ground_truth\": 1,"
+         " \"args\": {\"ground_truth\": 2}}",
+         400, "give it once"},
+    };
+    ALL_REFUSED(cases);
     cJSON *b = parse_text(MINIMAL);
     set_at(b, "task.reward",
            "{\"scorer\": \"cmd:python3 s.py\", \"ground_truth\": {\"a\": [1, 2]},"
@@ -457,16 +488,19 @@ Test(rl_request, the_reward_is_checked_and_its_row_merged)
 
 Test(rl_request, inference_is_checked)
 {
-    minimal_refused("inference.base_url", NULL, 400, "inference.base_url is missing");
-    minimal_refused("inference.base_url", "\"ftp://h/v1\"", 400, "http:// or https://");
-    minimal_refused("inference.base_url", "\"http://\"", 400, "http:// or https://");
-    minimal_refused("inference.base_url", "\"http://h /v1\"", 400, "http:// or https://");
-    minimal_refused("inference.model", NULL, 400, "inference.model is missing");
-    minimal_refused("inference.api_key", "\"k\\r\\nX-Evil: 1\"", 400,
-                    "inference.api_key must be UTF-8 text without control characters");
-    minimal_refused("inference.sampling", "{\"messages\": []}", 400,
-                    "inference.sampling.messages is lis's to send");
-    minimal_refused("inference.sampling", "{\"stream\": true}", 400, "inference.sampling.stream");
+    static const refusal cases[] = {
+        {"inference.base_url", NULL, 400, "inference.base_url is missing"},
+        {"inference.base_url", "\"ftp://h/v1\"", 400, "http:// or https://"},
+        {"inference.base_url", "\"http://\"", 400, "http:// or https://"},
+        {"inference.base_url", "\"http://h /v1\"", 400, "http:// or https://"},
+        {"inference.model", NULL, 400, "inference.model is missing"},
+        {"inference.api_key", "\"k\\r\\nX-Evil: 1\"", 400,
+         "inference.api_key must be UTF-8 text without control characters"},
+        {"inference.sampling", "{\"messages\": []}", 400,
+         "inference.sampling.messages is lis's to send"},
+        {"inference.sampling", "{\"stream\": true}", 400, "inference.sampling.stream"},
+    };
+    ALL_REFUSED(cases);
     cJSON *b = parse_text(MINIMAL);
     char *big = malloc(70000);
     memset(big, 'x', 69999);
@@ -484,14 +518,17 @@ Test(rl_request, inference_is_checked)
 
 Test(rl_request, numbers_and_names_are_bounded)
 {
-    minimal_refused("max_steps", "0", 422, "max_steps must be an integer at least 1");
-    minimal_refused("max_steps", "1001", 422, "at most 1000");
-    minimal_refused("max_token_limit", "0", 422, "max_token_limit");
-    minimal_refused("deadline_s", "-1", 422, "deadline_s must be a number at least 0");
-    minimal_refused("tool_timeout_s", "0", 422, "tool_timeout_s must be a number over 0");
-    minimal_refused("task.setup_timeout_s", "0", 422, "task.setup_timeout_s");
-    minimal_refused("request_id", "\"\"", 400, "request_id must not be empty");
-    minimal_refused("request_id", "\"a\\u0007b\"", 400, "request_id must be UTF-8 text");
+    static const refusal cases[] = {
+        {"max_steps", "0", 422, "max_steps must be an integer at least 1"},
+        {"max_steps", "1001", 422, "at most 1000"},
+        {"max_token_limit", "0", 422, "max_token_limit"},
+        {"deadline_s", "-1", 422, "deadline_s must be a number at least 0"},
+        {"tool_timeout_s", "0", 422, "tool_timeout_s must be a number over 0"},
+        {"task.setup_timeout_s", "0", 422, "task.setup_timeout_s"},
+        {"request_id", "\"\"", 400, "request_id must not be empty"},
+        {"request_id", "\"a\\u0007b\"", 400, "request_id must be UTF-8 text"},
+    };
+    ALL_REFUSED(cases);
     char id[260] = "\"";
     memset(id + 1, 'r', 201);
     strcpy(id + 202, "\"");
@@ -737,6 +774,7 @@ Test(rl_tokens, no_ids_at_all_leaves_it_empty_and_says_why)
     field_is(o, "segments", "[]");
     cr_assert(strstr(why(o), "return_token_ids"), "%s", why(o));
     cJSON_Delete(o);
+    free_turns(t, 2);
     o = rl_tokens_flatten(NULL, 0);
     cr_assert_not_null(o);
     field_is(o, "response_ids", "[]");
