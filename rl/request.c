@@ -121,25 +121,24 @@ static int section(const cJSON *obj, const char *where, const char *key, const c
     return rc <= 0 ? rc : known_keys(*m, at, keys, err) < 0 ? -1 : 1;
 }
 
-/* Valid UTF-8 with no control character (tab and newline too when !lines). */
-static int text_ok(const char *s, int lines)
+/* Valid UTF-8; a name (!text: an id, a path, a key, a URL) also without
+ * control characters (a header or a log line cannot be split by one). */
+static int text_ok(const char *s, int text)
 {
     size_t n = strlen(s);
     if (!lis_utf8_valid(s, n))
         return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if ((c < 0x20 && !(lines && (c == '\n' || c == '\t' || c == '\r'))) || c == 0x7f)
+    for (size_t i = 0; i < n && !text; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
             return 0;
-    }
     return 1;
 }
 
 /* A string member: absent -> *out NULL (refused when required); a copy
- * otherwise. max: bytes at most (over it: status over), lines: whether
- * newlines and tabs may be in it; every string must be UTF-8. */
+ * otherwise. max: bytes at most (over it: status over); text: free text
+ * (else a name, see text_ok); every string must be UTF-8. */
 typedef struct str_rule {
-    int required, lines, nonempty, over;
+    int required, text, nonempty, over;
     size_t max;
 } str_rule;
 
@@ -159,8 +158,9 @@ static int get_str(const cJSON *obj, const char *where, const char *key, str_rul
         return bad(err, 400, "%s must not be empty", at);
     if (n > r.max)
         return bad(err, r.over, "%s is %zu bytes, at most %zu", at, n, r.max);
-    if (!text_ok(v->valuestring, r.lines))
-        return bad(err, 400, "%s must be UTF-8 text without control characters", at);
+    if (!text_ok(v->valuestring, r.text))
+        return bad(err, 400, "%s must be UTF-8%s", at,
+                   r.text ? " text" : " without control characters");
     if (!(*out = strdup(v->valuestring)))
         return lis_oom(err);
     return 0;
@@ -200,11 +200,13 @@ static int get_num(const cJSON *obj, const char *where, const char *key, num_rul
 }
 
 /* Bytes of v as JSON text at most (strings unescaped: close enough for a
- * budget), or SIZE_MAX once over cap or deeper than RL_JSON_DEPTH. */
+ * budget), or TOO_BIG once over cap, TOO_DEEP past RL_JSON_DEPTH levels. */
+#define TOO_DEEP SIZE_MAX
+#define TOO_BIG (SIZE_MAX - 1)
 static size_t json_bytes(const cJSON *v, int depth, size_t cap)
 {
     if (depth > RL_JSON_DEPTH)
-        return SIZE_MAX;
+        return TOO_DEEP;
     size_t n = v->string ? strlen(v->string) + 3 : 0;
     if (cJSON_IsString(v))
         n += (v->valuestring ? strlen(v->valuestring) : 0) + 2;
@@ -212,13 +214,13 @@ static size_t json_bytes(const cJSON *v, int depth, size_t cap)
         n += 2;
         for (const cJSON *c = v->child; c && n <= cap; c = c->next) {
             size_t m = json_bytes(c, depth + 1, cap);
-            if (m == SIZE_MAX)
-                return SIZE_MAX;
+            if (m >= TOO_BIG)
+                return m;
             n += m + 1;
         }
     } else
         n += 24;
-    return n > cap ? SIZE_MAX : n;
+    return n > cap ? TOO_BIG : n;
 }
 
 /* A free-form member (any JSON, or an object when object): a copy in *out
@@ -233,9 +235,11 @@ static int get_free(const cJSON *obj, const char *where, const char *key, int ob
     int rc = member(obj, where, key, object ? cJSON_IsObject : any, "an object", &v, err);
     if (rc <= 0)
         return rc;
-    if (json_bytes(v, 0, cap) == SIZE_MAX)
-        return bad(err, 413, "%s is over %zu bytes as JSON or nested over %d levels", at, cap,
-                   RL_JSON_DEPTH);
+    size_t n = json_bytes(v, 0, cap);
+    if (n == TOO_DEEP)
+        return bad(err, 422, "%s is nested over %d levels", at, RL_JSON_DEPTH);
+    if (n == TOO_BIG)
+        return bad(err, 413, "%s is over %zu bytes as JSON", at, cap);
     if (!(*out = cJSON_Duplicate(v, 1)))
         return lis_oom(err);
     return 0;
@@ -307,7 +311,7 @@ static int parse_prompts(const cJSON *task, rl_task *t, lis_error *err)
     for (int i = 0; PROMPTS_KEYS[i]; i++) {
         char *s;
         int dir = i >= 2;
-        str_rule r = {.lines = !dir,
+        str_rule r = {.text = !dir,
                       .nonempty = dir,
                       .over = dir ? 422 : 413,
                       .max = dir ? RL_PATH_CHARS : RL_PROMPT_BYTES};
@@ -418,7 +422,7 @@ static int parse_setup(const cJSON *task, rl_task *t, lis_error *err)
         if (len > RL_SETUP_BYTES)
             return bad(err, 413, "%s is %zu bytes, at most %d", at, len, RL_SETUP_BYTES);
         if (!text_ok(c->valuestring, 1))
-            return bad(err, 400, "%s must be UTF-8 text without control characters", at);
+            return bad(err, 400, "%s must be UTF-8 text", at);
         if (!(t->setup[t->nsetup] = strdup(c->valuestring)))
             return lis_oom(err);
         t->nsetup++;
@@ -456,7 +460,7 @@ static int parse_messages(const cJSON *m, rl_task *t, lis_error *err)
         if (total > RL_TEXT_BYTES)
             return bad(err, 413, "task.messages' contents are over %u bytes", RL_TEXT_BYTES);
         if (!text_ok(c, 1))
-            return bad(err, 400, "%s.content must be UTF-8 text without control characters", at);
+            return bad(err, 400, "%s.content must be UTF-8 text", at);
     }
     if (!(t->messages = cJSON_Duplicate(m, 1)))
         return lis_oom(err);
@@ -473,7 +477,7 @@ static int parse_reward(const cJSON *task, rl_task *t, lis_error *err)
     int rc = section(task, "task", "reward", REWARD_KEYS, 0, &r, err);
     if (rc <= 0)
         return rc;
-    str_rule sr = {.required = 1, .nonempty = 1, .lines = 1, .over = 422, .max = RL_KEY_CHARS};
+    str_rule sr = {.required = 1, .nonempty = 1, .text = 1, .over = 422, .max = RL_KEY_CHARS};
     if (get_str(r, "task.reward", "scorer", sr, &t->scorer, err) < 0)
         return -1;
     static const char *const kinds[] = {"builtin:", "cmd:", "python:"};
@@ -511,7 +515,7 @@ static int parse_reward(const cJSON *task, rl_task *t, lis_error *err)
         cJSON_Delete(gt);
         return lis_oom(err);
     }
-    if (json_bytes(t->reward_row, 0, RL_ROW_BYTES) == SIZE_MAX)
+    if (json_bytes(t->reward_row, 0, RL_ROW_BYTES) >= TOO_BIG)
         return bad(err, 413, "task.reward's args and ground_truth are over %u bytes as JSON",
                    RL_ROW_BYTES);
     return 0;
@@ -539,7 +543,7 @@ static int parse_task(const cJSON *body, const rl_limits *lim, rl_task *t, lis_e
         parse_setup(task, t, err) < 0 || parse_reward(task, t, err) < 0)
         return -1;
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(task, "messages");
-    str_rule pr = {.nonempty = 1, .lines = 1, .over = 413, .max = RL_TEXT_BYTES};
+    str_rule pr = {.nonempty = 1, .text = 1, .over = 413, .max = RL_TEXT_BYTES};
     if (get_str(task, "task", "prompt", pr, &t->prompt, err) < 0)
         return -1;
     if (!t->prompt == !m)

@@ -211,8 +211,8 @@ static int walk(const rl_turn_tokens *turns, size_t n, block *b, size_t *usable)
         } else {
             if (seg >= 0) {
                 note(b,
-                     "turn %zu's prompt ids are not turn %zu's prompt and ids followed by more "
-                     "(they differ at position %zu)",
+                     "turn %zu's prompt ids do not start with turn %zu's prompt and ids (they "
+                     "differ at position %zu)",
                      i, i - 1, at);
                 rc = add_segment(b, (size_t)seg, i - 1);
             }

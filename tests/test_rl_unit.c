@@ -433,6 +433,15 @@ Test(rl_request, prompt_xor_messages)
     cr_assert_null(r.task.prompt);
     cr_assert_eq(cJSON_GetArraySize(r.task.messages), 3);
     rl_request_free(&r);
+    /* free text may hold any character: a dataset's form feed, an ANSI colour */
+    set_at(b, "task.messages", "[{\"role\": \"user\", \"content\": \"a\\f\\u001b[1mb\\r\\n\"}]");
+    set_at(b, "task.setup", "[\"printf 'x\\ty'\\nls\"]");
+    parsed(b, &LIM, &r);
+    cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(r.task.messages, 0), "content")
+                         ->valuestring,
+                     "a\f\x1b[1mb\r\n");
+    cr_assert_str_eq(r.task.setup[0], "printf 'x\ty'\nls");
+    rl_request_free(&r);
     cJSON_Delete(b);
 }
 
@@ -495,7 +504,7 @@ Test(rl_request, inference_is_checked)
         {"inference.base_url", "\"http://h /v1\"", 400, "http:// or https://"},
         {"inference.model", NULL, 400, "inference.model is missing"},
         {"inference.api_key", "\"k\\r\\nX-Evil: 1\"", 400,
-         "inference.api_key must be UTF-8 text without control characters"},
+         "inference.api_key must be UTF-8 without control characters"},
         {"inference.sampling", "{\"messages\": []}", 400,
          "inference.sampling.messages is lis's to send"},
         {"inference.sampling", "{\"stream\": true}", 400, "inference.sampling.stream"},
@@ -526,7 +535,7 @@ Test(rl_request, numbers_and_names_are_bounded)
         {"tool_timeout_s", "0", 422, "tool_timeout_s must be a number over 0"},
         {"task.setup_timeout_s", "0", 422, "task.setup_timeout_s"},
         {"request_id", "\"\"", 400, "request_id must not be empty"},
-        {"request_id", "\"a\\u0007b\"", 400, "request_id must be UTF-8 text"},
+        {"request_id", "\"a\\u0007b\"", 400, "request_id must be UTF-8 without control characters"},
     };
     ALL_REFUSED(cases);
     char id[260] = "\"";
@@ -583,7 +592,7 @@ Test(rl_request, hostile_values_never_crash)
     cJSON *b = parse_text(MINIMAL);
     set_at(b, "task.reward", "{\"scorer\": \"builtin:m\"}");
     set_at(b, "task.reward.ground_truth", deep);
-    refused_with(b, &LIM, 413, "nested over 256 levels");
+    refused_with(b, &LIM, 422, "task.reward.ground_truth is nested over 256 levels");
     free(deep);
     cJSON_Delete(b);
     /* numbers cJSON makes that JSON cannot hold */
@@ -693,7 +702,8 @@ Test(rl_tokens, a_drifted_prefix_is_reported_never_spliced)
     field_is(o, "prompt_ids", "[1,2,3]");
     field_is(o, "response_ids", "[10,11,20,21,12]");
     field_is(o, "response_mask", "[1,1,0,0,1]");
-    cr_assert(strstr(why(o), "turn 2's prompt ids are not turn 1's prompt and ids"), "%s", why(o));
+    cr_assert(strstr(why(o), "turn 2's prompt ids do not start with turn 1's prompt and ids"), "%s",
+              why(o));
     cr_assert(strstr(why(o), "position 7"), "%s", why(o));
     for (int i = 0; i < 4; i++) {
         char *after = cJSON_PrintUnformatted(t[i]);
