@@ -35,8 +35,8 @@
 #define RL_MAX_SECONDS (7 * 86400.0)   /* deadline_s, tool_timeout_s, setup_timeout_s */
 #define RL_SEED_MAX 9007199254740992.0 /* 2^53: a seed a double holds exactly */
 
-/* A failed check: err->http_status the HTTP status, err->code its errno
- * (400 EINVAL, 413 EFBIG, 422 ERANGE). */
+/* A failed check: err->code and err->http_status the HTTP status (rl/'s
+ * convention, rl.h: the API answers with it). */
 static int bad(lis_error *err, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int bad(lis_error *err, int status, const char *fmt, ...)
@@ -46,7 +46,7 @@ static int bad(lis_error *err, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    lis_fail(err, status == 413 ? EFBIG : status == 422 ? ERANGE : EINVAL, "%s", line);
+    lis_fail(err, status, "%s", line);
     if (err)
         err->http_status = status;
     return -1;
@@ -299,15 +299,22 @@ static char *norm_path(const char *base, const char *name, int root_ok, const ch
 static const char *const PROMPTS_KEYS[] = {"system_prompt", "instance_prompt", "working_dir",
                                            "input_dir",     "output_dir",      NULL};
 
-/* task.prompts: a copy with its directories absolute and normalised. */
+/* task.prompts: a copy with its directories absolute and normalised, and
+ * output_dir /testbed when not given. original: the RL and benchmark configs
+ * put the answer in /testbed/answer.txt, not general.yaml's /testbed/output:
+ * the prompt the model reads and the answer file the scorer reads agree. */
 static int parse_prompts(const cJSON *task, rl_task *t, lis_error *err)
 {
     const cJSON *p;
     int rc = section(task, "task", "prompts", PROMPTS_KEYS, 0, &p, err);
-    if (rc <= 0)
-        return rc;
-    if (!(t->prompts = cJSON_CreateObject()))
+    if (rc < 0)
+        return -1;
+    int own_out = rc && cJSON_GetObjectItemCaseSensitive(p, "output_dir");
+    if (!(t->prompts = cJSON_CreateObject()) ||
+        (!own_out && !cJSON_AddStringToObject(t->prompts, "output_dir", "/testbed")))
         return lis_oom(err);
+    if (!rc)
+        return 0;
     for (int i = 0; PROMPTS_KEYS[i]; i++) {
         char *s;
         int dir = i >= 2;
@@ -550,8 +557,7 @@ static int parse_task(const cJSON *body, const rl_limits *lim, rl_task *t, lis_e
         return bad(err, 400, "task needs exactly one of prompt and messages");
     if (m && parse_messages(m, t, err) < 0)
         return -1;
-    /* original: the RL and benchmark configs write {output_dir}/answer.txt
-     * with output_dir /testbed */
+    /* original: {output_dir}/answer.txt */
     str_rule af = {.nonempty = 1, .over = 422, .max = RL_PATH_CHARS};
     char *a;
     if (get_str(task, "task", "answer_file", af, &a, err) < 0)
@@ -562,7 +568,7 @@ static int parse_task(const cJSON *body, const rl_limits *lim, rl_task *t, lis_e
     else if (a)
         t->answer_file = norm_path("", a, 0, &why, err);
     else {
-        const char *out = prompts_dir(t, "output_dir", "/testbed");
+        const char *out = prompts_dir(t, "output_dir", "/testbed"); /* always there */
         t->answer_file = norm_path(strcmp(out, "/") ? out : "", "answer.txt", 0, &why, err);
     }
     free(a);
@@ -722,8 +728,8 @@ int rl_request_parse(const cJSON *body, const rl_limits *lim, rl_request *out, l
 {
     memset(out, 0, sizeof *out);
     if (parse_body(body, lim, out, err) < 0) {
-        if (err && !err->http_status)
-            err->http_status = err->code == ENOMEM ? 500 : 400;
+        if (err && !err->http_status) /* out of memory: the code stays ENOMEM */
+            err->http_status = 500;
         rl_request_free(out);
         return -1;
     }

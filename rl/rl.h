@@ -39,13 +39,13 @@ typedef struct rl_task {
     cJSON *messages;       /* or the conversation to start from (owned), NULL; exactly
                             * one of prompt and messages is set */
     cJSON *prompts;        /* {system_prompt, instance_prompt, working_dir, input_dir,
-                            * output_dir} as a --prompt-config holds them (each
-                            * optional; the dirs absolute and normalised), or NULL:
-                            * the original's config/general.yaml */
-    char *answer_file;     /* always set, absolute, normalised: task.answer_file, else
-                            * {output_dir}/answer.txt with output_dir task.prompts'
-                            * or /testbed (original: the RL and benchmark configs'
-                            * output_dir, not general.yaml's /testbed/output) */
+                            * output_dir} as a --prompt-config holds them (the dirs
+                            * absolute and normalised); never NULL: output_dir is
+                            * /testbed when not given (original: the RL configs',
+                            * where answer_file is), the others not given: the
+                            * original's config/general.yaml */
+    char *answer_file;     /* always set, absolute, normalised: task.answer_file,
+                            * else {output_dir}/answer.txt (/testbed/answer.txt) */
     char *scorer;          /* "builtin:NAME", "cmd:COMMAND", "python:PATH/reward.py";
                             * NULL: the task has no reward */
     cJSON *reward_row;     /* the row the scorer gets: reward.args + "ground_truth"
@@ -77,10 +77,10 @@ typedef struct rl_request {
  * "unknown key task.fles"; only inference.sampling, task.reward's
  * ground_truth and args and labels are free-form, within a byte budget),
  * every type and bound checked. lim NULL or its members 0: 512 episodes,
- * 64 MiB of files. -1 with err (one line; err->http_status the HTTP status:
- * 400 malformed, 413 over a byte budget, 422 a count or a range such as n
- * over max_n; err->code EINVAL, EFBIG, ERANGE; ENOMEM with 500) and *out
- * left zeroed; 0 with *out to rl_request_free. */
+ * 64 MiB of files. -1 with err (one line; err->code and err->http_status the
+ * HTTP status: 400 malformed, 413 over a byte budget, 422 a count or a range
+ * such as n over max_n; out of memory: code ENOMEM, http_status 500) and
+ * *out left zeroed; 0 with *out to rl_request_free. */
 int rl_request_parse(const cJSON *body, const rl_limits *lim, rl_request *out, lis_error *err);
 void rl_request_free(rl_request *r);
 

@@ -80,6 +80,7 @@ static void refused_with(const cJSON *body, const rl_limits *lim, int status, co
                  needle);
     cr_assert_eq(err.http_status, status, "status %d (%s), wanted %d", err.http_status, err.msg,
                  status);
+    cr_assert_eq(err.code, status, "the status is rl/'s err->code too");
     cr_assert(strstr(err.msg, needle), "\"%s\" does not say \"%s\"", err.msg, needle);
     cr_assert(!strchr(err.msg, '\n'), "not one line: %s", err.msg);
     cr_assert(is_zero(&r), "a refused body left something in the request");
@@ -128,6 +129,10 @@ Test(rl_request, a_minimal_body_gets_the_originals_defaults)
     cr_assert_eq(r.task.reward_timeout, 60);
     cr_assert_eq(r.task.setup_timeout, 600);
     cr_assert_str_eq(r.task.answer_file, "/testbed/answer.txt");
+    /* the prompt says the answer goes where the scorer reads it */
+    char *pr = cJSON_PrintUnformatted(r.task.prompts);
+    cr_assert_str_eq(pr, "{\"output_dir\":\"/testbed\"}");
+    free(pr);
     cr_assert_str_eq(r.task.id, "");
     cr_assert_str_eq(r.task.prompt, "How many lines?");
     cr_assert_null(r.task.image);
