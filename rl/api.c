@@ -110,13 +110,15 @@ static int post_group(lis_rl *rl, const cJSON *body, cJSON **reply)
     rl_request req;
     lis_error err = {0};
     if (rl_request_parse(body, &lim, &req, &err) < 0)
-        return fail(reply, err.code >= 400 && err.code < 500 ? err.code : 400, "%s", err.msg);
+        return fail(reply, err.http_status >= 400 && err.http_status < 500 ? err.http_status : 400,
+                    "%s", err.msg);
     int n = req.n;
     rl_spec *spec = rl_spec_new(&req, &err);
     rl_group *g = spec ? rl_group_new(rl, spec, n, &err) : NULL;
     rl_spec_unref(spec); /* the group holds it */
     if (!g)
-        return fail(reply, err.code >= 400 && err.code < 500 ? err.code : 500, "%s", err.msg);
+        return fail(reply, err.http_status >= 400 && err.http_status < 500 ? err.http_status : 500,
+                    "%s", err.msg);
     enqueue(rl, g);
     if (rid)
         cJSON_AddStringToObject(rl->requests, rid, g->id);

@@ -59,7 +59,7 @@ rl_spec *rl_spec_new(rl_request *req, lis_error *err)
      * a reward.py starts its Python worker: on the set-up's thread */
     const char *sc = s->req.task.scorer;
     if (sc && strncmp(sc, "python:", 7) && rl_spec_open_scorer(s, err) < 0) {
-        err->code = 422;
+        err->http_status = 422; /* the trainer's to fix */
         rl_spec_unref(s);
         return NULL;
     }
