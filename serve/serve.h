@@ -226,6 +226,34 @@ void sv_stream_end(sv_stream *st);
 /* Detaches the owner: no more callbacks. */
 void sv_stream_orphan(sv_stream *st);
 
+/* ---- sse.c: a server-sent events response (api_exec.c, api_rl.c) ------------- */
+
+/* Queued events, drained by libmicrohttpd's content reader; the producer
+ * stops while the backlog is at SV_STREAM_HIGH (sv_sse_full says so) and is
+ * called back by room once the client has read it down to half. */
+typedef struct sv_sse {
+    sv_req *q; /* NULL once the request is over: events are dropped */
+    char *buf; /* the owner frees it */
+    size_t len, off, cap;
+    int done;                   /* the last event is queued: the stream ends once it is read */
+    int paused;                 /* the producer waits for room */
+    void (*room)(void *owner);  /* the backlog fell to half (or nobody reads any more) */
+    void (*freed)(void *owner); /* the response is gone (its reference) */
+    void *owner;
+} sv_sse;
+void sv_sse_queue(sv_sse *e, const char *txt, size_t n);
+/* "id: ID\n" (id >= 0), "event: NAME\ndata: JSON\n\n"; takes doc. */
+void sv_sse_event(sv_sse *e, long id, const char *name, cJSON *doc);
+/* Whether the backlog is at SV_STREAM_HIGH (paused until room). */
+int sv_sse_full(sv_sse *e);
+/* The last event is queued. */
+void sv_sse_end(sv_sse *e);
+/* The request is over (its on_complete): the backlog goes, a paused producer is let go. */
+void sv_sse_req_done(sv_sse *e);
+/* Answers q 200 with the stream; freed is called when the response goes (also
+ * when it could not be made). */
+enum MHD_Result sv_sse_reply(sv_sse *e, sv_req *q);
+
 /* ---- proc.c: the one process watcher -------------------------------------------- */
 
 typedef struct sv_proc sv_proc;
