@@ -202,6 +202,7 @@ struct sv_server {
     uint32_t net_next_ip;             /* the next member's loopback address */
     struct sv_netlisten *net_listens; /* netrelay.c: listeners in members' namespaces */
     sv_timer net_scan;                /* netrelay.c: the members' listening ports */
+    struct sv_rl *rl;                 /* the episodes API (api_rl.c) */
 };
 
 /* ---- stream.c: an upgraded connection ------------------------------------------ */
@@ -574,6 +575,7 @@ enum MHD_Result sv_route(sv_req *q, const char *url);
 /* The largest request body a route takes (json: SV_BODY_JSON_MAX). */
 size_t sv_route_body_max(const char *method, const char *url);
 #define SV_BODY_JSON_MAX (1u << 20)      /* create, exec, fork ... bodies */
+#define SV_BODY_RL_GROUP_MAX (80u << 20) /* POST /lis/v1/groups: a task's files inline */
 #define SV_BODY_FILE_MAX (64u << 20)     /* a file written whole (native API) */
 #define SV_BODY_ARCHIVE_MAX (1ull << 30) /* PUT .../archive: a tar, held in memory */
 #define SV_BODY_TOTAL_MAX (2ull << 30)   /* all bodies held at once */
@@ -616,11 +618,29 @@ void sv_listen_stop(sv_server *s);
 sv_conn *sv_conn_of(struct MHD_Connection *mc);
 void sv_conn_phase(sv_conn *c, sv_conn_state st);
 int sv_conn_owner(const sv_conn *c);
+/* Whether the client closed or reset c (a look at its socket: libmicrohttpd
+ * does not watch a suspended connection). */
+int sv_conn_gone(const sv_conn *c);
 /* Deadlines and drops (once a second). */
 void sv_conns_sweep(sv_server *s);
 
 /* At exit, after sv_containers_shutdown. */
 void sv_execs_free(sv_server *s);
+
+/* ---- api_rl.c: the episodes API (docs/rl.md) ---------------------------------------- */
+
+typedef struct sv_rl sv_rl;
+/* Opens rl/ (lis_rl_open) with the server's store, <run dir>/rl for its
+ * results, the default limits, network and --rl-* bounds, the monitor hub
+ * (made here); -1 with err. */
+int sv_rl_start(sv_server *s, lis_error *err);
+/* Answers the requests waiting on it (503), then lis_rl_close: every episode
+ * ends and its sandboxes go. Before the containers go; NULL-safe (twice too). */
+void sv_rl_stop(sv_server *s);
+/* Whether a group is queued, set up, run or scored (GET rl/status): --idle-timeout waits. */
+int sv_rl_busy(sv_server *s);
+/* A path under /lis/v1/ that lis_rl_owns (rest: after /lis/v1/). */
+enum MHD_Result sv_rl_route(sv_req *q, const char *rest);
 
 /* ---- api_effects.c: the native API's effects ---------------------------------------- */
 
