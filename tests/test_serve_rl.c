@@ -12,9 +12,7 @@
 
 #include "serve/server.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,19 +186,6 @@ Test(serve_rl, episodes_api_answers, .timeout = 120)
     cr_assert_eq(ts_stop(&s), 0);
 }
 
-/* A TCP port that takes connections (the kernel's backlog) and never answers:
- * the episodes' model, whose first call never returns. */
-static int silent_endpoint(int *port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 64) == 0 &&
-              getsockname(fd, (struct sockaddr *)&a, &al) == 0);
-    *port = ntohs(a.sin_port);
-    return fd;
-}
-
 /* Posts a group of one episode against a model at port; its group and episode ids. */
 static void post_group(const char *sock, int port, char *gid, char *eid)
 {
@@ -224,6 +209,16 @@ static void post_group(const char *sock, int port, char *gid, char *eid)
     free(r);
 }
 
+/* A server with a group of one episode whose model never answers (the
+ * endpoint's fd returned: close it at the end). */
+static int start_with_episode(ts_server *s, char *gid, char *eid)
+{
+    int port, lfd = t_silent_endpoint(&port);
+    start(s, NULL);
+    post_group(s->sock, port, gid, eid);
+    return lfd;
+}
+
 Test(serve_rl, waiters_bounded_and_freed_on_hang_up, .timeout = 240)
 {
     struct rlimit rl;
@@ -233,10 +228,8 @@ Test(serve_rl, waiters_bounded_and_freed_on_hang_up, .timeout = 240)
     rl.rlim_cur = rl.rlim_max;
     cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
     ts_server s;
-    start(&s, NULL);
-    int port, lfd = silent_endpoint(&port);
     char gid[128], eid[128], path[300];
-    post_group(s.sock, port, gid, eid);
+    int lfd = start_with_episode(&s, gid, eid);
     snprintf(path, sizeof path, "/lis/v1/episodes/%s?wait=600", eid);
     /* the episode waits on its model: every long-poll waits, up to the bound */
     enum { N = WAITERS_MAX + 4 };
@@ -326,10 +319,8 @@ static int sse_events(const char *raw, long *ids, int max, char *last, size_t ll
 Test(serve_rl, events_stream_ends_and_resumes, .timeout = 240)
 {
     ts_server s;
-    start(&s, NULL);
-    int port, lfd = silent_endpoint(&port);
     char gid[128], eid[128], path[300];
-    post_group(s.sock, port, gid, eid);
+    int lfd = start_with_episode(&s, gid, eid);
     snprintf(path, sizeof path, "/lis/v1/episodes/%s/cancel", eid);
     char *r = http(s.sock, "POST", path, NULL, NULL, 0);
     cr_assert(status_of(r) / 100 == 2, "%s", r);
