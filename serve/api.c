@@ -7,7 +7,6 @@
  * (containers.c) made without a started command, so both APIs see the same
  * ones. The slow calls (create, delete, files) run as worker jobs, the
  * container's busy count keeping the sandbox alive meanwhile. */
-#include "lis_rl.h"
 #include "serve.h"
 
 #include <errno.h>
@@ -407,7 +406,7 @@ enum MHD_Result sv_api_route(sv_req *q, const char *rest)
             return sv_reply_error(q, 405, "%s is not allowed on /lis/v1/snapshots", m);
         return sv_snapshots(q, rest[9] ? rest + 10 : "");
     }
-    if (lis_rl_owns(rest)) /* groups, episodes, envs, rl: the episodes API */
+    if (sv_rl_owns(rest)) /* groups, episodes, envs, rl: the episodes API */
         return sv_rl_route(q, rest);
     if (!strncmp(rest, "sandboxes/", 10)) {
         const char *id = rest + 10;

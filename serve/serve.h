@@ -639,6 +639,8 @@ int sv_rl_start(sv_server *s, lis_error *err);
 void sv_rl_stop(sv_server *s);
 /* Whether a group is queued, set up, run or scored (GET rl/status): --idle-timeout waits. */
 int sv_rl_busy(sv_server *s);
+/* Whether rest (after /lis/v1/) is the episodes API's (lis_rl_owns). */
+int sv_rl_owns(const char *rest);
 /* A path under /lis/v1/ that lis_rl_owns (rest: after /lis/v1/). */
 enum MHD_Result sv_rl_route(sv_req *q, const char *rest);
 
