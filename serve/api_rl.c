@@ -325,6 +325,7 @@ void sv_rl_stop(sv_server *s)
     while (r->waiters) {
         rl_waiter *w = r->waiters;
         if (w->stream) {
+            /* best effort: the connection closes soon after */
             sv_sse_event(&w->sse, -1, "error",
                          cJSON_Parse(
                              "{\"status\":503,\"message\":\"lis serve is shutting down\"}"));
@@ -372,12 +373,17 @@ static long event_id(const char *v)
     return !*v || *end || errno || x < 0 ? -1 : x;
 }
 
+/* rl's answer now (reply taken; none: an empty body, as for a 204). */
+static enum MHD_Result answer(sv_req *q, int st, cJSON *reply)
+{
+    return reply ? sv_reply_json(q, (unsigned)st, reply) : sv_reply_status(q, (unsigned)st);
+}
+
 static enum MHD_Result stream_start(sv_req *q, rl_waiter *w, int st, cJSON *reply)
 {
     if (st != 0 && st != 200) { /* no such episode...: a plain error */
-        enum MHD_Result rc = sv_reply_json(q, (unsigned)st, reply);
         waiter_free(w);
-        return rc;
+        return answer(q, st, reply);
     }
     if (!(st == 200 && sv_jbool(reply, "final")) && w->r->nwaiters >= RL_WAITERS_MAX) {
         cJSON_Delete(reply);
@@ -442,7 +448,7 @@ enum MHD_Result sv_rl_route(sv_req *q, const char *rest)
         return stream_start(q, w, st, reply);
     if (st != 0) {
         waiter_free(w);
-        return sv_reply_json(q, (unsigned)st, reply);
+        return answer(q, st, reply);
     }
     if (wait <= 0 || r->nwaiters >= RL_WAITERS_MAX) { /* rl waits only when asked to */
         waiter_free(w);
