@@ -38,6 +38,9 @@ static const char usage_text[] =
     "                      connections from one TCP address at most (default 1024)\n"
     "  --conn-timeout SEC  a connection with no request (or a request body with no byte)\n"
     "                      for SEC seconds is closed (default 60)\n"
+    "  --rl-max-live N     the episodes API (docs/rl.md): sandboxes alive at once at most\n"
+    "                      (default 512)\n"
+    "  --rl-max-n N        episodes per group or branch at most (default 512)\n"
     "  -v, --verbose       log each request on stderr\n"
     "then: export DOCKER_HOST=unix://$XDG_RUNTIME_DIR/lis/docker.sock\n";
 
@@ -143,6 +146,10 @@ int lis_cli_serve_main(int argc, char **argv)
             if (number(a, v, 1000000, &x) < 0)
                 return 2;
             *(!strcmp(a, "--max-conns") ? &o.max_conns : &o.max_conns_per_client) = (unsigned)x;
+        } else if (!strcmp(a, "--rl-max-live") || !strcmp(a, "--rl-max-n")) {
+            if (number(a, v, 65536, &x) < 0)
+                return 2;
+            *(!strcmp(a, "--rl-max-live") ? &o.rl_max_live : &o.rl_max_n) = (int)x;
         } else if (!strcmp(a, "--cpus")) {
             char *end;
             double c = strtod(v, &end);

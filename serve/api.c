@@ -406,6 +406,8 @@ enum MHD_Result sv_api_route(sv_req *q, const char *rest)
             return sv_reply_error(q, 405, "%s is not allowed on /lis/v1/snapshots", m);
         return sv_snapshots(q, rest[9] ? rest + 10 : "");
     }
+    if (sv_rl_owns(rest)) /* groups, episodes, envs, rl: the episodes API */
+        return sv_rl_route(q, rest);
     if (!strncmp(rest, "sandboxes/", 10)) {
         const char *id = rest + 10;
         const char *slash = strchr(id, '/');

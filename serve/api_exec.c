@@ -5,10 +5,9 @@
  *   data: {"data":"<b64>"}   data: {"data":"<b64>"}   data: {"exit_code":0,"timed_out":false}
  *
  * As exec.c: an sv_proc (proc.c), registered as a child of the container so a
- * delete kills it. Its events queue in a buffer that
- * libmicrohttpd's content reader drains; while the buffer is above
- * SV_STREAM_HIGH the pipes are not read (a slow client back-pressures only its
- * own command). The object lives until the command, the response and the
+ * delete kills it. Its events go out through sse.c; while their backlog is
+ * at SV_STREAM_HIGH the pipes are not read (a slow client back-pressures only
+ * its own command). The object lives until the command, the response and the
  * request are all done. A client that goes away leaves the command running to its end (or its
  * timeout), as Docker does; its output is dropped. */
 #include "serve.h"
@@ -24,13 +23,11 @@
 typedef struct api_exec {
     sv_server *s;
     char cid[65];
-    sv_req *q; /* NULL once the request is over */
+    sv_sse sse; /* its events (sse.c); sse.q NULL once the request is over */
     sv_proc *proc;
     sv_child child;
     sv_timer timer;
-    char *buf;
-    size_t len, off, cap;
-    int done, paused, timed_out, refs;
+    int timed_out, refs;
     int fx;        /* a step of the sandbox's monitor is open for it (api_effects.c) */
     cJSON *fx_out; /* its effects, for the exit event */
     /* the step closed on a job (its file scan off the loop), then the exit event */
@@ -43,36 +40,19 @@ typedef struct api_exec {
 static void unref(api_exec *x)
 {
     if (--x->refs == 0) {
-        free(x->buf);
+        free(x->sse.buf);
         free(x);
     }
 }
 
-static void queue(api_exec *x, const char *txt, size_t n)
-{
-    if (!x->q)
-        return; /* nobody reads it */
-    if (LIS_GROW(x->buf, x->cap, x->len + n) < 0)
-        return;
-    memcpy(x->buf + x->len, txt, n);
-    x->len += n;
-    sv_req_resume(x->q);
-}
+static void response_free(void *owner) { unref(owner); }
 
-static void event_json(api_exec *x, const char *name, cJSON *doc)
+/* The client read the backlog down: the pipes are read again. */
+static void room(void *owner)
 {
-    char *txt = lis_json_print(doc, 0);
-    cJSON_Delete(doc);
-    if (!txt)
-        return;
-    size_t n = strlen(txt) + strlen(name) + 32;
-    char *ev = malloc(n);
-    if (ev) {
-        int k = snprintf(ev, n, "event: %s\ndata: %s\n\n", name, txt);
-        queue(x, ev, (size_t)k);
-    }
-    free(ev);
-    free(txt);
+    api_exec *x = owner;
+    if (x->proc)
+        sv_proc_read_on(x->proc);
 }
 
 /* A chunk of output as an event; 0 (stop reading) while the events wait above
@@ -80,20 +60,19 @@ static void event_json(api_exec *x, const char *name, cJSON *doc)
 static int proc_output(void *owner, int type, const char *raw, size_t n)
 {
     api_exec *x = owner;
-    if (x->q) {
+    if (x->sse.q) {
         char head[64], b64[65540];
         for (size_t off = 0; off < n; off += 49152) { /* 48 KiB -> 64 KiB of base64 */
             size_t m = n - off < 49152 ? n - off : 49152;
             int k = snprintf(head, sizeof head, "event: %s\ndata: {\"data\":\"",
                              type == 2 ? "stderr" : "stdout");
             sv_base64((const unsigned char *)raw + off, m, b64, sizeof b64);
-            queue(x, head, (size_t)k);
-            queue(x, b64, strlen(b64));
-            queue(x, "\"}\n\n", 4);
+            sv_sse_queue(&x->sse, head, (size_t)k);
+            sv_sse_queue(&x->sse, b64, strlen(b64));
+            sv_sse_queue(&x->sse, "\"}\n\n", 4);
         }
     }
-    x->paused = x->len - x->off >= SV_STREAM_HIGH;
-    return !x->paused;
+    return !sv_sse_full(&x->sse);
 }
 
 static void finish(api_exec *x, int code, const char *error)
@@ -107,10 +86,8 @@ static void finish(api_exec *x, int code, const char *error)
     if (x->fx_out) /* "effects": true: what the command did (docs/monitoring.md) */
         cJSON_AddItemToObject(o, "effects", x->fx_out);
     x->fx_out = NULL;
-    event_json(x, "exit", o);
-    x->done = 1;
-    if (x->q)
-        sv_req_resume(x->q);
+    sv_sse_event(&x->sse, -1, "exit", o);
+    sv_sse_end(&x->sse);
     unref(x); /* the command's reference */
 }
 
@@ -178,39 +155,11 @@ static void on_timeout(void *arg)
         lis_proc_signal(sv_proc_lis(x->proc), SIGKILL, &err);
 }
 
-static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
-{
-    api_exec *x = cls;
-    if (x->off == x->len) {
-        x->off = x->len = 0;
-        if (x->done)
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        if (x->q)
-            sv_req_suspend(x->q);
-        return 0;
-    }
-    size_t n = x->len - x->off < max ? x->len - x->off : max;
-    memcpy(buf, x->buf + x->off, n);
-    x->off += n;
-    if (x->paused && x->proc && x->len - x->off < SV_STREAM_HIGH / 2) {
-        x->paused = 0;
-        sv_proc_read_on(x->proc);
-    }
-    return (ssize_t)n;
-}
-
-static void response_free(void *cls) { unref(cls); }
-
 static void req_done(sv_req *q)
 {
     api_exec *x = q->owner;
-    x->q = NULL;
-    x->off = x->len = 0;
-    if (x->paused && x->proc) { /* nobody reads: drain the pipes into nothing */
-        x->paused = 0;
-        sv_proc_read_on(x->proc);
-    }
-    unref(x); /* the request's reference */
+    sv_sse_req_done(&x->sse); /* a paused command drains its pipes into nothing */
+    unref(x);                 /* the request's reference */
 }
 
 /* The container's Env with the request's env on top. */
@@ -309,7 +258,7 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
     if (x) {
         x->s = q->s;
         snprintf(x->cid, sizeof x->cid, "%s", c->id);
-        x->q = q;
+        x->sse = (sv_sse){.q = q, .room = room, .freed = response_free, .owner = x};
         x->refs = 3; /* the command, the response and the request (either may end first) */
     }
     if (!envv || !x)
@@ -334,14 +283,5 @@ enum MHD_Result sv_api_exec(sv_req *q, sv_container *c)
         sv_timer_arm(q->s->loop, &x->timer, timeout, on_timeout, x);
     q->owner = x;
     q->on_complete = req_done;
-    struct MHD_Response *r =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, reader, x, response_free);
-    if (!r) { /* the command runs on to its end, its output dropped (req_done) */
-        x->refs--;
-        return MHD_NO;
-    }
-    sv_resp_headers(r);
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    return sv_reply(q, 200, r);
+    return sv_sse_reply(&x->sse, q); /* the command runs on if it fails (req_done) */
 }

@@ -24,6 +24,9 @@ typedef struct lis_serve_opts {
     unsigned max_conns;            /* open connections at most; 0: 4096 */
     double conn_timeout;           /* seconds a connection may idle, or a body stall; 0: 60 */
     unsigned max_conns_per_client; /* from one TCP client address; 0: 1024 */
+    /* the episodes API (docs/rl.md): sandboxes alive at once, episodes per
+     * group or branch; 0: 512 */
+    int rl_max_live, rl_max_n;
 } lis_serve_opts;
 
 /* Serves until SIGTERM or SIGINT (or idle_timeout); then stops every container

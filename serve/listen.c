@@ -107,6 +107,15 @@ void sv_conn_phase(sv_conn *c, sv_conn_state st)
 
 int sv_conn_owner(const sv_conn *c) { return c && !c->l->no_auth; }
 
+int sv_conn_gone(const sv_conn *c)
+{
+    char b;
+    if (!c || c->fd < 0)
+        return 0;
+    ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 static sv_conn *conn_new(sv_listener *l, const struct sockaddr_storage *sa, socklen_t salen,
                          const char *addr)
 {

@@ -130,6 +130,8 @@ static int ends_with(const char *s, const char *tail)
 size_t sv_route_body_max(const char *method, const char *url)
 {
     int put = !strcmp(method, "PUT"), post = !strcmp(method, "POST");
+    if (!strcmp(url, "/lis/v1/groups") && post) /* a task's files come inline (docs/rl.md) */
+        return SV_BODY_RL_GROUP_MAX;
     if (!strncmp(url, "/lis/v1/sandboxes/", 18))
         return (put || post) && ends_with(url, "/files") ? SV_BODY_FILE_MAX : SV_BODY_JSON_MAX;
     if (put && ends_with(url, "/archive") && strstr(url, "/containers/"))

@@ -202,6 +202,7 @@ struct sv_server {
     uint32_t net_next_ip;             /* the next member's loopback address */
     struct sv_netlisten *net_listens; /* netrelay.c: listeners in members' namespaces */
     sv_timer net_scan;                /* netrelay.c: the members' listening ports */
+    struct sv_rl *rl;                 /* the episodes API (api_rl.c) */
 };
 
 /* ---- stream.c: an upgraded connection ------------------------------------------ */
@@ -225,6 +226,34 @@ size_t sv_stream_backlog(const sv_stream *st);
 void sv_stream_end(sv_stream *st);
 /* Detaches the owner: no more callbacks. */
 void sv_stream_orphan(sv_stream *st);
+
+/* ---- sse.c: a server-sent events response (api_exec.c, api_rl.c) ------------- */
+
+/* Queued events, drained by libmicrohttpd's content reader; the producer
+ * stops while the backlog is at SV_STREAM_HIGH (sv_sse_full says so) and is
+ * called back by room once the client has read it down to half. */
+typedef struct sv_sse {
+    sv_req *q; /* NULL once the request is over: events are dropped */
+    char *buf; /* the owner frees it */
+    size_t len, off, cap;
+    int done;                   /* the last event is queued: the stream ends once it is read */
+    int paused;                 /* the producer waits for room */
+    void (*room)(void *owner);  /* the backlog fell to half (or nobody reads any more) */
+    void (*freed)(void *owner); /* the response is gone (its reference) */
+    void *owner;
+} sv_sse;
+void sv_sse_queue(sv_sse *e, const char *txt, size_t n);
+/* "id: ID\n" (id >= 0), "event: NAME\ndata: JSON\n\n"; takes doc. */
+void sv_sse_event(sv_sse *e, long id, const char *name, cJSON *doc);
+/* Whether the backlog is at SV_STREAM_HIGH (paused until room). */
+int sv_sse_full(sv_sse *e);
+/* The last event is queued. */
+void sv_sse_end(sv_sse *e);
+/* The request is over (its on_complete): the backlog goes, a paused producer is let go. */
+void sv_sse_req_done(sv_sse *e);
+/* Answers q 200 with the stream; freed is called when the response goes (also
+ * when it could not be made). */
+enum MHD_Result sv_sse_reply(sv_sse *e, sv_req *q);
 
 /* ---- proc.c: the one process watcher -------------------------------------------- */
 
@@ -546,6 +575,7 @@ enum MHD_Result sv_route(sv_req *q, const char *url);
 /* The largest request body a route takes (json: SV_BODY_JSON_MAX). */
 size_t sv_route_body_max(const char *method, const char *url);
 #define SV_BODY_JSON_MAX (1u << 20)      /* create, exec, fork ... bodies */
+#define SV_BODY_RL_GROUP_MAX (80u << 20) /* POST /lis/v1/groups: a task's files inline */
 #define SV_BODY_FILE_MAX (64u << 20)     /* a file written whole (native API) */
 #define SV_BODY_ARCHIVE_MAX (1ull << 30) /* PUT .../archive: a tar, held in memory */
 #define SV_BODY_TOTAL_MAX (2ull << 30)   /* all bodies held at once */
@@ -588,11 +618,31 @@ void sv_listen_stop(sv_server *s);
 sv_conn *sv_conn_of(struct MHD_Connection *mc);
 void sv_conn_phase(sv_conn *c, sv_conn_state st);
 int sv_conn_owner(const sv_conn *c);
+/* Whether the client closed or reset c (a look at its socket: libmicrohttpd
+ * does not watch a suspended connection). */
+int sv_conn_gone(const sv_conn *c);
 /* Deadlines and drops (once a second). */
 void sv_conns_sweep(sv_server *s);
 
 /* At exit, after sv_containers_shutdown. */
 void sv_execs_free(sv_server *s);
+
+/* ---- api_rl.c: the episodes API (docs/rl.md) ---------------------------------------- */
+
+typedef struct sv_rl sv_rl;
+/* Opens rl/ (lis_rl_open) with the server's store, <run dir>/rl for its
+ * results, the default limits, network and --rl-* bounds, the monitor hub
+ * (made here); -1 with err. */
+int sv_rl_start(sv_server *s, lis_error *err);
+/* Answers the requests waiting on it (503), then lis_rl_close: every episode
+ * ends and its sandboxes go. Before the containers go; NULL-safe (twice too). */
+void sv_rl_stop(sv_server *s);
+/* Whether a group is queued, set up, run or scored (GET rl/status): --idle-timeout waits. */
+int sv_rl_busy(sv_server *s);
+/* Whether rest (after /lis/v1/) is the episodes API's (lis_rl_owns). */
+int sv_rl_owns(const char *rest);
+/* A path under /lis/v1/ that lis_rl_owns (rest: after /lis/v1/). */
+enum MHD_Result sv_rl_route(sv_req *q, const char *rest);
 
 /* ---- api_effects.c: the native API's effects ---------------------------------------- */
 

@@ -145,10 +145,11 @@ static void sig_ev(void *arg, uint32_t ev)
 }
 
 /* Nothing to serve: no container (of any state), no connection, no job left
- * (image removals and their trash). */
-static int idle(const sv_server *s)
+ * (image removals and their trash), no group of episodes queued or running. */
+static int idle(sv_server *s)
 {
-    return !s->containers && !s->nconns && !s->suspended && !s->removing && !s->trash_jobs;
+    return !s->containers && !s->nconns && !s->suspended && !s->removing && !s->trash_jobs &&
+           !sv_rl_busy(s);
 }
 
 static void sweep(void *arg)
@@ -221,6 +222,7 @@ static void shutdown_all(sv_server *s)
 {
     fprintf(stderr, "lis serve: stopping: removing %s containers\n", s->containers ? "the" : "no");
     sv_listen_quiesce(s);
+    sv_rl_stop(s); /* its episodes' sandboxes first, while the hub is there */
     sv_containers_shutdown(s);
     while (s->networks) /* empty now: their members were the containers */
         sv_network_free(s, s->networks);
@@ -277,7 +279,7 @@ int lis_serve_run(const lis_serve_opts *opts, lis_error *err)
         lis_fail_errno(err, "watching SIGTERM and SIGINT (signalfd)");
         goto out;
     }
-    if (sv_listen_start(s, sock, err) < 0)
+    if (sv_rl_start(s, err) < 0 || sv_listen_start(s, sock, err) < 0)
         goto out;
     if (opts->tcp && opts->tcp_no_auth)
         fprintf(stderr,
@@ -293,6 +295,9 @@ int lis_serve_run(const lis_serve_opts *opts, lis_error *err)
     shutdown_all(s);
     rc = 0;
 out:
+    sv_rl_stop(s); /* a start that failed after it opened */
+    lis_monitor_hub_free(s->hub);
+    s->hub = NULL;
     if (s->loop)
         sv_timer_cancel(s->loop, &s->sweep);
     sv_listen_stop(s); /* the socket file goes too, when it is still ours */

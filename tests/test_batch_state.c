@@ -34,19 +34,6 @@ static const char *str(const cJSON *o, const char *k)
     return s ? s : "";
 }
 
-/* An endpoint that takes connections (the kernel's backlog) and never
- * answers: the episodes wait on the model for as long as the test wants. */
-static int silent_endpoint(int *port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 64) == 0 &&
-              getsockname(fd, (struct sockaddr *)&a, &l) == 0);
-    *port = ntohs(a.sin_port);
-    return fd;
-}
-
 /* Polls up to 60 s for the shell condition cond to hold. */
 static int wait_for(const char *cond)
 {
@@ -66,7 +53,7 @@ static int wait_for(const char *cond)
 static pid_t silent_batch(const char *d, char *rdir, size_t rlen, int *lfd)
 {
     int port;
-    *lfd = silent_endpoint(&port);
+    *lfd = t_silent_endpoint(&port);
     char tasks[600], log[600], cmd[4096], c[2400];
     snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);
     snprintf(log, sizeof log, "%s/log", d);
@@ -347,7 +334,7 @@ Test(batch_state, help_and_scorer_hints_name_what_exists)
 Test(batch_state, an_episode_cannot_read_the_live_view, .timeout = 180)
 {
     char *d = t_fresh_dir("state", "liveproxy");
-    int lport, lfd = silent_endpoint(&lport); /* a free port, given to --live */
+    int lport, lfd = t_silent_endpoint(&lport); /* a free port, given to --live */
     close(lfd);
     char tasks[600], script[1200];
     snprintf(tasks, sizeof tasks, "%s/t.jsonl", d);

@@ -1,7 +1,9 @@
 /* testlib.c - helpers shared by the criterion suites. */
 #include "testlib.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <pwd.h>
@@ -9,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -427,4 +430,15 @@ pid_t t_spawn_sh(const char *cmd)
         _exit(127);
     }
     return p;
+}
+
+int t_silent_endpoint(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 64) == 0 &&
+              getsockname(fd, (struct sockaddr *)&a, &l) == 0);
+    *port = ntohs(a.sin_port);
+    return fd;
 }

@@ -86,5 +86,8 @@ void t_write_file(const char *path, const char *text);
 char *t_fresh_dir(const char *prefix, const char *name);
 /* sh -c cmd in a child; its pid. */
 pid_t t_spawn_sh(const char *cmd);
+/* A TCP port on 127.0.0.1 that takes connections (the kernel's backlog) and
+ * never answers: a model endpoint whose calls wait as long as the test wants. */
+int t_silent_endpoint(int *port);
 
 #endif
