@@ -27,14 +27,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-/* rl/'s core is written beside serve/ (issue 30): a serve plugin built before
- * it is merged (no rl/ .c yet) loads all the same and serves everything else,
- * the episodes API's paths answering 404. Linked with rl/, these bind to it. */
-#pragma weak lis_rl_open
-#pragma weak lis_rl_close
-#pragma weak lis_rl_handle
-#pragma weak lis_rl_owns
-
 #define RL_WAIT_MAX 600.0    /* ?wait=S: seconds at most */
 #define RL_WAITERS_MAX 1024  /* long-polls and event streams at once */
 #define RL_STREAM_WAIT 600.0 /* what an events stream's calls say they wait */
@@ -271,12 +263,10 @@ static void list_add(rl_waiter *w)
 
 /* ---- open, close ------------------------------------------------------------------------------ */
 
-int sv_rl_owns(const char *rest) { return lis_rl_owns && lis_rl_owns(rest); }
+int sv_rl_owns(const char *rest) { return lis_rl_owns(rest); }
 
 int sv_rl_start(sv_server *s, lis_error *err)
 {
-    if (!lis_rl_open) /* built without rl/ (above) */
-        return 0;
     sv_rl *r = calloc(1, sizeof *r);
     if (!r)
         return lis_oom(err);
@@ -292,7 +282,8 @@ int sv_rl_start(sv_server *s, lis_error *err)
     if (!s->hub && !(s->hub = lis_monitor_hub_new(&herr)))
         fprintf(stderr, "lis serve: warning: episodes record no effects: %s\n", herr.msg);
     char state[4200];
-    snprintf(state, sizeof state, "%s/rl", lis_ctx_run_dir(s->ctx));
+    /* beside the store, not in the run dir (a tmpfs): results outlive a reboot */
+    snprintf(state, sizeof state, "%s/rl", s->data_dir);
     lis_rl_opts o = {.ctx = s->ctx,
                      .data_dir = s->data_dir,
                      .state_dir = state,
