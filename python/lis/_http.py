@@ -218,16 +218,17 @@ class Client:
         return resp
 
     def call(self, method, path, body=None, headers=None, raw=False, retry=False,
-             prefix="/lis/v1/"):
+             prefix="/lis/v1/", timeout=None):
         """One whole request. With retry (a request that is safe to send again: a
         GET, or one carrying an Idempotency-Key), a connection error before the
         whole answer is read sends it again, with the same headers, after a short
         wait (RETRY_DELAYS); so does a 409 to such a retry (the first attempt is
-        still being made on the server)."""
+        still being made on the server). timeout: seconds this request waits
+        for the answer (None: the client's; a long-poll's wait plus a grace)."""
         attempt = 0
         while True:
             try:
-                conn, resp = self._send(method, prefix + path, body, headers, None)
+                conn, resp = self._send(method, prefix + path, body, headers, timeout)
                 try:
                     if resp.status >= 400:
                         err = self._error(resp, conn)
@@ -240,7 +241,7 @@ class Client:
                 finally:
                     conn.close()
             except socket.timeout:
-                raise _timed_out(self.socket_path, self.timeout)
+                raise _timed_out(self.socket_path, self.timeout if timeout is None else timeout)
             except _RETRYABLE as e:
                 if not retry or attempt >= len(RETRY_DELAYS):
                     raise SandboxException("talking to lis serve on %s: %s"
