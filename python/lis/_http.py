@@ -255,9 +255,11 @@ class Client:
             attempt += 1
 
 
-def events(resp):
-    """Yields (event, data) of a server-sent event stream, data parsed as JSON."""
-    name, data = None, []
+def sse(resp):
+    """Yields (id, event, data) of a server-sent event stream: data parsed as
+    JSON, id an int (None when absent or not a number); comments and other
+    fields skipped."""
+    eid, name, data = None, None, []
     while True:
         line = resp.readline()
         if not line:
@@ -265,9 +267,20 @@ def events(resp):
         line = line.rstrip(b"\r\n")
         if not line:
             if name is not None or data:
-                yield name or "message", json.loads(b"\n".join(data) or b"null")
-            name, data = None, []
-        elif line.startswith(b"event:"):
-            name = line[6:].strip().decode()
-        elif line.startswith(b"data:"):
-            data.append(line[5:].lstrip())
+                yield eid, name or "message", json.loads(b"\n".join(data) or b"null")
+            eid, name, data = None, None, []
+            continue
+        key, _, value = line.partition(b":")
+        value = value[1:] if value.startswith(b" ") else value
+        if key == b"id":
+            eid = int(value) if value.strip().isdigit() else None
+        elif key == b"event":
+            name = value.strip().decode()
+        elif key == b"data":
+            data.append(value)
+
+
+def events(resp):
+    """Yields (event, data) of a server-sent event stream, data parsed as JSON."""
+    for _, name, data in sse(resp):
+        yield name, data

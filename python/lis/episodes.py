@@ -12,7 +12,6 @@ episode's result"); this module adds no field of its own to them.
 """
 import concurrent.futures
 import http.client
-import json
 import socket
 import time
 import urllib.parse
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional
 
 from ._http import RETRY_DELAYS, Client
+from ._http import sse as _sse
 from .errors import SandboxException, TimeoutException
 
 # Seconds a long-poll's connection may stay silent past its wait before the
@@ -59,27 +59,9 @@ class Event:
 
 
 def sse(resp):
-    """Yields the Events of a text/event-stream (id:, event:, data: lines; data
-    parsed as JSON; comments and retry: ignored)."""
-    eid, name, data = None, None, []
-    while True:
-        line = resp.readline()
-        if not line:
-            return
-        line = line.rstrip(b"\r\n")
-        if not line:
-            if name is not None or data:
-                yield Event(eid, name or "message", json.loads(b"\n".join(data) or b"null"))
-            eid, name, data = None, None, []
-            continue
-        field_, _, value = line.partition(b":")
-        value = value[1:] if value.startswith(b" ") else value
-        if field_ == b"id":
-            eid = int(value) if value.strip().isdigit() else None
-        elif field_ == b"event":
-            name = value.decode()
-        elif field_ == b"data":
-            data.append(value)
+    """Yields the Events of a text/event-stream."""
+    for eid, name, data in _sse(resp):
+        yield Event(eid, name, data)
 
 
 @dataclass

@@ -5,9 +5,6 @@ shapes: groups submitted and long-polled, a GRPO step collected in input order
 with its stragglers, events resumed after a dropped stream. Needs no lis."""
 import asyncio
 import json
-import os
-import socketserver
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -16,6 +13,7 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 import lis
+from conftest import UnixHTTPServer, json_reply
 from lis.episodes import BODY_KEYS
 
 
@@ -44,14 +42,6 @@ class EpisodesServer:
             def log_message(self, *a):
                 pass
 
-            def _reply(self, status, doc):
-                data = json.dumps(doc).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
             def _any(self):
                 url = urllib.parse.urlsplit(self.path)
                 q = dict(urllib.parse.parse_qsl(url.query))
@@ -62,26 +52,17 @@ class EpisodesServer:
                 parts = url.path.split("/")[3:]  # after /lis/v1/
                 if parts[0] == "episodes" and parts[-1] == "events":
                     return srv.sse(self, parts[1])
-                status, doc = srv.route(self.command, parts, q, body)
-                self._reply(status, doc)
+                json_reply(self, *srv.route(self.command, parts, q, body))
 
             do_GET = do_POST = do_DELETE = do_PUT = _any
 
-        class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-            daemon_threads = True
-
-        self.dir = tempfile.mkdtemp(prefix="lis-eps-")
-        self.path = os.path.join(self.dir, "eps.sock")
-        self.srv = S(self.path, H)
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        self.http = UnixHTTPServer(H, "lis-eps-")
+        self.path = self.http.path
 
     def close(self):
         with self.cond:
             self.cond.notify_all()
-        self.srv.shutdown()
-        self.srv.server_close()
-        os.unlink(self.path)
-        os.rmdir(self.dir)
+        self.http.close()
 
     def finish(self, gid, *indices):
         with self.cond:
