@@ -69,8 +69,9 @@ class GroupResult:
     """One group of a collected step: its episodes' results in the order of
     episode_ids (index 0..n-1); an episode not finished by the deadline is
     there as the server listed it ({"episode_id", "status": "running"...}).
-    error: the submit's exception when the group could not be made (then
-    group_id is None and episodes is empty)."""
+    error: the exception that stopped it: its submit refused (then group_id
+    is None and episodes is empty), or a poll or cancel that failed (then
+    episodes is what the last poll gave)."""
     index: int
     group_id: Optional[str] = None
     episode_ids: List[str] = field(default_factory=list)
@@ -261,8 +262,9 @@ class Episodes:
         body, in the order given. At the deadline, what is not done is listed
         (.stragglers) with the server's status; cancel_stragglers=True also
         cancels those groups and returns their partial results (status
-        cancelled). A body the server refuses is that group's .error (the others
-        go on). Bodies are dicts as submit() takes them."""
+        cancelled). A body the server refuses, or a group whose results cannot
+        be had, is that group's .error (the others go on). Bodies are dicts as
+        submit() takes them."""
         t0 = time.monotonic()
         end = None if deadline_s is None else t0 + deadline_s
         out = [GroupResult(i, labels=(b or {}).get("labels")) for i, b in enumerate(bodies)]
@@ -279,21 +281,31 @@ class Episodes:
         # the step ends when its last group does: long-poll the groups in order,
         # each up to the deadline; groups that finished meanwhile answer at once
         for g in out:
-            if g.group_id is None:
-                continue
-            while True:
+            while g.group_id is not None and g.error is None:
                 left = None if end is None else end - time.monotonic()
                 wait = poll_s if left is None else max(0.0, min(poll_s, left))
-                self._take(g, self.results(g.group_id, wait=wait))
+                self._poll(g, wait)
                 if g.done or (end is not None and time.monotonic() >= end):
                     break
-        late = [g for g in out if g.group_id is not None and not g.done]
+        late = [g for g in out if g.group_id is not None and g.error is None and not g.done]
         if late and cancel_stragglers:
             for g in late:
-                self.cancel_group(g.group_id)
+                try:
+                    self.cancel_group(g.group_id)
+                except SandboxException as e:
+                    g.error = e
             for g in late:  # cancelled episodes end at once: their partial turns
-                self._take(g, self.results(g.group_id, wait=poll_s))
+                if g.error is None:
+                    self._poll(g, poll_s)
         return StepResult(out, time.monotonic() - t0)
+
+    def _poll(self, g, wait):
+        """One long-poll of g's results; an error (the group gone, the server
+        unreachable after the retries) is g's, the other groups go on."""
+        try:
+            self._take(g, self.results(g.group_id, wait=wait))
+        except SandboxException as e:
+            g.error = e
 
     @staticmethod
     def _take(g, doc):

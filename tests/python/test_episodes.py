@@ -34,6 +34,7 @@ class EpisodesServer:
         self.seen = []  # (method, path, query dict, headers dict, body)
         self.groups = {}  # gid -> {"body", "ids", "done": set of finished indices}
         self.refuse = {}  # a task id -> (status, message) answered to its submit
+        self.lose = set()  # group ids made, then unknown to their results (a lost group)
         self.streams = {}  # eid -> [[(id, event, data)...] per connection]
         self.cond = threading.Condition()
         srv = self
@@ -92,7 +93,7 @@ class EpisodesServer:
             return 202, {"group_id": gid, "episode_ids": ids}
         if method == "GET" and parts[0] == "groups" and parts[-1] == "results":
             gid = parts[1]
-            if gid not in self.groups:
+            if gid not in self.groups or gid in self.lose:
                 return 404, {"message": "no group %s" % gid}
             end = time.monotonic() + float(q.get("wait", 0))
             with self.cond:
@@ -223,7 +224,9 @@ def test_episode_cancel_branch_delete_status_inference(eps_server):
 def test_collect_keeps_input_order_and_reports_stragglers(eps_server):
     eps = lis.Episodes(socket=eps_server.path, start=False)
     eps_server.refuse["bad"] = (422, "n is over the server's cap (512)")
-    bodies = [body("a", n=3, labels={"k": 0}), body("bad"), body("slow", n=2), body("b", n=1)]
+    eps_server.lose.add("g-gone")
+    bodies = [body("a", n=3, labels={"k": 0}), body("bad"), body("slow", n=2), body("b", n=1),
+              body("gone")]
     # groups a and b finish while the step waits; slow keeps episode 1 running
     timers = [threading.Timer(0.2, eps_server.finish, ("g-b", 0)),
               threading.Timer(0.4, eps_server.finish, ("g-a", 0, 1, 2)),
@@ -231,9 +234,9 @@ def test_collect_keeps_input_order_and_reports_stragglers(eps_server):
     for t in timers:
         t.start()
     step = eps.collect(bodies, deadline_s=2.0, poll_s=0.5)
-    assert [g.index for g in step] == [0, 1, 2, 3]
-    assert [g.group_id for g in step] == ["g-a", None, "g-slow", "g-b"]
-    a, bad, slow, b = step
+    assert [g.index for g in step] == [0, 1, 2, 3, 4]
+    assert [g.group_id for g in step] == ["g-a", None, "g-slow", "g-b", "g-gone"]
+    a, bad, slow, b, gone = step
     # each group's episodes in index order, whatever order the server sent them in
     assert [e["episode_id"] for e in a.episodes] == ["e-a-0", "e-a-1", "e-a-2"]
     assert a.rewards == [0.0, 1.0, 2.0] and a.done and a.labels == {"k": 0}
@@ -242,7 +245,10 @@ def test_collect_keeps_input_order_and_reports_stragglers(eps_server):
     assert not slow.done and slow.stragglers == ["e-slow-1"]
     assert slow.episodes[0]["status"] == "completed" and b.done
     assert not step.done and step.stragglers == [(2, "e-slow-1")]
-    assert step.errors == [(1, bad.error)]
+    # a group whose results cannot be had is that group's error; the others went on
+    assert isinstance(gone.error, lis.NotFoundException) and not gone.done
+    assert gone.episode_ids == ["e-gone-0", "e-gone-1"]
+    assert step.errors == [(1, bad.error), (4, gone.error)]
     # the polls carried waits no longer than the step's deadline
     waits = [float(q["wait"]) for m, p, q, _, _ in eps_server.seen if p.endswith("/results")]
     assert waits and max(waits) <= 2.0 and all(w >= 0 for w in waits)
