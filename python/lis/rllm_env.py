@@ -36,11 +36,13 @@ timeout, as the original does; without either, NotImplementedException (lis
 serve scores a group's episodes, not a single sandbox yet: step mode's
 POST /lis/v1/envs/{id}/reward).
 """
+import importlib.util
 import json
 import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 from typing import Any, Callable, Optional, Tuple
 
@@ -63,12 +65,13 @@ _XML_PARAM = re.compile(r"<parameter\s*=\s*([^>]+)>(.*?)</parameter>", re.DOTALL
 
 
 def _original_package():
-    """(Action, Agent) of the llm_in_sandbox package, or None without it."""
-    try:
-        from llm_in_sandbox import Action
-        from llm_in_sandbox.agent import Agent
-    except ImportError:
+    """(Action, Agent) of the llm_in_sandbox package, or None where it is not
+    installed. Installed but broken (its litellm, rich or docker missing): the
+    ImportError, not a quiet fall back to other observations."""
+    if "llm_in_sandbox" not in sys.modules and importlib.util.find_spec("llm_in_sandbox") is None:
         return None
+    from llm_in_sandbox import Action
+    from llm_in_sandbox.agent import Agent
     return Action, Agent
 
 

@@ -152,3 +152,12 @@ def test_with_the_original_package_its_own_tools_run_over_the_lis_sandbox(server
         env.close()
     with pytest.raises(RuntimeError, match="before reset"):
         env.step(bash("true"))
+
+
+def test_a_broken_original_package_is_an_error_not_a_quiet_fallback(monkeypatch):
+    pkg = types.ModuleType("llm_in_sandbox")  # installed, but its agent cannot be imported
+    pkg.Action = object
+    monkeypatch.setitem(sys.modules, "llm_in_sandbox", pkg)
+    with pytest.raises(ImportError, match="llm_in_sandbox"):
+        LLMinSandboxEnv(row(0), docker_image=IMAGE)
+    assert LLMinSandboxEnv(row(0), docker_image=IMAGE, tools="exec").tools == "exec"
