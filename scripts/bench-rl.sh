@@ -313,6 +313,8 @@ for w, r in res.items():
     r["setup_p50"], r["setup_p99"] = pct(r["setup"], .5), pct(r["setup"], .99)
     r["mem_ep"] = r["mem"] / (G * N) / MB
     r["ratio"] = r["wall"] / model
+    if not r["episodes"]:  # nothing ran: no figure
+        r["wall"] = r["ratio"] = r["mem_ep"] = None
 def fmt(v, unit=""):
     return "-" if v is None else "%.2f%s" % (v, unit)
 print("  %-40s %14s %14s %14s" % ("", "serve", "batch", "plain"))
@@ -341,7 +343,7 @@ if "serve" in res and res["serve"]["episodes"]:
           % (s["extra"].get("sandboxes", "-"), fmt(s["extra"].get("memory_bytes", 0) / MB, " MiB"),
              s["stragglers"]))
     for other in ("batch", "plain"):
-        if other in res and res[other]["wall"] and res[other]["mem_ep"] > 0:
+        if other in res and res[other]["wall"] and (res[other]["mem_ep"] or 0) > 0:
             print("  serve / %s: wall time %.2fx, memory per live episode %.2fx"
                   % (other, s["wall"] / res[other]["wall"], s["mem_ep"] / res[other]["mem_ep"]))
         elif other in res and res[other]["wall"]:
