@@ -196,8 +196,11 @@ class Episodes:
         """GET /lis/v1/episodes/{id}/events: yields its Events (step, reward,
         final) until the final one. A stream that ends or drops before it is
         opened again with Last-Event-ID (the last id seen, else last_event_id),
-        so no event is seen twice or missed; a few attempts in a row without a
-        new event (RETRY_DELAYS) end it with SandboxException. idle_timeout:
+        so no event is seen twice or missed; where the episode has finished
+        meanwhile and the server has no event after that id (a restarted server
+        keeps results, not events), the final event is its result (GET
+        episodes/ID) with id None. A few attempts in a row without a new event
+        (RETRY_DELAYS) end it with SandboxException. idle_timeout:
         seconds the stream may stay silent (None: the client's timeout)."""
         last = last_event_id
         attempt = 0
@@ -230,6 +233,15 @@ class Episodes:
                 why = e
             else:
                 why = "the stream ended before its final event"
+            # an episode that finished meanwhile, whose events the server no longer
+            # has (a restart keeps the result only): its result is the final event
+            try:
+                res = self.episode(episode_id)
+            except SandboxException:
+                res = None
+            if isinstance(res, dict) and res.get("status") not in PENDING + (None,):
+                yield Event(None, "final", res)
+                return
             attempt = 0 if progressed else attempt + 1
             if attempt > len(RETRY_DELAYS):
                 raise SandboxException("the events of episode %s: %s (after %d attempts)"
@@ -310,7 +322,8 @@ class Episodes:
     @staticmethod
     def _take(g, doc):
         by_id = {e.get("episode_id"): e for e in doc.get("episodes") or []}
-        g.episodes = [by_id.get(i, {"episode_id": i, "status": "unknown"}) for i in g.episode_ids]
+        # an episode deleted meanwhile is no longer listed: its place is kept
+        g.episodes = [by_id.get(i, {"episode_id": i, "status": "missing"}) for i in g.episode_ids]
         g.done = bool(doc.get("done")) and not g.stragglers
 
     def _poll_timeout(self, wait):

@@ -36,6 +36,7 @@ class EpisodesServer:
         self.refuse = {}  # a task id -> (status, message) answered to its submit
         self.lose = set()  # group ids made, then unknown to their results (a lost group)
         self.streams = {}  # eid -> [[(id, event, data)...] per connection]
+        self.finished = set()  # eids with a stream whose GET says they are finished
         self.cond = threading.Condition()
         srv = self
 
@@ -108,6 +109,8 @@ class EpisodesServer:
                 self.cond.notify_all()
             return 200, {"group_id": parts[1], "cancelled": len(g["cancelled"])}
         if method == "GET" and parts[0] == "episodes" and len(parts) == 2:
+            if parts[1] in self.streams and parts[1] not in self.finished:
+                return 200, {"episode_id": parts[1], "status": "running"}
             return 200, result(parts[1], "g", 0)
         if method == "POST" and parts[-1] == "branch":
             return 202, {"episode_ids": ["b-%d" % i for i in range(body["n"])]}
@@ -282,6 +285,19 @@ def test_events_resume_with_last_event_id_after_a_dropped_stream(eps_server):
     eps_server.streams["e2"] = [[steps[3]]]
     assert [e.id for e in eps.events("e2", last_event_id=3)] == [4]
     assert eps_server.seen[-1][3]["Last-Event-ID"] == "3"
+
+
+def test_events_of_an_episode_finished_meanwhile_end_with_its_result(eps_server):
+    """A restarted server keeps results, not events: a resume past what it has
+    gets no event; the episode's result is the final event."""
+    eps_server.streams["e4"] = [[]]
+    eps_server.finished.add("e4")
+    eps = lis.Episodes(socket=eps_server.path, start=False)
+    got = list(eps.events("e4", last_event_id=7))
+    assert [(e.id, e.event, e.data["status"]) for e in got] == [(None, "final", "completed")]
+    assert [(m, p) for m, p, _, _, _ in eps_server.seen] == [
+        ("GET", "/lis/v1/episodes/e4/events"), ("GET", "/lis/v1/episodes/e4")]
+    assert eps_server.seen[0][3]["Last-Event-ID"] == "7"
 
 
 def test_events_that_never_reach_final_end_with_an_error(eps_server, monkeypatch):
