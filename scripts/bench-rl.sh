@@ -192,6 +192,12 @@ def serve():
     setup = [max((e.get("timing") or {}).get("setup_s") or 0 for e in g.episodes)
              for g in step if g.episodes]
     errors = sorted({"%s" % e for _, e in step.errors})
+    for g in step:  # the server keeps finished results on disk until they are deleted
+        for eid in g.episode_ids:
+            try:
+                eps.delete(eid)
+            except lis.SandboxException:
+                pass
     return {"t0": t0, "wall": wall, "mem": smp.peak - smp.base, "extra": smp.extra_peak,
             "episodes": len(eps_all), "completed": sum(e.get("status") == "completed" for e in eps_all),
             "rewarded": sum(e.get("reward") == 1.0 for e in eps_all), "setup": setup,

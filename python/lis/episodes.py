@@ -177,7 +177,8 @@ class Episodes:
                seeds: Optional[List[int]] = None) -> Dict[str, Any]:
         """POST /lis/v1/episodes/{id}/branch: n episodes that keep its turns
         0..at_step-1 and its files after turn at_step-1 (kept by the group's
-        keep_snapshots), and make turn at_step anew. {"episode_ids": [...]}.
+        keep_snapshots), and make turn at_step anew: {"episode_ids": [...]}
+        (a group of their own: "group_id").
         Sent once (the API names no idempotency key for a branch)."""
         body = {"at_step": int(at_step), "n": int(n)}
         if sampling is not None:
