@@ -1,5 +1,6 @@
 """lis: a stdlib-only client for `lis serve`'s native API (docs/api.md, python/README.md)."""
-from .aio import AsyncSandbox
+from .aio import AsyncEpisodes, AsyncSandbox
+from .episodes import Episodes, Event, GroupResult, StepResult
 from .effects import Alert, Capability, Effects, FileChange, Network, Process, Request
 from .errors import (ConflictException, InvalidArgumentException, NotFoundException,
                      NotImplementedException, SandboxException, TimeoutException)
@@ -10,5 +11,6 @@ __all__ = ["Sandbox", "AsyncSandbox", "CommandResult", "EntryInfo", "Snapshot",
            "SandboxMetrics", "ForkResult", "SandboxException", "InvalidArgumentException",
            "NotFoundException", "ConflictException", "NotImplementedException",
            "TimeoutException", "Effects", "FileChange", "Process", "Request", "Network",
-           "Alert", "Capability"]
+           "Alert", "Capability", "Episodes", "AsyncEpisodes", "Event", "GroupResult",
+           "StepResult"]
 __version__ = "0.1.0"

@@ -218,16 +218,17 @@ class Client:
         return resp
 
     def call(self, method, path, body=None, headers=None, raw=False, retry=False,
-             prefix="/lis/v1/"):
+             prefix="/lis/v1/", timeout=None):
         """One whole request. With retry (a request that is safe to send again: a
         GET, or one carrying an Idempotency-Key), a connection error before the
         whole answer is read sends it again, with the same headers, after a short
         wait (RETRY_DELAYS); so does a 409 to such a retry (the first attempt is
-        still being made on the server)."""
+        still being made on the server). timeout: seconds this request waits
+        for the answer (None: the client's; a long-poll's wait plus a grace)."""
         attempt = 0
         while True:
             try:
-                conn, resp = self._send(method, prefix + path, body, headers, None)
+                conn, resp = self._send(method, prefix + path, body, headers, timeout)
                 try:
                     if resp.status >= 400:
                         err = self._error(resp, conn)
@@ -240,7 +241,7 @@ class Client:
                 finally:
                     conn.close()
             except socket.timeout:
-                raise _timed_out(self.socket_path, self.timeout)
+                raise _timed_out(self.socket_path, self.timeout if timeout is None else timeout)
             except _RETRYABLE as e:
                 if not retry or attempt >= len(RETRY_DELAYS):
                     raise SandboxException("talking to lis serve on %s: %s"
@@ -254,9 +255,11 @@ class Client:
             attempt += 1
 
 
-def events(resp):
-    """Yields (event, data) of a server-sent event stream, data parsed as JSON."""
-    name, data = None, []
+def sse(resp):
+    """Yields (id, event, data) of a server-sent event stream: data parsed as
+    JSON, id an int (None when absent or not a number); comments and other
+    fields skipped."""
+    eid, name, data = None, None, []
     while True:
         line = resp.readline()
         if not line:
@@ -264,9 +267,20 @@ def events(resp):
         line = line.rstrip(b"\r\n")
         if not line:
             if name is not None or data:
-                yield name or "message", json.loads(b"\n".join(data) or b"null")
-            name, data = None, []
-        elif line.startswith(b"event:"):
-            name = line[6:].strip().decode()
-        elif line.startswith(b"data:"):
-            data.append(line[5:].lstrip())
+                yield eid, name or "message", json.loads(b"\n".join(data) or b"null")
+            eid, name, data = None, None, []
+            continue
+        key, _, value = line.partition(b":")
+        value = value[1:] if value.startswith(b" ") else value
+        if key == b"id":
+            eid = int(value) if value.strip().isdigit() else None
+        elif key == b"event":
+            name = value.strip().decode()
+        elif key == b"data":
+            data.append(value)
+
+
+def events(resp):
+    """Yields (event, data) of a server-sent event stream, data parsed as JSON."""
+    for _, name, data in sse(resp):
+        yield name, data

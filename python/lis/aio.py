@@ -1,9 +1,11 @@
-"""lis.AsyncSandbox: the asyncio twin of lis.Sandbox. Each call runs the blocking
-client on a worker thread (asyncio.to_thread), so the event loop never blocks;
-callbacks (on_stdout/on_stderr) run on that thread."""
+"""lis.AsyncSandbox and lis.AsyncEpisodes: the asyncio twins of lis.Sandbox and
+lis.Episodes. Each call runs the blocking client on a worker thread
+(asyncio.to_thread), so the event loop never blocks; callbacks (on_stdout/on_stderr)
+run on that thread."""
 import asyncio
-from typing import List, Optional
+from typing import AsyncIterator, List, Optional
 
+from .episodes import Episodes, Event
 from .sandbox import ForkResult, Sandbox, SandboxMetrics, Snapshot
 
 
@@ -109,3 +111,49 @@ class AsyncSandbox:
     async def __aexit__(self, *exc):
         await self.kill()
         return False
+
+
+class AsyncEpisodes:
+    """lis.Episodes as coroutines (docs/rl.md): `eps = AsyncEpisodes()`, `await
+    eps.submit(...)`, `await eps.results(gid, wait=60)`, `await eps.collect(bodies)`,
+    `async for ev in eps.events(eid)`. Each call runs the blocking client on a
+    worker thread, so many long-polls can wait at once without blocking the loop."""
+
+    def __init__(self, socket: Optional[str] = None, timeout: Optional[float] = None,
+                 start: bool = True):
+        self._eps = Episodes(socket, timeout=timeout, start=start)
+
+    @property
+    def sync(self) -> Episodes:
+        """The blocking Episodes under this one."""
+        return self._eps
+
+    def __getattr__(self, name):
+        # submit, group, results, cancel_group, episode, cancel, branch, delete,
+        # status, set_inference, collect: the same arguments, awaited
+        fn = getattr(self._eps, name)
+        if name.startswith("_") or not callable(fn) or name == "events":
+            return fn
+
+        async def call(*a, **kw):
+            return await asyncio.to_thread(fn, *a, **kw)
+        call.__name__ = name
+        call.__doc__ = fn.__doc__
+        return call
+
+    async def events(self, episode_id: str, last_event_id: Optional[int] = None,
+                     idle_timeout: Optional[float] = None) -> AsyncIterator[Event]:
+        """Episodes.events as an async iterator (resumes with Last-Event-ID the same way)."""
+        it = self._eps.events(episode_id, last_event_id, idle_timeout)
+        done = object()
+        try:
+            while True:
+                ev = await asyncio.to_thread(next, it, done)
+                if ev is done:
+                    return
+                yield ev
+        finally:
+            try:
+                it.close()  # its connection; a next() still running on its thread ends it
+            except ValueError:
+                pass

@@ -11,7 +11,8 @@ class SandboxException(Exception):
 
 
 class InvalidArgumentException(SandboxException):
-    """The server refused the request's arguments (HTTP 400)."""
+    """The server refused the request's arguments (HTTP 400; 413 too large, 422
+    over a bound, as the episodes API answers them)."""
 
 
 class NotFoundException(SandboxException):
@@ -32,6 +33,7 @@ class TimeoutException(SandboxException):
 
 
 def from_status(status, message):
-    cls = {400: InvalidArgumentException, 404: NotFoundException, 409: ConflictException,
+    cls = {400: InvalidArgumentException, 413: InvalidArgumentException,
+           422: InvalidArgumentException, 404: NotFoundException, 409: ConflictException,
            501: NotImplementedException}.get(status, SandboxException)
     return cls(message, status)

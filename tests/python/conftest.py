@@ -6,9 +6,11 @@ import json
 import os
 import shutil
 import signal
+import socketserver
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
@@ -132,3 +134,33 @@ def wait_until(pred, seconds=20.0, step=0.1):
             return True
         time.sleep(step)
     return pred()
+
+
+class UnixHTTPServer:
+    """The fake servers' transport: a threading HTTP server with handler (a
+    BaseHTTPRequestHandler class) on a unix socket in a private directory."""
+
+    def __init__(self, handler, prefix):
+        class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        self.dir = tempfile.mkdtemp(prefix=prefix)
+        self.path = os.path.join(self.dir, "fake.sock")
+        self.srv = S(self.path, handler)
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+        os.unlink(self.path)
+        os.rmdir(self.dir)
+
+
+def json_reply(handler, status, doc):
+    """Answers handler's request with doc as JSON."""
+    data = json.dumps(doc).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

@@ -2,15 +2,13 @@
 failure (a fork element that failed, a dropped connection, a 409 to a retry),
 against a small scripted HTTP server on a unix socket. Needs no lis."""
 import json
-import os
-import socketserver
-import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 import lis
+from conftest import UnixHTTPServer, json_reply
 
 SB = {"id": "a" * 64, "name": "lis_aaaa", "image": "x", "state": "running"}
 
@@ -47,30 +45,16 @@ class Fake:
                 if step == "hang":  # a stuck server: no answer until closed
                     fake.release.wait(30)
                     return
-                status, doc = step
-                data = json.dumps(doc).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                json_reply(self, *step)
 
             do_GET = do_POST = do_DELETE = do_PUT = _any
 
-        class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-            daemon_threads = True
-
-        self.dir = tempfile.mkdtemp(prefix="lis-fake-")
-        self.path = os.path.join(self.dir, "fake.sock")
-        self.srv = S(self.path, H)
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        self.http = UnixHTTPServer(H, "lis-fake-")
+        self.path = self.http.path
 
     def close(self):
         self.release.set()
-        self.srv.shutdown()
-        self.srv.server_close()
-        os.unlink(self.path)
-        os.rmdir(self.dir)
+        self.http.close()
 
 
 @pytest.fixture

@@ -58,7 +58,8 @@ def test_snapshot_holds_the_files_and_creates_new_sandboxes(server):
     with lis.Sandbox.create(image=IMAGE) as sb:
         sb.files.write("/work/state.txt", "step 7\n")
         sb.commands.run("sleep 1000 >/dev/null 2>&1 </dev/null &")
-        assert sb.commands.run("pgrep -x sleep").exit_code == 0
+        # the background shell may not have exec'd sleep yet when the command returns
+        assert wait_until(lambda: sb.commands.run("pgrep -x sleep").exit_code == 0)
         snap = sb.snapshot(tag="py-snap-1")
         assert isinstance(snap, lis.Snapshot)
         assert snap.id.startswith("sha256:") and snap.snapshot_id == snap.id
