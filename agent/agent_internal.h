@@ -11,6 +11,9 @@
 /* ---- small helpers (util.c) -------------------------------------------- */
 
 void agent_sleep(double seconds);
+/* Sets each member of extra on body (replacing one of the same name): the
+ * request body's --extra-body. */
+void agent_json_merge(cJSON *body, const cJSON *extra);
 
 /* ---- tools (tools.c): schemas, observation text ------------------------ */
 
@@ -129,7 +132,7 @@ int llm_is_token_error(const char *text, long *max_context, long *input_tokens);
 /* New max_tokens after a token-limit error, or -1 to give up. original:
  * model_query's rule, max_context - input - 100, else half, never below 8192. */
 long llm_shrink_max_tokens(long max_tokens, long max_context, long input_tokens);
-/* Anthropic request/response conversion. */
+/* Anthropic request/response conversion (anthropic.c). */
 cJSON *llm_anthropic_request(const cJSON *messages, const cJSON *tools, const llm_config *cfg,
                              long max_tokens);
 cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, size_t flen);
