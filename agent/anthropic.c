@@ -178,4 +178,3 @@ cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, 
         snprintf(finish, flen, "%s", sr);
     return msg;
 }
-

@@ -129,6 +129,7 @@ void llm_free(llm_client *c)
 void llm_reply_free(llm_reply *r)
 {
     cJSON_Delete(r->message);
+    cJSON_Delete(r->tokens);
     memset(r, 0, sizeof *r);
 }
 
@@ -352,8 +353,114 @@ int llm_parse_stream(sse_state *s, llm_reply *out, char *why, size_t wl)
     out->message = m;
     out->usage = s->usage;
     snprintf(out->finish_reason, sizeof out->finish_reason, "%s", s->finish_reason);
+    snprintf(out->tokens_why, sizeof out->tokens_why, "a streamed reply carries no token ids");
     finish_reply(out);
     return 0;
+}
+
+/* ---- token ids passed through (vLLM's return_token_ids, logprobs) ------ */
+
+#define MAX_TOKEN_IDS (1 << 20) /* per list: a reply over it keeps no ids */
+
+/* a is a list of token ids (integers from 0 to 2^31-1), at most
+ * MAX_TOKEN_IDS of them; else 0 with why. */
+static int id_list_ok(const cJSON *a, const char *what, char *why, size_t wl)
+{
+    if (!cJSON_IsArray(a))
+        return snprintf(why, wl, "%s is not a list of token ids", what), 0;
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a)
+    {
+        if (i >= MAX_TOKEN_IDS)
+            return snprintf(why, wl, "%s holds more than %d token ids", what, MAX_TOKEN_IDS), 0;
+        double v = cJSON_IsNumber(x) ? x->valuedouble : -1;
+        if (!(v >= 0 && v <= 2147483647.0 && v == (double)(long)v))
+            return snprintf(why, wl, "%s[%d] is not an integer token id", what, i), 0;
+        i++;
+    }
+    return 1;
+}
+
+/* choices[0].logprobs.content[].logprob as a list of numbers; NULL with why
+ * when malformed, NULL with why empty when the reply has none. */
+static cJSON *logprob_list(const cJSON *ch, char *why, size_t wl)
+{
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(ch, "logprobs");
+    if (!lp || cJSON_IsNull(lp))
+        return NULL;
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(lp, "content");
+    if (!cJSON_IsArray(content)) {
+        snprintf(why, wl, "choices[0].logprobs.content is not a list");
+        return NULL;
+    }
+    cJSON *out = cJSON_CreateArray();
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, content)
+    {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(x, "logprob");
+        if (i >= MAX_TOKEN_IDS || !cJSON_IsNumber(v)) {
+            snprintf(why, wl,
+                     i >= MAX_TOKEN_IDS ? "choices[0].logprobs.content holds more than %d entries"
+                                        : "choices[0].logprobs.content[%d].logprob is not a number",
+                     i >= MAX_TOKEN_IDS ? MAX_TOKEN_IDS : i);
+            cJSON_Delete(out);
+            return NULL;
+        }
+        cJSON_AddItemToArray(out, cJSON_CreateNumber(v->valuedouble));
+        i++;
+    }
+    return out;
+}
+
+/* The reply's token ids and logprobs into out->tokens (detached from the
+ * parsed reply j, whose choice is ch), or why there are none. The
+ * completion's ids: vLLM's choices[0].token_ids, agent-lightning's
+ * response_token_ids (in the choice, or top-level per choice). */
+static void take_tokens(cJSON *j, cJSON *ch, llm_reply *out)
+{
+    char *why = out->tokens_why;
+    size_t wl = sizeof out->tokens_why;
+    /* where each list is: its name in messages, its parent, its key there
+     * (NULL: the parent's first item) */
+    const char *names[2] = {"prompt_token_ids", "choices[0].token_ids"};
+    cJSON *from[2] = {j, ch};
+    const char *keys[2] = {"prompt_token_ids", "token_ids"};
+    if (!cJSON_GetObjectItemCaseSensitive(ch, "token_ids")) {
+        cJSON *top = cJSON_GetObjectItemCaseSensitive(j, "response_token_ids");
+        if (cJSON_GetObjectItemCaseSensitive(ch, "response_token_ids"))
+            names[1] = "choices[0].response_token_ids", keys[1] = "response_token_ids";
+        else if (cJSON_IsArray(top) && cJSON_IsArray(cJSON_GetArrayItem(top, 0)))
+            names[1] = "response_token_ids[0]", from[1] = top, keys[1] = NULL;
+        else if (top)
+            names[1] = "response_token_ids", from[1] = j, keys[1] = "response_token_ids";
+    }
+    cJSON *ids[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        cJSON *a = keys[i] ? cJSON_GetObjectItemCaseSensitive(from[i], keys[i])
+                           : cJSON_GetArrayItem(from[i], 0);
+        if (!a || cJSON_IsNull(a))
+            continue;
+        if (!id_list_ok(a, names[i], why, wl))
+            return;
+        ids[i] = a;
+    }
+    if (!ids[0] && !ids[1]) {
+        snprintf(why, wl, "the endpoint sent no token ids");
+        return;
+    }
+    cJSON *lps = logprob_list(ch, why, wl);
+    if (!lps && why[0])
+        return;
+    cJSON *t = cJSON_CreateObject();
+    const char *outk[2] = {"prompt_ids", "ids"};
+    for (int i = 0; i < 2; i++)
+        if (ids[i])
+            cJSON_AddItemToObject(t, outk[i], cJSON_DetachItemViaPointer(from[i], ids[i]));
+    if (lps)
+        cJSON_AddItemToObject(t, "logprobs", lps);
+    out->tokens = t;
 }
 
 int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why, size_t wl)
@@ -371,8 +478,10 @@ int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why,
         }
         out->message =
             llm_anthropic_message(j, &out->usage, out->finish_reason, sizeof out->finish_reason);
+        snprintf(out->tokens_why, sizeof out->tokens_why,
+                 "the Anthropic Messages API sends no token ids");
     } else {
-        const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+        cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
         cJSON *m = cJSON_GetObjectItem(ch, "message");
         if (!cJSON_IsObject(m)) {
             if (cJSON_GetObjectItem(j, "error")) {
@@ -398,6 +507,7 @@ int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why,
             out->usage.total_tokens = agent_json_long(cJSON_GetObjectItem(u, "total_tokens"));
             out->usage.known = 1;
         }
+        take_tokens(j, ch, out);
     }
     cJSON_Delete(j);
     finish_reply(out);
@@ -507,6 +617,17 @@ void llm_call_set_log(llm_call *k, FILE *log) { k->log = log; }
 
 CURL *llm_call_handle(const llm_call *k) { return k->h; }
 
+/* curl's progress callback: a non-zero abort flag ends the transfer
+ * (CURLE_ABORTED_BY_CALLBACK); libcurl calls it often while data flows and
+ * about once a second while the endpoint is silent. */
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    const volatile int *abort_flag = ud;
+    return *abort_flag != 0;
+}
+
+static int aborted(const llm_client *c) { return c->cfg.abort && *c->cfg.abort; }
+
 CURL *llm_call_attempt(llm_call *k, lis_error *err)
 {
     llm_client *c = k->c;
@@ -562,6 +683,11 @@ CURL *llm_call_attempt(llm_call *k, lis_error *err)
     curl_easy_setopt(h, CURLOPT_USERAGENT, "lis-agent/0.1");
     curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
     curl_easy_setopt(h, CURLOPT_PRIVATE, k);
+    if (c->cfg.abort) {
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c->cfg.abort);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    }
     return h;
 }
 
@@ -600,6 +726,10 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
     }
     curl_easy_getinfo(k->h, CURLINFO_RESPONSE_CODE, &x->status);
     out->attempts = ++k->attempt;
+    if (aborted(c)) { /* whatever the transfer gave: the caller no longer wants it */
+        attempt_free(k);
+        return lis_fail(err, ECANCELED, "cancelled"), LLM_CALL_FAILED;
+    }
     long status = rc == CURLE_OK ? x->status : 0;
     if (x->status > 0)
         c->replied = 1;
@@ -750,6 +880,10 @@ int llm_chat(llm_client *c, const cJSON *messages, const cJSON *tools, llm_reply
     if (!k)
         return -1;
     for (;;) {
+        if (aborted(c)) {
+            llm_call_free(k);
+            return lis_fail(err, ECANCELED, "cancelled");
+        }
         CURL *h = llm_call_attempt(k, err);
         if (!h) {
             llm_call_free(k);
@@ -762,7 +896,8 @@ int llm_chat(llm_client *c, const cJSON *messages, const cJSON *tools, llm_reply
             llm_call_free(k);
             return r == LLM_CALL_DONE ? 0 : -1;
         }
-        if (wait > 0)
-            agent_sleep(wait);
+        /* in slices, so that an abort does not wait for the backoff */
+        for (double t0 = lis_now(); wait > 0 && !aborted(c) && lis_now() - t0 < wait;)
+            agent_sleep(wait - (lis_now() - t0) < 0.05 ? wait - (lis_now() - t0) : 0.05);
     }
 }
