@@ -44,9 +44,12 @@ The request log's records carry the body's "seed" beside the whole body.
 
 Conversation mode (lis batch: many episodes at once, in any order): with
 "rows": {MARKER: [ENTRY, ...]} a request is matched to the first MARKER found
-in its first user message, else to "default": [ENTRY, ...]; the entry is
+in its first user message, else to "default": [ENTRY, ...] (top-level, or a
+"default" key of "rows"); the entry is
 chosen by the number of assistant messages in the request (its step), so
-replies do not depend on arrival order. Extra ENTRY keys there:
+replies do not depend on arrival order. With "seeds": {SEED: [ENTRY, ...]} a
+request whose body has that "seed" gets those entries instead (one episode of
+a group that differs, e.g. a straggler). Extra ENTRY keys there:
   fail         answer the first N requests of this step with fail_status
                (default 500) and fail_headers, then the entry
   latency      seconds to wait before answering (also a top-level default)
@@ -83,11 +86,14 @@ def first_user_text(req):
 def conv_entry(req):
     text = first_user_text(req)
     step = sum(1 for m in req.get("messages", []) if m.get("role") == "assistant")
-    marker, entries = None, script.get("default", [])
+    marker, entries = None, script.get("default", script["rows"].get("default", []))
     for mk, ents in script["rows"].items():
         if mk in text:
             marker, entries = mk, ents
             break
+    seeded = script.get("seeds", {}).get(str(req.get("seed")))
+    if seeded is not None:
+        marker, entries = "seed:%s" % req.get("seed"), seeded
     e = entries[step] if step < len(entries) else {"calls": [["submit", {}]]}
     if e.get("fail"):
         with lock:
