@@ -144,7 +144,8 @@ int llm_parse_stream(sse_state *s, llm_reply *out, char *why, size_t wl);
 
 /* ---- the episode (loop.c, episode.c) ----------------------------------- */
 
-/* Runs the ReAct loop. Returns the trajectory; NULL only when out of memory.
+/* Runs the ReAct loop (agent_loop_hooked without hooks nor "messages").
+ * Returns the trajectory; NULL only when out of memory.
  * original: trajectory.json's format, plus per-step usage and tool time. */
 cJSON *agent_loop(const agent_tool_env *env, const agent_opts *o, agent_outcome *out);
 
