@@ -390,6 +390,8 @@ static cJSON *logprob_list(const cJSON *ch, char *why, size_t wl)
     if (!lp || cJSON_IsNull(lp))
         return NULL;
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(lp, "content");
+    if (!content || cJSON_IsNull(content)) /* {"content": null, "refusal": ...} */
+        return NULL;
     if (!cJSON_IsArray(content)) {
         snprintf(why, wl, "choices[0].logprobs.content is not a list");
         return NULL;
