@@ -264,6 +264,27 @@ static void later_start(later *l, volatile int *flag, double delay)
     cr_assert_eq(pthread_create(&l->th, NULL, later_main, l), 0);
 }
 
+/* A call whose abort flag another thread sets after delay seconds: it
+ * fails "cancelled" (ECANCELED, no HTTP status) after one request; returns
+ * how long it took. */
+static double chat_aborted(const t_fake *f, llm_config *cfg, volatile int *flag, double delay)
+{
+    cfg->abort = flag;
+    later l;
+    later_start(&l, flag, delay);
+    llm_reply r;
+    lis_error err = {0};
+    double t0 = lis_now();
+    cr_assert_eq(chat(cfg, &r, &err), -1);
+    double dt = lis_now() - t0;
+    pthread_join(l.th, NULL);
+    cr_assert_eq(err.code, ECANCELED, "%d: %s", err.code, err.msg);
+    cr_assert_str_eq(err.msg, "cancelled");
+    cr_assert_eq(err.http_status, 0);
+    cr_assert_eq(t_fake_count(f), 1);
+    return dt;
+}
+
 /* llm_config.abort set from another thread while the endpoint never answers
  * (hang 60 s, timeout 50 s): the request ends "cancelled", with no retry. */
 Test(agent_llm, abort_ends_a_hanging_request_without_retry)
@@ -273,20 +294,8 @@ Test(agent_llm, abort_ends_a_hanging_request_without_retry)
     llm_config cfg = cfg_for(&f);
     cfg.timeout = 50;
     volatile int flag = 0;
-    cfg.abort = &flag;
-    later l;
-    later_start(&l, &flag, 0.3);
-    llm_reply r;
-    lis_error err = {0};
-    double t0 = lis_now();
-    cr_assert_eq(chat(&cfg, &r, &err), -1);
     printf("abort: a hanging request ended %.2f s after the start (flag set at 0.3 s)\n",
-           lis_now() - t0);
-    pthread_join(l.th, NULL);
-    cr_assert_eq(err.code, ECANCELED, "%d: %s", err.code, err.msg);
-    cr_assert_str_eq(err.msg, "cancelled");
-    cr_assert_eq(err.http_status, 0);
-    cr_assert_eq(t_fake_count(&f), 1);
+           chat_aborted(&f, &cfg, &flag, 0.3));
     t_fake_stop(&f);
 }
 
@@ -298,19 +307,11 @@ Test(agent_llm, abort_stops_the_backoff_and_prevents_a_request)
     t_fake_start(&f, "{\"replies\":[{\"status\":500,\"body\":{\"error\":{\"message\":"
                      "\"busy\"}}},{\"content\":\"ok\"}]}");
     llm_config cfg = cfg_for(&f);
-    cfg.backoff_base = 60;
-    cfg.backoff_max = 60;
+    cfg.backoff_base = cfg.backoff_max = 60;
     volatile int flag = 0;
-    cfg.abort = &flag;
-    later l;
-    later_start(&l, &flag, 0.5);
+    chat_aborted(&f, &cfg, &flag, 0.5);
     llm_reply r;
     lis_error err = {0};
-    cr_assert_eq(chat(&cfg, &r, &err), -1);
-    pthread_join(l.th, NULL);
-    cr_assert_eq(err.code, ECANCELED, "%d: %s", err.code, err.msg);
-    cr_assert_str_eq(err.msg, "cancelled");
-    cr_assert_eq(t_fake_count(&f), 1);
     cr_assert_eq(chat(&cfg, &r, &err), -1);
     cr_assert_eq(err.code, ECANCELED);
     cr_assert_eq(t_fake_count(&f), 1);
