@@ -846,6 +846,20 @@ Test(agent_loop, a_branch_keeps_the_parents_turns_byte_for_byte, .timeout = 120)
         free(a);
         free(c);
     }
+    /* the token estimate continues the parent's: the server's count after
+     * turn 1 (220) plus what came after it, not the whole history by chars
+     * (over 300 tokens for the prompts alone: a fresh episode stops) */
+    agent_opts o2 = w.o;
+    o2.max_token_limit = 300;
+    agent_ep *fresh = agent_ep_new(&o2);
+    cr_assert_eq(agent_ep_next(fresh), AGENT_EP_DONE);
+    agent_outcome fout;
+    cJSON_Delete(agent_ep_finish(fresh, &fout));
+    cr_assert_eq(fout.stop, AGENT_STOP_TOKEN_LIMIT);
+    ep = agent_ep_new_branch(&o2, k.msgs[1], psteps, 2, &err);
+    cr_assert(ep, "%s", err.msg);
+    cr_assert_eq(agent_ep_next(ep), AGENT_EP_LLM);
+    cJSON_Delete(agent_ep_finish(ep, &fout));
     cJSON_Delete(btraj);
     hooked_free(&b);
     hooked_free(&k);
