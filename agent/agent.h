@@ -131,11 +131,12 @@ typedef struct llm_config {
     double backoff_base;     /* first backoff, seconds (doubles, plus jitter) */
     double backoff_max;      /* cap on one sleep, Retry-After included */
     FILE *log;               /* retries are reported here (NULL: silent) */
-    /* Non-zero (set from another thread): the request in flight ends
-     * (curl's progress callback: at once while data flows, within about a
-     * second while the endpoint is silent), a backoff sleep ends (50 ms
-     * slices) and no retry starts: llm_chat fails with err->code ECANCELED,
-     * "cancelled". NULL: never. */
+    /* Non-zero (set from another thread): llm_chat's request in flight
+     * ends within 50 ms (its transfer is polled in slices), so does a
+     * backoff sleep, and no retry starts: llm_chat fails with err->code
+     * ECANCELED, "cancelled". Attempts driven by their caller (llm_call)
+     * end through curl's progress callback (within about a second while the
+     * endpoint is silent). NULL: never. */
     const volatile int *abort;
 } llm_config;
 

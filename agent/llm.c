@@ -19,6 +19,7 @@
 struct llm_client {
     llm_config cfg;
     CURL *curl;
+    CURLM *multi; /* llm_chat's transfers when cfg.abort is set (made on first use) */
     unsigned seed;
     int replied; /* some request got an HTTP reply: the endpoint exists */
     char url[4096];
@@ -122,6 +123,8 @@ void llm_free(llm_client *c)
 {
     if (!c)
         return;
+    if (c->multi)
+        curl_multi_cleanup(c->multi);
     curl_easy_cleanup(c->curl);
     free(c);
 }
@@ -873,6 +876,32 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
 
 const char *llm_client_url(const llm_client *c) { return c->url; }
 
+/* curl_easy_perform that an abort ends within 50 ms, also while the
+ * endpoint is silent (curl's progress callback may wait a second then): the
+ * transfer on the client's multi handle, polled in slices. */
+static CURLcode perform(llm_client *c, CURL *h)
+{
+    if (!c->cfg.abort)
+        return curl_easy_perform(h);
+    if (!c->multi && !(c->multi = curl_multi_init()))
+        return CURLE_OUT_OF_MEMORY;
+    if (curl_multi_add_handle(c->multi, h) != CURLM_OK)
+        return CURLE_FAILED_INIT;
+    int running = 1;
+    while (curl_multi_perform(c->multi, &running) == CURLM_OK && running && !aborted(c))
+        curl_multi_poll(c->multi, NULL, 0, 50, NULL);
+    /* unfinished: aborted (llm_call_result says "cancelled"), or the multi
+     * handle failed (an error that may pass: retried) */
+    CURLcode rc = aborted(c) ? CURLE_ABORTED_BY_CALLBACK : CURLE_RECV_ERROR;
+    int left;
+    CURLMsg *m;
+    while ((m = curl_multi_info_read(c->multi, &left)))
+        if (m->msg == CURLMSG_DONE && m->easy_handle == h)
+            rc = m->data.result;
+    curl_multi_remove_handle(c->multi, h);
+    return rc;
+}
+
 /* The blocking driver of a call (lis run): the same attempts in a loop. */
 int llm_chat(llm_client *c, const cJSON *messages, const cJSON *tools, llm_reply *out,
              lis_error *err)
@@ -891,7 +920,7 @@ int llm_chat(llm_client *c, const cJSON *messages, const cJSON *tools, llm_reply
             llm_call_free(k);
             return -1;
         }
-        CURLcode rc = curl_easy_perform(h);
+        CURLcode rc = perform(c, h);
         double wait = 0;
         int r = llm_call_result(k, rc, out, &wait, err);
         if (r == LLM_CALL_DONE || r == LLM_CALL_FAILED) {
