@@ -141,6 +141,9 @@ cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, 
  * *why, or -2 when the server sent an error object (*why is its message). */
 int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why, size_t wl);
 int llm_parse_stream(sse_state *s, llm_reply *out, char *why, size_t wl);
+/* The token ids of a parsed OpenAI reply j (choice ch: choices[0]) moved
+ * into out->tokens, or why there are none in out->tokens_why (llm_tokens.c). */
+void llm_take_tokens(cJSON *j, cJSON *ch, llm_reply *out);
 
 /* ---- the episode (loop.c, episode.c) ----------------------------------- */
 
