@@ -238,9 +238,9 @@ FUZZ_CFLAGS   = $(CSTD) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -g 
   -Iruntime -Inet -Irootfs -Imonitor -Iagent -Ifuzz $(AGENT_CFLAGS) $(ROOTFS_CFLAGS)
 fuzz_src_http_head := net/http_head.c
 fuzz_src_textcalls := agent/textcalls.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
-fuzz_src_sse       := agent/sse.c agent/llm.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
-fuzz_src_llm       := agent/sse.c agent/llm.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
-fuzz_src_settings  := agent/settings.c agent/prompts.c agent/llm.c agent/sse.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
+fuzz_src_sse       := agent/sse.c agent/llm.c agent/llm_tokens.c agent/anthropic.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
+fuzz_src_llm       := agent/sse.c agent/llm.c agent/llm_tokens.c agent/anthropic.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
+fuzz_src_settings  := agent/settings.c agent/prompts.c agent/llm.c agent/llm_tokens.c agent/anthropic.c agent/sse.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
 fuzz_src_extract   := rootfs/extract.c rootfs/util.c
 fuzz_src_notify    := monitor/exec_read.c monitor/procmem.c monitor/records.c monitor/effects.c \
   monitor/layer.c monitor/scan.c monitor/watch.c monitor/udiff.c monitor/policy.c monitor/rules.c

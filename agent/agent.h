@@ -131,9 +131,12 @@ typedef struct llm_config {
     double backoff_base;     /* first backoff, seconds (doubles, plus jitter) */
     double backoff_max;      /* cap on one sleep, Retry-After included */
     FILE *log;               /* retries are reported here (NULL: silent) */
-    /* Non-zero (set from another thread): the request in flight ends at once
-     * (curl's progress callback) and no retry starts: llm_chat fails with
-     * err->code ECANCELED, "cancelled". NULL: never. */
+    /* Non-zero (set from another thread): llm_chat's request in flight
+     * ends within 50 ms (its transfer is polled in slices), so does a
+     * backoff sleep, and no retry starts: llm_chat fails with err->code
+     * ECANCELED, "cancelled". Attempts driven by their caller (llm_call)
+     * end through curl's progress callback (within about a second while the
+     * endpoint is silent). NULL: never. */
     const volatile int *abort;
 } llm_config;
 
@@ -159,7 +162,12 @@ typedef struct llm_reply {
      * "ids": [int...], "logprobs": [number...]}, a key absent when the reply
      * had none; NULL when it had neither ids, and tokens_why says why in one
      * line ("the endpoint sent no token ids", "a streamed reply carries no
-     * token ids"). Never made up: lis has no tokenizer. */
+     * token ids", "choices[0].token_ids[3] is not an integer token id": a
+     * list that is not all integers 0..2^31-1, or longer than 2^20, or a
+     * logprob that is not a number, keeps none). Never made up: lis has no
+     * tokenizer. llm_reply_free frees it, and so does the engine with the
+     * reply it took (agent_ep_llm_reply): whoever keeps them takes them
+     * (r->tokens = NULL) before. */
     cJSON *tokens;
     char tokens_why[160];
 } llm_reply;
@@ -217,7 +225,9 @@ typedef struct agent_opts {
     void *on_step_arg;
     /* The conversation to start from instead of the system and instance
      * prompts (the episodes API's task "messages"): copied, each a
-     * {"role", "content"} object; NULL: the prompts. */
+     * {"role", "content"} object (an assistant's content may be absent);
+     * NULL: the prompts. Anything else ends the episode before its first
+     * call, with reason llm_error and the bad message named. */
     const cJSON *messages;
 } agent_opts;
 
@@ -322,7 +332,7 @@ typedef struct agent_loop_hooks {
      * with the reason stop_reason gives (a deadline, a cancel): a command
      * running is killed (its step is recorded with what it printed), an LLM
      * request in flight is dropped (the owner sets llm_config.abort too).
-     * -1: none. */
+     * Polled, never read. -1 or 0: none (a zeroed struct watches no fd). */
     int stop_fd;
     agent_stop (*stop_reason)(void *arg, char *why, size_t len);
     /* Each turn's model call instead of llm_chat on a client of o->llm
@@ -336,9 +346,11 @@ typedef struct agent_loop_hooks {
 } agent_loop_hooks;
 
 /* `lis run`'s blocking driver of the engine (loop.c), for drivers with
- * hooks: runs ep (NULL: a new one of o) to its end on env's sandbox and
- * returns the trajectory (agent_ep_finish) with "messages" added: the
- * whole history, as the original's trajectory keeps it. */
+ * hooks: runs ep (NULL: a new one of o; taken, freed) to its end on env's
+ * sandbox and returns the trajectory (agent_ep_finish) with "messages"
+ * added: the whole history, as the original's trajectory keeps it (lis
+ * run's own agent_loop, the same code without hooks, adds none: its
+ * trajectory.json is unchanged). */
 cJSON *agent_loop_hooked(const agent_tool_env *env, agent_ep *ep, const agent_opts *o,
                          const agent_loop_hooks *h, agent_outcome *out);
 

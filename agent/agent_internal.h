@@ -11,6 +11,9 @@
 /* ---- small helpers (util.c) -------------------------------------------- */
 
 void agent_sleep(double seconds);
+/* Sets each member of extra on body (replacing one of the same name): the
+ * request body's --extra-body. */
+void agent_json_merge(cJSON *body, const cJSON *extra);
 
 /* ---- tools (tools.c): schemas, observation text ------------------------ */
 
@@ -129,7 +132,7 @@ int llm_is_token_error(const char *text, long *max_context, long *input_tokens);
 /* New max_tokens after a token-limit error, or -1 to give up. original:
  * model_query's rule, max_context - input - 100, else half, never below 8192. */
 long llm_shrink_max_tokens(long max_tokens, long max_context, long input_tokens);
-/* Anthropic request/response conversion. */
+/* Anthropic request/response conversion (anthropic.c). */
 cJSON *llm_anthropic_request(const cJSON *messages, const cJSON *tools, const llm_config *cfg,
                              long max_tokens);
 cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, size_t flen);
@@ -138,10 +141,14 @@ cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, 
  * *why, or -2 when the server sent an error object (*why is its message). */
 int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why, size_t wl);
 int llm_parse_stream(sse_state *s, llm_reply *out, char *why, size_t wl);
+/* The token ids of a parsed OpenAI reply j (choice ch: choices[0]) moved
+ * into out->tokens, or why there are none in out->tokens_why (llm_tokens.c). */
+void llm_take_tokens(cJSON *j, cJSON *ch, llm_reply *out);
 
 /* ---- the episode (loop.c, episode.c) ----------------------------------- */
 
-/* Runs the ReAct loop. Returns the trajectory; NULL only when out of memory.
+/* Runs the ReAct loop (agent_loop_hooked without hooks nor "messages").
+ * Returns the trajectory; NULL only when out of memory.
  * original: trajectory.json's format, plus per-step usage and tool time. */
 cJSON *agent_loop(const agent_tool_env *env, const agent_opts *o, agent_outcome *out);
 

@@ -19,6 +19,7 @@
 struct llm_client {
     llm_config cfg;
     CURL *curl;
+    CURLM *multi; /* llm_chat's transfers when cfg.abort is set (made on first use) */
     unsigned seed;
     int replied; /* some request got an HTTP reply: the endpoint exists */
     char url[4096];
@@ -122,6 +123,8 @@ void llm_free(llm_client *c)
 {
     if (!c)
         return;
+    if (c->multi)
+        curl_multi_cleanup(c->multi);
     curl_easy_cleanup(c->curl);
     free(c);
 }
@@ -129,6 +132,7 @@ void llm_free(llm_client *c)
 void llm_reply_free(llm_reply *r)
 {
     cJSON_Delete(r->message);
+    cJSON_Delete(r->tokens);
     memset(r, 0, sizeof *r);
 }
 
@@ -193,16 +197,6 @@ long llm_shrink_max_tokens(long max_tokens, long max_context, long input_tokens)
 
 /* ---- request bodies ---------------------------------------------------- */
 
-static void merge_extra(cJSON *body, const cJSON *extra)
-{
-    const cJSON *it;
-    cJSON_ArrayForEach(it, extra)
-    {
-        cJSON_DeleteItemFromObjectCaseSensitive(body, it->string);
-        cJSON_AddItemToObject(body, it->string, cJSON_Duplicate(it, 1));
-    }
-}
-
 static cJSON *openai_request(const llm_client *c, const cJSON *messages, const cJSON *tools,
                              long max_tokens)
 {
@@ -219,180 +213,8 @@ static cJSON *openai_request(const llm_client *c, const cJSON *messages, const c
         cJSON_AddObjectToObject(b, "stream_options");
         cJSON_AddTrueToObject(cJSON_GetObjectItem(b, "stream_options"), "include_usage");
     }
-    merge_extra(b, c->cfg.extra_body);
+    agent_json_merge(b, c->cfg.extra_body);
     return b;
-}
-
-static cJSON *text_block(const char *text)
-{
-    cJSON *t = cJSON_CreateObject();
-    cJSON_AddStringToObject(t, "type", "text");
-    cJSON_AddStringToObject(t, "text", text);
-    return t;
-}
-
-/* Appends blocks to the last message when it has the same role. */
-static void push(cJSON *msgs, const char *role, cJSON *blocks)
-{
-    cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
-    const cJSON *lr = cJSON_GetObjectItem(last, "role");
-    if (cJSON_IsString(lr) && !strcmp(lr->valuestring, role)) {
-        cJSON *content = cJSON_GetObjectItem(last, "content");
-        while (cJSON_GetArraySize(blocks))
-            cJSON_AddItemToArray(content, cJSON_DetachItemFromArray(blocks, 0));
-        cJSON_Delete(blocks);
-        return;
-    }
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "role", role);
-    cJSON_AddItemToObject(m, "content", blocks);
-    cJSON_AddItemToArray(msgs, m);
-}
-
-cJSON *llm_anthropic_request(const cJSON *messages, const cJSON *tools, const llm_config *cfg,
-                             long max_tokens)
-{
-    cJSON *b = cJSON_CreateObject();
-    cJSON_AddStringToObject(b, "model", cfg->model ? cfg->model : "");
-    cJSON_AddNumberToObject(b, "max_tokens", (double)max_tokens);
-    strbuf system = {0};
-    cJSON *msgs = cJSON_CreateArray();
-    const cJSON *m;
-    cJSON_ArrayForEach(m, messages)
-    {
-        const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(m, "role"));
-        const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(m, "content"));
-        if (!role)
-            continue;
-        if (!strcmp(role, "system")) {
-            if (system.len)
-                strbuf_puts(&system, "\n\n");
-            strbuf_puts(&system, content ? content : "");
-        } else if (!strcmp(role, "user")) {
-            cJSON *blocks = cJSON_CreateArray();
-            cJSON_AddItemToArray(blocks, text_block(content ? content : ""));
-            push(msgs, "user", blocks);
-        } else if (!strcmp(role, "tool")) {
-            cJSON *blocks = cJSON_CreateArray(), *r = cJSON_CreateObject();
-            cJSON_AddStringToObject(r, "type", "tool_result");
-            const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(m, "tool_call_id"));
-            cJSON_AddStringToObject(r, "tool_use_id", id ? id : "");
-            cJSON_AddStringToObject(r, "content", content ? content : "");
-            cJSON_AddItemToArray(blocks, r);
-            push(msgs, "user", blocks);
-        } else if (!strcmp(role, "assistant")) {
-            cJSON *blocks = cJSON_CreateArray();
-            const cJSON *tb = cJSON_GetObjectItem(m, "thinking_blocks"), *x;
-            cJSON_ArrayForEach(x, tb) cJSON_AddItemToArray(blocks, cJSON_Duplicate(x, 1));
-            if (content && *content)
-                cJSON_AddItemToArray(blocks, text_block(content));
-            const cJSON *tc;
-            cJSON_ArrayForEach(tc, cJSON_GetObjectItem(m, "tool_calls"))
-            {
-                const cJSON *f = cJSON_GetObjectItem(tc, "function");
-                const char *args = cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments"));
-                cJSON *input = args ? cJSON_Parse(args) : NULL;
-                if (!cJSON_IsObject(input)) {
-                    cJSON_Delete(input);
-                    input = cJSON_CreateObject();
-                }
-                cJSON *u = cJSON_CreateObject();
-                cJSON_AddStringToObject(u, "type", "tool_use");
-                const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(tc, "id"));
-                const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(f, "name"));
-                cJSON_AddStringToObject(u, "id", id ? id : "");
-                cJSON_AddStringToObject(u, "name", name ? name : "");
-                cJSON_AddItemToObject(u, "input", input);
-                cJSON_AddItemToArray(blocks, u);
-            }
-            if (!cJSON_GetArraySize(blocks))
-                cJSON_AddItemToArray(blocks, text_block("(no content)"));
-            push(msgs, "assistant", blocks);
-        }
-    }
-    if (system.len)
-        cJSON_AddStringToObject(b, "system", system.s);
-    strbuf_release(&system);
-    cJSON_AddItemToObject(b, "messages", msgs);
-    if (tools) {
-        cJSON *at = cJSON_AddArrayToObject(b, "tools");
-        const cJSON *t;
-        cJSON_ArrayForEach(t, tools)
-        {
-            const cJSON *f = cJSON_GetObjectItem(t, "function");
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddItemToObject(o, "name", cJSON_Duplicate(cJSON_GetObjectItem(f, "name"), 1));
-            cJSON_AddItemToObject(o, "description",
-                                  cJSON_Duplicate(cJSON_GetObjectItem(f, "description"), 1));
-            cJSON_AddItemToObject(o, "input_schema",
-                                  cJSON_Duplicate(cJSON_GetObjectItem(f, "parameters"), 1));
-            cJSON_AddItemToArray(at, o);
-        }
-    }
-    if (cfg->send_temperature)
-        cJSON_AddNumberToObject(b, "temperature", cfg->temperature);
-    merge_extra(b, cfg->extra_body);
-    return b;
-}
-
-cJSON *llm_anthropic_message(const cJSON *resp, llm_usage *usage, char *finish, size_t flen)
-{
-    cJSON *msg = cJSON_CreateObject();
-    cJSON_AddStringToObject(msg, "role", "assistant");
-    strbuf text = {0}, thinking = {0};
-    cJSON *calls = cJSON_CreateArray(), *blocks = cJSON_CreateArray();
-    const cJSON *b;
-    cJSON_ArrayForEach(b, cJSON_GetObjectItem(resp, "content"))
-    {
-        const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
-        if (!type)
-            continue;
-        if (!strcmp(type, "text")) {
-            const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "text"));
-            strbuf_puts(&text, t ? t : "");
-        } else if (!strcmp(type, "thinking") || !strcmp(type, "redacted_thinking")) {
-            const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "thinking"));
-            if (t)
-                strbuf_puts(&thinking, t);
-            cJSON_AddItemToArray(blocks, cJSON_Duplicate(b, 1));
-        } else if (!strcmp(type, "tool_use")) {
-            cJSON *tc = cJSON_CreateObject();
-            const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(b, "id"));
-            const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(b, "name"));
-            cJSON_AddStringToObject(tc, "id", id ? id : "");
-            cJSON_AddStringToObject(tc, "type", "function");
-            cJSON *f = cJSON_AddObjectToObject(tc, "function");
-            cJSON_AddStringToObject(f, "name", name ? name : "");
-            char *args = cJSON_PrintUnformatted(cJSON_GetObjectItem(b, "input"));
-            cJSON_AddStringToObject(f, "arguments", args ? args : "{}");
-            free(args);
-            cJSON_AddItemToArray(calls, tc);
-        }
-    }
-    cJSON_AddStringToObject(msg, "content", text.s ? text.s : "");
-    if (cJSON_GetArraySize(calls))
-        cJSON_AddItemToObject(msg, "tool_calls", calls);
-    else
-        cJSON_Delete(calls);
-    if (thinking.len)
-        cJSON_AddStringToObject(msg, "reasoning_content", thinking.s);
-    if (cJSON_GetArraySize(blocks))
-        cJSON_AddItemToObject(msg, "thinking_blocks", blocks);
-    else
-        cJSON_Delete(blocks);
-    strbuf_release(&text);
-    strbuf_release(&thinking);
-    const cJSON *u = cJSON_GetObjectItem(resp, "usage");
-    if (cJSON_IsObject(u) && usage) {
-        usage->prompt_tokens = agent_json_long(cJSON_GetObjectItem(u, "input_tokens"));
-        usage->completion_tokens = agent_json_long(cJSON_GetObjectItem(u, "output_tokens"));
-        usage->total_tokens = usage->prompt_tokens + usage->completion_tokens;
-        usage->known = 1;
-    }
-    const char *sr = cJSON_GetStringValue(cJSON_GetObjectItem(resp, "stop_reason"));
-    if (finish && sr)
-        snprintf(finish, flen, "%s", sr);
-    return msg;
 }
 
 /* ---- HTTP -------------------------------------------------------------- */
@@ -534,6 +356,7 @@ int llm_parse_stream(sse_state *s, llm_reply *out, char *why, size_t wl)
     out->message = m;
     out->usage = s->usage;
     snprintf(out->finish_reason, sizeof out->finish_reason, "%s", s->finish_reason);
+    snprintf(out->tokens_why, sizeof out->tokens_why, "a streamed reply carries no token ids");
     finish_reply(out);
     return 0;
 }
@@ -553,8 +376,10 @@ int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why,
         }
         out->message =
             llm_anthropic_message(j, &out->usage, out->finish_reason, sizeof out->finish_reason);
+        snprintf(out->tokens_why, sizeof out->tokens_why,
+                 "the Anthropic Messages API sends no token ids");
     } else {
-        const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+        cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
         cJSON *m = cJSON_GetObjectItem(ch, "message");
         if (!cJSON_IsObject(m)) {
             if (cJSON_GetObjectItem(j, "error")) {
@@ -580,6 +405,7 @@ int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why,
             out->usage.total_tokens = agent_json_long(cJSON_GetObjectItem(u, "total_tokens"));
             out->usage.known = 1;
         }
+        llm_take_tokens(j, ch, out);
     }
     cJSON_Delete(j);
     finish_reply(out);
@@ -689,6 +515,17 @@ void llm_call_set_log(llm_call *k, FILE *log) { k->log = log; }
 
 CURL *llm_call_handle(const llm_call *k) { return k->h; }
 
+/* curl's progress callback: a non-zero abort flag ends the transfer
+ * (CURLE_ABORTED_BY_CALLBACK); libcurl calls it often while data flows and
+ * about once a second while the endpoint is silent. */
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    const volatile int *abort_flag = ud;
+    return *abort_flag != 0;
+}
+
+static int aborted(const llm_client *c) { return c->cfg.abort && *c->cfg.abort; }
+
 CURL *llm_call_attempt(llm_call *k, lis_error *err)
 {
     llm_client *c = k->c;
@@ -744,6 +581,11 @@ CURL *llm_call_attempt(llm_call *k, lis_error *err)
     curl_easy_setopt(h, CURLOPT_USERAGENT, "lis-agent/0.1");
     curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
     curl_easy_setopt(h, CURLOPT_PRIVATE, k);
+    if (c->cfg.abort) {
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c->cfg.abort);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    }
     return h;
 }
 
@@ -782,6 +624,10 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
     }
     curl_easy_getinfo(k->h, CURLINFO_RESPONSE_CODE, &x->status);
     out->attempts = ++k->attempt;
+    if (aborted(c)) { /* whatever the transfer gave: the caller no longer wants it */
+        attempt_free(k);
+        return lis_fail(err, ECANCELED, "cancelled"), LLM_CALL_FAILED;
+    }
     long status = rc == CURLE_OK ? x->status : 0;
     if (x->status > 0)
         c->replied = 1;
@@ -923,6 +769,32 @@ int llm_call_result(llm_call *k, CURLcode rc, llm_reply *out, double *wait, lis_
 
 const char *llm_client_url(const llm_client *c) { return c->url; }
 
+/* curl_easy_perform that an abort ends within 50 ms, also while the
+ * endpoint is silent (curl's progress callback may wait a second then): the
+ * transfer on the client's multi handle, polled in slices. */
+static CURLcode perform(llm_client *c, CURL *h)
+{
+    if (!c->cfg.abort)
+        return curl_easy_perform(h);
+    if (!c->multi && !(c->multi = curl_multi_init()))
+        return CURLE_OUT_OF_MEMORY;
+    if (curl_multi_add_handle(c->multi, h) != CURLM_OK)
+        return CURLE_FAILED_INIT;
+    int running = 1;
+    while (curl_multi_perform(c->multi, &running) == CURLM_OK && running && !aborted(c))
+        curl_multi_poll(c->multi, NULL, 0, 50, NULL);
+    /* unfinished: aborted (llm_call_result says "cancelled"), or the multi
+     * handle failed (an error that may pass: retried) */
+    CURLcode rc = aborted(c) ? CURLE_ABORTED_BY_CALLBACK : CURLE_RECV_ERROR;
+    int left;
+    CURLMsg *m;
+    while ((m = curl_multi_info_read(c->multi, &left)))
+        if (m->msg == CURLMSG_DONE && m->easy_handle == h)
+            rc = m->data.result;
+    curl_multi_remove_handle(c->multi, h);
+    return rc;
+}
+
 /* The blocking driver of a call (lis run): the same attempts in a loop. */
 int llm_chat(llm_client *c, const cJSON *messages, const cJSON *tools, llm_reply *out,
              lis_error *err)
@@ -932,19 +804,24 @@ int llm_chat(llm_client *c, const cJSON *messages, const cJSON *tools, llm_reply
     if (!k)
         return -1;
     for (;;) {
+        if (aborted(c)) {
+            llm_call_free(k);
+            return lis_fail(err, ECANCELED, "cancelled");
+        }
         CURL *h = llm_call_attempt(k, err);
         if (!h) {
             llm_call_free(k);
             return -1;
         }
-        CURLcode rc = curl_easy_perform(h);
+        CURLcode rc = perform(c, h);
         double wait = 0;
         int r = llm_call_result(k, rc, out, &wait, err);
         if (r == LLM_CALL_DONE || r == LLM_CALL_FAILED) {
             llm_call_free(k);
             return r == LLM_CALL_DONE ? 0 : -1;
         }
-        if (wait > 0)
-            agent_sleep(wait);
+        /* in slices, so that an abort does not wait for the backoff */
+        for (double t0 = lis_now(); wait > 0 && !aborted(c) && lis_now() - t0 < wait;)
+            agent_sleep(wait - (lis_now() - t0) < 0.05 ? wait - (lis_now() - t0) : 0.05);
     }
 }

@@ -8,6 +8,7 @@
  * event loop (batch/). Both get the same steps, history and trajectory. */
 #include "agent_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,30 +147,181 @@ const char *agent_stop_name(agent_stop s)
     return "?";
 }
 
-agent_ep *agent_ep_new(const agent_opts *o)
+/* A conversation to start from: a non-empty list of objects, each with a
+ * string role and a string content (an assistant message's may be absent:
+ * a reply that was only tool calls). 0, or -1 with why. */
+static int check_messages(const cJSON *msgs, char *why, size_t wl)
+{
+    if (!cJSON_IsArray(msgs) || !cJSON_GetArraySize(msgs)) {
+        snprintf(why, wl, "the conversation to start from is not a non-empty list of messages");
+        return -1;
+    }
+    int i = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs)
+    {
+        const char *role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "role"));
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (!cJSON_IsObject(m) || !role) {
+            snprintf(why, wl, "message %d of the conversation has no string role", i);
+            return -1;
+        }
+        if (!cJSON_IsString(c) && !((!c || cJSON_IsNull(c)) && !strcmp(role, "assistant"))) {
+            snprintf(why, wl, "message %d of the conversation has no string content", i);
+            return -1;
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* An episode with no history yet (the callers give it one). */
+static agent_ep *ep_alloc(const agent_opts *o)
 {
     agent_ep *ep = calloc(1, sizeof *ep);
     if (!ep)
         return NULL;
     ep->o = o;
     ep->tools = agent_tool_schemas();
-    ep->history = cJSON_CreateArray();
     ep->steps = cJSON_CreateArray();
-    char *sys = agent_prompt_system(o->prompts);
-    char *user = agent_prompt_instance(o->prompts, o->query);
-    cJSON_AddItemToArray(ep->history, msg("system", sys ? sys : ""));
-    cJSON_AddItemToArray(ep->history, msg("user", user ? user : ""));
-    free(sys);
-    free(user);
     /* original: max_steps 100, max_token_limit 65536 */
     ep->max_steps = o->max_steps > 0 ? o->max_steps : 100;
     ep->limit = o->max_token_limit > 0 ? o->max_token_limit : 65536;
     ep->out.stop = AGENT_STOP_MAX_STEPS;
-    if (!ep->tools || !ep->history || !ep->steps) {
-        ep->out.stop = AGENT_STOP_LLM_ERROR;
+    return ep;
+}
+
+/* Out of memory or a bad conversation: the episode ends before it starts. */
+static void ep_check(agent_ep *ep)
+{
+    if (ep->state == S_END)
+        return;
+    if (!ep->history) {
+        ep->history = cJSON_CreateArray();
         snprintf(ep->out.error, sizeof ep->out.error, "out of memory");
+    }
+    if (!ep->tools || !ep->history || !ep->steps || ep->out.error[0]) {
+        ep->out.stop = AGENT_STOP_LLM_ERROR;
+        if (!ep->out.error[0])
+            snprintf(ep->out.error, sizeof ep->out.error, "out of memory");
         ep->state = S_END;
     }
+}
+
+agent_ep *agent_ep_new(const agent_opts *o)
+{
+    agent_ep *ep = ep_alloc(o);
+    if (!ep)
+        return NULL;
+    if (o->messages) { /* a copy: the caller's list stays as it is */
+        if (check_messages(o->messages, ep->out.error, sizeof ep->out.error) == 0)
+            ep->history = cJSON_Duplicate(o->messages, 1);
+        else
+            ep->history = cJSON_CreateArray();
+    } else {
+        ep->history = cJSON_CreateArray();
+        char *sys = agent_prompt_system(o->prompts);
+        char *user = agent_prompt_instance(o->prompts, o->query);
+        cJSON_AddItemToArray(ep->history, msg("system", sys ? sys : ""));
+        cJSON_AddItemToArray(ep->history, msg("user", user ? user : ""));
+        free(sys);
+        free(user);
+    }
+    ep_check(ep);
+    return ep;
+}
+
+/* The sums of the outcome over steps 0..k-1 of another trajectory, as if
+ * this episode had made them. */
+static void branch_sums(agent_ep *ep, const cJSON *steps, int k)
+{
+    for (int i = 0; i < k; i++) {
+        const cJSON *st = cJSON_GetArrayItem(steps, i);
+        const cJSON *md = cJSON_GetObjectItemCaseSensitive(st, "metadata");
+        const cJSON *u = cJSON_GetObjectItemCaseSensitive(md, "usage");
+        ep->out.prompt_tokens +=
+            agent_json_long(cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens"));
+        ep->out.completion_tokens +=
+            agent_json_long(cJSON_GetObjectItemCaseSensitive(u, "completion_tokens"));
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(md, "exec_time");
+        ep->out.llm_seconds += cJSON_IsNumber(t) ? t->valuedouble : 0;
+        t = cJSON_GetObjectItemCaseSensitive(md, "tool_exec_time");
+        ep->out.tool_seconds += cJSON_IsNumber(t) ? t->valuedouble : 0;
+        const cJSON *fx = cJSON_GetObjectItemCaseSensitive(st, "effects");
+        if (cJSON_IsObject(fx)) {
+            ep->out.effects++;
+            ep->out.alerts += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fx, "alerts"));
+        }
+    }
+}
+
+/* The token estimate where the parent had it: the server's count of the
+ * last turn before k that reported one, up to that turn's assistant message
+ * (the r-th assistant message from the end is turn k-1-r's). */
+static void branch_known_tokens(agent_ep *ep, const cJSON *steps, int k)
+{
+    for (int j = k - 1; j >= 0; j--) {
+        const cJSON *md =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(steps, j), "metadata");
+        long total = agent_json_long(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(md, "usage"),
+                                             "total_tokens"));
+        if (total <= 0)
+            continue;
+        int rank = k - 1 - j, n = cJSON_GetArraySize(ep->history);
+        for (int i = n - 1; i >= 0; i--) {
+            const char *role = cJSON_GetStringValue(
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ep->history, i), "role"));
+            if (role && !strcmp(role, "assistant") && rank-- == 0) {
+                ep->known_tokens = total;
+                ep->known_upto = i + 1;
+                return;
+            }
+        }
+        return;
+    }
+}
+
+agent_ep *agent_ep_new_branch(const agent_opts *o, const cJSON *messages, const cJSON *steps, int k,
+                              lis_error *err)
+{
+    char why[256];
+    if (k < 0)
+        return lis_fail(err, EINVAL, "a branch at step %d: steps count from 0", k), NULL;
+    if (check_messages(messages, why, sizeof why) < 0)
+        return lis_fail(err, EINVAL, "a branch at step %d: %s", k, why), NULL;
+    int nsteps = cJSON_IsArray(steps) ? cJSON_GetArraySize(steps) : -1, nasst = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, messages)
+    {
+        const char *role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "role"));
+        nasst += !strcmp(role, "assistant");
+    }
+    if (nsteps < k || nasst < k)
+        return lis_fail(err, EINVAL,
+                        "a branch at step %d needs %d turns before it: the trajectory has %d, "
+                        "the conversation %d",
+                        k, k, nsteps < 0 ? 0 : nsteps, nasst),
+               NULL;
+    for (int i = 0; i < k; i++)
+        if (!cJSON_IsObject(cJSON_GetArrayItem(steps, i)))
+            return lis_fail(err, EINVAL, "a branch at step %d: step %d is not an object", k, i),
+                   NULL;
+    agent_ep *ep = ep_alloc(o);
+    if (!ep)
+        return lis_oom(err), NULL;
+    ep->history = cJSON_Duplicate(messages, 1);
+    for (int i = 0; i < k && ep->steps; i++)
+        cJSON_AddItemToArray(ep->steps, cJSON_Duplicate(cJSON_GetArrayItem(steps, i), 1));
+    ep->step = k;
+    branch_sums(ep, steps, k);
+    if (ep->history)
+        branch_known_tokens(ep, steps, k);
+    /* the parent submitted in turn k-1: so has the branch */
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(steps, k - 1), "action");
+    const char *fn = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(act, "function"));
+    ep->done = k > 0 && fn && !strcmp(fn, "submit");
+    ep_check(ep);
     return ep;
 }
 

@@ -208,3 +208,13 @@ char *agent_clean_output(const char *s, size_t n)
     }
     return strbuf_take(&b);
 }
+
+void agent_json_merge(cJSON *body, const cJSON *extra)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, extra)
+    {
+        cJSON_DeleteItemFromObjectCaseSensitive(body, it->string);
+        cJSON_AddItemToObject(body, it->string, cJSON_Duplicate(it, 1));
+    }
+}

@@ -23,12 +23,33 @@ ENTRY keys (all optional):
   hang         never answer (sleep this many seconds)
   endless      with stream: after the role chunk, content chunks of this many
                bytes forever, until the client hangs up (a runaway endpoint)
+  drift        with token mode: this turn's prompt renders the earlier assistant
+               messages without their <think>...</think> block (as templates that
+               drop earlier reasoning do), so its prompt ids no longer start with
+               the previous turn's prompt + completion ids
+
+Token mode (vLLM's token pass-through): a plain (not streamed) OpenAI reply to a
+request whose body has "return_token_ids": true carries top-level
+"prompt_token_ids" and "choices"[0]["token_ids"], and with "logprobs": true also
+"choices"[0]["logprobs"]["content"] with one {"token", "logprob"} per id. The ids
+come from a toy tokenizer (one id per UTF-8 byte: TOKEN_BASE + the byte) over a
+toy chat template that renders the whole request: each message as
+<|ROLE|>CONTENT<|end|>, an assistant message as
+<|assistant|><think>REASONING</think>CONTENT<tool_call>{"name","arguments"}</tool_call>...<|end|>,
+then the generation prompt <|assistant|>. The completion ids are the rendering of
+the assistant message sent (after <|assistant|>), exactly as the next request
+renders it when lis puts it back into the history unchanged: so turn t's prompt
+ids start with turn t-1's prompt ids + completion ids unless the history changed.
+The request log's records carry the body's "seed" beside the whole body.
 
 Conversation mode (lis batch: many episodes at once, in any order): with
 "rows": {MARKER: [ENTRY, ...]} a request is matched to the first MARKER found
-in its first user message, else to "default": [ENTRY, ...]; the entry is
+in its first user message, else to "default": [ENTRY, ...] (top-level, or a
+"default" key of "rows"); the entry is
 chosen by the number of assistant messages in the request (its step), so
-replies do not depend on arrival order. Extra ENTRY keys there:
+replies do not depend on arrival order. With "seeds": {SEED: [ENTRY, ...]} a
+request whose body has that "seed" gets those entries instead (one episode of
+a group that differs, e.g. a straggler). Extra ENTRY keys there:
   fail         answer the first N requests of this step with fail_status
                (default 500) and fail_headers, then the entry
   latency      seconds to wait before answering (also a top-level default)
@@ -65,11 +86,14 @@ def first_user_text(req):
 def conv_entry(req):
     text = first_user_text(req)
     step = sum(1 for m in req.get("messages", []) if m.get("role") == "assistant")
-    marker, entries = None, script.get("default", [])
+    marker, entries = None, script.get("default", script["rows"].get("default", []))
     for mk, ents in script["rows"].items():
         if mk in text:
             marker, entries = mk, ents
             break
+    seeded = script.get("seeds", {}).get(str(req.get("seed")))
+    if seeded is not None:
+        marker, entries = "seed:%s" % req.get("seed"), seeded
     e = entries[step] if step < len(entries) else {"calls": [["submit", {}]]}
     if e.get("fail"):
         with lock:
@@ -114,11 +138,60 @@ def usage_of(e):
     return {"prompt_tokens": u[0], "completion_tokens": u[1], "total_tokens": u[0] + u[1]}
 
 
-def openai_body(e, i):
-    return {"id": "chatcmpl-%d" % i, "object": "chat.completion", "model": "fake",
-            "choices": [{"index": 0, "message": openai_message(e, i),
-                         "finish_reason": "tool_calls" if e.get("calls") else "stop"}],
-            "usage": usage_of(e)}
+TOKEN_BASE = 1000  # toy token ids: TOKEN_BASE + each UTF-8 byte
+
+
+def toy_ids(text):
+    return [TOKEN_BASE + b for b in text.encode()]
+
+
+def text_of(content):
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return content or ""
+
+
+def render_assistant(m, think=True):
+    """An assistant message after its <|assistant|>, up to its <|end|>."""
+    s = ""
+    if think:
+        s += "<think>" + (m.get("reasoning_content") or m.get("reasoning") or "") + "</think>"
+    s += text_of(m.get("content"))
+    for tc in m.get("tool_calls") or []:
+        f = tc.get("function") or {}
+        s += "<tool_call>" + json.dumps({"name": f.get("name"), "arguments": f.get("arguments")}) \
+            + "</tool_call>"
+    return s + "<|end|>"
+
+
+def render_prompt(msgs, drift):
+    out = ""
+    for m in msgs:
+        role = m.get("role", "")
+        out += "<|%s|>" % role
+        if role == "assistant":
+            out += render_assistant(m, think=not drift)
+        else:
+            out += text_of(m.get("content")) + "<|end|>"
+    return out + "<|assistant|>"
+
+
+def openai_body(e, i, req=None):
+    msg = openai_message(e, i)
+    out = {"id": "chatcmpl-%d" % i, "object": "chat.completion", "model": "fake",
+           "choices": [{"index": 0, "message": msg,
+                        "finish_reason": "tool_calls" if e.get("calls") else "stop"}],
+           "usage": usage_of(e)}
+    if req and req.get("return_token_ids") is True:
+        ids = toy_ids(render_assistant(msg))
+        out["prompt_token_ids"] = toy_ids(render_prompt(req.get("messages", []),
+                                                        e.get("drift")))
+        out["choices"][0]["token_ids"] = ids
+        if req.get("logprobs") is True:
+            out["choices"][0]["logprobs"] = {"content": [
+                {"token": "token_id:%d" % t, "logprob": -0.25 * (1 + k % 4)}
+                for k, t in enumerate(ids)]}
+    return out
 
 
 def openai_chunks(e, i):
@@ -182,8 +255,9 @@ class Handler(BaseHTTPRequestHandler):
     def answer(self):
         n = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(n)
+        req = json.loads(body or b"{}")
         if "rows" in script:
-            i, e = conv_entry(json.loads(body or b"{}"))
+            i, e = conv_entry(req)
         else:
             i, e = next_entry()
         lat = e.get("latency", script.get("latency"))
@@ -193,7 +267,7 @@ class Handler(BaseHTTPRequestHandler):
             with lock, open(log_path, "a") as f:
                 rec = {"path": self.path, "auth": self.headers.get("Authorization"),
                        "x_api_key": self.headers.get("x-api-key"), "inflight": self.inflight,
-                       "body": json.loads(body or b"{}")}
+                       "seed": req.get("seed"), "body": req}
                 f.write(json.dumps(rec) + "\n")
         if e.get("hang"):
             time.sleep(e["hang"])
@@ -240,7 +314,7 @@ class Handler(BaseHTTPRequestHandler):
         elif mode == "anthropic":
             out = anthropic_body(e, i)
         else:
-            out = openai_body(e, i)
+            out = openai_body(e, i, req)
         data = json.dumps(out).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")

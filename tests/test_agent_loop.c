@@ -4,9 +4,13 @@
 #include "agent_internal.h"
 #include "testlib.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -235,6 +239,82 @@ Test(agent_llm, a_server_that_never_answers_times_out)
     cr_assert_lt(lis_now() - t0, 10);
     cr_assert(strstr(err.msg, "after 2 attempts"), "%s", err.msg);
     cr_assert(strstr(err.msg, "imeout") || strstr(err.msg, "timed out"), "%s", err.msg);
+    t_fake_stop(&f);
+}
+
+/* Sets *flag after delay seconds (another thread: a driver's cancel). */
+typedef struct later {
+    volatile int *flag;
+    double delay;
+    pthread_t th;
+} later;
+
+static void *later_main(void *arg)
+{
+    later *l = arg;
+    agent_sleep(l->delay);
+    *l->flag = 1;
+    return NULL;
+}
+
+static void later_start(later *l, volatile int *flag, double delay)
+{
+    l->flag = flag;
+    l->delay = delay;
+    cr_assert_eq(pthread_create(&l->th, NULL, later_main, l), 0);
+}
+
+/* A call whose abort flag another thread sets after delay seconds: it
+ * fails "cancelled" (ECANCELED, no HTTP status) after one request; returns
+ * how long it took. */
+static double chat_aborted(const t_fake *f, llm_config *cfg, volatile int *flag, double delay)
+{
+    cfg->abort = flag;
+    later l;
+    later_start(&l, flag, delay);
+    llm_reply r;
+    lis_error err = {0};
+    double t0 = lis_now();
+    cr_assert_eq(chat(cfg, &r, &err), -1);
+    double dt = lis_now() - t0;
+    pthread_join(l.th, NULL);
+    cr_assert_eq(err.code, ECANCELED, "%d: %s", err.code, err.msg);
+    cr_assert_str_eq(err.msg, "cancelled");
+    cr_assert_eq(err.http_status, 0);
+    cr_assert_eq(t_fake_count(f), 1);
+    return dt;
+}
+
+/* llm_config.abort set from another thread while the endpoint never answers
+ * (hang 60 s, timeout 50 s): the request ends "cancelled", with no retry. */
+Test(agent_llm, abort_ends_a_hanging_request_without_retry)
+{
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":[{\"hang\":60},{\"hang\":60},{\"content\":\"late\"}]}");
+    llm_config cfg = cfg_for(&f);
+    cfg.timeout = 50;
+    volatile int flag = 0;
+    printf("abort: a hanging request ended %.2f s after the start (flag set at 0.3 s)\n",
+           chat_aborted(&f, &cfg, &flag, 0.3));
+    t_fake_stop(&f);
+}
+
+/* An abort during the backoff after a 500 (60 s to wait) ends the call
+ * without the second attempt; an abort already set sends nothing. */
+Test(agent_llm, abort_stops_the_backoff_and_prevents_a_request)
+{
+    t_fake f;
+    t_fake_start(&f, "{\"replies\":[{\"status\":500,\"body\":{\"error\":{\"message\":"
+                     "\"busy\"}}},{\"content\":\"ok\"}]}");
+    llm_config cfg = cfg_for(&f);
+    cfg.backoff_base = cfg.backoff_max = 60;
+    volatile int flag = 0;
+    chat_aborted(&f, &cfg, &flag, 0.5);
+    llm_reply r;
+    lis_error err = {0};
+    cr_assert_eq(chat(&cfg, &r, &err), -1);
+    cr_assert_eq(err.code, ECANCELED);
+    cr_assert_eq(t_fake_count(&f), 1);
     t_fake_stop(&f);
 }
 
@@ -513,6 +593,277 @@ Test(agent_loop, llm_failure_ends_the_episode)
     cr_assert_eq(w.out.stop, AGENT_STOP_LLM_ERROR, "%s", agent_stop_name(w.out.stop));
     cr_assert_eq(w.out.steps, 1);
     cr_assert(strstr(w.out.error, "revoked"));
+    world_stop(&w);
+}
+
+/* ---- the hooked loop (rl/'s driver): stop_fd, llm, on_turn, branches --- */
+
+typedef struct hooked {
+    int efd, upfd;
+    pthread_t th;
+    llm_client *llm;
+    int turns;
+    cJSON *msgs[16];   /* on_turn's history after each turn */
+    cJSON *tokens[16]; /* the llm hook's token ids of each turn */
+    int calls;
+} hooked;
+
+static agent_stop stop_reason(void *arg, char *why, size_t len)
+{
+    snprintf(why, len, "deadline of the test");
+    return AGENT_STOP_DEADLINE;
+}
+
+static void on_turn(void *arg, const cJSON *step, const cJSON *messages)
+{
+    hooked *k = arg;
+    cr_assert(step);
+    if (k->turns < 16)
+        k->msgs[k->turns] = cJSON_Duplicate(messages, 1);
+    k->turns++;
+}
+
+static int hook_llm(void *arg, const cJSON *messages, const cJSON *tools, llm_reply *r,
+                    lis_error *err)
+{
+    hooked *k = arg;
+    int rc = llm_chat(k->llm, messages, tools, r, err);
+    if (rc == 0 && k->calls < 16) { /* kept: taken from the reply */
+        k->tokens[k->calls] = r->tokens;
+        r->tokens = NULL;
+    }
+    k->calls++;
+    return rc;
+}
+
+static void hooked_free(hooked *k)
+{
+    for (int i = 0; i < 16; i++) {
+        cJSON_Delete(k->msgs[i]);
+        cJSON_Delete(k->tokens[i]);
+    }
+    llm_free(k->llm);
+    memset(k, 0, sizeof *k);
+}
+
+/* Writes the eventfd once the command has made /testbed/started (seen in
+ * the sandbox's upper layer from the host): a stop while it runs. */
+static void *stop_when_started(void *arg)
+{
+    hooked *k = arg;
+    for (int i = 0; i < 6000; i++) {
+        if (faccessat(k->upfd, "testbed/started", F_OK, 0) == 0)
+            break;
+        agent_sleep(0.01);
+    }
+    uint64_t one = 1;
+    cr_assert_eq(write(k->efd, &one, sizeof one), (ssize_t)sizeof one);
+    return NULL;
+}
+
+Test(agent_loop, stop_fd_kills_the_running_command_and_keeps_its_step, .timeout = 120)
+{
+    world w;
+    world_start(&w, t_busybox(),
+                "{\"replies\":[{\"calls\":[[\"execute_bash\",{\"command\":\"echo partial-output; "
+                "touch /testbed/started; sleep 100\"}]]},{\"calls\":[[\"submit\",{}]]}]}");
+    hooked k = {0};
+    k.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    cr_assert_geq(k.efd, 0);
+    lis_error err = {0};
+    k.upfd = lis_sandbox_upper_fd(w.sb, &err);
+    cr_assert_geq(k.upfd, 0, "%s", err.msg);
+    cr_assert_eq(pthread_create(&k.th, NULL, stop_when_started, &k), 0);
+    agent_loop_hooks h = {.arg = &k,
+                          .stop_fd = k.efd,
+                          .stop_reason = stop_reason,
+                          .on_turn = on_turn};
+    double t0 = lis_now();
+    w.traj = agent_loop_hooked(&w.env, NULL, &w.o, &h, &w.out);
+    printf("stop_fd: the episode ended %.2f s after its start\n", lis_now() - t0);
+    pthread_join(k.th, NULL);
+    cr_assert_eq(w.out.stop, AGENT_STOP_DEADLINE, "%s", agent_stop_name(w.out.stop));
+    cr_assert_str_eq(w.out.error, "deadline of the test");
+    cr_assert_eq(w.out.steps, 1);
+    cr_assert(strstr(obs(&w, 0), "partial-output"), "%s", obs(&w, 0));
+    cr_assert(strstr(obs(&w, 0), "Exit code 137"), "%s", obs(&w, 0));
+    cr_assert_eq(k.turns, 1);
+    cr_assert_eq(t_fake_count(&w.f), 1); /* no model call after the stop */
+    cJSON *md = cJSON_GetObjectItem(w.traj, "metadata");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(md, "stop_reason")), "deadline");
+    /* the hooked loop's trajectory has the history (lis run's has not: below) */
+    cJSON *msgs = cJSON_GetObjectItem(w.traj, "messages");
+    cr_assert_eq(cJSON_GetArraySize(msgs), 4);
+    cr_assert_str_eq(field(msgs, -1, "role"), "tool");
+    lis_result r;
+    t_sh(w.sb, "ps", &r); /* the command's processes are gone */
+    cr_assert_null(strstr(r.out.data, "sleep"), "%s", r.out.data);
+    lis_result_free(&r);
+
+    /* a stop already there: no model call at all */
+    agent_outcome out;
+    cJSON *traj = agent_loop_hooked(&w.env, NULL, &w.o, &h, &out);
+    cr_assert_eq(out.stop, AGENT_STOP_DEADLINE);
+    cr_assert_eq(out.steps, 0);
+    cr_assert_eq(t_fake_count(&w.f), 1);
+    cJSON_Delete(traj);
+    close(k.upfd);
+    close(k.efd);
+    hooked_free(&k);
+    world_stop(&w);
+
+    world_start(&w, t_busybox(), "{\"replies\":[{\"calls\":[[\"submit\",{}]]}]}");
+    world_run(&w);
+    cr_assert_null(cJSON_GetObjectItem(w.traj, "messages"));
+    world_stop(&w);
+}
+
+/* ids: a's list starts with b's then c's (c may be NULL) */
+static int starts_with(const cJSON *a, const cJSON *b, const cJSON *c)
+{
+    int na = cJSON_GetArraySize(a), nb = cJSON_GetArraySize(b), nc = c ? cJSON_GetArraySize(c) : 0;
+    if (na < nb + nc || !nb)
+        return 0;
+    for (int i = 0; i < nb + nc; i++) {
+        const cJSON *x = cJSON_GetArrayItem(a, i);
+        const cJSON *y = i < nb ? cJSON_GetArrayItem(b, i) : cJSON_GetArrayItem(c, i - nb);
+        if (!cJSON_IsNumber(x) || !cJSON_IsNumber(y) || x->valuedouble != y->valuedouble)
+            return 0;
+    }
+    return 1;
+}
+
+static char *printed_item(const cJSON *arr, int i)
+{
+    return cJSON_PrintUnformatted(cJSON_GetArrayItem(arr, i));
+}
+
+/* A parent run through the fake endpoint in token mode, then a branch at
+ * step 2 from what on_turn gave after turn 1: the branch's turns 0-1 are the
+ * parent's byte for byte, its first model call sends the very messages the
+ * parent's turn 2 sent, and its prompt ids continue the parent's. */
+Test(agent_loop, a_branch_keeps_the_parents_turns_byte_for_byte, .timeout = 120)
+{
+    world w;
+    world_start(&w, t_busybox(),
+                "{\"replies\":["
+                "{\"reasoning\":\"first think\",\"calls\":[[\"execute_bash\",{\"command\":"
+                "\"echo one > /testbed/f0; echo one\"}]],\"usage\":[100,10]},"
+                "{\"content\":\"second\",\"calls\":[[\"execute_bash\",{\"command\":\"echo "
+                "two\"}]],\"usage\":[200,20]},"
+                "{\"drift\":true,\"calls\":[[\"execute_bash\",{\"command\":\"echo three\"}]],"
+                "\"usage\":[300,30]},"
+                "{\"calls\":[[\"submit\",{}]],\"usage\":[400,40]},"
+                "{\"calls\":[[\"execute_bash\",{\"command\":\"echo branch\"}]],"
+                "\"usage\":[1000,1]},"
+                "{\"calls\":[[\"submit\",{}]],\"usage\":[2000,2]}]}");
+    cJSON *extra = cJSON_Parse("{\"return_token_ids\":true,\"logprobs\":true,\"seed\":7}");
+    w.o.llm.extra_body = extra;
+    lis_error err = {0};
+    hooked k = {0};
+    k.llm = llm_new(&w.o.llm, &err);
+    cr_assert(k.llm, "%s", err.msg);
+    agent_loop_hooks h = {.arg = &k, .stop_fd = -1, .llm = hook_llm, .on_turn = on_turn};
+    w.traj = agent_loop_hooked(&w.env, NULL, &w.o, &h, &w.out);
+    cr_assert_eq(w.out.stop, AGENT_STOP_SUBMIT, "%s %s", agent_stop_name(w.out.stop), w.out.error);
+    cr_assert_eq(w.out.steps, 4);
+    cr_assert_eq(k.turns, 4);
+    cr_assert_eq(k.calls, 4);
+    /* token mode: turn 1's prompt ids continue turn 0's prompt + completion;
+     * turn 2's drifted prompt does not continue turn 1's */
+    for (int t = 0; t < 4; t++) {
+        cr_assert(k.tokens[t], "turn %d has no token ids", t);
+        int n = cJSON_GetArraySize(cJSON_GetObjectItem(k.tokens[t], "ids"));
+        cr_assert_gt(n, 0);
+        cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(k.tokens[t], "logprobs")), n);
+    }
+    cr_assert(starts_with(cJSON_GetObjectItem(k.tokens[1], "prompt_ids"),
+                          cJSON_GetObjectItem(k.tokens[0], "prompt_ids"),
+                          cJSON_GetObjectItem(k.tokens[0], "ids")));
+    cr_assert(!starts_with(cJSON_GetObjectItem(k.tokens[2], "prompt_ids"),
+                           cJSON_GetObjectItem(k.tokens[1], "prompt_ids"),
+                           cJSON_GetObjectItem(k.tokens[1], "ids")));
+    cJSON *hold;
+    req_messages(&w, 0, &hold);
+    cr_assert_eq(cJSON_GetObjectItem(hold, "seed")->valueint, 7);
+    cJSON_Delete(hold);
+    /* on_turn's history ends with the turn's observation, no "Steps Remaining" yet */
+    const char *last = field(k.msgs[1], -1, "content");
+    cr_assert(strstr(last, "two") && !strstr(last, "Steps Remaining"), "%s", last);
+
+    const cJSON *psteps = cJSON_GetObjectItem(w.traj, "steps");
+    cr_assert_null(agent_ep_new_branch(&w.o, k.msgs[1], psteps, 5, &err));
+    cr_assert(strstr(err.msg, "needs 5 turns"), "%s", err.msg);
+    cr_assert_null(agent_ep_new_branch(&w.o, k.msgs[1], psteps, -1, &err));
+    cr_assert_null(agent_ep_new_branch(&w.o, psteps, psteps, 2, &err));
+
+    hooked b = {0};
+    b.llm = llm_new(&w.o.llm, &err);
+    agent_loop_hooks hb = {.arg = &b, .stop_fd = -1, .llm = hook_llm, .on_turn = on_turn};
+    agent_ep *ep = agent_ep_new_branch(&w.o, k.msgs[1], psteps, 2, &err);
+    cr_assert(ep, "%s", err.msg);
+    agent_outcome bout;
+    cJSON *btraj = agent_loop_hooked(&w.env, ep, &w.o, &hb, &bout);
+    cr_assert_eq(bout.stop, AGENT_STOP_SUBMIT, "%s %s", agent_stop_name(bout.stop), bout.error);
+    cr_assert_eq(bout.steps, 4);
+    const cJSON *bsteps = cJSON_GetObjectItem(btraj, "steps");
+    cr_assert_eq(cJSON_GetArraySize(bsteps), 4);
+    for (int i = 0; i < 2; i++) {
+        char *a = printed_item(psteps, i), *c = printed_item(bsteps, i);
+        cr_assert_str_eq(c, a, "step %d differs", i);
+        free(a);
+        free(c);
+    }
+    cJSON *s2 = cJSON_GetArrayItem(bsteps, 2);
+    cr_assert(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(s2, "observation")), "branch"));
+    cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(s2, "metadata"), "step")->valueint, 3);
+    cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(btraj, "metadata"), "total_steps")
+                     ->valueint,
+                 4);
+    /* the outcome counts the parent's two turns and the branch's two */
+    cr_assert_eq(bout.prompt_tokens, 100 + 200 + 1000 + 2000);
+    cr_assert_eq(bout.completion_tokens, 10 + 20 + 1 + 2);
+    /* the branch's first call sent exactly what the parent's turn 2 sent */
+    cJSON *ph, *bh;
+    cJSON *pm = req_messages(&w, 2, &ph), *bm = req_messages(&w, 4, &bh);
+    char *pa = cJSON_PrintUnformatted(pm), *ba = cJSON_PrintUnformatted(bm);
+    cr_assert_str_eq(ba, pa);
+    cr_assert(strstr(field(bm, -1, "content"), "\nSteps Remaining: 8"));
+    free(pa);
+    free(ba);
+    cJSON_Delete(ph);
+    cJSON_Delete(bh);
+    /* and its prompt ids continue the parent's turn 1 */
+    cr_assert(starts_with(cJSON_GetObjectItem(b.tokens[0], "prompt_ids"),
+                          cJSON_GetObjectItem(k.tokens[1], "prompt_ids"),
+                          cJSON_GetObjectItem(k.tokens[1], "ids")));
+    /* the branch's history starts with the parent's after turn 1 */
+    const cJSON *bmsgs = cJSON_GetObjectItem(btraj, "messages");
+    int n = cJSON_GetArraySize(k.msgs[1]);
+    for (int i = 0; i < n - 1; i++) {
+        char *a = printed_item(k.msgs[1], i), *c = printed_item(bmsgs, i);
+        cr_assert_str_eq(c, a, "message %d differs", i);
+        free(a);
+        free(c);
+    }
+    /* the token estimate continues the parent's: the server's count after
+     * turn 1 (220) plus what came after it, not the whole history by chars
+     * (over 300 tokens for the prompts alone: a fresh episode stops) */
+    agent_opts o2 = w.o;
+    o2.max_token_limit = 300;
+    agent_ep *fresh = agent_ep_new(&o2);
+    cr_assert_eq(agent_ep_next(fresh), AGENT_EP_DONE);
+    agent_outcome fout;
+    cJSON_Delete(agent_ep_finish(fresh, &fout));
+    cr_assert_eq(fout.stop, AGENT_STOP_TOKEN_LIMIT);
+    ep = agent_ep_new_branch(&o2, k.msgs[1], psteps, 2, &err);
+    cr_assert(ep, "%s", err.msg);
+    cr_assert_eq(agent_ep_next(ep), AGENT_EP_LLM);
+    cJSON_Delete(agent_ep_finish(ep, &fout));
+    cJSON_Delete(btraj);
+    hooked_free(&b);
+    hooked_free(&k);
+    cJSON_Delete(extra);
     world_stop(&w);
 }
 

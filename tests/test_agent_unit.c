@@ -743,3 +743,206 @@ Test(agent_unit, anthropic_conversion)
     cJSON_Delete(msgs);
     cJSON_Delete(tools);
 }
+
+/* ---- token ids passed through (issue 30) ------------------------------- */
+
+static int parse(const char *body, llm_reply *r)
+{
+    char why[300] = "";
+    memset(r, 0, sizeof *r);
+    return llm_parse_response(LLM_API_OPENAI, body, r, why, sizeof why);
+}
+
+#define MSG "\"message\":{\"role\":\"assistant\",\"content\":\"hi\"}"
+
+Test(agent_unit, token_ids_and_logprobs_are_passed_through)
+{
+    llm_reply r;
+    cr_assert_eq(parse("{\"prompt_token_ids\":[1,2,3],\"choices\":[{" MSG
+                       ",\"token_ids\":[7,8],\"logprobs\":{\"content\":[{\"token\":\"a\","
+                       "\"logprob\":-0.5},{\"token\":\"b\",\"logprob\":-1.25}]}}]}",
+                       &r),
+                 0);
+    cr_assert_str_eq(r.content, "hi");
+    char *t = cJSON_PrintUnformatted(r.tokens);
+    cr_assert_str_eq(t, "{\"prompt_ids\":[1,2,3],\"ids\":[7,8],\"logprobs\":[-0.5,-1.25]}");
+    free(t);
+    llm_reply_free(&r);
+    cr_assert_null(r.tokens);
+
+    /* ids without logprobs; agent-lightning's response_token_ids (one list per choice) */
+    cr_assert_eq(parse("{\"prompt_token_ids\":[5],\"response_token_ids\":[[6,0]],\"choices\":[{" MSG
+                       ",\"logprobs\":null}]}",
+                       &r),
+                 0);
+    t = cJSON_PrintUnformatted(r.tokens);
+    cr_assert_str_eq(t, "{\"prompt_ids\":[5],\"ids\":[6,0]}");
+    free(t);
+    llm_reply_free(&r);
+    cr_assert_eq(parse("{\"choices\":[{" MSG ",\"response_token_ids\":[9]}]}", &r), 0);
+    t = cJSON_PrintUnformatted(r.tokens);
+    cr_assert_str_eq(t, "{\"ids\":[9]}");
+    free(t);
+    llm_reply_free(&r);
+}
+
+Test(agent_unit, token_ids_absent_or_malformed_say_why)
+{
+    static const struct {
+        const char *body, *why;
+    } cases[] = {
+        {"{\"choices\":[{" MSG "}]}", "the endpoint sent no token ids"},
+        {"{\"choices\":[{" MSG ",\"logprobs\":{\"content\":[{\"logprob\":-1}]}}]}",
+         "the endpoint sent no token ids"},
+        {"{\"prompt_token_ids\":[1,2.5],\"choices\":[{" MSG "}]}",
+         "prompt_token_ids[1] is not an integer token id"},
+        {"{\"choices\":[{" MSG ",\"token_ids\":[1,\"2\"]}]}",
+         "choices[0].token_ids[1] is not an integer token id"},
+        {"{\"choices\":[{" MSG ",\"token_ids\":[-3]}]}",
+         "choices[0].token_ids[0] is not an integer token id"},
+        {"{\"choices\":[{" MSG ",\"token_ids\":[1e300]}]}",
+         "choices[0].token_ids[0] is not an integer token id"},
+        {"{\"choices\":[{" MSG ",\"token_ids\":{\"a\":1}}]}",
+         "choices[0].token_ids is not a list of token ids"},
+        {"{\"choices\":[{" MSG ",\"token_ids\":[1],\"logprobs\":{\"content\":[{\"logprob\":"
+         "\"x\"}]}}]}",
+         "choices[0].logprobs.content[0].logprob is not a number"},
+        {"{\"choices\":[{" MSG ",\"token_ids\":[1],\"logprobs\":{\"content\":7}}]}",
+         "choices[0].logprobs.content is not a list"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        llm_reply r;
+        cr_assert_eq(parse(cases[i].body, &r), 0, "%s", cases[i].body);
+        cr_assert_null(r.tokens, "%s", cases[i].body);
+        cr_assert_str_eq(r.tokens_why, cases[i].why, "%s", cases[i].body);
+        cr_assert_str_eq(r.content, "hi"); /* the reply itself is fine */
+        llm_reply_free(&r);
+    }
+}
+
+/* A reply with more than 2^20 ids keeps none (bounded), and says so. */
+Test(agent_unit, token_ids_are_bounded)
+{
+    enum { N = (1 << 20) + 1 };
+    strbuf b = {0};
+    strbuf_puts(&b, "{\"choices\":[{" MSG ",\"token_ids\":[");
+    for (int i = 0; i < N; i++)
+        strbuf_puts(&b, i ? ",1" : "1");
+    strbuf_puts(&b, "]}]}");
+    char *body = strbuf_take(&b);
+    cr_assert(body);
+    llm_reply r;
+    cr_assert_eq(parse(body, &r), 0);
+    cr_assert_null(r.tokens);
+    cr_assert_str_eq(r.tokens_why, "choices[0].token_ids holds more than 1048576 token ids");
+    llm_reply_free(&r);
+    free(body);
+}
+
+Test(agent_unit, a_streamed_reply_has_no_token_ids)
+{
+    const char *stream = "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"},\"token_ids\":[1]}],"
+                         "\"prompt_token_ids\":[2]}\n\n"
+                         "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+                         "data: [DONE]\n\n";
+    sse_state s;
+    sse_init(&s);
+    sse_feed(&s, stream, strlen(stream));
+    llm_reply r;
+    memset(&r, 0, sizeof r);
+    char why[200] = "";
+    cr_assert_eq(llm_parse_stream(&s, &r, why, sizeof why), 0, "%s", why);
+    cr_assert_str_eq(r.content, "ok");
+    cr_assert_null(r.tokens);
+    cr_assert_str_eq(r.tokens_why, "a streamed reply carries no token ids");
+    llm_reply_free(&r);
+    sse_free(&s);
+}
+
+/* ---- the conversation to start from (agent_opts.messages) -------------- */
+
+Test(agent_unit, an_episode_starts_from_the_given_messages)
+{
+    agent_prompts p;
+    cr_assert_eq(agent_prompts_default(&p), 0);
+    cJSON *msgs = cJSON_Parse("[{\"role\":\"system\",\"content\":\"be brief\"},"
+                              "{\"role\":\"user\",\"content\":\"add 2 and 2\"}]");
+    agent_opts o = {.query = "ignored", .prompts = &p, .max_steps = 5, .messages = msgs};
+    agent_ep *ep = agent_ep_new(&o);
+    cr_assert(ep);
+    cr_assert_eq(agent_ep_next(ep), AGENT_EP_LLM);
+    char *got = cJSON_PrintUnformatted(agent_ep_messages(ep));
+    cr_assert_str_eq(got, "[{\"role\":\"system\",\"content\":\"be brief\"},{\"role\":\"user\","
+                          "\"content\":\"add 2 and 2\\nSteps Remaining: 5\"}]");
+    free(got);
+    /* a copy: the caller's list is as it was */
+    got = cJSON_PrintUnformatted(msgs);
+    cr_assert_str_eq(got, "[{\"role\":\"system\",\"content\":\"be brief\"},{\"role\":\"user\","
+                          "\"content\":\"add 2 and 2\"}]");
+    free(got);
+    agent_outcome out;
+    cJSON_Delete(agent_ep_finish(ep, &out));
+    cJSON_Delete(msgs);
+
+    static const char *bad[][2] = {
+        {"{\"role\":\"user\",\"content\":\"x\"}",
+         "the conversation to start from is not a non-empty list of messages"},
+        {"[]", "the conversation to start from is not a non-empty list of messages"},
+        {"[{\"role\":\"user\",\"content\":\"x\"},7]",
+         "message 1 of the conversation has no string role"},
+        {"[{\"content\":\"x\"}]", "message 0 of the conversation has no string role"},
+        {"[{\"role\":\"user\",\"content\":[1]}]",
+         "message 0 of the conversation has no string content"},
+        {"[{\"role\":\"user\"}]", "message 0 of the conversation has no string content"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cJSON *m = cJSON_Parse(bad[i][0]);
+        cr_assert(m, "%s", bad[i][0]);
+        o.messages = m;
+        ep = agent_ep_new(&o);
+        cr_assert(ep);
+        cr_assert_eq(agent_ep_next(ep), AGENT_EP_DONE, "%s", bad[i][0]);
+        cJSON *traj = agent_ep_finish(ep, &out);
+        cr_assert_eq(out.stop, AGENT_STOP_LLM_ERROR);
+        cr_assert_str_eq(out.error, bad[i][1]);
+        cr_assert_eq(out.steps, 0);
+        cJSON_Delete(traj);
+        cJSON_Delete(m);
+    }
+    agent_prompts_free(&p);
+}
+
+/* The engine takes a reply with its token ids and frees them with the step
+ * (ASan: no leak, no double free), also when the episode is stopped with
+ * the reply pending. */
+Test(agent_unit, the_engine_frees_a_reply_with_token_ids)
+{
+    agent_prompts p;
+    cr_assert_eq(agent_prompts_default(&p), 0);
+    agent_opts o = {.query = "q", .prompts = &p, .max_steps = 5};
+    for (int pending = 0; pending < 2; pending++) {
+        agent_ep *ep = agent_ep_new(&o);
+        cr_assert_eq(agent_ep_next(ep), AGENT_EP_LLM);
+        llm_reply r;
+        cr_assert_eq(parse("{\"prompt_token_ids\":[1],\"choices\":[{\"message\":{\"role\":"
+                           "\"assistant\",\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\","
+                           "\"function\":{\"name\":\"submit\",\"arguments\":\"{}\"}}]},"
+                           "\"token_ids\":[2]}]}",
+                           &r),
+                     0);
+        cr_assert(r.tokens);
+        agent_ep_llm_reply(ep, &r);
+        cr_assert_null(r.tokens); /* taken */
+        if (pending) {
+            agent_ep_stop(ep, AGENT_STOP_CANCELLED, "test");
+        } else {
+            cr_assert_eq(agent_ep_next(ep), AGENT_EP_TOOL);
+            agent_tool_out t = {.obs = agent_strdup("<<< Finished >>>"), .done = 1};
+            agent_ep_tool_done(ep, &t);
+        }
+        agent_outcome out;
+        cJSON_Delete(agent_ep_finish(ep, &out));
+        cr_assert_eq(out.stop, pending ? AGENT_STOP_CANCELLED : AGENT_STOP_SUBMIT);
+    }
+    agent_prompts_free(&p);
+}
