@@ -280,16 +280,15 @@ static int ep_events(lis_rl *rl, const char *id, const lis_rl_req *q, cJSON **re
         return 0;
     *reply = cJSON_CreateObject();
     cJSON *evs = cJSON_AddArrayToObject(*reply, "events");
-    int last_final = 0;
     for (size_t n = 0; i < e->nevents && n < 64; i++, n++) {
         cJSON *v = cJSON_CreateObject();
         cJSON_AddNumberToObject(v, "id", (double)e->events[i].id);
         cJSON_AddStringToObject(v, "event", e->events[i].name);
         cJSON_AddItemToObject(v, "data", cJSON_Duplicate(e->events[i].data, 1));
         cJSON_AddItemToArray(evs, v);
-        last_final = !strcmp(e->events[i].name, "final");
     }
-    cJSON_AddBoolToObject(*reply, "final", done && last_final && i == e->nevents);
+    /* the final event is an episode's last (rl_ep_finish adds it as it ends) */
+    cJSON_AddBoolToObject(*reply, "final", done && i == e->nevents);
     return 200;
 }
 
