@@ -80,6 +80,8 @@ int rl_spec_open_scorer(rl_spec *s, lis_error *err)
             *slash = 0;
         so.task_dir = dir;
         so.scorer = "python";
+    } else if (!strncmp(sc, "cmd:", 4)) { /* as results rows name it; --scorer takes the command */
+        so.scorer = sc + 4;
     }
     if (batch_scorer_open(&so, &s->scorer, err) < 0)
         return lis_wrap(err, "task.reward.scorer %s", sc);
