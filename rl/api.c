@@ -707,6 +707,7 @@ void lis_rl_close(lis_rl *rl)
             ep_free(g->eps[i]);
         free(g->eps);
         rl_spec_unref(g->spec);
+        pthread_cond_destroy(&g->cv);
         free(g);
     }
     endpoints_free(rl->endpoints, rl->nendpoints);

@@ -127,8 +127,12 @@ typedef struct rl_ep {
     struct rl_ep *next; /* all episodes, newest first */
 } rl_ep;
 
+typedef enum { RL_SETUP_PENDING = 0, RL_SETUP_READY, RL_SETUP_FAILED } rl_setup_state;
+
 typedef struct rl_group {
     struct lis_rl *rl;
+    rl_setup_state setup_state;
+    pthread_cond_t cv; /* its runs wait on it for the set-up (with rl->mu) */
     char id[RL_ID_LEN];
     rl_spec *spec;
     rl_ep **eps;

@@ -37,6 +37,7 @@ void rl_ep_stop(rl_ep *e, agent_stop why, const char *msg)
     e->stop_reason = why;
     snprintf(e->stop_why, sizeof e->stop_why, "%s", msg);
     e->abort = 1;
+    pthread_cond_broadcast(&e->g->cv); /* a run waiting for its set-up */
     if (e->stop_efd >= 0) {
         uint64_t one = 1;
         if (write(e->stop_efd, &one, sizeof one) < 0) { /* a stop is pending already */
@@ -58,6 +59,12 @@ typedef struct run_ctx {
     char tokens_why[160];
     double llm_s;
     char version[64];
+    /* the first model call, made while the set-up and the fork are */
+    pthread_t pf;
+    int pf_started, pf_ready, pf_rc;
+    const cJSON *pf_messages, *pf_tools;
+    llm_reply pf_reply;
+    lis_error pf_err;
 } run_ctx;
 
 static agent_stop hook_stop_reason(void *arg, char *why, size_t len)
@@ -267,7 +274,55 @@ static cJSON *branch_steps(const rl_ep *e)
     return a;
 }
 
-static void run(run_ctx *c, const char *chain)
+/* The first model call needs no sandbox: it goes out on a thread of its
+ * own while the group's set-up and this episode's fork are made. */
+static void *prefetch_main(void *arg)
+{
+    run_ctx *c = arg;
+    c->pf_rc = hook_llm(c, c->pf_messages, c->pf_tools, &c->pf_reply, &c->pf_err);
+    return NULL;
+}
+
+static void prefetch_start(run_ctx *c, agent_ep *ep)
+{
+    if (!ep || agent_ep_next(ep) != AGENT_EP_LLM)
+        return;
+    c->pf_messages = agent_ep_messages(ep); /* ep is not touched until the join */
+    c->pf_tools = agent_ep_tools(ep);
+    pthread_attr_t at;
+    if (pthread_attr_init(&at) == 0) {
+        pthread_attr_setstacksize(&at, 512u << 10);
+        c->pf_started = pthread_create(&c->pf, &at, prefetch_main, c) == 0;
+        pthread_attr_destroy(&at);
+    }
+}
+
+static void prefetch_join(run_ctx *c)
+{
+    if (!c->pf_started)
+        return;
+    pthread_join(c->pf, NULL);
+    c->pf_started = 0;
+    c->pf_ready = 1;
+}
+
+/* The loop's model call: the prefetched one first. */
+static int hook_llm_first(void *arg, const cJSON *messages, const cJSON *tools, llm_reply *r,
+                          lis_error *err)
+{
+    run_ctx *c = arg;
+    if (!c->pf_ready)
+        return hook_llm(arg, messages, tools, r, err);
+    c->pf_ready = 0;
+    *r = c->pf_reply;
+    memset(&c->pf_reply, 0, sizeof c->pf_reply);
+    if (c->pf_rc < 0)
+        *err = c->pf_err;
+    return c->pf_rc;
+}
+
+/* The sandbox on chain, the loop to its end, the answer read, the sandbox gone. */
+static void run(run_ctx *c, const char *chain, agent_ep *ep, const agent_opts *o)
 {
     rl_ep *e = c->e;
     lis_rl *rl = e->rl;
@@ -279,6 +334,9 @@ static void run(run_ctx *c, const char *chain)
     agent_watch w = {.hub = rl->o.hub, .policy = rl->o.policy};
     lis_monitor *mon = NULL;
     if (agent_sandbox_create(rl->o.ctx, &spec, rl->o.hub ? &w : NULL, &c->sb, &mon, &err) < 0) {
+        prefetch_join(c);
+        agent_outcome ign;
+        cJSON_Delete(agent_ep_finish(ep, &ign));
         pthread_mutex_lock(&rl->mu);
         e->status = RS_ENV_ERROR;
         e->stage = RST_RUN;
@@ -294,32 +352,14 @@ static void run(run_ctx *c, const char *chain)
     env.mon = mon;
     env.timeout = rq->tool_timeout > 0 ? rq->tool_timeout : AGENT_CMD_TIMEOUT;
     agent_watch_setup_done(mon);
-    cJSON *extra = llm_settings(e, &c->cfg);
-    agent_opts o = {.query = rq->task.prompt,
-                    .prompts = &s->prompts,
-                    .max_steps = rq->max_steps,
-                    .max_token_limit = rq->max_token_limit,
-                    .llm = c->cfg,
-                    .llm_name = rq->model,
-                    .messages = rq->task.messages};
-    agent_ep *ep = NULL;
-    if (e->at_step >= 0) {
-        pthread_mutex_lock(&rl->mu);
-        cJSON *steps = branch_steps(e);
-        pthread_mutex_unlock(&rl->mu);
-        ep = agent_ep_new_branch(&o, e->start_messages, steps, e->at_step, &err);
-        cJSON_Delete(steps);
-    }
-    cJSON *traj = NULL;
+    prefetch_join(c);
+    agent_loop_hooks h = {.arg = c,
+                          .stop_fd = e->stop_efd,
+                          .stop_reason = hook_stop_reason,
+                          .llm = hook_llm_first,
+                          .on_turn = hook_turn};
     agent_outcome out = {0};
-    if (e->at_step < 0 || ep) {
-        agent_loop_hooks h = {.arg = c,
-                              .stop_fd = e->stop_efd,
-                              .stop_reason = hook_stop_reason,
-                              .llm = hook_llm,
-                              .on_turn = hook_turn};
-        traj = agent_loop_hooked(&env, ep, &o, &h, &out);
-    }
+    cJSON *traj = agent_loop_hooked(&env, ep, o, &h, &out);
     /* the answer, before the sandbox goes */
     char *answer = NULL;
     size_t alen = 0;
@@ -337,14 +377,13 @@ static void run(run_ctx *c, const char *chain)
     lis_sandbox_destroy(c->sb, &ign);
     c->sb = NULL;
     lis_monitor_free(mon);
-    cJSON_Delete(extra);
     pthread_mutex_lock(&rl->mu);
     e->t_run1 = lis_now();
     e->answer = answer;
     if (!traj) {
         e->status = RS_ENV_ERROR;
         e->stage = RST_RUN;
-        snprintf(e->error, sizeof e->error, "%s", err.msg[0] ? err.msg : "out of memory");
+        snprintf(e->error, sizeof e->error, "out of memory");
     } else {
         e->out = out;
         e->status = status_of(&out);
@@ -361,38 +400,96 @@ static void run(run_ctx *c, const char *chain)
     pthread_mutex_unlock(&rl->mu);
 }
 
+/* Waits (under mu) for the group's set-up, a stop, or the server's end;
+ * returns the snapshot to start on (its ref taken), or NULL with the
+ * episode's end set. */
+static rl_snap *wait_setup(rl_ep *e)
+{
+    rl_group *g = e->g;
+    while (g->setup_state == RL_SETUP_PENDING && !e->cancel_asked)
+        pthread_cond_wait(&g->cv, &e->rl->mu);
+    rl_snap *on = NULL;
+    if (!e->cancel_asked && g->setup_state == RL_SETUP_READY)
+        on = e->at_step >= 0 ? e->snaps[e->at_step] : g->setup;
+    if (on) {
+        on->refs++; /* not removed while the sandbox runs on it */
+        e->phase = RP_RUNNING;
+        e->t_run0 = lis_now();
+        return on;
+    }
+    e->stage = RST_SETUP;
+    e->status = !e->cancel_asked                        ? RS_ENV_ERROR
+                : e->stop_reason == AGENT_STOP_DEADLINE ? RS_TIMEOUT
+                                                        : RS_CANCELLED;
+    snprintf(e->error, sizeof e->error, "%s",
+             e->cancel_asked                     ? e->stop_why
+             : g->setup_state == RL_SETUP_FAILED ? g->error
+                                                 : "its snapshot is gone");
+    e->abort = 1; /* the first model call, if it still runs */
+    return NULL;
+}
+
 void rl_ep_run_job(void *arg)
 {
     run_ctx c = {.e = arg};
     rl_ep *e = c.e;
     lis_rl *rl = e->rl;
-    char chain[4096] = "";
-    rl_snap *on = NULL;
+    rl_spec *s = e->g->spec;
+    const rl_request *rq = &s->req;
+    lis_error err = {0};
     pthread_mutex_lock(&rl->mu);
-    e->t_run0 = lis_now();
-    on = e->at_step >= 0 ? e->snaps[e->at_step] : e->g->setup;
-    if (on) {
-        snprintf(chain, sizeof chain, "%s", on->chain);
-        on->refs++; /* not removed while the sandbox runs on it */
-    }
-    int cancelled = e->cancel_asked;
-    if (!cancelled)
+    if (!e->cancel_asked)
         e->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (cancelled || !on || e->stop_efd < 0) {
-        e->status = cancelled && e->stop_reason == AGENT_STOP_DEADLINE ? RS_TIMEOUT
-                    : cancelled                                        ? RS_CANCELLED
-                                                                       : RS_ENV_ERROR;
-        e->stage = RST_RUN;
-        snprintf(e->error, sizeof e->error, "%s",
-                 cancelled ? e->stop_why
-                 : !on     ? "its snapshot is gone"
-                           : "eventfd");
-    }
     pthread_mutex_unlock(&rl->mu);
-    if (!e->status)
-        run(&c, chain);
+    cJSON *extra = llm_settings(e, &c.cfg);
+    agent_opts o = {.query = rq->task.prompt,
+                    .prompts = &s->prompts,
+                    .max_steps = rq->max_steps,
+                    .max_token_limit = rq->max_token_limit,
+                    .llm = c.cfg,
+                    .llm_name = rq->model,
+                    .messages = rq->task.messages};
+    agent_ep *ep = NULL;
+    if (e->at_step >= 0) {
+        pthread_mutex_lock(&rl->mu);
+        cJSON *steps = branch_steps(e);
+        pthread_mutex_unlock(&rl->mu);
+        ep = agent_ep_new_branch(&o, e->start_messages, steps, e->at_step, &err);
+        cJSON_Delete(steps);
+    } else {
+        ep = agent_ep_new(&o);
+    }
+    if (e->stop_efd >= 0)
+        prefetch_start(&c, ep);
+    pthread_mutex_lock(&rl->mu);
+    rl_snap *on = NULL;
+    if (!ep || e->stop_efd < 0) {
+        e->status = e->cancel_asked ? RS_CANCELLED : RS_ENV_ERROR;
+        e->stage = e->cancel_asked ? RST_SETUP : RST_RUN;
+        snprintf(e->error, sizeof e->error, "%s",
+                 e->cancel_asked ? e->stop_why
+                 : err.msg[0]    ? err.msg
+                                 : "out of memory");
+    } else {
+        on = wait_setup(e);
+    }
+    char chain[4096] = "";
+    if (on)
+        snprintf(chain, sizeof chain, "%s", on->chain);
+    pthread_mutex_unlock(&rl->mu);
+    if (on) {
+        run(&c, chain, ep, &o);
+    } else {
+        prefetch_join(&c);
+        agent_outcome ign;
+        if (ep)
+            cJSON_Delete(agent_ep_finish(ep, &ign));
+    }
+    if (c.pf_ready && c.pf_rc == 0)
+        llm_reply_free(&c.pf_reply); /* a stop came before the loop took it */
     llm_free(c.llm);
     cJSON_Delete(c.tokens);
+    cJSON_Delete(extra);
     pthread_mutex_lock(&rl->mu);
     if (on)
         on->refs--;

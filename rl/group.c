@@ -119,6 +119,7 @@ rl_group *rl_group_new(lis_rl *rl, rl_spec *spec, int n, lis_error *err)
         return NULL;
     }
     g->rl = rl;
+    pthread_cond_init(&g->cv, NULL);
     g->spec = spec;
     spec->refs++;
     g->eps = eps;
@@ -158,6 +159,7 @@ rl_group *rl_group_new(lis_rl *rl, rl_spec *spec, int n, lis_error *err)
         }
         free(eps);
         rl_spec_unref(spec);
+        pthread_cond_destroy(&g->cv);
         free(g);
         return NULL;
     }

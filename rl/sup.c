@@ -31,15 +31,15 @@ void rl_snaps_sweep(lis_rl *rl)
 
 static void ep_run_done(void *arg, int status);
 
-/* A group's episodes to the run pool (the set-up made, or a branch's). */
+/* A group's episodes to the run pool as soon as it is admitted: each one's
+ * first model call goes out while the set-up is made (rl_ep_run_job waits
+ * for it before its sandbox). */
 static void start_runs(lis_rl *rl, rl_group *g)
 {
-    g->phase = RP_RUNNING;
     for (size_t i = 0; i < g->n; i++) {
         rl_ep *e = g->eps[i];
         if (e->phase != RP_SETUP && e->phase != RP_QUEUED)
             continue; /* cancelled while it waited */
-        e->phase = RP_RUNNING;
         lis_error err = {0};
         e->job = lis_jobs_submit(rl->run_pool, rl_ep_run_job, ep_run_done, e, &err);
         if (!e->job) {
@@ -130,38 +130,28 @@ void rl_ep_finish(rl_ep *e)
     rl->generation++;
 }
 
-/* The set-up job ended: the runs start, or every episode ends with its error. */
+/* The set-up job ended: the runs waiting for it go on (on its snapshot) or
+ * end with its error (rl_ep_run_job). */
 static void setup_done(void *arg, int status)
 {
     rl_group *g = arg;
     lis_rl *rl = g->rl;
     rl->setting_up--;
     g->t_setup1 = lis_now();
-    if (g->setup && !g->error[0] && !g->cancel_asked && !rl->stopping) {
+    if (g->setup && !g->error[0]) {
         for (size_t i = 0; i < g->n; i++) {
             g->eps[i]->snaps[0] = g->setup; /* a branch at step 0 starts on it */
             if (g->spec->req.snaps != RL_SNAP_NONE)
                 g->setup->refs++;
         }
-        start_runs(rl, g);
+        g->setup_state = RL_SETUP_READY;
     } else {
-        for (size_t i = 0; i < g->n; i++) {
-            rl_ep *e = g->eps[i];
-            if (e->phase == RP_DONE)
-                continue;
-            if (!e->status) {
-                e->status = g->cancel_asked || rl->stopping ? RS_CANCELLED : RS_ENV_ERROR;
-                e->stage = RST_SETUP;
-                snprintf(e->error, sizeof e->error, "%s",
-                         g->error[0]    ? g->error
-                         : rl->stopping ? "server stopped"
-                                        : "cancelled");
-            }
-            if (rl->live)
-                rl->live--;
-            rl_ep_finish(e);
-        }
+        if (!g->error[0])
+            snprintf(g->error, sizeof g->error, "the set-up was not made");
+        g->setup_state = RL_SETUP_FAILED;
     }
+    g->phase = RP_RUNNING;
+    pthread_cond_broadcast(&g->cv);
     rl->generation++;
 }
 
@@ -220,16 +210,18 @@ static void admit(lis_rl *rl)
             e->phase = RP_SETUP;
         }
         if (g->branch_of) { /* a branch starts on its parent's snapshot */
-            start_runs(rl, g);
-            continue;
+            g->setup_state = RL_SETUP_READY;
+            g->phase = RP_RUNNING;
+        } else {
+            g->phase = RP_SETUP;
+            rl->setting_up++;
+            lis_error err = {0};
+            if (!lis_jobs_submit(rl->setup_pool, rl_group_setup_job, setup_done, g, &err)) {
+                snprintf(g->error, sizeof g->error, "%s", err.msg);
+                setup_done(g, ECANCELED);
+            }
         }
-        g->phase = RP_SETUP;
-        rl->setting_up++;
-        lis_error err = {0};
-        if (!lis_jobs_submit(rl->setup_pool, rl_group_setup_job, setup_done, g, &err)) {
-            snprintf(g->error, sizeof g->error, "%s", err.msg);
-            setup_done(g, ECANCELED);
-        }
+        start_runs(rl, g);
     }
 }
 
@@ -358,7 +350,7 @@ void rl_sup_stop(lis_rl *rl)
     }
     rl->queue_tail = NULL;
     for (rl_ep *e = rl->eps; e; e = e->next)
-        if (e->phase == RP_RUNNING && !e->cancel_asked) {
+        if ((e->phase == RP_RUNNING || e->phase == RP_SETUP) && !e->cancel_asked) {
             e->cancel_asked = 1;
             rl_ep_stop(e, AGENT_STOP_CANCELLED, "server stopped");
         }
