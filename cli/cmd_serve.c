@@ -41,6 +41,8 @@ static const char usage_text[] =
     "  --rl-max-live N     the episodes API (docs/rl.md): sandboxes alive at once at most\n"
     "                      (default 512)\n"
     "  --rl-max-n N        episodes per group or branch at most (default 512)\n"
+    "  --rl-results-mem N  finished episodes kept in memory at most; older ones are read\n"
+    "                      back from disk when asked for (default 4096)\n"
     "  -v, --verbose       log each request on stderr\n"
     "then: export DOCKER_HOST=unix://$XDG_RUNTIME_DIR/lis/docker.sock\n";
 
@@ -150,6 +152,10 @@ int lis_cli_serve_main(int argc, char **argv)
             if (number(a, v, 65536, &x) < 0)
                 return 2;
             *(!strcmp(a, "--rl-max-live") ? &o.rl_max_live : &o.rl_max_n) = (int)x;
+        } else if (!strcmp(a, "--rl-results-mem")) {
+            if (number(a, v, 10000000, &x) < 0)
+                return 2;
+            o.rl_results_mem = (int)x;
         } else if (!strcmp(a, "--cpus")) {
             char *end;
             double c = strtod(v, &end);

@@ -143,6 +143,29 @@ static cJSON *ep_json(const rl_ep *e)
     return e->phase == RP_DONE ? rl_ep_result(e) : rl_ep_brief(e);
 }
 
+static int by_index(const void *a, const void *b)
+{
+    const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+    double i = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(x, "index"));
+    double j = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(y, "index"));
+    return (i > j) - (i < j);
+}
+
+/* A group's results in index order (state_dir's are in id order). */
+static void sort_by_index(cJSON *arr)
+{
+    int n = cJSON_GetArraySize(arr);
+    cJSON **v = n > 1 ? malloc((size_t)n * sizeof *v) : NULL;
+    if (!v)
+        return;
+    for (int i = n - 1; i >= 0; i--)
+        v[i] = cJSON_DetachItemFromArray(arr, i);
+    qsort(v, (size_t)n, sizeof *v, by_index);
+    for (int i = 0; i < n; i++)
+        cJSON_AddItemToArray(arr, v[i]);
+    free(v);
+}
+
 /* The finished results of a group known only from state_dir (a restart). */
 static int kept_group(lis_rl *rl, const char *id, cJSON **reply)
 {
@@ -150,10 +173,13 @@ static int kept_group(lis_rl *rl, const char *id, cJSON **reply)
     const cJSON *r;
     cJSON_ArrayForEach(r, rl->kept)
     {
-        const char *gid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "group_id"));
-        if (gid && !strcmp(gid, id))
-            cJSON_AddItemToArray(eps, cJSON_Duplicate(r, 1));
+        cJSON *res = NULL;
+        lis_error err = {0};
+        if (cJSON_IsString(r) && !strcmp(r->valuestring, id) &&
+            rl_store_get(rl->state_dir, r->string, &res, &err) == 0)
+            cJSON_AddItemToArray(eps, res);
     }
+    sort_by_index(eps);
     if (!cJSON_GetArraySize(eps)) {
         cJSON_Delete(eps);
         return fail(reply, 404, "no such group: %s", id);
@@ -197,7 +223,7 @@ static int group_get(lis_rl *rl, const char *id, cJSON **reply)
     const cJSON *labels = g->spec->req.labels;
     cJSON_AddItemToObject(*reply, "labels",
                           labels ? cJSON_Duplicate(labels, 1) : cJSON_CreateNull());
-    if (g->branch_of)
+    if (g->branch_of[0])
         cJSON_AddStringToObject(*reply, "branch_of", g->branch_of);
     cJSON *c = cJSON_AddObjectToObject(*reply, "counts");
     size_t by[RP_DONE + 1] = {0};
@@ -240,10 +266,10 @@ static int ep_get(lis_rl *rl, const char *id, const lis_rl_req *q, cJSON **reply
 {
     rl_ep *e = find_ep(rl, id);
     if (!e) {
-        const cJSON *k = cJSON_GetObjectItemCaseSensitive(rl->kept, id);
-        if (!k)
+        lis_error err = {0};
+        if (!cJSON_GetObjectItemCaseSensitive(rl->kept, id) ||
+            rl_store_get(rl->state_dir, id, reply, &err) < 0)
             return fail(reply, 404, "no such episode: %s", id);
-        *reply = cJSON_Duplicate(k, 1);
         return 200;
     }
     if (e->phase != RP_DONE && q->wait > 0 && !q->final)
@@ -256,8 +282,10 @@ static int ep_events(lis_rl *rl, const char *id, const lis_rl_req *q, cJSON **re
 {
     rl_ep *e = find_ep(rl, id);
     if (!e) {
-        const cJSON *k = cJSON_GetObjectItemCaseSensitive(rl->kept, id);
-        if (!k)
+        cJSON *k = NULL;
+        lis_error err = {0};
+        if (!cJSON_GetObjectItemCaseSensitive(rl->kept, id) ||
+            rl_store_get(rl->state_dir, id, &k, &err) < 0)
             return fail(reply, 404, "no such episode: %s", id);
         /* known from state_dir: its one event is the result */
         *reply = cJSON_CreateObject();
@@ -266,9 +294,11 @@ static int ep_events(lis_rl *rl, const char *id, const lis_rl_req *q, cJSON **re
             cJSON *v = cJSON_CreateObject();
             cJSON_AddNumberToObject(v, "id", 1);
             cJSON_AddStringToObject(v, "event", "final");
-            cJSON_AddItemToObject(v, "data", cJSON_Duplicate(k, 1));
+            cJSON_AddItemToObject(v, "data", k);
+            k = NULL;
             cJSON_AddItemToArray(evs, v);
         }
+        cJSON_Delete(k);
         cJSON_AddBoolToObject(*reply, "final", 1);
         return 200;
     }
@@ -281,11 +311,7 @@ static int ep_events(lis_rl *rl, const char *id, const lis_rl_req *q, cJSON **re
     *reply = cJSON_CreateObject();
     cJSON *evs = cJSON_AddArrayToObject(*reply, "events");
     for (size_t n = 0; i < e->nevents && n < 64; i++, n++) {
-        cJSON *v = cJSON_CreateObject();
-        cJSON_AddNumberToObject(v, "id", (double)e->events[i].id);
-        cJSON_AddStringToObject(v, "event", e->events[i].name);
-        cJSON_AddItemToObject(v, "data", cJSON_Duplicate(e->events[i].data, 1));
-        cJSON_AddItemToArray(evs, v);
+        cJSON_AddItemToArray(evs, rl_event_json(e, &e->events[i]));
     }
     /* the final event is an episode's last (rl_ep_finish adds it as it ends) */
     cJSON_AddBoolToObject(*reply, "final", done && i == e->nevents);
@@ -380,7 +406,7 @@ static int ep_branch(lis_rl *rl, const char *id, const cJSON *body, cJSON **repl
     rl_group *g = rl_group_new(rl, e->g->spec, n, &err);
     if (!g)
         return fail(reply, 500, "%s", err.msg);
-    g->branch_of = e->id;
+    snprintf(g->branch_of, sizeof g->branch_of, "%s", e->id);
     g->deadline_s = e->g->deadline_s;
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(body, "sampling");
     const cJSON *sd = cJSON_GetObjectItemCaseSensitive(body, "seeds");
@@ -441,6 +467,7 @@ static int ep_delete(lis_rl *rl, const char *id, cJSON **reply)
             return fail(reply, 409, "episode %s is %s: cancel it first", id,
                         rl_phase_name(e->phase));
         release_snaps(e);
+        rl_ep_drop(e);
         e->deleted = 1;
         rl_wake(rl); /* the sweep removes what nothing wants now */
     }
@@ -630,10 +657,14 @@ int lis_rl_handle(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
     return st;
 }
 
+/* The index of what state_dir keeps: id -> its group's id (the results
+ * stay on disk until asked for). */
 static int load_kept(void *arg, const char *id, cJSON *result)
 {
     lis_rl *rl = arg;
-    cJSON_AddItemToObject(rl->kept, id, result);
+    const char *gid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(result, "group_id"));
+    cJSON_AddStringToObject(rl->kept, id, gid ? gid : "");
+    cJSON_Delete(result);
     return 0;
 }
 
@@ -647,6 +678,7 @@ int lis_rl_open(const lis_rl_opts *o, lis_rl **out, lis_error *err)
     rl->o.max_n = o->max_n > 0 ? o->max_n : 512;
     rl->o.max_live = o->max_live > 0 ? o->max_live : 512;
     rl->o.max_queued = o->max_queued > 0 ? o->max_queued : 4096;
+    rl->o.results_mem = o->results_mem > 0 ? o->results_mem : 4096;
     rl->o.max_files_bytes = o->max_files_bytes ? o->max_files_bytes : 64u << 20;
     rl->o.admit_bytes = o->admit_bytes ? o->admit_bytes : 32u << 20;
     rl->wake_efd = rl->epfd = -1;
@@ -675,27 +707,6 @@ fail:
     return -1;
 }
 
-static void ep_free(rl_ep *e)
-{
-    for (size_t i = 0; i < e->nturns; i++) {
-        cJSON_Delete(e->turns[i].step);
-        cJSON_Delete(e->turns[i].tokens);
-        cJSON_Delete(e->turns[i].tail);
-    }
-    free(e->turns);
-    for (size_t i = 0; i < e->nevents; i++)
-        cJSON_Delete(e->events[i].data);
-    free(e->events);
-    cJSON_Delete(e->messages);
-    cJSON_Delete(e->traj);
-    cJSON_Delete(e->result);
-    cJSON_Delete(e->sampling);
-    cJSON_Delete(e->start_messages);
-    free(e->answer);
-    free(e->snaps);
-    free(e);
-}
-
 void lis_rl_close(lis_rl *rl)
 {
     if (!rl)
@@ -703,12 +714,7 @@ void lis_rl_close(lis_rl *rl)
     rl_sup_stop(rl);
     for (rl_group *g = rl->groups, *next; g; g = next) {
         next = g->next;
-        for (size_t i = 0; i < g->n; i++)
-            ep_free(g->eps[i]);
-        free(g->eps);
-        rl_spec_unref(g->spec);
-        pthread_cond_destroy(&g->cv);
-        free(g);
+        rl_group_free(g);
     }
     endpoints_free(rl->endpoints, rl->nendpoints);
     while (rl->snaps) { /* what the last sweep could not remove */

@@ -21,7 +21,10 @@
 
 #define RL_ID_LEN 40
 #define RL_HOST_RESERVE (512ull << 20) /* memory admission leaves the host this much */
-#define RL_EVENTS_MAX 4096 /* events kept per episode (a step each, then reward, final) */
+#define RL_EVENTS_MAX 4096
+/* finished episodes kept in memory at most: past it the oldest groups whose
+ * results are on disk and that hold no snapshot leave it (GET reads them back) */
+#define RL_RESULTS_MEM 4096 /* events kept per episode (a step each, then reward, final) */
 
 typedef enum { RP_QUEUED = 0, RP_SETUP, RP_RUNNING, RP_SCORING, RP_DONE } rl_phase;
 typedef enum {
@@ -62,7 +65,8 @@ typedef struct rl_turn {
 typedef struct rl_event {
     long id;
     char name[8]; /* step, reward, final */
-    cJSON *data;
+    cJSON *data;  /* NULL for a step: made from its turn when read (one copy of a turn) */
+    long turn;    /* a step's turn; -2: the final event (the result); else -1 */
 } rl_event;
 
 /* A snapshot rl/ made (a group's set-up, an episode's files after a step):
@@ -87,14 +91,16 @@ typedef struct rl_ep {
     rl_stage stage;
     char error[600];
     int deleted;
+    int stored; /* its result is in state_dir: it may leave memory (sup.c: evict) */
     /* times (lis_now), 0: not reached */
     double t_submit, t_setup0, t_run0, t_ready, t_run1, t_rew0, t_rew1;
     double deadline; /* absolute, 0: none */
     /* the run (its thread writes, under rl->mu) */
     rl_turn *turns;
     size_t nturns, capturns;
-    size_t nmsg; /* the history's length after the last turn */
-    cJSON *messages, *traj;
+    size_t nmsg;     /* the history's length after the last turn */
+    cJSON *messages; /* the whole history once it ran (freed once the result has it) */
+    int ran;         /* the loop ran: out holds its outcome */
     agent_outcome out;
     char *answer;
     double reward;
@@ -144,12 +150,13 @@ typedef struct rl_group {
     int cancel_asked;
     double t_submit, t_setup0, t_setup1;
     double deadline_s;
-    const char *branch_of; /* the parent episode's id for a branch's group, else NULL */
+    char branch_of[RL_ID_LEN]; /* the parent episode's id for a branch's group, else "" */
     struct rl_group *next, *qnext;
 } rl_group;
 
 /* A finished result waiting to be written to state_dir. */
 typedef struct rl_pending {
+    struct rl_ep *e; /* marked stored once written */
     char id[RL_ID_LEN];
     cJSON *result;
     struct rl_pending *next;
@@ -168,7 +175,8 @@ struct lis_rl {
     rl_group *queue_head, *queue_tail;
     rl_ep *eps;
     size_t neps;
-    cJSON *kept; /* finished results loaded from state_dir: id -> result */
+    cJSON *kept;  /* results only in state_dir (a restart, an eviction): id -> group id */
+    size_t ndone; /* finished episodes in memory */
     /* counts */
     size_t queued, setting_up, live, scoring;
     /* inference: PUT rl/inference */
@@ -202,13 +210,19 @@ void rl_ep_finish(rl_ep *e);               /* its result made and kept, its fina
 void rl_group_setup_job(void *arg);
 rl_group *rl_group_new(struct lis_rl *rl, rl_spec *spec, int n, lis_error *err);
 void rl_spec_unref(rl_spec *s);
+void rl_group_free(rl_group *g); /* and its episodes */
+void rl_ep_drop(rl_ep *e);       /* its turns, events, result: a deleted episode's, under mu */
 rl_spec *rl_spec_new(rl_request *req, lis_error *err);                /* takes req */
 void rl_id_make(struct lis_rl *rl, char prefix, char out[RL_ID_LEN]); /* under mu */
 void rl_sandbox_spec(const struct lis_rl *rl, const char *rootfs, lis_sandbox_spec *spec);
 /* episode.c: the run job and what it records */
 void rl_ep_run_job(void *arg);
 void rl_ep_reward_job(void *arg);
-void rl_ep_event(rl_ep *e, const char *name, cJSON *data);  /* under mu; takes data */
+void rl_ep_event(rl_ep *e, const char *name, cJSON *data); /* under mu; takes data */
+void rl_ep_event_step(rl_ep *e, long turn);                /* under mu */
+/* under mu: {"id", "event", "data"}; a step's data made from its turn, the
+ * final's from the result (no copy of either is kept in the events) */
+cJSON *rl_event_json(const rl_ep *e, const rl_event *v);
 void rl_ep_stop(rl_ep *e, agent_stop why, const char *msg); /* under mu */
 void rl_ep_count_caps(rl_ep *e, const cJSON *step);         /* a step's capability use, under mu */
 int rl_spec_open_scorer(rl_spec *s, lis_error *err);        /* a python: scorer, on a pool thread */

@@ -13,7 +13,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-void rl_ep_event(rl_ep *e, const char *name, cJSON *data)
+static void event_add(rl_ep *e, const char *name, cJSON *data, long turn)
 {
     if (e->nevents >= RL_EVENTS_MAX && strcmp(name, "final")) {
         cJSON_Delete(data); /* the stream's bound: later steps are in the result */
@@ -28,8 +28,35 @@ void rl_ep_event(rl_ep *e, const char *name, cJSON *data)
     rl_event *v = &n[e->nevents++];
     v->id = ++e->next_event;
     snprintf(v->name, sizeof v->name, "%s", name);
-    v->data = data ? data : cJSON_CreateObject();
+    v->data = data || turn >= 0 ? data : cJSON_CreateObject();
+    v->turn = turn;
     e->rl->generation++;
+}
+
+void rl_ep_event(rl_ep *e, const char *name, cJSON *data) { event_add(e, name, data, -1); }
+
+void rl_ep_event_step(rl_ep *e, long turn)
+{
+    event_add(e, turn == -2 ? "final" : "step", NULL, turn);
+}
+
+cJSON *rl_event_json(const rl_ep *e, const rl_event *v)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "id", (double)v->id);
+    cJSON_AddStringToObject(o, "event", v->name);
+    cJSON *data = NULL;
+    if (v->turn >= 0 && (size_t)v->turn < e->nturns) {
+        data = cJSON_CreateObject();
+        cJSON_AddNumberToObject(data, "step", (double)v->turn);
+        cJSON_AddItemToObject(data, "turn", rl_turn_json(&e->turns[v->turn], (size_t)v->turn));
+    } else if (v->turn == -2 && e->result) {
+        data = cJSON_Duplicate(e->result, 1);
+    } else {
+        data = v->data ? cJSON_Duplicate(v->data, 1) : cJSON_CreateObject();
+    }
+    cJSON_AddItemToObject(o, "data", data);
+    return o;
 }
 
 void rl_ep_stop(rl_ep *e, agent_stop why, const char *msg)
@@ -192,10 +219,7 @@ static void hook_turn(void *arg, const cJSON *step, const cJSON *messages)
     e->nmsg = (size_t)total;
     size_t k = ++e->nturns;
     rl_ep_count_caps(e, step);
-    cJSON *ev = cJSON_CreateObject();
-    cJSON_AddNumberToObject(ev, "step", (double)(k - 1));
-    cJSON_AddItemToObject(ev, "turn", rl_turn_json(t, k - 1));
-    rl_ep_event(e, "step", ev);
+    rl_ep_event_step(e, (long)(k - 1));
     int snap = snap_wanted(&e->g->spec->req, k) && k < e->nsnaps && !e->snaps[k];
     pthread_mutex_unlock(&rl->mu);
     rl_notify(rl);
@@ -394,8 +418,8 @@ static void run(run_ctx *c, const char *chain, agent_ep *ep, const agent_opts *o
         cJSON *msgs = cJSON_DetachItemFromObjectCaseSensitive(traj, "messages");
         cJSON_Delete(e->messages);
         e->messages = msgs;
-        cJSON_Delete(e->traj);
-        e->traj = traj;
+        e->ran = 1;
+        cJSON_Delete(traj); /* its steps are the turns' */
     }
     pthread_mutex_unlock(&rl->mu);
 }

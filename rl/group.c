@@ -108,6 +108,48 @@ void rl_id_make(lis_rl *rl, char prefix, char out[RL_ID_LEN])
              r[3], r[4], r[5], r[6], r[7], ++rl->seq & 0xffff);
 }
 
+/* What an episode holds besides its struct (a deleted one keeps only that). */
+void rl_ep_drop(rl_ep *e)
+{
+    for (size_t i = 0; i < e->nturns; i++) {
+        cJSON_Delete(e->turns[i].step);
+        cJSON_Delete(e->turns[i].tokens);
+        cJSON_Delete(e->turns[i].tail);
+    }
+    free(e->turns);
+    e->turns = NULL;
+    e->nturns = e->capturns = 0;
+    for (size_t i = 0; i < e->nevents; i++)
+        cJSON_Delete(e->events[i].data);
+    free(e->events);
+    e->events = NULL;
+    e->nevents = 0;
+    cJSON_Delete(e->messages);
+    cJSON_Delete(e->result);
+    cJSON_Delete(e->sampling);
+    cJSON_Delete(e->start_messages);
+    e->messages = e->result = e->sampling = e->start_messages = NULL;
+    free(e->answer);
+    e->answer = NULL;
+}
+
+static void ep_free(rl_ep *e)
+{
+    rl_ep_drop(e);
+    free(e->snaps);
+    free(e);
+}
+
+void rl_group_free(rl_group *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        ep_free(g->eps[i]);
+    free(g->eps);
+    rl_spec_unref(g->spec);
+    pthread_cond_destroy(&g->cv);
+    free(g);
+}
+
 rl_group *rl_group_new(lis_rl *rl, rl_spec *spec, int n, lis_error *err)
 {
     rl_group *g = calloc(1, sizeof *g);

@@ -25,6 +25,9 @@ typedef struct lis_rl_opts {
     lis_net_mode net;          /* each sandbox's network */
     int max_n;                 /* episodes per group or branch at most (0: 512) */
     int max_live;              /* sandboxes alive at once at most (0: 512) */
+    int results_mem;           /* finished episodes kept in memory at most (0: 4096); the
+                                * oldest whose results are on disk and that keep no snapshot
+                                * leave it, and GET reads them back */
     int max_queued;            /* groups waiting at most (0: 4096); more: 429 */
     /* memory admission: a group waits while its n sandboxes at admit_bytes
      * each do not fit the host's available memory less 512 MiB (0: 32 MiB,

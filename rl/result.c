@@ -136,7 +136,7 @@ cJSON *rl_ep_result(const rl_ep *e)
     if (e->stage == RST_REWARD)
         cJSON_AddStringToObject(ri, "error", e->error);
     cJSON_AddStringToObject(o, "stop_reason",
-                            e->traj ? agent_stop_name(e->out.stop) : rl_status_name(e->status));
+                            e->ran ? agent_stop_name(e->out.stop) : rl_status_name(e->status));
     cJSON_AddItemToObject(o, "messages",
                           e->messages ? cJSON_Duplicate(e->messages, 1) : cJSON_CreateArray());
     cJSON *turns = cJSON_AddArrayToObject(o, "turns");

@@ -120,6 +120,9 @@ int rl_store_del(const char *state_dir, const char *id, lis_error *err);
  * skipped and counted in *bad (may be NULL); the temporaries a crash left
  * (".tmp-*") are skipped silently. No directory yet: 0, nothing. -1 with
  * err when the directory cannot be read. */
+/* One kept result (the caller frees it); -1 with err (ENOENT: none, or not
+ * readable as a result). */
+int rl_store_get(const char *state_dir, const char *id, cJSON **out, lis_error *err);
 int rl_store_each(const char *state_dir, int (*cb)(void *arg, const char *id, cJSON *result),
                   void *arg, size_t *bad, lis_error *err);
 

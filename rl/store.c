@@ -183,6 +183,21 @@ static cJSON *load(int dfd, const char *name)
     return j;
 }
 
+int rl_store_get(const char *state_dir, const char *id, cJSON **out, lis_error *err)
+{
+    *out = NULL;
+    if (check_id(id, err) < 0)
+        return -1;
+    int dfd = open_dir(state_dir, 0, err);
+    if (dfd < 0)
+        return errno == ENOENT ? lis_fail(err, ENOENT, "episode %s: no result kept", id) : -1;
+    char name[RL_ID_MAX + 8];
+    snprintf(name, sizeof name, "%s.json", id);
+    *out = load(dfd, name);
+    close(dfd);
+    return *out ? 0 : lis_fail(err, ENOENT, "episode %s: no readable result kept", id);
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);

@@ -100,21 +100,27 @@ void rl_ep_finish(rl_ep *e)
         e->stage = RST_RUN;
     }
     e->phase = RP_DONE;
+    rl->ndone++;
     if (!e->t_run1 && e->t_run0)
         e->t_run1 = lis_now();
     if (e->t_rew0 && !e->t_rew1)
         e->t_rew1 = lis_now();
     cJSON_Delete(e->result);
     e->result = rl_ep_result(e);
+    if (e->result) { /* the result holds the history now: one copy of it */
+        cJSON_Delete(e->messages);
+        e->messages = NULL;
+    }
     /* kept on disk by the supervisor once it lets go of mu (an fsync each) */
     rl_pending *w = e->result ? malloc(sizeof *w) : NULL;
     if (w) {
+        w->e = e;
         snprintf(w->id, sizeof w->id, "%s", e->id);
         w->result = cJSON_Duplicate(e->result, 1);
         w->next = rl->to_store;
         rl->to_store = w;
     }
-    rl_ep_event(e, "final", e->result ? cJSON_Duplicate(e->result, 1) : NULL);
+    rl_ep_event_step(e, -2); /* the final event: the result, made when read */
     rl_group *g = e->g;
     size_t open = 0;
     for (size_t i = 0; i < g->n; i++)
@@ -209,7 +215,7 @@ static void admit(lis_rl *rl)
                 e->deadline = now + g->deadline_s; /* never the time spent queued */
             e->phase = RP_SETUP;
         }
-        if (g->branch_of) { /* a branch starts on its parent's snapshot */
+        if (g->branch_of[0]) { /* a branch starts on its parent's snapshot */
             g->setup_state = RL_SETUP_READY;
             g->phase = RP_RUNNING;
         } else {
@@ -252,15 +258,92 @@ static int deadlines(lis_rl *rl)
  * stays in memory (GET still answers it) and the failure is logged once. */
 static void store_all(lis_rl *rl, rl_pending *w)
 {
+    for (rl_pending *p = w; p; p = p->next) {
+        lis_error err = {0};
+        p->e = p->result && rl_store_put(rl->state_dir, p->id, p->result, &err) == 0 ? p->e : NULL;
+        if (!p->e && rl->o.log)
+            fprintf(rl->o.log, "lis serve: keeping the result of %s: %s\n", p->id, err.msg);
+    }
+    if (w)
+        pthread_mutex_lock(&rl->mu);
+    for (rl_pending *p = w; p; p = p->next)
+        if (p->e)
+            p->e->stored = 1;
+    if (w)
+        pthread_mutex_unlock(&rl->mu);
     while (w) {
         rl_pending *next = w->next;
-        lis_error err = {0};
-        if (w->result && rl_store_put(rl->state_dir, w->id, w->result, &err) < 0 && rl->o.log)
-            fprintf(rl->o.log, "lis serve: keeping the result of %s: %s\n", w->id, err.msg);
         cJSON_Delete(w->result);
         free(w);
         w = next;
     }
+}
+
+/* Whether an episode holds a snapshot of its own (kept for branches). */
+static int holds_snaps(const rl_ep *e)
+{
+    for (size_t k = 0; k < e->nsnaps; k++)
+        if (e->snaps[k] && !(k == 0 && e->at_step < 0 && e->g->spec->req.snaps == RL_SNAP_NONE))
+            return 1;
+    return 0;
+}
+
+static int evictable(const rl_group *g)
+{
+    if (g->phase != RP_DONE)
+        return 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->eps[i]->phase != RP_DONE || (!g->eps[i]->stored && !g->eps[i]->deleted) ||
+            holds_snaps(g->eps[i]))
+            return 0;
+    return 1;
+}
+
+/* Past results_mem finished episodes in memory, the oldest groups whose
+ * results are all on disk leave it: their ids go to rl->kept, and GET reads
+ * them back from state_dir. Under mu. */
+static void evict(lis_rl *rl)
+{
+    if (rl->ndone <= (size_t)rl->o.results_mem)
+        return;
+    size_t n = 0;
+    for (rl_group *g = rl->groups; g; g = g->next)
+        n++;
+    rl_group **v = malloc(n * sizeof *v);
+    if (!v)
+        return;
+    n = 0;
+    for (rl_group *g = rl->groups; g; g = g->next)
+        v[n++] = g; /* newest first */
+    for (size_t i = n; i-- > 0 && rl->ndone > (size_t)rl->o.results_mem;) {
+        rl_group *g = v[i];
+        if (!evictable(g))
+            continue;
+        for (size_t k = 0; k < g->n; k++) {
+            rl_ep *e = g->eps[k];
+            if (!e->deleted)
+                cJSON_AddStringToObject(rl->kept, e->id, g->id);
+            for (rl_ep **p = &rl->eps; *p; p = &(*p)->next)
+                if (*p == e) {
+                    *p = e->next;
+                    break;
+                }
+            rl->neps--;
+            rl->ndone--;
+        }
+        const char *rid = g->spec->req.request_id;
+        const char *mapped =
+            rid ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rl->requests, rid)) : NULL;
+        if (mapped && !strcmp(mapped, g->id))
+            cJSON_DeleteItemFromObjectCaseSensitive(rl->requests, rid);
+        for (rl_group **p = &rl->groups; *p; p = &(*p)->next)
+            if (*p == g) {
+                *p = g->next;
+                break;
+            }
+        rl_group_free(g);
+    }
+    free(v);
 }
 
 static void *sup_main(void *arg)
@@ -276,6 +359,7 @@ static void *sup_main(void *arg)
         admit(rl);
         int timeout = deadlines(rl);
         rl_snaps_sweep(rl);
+        evict(rl);
         int idle = !rl->setting_up && !rl->scoring && !lis_jobs_pending(rl->run_pool);
         int changed = rl->generation != gen;
         rl_pending *w = rl->to_store;

@@ -291,6 +291,7 @@ int sv_rl_start(sv_server *s, lis_error *err)
                      .net = s->opts.net,
                      .max_n = s->opts.rl_max_n,
                      .max_live = s->opts.rl_max_live,
+                     .results_mem = s->opts.rl_results_mem,
                      .hub = s->hub,
                      .notify = notify,
                      .notify_arg = r};

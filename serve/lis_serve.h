@@ -27,6 +27,7 @@ typedef struct lis_serve_opts {
     /* the episodes API (docs/rl.md): sandboxes alive at once, episodes per
      * group or branch; 0: 512 */
     int rl_max_live, rl_max_n;
+    int rl_results_mem; /* finished episodes kept in memory (0: 4096; the rest on disk) */
 } lis_serve_opts;
 
 /* Serves until SIGTERM or SIGINT (or idle_timeout); then stops every container

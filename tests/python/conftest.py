@@ -33,6 +33,7 @@ class Server:
         self.env = dict(os.environ, XDG_RUNTIME_DIR=os.path.join(tmp, "run"),
                         XDG_DATA_HOME=os.path.join(tmp, "data"), LIS_SOCKET=self.sock)
         self.proc = None
+        self.extra = []  # more flags of lis serve
 
     def lis(self, *args, check=True):
         r = subprocess.run([os.environ["LIS_BIN"], *args], env=self.env, capture_output=True,
@@ -45,7 +46,7 @@ class Server:
         os.makedirs(os.path.join(self.tmp, "run"), mode=0o700, exist_ok=True)
         log = open(os.path.join(self.tmp, "serve.log"), "wb")
         self.proc = subprocess.Popen([os.environ["LIS_BIN"], "serve", "--socket", self.sock,
-                                      "--memory", "512m"], env=self.env, stdin=subprocess.DEVNULL,
+                                      "--memory", "512m", *self.extra], env=self.env, stdin=subprocess.DEVNULL,
                                      stdout=log, stderr=log)
         log.close()
         for _ in range(400):

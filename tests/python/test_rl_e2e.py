@@ -344,13 +344,15 @@ def test_rl_request_id_is_idempotent(server, fake_factory):
 
 def test_rl_restart_keeps_finished_results(server, fake_factory):
     """A finished result outlives its server: the next one on the same store
-    answers it (and its group's results) from disk."""
+    answers it (and its group's results) from disk. With --rl-results-mem 1 the
+    older of two finished groups leaves memory and is read back from disk."""
     from conftest import Server
     fake = fake_factory({"mode": "openai", "rows": {"default": [
         bash("echo 7 > /testbed/answer.txt"), SUBMIT]}})
     tmp = tempfile.mkdtemp(prefix="lis-rl-restart-")
     os.chmod(tmp, 0o700)
     s = Server(tmp)
+    s.extra = ["--rl-results-mem", "1"]
     deb = os.environ["LIS_TEST_DEBIAN"]
     tar = os.path.join(tmp, "img.tar")
     try:
@@ -362,6 +364,12 @@ def test_rl_restart_keeps_finished_results(server, fake_factory):
                                                      "ground_truth": "7"}))
         first = results(s, g["group_id"])["episodes"][0]
         assert first["status"] == "completed" and first["reward"] == 1.0, first
+        g2 = submit(s, group(fake, "second"))
+        assert results(s, g2["group_id"])["done"] is True
+        # the first group left memory (one finished episode kept): read back from disk
+        assert wait_until(lambda: api(s, "GET", "rl/status")[1]["episodes"]["done"] == 1, 30)
+        assert api(s, "GET", "episodes/" + first["episode_id"]) == (200, first)
+        assert results(s, g["group_id"], wait=0)["episodes"] == [first]
         assert s.stop() == 0
         s.start()
         st, again = api(s, "GET", "episodes/" + first["episode_id"])
