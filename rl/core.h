@@ -204,8 +204,8 @@ void rl_sup_stop(struct lis_rl *rl);
 void rl_wake(struct lis_rl *rl);   /* the supervisor looks again (any thread) */
 void rl_notify(struct lis_rl *rl); /* serve/'s waiters look again (call without mu) */
 void rl_snaps_sweep(struct lis_rl *rl);
-unsigned long long rl_mem_available(void); /* MemAvailable in bytes, 0: unknown */
-void rl_ep_finish(rl_ep *e);               /* its result made and kept, its final event; under mu */
+unsigned long long rl_mem_available(unsigned long long *total); /* bytes, 0: unknown */
+void rl_ep_finish(rl_ep *e); /* its result made and kept, its final event; under mu */
 /* group.c: the set-up (a setup-pool job) and the group's queue */
 void rl_group_setup_job(void *arg);
 rl_group *rl_group_new(struct lis_rl *rl, rl_spec *spec, int n, lis_error *err);

@@ -161,17 +161,23 @@ static void setup_done(void *arg, int status)
     rl->generation++;
 }
 
-/* The host's available memory (MemAvailable), 0 when unknown. */
-unsigned long long rl_mem_available(void)
+/* The host's available memory (MemAvailable) and, when total is not NULL,
+ * its MemTotal; 0 when unknown. */
+unsigned long long rl_mem_available(unsigned long long *total)
 {
     FILE *f = fopen("/proc/meminfo", "re");
     char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
+    unsigned long long kb = 0, tkb = 0, v;
+    while (f && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemTotal: %llu kB", &v) == 1)
+            tkb = v;
+        else if (sscanf(line, "MemAvailable: %llu kB", &v) == 1)
+            kb = v;
+    }
     if (f)
         fclose(f);
+    if (total)
+        *total = tkb * 1024;
     return kb * 1024;
 }
 
@@ -183,7 +189,7 @@ unsigned long long rl_mem_available(void)
 static void admit(lis_rl *rl)
 {
     size_t max_live = (size_t)rl->o.max_live;
-    unsigned long long avail = rl->queue_head ? rl_mem_available() : 0;
+    unsigned long long avail = rl->queue_head ? rl_mem_available(NULL) : 0;
     unsigned long long room = avail > RL_HOST_RESERVE ? avail - RL_HOST_RESERVE : 0;
     while (rl->queue_head && !rl->stopping) {
         rl_group *g = rl->queue_head;
