@@ -501,9 +501,13 @@ static int status(lis_rl *rl, cJSON **reply)
                             rl->live < (size_t)rl->o.max_live
                                 ? (double)((size_t)rl->o.max_live - rl->live)
                                 : 0);
+    /* the host's memory in use (MemTotal - MemAvailable: lis, its sandboxes and the rest),
+     * what is available, and what the live sandboxes may use at most */
+    unsigned long long total = 0, avail = rl_mem_available(&total);
+    cJSON_AddNumberToObject(o, "memory_bytes", total > avail ? (double)(total - avail) : 0);
+    cJSON_AddNumberToObject(o, "memory_available_bytes", (double)avail);
     cJSON_AddNumberToObject(o, "memory_limit_bytes",
                             (double)rl->live * (double)rl->o.limits.memory_bytes);
-    cJSON_AddNumberToObject(o, "memory_available_bytes", (double)rl_mem_available());
     cJSON_AddNumberToObject(o, "admit_bytes_per_sandbox", (double)rl->o.admit_bytes);
     size_t snaps = 0;
     for (rl_snap *s = rl->snaps; s; s = s->next)
