@@ -1,14 +1,17 @@
 #!/bin/bash
 # A GRPO-shaped step (issue 30): G groups x N episodes of one task each, 4 model turns and one
 # set-up command per group, all requested at once, against tests/fake_llm.py answering every
-# request after a fixed latency (the model time). The same episodes run three ways in one run:
+# request after a fixed latency (the model time). The same episodes run four ways in one run:
 #   serve  `lis serve`'s episodes API (docs/rl.md) through the Python client's Episodes.collect:
 #          each group set up once (its set-up command) and forked into its N episodes;
 #   batch  `lis batch` rows: G rows x --repeat N --fork-from-setup (the set-up's file given as
 #          the row's input file, the part of a set-up lis batch has);
 #   plain  no sandbox, no lis: a Python driver calling the endpoint and running each command with
 #          subprocess in a directory of its own (the set-up run once per group, its directory
-#          copied for each episode).
+#          copied for each episode);
+#   docker the original RL environment's way: docker-py on `lis serve`'s Docker API, a container
+#          per episode (containers.run, the set-up and each command by exec_run, then remove),
+#          the endpoint called from Python as in plain.
 # Prints, per way: the wall time against the model time (4 x LATENCY), the time from the step's
 # request to each episode's first model call (p50, p99: timestamped by a proxy in front of the
 # fake endpoint, which logs nothing of the kind itself), set-up (+ fork) per group, memory per
@@ -18,7 +21,7 @@
 #   scripts/bench-rl.sh [G] [N]        default 64 8 (512 episodes); scripts/bench-rl.sh 4 2 to try
 # Env: LIS (default build/lis), LATENCY (seconds per reply, default 5), IMAGE (a tag of lis's
 #      store; default lis-agent:latest when the store has it, else the Debian test fixture
-#      imported as lis-bench-rl:debian), ONLY=serve,batch,plain (a subset), SERVE_FLAGS (lis
+#      imported as lis-bench-rl:debian), ONLY=serve,batch,plain,docker (a subset), SERVE_FLAGS (lis
 #      serve's extra flags), BATCH_FLAGS (lis batch's; default --overcommit), DEADLINE (seconds,
 #      the step's deadline, default 1800). Run as an unprivileged user.
 set -uo pipefail
@@ -28,7 +31,7 @@ LIS=${LIS:-$top/build/lis}
 G=${1:-64}
 N=${2:-8}
 LAT=${LATENCY:-5}
-ONLY=${ONLY:-serve,batch,plain}
+ONLY=${ONLY:-serve,batch,plain,docker}
 [ "$(id -u)" != 0 ] || { echo "bench-rl: run as an unprivileged user (lis is rootless)"; exit 1; }
 tmp=$(mktemp -d /tmp/lis-bench-rl.XXXXXX)
 chmod 755 "$tmp"
@@ -125,7 +128,7 @@ for _ in $(seq 50); do [ -s "$tmp/proxy.port" ] && break; sleep 0.1; done
 URL="http://127.0.0.1:$(head -n1 "$tmp/proxy.port")/v1"
 
 SOCK=$tmp/run/lis.sock
-if [[ ",$ONLY," == *,serve,* ]]; then
+if [[ ",$ONLY," == *,serve,* || ",$ONLY," == *,docker,* ]]; then
     # shellcheck disable=SC2086
     "$LIS" serve --socket "$SOCK" ${SERVE_FLAGS:-} >"$tmp/serve.log" 2>&1 &
     pids+=($!)
@@ -233,29 +236,37 @@ def batch():
             "completed": len(rows), "rewarded": sum(x.get("score") == 1 for x in rows), "setup": [],
             "stragglers": 0, "errors": [] if r.returncode == 0 else [r.stderr.strip()[-300:]]}
 
+def react(g, run, answer):
+    """The loop of a driver of its own: the endpoint called, each command run by run(cmd) ->
+    (code, output); answer() reads the answer file at submit. The reward (1.0 or 0.0)."""
+    msgs = [{"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": prompt(g)}]
+    for _ in range(10):
+        req = urllib.request.Request(url + "/chat/completions", json.dumps(
+            {"model": "fake", "messages": msgs}).encode(), {"Content-Type": "application/json"})
+        msg = json.load(urllib.request.urlopen(req, timeout=600))["choices"][0]["message"]
+        msgs.append(msg)
+        call = (msg.get("tool_calls") or [{}])[0].get("function") or {}
+        if call.get("name") == "submit":
+            return float((answer() or "").strip() == ANSWER)
+        code, out = run(json.loads(call.get("arguments") or "{}").get("command", "true"))
+        msgs.append({"role": "tool", "tool_call_id": (msg.get("tool_calls") or [{}])[0].get("id"),
+                     "content": "Exit code: %d\n%s" % (code, out)})
+    return 0.0
+
 def plain():
     setups, results, lock = [], [], threading.Lock()
     def episode(g, d):
-        msgs = [{"role": "system", "content": "You are a helpful assistant."},
-                {"role": "user", "content": prompt(g)}]
-        reward = 0.0
-        for _ in range(10):
-            req = urllib.request.Request(url + "/chat/completions", json.dumps(
-                {"model": "fake", "messages": msgs}).encode(), {"Content-Type": "application/json"})
-            msg = json.load(urllib.request.urlopen(req, timeout=600))["choices"][0]["message"]
-            msgs.append(msg)
-            call = (msg.get("tool_calls") or [{}])[0].get("function") or {}
-            if call.get("name") == "submit":
-                try:
-                    reward = float(open(d + "/output/answer.txt").read().strip() == ANSWER)
-                except OSError:
-                    pass
-                break
-            cmd = json.loads(call.get("arguments") or "{}").get("command", "true")
+        def run(cmd):
             p = subprocess.run(["bash", "-c", cmd.replace("/testbed", d)], capture_output=True,
                                text=True, timeout=120)
-            msgs.append({"role": "tool", "tool_call_id": (msg.get("tool_calls") or [{}])[0].get("id"),
-                         "content": "Exit code: %d\n%s%s" % (p.returncode, p.stdout, p.stderr)})
+            return p.returncode, p.stdout + p.stderr
+        def answer():
+            try:
+                return open(d + "/output/answer.txt").read()
+            except OSError:
+                return None
+        reward = react(g, run, answer)
         with lock:
             results.append(reward)
     def group(g):
@@ -288,14 +299,61 @@ def plain():
             "completed": len(results), "rewarded": sum(r == 1.0 for r in results),
             "setup": setups, "stragglers": 0, "errors": []}
 
-res = {"serve": serve, "batch": batch, "plain": plain}[way]()
+def docker_py():
+    """The original RL environment's way (its DockerRuntime): a container per episode through
+    the Docker API (docker-py on lis serve's socket), the set-up and every command by exec_run."""
+    import docker
+    cli = docker.DockerClient(base_url="unix://" + os.path.join(tmp, "run", "lis.sock"),
+                              max_pool_size=G * N + 8, timeout=600)
+    setups, results, errors, lock = [], [], [], threading.Lock()
+    def episode(g):
+        c = None
+        try:
+            t = time.time()
+            c = cli.containers.run(image, ["sleep", "infinity"], detach=True, network_mode="none")
+            c.exec_run(["bash", "-c", SETUP])
+            with lock:
+                setups.append(time.time() - t)
+            def run(cmd):
+                r = c.exec_run(["bash", "-c", cmd], workdir="/testbed")
+                return r.exit_code, (r.output or b"").decode("utf-8", "replace")
+            def answer():
+                r = c.exec_run(["cat", "/testbed/output/answer.txt"])
+                return (r.output or b"").decode() if r.exit_code == 0 else None
+            reward = react(g, run, answer)
+            with lock:
+                results.append(reward)
+        except Exception as e:
+            with lock:
+                errors.append(str(e)[:300])
+        finally:
+            if c is not None:
+                try:
+                    c.remove(force=True)
+                except Exception:
+                    pass
+    smp = Sampler()
+    smp.start()
+    t0 = time.time()
+    ts = [threading.Thread(target=episode, args=(g,)) for g in range(G) for _ in range(N)]
+    for x in ts:
+        x.start()
+    for x in ts:
+        x.join()
+    wall = time.time() - t0
+    smp.stop.set()
+    return {"t0": t0, "wall": wall, "mem": smp.peak - smp.base, "episodes": len(results),
+            "completed": len(results), "rewarded": sum(r == 1.0 for r in results),
+            "setup": setups, "stragglers": 0, "errors": sorted(set(errors))[:3]}
+
+res = {"serve": serve, "batch": batch, "plain": plain, "docker": docker_py}[way]()
 json.dump(res, open(os.path.join(tmp, way + ".json"), "w"))
 EOF
 
 model_time=$(python3 -c "print(4 * $LAT)")
 echo "GRPO-shaped step: $G groups x $N episodes, 4 turns x ${LAT}s = ${model_time}s model time per episode,"
 echo "  one set-up command per group; load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores, image $IMG, lis $LIS"
-for way in serve batch plain; do
+for way in serve batch plain docker; do
     [[ ",$ONLY," == *,$way,* ]] || continue
     LIS=$LIS python3 "$tmp/driver.py" "$way" "$tmp" "$top" "$G" "$N" "$URL" "$IMG" ||
         echo "bench-rl: the $way run failed"
@@ -305,7 +363,8 @@ done
 python3 - "$tmp" "$G" "$N" "$model_time" <<'EOF'
 import json, os, sys
 tmp, G, N, model = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-res = {w: json.load(open("%s/%s.json" % (tmp, w))) for w in ("serve", "batch", "plain")
+WAYS = ("serve", "batch", "plain", "docker")
+res = {w: json.load(open("%s/%s.json" % (tmp, w))) for w in WAYS
        if os.path.exists("%s/%s.json" % (tmp, w))}
 calls = [json.loads(l) for l in open(tmp + "/calls.jsonl")] if os.path.exists(tmp + "/calls.jsonl") else []
 def pct(a, q):
@@ -323,7 +382,7 @@ for w, r in res.items():
         r["wall"] = r["ratio"] = r["mem_ep"] = None
 def fmt(v, unit=""):
     return "-" if v is None else "%.2f%s" % (v, unit)
-print("  %-40s %14s %14s %14s" % ("", "serve", "batch", "plain"))
+print("  %-40s %12s %12s %12s %12s" % ("", "serve", "batch", "plain", "docker-py"))
 rows = [("wall time", "wall", "s"), ("wall time / model time", "ratio", "x"),
         ("first model call after the request, p50", "first_p50", "s"),
         ("first model call after the request, p99", "first_p99", "s"),
@@ -331,24 +390,24 @@ rows = [("wall time", "wall", "s"), ("wall time / model time", "ratio", "x"),
         ("set-up (+ fork) per group, p99", "setup_p99", "s"),
         ("memory per live episode (peak rise)", "mem_ep", " MiB")]
 for name, k, u in rows:
-    print("  %-40s %14s %14s %14s" % (name, *(fmt(res[w].get(k), u) if w in res else "-"
-                                             for w in ("serve", "batch", "plain"))))
+    print("  %-40s %12s %12s %12s %12s" % (name, *(fmt(res[w].get(k), u) if w in res else "-"
+                                                   for w in WAYS)))
 for name, k in (("episodes finished / of them rewarded", None), ("first calls seen", "first_n")):
     vals = []
-    for w in ("serve", "batch", "plain"):
+    for w in WAYS:
         if w not in res:
             vals.append("-")
         elif k:
             vals.append("%d" % res[w][k])
         else:
             vals.append("%d / %d" % (res[w]["completed"], res[w]["rewarded"]))
-    print("  %-40s %14s %14s %14s" % (name, *vals))
+    print("  %-40s %12s %12s %12s %12s" % (name, *vals))
 if "serve" in res and res["serve"]["episodes"]:
     s = res["serve"]
     print("  serve: peak sandboxes %s, peak memory_bytes %s (GET /lis/v1/rl/status), stragglers %d"
           % (s["extra"].get("sandboxes", "-"), fmt(s["extra"].get("memory_bytes", 0) / MB, " MiB"),
              s["stragglers"]))
-    for other in ("batch", "plain"):
+    for other in ("batch", "plain", "docker"):
         if other in res and res[other]["wall"] and (res[other]["mem_ep"] or 0) > 0:
             print("  serve / %s: wall time %.2fx, memory per live episode %.2fx"
                   % (other, s["wall"] / res[other]["wall"], s["mem_ep"] / res[other]["mem_ep"]))

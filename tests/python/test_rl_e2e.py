@@ -382,3 +382,36 @@ def test_rl_restart_keeps_finished_results(server, fake_factory):
         if s.proc and s.proc.poll() is None:
             s.stop()
         s.remove_store()
+
+
+def test_rl_inference_swap_stamps_later_turns(server, fake_factory):
+    """PUT rl/inference: later turns go to the new endpoints (least outstanding first)
+    and carry the weight version; an empty list goes back to the group's own."""
+    own = fake_factory({"mode": "openai", "rows": {"default": [SUBMIT]}})
+    new_a = fake_factory({"mode": "openai", "rows": {"default": [bash("true"), SUBMIT]}})
+    new_b = fake_factory({"mode": "openai", "rows": {"default": [bash("true"), SUBMIT]}})
+    st, doc = api(server, "PUT", "rl/inference",
+                  {"endpoints": [{"base_url": new_a.url, "model": "p2"},
+                                 {"base_url": new_b.url, "model": "p2"}],
+                   "weight_version": "v13"})
+    assert st == 200 and doc["weight_version"] == "v13", doc
+    assert [e["base_url"] for e in doc["endpoints"]] == [new_a.url, new_b.url]
+    try:
+        g = submit(server, group(own, "swapped", n=2))
+        eps = results(server, g["group_id"])["episodes"]
+        for e in eps:
+            assert e["status"] == "completed", e
+            assert e["weight_versions"] == ["v13"]
+            assert all(t["weight_version"] == "v13" for t in e["turns"])
+        assert own.requests() == []  # nothing went to the group's own endpoint
+        a, b = new_a.requests(), new_b.requests()
+        assert len(a) + len(b) == 4 and a and b  # spread over both
+        assert all(q["body"]["model"] == "p2" for q in a + b)
+        st, doc = api(server, "PUT", "rl/inference", {"bogus": 1})
+        assert st == 400 and "bogus" in doc["message"]
+    finally:
+        st, doc = api(server, "PUT", "rl/inference", {"endpoints": [], "weight_version": ""})
+        assert st == 200 and doc["endpoints"] == []
+    g = submit(server, group(own, "own again"))
+    assert results(server, g["group_id"])["episodes"][0]["status"] == "completed"
+    assert len(own.requests()) == 1
