@@ -183,6 +183,7 @@ struct lis_rl {
     rl_endpoint *endpoints;
     size_t nendpoints;
     unsigned long endpoints_epoch; /* changes with each swap */
+    size_t endpoints_next;         /* where the next pick among equals starts */
     char weight_version[64];
     /* snapshots */
     rl_snap *snaps;

@@ -111,9 +111,14 @@ static void pick_endpoint(run_ctx *c, char *url, char *model, char *key)
     lis_rl *rl = c->e->rl;
     const rl_request *rq = &c->e->g->spec->req;
     rl_endpoint *best = NULL;
-    for (size_t i = 0; i < rl->nendpoints; i++)
-        if (!best || rl->endpoints[i].outstanding < best->outstanding)
-            best = &rl->endpoints[i];
+    /* the fewest in flight; among equals, in turn from where the last pick was */
+    for (size_t j = 0; j < rl->nendpoints; j++) {
+        rl_endpoint *x = &rl->endpoints[(rl->endpoints_next + j) % rl->nendpoints];
+        if (!best || x->outstanding < best->outstanding)
+            best = x;
+    }
+    if (best)
+        rl->endpoints_next = (size_t)(best - rl->endpoints) + 1;
     snprintf(url, 2048, "%s", best ? best->base_url : rq->base_url);
     snprintf(model, 512, "%s", best && best->model ? best->model : rq->model);
     const char *k = best ? best->api_key : rq->api_key;

@@ -388,8 +388,10 @@ def test_rl_inference_swap_stamps_later_turns(server, fake_factory):
     """PUT rl/inference: later turns go to the new endpoints (least outstanding first)
     and carry the weight version; an empty list goes back to the group's own."""
     own = fake_factory({"mode": "openai", "rows": {"default": [SUBMIT]}})
-    new_a = fake_factory({"mode": "openai", "rows": {"default": [bash("true"), SUBMIT]}})
-    new_b = fake_factory({"mode": "openai", "rows": {"default": [bash("true"), SUBMIT]}})
+    new_a = fake_factory({"mode": "openai", "latency": 0.5,
+                          "rows": {"default": [bash("true"), SUBMIT]}})
+    new_b = fake_factory({"mode": "openai", "latency": 0.5,
+                          "rows": {"default": [bash("true"), SUBMIT]}})
     st, doc = api(server, "PUT", "rl/inference",
                   {"endpoints": [{"base_url": new_a.url, "model": "p2"},
                                  {"base_url": new_b.url, "model": "p2"}],
