@@ -16,11 +16,17 @@ static int fail(cJSON **reply, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(cJSON **reply, int status, const char *fmt, ...)
 {
-    char msg[600];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    rl_vfail(reply, status, fmt, ap);
     va_end(ap);
+    return status;
+}
+
+int rl_vfail(cJSON **reply, int status, const char *fmt, va_list ap)
+{
+    char msg[600];
+    vsnprintf(msg, sizeof msg, fmt, ap);
     *reply = cJSON_CreateObject();
     cJSON_AddStringToObject(*reply, "message", msg);
     return status;
@@ -37,7 +43,7 @@ int lis_rl_owns(const char *path)
     return 0;
 }
 
-static rl_ep *find_ep(lis_rl *rl, const char *id)
+rl_ep *rl_find_ep(lis_rl *rl, const char *id)
 {
     for (rl_ep *e = rl->eps; e; e = e->next)
         if (!e->deleted && !strcmp(e->id, id))
@@ -89,13 +95,15 @@ static void enqueue(lis_rl *rl, rl_group *g)
     rl_wake(rl);
 }
 
-static int post_group(lis_rl *rl, const cJSON *body, cJSON **reply)
+int rl_post_group(lis_rl *rl, const cJSON *body, int step, rl_group **made, cJSON **reply)
 {
+    *made = NULL;
     const char *rid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "request_id"));
     if (rid) { /* a retry: the same group */
         const char *gid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rl->requests, rid));
         rl_group *g = gid ? find_group(rl, gid) : NULL;
-        if (g) {
+        if (g && g->spec->req.step == step) {
+            *made = g;
             *reply = submitted(g);
             return 200;
         }
@@ -106,7 +114,8 @@ static int post_group(lis_rl *rl, const cJSON *body, cJSON **reply)
     if (rl->queued >= (size_t)rl->o.max_queued)
         return fail(reply, 429, "%zu groups wait already (the server's bound): retry later",
                     rl->queued);
-    rl_limits lim = {.max_n = rl->o.max_n, .max_files_bytes = rl->o.max_files_bytes};
+    rl_limits lim = {
+        .max_n = rl->o.max_n, .max_files_bytes = rl->o.max_files_bytes, .step = step};
     rl_request req;
     lis_error err = {0};
     if (rl_request_parse(body, &lim, &req, &err) < 0)
@@ -122,6 +131,7 @@ static int post_group(lis_rl *rl, const cJSON *body, cJSON **reply)
     enqueue(rl, g);
     if (rid)
         cJSON_AddStringToObject(rl->requests, rid, g->id);
+    *made = g;
     *reply = submitted(g);
     return 202;
 }
@@ -235,7 +245,7 @@ static int group_get(lis_rl *rl, const char *id, cJSON **reply)
 }
 
 /* Ends an episode not done (idempotent): one still queued ends at once. */
-static void cancel_ep(lis_rl *rl, rl_ep *e)
+void rl_cancel_ep(lis_rl *rl, rl_ep *e)
 {
     if (e->phase == RP_DONE || e->cancel_asked)
         return;
@@ -258,13 +268,13 @@ static int group_cancel(lis_rl *rl, const char *id, cJSON **reply)
         return fail(reply, 404, "no such group: %s", id);
     g->cancel_asked = 1;
     for (size_t i = 0; i < g->n; i++)
-        cancel_ep(rl, g->eps[i]);
+        rl_cancel_ep(rl, g->eps[i]);
     return group_get(rl, id, reply);
 }
 
 static int ep_get(lis_rl *rl, const char *id, const lis_rl_req *q, cJSON **reply)
 {
-    rl_ep *e = find_ep(rl, id);
+    rl_ep *e = rl_find_ep(rl, id);
     if (!e) {
         lis_error err = {0};
         if (!cJSON_GetObjectItemCaseSensitive(rl->kept, id) ||
@@ -280,7 +290,7 @@ static int ep_get(lis_rl *rl, const char *id, const lis_rl_req *q, cJSON **reply
 
 static int ep_events(lis_rl *rl, const char *id, const lis_rl_req *q, cJSON **reply)
 {
-    rl_ep *e = find_ep(rl, id);
+    rl_ep *e = rl_find_ep(rl, id);
     if (!e) {
         cJSON *k = NULL;
         lis_error err = {0};
@@ -379,9 +389,16 @@ static int branch_check(const lis_rl *rl, const rl_ep *e, const cJSON *body, int
 
 static int ep_branch(lis_rl *rl, const char *id, const cJSON *body, cJSON **reply)
 {
-    rl_ep *e = find_ep(rl, id);
+    rl_ep *e = rl_find_ep(rl, id);
+    rl_group *made;
     if (!e)
         return fail(reply, 404, "no such episode: %s", id);
+    return rl_ep_branch(rl, e, body, &made, reply);
+}
+
+int rl_ep_branch(lis_rl *rl, rl_ep *e, const cJSON *body, rl_group **made, cJSON **reply)
+{
+    *made = NULL;
     if (!cJSON_IsObject(body))
         return fail(reply, 400, "the body must be a JSON object {\"at_step\", \"n\", ...}");
     /* a retry of the same branch (its request_id): the same episodes */
@@ -394,6 +411,7 @@ static int ep_branch(lis_rl *rl, const char *id, const cJSON *body, cJSON **repl
         const char *gid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rl->requests, key));
         rl_group *prev = gid ? find_group(rl, gid) : NULL;
         if (prev) {
+            *made = prev;
             *reply = submitted(prev);
             return 200;
         }
@@ -438,6 +456,7 @@ static int ep_branch(lis_rl *rl, const char *id, const cJSON *body, cJSON **repl
     enqueue(rl, g);
     if (key[0])
         cJSON_AddStringToObject(rl->requests, key, g->id);
+    *made = g;
     *reply = submitted(g);
     return 202;
 }
@@ -456,7 +475,7 @@ static void release_snaps(rl_ep *e)
 
 static int ep_delete(lis_rl *rl, const char *id, cJSON **reply)
 {
-    rl_ep *e = find_ep(rl, id);
+    rl_ep *e = rl_find_ep(rl, id);
     lis_error err = {0};
     if (!e) {
         if (!cJSON_GetObjectItemCaseSensitive(rl->kept, id))
@@ -613,8 +632,9 @@ static int route(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
     const char *m = q->method, *p = q->path, *op;
     char id[RL_ID_LEN + 8];
     int get = !strcmp(m, "GET"), post = !strcmp(m, "POST");
+    rl_group *made;
     if (!strcmp(p, "groups") && post)
-        return post_group(rl, q->body, reply);
+        return rl_post_group(rl, q->body, 0, &made, reply);
     if (!strcmp(p, "rl/status") && get)
         return status(rl, reply);
     if (!strcmp(p, "rl/inference") && !strcmp(m, "PUT"))
@@ -635,18 +655,18 @@ static int route(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
         if (!strcmp(op, "events") && get)
             return ep_events(rl, id, q, reply);
         if (!strcmp(op, "cancel") && post) {
-            rl_ep *e = find_ep(rl, id);
+            rl_ep *e = rl_find_ep(rl, id);
             if (!e)
                 return fail(reply, 404, "no such episode: %s", id);
-            cancel_ep(rl, e);
+            rl_cancel_ep(rl, e);
             *reply = rl_ep_brief(e);
             return 200;
         }
         if (!strcmp(op, "branch") && post)
             return ep_branch(rl, id, q->body, reply);
     }
-    if (!strncmp(p, "envs", 4))
-        return fail(reply, 501, "step mode (/lis/v1/envs) is not in this version of lis serve");
+    if (!strncmp(p, "envs", 4) && (!p[4] || p[4] == '/'))
+        return rl_env_route(rl, q, reply);
     return fail(reply, 404, "no such episodes API route: %s %s", m, p);
 }
 

@@ -242,7 +242,10 @@ static int deadlines(lis_rl *rl)
 {
     double now = lis_now(), next = 0;
     for (rl_ep *e = rl->eps; e; e = e->next) {
-        if (e->phase == RP_DONE || !e->deadline)
+        if (e->phase == RP_DONE)
+            continue;
+        rl_env_idle(rl, e, now, &next); /* an env no one touched for its idle timeout */
+        if (!e->deadline)
             continue;
         if (e->deadline <= now) {
             if (!e->cancel_asked) {
