@@ -114,8 +114,7 @@ int rl_post_group(lis_rl *rl, const cJSON *body, int step, rl_group **made, cJSO
     if (rl->queued >= (size_t)rl->o.max_queued)
         return fail(reply, 429, "%zu groups wait already (the server's bound): retry later",
                     rl->queued);
-    rl_limits lim = {
-        .max_n = rl->o.max_n, .max_files_bytes = rl->o.max_files_bytes, .step = step};
+    rl_limits lim = {.max_n = rl->o.max_n, .max_files_bytes = rl->o.max_files_bytes, .step = step};
     rl_request req;
     lis_error err = {0};
     if (rl_request_parse(body, &lim, &req, &err) < 0)
@@ -627,7 +626,7 @@ static int split(const char *rest, char *id, size_t len, const char **op)
     return strchr(*op, '/') ? -1 : 0;
 }
 
-static int route(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
+int rl_api_route(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
 {
     const char *m = q->method, *p = q->path, *op;
     char id[RL_ID_LEN + 8];
@@ -665,20 +664,7 @@ static int route(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
         if (!strcmp(op, "branch") && post)
             return ep_branch(rl, id, q->body, reply);
     }
-    if (!strncmp(p, "envs", 4) && (!p[4] || p[4] == '/'))
-        return rl_env_route(rl, q, reply);
     return fail(reply, 404, "no such episodes API route: %s %s", m, p);
-}
-
-int lis_rl_handle(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
-{
-    *reply = NULL;
-    pthread_mutex_lock(&rl->mu);
-    int st = route(rl, q, reply);
-    pthread_mutex_unlock(&rl->mu);
-    if (st && !*reply)
-        st = fail(reply, 500, "out of memory");
-    return st;
 }
 
 /* The index of what state_dir keeps: id -> its group's id (the results

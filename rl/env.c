@@ -1,29 +1,16 @@
-/* env.c - step mode of the episodes API (docs/rl.md, "Step mode"): for
- * trainers that call the model themselves. An env is an episode (rl_ep)
- * run by the same run job (episode.c) whose model call publishes the
- * messages the model would see and waits for the trainer's action (g->cv
- * under rl->mu); POST envs/ID/step hands the action over and long-polls
- * until the env waits again or ended. Reward and branch work on the live
- * sandbox of an env that waits, on the reward pool (its run waits for them
- * before it goes on). The supervisor ends an env idle past its timeout. */
+/* env.c - step mode's envs (docs/rl.md, "Step mode"), the run's side: an
+ * env is an episode (rl_ep) run by the same run job (episode.c) whose
+ * model call publishes the messages the model would see and waits for the
+ * trainer's action (g->cv under rl->mu; env_api.c hands it over). Its
+ * reward and the snapshot of a branch are jobs on the reward pool that use
+ * the live sandbox of an env that waits (its run waits for them before it
+ * goes on); the supervisor asks whether an env is idle past its timeout. */
 #include "core.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int fail(cJSON **reply, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(cJSON **reply, int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    rl_vfail(reply, status, fmt, ap);
-    va_end(ap);
-    return status;
-}
 
 /* messages[from..] copied. */
 static cJSON *tail_of(const cJSON *messages, int from)
@@ -78,22 +65,17 @@ void rl_env_turn(rl_ep *e, const cJSON *messages)
     e->env_obs = tail_of(messages, e->env_seen + 1);
 }
 
-void rl_env_idle(lis_rl *rl, rl_ep *e, double now, double *next)
+int rl_env_idle(const rl_ep *e, double now, double *next)
 {
     double idle = e->g->spec->req.idle_timeout;
     if (!e->g->spec->req.step || !e->env_waiting || e->cancel_asked || idle <= 0)
-        return;
+        return 0;
     double at = e->env_touch + idle;
-    if (at > now) {
-        if (!*next || at < *next)
-            *next = at;
-        return;
-    }
-    char why[64];
-    snprintf(why, sizeof why, "idle for %g s", idle);
-    e->cancel_asked = 1;
-    rl_ep_stop(e, AGENT_STOP_CANCELLED, why);
-    rl->generation++;
+    if (at <= now)
+        return 1;
+    if (!*next || at < *next)
+        *next = at;
+    return 0;
 }
 
 /* ---- reward and branch: a job on the live sandbox ---------------------- */
@@ -184,243 +166,36 @@ static void env_job_done(void *arg, int status)
     free(j);
 }
 
-/* A job on e's sandbox, or a failure status. Under mu. */
-static int job_start(lis_rl *rl, rl_ep *e, int branch, char *memo, cJSON **reply)
+/* A job on e's sandbox (its number in memo), or -1 with err (its
+ * http_status). Under mu. */
+int rl_env_job_start(lis_rl *rl, rl_ep *e, int branch, char *memo, lis_error *err)
 {
-    if (!e->env_waiting || e->env_action || !e->sb)
-        return fail(reply, 409, "env %s does not wait for an action (it is %s)", e->id,
-                    rl_phase_name(e->phase));
-    if (e->env_jobs != e->env_jobs_done)
-        return fail(reply, 409, "env %s is being scored or branched already", e->id);
+    if (!e->env_waiting || e->env_action || !e->sb || e->cancel_asked) {
+        lis_fail(err, EBUSY, "env %s does not wait for an action (it is %s)", e->id,
+                 rl_phase_name(e->phase));
+        err->http_status = 409;
+        return -1;
+    }
+    if (e->env_jobs != e->env_jobs_done) {
+        lis_fail(err, EBUSY, "env %s is being scored or branched already", e->id);
+        err->http_status = 409;
+        return -1;
+    }
     env_job *j = calloc(1, sizeof *j);
-    if (!j)
-        return fail(reply, 500, "out of memory");
+    if (!j) {
+        lis_fail(err, ENOMEM, "out of memory");
+        err->http_status = 500;
+        return -1;
+    }
     j->e = e;
     j->branch = branch;
-    lis_error err = {0};
-    if (!lis_jobs_submit(rl->reward_pool, env_job_run, env_job_done, j, &err)) {
+    if (!lis_jobs_submit(rl->reward_pool, env_job_run, env_job_done, j, err)) {
         free(j);
-        return fail(reply, 503, "%s", err.msg);
+        err->http_status = 503;
+        return -1;
     }
     e->sb_users++;
     rl->scoring++; /* the supervisor reaps it before it stops */
     snprintf(memo, LIS_RL_MEMO, "%ld", ++e->env_jobs);
     return 0;
-}
-
-/* ---- the routes -------------------------------------------------------- */
-
-static cJSON *env_ids(const rl_group *g)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "group_id", g->id);
-    cJSON *a = cJSON_AddArrayToObject(o, "env_ids");
-    for (size_t i = 0; i < g->n; i++)
-        cJSON_AddItemToArray(a, cJSON_CreateString(g->eps[i]->id));
-    return o;
-}
-
-static int env_ready(const rl_ep *e) { return e->env_waiting || e->env_over || e->phase == RP_DONE; }
-
-/* POST envs, and POST envs/ID/branch's new envs: the ids at once, or with
- * a wait the first observation once every env waits for its first action. */
-static int envs_made(rl_group *g, const lis_rl_req *q, int st, cJSON **reply)
-{
-    int ready = 1;
-    double now = lis_now();
-    for (size_t i = 0; i < g->n; i++) {
-        ready &= env_ready(g->eps[i]);
-        g->eps[i]->env_touch = now;
-    }
-    if (q->wait > 0 && q->memo && !ready && !q->final)
-        return 0;
-    *reply = env_ids(g);
-    if (q->wait <= 0 || !q->memo || !ready)
-        return st;
-    const cJSON *obs = g->n ? g->eps[0]->env_obs : NULL;
-    cJSON_AddItemToObject(*reply, "observation",
-                          obs ? cJSON_Duplicate(obs, 1) : cJSON_CreateArray());
-    return 200;
-}
-
-static int post_envs(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
-{
-    rl_group *g = NULL;
-    int st = 202;
-    if (q->memo && q->memo[0]) { /* a later call of the same long-poll */
-        rl_ep *e = rl_find_ep(rl, q->memo);
-        if (!e)
-            return fail(reply, 410, "the envs of this request are gone");
-        g = e->g;
-    } else {
-        st = rl_post_group(rl, q->body, 1, &g, reply);
-        if (!g)
-            return st;
-        cJSON_Delete(*reply);
-        *reply = NULL;
-        if (q->memo)
-            snprintf(q->memo, LIS_RL_MEMO, "%s", g->eps[0]->id);
-    }
-    return envs_made(g, q, st, reply);
-}
-
-static cJSON *step_info(const rl_ep *e, int done)
-{
-    cJSON *info = cJSON_CreateObject();
-    cJSON *t = e->nturns ? rl_turn_json(&e->turns[e->nturns - 1], e->nturns - 1) : NULL;
-    static const char *keys[] = {"step", "effects", "capability", "tool_s"};
-    for (size_t i = 0; t && i < sizeof keys / sizeof keys[0]; i++)
-        cJSON_AddItemToObject(info, keys[i],
-                              cJSON_DetachItemFromObjectCaseSensitive(t, keys[i]));
-    cJSON_Delete(t);
-    if (done)
-        cJSON_AddStringToObject(info, "stop_reason",
-                                e->ran ? agent_stop_name(e->out.stop) : rl_status_name(e->status));
-    return info;
-}
-
-static int env_step(lis_rl *rl, rl_ep *e, const lis_rl_req *q, cJSON **reply)
-{
-    if (!q->memo)
-        return fail(reply, 400, "a step needs a long-poll (lis serve gives it one)");
-    if (!q->memo[0]) {
-        const cJSON *it, *action = cJSON_GetObjectItemCaseSensitive(q->body, "action");
-        if (!cJSON_IsObject(q->body) || !action)
-            return fail(reply, 400, "the body must be {\"action\": an assistant message or text}");
-        cJSON_ArrayForEach(it, q->body) if (strcmp(it->string, "action")) return fail(
-            reply, 400, "unknown key %s (action)", it->string);
-        if (!e->env_waiting || e->env_action || e->env_over)
-            return fail(reply, 409, "env %s does not wait for an action (it is %s)", e->id,
-                        e->env_over ? "done" : rl_phase_name(e->phase));
-        llm_reply check;
-        lis_error err = {0};
-        if (llm_reply_from_message(action, &check, &err) < 0)
-            return fail(reply, err.code == ENOMEM ? 500 : 400, "%s", err.msg);
-        llm_reply_free(&check);
-        if (!(e->env_action = cJSON_Duplicate(action, 1)))
-            return fail(reply, 500, "out of memory");
-        snprintf(q->memo, LIS_RL_MEMO, "%ld", ++e->env_given);
-        e->env_touch = lis_now();
-        pthread_cond_broadcast(&e->g->cv);
-    }
-    long want = strtol(q->memo, NULL, 10);
-    int done = e->env_over || e->phase == RP_DONE;
-    if (!done && !(e->env_waiting && e->env_taken >= want) && !q->final)
-        return 0;
-    e->env_touch = lis_now();
-    *reply = cJSON_CreateObject();
-    const cJSON *obs = e->env_obs;
-    cJSON_AddItemToObject(*reply, "observations",
-                          obs ? cJSON_Duplicate(obs, 1) : cJSON_CreateArray());
-    cJSON_AddBoolToObject(*reply, "done", done);
-    cJSON_AddItemToObject(*reply, "info", step_info(e, done));
-    return 200;
-}
-
-static int env_reward(lis_rl *rl, rl_ep *e, const lis_rl_req *q, cJSON **reply)
-{
-    if (!q->memo)
-        return fail(reply, 400, "a reward needs a long-poll (lis serve gives it one)");
-    if (!e->g->spec->scorer)
-        return fail(reply, 409, "env %s: its task has no reward (task.reward)", e->id);
-    if (!q->memo[0]) {
-        int st = job_start(rl, e, 0, q->memo, reply);
-        if (st)
-            return st;
-    }
-    if (e->env_jobs_done < strtol(q->memo, NULL, 10))
-        return q->final ? fail(reply, 504, "env %s: the reward is not done yet", e->id) : 0;
-    e->env_touch = lis_now();
-    *reply = cJSON_CreateObject();
-    cJSON_AddNumberToObject(*reply, "reward", e->env_reward);
-    cJSON *ri = cJSON_AddObjectToObject(*reply, "reward_info");
-    cJSON_AddStringToObject(ri, "scorer", batch_scorer_name(e->g->spec->scorer));
-    if (e->env_job_error[0])
-        cJSON_AddStringToObject(ri, "error", e->env_job_error);
-    return 200;
-}
-
-static int env_branch(lis_rl *rl, rl_ep *e, const lis_rl_req *q, cJSON **reply)
-{
-    const cJSON *it, *n = cJSON_GetObjectItemCaseSensitive(q->body, "n");
-    if (!q->memo)
-        return fail(reply, 400, "a branch needs a long-poll (lis serve gives it one)");
-    if (!q->memo[0]) {
-        if (q->body && !cJSON_IsObject(q->body))
-            return fail(reply, 400, "the body must be {\"n\": envs}");
-        cJSON_ArrayForEach(it, q->body) if (strcmp(it->string, "n")) return fail(
-            reply, 400, "unknown key %s (n)", it->string);
-        int st = job_start(rl, e, 1, q->memo, reply);
-        if (st)
-            return st;
-    }
-    if (e->env_jobs_done < strtol(q->memo, NULL, 10))
-        return q->final ? fail(reply, 504, "env %s: the snapshot is not done yet", e->id) : 0;
-    if (e->env_job_error[0])
-        return fail(reply, 500, "env %s: its files: %s", e->id, e->env_job_error);
-    e->env_touch = lis_now();
-    /* ep_branch's checks and copies, at the turn it waits after */
-    cJSON *body = cJSON_CreateObject();
-    cJSON_AddNumberToObject(body, "at_step", (double)e->nturns);
-    cJSON_AddItemToObject(body, "n", n ? cJSON_Duplicate(n, 1) : cJSON_CreateNumber(1));
-    rl_group *g = NULL;
-    int st = rl_ep_branch(rl, e, body, &g, reply);
-    cJSON_Delete(body);
-    if (!g)
-        return st;
-    cJSON_Delete(*reply);
-    *reply = env_ids(g);
-    return st;
-}
-
-static cJSON *env_state(const rl_ep *e)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "env_id", e->id);
-    cJSON_AddStringToObject(o, "group_id", e->g->id);
-    cJSON_AddStringToObject(o, "phase", rl_phase_name(e->phase));
-    cJSON_AddBoolToObject(o, "waiting", e->env_waiting && !e->env_action);
-    cJSON_AddBoolToObject(o, "done", e->env_over || e->phase == RP_DONE);
-    cJSON_AddNumberToObject(o, "steps", (double)e->nturns);
-    if (e->phase == RP_DONE)
-        cJSON_AddStringToObject(o, "status", rl_status_name(e->status));
-    if (e->env_waiting && !e->env_action && e->env_obs) /* a branch's first observation */
-        cJSON_AddItemToObject(o, "observation", cJSON_Duplicate(e->env_obs, 1));
-    return o;
-}
-
-int rl_env_route(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
-{
-    const char *m = q->method, *p = q->path;
-    if (!strcmp(p, "envs"))
-        return !strcmp(m, "POST") ? post_envs(rl, q, reply)
-                                  : fail(reply, 405, "%s /lis/v1/envs: only POST", m);
-    char id[RL_ID_LEN];
-    const char *rest = p + 5, *slash = strchr(rest, '/');
-    size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
-    const char *op = slash ? slash + 1 : "";
-    if (!n || n >= sizeof id || strchr(op, '/'))
-        return fail(reply, 404, "no such step mode route: %s %s", m, p);
-    memcpy(id, rest, n);
-    id[n] = 0;
-    rl_ep *e = rl_find_ep(rl, id);
-    if (!e || !e->g->spec->req.step)
-        return fail(reply, 404, "no such env: %s", id);
-    e->env_touch = lis_now();
-    if (!*op && !strcmp(m, "GET")) {
-        *reply = env_state(e);
-        return 200;
-    }
-    if (!*op && !strcmp(m, "DELETE")) {
-        rl_cancel_ep(rl, e);
-        *reply = env_state(e);
-        return 200;
-    }
-    if (!strcmp(m, "POST") && !strcmp(op, "step"))
-        return env_step(rl, e, q, reply);
-    if (!strcmp(m, "POST") && !strcmp(op, "reward"))
-        return env_reward(rl, e, q, reply);
-    if (!strcmp(m, "POST") && !strcmp(op, "branch"))
-        return env_branch(rl, e, q, reply);
-    return fail(reply, 404, "no such step mode route: %s %s", m, p);
 }

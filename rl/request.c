@@ -681,10 +681,12 @@ static int parse_snaps(const cJSON *body, rl_request *r, lis_error *err)
     return 0;
 }
 
-static const char *const BODY_KEYS[] = {"request_id",     "task",           "n",
-                                        "inference",      "max_steps",      "max_token_limit",
-                                        "deadline_s",     "tool_timeout_s", "labels",
-                                        "keep_snapshots", "effects",        "idle_timeout_s",
+static const char *const BODY_KEYS[] = {"request_id", "task",
+                                        "n",          "inference",
+                                        "max_steps",  "max_token_limit",
+                                        "deadline_s", "tool_timeout_s",
+                                        "labels",     "keep_snapshots",
+                                        "effects",    "idle_timeout_s",
                                         NULL};
 
 static int parse_body(const cJSON *body, const rl_limits *lim, rl_request *r, lis_error *err)
@@ -729,8 +731,7 @@ static int parse_body(const cJSON *body, const rl_limits *lim, rl_request *r, li
         return -1;
     return get_free(body, "", "labels", 1, RL_SMALL_JSON, &r->labels, err) < 0 ||
                    parse_task(body, lim, &r->task, err) < 0 ||
-                   (!r->step && parse_inference(body, r, err) < 0) ||
-                   parse_snaps(body, r, err) < 0
+                   (!r->step && parse_inference(body, r, err) < 0) || parse_snaps(body, r, err) < 0
                ? -1
                : 0;
 }

@@ -70,7 +70,7 @@ typedef struct rl_request {
     rl_snap_mode snaps;
     int *snap_steps; /* RL_SNAP_LIST: steps k (after turn k-1), sorted */
     size_t nsnap_steps;
-    int effects; /* "effects": true (default) */
+    int effects;         /* "effects": true (default) */
     int step;            /* step mode: the trainer calls the model (rl_limits.step) */
     double idle_timeout; /* step mode: idle_timeout_s (default 600) */
 } rl_request;

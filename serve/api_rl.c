@@ -48,13 +48,13 @@ struct rl_waiter {
     sv_req *q; /* NULL once the request is over */
     lis_rl_req rq;
     char method[8];
-    char *path;     /* rq.path */
-    cJSON *body;    /* rq.body */
-    sv_timer timer; /* a long-poll's wait */
-    int stream;     /* an events stream (else a long-poll) */
-    int listed;     /* in r->waiters */
-    int refs;       /* a stream: its response and its request */
-    sv_sse sse;     /* a stream's events */
+    char *path;             /* rq.path */
+    cJSON *body;            /* rq.body */
+    sv_timer timer;         /* a long-poll's wait */
+    int stream;             /* an events stream (else a long-poll) */
+    int listed;             /* in r->waiters */
+    int refs;               /* a stream: its response and its request */
+    sv_sse sse;             /* a stream's events */
     char memo[LIS_RL_MEMO]; /* rq.memo: what its first call did (step mode) */
     rl_waiter *next;
 };
