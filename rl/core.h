@@ -18,7 +18,6 @@
 #include "rootfs.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 
 #define RL_ID_LEN 40
 #define RL_HOST_RESERVE (512ull << 20) /* memory admission leaves the host this much */
@@ -244,7 +243,8 @@ void rl_ep_count_caps(rl_ep *e, const cJSON *step);         /* a step's capabili
 int rl_spec_open_scorer(rl_spec *s, lis_error *err);        /* a python: scorer, on a pool thread */
 /* api.c: the episodes API's routes, and what env_api.c shares of them (under mu) */
 int rl_api_route(lis_rl *rl, const lis_rl_req *q, cJSON **reply);
-int rl_vfail(cJSON **reply, int status, const char *fmt, va_list ap);
+/* {"message": one line} into *reply; returns status */
+int rl_fail(cJSON **reply, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 rl_ep *rl_find_ep(lis_rl *rl, const char *id);
 void rl_cancel_ep(lis_rl *rl, rl_ep *e);
 /* POST groups (step 0) or envs (step 1): the group made (*made) or a failure */

@@ -6,21 +6,9 @@
 #include "core.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int fail(cJSON **reply, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(cJSON **reply, int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    rl_vfail(reply, status, fmt, ap);
-    va_end(ap);
-    return status;
-}
 
 /* ---- the routes -------------------------------------------------------- */
 
@@ -67,7 +55,7 @@ static int post_envs(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
     if (q->memo && q->memo[0]) { /* a later call of the same long-poll */
         rl_ep *e = rl_find_ep(rl, q->memo);
         if (!e)
-            return fail(reply, 410, "the envs of this request are gone");
+            return rl_fail(reply, 410, "the envs of this request are gone");
         g = e->g;
     } else {
         st = rl_post_group(rl, q->body, 1, &g, reply);
@@ -98,25 +86,27 @@ static cJSON *step_info(const rl_ep *e, int done)
 static int env_step(lis_rl *rl, rl_ep *e, const lis_rl_req *q, cJSON **reply)
 {
     if (!q->memo)
-        return fail(reply, 400, "a step needs a long-poll (lis serve gives it one)");
+        return rl_fail(reply, 400, "a step needs a long-poll (lis serve gives it one)");
     if (!q->memo[0]) {
         const cJSON *it, *action = cJSON_GetObjectItemCaseSensitive(q->body, "action");
         if (!cJSON_IsObject(q->body) || !action)
-            return fail(reply, 400, "the body must be {\"action\": an assistant message or text}");
-        cJSON_ArrayForEach(it, q->body) if (strcmp(it->string,
-                                                   "action")) return fail(reply, 400,
-                                                                          "unknown key %s (action)",
-                                                                          it->string);
+            return rl_fail(reply, 400,
+                           "the body must be {\"action\": an assistant message or text}");
+        cJSON_ArrayForEach(it,
+                           q->body) if (strcmp(it->string,
+                                               "action")) return rl_fail(reply, 400,
+                                                                         "unknown key %s (action)",
+                                                                         it->string);
         if (!e->env_waiting || e->env_action || e->env_over || e->cancel_asked)
-            return fail(reply, 409, "env %s does not wait for an action (it is %s)", e->id,
-                        e->env_over ? "done" : rl_phase_name(e->phase));
+            return rl_fail(reply, 409, "env %s does not wait for an action (it is %s)", e->id,
+                           e->env_over ? "done" : rl_phase_name(e->phase));
         llm_reply check;
         lis_error err = {0};
         if (llm_reply_from_message(action, &check, &err) < 0)
-            return fail(reply, err.code == ENOMEM ? 500 : 400, "%s", err.msg);
+            return rl_fail(reply, err.code == ENOMEM ? 500 : 400, "%s", err.msg);
         llm_reply_free(&check);
         if (!(e->env_action = cJSON_Duplicate(action, 1)))
-            return fail(reply, 500, "out of memory");
+            return rl_fail(reply, 500, "out of memory");
         snprintf(q->memo, LIS_RL_MEMO, "%ld", ++e->env_given);
         e->env_touch = lis_now();
         pthread_cond_broadcast(&e->g->cv);
@@ -138,14 +128,14 @@ static int env_step(lis_rl *rl, rl_ep *e, const lis_rl_req *q, cJSON **reply)
 static int env_reward(lis_rl *rl, rl_ep *e, const lis_rl_req *q, cJSON **reply)
 {
     if (!q->memo)
-        return fail(reply, 400, "a reward needs a long-poll (lis serve gives it one)");
+        return rl_fail(reply, 400, "a reward needs a long-poll (lis serve gives it one)");
     if (!e->g->spec->scorer)
-        return fail(reply, 409, "env %s: its task has no reward (task.reward)", e->id);
+        return rl_fail(reply, 409, "env %s: its task has no reward (task.reward)", e->id);
     lis_error err = {0};
     if (!q->memo[0] && rl_env_job_start(rl, e, 0, q->memo, &err) < 0)
-        return fail(reply, err.http_status, "%s", err.msg);
+        return rl_fail(reply, err.http_status, "%s", err.msg);
     if (e->env_jobs_done < strtol(q->memo, NULL, 10))
-        return q->final ? fail(reply, 504, "env %s: the reward is not done yet", e->id) : 0;
+        return q->final ? rl_fail(reply, 504, "env %s: the reward is not done yet", e->id) : 0;
     e->env_touch = lis_now();
     *reply = cJSON_CreateObject();
     cJSON_AddNumberToObject(*reply, "reward", e->env_reward);
@@ -160,22 +150,22 @@ static int env_branch(lis_rl *rl, rl_ep *e, const lis_rl_req *q, cJSON **reply)
 {
     const cJSON *it, *n = cJSON_GetObjectItemCaseSensitive(q->body, "n");
     if (!q->memo)
-        return fail(reply, 400, "a branch needs a long-poll (lis serve gives it one)");
+        return rl_fail(reply, 400, "a branch needs a long-poll (lis serve gives it one)");
     if (!q->memo[0]) {
         if (q->body && !cJSON_IsObject(q->body))
-            return fail(reply, 400, "the body must be {\"n\": envs}");
-        cJSON_ArrayForEach(it,
-                           q->body) if (strcmp(it->string, "n")) return fail(reply, 400,
-                                                                             "unknown key %s (n)",
-                                                                             it->string);
+            return rl_fail(reply, 400, "the body must be {\"n\": envs}");
+        cJSON_ArrayForEach(it, q->body) if (strcmp(it->string,
+                                                   "n")) return rl_fail(reply, 400,
+                                                                        "unknown key %s (n)",
+                                                                        it->string);
         lis_error err = {0};
         if (rl_env_job_start(rl, e, 1, q->memo, &err) < 0)
-            return fail(reply, err.http_status, "%s", err.msg);
+            return rl_fail(reply, err.http_status, "%s", err.msg);
     }
     if (e->env_jobs_done < strtol(q->memo, NULL, 10))
-        return q->final ? fail(reply, 504, "env %s: the snapshot is not done yet", e->id) : 0;
+        return q->final ? rl_fail(reply, 504, "env %s: the snapshot is not done yet", e->id) : 0;
     if (e->env_job_error[0])
-        return fail(reply, 500, "env %s: its files: %s", e->id, e->env_job_error);
+        return rl_fail(reply, 500, "env %s: its files: %s", e->id, e->env_job_error);
     e->env_touch = lis_now();
     /* ep_branch's checks and copies, at the turn it waits after */
     cJSON *body = cJSON_CreateObject();
@@ -212,18 +202,18 @@ static int env_route(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
     const char *m = q->method, *p = q->path;
     if (!strcmp(p, "envs"))
         return !strcmp(m, "POST") ? post_envs(rl, q, reply)
-                                  : fail(reply, 405, "%s /lis/v1/envs: only POST", m);
+                                  : rl_fail(reply, 405, "%s /lis/v1/envs: only POST", m);
     char id[RL_ID_LEN];
     const char *rest = p + 5, *slash = strchr(rest, '/');
     size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
     const char *op = slash ? slash + 1 : "";
     if (!n || n >= sizeof id || strchr(op, '/'))
-        return fail(reply, 404, "no such step mode route: %s %s", m, p);
+        return rl_fail(reply, 404, "no such step mode route: %s %s", m, p);
     memcpy(id, rest, n);
     id[n] = 0;
     rl_ep *e = rl_find_ep(rl, id);
     if (!e || !e->g->spec->req.step)
-        return fail(reply, 404, "no such env: %s", id);
+        return rl_fail(reply, 404, "no such env: %s", id);
     e->env_touch = lis_now();
     if (!*op && !strcmp(m, "GET")) {
         *reply = env_state(e);
@@ -240,7 +230,7 @@ static int env_route(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
         return env_reward(rl, e, q, reply);
     if (!strcmp(m, "POST") && !strcmp(op, "branch"))
         return env_branch(rl, e, q, reply);
-    return fail(reply, 404, "no such step mode route: %s %s", m, p);
+    return rl_fail(reply, 404, "no such step mode route: %s %s", m, p);
 }
 
 int lis_rl_handle(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
@@ -252,6 +242,6 @@ int lis_rl_handle(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
                                                               : rl_api_route(rl, q, reply);
     pthread_mutex_unlock(&rl->mu);
     if (st && !*reply)
-        st = fail(reply, 500, "out of memory");
+        st = rl_fail(reply, 500, "out of memory");
     return st;
 }

@@ -48,15 +48,15 @@ struct rl_waiter {
     sv_req *q; /* NULL once the request is over */
     lis_rl_req rq;
     char method[8];
-    char *path;             /* rq.path */
-    cJSON *body;            /* rq.body */
-    sv_timer timer;         /* a long-poll's wait */
-    int stream;             /* an events stream (else a long-poll) */
-    int listed;             /* in r->waiters */
-    int refs;               /* a stream: its response and its request */
-    sv_sse sse;             /* a stream's events */
-    char memo[LIS_RL_MEMO]; /* rq.memo: what its first call did (step mode) */
+    char *path;     /* rq.path */
+    cJSON *body;    /* rq.body */
+    sv_timer timer; /* a long-poll's wait */
+    int stream;     /* an events stream (else a long-poll) */
+    int listed;     /* in r->waiters */
+    int refs;       /* a stream: its response and its request */
+    sv_sse sse;     /* a stream's events */
     rl_waiter *next;
+    char memo[LIS_RL_MEMO]; /* rq.memo: what its first call did (step mode) */
 };
 
 static void list_add(rl_waiter *w);
@@ -435,7 +435,7 @@ enum MHD_Result sv_rl_route(sv_req *q, const char *rest)
                  !strcmp(rest + n - 7, "/events");
     w->rq.memo = w->memo;
     /* step mode's step, reward and branch answer once done: a long-poll of their own */
-    if (!wait_s && !strcmp(q->method, "POST") && !strncmp(rest, "envs/", 5) &&
+    if (wait <= 0 && !strcmp(q->method, "POST") && !strncmp(rest, "envs/", 5) &&
         strchr(rest + 5, '/'))
         w->rq.wait = wait = RL_WAIT_MAX;
     if (events)

@@ -4,6 +4,7 @@ server as the unprivileged test user, real sandboxes of the Debian fixture;
 the same turns replayed through an episode driven by tests/fake_llm.py give
 the byte-for-byte reference of what the model sees."""
 import json
+import time
 
 from conftest import IMAGE
 from test_rl_e2e import SUBMIT, api, bash, fake_factory, results, submit  # noqa: F401
@@ -79,10 +80,8 @@ def test_step_observations_are_the_episodes(server, fake_factory):
         assert r["done"] is (k == len(TURNS) - 1), r
         assert {"step", "effects", "capability", "tool_s"} <= set(r["info"]), r
     assert r["info"]["stop_reason"] == "submit", r
-    # the cut, the timeout and the continue message are the episode's own
-    text = json.dumps(want)
-    assert "late" not in json.dumps(want[3])
-    assert len(text) < 300000
+    # the long output was cut (the same cut in both)
+    assert len(json.dumps(want)) < 300000
     # done: no more steps; its result is any episode's
     st, doc = api(server, "POST", "envs/%s/step" % env, {"action": "more"})
     assert st == 409, doc
@@ -114,11 +113,11 @@ def test_step_reward_branch_delete(server):
             st, s = api(server, "GET", "envs/%s" % child)
             if s.get("waiting"):
                 break
-            __import__("time").sleep(0.1)
+            time.sleep(0.1)
         assert s["waiting"] and s["steps"] == 2, s
         assert [m["role"] for m in s["observation"]].count("assistant") == 2, s
         r = step(server, child, action(bash("cat /testbed/answer.txt /testbed/seven"), 2))
-        assert "42\n7" in json.dumps(r["observations"]), r
+        assert "42\\n7" in json.dumps(r["observations"]), r
         st, d = api(server, "DELETE", "envs/%s" % child)
         assert st == 200, d
     # DELETE ends the env: its result recorded as any episode's
