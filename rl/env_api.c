@@ -12,6 +12,15 @@
 
 /* ---- the routes -------------------------------------------------------- */
 
+/* 400 naming a key of body other than key; else 0. */
+static int only_key(const cJSON *body, const char *key, cJSON **reply)
+{
+    for (const cJSON *it = cJSON_IsObject(body) ? body->child : NULL; it; it = it->next)
+        if (strcmp(it->string, key))
+            return rl_fail(reply, 400, "unknown key %s (%s)", it->string, key);
+    return 0;
+}
+
 static cJSON *env_ids(const rl_group *g)
 {
     cJSON *o = cJSON_CreateObject();
@@ -88,15 +97,12 @@ static int env_step(lis_rl *rl, rl_ep *e, const lis_rl_req *q, cJSON **reply)
     if (!q->memo)
         return rl_fail(reply, 400, "a step needs a long-poll (lis serve gives it one)");
     if (!q->memo[0]) {
-        const cJSON *it, *action = cJSON_GetObjectItemCaseSensitive(q->body, "action");
+        const cJSON *action = cJSON_GetObjectItemCaseSensitive(q->body, "action");
         if (!cJSON_IsObject(q->body) || !action)
             return rl_fail(reply, 400,
                            "the body must be {\"action\": an assistant message or text}");
-        cJSON_ArrayForEach(it,
-                           q->body) if (strcmp(it->string,
-                                               "action")) return rl_fail(reply, 400,
-                                                                         "unknown key %s (action)",
-                                                                         it->string);
+        if (only_key(q->body, "action", reply))
+            return 400;
         if (!e->env_waiting || e->env_action || e->env_over || e->cancel_asked)
             return rl_fail(reply, 409, "env %s does not wait for an action (it is %s)", e->id,
                            e->env_over ? "done" : rl_phase_name(e->phase));
@@ -148,28 +154,35 @@ static int env_reward(lis_rl *rl, rl_ep *e, const lis_rl_req *q, cJSON **reply)
 
 static int env_branch(lis_rl *rl, rl_ep *e, const lis_rl_req *q, cJSON **reply)
 {
-    const cJSON *it, *n = cJSON_GetObjectItemCaseSensitive(q->body, "n");
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(q->body, "n");
     if (!q->memo)
         return rl_fail(reply, 400, "a branch needs a long-poll (lis serve gives it one)");
     if (!q->memo[0]) {
         if (q->body && !cJSON_IsObject(q->body))
             return rl_fail(reply, 400, "the body must be {\"n\": envs}");
-        cJSON_ArrayForEach(it, q->body) if (strcmp(it->string,
-                                                   "n")) return rl_fail(reply, 400,
-                                                                        "unknown key %s (n)",
-                                                                        it->string);
+        if (only_key(q->body, "n", reply))
+            return 400;
+        if (n && (!cJSON_IsNumber(n) || n->valuedouble != (int)n->valuedouble ||
+                  n->valuedouble < 1 || n->valuedouble > rl->o.max_n))
+            return rl_fail(reply, 422, "n must be an integer 1..%d (the server's cap)",
+                           rl->o.max_n);
         lis_error err = {0};
         if (rl_env_job_start(rl, e, 1, q->memo, &err) < 0)
             return rl_fail(reply, err.http_status, "%s", err.msg);
+        size_t used = strlen(q->memo); /* the turn the snapshot is after */
+        snprintf(q->memo + used, LIS_RL_MEMO - used, " %zu", e->nturns);
     }
-    if (e->env_jobs_done < strtol(q->memo, NULL, 10))
+    long job = 0, k = 0;
+    if (sscanf(q->memo, "%ld %ld", &job, &k) != 2)
+        return rl_fail(reply, 500, "env %s: the branch lost its way", e->id);
+    if (e->env_jobs_done < job)
         return q->final ? rl_fail(reply, 504, "env %s: the snapshot is not done yet", e->id) : 0;
     if (e->env_job_error[0])
         return rl_fail(reply, 500, "env %s: its files: %s", e->id, e->env_job_error);
     e->env_touch = lis_now();
     /* ep_branch's checks and copies, at the turn it waits after */
     cJSON *body = cJSON_CreateObject();
-    cJSON_AddNumberToObject(body, "at_step", (double)e->nturns);
+    cJSON_AddNumberToObject(body, "at_step", (double)k);
     cJSON_AddItemToObject(body, "n", n ? cJSON_Duplicate(n, 1) : cJSON_CreateNumber(1));
     rl_group *g = NULL;
     int st = rl_ep_branch(rl, e, body, &g, reply);
