@@ -68,8 +68,9 @@ void rl_env_turn(rl_ep *e, const cJSON *messages)
 int rl_env_idle(const rl_ep *e, double now, double *next)
 {
     double idle = e->g->spec->req.idle_timeout;
-    if (!e->g->spec->req.step || !e->env_waiting || e->cancel_asked || idle <= 0)
-        return 0;
+    if (!e->g->spec->req.step || !e->env_waiting || e->env_action || e->sb_users ||
+        e->cancel_asked || idle <= 0)
+        return 0; /* not idle: its action is being taken, or a reward or branch runs */
     double at = e->env_touch + idle;
     if (at <= now)
         return 1;
@@ -142,6 +143,8 @@ static void env_job_run(void *arg)
     snprintf(e->env_job_error, sizeof e->env_job_error, "%s", rc < 0 ? err.msg : "");
     e->env_jobs_done++;
     e->sb_users--;
+    e->env_touch = lis_now(); /* its idle time starts again */
+    rl_wake(rl);
     j->ran = 1;
     rl->generation++;
     pthread_cond_broadcast(&e->g->cv); /* its run goes on */
