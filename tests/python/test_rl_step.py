@@ -97,6 +97,13 @@ def test_step_reward_branch_delete(server):
     (env,) = e["env_ids"]
     st, doc = api(server, "POST", "envs/%s/reward" % env)
     assert st == 200 and doc["reward"] == 0.0, doc
+    # malformed actions: one line each, and the env still waits
+    for bad in ({"action": 5}, {"action": {"tool_calls": "x"}}, {"action": {"role": "user"}},
+                {"action": {"tool_calls": [1]}}, {"action": "x", "more": 1}, {}):
+        st, doc = api(server, "POST", "envs/%s/step" % env, bad)
+        assert st == 400 and "\n" not in doc["message"], (bad, doc)
+    st, doc = api(server, "POST", "envs/%s/branch" % env, {"n": 0})
+    assert st == 422, doc
     r = step(server, env, action(bash("echo 42 > /testbed/answer.txt"), 0))
     assert r["done"] is False, r
     st, doc = api(server, "POST", "envs/%s/reward" % env)
