@@ -184,6 +184,12 @@ void llm_free(llm_client *c);
 int llm_chat(llm_client *c, const cJSON *messages, const cJSON *tools, llm_reply *out,
              lis_error *err);
 void llm_reply_free(llm_reply *r);
+/* The reply of a model called by someone else (step mode: the trainer's
+ * action): an OpenAI assistant message (content, tool_calls, reasoning
+ * taken as a reply's choices[0].message is) or raw text (content only:
+ * the engine parses hermes / qwen3-coder tool calls in it). -1 with err
+ * (EINVAL, one line) when it is neither, or a member has the wrong type. */
+int llm_reply_from_message(const cJSON *action, llm_reply *out, lis_error *err);
 const char *llm_client_url(const llm_client *c);
 
 /* One chat completion as a sequence of attempts, for callers that perform the

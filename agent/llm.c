@@ -329,6 +329,53 @@ static void finish_reply(llm_reply *out)
     out->tool_calls = cJSON_IsArray(tc) && cJSON_GetArraySize(tc) ? tc : NULL;
 }
 
+/* choices[0].message (or a trainer's assistant message) into out: as the
+ * history keeps it, nulls dropped, the role "assistant" when missing. */
+static void take_message(const cJSON *m, llm_reply *out)
+{
+    out->message = cJSON_Duplicate(m, 1);
+    drop_nulls(out->message);
+    if (out->message && !cJSON_GetObjectItem(out->message, "role"))
+        cJSON_AddStringToObject(out->message, "role", "assistant");
+}
+
+int llm_reply_from_message(const cJSON *action, llm_reply *out, lis_error *err)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *text = NULL;
+    if (cJSON_IsString(action)) { /* raw text: the engine parses text tool calls in it */
+        text = cJSON_CreateObject();
+        cJSON_AddStringToObject(text, "role", "assistant");
+        cJSON_AddStringToObject(text, "content", action->valuestring);
+        action = text;
+    } else if (!cJSON_IsObject(action)) {
+        return lis_fail(err, EINVAL, "the action must be an assistant message or a string");
+    }
+    const cJSON *role = cJSON_GetObjectItem(action, "role");
+    const cJSON *content = cJSON_GetObjectItem(action, "content");
+    const cJSON *calls = cJSON_GetObjectItem(action, "tool_calls");
+    if (role && !(cJSON_IsString(role) && !strcmp(role->valuestring, "assistant")))
+        return lis_fail(err, EINVAL, "the action's role must be \"assistant\"");
+    if (content && !cJSON_IsString(content) && !cJSON_IsNull(content))
+        return lis_fail(err, EINVAL, "the action's content must be a string or null");
+    if (calls && !cJSON_IsArray(calls) && !cJSON_IsNull(calls))
+        return lis_fail(err, EINVAL, "the action's tool_calls must be an array");
+    for (const cJSON *c = cJSON_IsArray(calls) ? calls->child : NULL; c; c = c->next)
+        if (!cJSON_IsObject(c) || !cJSON_IsObject(cJSON_GetObjectItem(c, "function")))
+            return lis_fail(err, EINVAL,
+                            "each tool call of the action must be {\"id\", \"type\", "
+                            "\"function\": {\"name\", \"arguments\"}}");
+    take_message(action, out);
+    cJSON_Delete(text);
+    if (!out->message)
+        return lis_fail(err, ENOMEM, "the action");
+    snprintf(out->finish_reason, sizeof out->finish_reason, "%s",
+             cJSON_GetArraySize(calls) ? "tool_calls" : "stop");
+    snprintf(out->tokens_why, sizeof out->tokens_why, "the trainer's action carries no token ids");
+    finish_reply(out);
+    return 0;
+}
+
 int llm_parse_stream(sse_state *s, llm_reply *out, char *why, size_t wl)
 {
     sse_finish(s);
@@ -391,10 +438,7 @@ int llm_parse_response(llm_api api, const char *body, llm_reply *out, char *why,
             cJSON_Delete(j);
             return -1;
         }
-        out->message = cJSON_Duplicate(m, 1);
-        drop_nulls(out->message);
-        if (!cJSON_GetObjectItem(out->message, "role"))
-            cJSON_AddStringToObject(out->message, "role", "assistant");
+        take_message(m, out);
         const char *fr = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
         snprintf(out->finish_reason, sizeof out->finish_reason, "%s", fr ? fr : "");
         const cJSON *u = cJSON_GetObjectItem(j, "usage");

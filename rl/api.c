@@ -12,9 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int fail(cJSON **reply, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(cJSON **reply, int status, const char *fmt, ...)
+int rl_fail(cJSON **reply, int status, const char *fmt, ...)
 {
     char msg[600];
     va_list ap;
@@ -37,7 +35,7 @@ int lis_rl_owns(const char *path)
     return 0;
 }
 
-static rl_ep *find_ep(lis_rl *rl, const char *id)
+rl_ep *rl_find_ep(lis_rl *rl, const char *id)
 {
     for (rl_ep *e = rl->eps; e; e = e->next)
         if (!e->deleted && !strcmp(e->id, id))
@@ -89,39 +87,44 @@ static void enqueue(lis_rl *rl, rl_group *g)
     rl_wake(rl);
 }
 
-static int post_group(lis_rl *rl, const cJSON *body, cJSON **reply)
+int rl_post_group(lis_rl *rl, const cJSON *body, int step, rl_group **made, cJSON **reply)
 {
+    *made = NULL;
     const char *rid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "request_id"));
     if (rid) { /* a retry: the same group */
         const char *gid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rl->requests, rid));
         rl_group *g = gid ? find_group(rl, gid) : NULL;
-        if (g) {
+        if (g && g->spec->req.step == step) {
+            *made = g;
             *reply = submitted(g);
             return 200;
         }
     }
     lis_error serr = {0};
     if (!rl->sup_started && rl_sup_start(rl, &serr) < 0) /* the pools start at first need */
-        return fail(reply, 503, "%s", serr.msg);
+        return rl_fail(reply, 503, "%s", serr.msg);
     if (rl->queued >= (size_t)rl->o.max_queued)
-        return fail(reply, 429, "%zu groups wait already (the server's bound): retry later",
-                    rl->queued);
-    rl_limits lim = {.max_n = rl->o.max_n, .max_files_bytes = rl->o.max_files_bytes};
+        return rl_fail(reply, 429, "%zu groups wait already (the server's bound): retry later",
+                       rl->queued);
+    rl_limits lim = {.max_n = rl->o.max_n, .max_files_bytes = rl->o.max_files_bytes, .step = step};
     rl_request req;
     lis_error err = {0};
     if (rl_request_parse(body, &lim, &req, &err) < 0)
-        return fail(reply, err.http_status >= 400 && err.http_status < 500 ? err.http_status : 400,
-                    "%s", err.msg);
+        return rl_fail(reply,
+                       err.http_status >= 400 && err.http_status < 500 ? err.http_status : 400,
+                       "%s", err.msg);
     int n = req.n;
     rl_spec *spec = rl_spec_new(&req, &err);
     rl_group *g = spec ? rl_group_new(rl, spec, n, &err) : NULL;
     rl_spec_unref(spec); /* the group holds it */
     if (!g)
-        return fail(reply, err.http_status >= 400 && err.http_status < 500 ? err.http_status : 500,
-                    "%s", err.msg);
+        return rl_fail(reply,
+                       err.http_status >= 400 && err.http_status < 500 ? err.http_status : 500,
+                       "%s", err.msg);
     enqueue(rl, g);
     if (rid)
         cJSON_AddStringToObject(rl->requests, rid, g->id);
+    *made = g;
     *reply = submitted(g);
     return 202;
 }
@@ -182,7 +185,7 @@ static int kept_group(lis_rl *rl, const char *id, cJSON **reply)
     sort_by_index(eps);
     if (!cJSON_GetArraySize(eps)) {
         cJSON_Delete(eps);
-        return fail(reply, 404, "no such group: %s", id);
+        return rl_fail(reply, 404, "no such group: %s", id);
     }
     *reply = cJSON_CreateObject();
     cJSON_AddStringToObject(*reply, "group_id", id);
@@ -215,7 +218,7 @@ static int group_get(lis_rl *rl, const char *id, cJSON **reply)
 {
     rl_group *g = find_group(rl, id);
     if (!g)
-        return fail(reply, 404, "no such group: %s", id);
+        return rl_fail(reply, 404, "no such group: %s", id);
     *reply = cJSON_CreateObject();
     cJSON_AddStringToObject(*reply, "group_id", g->id);
     cJSON_AddStringToObject(*reply, "status", rl_phase_name(g->phase));
@@ -235,7 +238,7 @@ static int group_get(lis_rl *rl, const char *id, cJSON **reply)
 }
 
 /* Ends an episode not done (idempotent): one still queued ends at once. */
-static void cancel_ep(lis_rl *rl, rl_ep *e)
+void rl_cancel_ep(lis_rl *rl, rl_ep *e)
 {
     if (e->phase == RP_DONE || e->cancel_asked)
         return;
@@ -255,21 +258,21 @@ static int group_cancel(lis_rl *rl, const char *id, cJSON **reply)
 {
     rl_group *g = find_group(rl, id);
     if (!g)
-        return fail(reply, 404, "no such group: %s", id);
+        return rl_fail(reply, 404, "no such group: %s", id);
     g->cancel_asked = 1;
     for (size_t i = 0; i < g->n; i++)
-        cancel_ep(rl, g->eps[i]);
+        rl_cancel_ep(rl, g->eps[i]);
     return group_get(rl, id, reply);
 }
 
 static int ep_get(lis_rl *rl, const char *id, const lis_rl_req *q, cJSON **reply)
 {
-    rl_ep *e = find_ep(rl, id);
+    rl_ep *e = rl_find_ep(rl, id);
     if (!e) {
         lis_error err = {0};
         if (!cJSON_GetObjectItemCaseSensitive(rl->kept, id) ||
             rl_store_get(rl->state_dir, id, reply, &err) < 0)
-            return fail(reply, 404, "no such episode: %s", id);
+            return rl_fail(reply, 404, "no such episode: %s", id);
         return 200;
     }
     if (e->phase != RP_DONE && q->wait > 0 && !q->final)
@@ -280,13 +283,13 @@ static int ep_get(lis_rl *rl, const char *id, const lis_rl_req *q, cJSON **reply
 
 static int ep_events(lis_rl *rl, const char *id, const lis_rl_req *q, cJSON **reply)
 {
-    rl_ep *e = find_ep(rl, id);
+    rl_ep *e = rl_find_ep(rl, id);
     if (!e) {
         cJSON *k = NULL;
         lis_error err = {0};
         if (!cJSON_GetObjectItemCaseSensitive(rl->kept, id) ||
             rl_store_get(rl->state_dir, id, &k, &err) < 0)
-            return fail(reply, 404, "no such episode: %s", id);
+            return rl_fail(reply, 404, "no such episode: %s", id);
         /* known from state_dir: its one event is the result */
         *reply = cJSON_CreateObject();
         cJSON *evs = cJSON_AddArrayToObject(*reply, "events");
@@ -341,59 +344,67 @@ static int branch_check(const lis_rl *rl, const rl_ep *e, const cJSON *body, int
         if (strcmp(it->string, "at_step") && strcmp(it->string, "n") &&
             strcmp(it->string, "sampling") && strcmp(it->string, "seeds") &&
             strcmp(it->string, "request_id"))
-            return fail(reply, 400, "unknown key %s (at_step, n, sampling, seeds, request_id)",
-                        it->string);
+            return rl_fail(reply, 400, "unknown key %s (at_step, n, sampling, seeds, request_id)",
+                           it->string);
     }
     const cJSON *ks = cJSON_GetObjectItemCaseSensitive(body, "at_step");
     const cJSON *ns = cJSON_GetObjectItemCaseSensitive(body, "n");
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(body, "sampling");
     const cJSON *sd = cJSON_GetObjectItemCaseSensitive(body, "seeds");
     if (!cJSON_IsNumber(ks) || ks->valuedouble != (int)ks->valuedouble || ks->valuedouble < 0)
-        return fail(reply, 400, "at_step must be an integer >= 0 (turns counted from 0)");
+        return rl_fail(reply, 400, "at_step must be an integer >= 0 (turns counted from 0)");
     *k = (int)ks->valuedouble;
     *n = ns ? (int)ns->valuedouble : 1;
     if (ns && (!cJSON_IsNumber(ns) || ns->valuedouble != *n))
-        return fail(reply, 400, "n must be an integer");
+        return rl_fail(reply, 400, "n must be an integer");
     if (*n < 1 || *n > rl->o.max_n)
-        return fail(reply, 422, "n must be 1..%d (the server's cap), not %d", rl->o.max_n, *n);
+        return rl_fail(reply, 422, "n must be 1..%d (the server's cap), not %d", rl->o.max_n, *n);
     if (sm && !cJSON_IsObject(sm))
-        return fail(reply, 400, "sampling must be an object");
+        return rl_fail(reply, 400, "sampling must be an object");
     if (sd && (!cJSON_IsArray(sd) || cJSON_GetArraySize(sd) != *n))
-        return fail(reply, 400, "seeds must be an array of n integers");
+        return rl_fail(reply, 400, "seeds must be an array of n integers");
     cJSON_ArrayForEach(it, sd) if (!cJSON_IsNumber(it) ||
                                    it->valuedouble !=
-                                       (long long)
-                                           it->valuedouble) return fail(reply, 400,
-                                                                        "seeds must be integers");
+                                       (long long)it
+                                           ->valuedouble) return rl_fail(reply, 400,
+                                                                         "seeds must be integers");
     if ((size_t)*k > e->nturns)
-        return fail(reply, 409,
-                    "episode %s has made %zu turns: a branch at step %d needs turns 0..%d", e->id,
-                    e->nturns, *k, *k - 1);
+        return rl_fail(reply, 409,
+                       "episode %s has made %zu turns: a branch at step %d needs turns 0..%d",
+                       e->id, e->nturns, *k, *k - 1);
     if ((size_t)*k >= e->nsnaps || !e->snaps[*k])
-        return fail(reply, 409,
-                    "episode %s kept no snapshot of its files after turn %d: submit its group with "
-                    "keep_snapshots \"every_step\" or [%d]",
-                    e->id, *k - 1, *k);
+        return rl_fail(reply, 409,
+                       "episode %s kept no snapshot of its files after turn %d: submit its group with "
+                       "keep_snapshots \"every_step\" or [%d]",
+                       e->id, *k - 1, *k);
     return 0;
 }
 
 static int ep_branch(lis_rl *rl, const char *id, const cJSON *body, cJSON **reply)
 {
-    rl_ep *e = find_ep(rl, id);
+    rl_ep *e = rl_find_ep(rl, id);
+    rl_group *made;
     if (!e)
-        return fail(reply, 404, "no such episode: %s", id);
+        return rl_fail(reply, 404, "no such episode: %s", id);
+    return rl_ep_branch(rl, e, body, &made, reply);
+}
+
+int rl_ep_branch(lis_rl *rl, rl_ep *e, const cJSON *body, rl_group **made, cJSON **reply)
+{
+    *made = NULL;
     if (!cJSON_IsObject(body))
-        return fail(reply, 400, "the body must be a JSON object {\"at_step\", \"n\", ...}");
+        return rl_fail(reply, 400, "the body must be a JSON object {\"at_step\", \"n\", ...}");
     /* a retry of the same branch (its request_id): the same episodes */
     const char *rid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "request_id"));
     char key[300] = "";
     if (rid) {
         if (strlen(rid) > 200)
-            return fail(reply, 400, "request_id: at most 200 bytes");
+            return rl_fail(reply, 400, "request_id: at most 200 bytes");
         snprintf(key, sizeof key, "branch:%s", rid);
         const char *gid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rl->requests, key));
         rl_group *prev = gid ? find_group(rl, gid) : NULL;
         if (prev) {
+            *made = prev;
             *reply = submitted(prev);
             return 200;
         }
@@ -405,7 +416,7 @@ static int ep_branch(lis_rl *rl, const char *id, const cJSON *body, cJSON **repl
     lis_error err = {0};
     rl_group *g = rl_group_new(rl, e->g->spec, n, &err);
     if (!g)
-        return fail(reply, 500, "%s", err.msg);
+        return rl_fail(reply, 500, "%s", err.msg);
     snprintf(g->branch_of, sizeof g->branch_of, "%s", e->id);
     g->deadline_s = e->g->deadline_s;
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(body, "sampling");
@@ -438,6 +449,7 @@ static int ep_branch(lis_rl *rl, const char *id, const cJSON *body, cJSON **repl
     enqueue(rl, g);
     if (key[0])
         cJSON_AddStringToObject(rl->requests, key, g->id);
+    *made = g;
     *reply = submitted(g);
     return 202;
 }
@@ -456,23 +468,23 @@ static void release_snaps(rl_ep *e)
 
 static int ep_delete(lis_rl *rl, const char *id, cJSON **reply)
 {
-    rl_ep *e = find_ep(rl, id);
+    rl_ep *e = rl_find_ep(rl, id);
     lis_error err = {0};
     if (!e) {
         if (!cJSON_GetObjectItemCaseSensitive(rl->kept, id))
-            return fail(reply, 404, "no such episode: %s", id);
+            return rl_fail(reply, 404, "no such episode: %s", id);
         cJSON_DeleteItemFromObjectCaseSensitive(rl->kept, id);
     } else {
         if (e->phase != RP_DONE)
-            return fail(reply, 409, "episode %s is %s: cancel it first", id,
-                        rl_phase_name(e->phase));
+            return rl_fail(reply, 409, "episode %s is %s: cancel it first", id,
+                           rl_phase_name(e->phase));
         release_snaps(e);
         rl_ep_drop(e);
         e->deleted = 1;
         rl_wake(rl); /* the sweep removes what nothing wants now */
     }
     if (rl_store_del(rl->state_dir, id, &err) < 0 && err.code != ENOENT)
-        return fail(reply, 500, "%s", err.msg);
+        return rl_fail(reply, 500, "%s", err.msg);
     rl->generation++;
     *reply = cJSON_CreateObject();
     cJSON_AddStringToObject(*reply, "episode_id", id);
@@ -540,25 +552,26 @@ static int put_inference(lis_rl *rl, const cJSON *body, cJSON **reply)
     const cJSON *it, *eps = cJSON_GetObjectItemCaseSensitive(body, "endpoints");
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(body, "weight_version");
     if (!cJSON_IsObject(body))
-        return fail(reply, 400, "the body must be {\"endpoints\": [...], \"weight_version\": ...}");
+        return rl_fail(reply, 400,
+                       "the body must be {\"endpoints\": [...], \"weight_version\": ...}");
     cJSON_ArrayForEach(it, body) if (
         strcmp(it->string, "endpoints") &&
         strcmp(it->string,
-               "weight_version")) return fail(reply, 400,
-                                              "unknown key %s (endpoints, weight_version)",
-                                              it->string);
+               "weight_version")) return rl_fail(reply, 400,
+                                                 "unknown key %s (endpoints, weight_version)",
+                                                 it->string);
     if (eps && !cJSON_IsArray(eps))
-        return fail(reply, 400,
-                    "endpoints must be an array of {\"base_url\", \"model\", \"api_key\"}");
+        return rl_fail(reply, 400,
+                       "endpoints must be an array of {\"base_url\", \"model\", \"api_key\"}");
     if (ver && (!cJSON_IsString(ver) || strlen(ver->valuestring) >= sizeof rl->weight_version))
-        return fail(reply, 400, "weight_version must be a string of at most %zu bytes",
-                    sizeof rl->weight_version - 1);
+        return rl_fail(reply, 400, "weight_version must be a string of at most %zu bytes",
+                       sizeof rl->weight_version - 1);
     size_t n = (size_t)cJSON_GetArraySize(eps);
     if (n > 256)
-        return fail(reply, 422, "at most 256 endpoints");
+        return rl_fail(reply, 422, "at most 256 endpoints");
     rl_endpoint *v = calloc(n ? n : 1, sizeof *v);
     if (!v)
-        return fail(reply, 500, "out of memory");
+        return rl_fail(reply, 500, "out of memory");
     size_t i = 0;
     cJSON_ArrayForEach(it, eps)
     {
@@ -570,11 +583,11 @@ static int put_inference(lis_rl *rl, const cJSON *body, cJSON **reply)
                                       strcmp(f->string, "api_key"))
         {
             endpoints_free(v, i);
-            return fail(reply, 400, "unknown key endpoints[%zu].%s", i, f->string);
+            return rl_fail(reply, 400, "unknown key endpoints[%zu].%s", i, f->string);
         }
         if (!u || (strncmp(u, "http://", 7) && strncmp(u, "https://", 8)) || strlen(u) > 2000) {
             endpoints_free(v, i);
-            return fail(reply, 400, "endpoints[%zu].base_url must be an http(s) URL", i);
+            return rl_fail(reply, 400, "endpoints[%zu].base_url must be an http(s) URL", i);
         }
         v[i].base_url = strdup(u);
         v[i].model = m ? strdup(m) : NULL;
@@ -608,13 +621,14 @@ static int split(const char *rest, char *id, size_t len, const char **op)
     return strchr(*op, '/') ? -1 : 0;
 }
 
-static int route(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
+int rl_api_route(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
 {
     const char *m = q->method, *p = q->path, *op;
     char id[RL_ID_LEN + 8];
     int get = !strcmp(m, "GET"), post = !strcmp(m, "POST");
+    rl_group *made;
     if (!strcmp(p, "groups") && post)
-        return post_group(rl, q->body, reply);
+        return rl_post_group(rl, q->body, 0, &made, reply);
     if (!strcmp(p, "rl/status") && get)
         return status(rl, reply);
     if (!strcmp(p, "rl/inference") && !strcmp(m, "PUT"))
@@ -635,30 +649,17 @@ static int route(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
         if (!strcmp(op, "events") && get)
             return ep_events(rl, id, q, reply);
         if (!strcmp(op, "cancel") && post) {
-            rl_ep *e = find_ep(rl, id);
+            rl_ep *e = rl_find_ep(rl, id);
             if (!e)
-                return fail(reply, 404, "no such episode: %s", id);
-            cancel_ep(rl, e);
+                return rl_fail(reply, 404, "no such episode: %s", id);
+            rl_cancel_ep(rl, e);
             *reply = rl_ep_brief(e);
             return 200;
         }
         if (!strcmp(op, "branch") && post)
             return ep_branch(rl, id, q->body, reply);
     }
-    if (!strncmp(p, "envs", 4))
-        return fail(reply, 501, "step mode (/lis/v1/envs) is not in this version of lis serve");
-    return fail(reply, 404, "no such episodes API route: %s %s", m, p);
-}
-
-int lis_rl_handle(lis_rl *rl, const lis_rl_req *q, cJSON **reply)
-{
-    *reply = NULL;
-    pthread_mutex_lock(&rl->mu);
-    int st = route(rl, q, reply);
-    pthread_mutex_unlock(&rl->mu);
-    if (st && !*reply)
-        st = fail(reply, 500, "out of memory");
-    return st;
+    return rl_fail(reply, 404, "no such episodes API route: %s %s", m, p);
 }
 
 /* The index of what state_dir keeps: id -> its group's id (the results

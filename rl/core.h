@@ -130,7 +130,22 @@ typedef struct rl_ep {
     /* effects */
     int caps[3], alerts;
     lis_job *job;
-    struct rl_ep *next; /* all episodes, newest first */
+    /* step mode (env.c): an env's run waits in its model call for the
+     * trainer's action (g->cv, with rl->mu; an action, a stop, a job on its
+     * sandbox done wake it) */
+    lis_sandbox *sb;              /* its sandbox while the run has it, else NULL */
+    int sb_users;                 /* reward and branch jobs on sb: the run waits for them */
+    int env_waiting;              /* the run waits for an action */
+    cJSON *env_action;            /* handed over, not yet taken */
+    cJSON *env_obs;               /* the latest observation (messages) */
+    int env_seen;                 /* the history's length at the last model call */
+    long env_given, env_taken;    /* actions handed over, taken by the run */
+    int env_over;                 /* the run ended */
+    double env_touch;             /* the trainer's last call on it (lis_now) */
+    long env_jobs, env_jobs_done; /* reward / branch jobs asked, finished */
+    double env_reward;            /* the last POST reward's */
+    char env_job_error[600];      /* the last job's error, "" when none */
+    struct rl_ep *next;           /* all episodes, newest first */
 } rl_ep;
 
 typedef enum { RL_SETUP_PENDING = 0, RL_SETUP_READY, RL_SETUP_FAILED } rl_setup_state;
@@ -227,6 +242,25 @@ cJSON *rl_event_json(const rl_ep *e, const rl_event *v);
 void rl_ep_stop(rl_ep *e, agent_stop why, const char *msg); /* under mu */
 void rl_ep_count_caps(rl_ep *e, const cJSON *step);         /* a step's capability use, under mu */
 int rl_spec_open_scorer(rl_spec *s, lis_error *err);        /* a python: scorer, on a pool thread */
+/* api.c: the episodes API's routes, and what env_api.c shares of them (under mu) */
+int rl_api_route(lis_rl *rl, const lis_rl_req *q, cJSON **reply);
+/* {"message": one line} into *reply; returns status */
+int rl_fail(cJSON **reply, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+rl_ep *rl_find_ep(lis_rl *rl, const char *id);
+void rl_cancel_ep(lis_rl *rl, rl_ep *e);
+/* POST groups (step 0) or envs (step 1): the group made (*made) or a failure */
+int rl_post_group(lis_rl *rl, const cJSON *body, int step, rl_group **made, cJSON **reply);
+int rl_ep_branch(lis_rl *rl, rl_ep *e, const cJSON *body, rl_group **made, cJSON **reply);
+/* env.c: step mode's envs, the run's side */
+/* the run's model call of an env: publishes messages, waits for the action */
+int rl_env_llm(rl_ep *e, const cJSON *messages, llm_reply *r, lis_error *err);
+void rl_env_turn(rl_ep *e, const cJSON *messages); /* under mu: the last observation */
+/* under mu: 1 when e waits, untouched for its idle timeout; else *next lowered to it */
+int rl_env_idle(const rl_ep *e, double now, double *next);
+/* under mu: a reward (branch 0) or a snapshot of its files into e->snaps[nturns] on
+ * the live sandbox of an env that waits; its number in memo (env_jobs_done reaches
+ * it when done); -1 with err and its http_status */
+int rl_env_job_start(lis_rl *rl, rl_ep *e, int branch, char *memo, lis_error *err);
 /* result.c */
 cJSON *rl_ep_result(const rl_ep *e); /* under mu: the result (full when done) */
 cJSON *rl_ep_brief(const rl_ep *e);  /* {"episode_id", "status"} of one not done */

@@ -168,6 +168,21 @@ static int hook_llm(void *arg, const cJSON *messages, const cJSON *tools, llm_re
     return rc;
 }
 
+/* Step mode: the trainer's action instead of a model call (env.c). */
+static int hook_env(void *arg, const cJSON *messages, const cJSON *tools, llm_reply *r,
+                    lis_error *err)
+{
+    (void)tools;
+    run_ctx *c = arg;
+    cJSON_Delete(c->tokens);
+    c->tokens = NULL;
+    snprintf(c->tokens_why, sizeof c->tokens_why, "step mode: the trainer called the model");
+    double t0 = lis_now();
+    int rc = rl_env_llm(c->e, messages, r, err);
+    c->llm_s = lis_now() - t0;
+    return rc;
+}
+
 /* Whether the files after turn k-1 are to be kept (keep_snapshots). */
 static int snap_wanted(const rl_request *rq, size_t k)
 {
@@ -225,6 +240,8 @@ static void hook_turn(void *arg, const cJSON *step, const cJSON *messages)
     size_t k = ++e->nturns;
     rl_ep_count_caps(e, step);
     rl_ep_event_step(e, (long)(k - 1));
+    if (e->g->spec->req.step)
+        rl_env_turn(e, messages);
     int snap = snap_wanted(&e->g->spec->req, k) && k < e->nsnaps && !e->snaps[k];
     pthread_mutex_unlock(&rl->mu);
     rl_notify(rl);
@@ -375,6 +392,7 @@ static void run(run_ctx *c, const char *chain, agent_ep *ep, const agent_opts *o
     }
     pthread_mutex_lock(&rl->mu);
     e->t_ready = lis_now();
+    e->sb = c->sb; /* step mode's reward and branch use it while the env waits */
     pthread_mutex_unlock(&rl->mu);
     agent_tool_env env;
     agent_tool_env_init(c->sb, &s->prompts, &env);
@@ -385,7 +403,7 @@ static void run(run_ctx *c, const char *chain, agent_ep *ep, const agent_opts *o
     agent_loop_hooks h = {.arg = c,
                           .stop_fd = e->stop_efd,
                           .stop_reason = hook_stop_reason,
-                          .llm = hook_llm_first,
+                          .llm = rq->step ? hook_env : hook_llm_first,
                           .on_turn = hook_turn};
     agent_outcome out = {0};
     cJSON *traj = agent_loop_hooked(&env, ep, o, &h, &out);
@@ -402,6 +420,11 @@ static void run(run_ctx *c, const char *chain, agent_ep *ep, const agent_opts *o
         answer = agent_clean_output(data, alen);
         free(data);
     }
+    pthread_mutex_lock(&rl->mu);
+    while (e->sb_users) /* a reward or a branch of an env reads it */
+        pthread_cond_wait(&e->g->cv, &rl->mu);
+    e->sb = NULL;
+    pthread_mutex_unlock(&rl->mu);
     lis_error ign;
     lis_sandbox_destroy(c->sb, &ign);
     c->sb = NULL;
@@ -488,7 +511,7 @@ void rl_ep_run_job(void *arg)
     } else {
         ep = agent_ep_new(&o);
     }
-    if (e->stop_efd >= 0)
+    if (e->stop_efd >= 0 && !rq->step)
         prefetch_start(&c, ep);
     pthread_mutex_lock(&rl->mu);
     rl_snap *on = NULL;
@@ -525,6 +548,8 @@ void rl_ep_run_job(void *arg)
     if (e->stop_efd >= 0)
         close(e->stop_efd);
     e->stop_efd = -1;
+    e->env_over = 1; /* a step waiting for it answers */
+    rl->generation++;
     pthread_mutex_unlock(&rl->mu);
 }
 

@@ -128,7 +128,10 @@ void rl_ep_drop(rl_ep *e)
     cJSON_Delete(e->result);
     cJSON_Delete(e->sampling);
     cJSON_Delete(e->start_messages);
+    cJSON_Delete(e->env_obs);
+    cJSON_Delete(e->env_action);
     e->messages = e->result = e->sampling = e->start_messages = NULL;
+    e->env_obs = e->env_action = NULL;
     free(e->answer);
     e->answer = NULL;
 }

@@ -62,7 +62,13 @@ typedef struct lis_rl_req {
     double wait;        /* ?wait=S (long-poll), 0: none */
     int final;          /* the last call of a long-poll: answer with what there is */
     long last_event_id; /* events: Last-Event-ID (or ?after=), -1: from the start */
+    /* LIS_RL_MEMO bytes the caller keeps between the calls of one long-poll,
+     * zeroed before the first (what a POST that waits did already: step
+     * mode's), or NULL: such a POST answers at once */
+    char *memo;
 } lis_rl_req;
+
+#define LIS_RL_MEMO 64
 
 /* Answers q: the HTTP status, *reply (the caller frees it; errors are
  * {"message": one line}). 0: not yet (q->wait > 0 and what it waits for is

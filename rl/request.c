@@ -681,10 +681,13 @@ static int parse_snaps(const cJSON *body, rl_request *r, lis_error *err)
     return 0;
 }
 
-static const char *const BODY_KEYS[] = {"request_id",     "task",           "n",
-                                        "inference",      "max_steps",      "max_token_limit",
-                                        "deadline_s",     "tool_timeout_s", "labels",
-                                        "keep_snapshots", "effects",        NULL};
+static const char *const BODY_KEYS[] = {"request_id", "task",
+                                        "n",          "inference",
+                                        "max_steps",  "max_token_limit",
+                                        "deadline_s", "tool_timeout_s",
+                                        "labels",     "keep_snapshots",
+                                        "effects",    "idle_timeout_s",
+                                        NULL};
 
 static int parse_body(const cJSON *body, const rl_limits *lim, rl_request *r, lis_error *err)
 {
@@ -717,9 +720,18 @@ static int parse_body(const cJSON *body, const rl_limits *lim, rl_request *r, li
     if (eff && !cJSON_IsBool(eff))
         return bad(err, 400, "effects must be true or false");
     r->effects = !eff || cJSON_IsTrue(eff);
+    /* step mode (POST envs): no endpoint, an idle timeout instead */
+    r->step = lim && lim->step;
+    num_rule it = {.lo = 0, .open = 1, .hi = RL_MAX_SECONDS, .def = 600};
+    if (!r->step && cJSON_GetObjectItemCaseSensitive(body, "idle_timeout_s"))
+        return bad(err, 400, "idle_timeout_s is step mode's (POST /lis/v1/envs)");
+    if (r->step && cJSON_GetObjectItemCaseSensitive(body, "inference"))
+        return bad(err, 400, "step mode: the trainer calls the model");
+    if (r->step && get_num(body, "", "idle_timeout_s", it, &r->idle_timeout, err) < 0)
+        return -1;
     return get_free(body, "", "labels", 1, RL_SMALL_JSON, &r->labels, err) < 0 ||
-                   parse_task(body, lim, &r->task, err) < 0 || parse_inference(body, r, err) < 0 ||
-                   parse_snaps(body, r, err) < 0
+                   parse_task(body, lim, &r->task, err) < 0 ||
+                   (!r->step && parse_inference(body, r, err) < 0) || parse_snaps(body, r, err) < 0
                ? -1
                : 0;
 }

@@ -16,6 +16,7 @@
 typedef struct rl_limits {
     int max_n;
     uint64_t max_files_bytes;
+    int step; /* step mode (POST envs): no "inference" (refused), "idle_timeout_s" taken */
 } rl_limits;
 
 typedef enum { RL_SNAP_NONE = 0, RL_SNAP_EVERY, RL_SNAP_LIST } rl_snap_mode;
@@ -69,7 +70,9 @@ typedef struct rl_request {
     rl_snap_mode snaps;
     int *snap_steps; /* RL_SNAP_LIST: steps k (after turn k-1), sorted */
     size_t nsnap_steps;
-    int effects; /* "effects": true (default) */
+    int effects;         /* "effects": true (default) */
+    int step;            /* step mode: the trainer calls the model (rl_limits.step) */
+    double idle_timeout; /* step mode: idle_timeout_s (default 600) */
 } rl_request;
 
 /* Parses and checks a group's body (docs/rl.md, "A group's body"). Every key

@@ -242,7 +242,17 @@ static int deadlines(lis_rl *rl)
 {
     double now = lis_now(), next = 0;
     for (rl_ep *e = rl->eps; e; e = e->next) {
-        if (e->phase == RP_DONE || !e->deadline)
+        if (e->phase == RP_DONE)
+            continue;
+        if (rl_env_idle(e, now, &next)) { /* an env no one touched for its idle timeout */
+            char why[64];
+            snprintf(why, sizeof why, "idle for %g s", e->g->spec->req.idle_timeout);
+            e->cancel_asked = 1;
+            rl_ep_stop(e, AGENT_STOP_CANCELLED, why);
+            rl->generation++;
+            continue;
+        }
+        if (!e->deadline)
             continue;
         if (e->deadline <= now) {
             if (!e->cancel_asked) {

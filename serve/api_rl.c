@@ -56,6 +56,7 @@ struct rl_waiter {
     int refs;       /* a stream: its response and its request */
     sv_sse sse;     /* a stream's events */
     rl_waiter *next;
+    char memo[LIS_RL_MEMO]; /* rq.memo: what its first call did (step mode) */
 };
 
 static void list_add(rl_waiter *w);
@@ -432,6 +433,11 @@ enum MHD_Result sv_rl_route(sv_req *q, const char *rest)
     size_t n = strlen(rest);
     int events = !strcmp(q->method, "GET") && !strncmp(rest, "episodes/", 9) && n > 16 &&
                  !strcmp(rest + n - 7, "/events");
+    w->rq.memo = w->memo;
+    /* step mode's step, reward and branch answer once done: a long-poll of their own */
+    if (wait <= 0 && !strcmp(q->method, "POST") && !strncmp(rest, "envs/", 5) &&
+        strchr(rest + 5, '/'))
+        w->rq.wait = wait = RL_WAIT_MAX;
     if (events)
         w->rq.wait = RL_STREAM_WAIT; /* rl says "not yet" until an event comes */
     cJSON *reply = NULL;
