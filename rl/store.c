@@ -125,15 +125,26 @@ out:
     return rc;
 }
 
-int rl_store_del(const char *state_dir, const char *id, lis_error *err)
+/* The directory of an existing result and its file's name: its fd, or -1
+ * with err (ENOENT: none kept). */
+static int open_result(const char *state_dir, const char *id, char name[RL_ID_MAX + 8],
+                       lis_error *err)
 {
     if (check_id(id, err) < 0)
         return -1;
     int dfd = open_dir(state_dir, 0, err);
     if (dfd < 0)
         return errno == ENOENT ? lis_fail(err, ENOENT, "episode %s: no result kept", id) : -1;
+    snprintf(name, RL_ID_MAX + 8, "%s.json", id);
+    return dfd;
+}
+
+int rl_store_del(const char *state_dir, const char *id, lis_error *err)
+{
     char name[RL_ID_MAX + 8];
-    snprintf(name, sizeof name, "%s.json", id);
+    int dfd = open_result(state_dir, id, name, err);
+    if (dfd < 0)
+        return -1;
     int rc = 0;
     if (unlinkat(dfd, name, 0) < 0)
         rc = errno == ENOENT ? lis_fail(err, ENOENT, "episode %s: no result kept", id)
@@ -186,13 +197,10 @@ static cJSON *load(int dfd, const char *name)
 int rl_store_get(const char *state_dir, const char *id, cJSON **out, lis_error *err)
 {
     *out = NULL;
-    if (check_id(id, err) < 0)
-        return -1;
-    int dfd = open_dir(state_dir, 0, err);
-    if (dfd < 0)
-        return errno == ENOENT ? lis_fail(err, ENOENT, "episode %s: no result kept", id) : -1;
     char name[RL_ID_MAX + 8];
-    snprintf(name, sizeof name, "%s.json", id);
+    int dfd = open_result(state_dir, id, name, err);
+    if (dfd < 0)
+        return -1;
     *out = load(dfd, name);
     close(dfd);
     return *out ? 0 : lis_fail(err, ENOENT, "episode %s: no readable result kept", id);

@@ -82,6 +82,27 @@ class Server:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def new_server(prefix, extra=()):
+    """A lis serve of its own (its store with the Debian fixture as IMAGE), started with
+    the flags in extra; nothing left when it cannot start."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(tmp, 0o700)
+    s = Server(tmp)
+    s.extra = list(extra)
+    tar = os.path.join(tmp, "img.tar")
+    try:
+        subprocess.run(["tar", "-C", os.environ["LIS_TEST_DEBIAN"], "-cf", tar, "."], check=True)
+        s.lis("rootfs", "import", tar, "--name", IMAGE, "-q")
+        os.unlink(tar)
+        s.start()
+    except BaseException:
+        if s.proc:
+            s.stop()
+        s.remove_store()
+        raise
+    return s
+
+
 @pytest.fixture(scope="session")
 def server():
     if not os.environ.get("LIS_BIN") or not os.access(os.environ["LIS_BIN"], os.X_OK):
@@ -91,20 +112,7 @@ def server():
         pytest.skip("LIS_TEST_DEBIAN not set (the Debian minbase fixture)")
     if os.getuid() == 0:
         pytest.skip("run as an unprivileged user (make test runs these as LIS_TEST_USER)")
-    tmp = tempfile.mkdtemp(prefix="lis-py-")
-    os.chmod(tmp, 0o700)
-    s = Server(tmp)
-    tar = os.path.join(tmp, "img.tar")
-    try:
-        subprocess.run(["tar", "-C", deb, "-cf", tar, "."], check=True)
-        s.lis("rootfs", "import", tar, "--name", IMAGE, "-q")
-        os.unlink(tar)
-        s.start()
-    except BaseException:
-        if s.proc:
-            s.stop()
-        s.remove_store()
-        raise
+    s = new_server("lis-py-")
     saved = {k: os.environ.get(k) for k in ("LIS_SOCKET", "XDG_RUNTIME_DIR", "XDG_DATA_HOME")}
     os.environ.update(LIS_SOCKET=s.sock, XDG_RUNTIME_DIR=s.env["XDG_RUNTIME_DIR"],
                       XDG_DATA_HOME=s.env["XDG_DATA_HOME"])

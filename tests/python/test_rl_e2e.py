@@ -346,20 +346,11 @@ def test_rl_restart_keeps_finished_results(server, fake_factory):
     """A finished result outlives its server: the next one on the same store
     answers it (and its group's results) from disk. With --rl-results-mem 1 the
     older of two finished groups leaves memory and is read back from disk."""
-    from conftest import Server
+    from conftest import new_server
     fake = fake_factory({"mode": "openai", "rows": {"default": [
         bash("echo 7 > /testbed/answer.txt"), SUBMIT]}})
-    tmp = tempfile.mkdtemp(prefix="lis-rl-restart-")
-    os.chmod(tmp, 0o700)
-    s = Server(tmp)
-    s.extra = ["--rl-results-mem", "1"]
-    deb = os.environ["LIS_TEST_DEBIAN"]
-    tar = os.path.join(tmp, "img.tar")
+    s = new_server("lis-rl-restart-", ["--rl-results-mem", "1"])
     try:
-        subprocess.run(["tar", "-C", deb, "-cf", tar, "."], check=True)
-        s.lis("rootfs", "import", tar, "--name", IMAGE, "-q")
-        os.unlink(tar)
-        s.start()
         g = submit(s, group(fake, "restart", reward={"scorer": "builtin:match",
                                                      "ground_truth": "7"}))
         first = results(s, g["group_id"])["episodes"][0]
