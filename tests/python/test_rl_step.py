@@ -145,3 +145,47 @@ def test_idle_env_reclaimed(server):
     assert res["error"] == "idle for 2 s", res
     st, doc = api(server, "GET", "envs/%s" % env)
     assert st == 200 and doc["done"] is True, doc
+
+
+def test_dead_trainer_ends_nothing_it_did_not_ask_for(server):
+    """A trainer killed (-9) after making two envs and stepping one: its envs stay as
+    they were, usable by another client, until their idle timeout reclaims them; the
+    server keeps nothing past its caps and leaves no sandbox behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = (
+        "import json, sys, time\n"
+        "sys.path.insert(0, %r)\n"
+        "from test_rl_e2e import api\n"
+        "class S: sock = %r\n"
+        "st, doc = api(S, 'POST', 'envs?wait=120', {'task': {'image': %r, 'prompt': 'p'},"
+        " 'n': 2, 'idle_timeout_s': 8})\n"
+        "e = doc['env_ids']\n"
+        "api(S, 'POST', 'envs/%%s/step' %% e[0], {'action': {'role': 'assistant',"
+        " 'content': None, 'tool_calls': [{'id': 'c0', 'type': 'function', 'function':"
+        " {'name': 'execute_bash', 'arguments': '{\"command\": \"echo kept > /tmp/k\"}'}}]}})\n"
+        "print(json.dumps(e), flush=True)\n"
+        "time.sleep(600)\n") % (here, server.sock, IMAGE)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    env_ids = json.loads(p.stdout.readline())
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    # both still there, waiting for an action; the stepped one kept its turn
+    for e in env_ids:
+        st, doc = api(server, "GET", "envs/%s" % e)
+        assert st == 200 and doc["done"] is False, doc
+    # another client goes on with the first: the file its dead trainer wrote is there
+    d = step(server, env_ids[0], action(bash("cat /tmp/k"), 1))
+    assert "kept" in json.dumps(d["observations"]), d
+    # no one touches them any more: reclaimed by their idle timeout, nothing left
+    for e in env_ids:
+        st, res = api(server, "GET", "episodes/%s?wait=120" % e)
+        assert st == 200 and res["status"] == "cancelled", res
+        assert res["error"] == "idle for 8 s", res
+    deadline = time.monotonic() + 60
+    while api(server, "GET", "rl/status")[1]["sandboxes"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert api(server, "GET", "rl/status")[1]["sandboxes"] == 0
