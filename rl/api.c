@@ -351,23 +351,23 @@ static int branch_check(const lis_rl *rl, const rl_ep *e, const cJSON *body, int
     const cJSON *ns = cJSON_GetObjectItemCaseSensitive(body, "n");
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(body, "sampling");
     const cJSON *sd = cJSON_GetObjectItemCaseSensitive(body, "seeds");
-    if (!cJSON_IsNumber(ks) || ks->valuedouble != (int)ks->valuedouble || ks->valuedouble < 0)
+    long long kv, nv = 1;
+    if (rl_json_int(ks, 0, 1000000, &kv) < 0)
         return rl_fail(reply, 400, "at_step must be an integer >= 0 (turns counted from 0)");
-    *k = (int)ks->valuedouble;
-    *n = ns ? (int)ns->valuedouble : 1;
-    if (ns && (!cJSON_IsNumber(ns) || ns->valuedouble != *n))
+    if (ns && rl_json_int(ns, -(1ll << 53), 1ll << 53, &nv) < 0)
         return rl_fail(reply, 400, "n must be an integer");
-    if (*n < 1 || *n > rl->o.max_n)
-        return rl_fail(reply, 422, "n must be 1..%d (the server's cap), not %d", rl->o.max_n, *n);
+    if (nv < 1 || nv > rl->o.max_n)
+        return rl_fail(reply, 422, "n must be 1..%d (the server's cap), not %lld", rl->o.max_n, nv);
+    *k = (int)kv;
+    *n = (int)nv;
     if (sm && !cJSON_IsObject(sm))
         return rl_fail(reply, 400, "sampling must be an object");
     if (sd && (!cJSON_IsArray(sd) || cJSON_GetArraySize(sd) != *n))
         return rl_fail(reply, 400, "seeds must be an array of n integers");
-    cJSON_ArrayForEach(it, sd) if (!cJSON_IsNumber(it) ||
-                                   it->valuedouble !=
-                                       (long long)it
-                                           ->valuedouble) return rl_fail(reply, 400,
-                                                                         "seeds must be integers");
+    long long seed;
+    cJSON_ArrayForEach(it, sd) if (rl_json_int(it, -(1ll << 53), 1ll << 53, &seed) <
+                                   0) return rl_fail(reply, 400,
+                                                     "seeds must be integers within 2^53");
     if ((size_t)*k > e->nturns)
         return rl_fail(reply, 409,
                        "episode %s has made %zu turns: a branch at step %d needs turns 0..%d",

@@ -162,8 +162,8 @@ static int env_branch(lis_rl *rl, rl_ep *e, const lis_rl_req *q, cJSON **reply)
             return rl_fail(reply, 400, "the body must be {\"n\": envs}");
         if (only_key(q->body, "n", reply))
             return 400;
-        if (n && (!cJSON_IsNumber(n) || n->valuedouble != (int)n->valuedouble ||
-                  n->valuedouble < 1 || n->valuedouble > rl->o.max_n))
+        long long nv;
+        if (n && rl_json_int(n, 1, rl->o.max_n, &nv) < 0)
             return rl_fail(reply, 422, "n must be an integer 1..%d (the server's cap)",
                            rl->o.max_n);
         lis_error err = {0};

@@ -278,12 +278,15 @@ static cJSON *llm_settings(rl_ep *e, llm_config *cfg)
     if (!extra)
         return NULL;
     cJSON *mt = cJSON_DetachItemFromObjectCaseSensitive(extra, "max_tokens");
+    long long max_tokens = 0; /* not an integer in range: the client's default */
+    if (mt && rl_json_int(mt, 1, 1ll << 30, &max_tokens) < 0)
+        max_tokens = 0;
     if (e->has_seed) {
         cJSON_DeleteItemFromObjectCaseSensitive(extra, "seed");
         cJSON_AddNumberToObject(extra, "seed", (double)e->seed);
     }
     *cfg = (llm_config){.api = LLM_API_OPENAI,
-                        .max_tokens = cJSON_IsNumber(mt) ? (long)mt->valuedouble : 0,
+                        .max_tokens = max_tokens,
                         .extra_body = extra,
                         .connect_timeout = 10,
                         .timeout = 3600,

@@ -779,3 +779,13 @@ void rl_request_free(rl_request *r)
     free(r->snap_steps);
     memset(r, 0, sizeof *r);
 }
+
+int rl_json_int(const cJSON *v, long long lo, long long hi, long long *out)
+{
+    /* range first: a double out of range cast to an integer is undefined */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= (double)lo && v->valuedouble <= (double)hi) ||
+        v->valuedouble != floor(v->valuedouble))
+        return -1;
+    *out = (long long)v->valuedouble;
+    return 0;
+}

@@ -86,6 +86,8 @@ typedef struct rl_request {
  * *out left zeroed; 0 with *out to rl_request_free. */
 int rl_request_parse(const cJSON *body, const rl_limits *lim, rl_request *out, lis_error *err);
 void rl_request_free(rl_request *r);
+/* v is an integer number in lo..hi (checked before any cast): 0 and *out, else -1. */
+int rl_json_int(const cJSON *v, long long lo, long long hi, long long *out);
 
 /* ---- tokens.c: an episode's flattened token block (docs/rl.md) --------- */
 
