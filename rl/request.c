@@ -634,6 +634,12 @@ static int parse_inference(const cJSON *body, rl_request *r, lis_error *err)
         if (cJSON_GetObjectItemCaseSensitive(r->sampling, LIS_OWN[i]))
             return bad(err, 400, "inference.sampling.%s is lis's to send; leave it out",
                        LIS_OWN[i]);
+    /* the one sampling key lis reads: its LLM client sends it and shrinks it when the
+     * context runs out (original: the max_tokens back-off) */
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r->sampling, "max_tokens");
+    long long v;
+    if (mt && rl_json_int(mt, 1, 1ll << 30, &v) < 0)
+        return bad(err, 400, "inference.sampling.max_tokens must be an integer 1..2^30");
     return parse_seeds(inf, r, err);
 }
 
