@@ -513,6 +513,9 @@ Test(rl_request, inference_is_checked)
         {"inference.sampling", "{\"messages\": []}", 400,
          "inference.sampling.messages is lis's to send"},
         {"inference.sampling", "{\"stream\": true}", 400, "inference.sampling.stream"},
+        /* the one key lis reads: no cast of 1e300 to an integer */
+        {"inference.sampling", "{\"max_tokens\": 1e300}", 400, "inference.sampling.max_tokens"},
+        {"inference.sampling", "{\"max_tokens\": 0.5}", 400, "inference.sampling.max_tokens"},
     };
     ALL_REFUSED(cases);
     cJSON *b = parse_text(MINIMAL);
