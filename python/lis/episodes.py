@@ -44,6 +44,20 @@ def _q(part):
     return urllib.parse.quote(str(part), safe="")
 
 
+def _body(what, noun, keys, body, kw):
+    """A body of body's keys and the keyword arguments (which win); an unknown
+    keyword is refused before sending (a typo is not a silent default); a
+    request_id (a uuid4) when none is given, so that a retry makes nothing twice."""
+    unknown = sorted(set(kw) - set(keys))
+    if unknown:
+        raise TypeError("%s(): unknown %s key %s (docs/rl.md names %s)"
+                        % (what, noun, ", ".join(unknown), ", ".join(keys)))
+    doc = dict(body or {})
+    doc.update(kw)
+    doc.setdefault("request_id", str(uuid.uuid4()))
+    return doc
+
+
 def _wait_query(wait):
     if wait is None:
         return ""
@@ -139,14 +153,8 @@ class Episodes:
         both (keywords override). Without a request_id the client makes one
         (a uuid4), so that a connection dropped before the answer is retried
         without making the group twice, as Sandbox.create's Idempotency-Key."""
-        unknown = sorted(set(kw) - set(BODY_KEYS))
-        if unknown:
-            raise TypeError("submit(): unknown group key %s (docs/rl.md names %s)"
-                            % (", ".join(unknown), ", ".join(BODY_KEYS)))
-        doc = dict(body or {})
-        doc.update(kw)
-        doc.setdefault("request_id", str(uuid.uuid4()))
-        return self._client.call("POST", "groups", doc, retry=True)
+        return self._client.call("POST", "groups", _body("submit", "group", BODY_KEYS, body, kw),
+                                 retry=True)
 
     def group(self, group_id: str) -> Dict[str, Any]:
         """GET /lis/v1/groups/{id}: status, episode_ids, labels, counts."""
@@ -260,14 +268,8 @@ class Episodes:
         actions. Without wait: {"group_id", "env_ids"} at once; with wait=S:
         also "observation" (the first messages) once every env waits. The keys
         as submit()'s (a request_id is made when none is given)."""
-        unknown = sorted(set(kw) - set(ENV_KEYS))
-        if unknown:
-            raise TypeError("create_envs(): unknown env key %s (docs/rl.md names %s)"
-                            % (", ".join(unknown), ", ".join(ENV_KEYS)))
-        doc = dict(body or {})
-        doc.update(kw)
-        doc.setdefault("request_id", str(uuid.uuid4()))
-        return self._client.call("POST", "envs%s" % _wait_query(wait), doc, retry=True,
+        return self._client.call("POST", "envs%s" % _wait_query(wait),
+                                 _body("create_envs", "env", ENV_KEYS, body, kw), retry=True,
                                  timeout=self._poll_timeout(wait))
 
     def step(self, env_id: str, action: Any, wait: Optional[float] = None) -> Dict[str, Any]:

@@ -239,8 +239,9 @@ class Handler(BaseHTTPRequestHandler):
     def _reply(self, status, doc):
         data = json.dumps(doc).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
+        for name, value in (("Content-Type", "application/json"),
+                            ("Content-Length", str(len(data)))):
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 

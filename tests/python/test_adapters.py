@@ -173,10 +173,7 @@ VERL_REGISTRY: Dict[str, type] = {}
 
 def verl_register(name):
     """verl's @register(name) (verl/experimental/agent_loop/agent_loop.py, volcengine/verl@b178a3c)."""
-    def deco(cls):
-        VERL_REGISTRY[name] = cls
-        return cls
-    return deco
+    return lambda cls: VERL_REGISTRY.setdefault(name, cls)
 
 
 class VerlAgentLoopBase:
