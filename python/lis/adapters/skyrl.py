@@ -46,10 +46,14 @@ class LisTextEnv(BaseTextEnv):
     def __init__(self, env_config: Any = None, extras: Optional[Dict[str, Any]] = None,
                  episodes=None):
         super().__init__()
-        cfg = env_config if isinstance(env_config, dict) else vars(env_config or object())
+        if hasattr(env_config, "get"):  # a dict, or SkyRL's DictConfig
+            get = env_config.get
+        else:
+            def get(k):
+                return getattr(env_config, k, None)
         self.extras = dict(extras or {})
-        self._opts = {k: cfg.get(k) for k in ENV_OPTIONS}
-        self._episodes, self._socket = episodes, cfg.get("socket")
+        self._opts = {k: get(k) for k in ENV_OPTIONS}
+        self._episodes, self._socket = episodes, get("socket")
         self._env: Optional[StepEnv] = None
 
     def init(self, prompt):
