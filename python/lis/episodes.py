@@ -35,10 +35,27 @@ PENDING = ("queued", "setup", "running", "scoring")
 # client refuses one before sending (a typo is not a silent default).
 BODY_KEYS = ("request_id", "task", "n", "inference", "max_steps", "deadline_s",
              "tool_timeout_s", "keep_snapshots", "labels", "effects")
+# Step mode's body (docs/rl.md, "Step mode"): a group's without inference, plus
+# the idle timeout.
+ENV_KEYS = tuple(k for k in BODY_KEYS if k != "inference") + ("idle_timeout_s",)
 
 
 def _q(part):
     return urllib.parse.quote(str(part), safe="")
+
+
+def _body(what, noun, keys, body, kw):
+    """A body of body's keys and the keyword arguments (which win); an unknown
+    keyword is refused before sending (a typo is not a silent default); a
+    request_id (a uuid4) when none is given, so that a retry makes nothing twice."""
+    unknown = sorted(set(kw) - set(keys))
+    if unknown:
+        raise TypeError("%s(): unknown %s key %s (docs/rl.md names %s)"
+                        % (what, noun, ", ".join(unknown), ", ".join(keys)))
+    doc = dict(body or {})
+    doc.update(kw)
+    doc.setdefault("request_id", str(uuid.uuid4()))
+    return doc
 
 
 def _wait_query(wait):
@@ -136,14 +153,8 @@ class Episodes:
         both (keywords override). Without a request_id the client makes one
         (a uuid4), so that a connection dropped before the answer is retried
         without making the group twice, as Sandbox.create's Idempotency-Key."""
-        unknown = sorted(set(kw) - set(BODY_KEYS))
-        if unknown:
-            raise TypeError("submit(): unknown group key %s (docs/rl.md names %s)"
-                            % (", ".join(unknown), ", ".join(BODY_KEYS)))
-        doc = dict(body or {})
-        doc.update(kw)
-        doc.setdefault("request_id", str(uuid.uuid4()))
-        return self._client.call("POST", "groups", doc, retry=True)
+        return self._client.call("POST", "groups", _body("submit", "group", BODY_KEYS, body, kw),
+                                 retry=True)
 
     def group(self, group_id: str) -> Dict[str, Any]:
         """GET /lis/v1/groups/{id}: status, episode_ids, labels, counts."""
@@ -248,6 +259,48 @@ class Episodes:
                 raise SandboxException("the events of episode %s: %s (after %d attempts)"
                                        % (episode_id, why, attempt))
             time.sleep(RETRY_DELAYS[attempt - 1] if attempt else 0)
+
+    # ---- step mode: the trainer calls the model -------------------------
+    def create_envs(self, body: Optional[Dict[str, Any]] = None, wait: Optional[float] = None,
+                    **kw) -> Dict[str, Any]:
+        """POST /lis/v1/envs: n envs of one task (a group's body without
+        inference, plus idle_timeout_s), each waiting for the trainer's
+        actions. Without wait: {"group_id", "env_ids"} at once; with wait=S:
+        also "observation" (the first messages) once every env waits. The keys
+        as submit()'s (a request_id is made when none is given)."""
+        return self._client.call("POST", "envs%s" % _wait_query(wait),
+                                 _body("create_envs", "env", ENV_KEYS, body, kw), retry=True,
+                                 timeout=self._poll_timeout(wait))
+
+    def step(self, env_id: str, action: Any, wait: Optional[float] = None) -> Dict[str, Any]:
+        """POST /lis/v1/envs/{id}/step: the model's turn (an assistant message
+        with tool_calls, or raw text) -> {"observations", "done", "info"} once
+        the env waits again or ended (the server long-polls up to wait, 600 s
+        by default). Sent once: a step is not idempotent."""
+        return self._client.call("POST", "envs/%s/step%s" % (_q(env_id), _wait_query(wait)),
+                                 {"action": action},
+                                 timeout=self._poll_timeout(600.0 if wait is None else wait))
+
+    def reward(self, env_id: str) -> Dict[str, Any]:
+        """POST /lis/v1/envs/{id}/reward: the task's scorer on the env's answer
+        file now: {"reward", "reward_info"} (ConflictException unless it waits
+        and its task has a reward)."""
+        return self._client.call("POST", "envs/%s/reward" % _q(env_id), {})
+
+    def branch_env(self, env_id: str, n: int = 1) -> Dict[str, Any]:
+        """POST /lis/v1/envs/{id}/branch: n new envs from its files and history
+        now: {"group_id", "env_ids"}."""
+        return self._client.call("POST", "envs/%s/branch" % _q(env_id), {"n": int(n)})
+
+    def env(self, env_id: str) -> Dict[str, Any]:
+        """GET /lis/v1/envs/{id}: phase, waiting, done, steps, status,
+        observation (while it waits)."""
+        return self._client.call("GET", "envs/%s" % _q(env_id), retry=True)
+
+    def delete_env(self, env_id: str) -> None:
+        """DELETE /lis/v1/envs/{id}: ends it (status cancelled); its result is
+        kept as an episode's (episode(), delete())."""
+        self._client.call("DELETE", "envs/%s" % _q(env_id), raw=True, retry=True)
 
     # ---- the service -----------------------------------------------------
     def status(self) -> Dict[str, Any]:
