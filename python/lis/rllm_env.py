@@ -24,9 +24,9 @@ How step() makes its observation (env.tools says which):
   execute_bash observation ("Exit code: ...\\nExecution output of
   \\\\[execute_bash]:\\n\\\\[STDOUT]\\n..."), without lis's cut of long outputs;
   submit answers "<<< Finished >>>"; str_replace_editor, a missing or unknown
-  call raise NotImplementedException: lis serve has no endpoint that runs one
-  action with lis's own tools yet (the step mode, POST /lis/v1/envs/{id}/step,
-  is issue 31; it will give lis's observations, byte-identical to lis run's).
+  call raise NotImplementedException: lis's own tools for one action are lis
+  serve's step mode (POST /lis/v1/envs/{id}/step), which lis.adapters.rllm.LisEnv
+  uses with this same contract.
 
 compute_final_reward() reads the answer file as the original does (cat
 {output_dir}/answer.txt), then scores it with reward_fn(answer, ground_truth,
