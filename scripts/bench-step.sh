@@ -1,0 +1,116 @@
+#!/bin/bash
+# Step mode's overhead (issue 31 item 4): N live envs of `lis serve`'s episodes API, each stepped
+# R times with a trivial command (`true`) by one trainer thread per env, all at once; the overhead
+# of a step is its round trip (POST envs/ID/step to its answer) minus the command's own time as
+# lis measured it (info.tool_s). The same command run by docker-py's exec_run in N containers of
+# the same lis serve (what the original's RL environment does per action), round trip as is.
+# Prints p50 and p99 of each and their ratio.
+#
+#   scripts/bench-step.sh [N] [R]     default 512 envs, 5 steps each
+# Env: LIS (default build/lis), IMAGE (a tag of lis's store; default: the Debian test fixture
+#      imported as lis-bench-rl:debian, as scripts/bench-rl.sh does). Run as an unprivileged user.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+top=$PWD
+LIS=${LIS:-$top/build/lis}
+N=${1:-512}
+R=${2:-5}
+[ "$(id -u)" != 0 ] || { echo "bench-step: run as an unprivileged user (lis is rootless)"; exit 1; }
+tmp=$(mktemp -d /tmp/lis-bench-step.XXXXXX)
+export XDG_RUNTIME_DIR=$tmp/run XDG_DATA_HOME=${XDG_DATA_HOME:-$HOME/.local/share}
+mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+pid=
+cleanup() {
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    "$LIS" sandbox gc >/dev/null 2>&1
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+ulimit -n "$(ulimit -Hn)" 2>/dev/null
+
+IMG=${IMAGE:-lis-bench-rl:debian}
+if ! "$LIS" rootfs inspect "$IMG" >/dev/null 2>&1; then
+    R0=${LIS_BENCH_ROOTFS:-/var/tmp/lis-bench-debian}
+    [ -d "$R0/usr/bin" ] || bash scripts/make-test-rootfs.sh debian "$R0" >/dev/null || exit 1
+    tar -C "$R0" -cf "$tmp/img.tar" . && "$LIS" rootfs import "$tmp/img.tar" --name "$IMG" -q \
+        >/dev/null || { echo "bench-step: importing $R0 as $IMG failed"; exit 1; }
+    rm -f "$tmp/img.tar"
+fi
+SOCK=$tmp/run/lis.sock
+"$LIS" serve --socket "$SOCK" --rl-max-live "$N" --rl-max-n "$N" >"$tmp/serve.log" 2>&1 &
+pid=$!
+for _ in $(seq 200); do [ -S "$SOCK" ] && break; sleep 0.05; done
+
+python3 - "$SOCK" "$IMG" "$N" "$R" "$top" <<'EOF'
+import json, sys, threading, time
+sock, image, N, R, top = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+sys.path.insert(0, top + "/python")
+import lis
+
+def pct(a, q):
+    a = sorted(a)
+    return a[min(len(a) - 1, int(q * len(a)))] if a else float("nan")
+
+eps = lis.Episodes(socket=sock, start=False)
+t0 = time.time()
+made = eps.create_envs({"task": {"image": image, "prompt": "bench"}, "n": N,
+                        "idle_timeout_s": 3600}, wait=600)
+env_ids = made["env_ids"]
+ready = time.time() - t0
+act = {"role": "assistant", "content": None, "tool_calls": [
+    {"id": "c", "type": "function",
+     "function": {"name": "execute_bash", "arguments": json.dumps({"command": "true"})}}]}
+over, lock = [], threading.Lock()
+
+def trainer(env):
+    c = lis.Episodes(socket=sock, start=False)
+    for _ in range(R):
+        t = time.perf_counter()
+        d = c.step(env, act)
+        rt = time.perf_counter() - t
+        with lock:
+            over.append(rt - (d.get("info") or {}).get("tool_s", 0.0))
+
+ts = [threading.Thread(target=trainer, args=(e,)) for e in env_ids]
+for x in ts:
+    x.start()
+for x in ts:
+    x.join()
+for e in env_ids:
+    eps.delete_env(e)
+
+import docker
+cli = docker.DockerClient(base_url="unix://" + sock, max_pool_size=N + 8, timeout=600)
+cs = []
+def make(_):
+    c = cli.containers.run(image, ["sleep", "infinity"], detach=True, network_mode="none")
+    with lock:
+        cs.append(c)
+ts = [threading.Thread(target=make, args=(i,)) for i in range(N)]
+for x in ts:
+    x.start()
+for x in ts:
+    x.join()
+dk = []
+def exec_(c):
+    for _ in range(R):
+        t = time.perf_counter()
+        c.exec_run(["bash", "-c", "true"])
+        with lock:
+            dk.append(time.perf_counter() - t)
+ts = [threading.Thread(target=exec_, args=(c,)) for c in cs]
+for x in ts:
+    x.start()
+for x in ts:
+    x.join()
+for c in cs:
+    c.remove(force=True)
+print("step mode: %d live envs ready in %.2fs, %d steps each, all at once" % (N, ready, R))
+print("  %-52s %10s %10s" % ("", "p50", "p99"))
+print("  %-52s %9.2fms %9.2fms" % ("step overhead (round trip - the command's tool_s)",
+                                   pct(over, .5) * 1e3, pct(over, .99) * 1e3))
+print("  %-52s %9.2fms %9.2fms" % ("docker-py exec_run of the same command (round trip)",
+                                   pct(dk, .5) * 1e3, pct(dk, .99) * 1e3))
+print("  step overhead / docker-py exec: p50 %.3fx, p99 %.3fx"
+      % (pct(over, .5) / pct(dk, .5), pct(over, .99) / pct(dk, .99)))
+EOF
