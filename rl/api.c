@@ -37,18 +37,20 @@ int lis_rl_owns(const char *path)
 
 rl_ep *rl_find_ep(lis_rl *rl, const char *id)
 {
-    for (rl_ep *e = rl->eps; e; e = e->next)
-        if (!e->deleted && !strcmp(e->id, id))
-            return e;
-    return NULL;
+    rl_ep *e = id[0] == 'e' ? rl_index_get(&rl->by_id, id) : NULL;
+    if (!e && rl->index_short) /* an entry the index could not take: the list */
+        for (e = rl->eps; e && strcmp(e->id, id); e = e->next) {
+        }
+    return e && !e->deleted ? e : NULL;
 }
 
 static rl_group *find_group(lis_rl *rl, const char *id)
 {
-    for (rl_group *g = rl->groups; g; g = g->next)
-        if (!strcmp(g->id, id))
-            return g;
-    return NULL;
+    rl_group *g = id[0] == 'g' ? rl_index_get(&rl->by_id, id) : NULL;
+    if (!g && rl->index_short)
+        for (g = rl->groups; g && strcmp(g->id, id); g = g->next) {
+        }
+    return g;
 }
 
 static cJSON *ids_of(const rl_group *g)
@@ -72,10 +74,14 @@ static void enqueue(lis_rl *rl, rl_group *g)
 {
     g->next = rl->groups;
     rl->groups = g;
+    if (rl_index_put(&rl->by_id, g->id, g) < 0)
+        rl->index_short = 1;
     for (size_t i = 0; i < g->n; i++) {
         g->eps[i]->next = rl->eps;
         rl->eps = g->eps[i];
         rl->neps++;
+        if (rl_index_put(&rl->by_id, g->eps[i]->id, g->eps[i]) < 0)
+            rl->index_short = 1;
     }
     if (rl->queue_tail)
         rl->queue_tail->qnext = g;
@@ -733,6 +739,7 @@ void lis_rl_close(lis_rl *rl)
         close(rl->epfd);
     cJSON_Delete(rl->kept);
     cJSON_Delete(rl->requests);
+    rl_index_free(&rl->by_id);
     free(rl->state_dir);
     free(rl->data_dir);
     free(rl->default_image);

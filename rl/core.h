@@ -19,7 +19,7 @@
 
 #include <pthread.h>
 
-#define RL_ID_LEN 40
+#define RL_ID_LEN RL_INDEX_ID
 #define RL_HOST_RESERVE (512ull << 20) /* memory admission leaves the host this much */
 #define RL_EVENTS_MAX 4096
 /* finished episodes kept in memory at most: past it the oldest groups whose
@@ -212,6 +212,8 @@ struct lis_rl {
     cJSON *requests;
     uint64_t generation;
     rl_pending *to_store;
+    rl_index by_id;  /* episodes (e-...) and groups (g-...) in memory */
+    int index_short; /* a put failed (out of memory): lookups fall back to the lists */
 };
 
 /* sup.c */

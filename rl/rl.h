@@ -131,4 +131,21 @@ int rl_store_get(const char *state_dir, const char *id, cJSON **out, lis_error *
 int rl_store_each(const char *state_dir, int (*cb)(void *arg, const char *id, cJSON *result),
                   void *arg, size_t *bad, lis_error *err);
 
+/* ---- index.c: episodes and groups by id (open addressing) -------------- */
+
+#define RL_INDEX_ID 40 /* an id's bytes at most, NUL included (core.h: RL_ID_LEN) */
+/* index.c: episodes and groups by id */
+typedef struct rl_slot {
+    char id[RL_INDEX_ID];
+    void *ptr; /* NULL: empty; (void *)1: deleted */
+} rl_slot;
+typedef struct rl_index {
+    rl_slot *slots;
+    size_t cap, used, count; /* used: slots not empty (tombstones too) */
+} rl_index;
+int rl_index_put(rl_index *x, const char *id, void *ptr); /* -1: out of memory */
+void *rl_index_get(const rl_index *x, const char *id);
+void rl_index_del(rl_index *x, const char *id);
+void rl_index_free(rl_index *x);
+
 #endif

@@ -346,7 +346,9 @@ static void evict(lis_rl *rl)
                 }
             rl->neps--;
             rl->ndone--;
+            rl_index_del(&rl->by_id, e->id);
         }
+        rl_index_del(&rl->by_id, g->id);
         const char *rid = g->spec->req.request_id;
         const char *mapped =
             rid ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rl->requests, rid)) : NULL;

@@ -987,3 +987,41 @@ Test(rl_store, what_is_written_is_strict_utf8)
     cJSON_Delete(a);
     t_rmtree(dir);
 }
+
+/* ---- index.c: episodes and groups by id ---------------------------------------------------- */
+
+Test(rl_index, put_get_delete_and_grow_past_tombstones)
+{
+    rl_index x = {0};
+    static char ids[5000][RL_INDEX_ID];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(ids[i], RL_INDEX_ID, "e-%016x%04x", (unsigned)(i * 2654435761u), i & 0xffff);
+        cr_assert_eq(rl_index_put(&x, ids[i], ids[i]), 0);
+    }
+    cr_assert_eq(x.count, 5000);
+    for (int i = 0; i < 5000; i++)
+        cr_assert_eq(rl_index_get(&x, ids[i]), ids[i], "%s", ids[i]);
+    cr_assert_null(rl_index_get(&x, "e-nope"));
+    /* half deleted: the others still found past their tombstones; a put again reuses one */
+    for (int i = 0; i < 5000; i += 2)
+        rl_index_del(&x, ids[i]);
+    cr_assert_eq(x.count, 2500);
+    for (int i = 0; i < 5000; i++)
+        cr_assert_eq(rl_index_get(&x, ids[i]), i % 2 ? ids[i] : NULL, "%s", ids[i]);
+    cr_assert_eq(rl_index_put(&x, ids[0], ids[1]), 0);
+    cr_assert_eq(rl_index_get(&x, ids[0]), ids[1]);
+    cr_assert_eq(rl_index_put(&x, ids[0], ids[0]), 0); /* replaced, not added */
+    cr_assert_eq(x.count, 2501);
+    /* many more puts and deletes than slots: tombstones never fill the table */
+    for (int round = 0; round < 20; round++)
+        for (int i = 1; i < 5000; i += 2) {
+            rl_index_del(&x, ids[i]);
+            cr_assert_eq(rl_index_put(&x, ids[i], ids[i]), 0);
+        }
+    cr_assert_eq(x.count, 2501);
+    cr_assert(x.used <= x.cap / 2 + 1, "used %zu of %zu", x.used, x.cap);
+    for (int i = 1; i < 5000; i += 2)
+        cr_assert_eq(rl_index_get(&x, ids[i]), ids[i]);
+    rl_index_free(&x);
+    cr_assert_null(rl_index_get(&x, ids[1]));
+}
