@@ -131,8 +131,10 @@ typedef struct rl_ep {
     int caps[3], alerts;
     lis_job *job;
     /* step mode (env.c): an env's run waits in its model call for the
-     * trainer's action (g->cv, with rl->mu; an action, a stop, a job on its
-     * sandbox done wake it) */
+     * trainer's action (cv, with rl->mu; an action, a stop, a job on its
+     * sandbox done wake it). Its own, not the group's: a step of one env of a
+     * group of 512 must not wake the other 511 (they would all take mu). */
+    pthread_cond_t cv;
     lis_sandbox *sb;              /* its sandbox while the run has it, else NULL */
     int sb_users;                 /* reward and branch jobs on sb: the run waits for them */
     int env_waiting;              /* the run waits for an action */

@@ -1,7 +1,7 @@
 /* env.c - step mode's envs (docs/rl.md, "Step mode"), the run's side: an
  * env is an episode (rl_ep) run by the same run job (episode.c) whose
  * model call publishes the messages the model would see and waits for the
- * trainer's action (g->cv under rl->mu; env_api.c hands it over). Its
+ * trainer's action (e->cv under rl->mu; env_api.c hands it over). Its
  * reward and the snapshot of a branch are jobs on the reward pool that use
  * the live sandbox of an env that waits (its run waits for them before it
  * goes on); the supervisor asks whether an env is idle past its timeout. */
@@ -39,7 +39,7 @@ int rl_env_llm(rl_ep *e, const cJSON *messages, llm_reply *r, lis_error *err)
     rl_notify(rl);
     pthread_mutex_lock(&rl->mu);
     while (!e->abort && (!e->env_action || e->sb_users))
-        pthread_cond_wait(&e->g->cv, &rl->mu);
+        pthread_cond_wait(&e->cv, &rl->mu);
     cJSON *act = e->env_action;
     e->env_action = NULL;
     e->env_waiting = 0;
@@ -147,7 +147,7 @@ static void env_job_run(void *arg)
     rl_wake(rl);
     j->ran = 1;
     rl->generation++;
-    pthread_cond_broadcast(&e->g->cv); /* its run goes on */
+    pthread_cond_broadcast(&e->cv); /* its run goes on */
     pthread_mutex_unlock(&rl->mu);
     rl_notify(rl);
 }
@@ -162,7 +162,7 @@ static void env_job_done(void *arg, int status)
         snprintf(e->env_job_error, sizeof e->env_job_error, "server stopped");
         e->env_jobs_done++;
         e->sb_users--;
-        pthread_cond_broadcast(&e->g->cv);
+        pthread_cond_broadcast(&e->cv);
     }
     e->rl->scoring--;
     e->rl->generation++;

@@ -115,7 +115,7 @@ static int env_step(lis_rl *rl, rl_ep *e, const lis_rl_req *q, cJSON **reply)
             return rl_fail(reply, 500, "out of memory");
         snprintf(q->memo, LIS_RL_MEMO, "%ld", ++e->env_given);
         e->env_touch = lis_now();
-        pthread_cond_broadcast(&e->g->cv);
+        pthread_cond_broadcast(&e->cv);
     }
     long want = strtol(q->memo, NULL, 10);
     int done = e->env_over || e->phase == RP_DONE;

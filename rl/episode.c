@@ -65,6 +65,7 @@ void rl_ep_stop(rl_ep *e, agent_stop why, const char *msg)
     snprintf(e->stop_why, sizeof e->stop_why, "%s", msg);
     e->abort = 1;
     pthread_cond_broadcast(&e->g->cv); /* a run waiting for its set-up */
+    pthread_cond_broadcast(&e->cv);    /* an env's run waiting for an action */
     if (e->stop_efd >= 0) {
         uint64_t one = 1;
         if (write(e->stop_efd, &one, sizeof one) < 0) { /* a stop is pending already */
@@ -425,7 +426,7 @@ static void run(run_ctx *c, const char *chain, agent_ep *ep, const agent_opts *o
     }
     pthread_mutex_lock(&rl->mu);
     while (e->sb_users) /* a reward or a branch of an env reads it */
-        pthread_cond_wait(&e->g->cv, &rl->mu);
+        pthread_cond_wait(&e->cv, &rl->mu);
     e->sb = NULL;
     pthread_mutex_unlock(&rl->mu);
     lis_error ign;

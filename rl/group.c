@@ -140,6 +140,7 @@ static void ep_free(rl_ep *e)
 {
     rl_ep_drop(e);
     free(e->snaps);
+    pthread_cond_destroy(&e->cv);
     free(e);
 }
 
@@ -182,10 +183,12 @@ rl_group *rl_group_new(lis_rl *rl, rl_spec *spec, int n, lis_error *err)
         e->index = i;
         e->at_step = -1;
         e->stop_efd = -1;
+        pthread_cond_init(&e->cv, NULL);
         e->t_submit = g->t_submit;
         e->nsnaps = (size_t)spec->req.max_steps + 1;
         e->snaps = calloc(e->nsnaps, sizeof *e->snaps);
         if (!e->snaps) {
+            pthread_cond_destroy(&e->cv);
             free(e);
             lis_fail(err, ENOMEM, "a group of %d", n);
             break;
@@ -200,6 +203,7 @@ rl_group *rl_group_new(lis_rl *rl, rl_spec *spec, int n, lis_error *err)
     if (g->n < (size_t)n) {
         for (size_t i = 0; i < g->n; i++) {
             free(eps[i]->snaps);
+            pthread_cond_destroy(&eps[i]->cv);
             free(eps[i]);
         }
         free(eps);

@@ -47,19 +47,14 @@ cleanup() {
 trap cleanup EXIT
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
 
+. scripts/bench-lib/image.sh
 IMG=${IMAGE:-}
 if [ -z "$IMG" ]; then
     if "$LIS" rootfs inspect lis-agent:latest >/dev/null 2>&1; then
         IMG=lis-agent:latest
     else
         IMG=lis-bench-rl:debian
-        if ! "$LIS" rootfs inspect "$IMG" >/dev/null 2>&1; then
-            R=${LIS_BENCH_ROOTFS:-/var/tmp/lis-bench-debian}
-            [ -d "$R/usr/bin" ] || bash scripts/make-test-rootfs.sh debian "$R" >/dev/null || exit 1
-            tar -C "$R" -cf "$tmp/img.tar" . && "$LIS" rootfs import "$tmp/img.tar" --name "$IMG" -q \
-                >/dev/null || { echo "bench-rl: importing $R as $IMG failed"; exit 1; }
-            rm -f "$tmp/img.tar"
-        fi
+        bench_image "$LIS" "$IMG" "$tmp" || exit 1
     fi
 fi
 
@@ -79,50 +74,8 @@ python3 tests/fake_llm.py "$tmp/script.json" >"$tmp/fake.port" 2>"$tmp/fake.err"
 pids+=($!)
 
 # a proxy in front of it that timestamps every request: (time, way, group, step)
-cat >"$tmp/proxy.py" <<'EOF'
-import http.client, json, re, sys, threading, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-upstream, log = int(sys.argv[1]), open(sys.argv[2], "a", buffering=1)
-lock = threading.Lock()
-MARK = re.compile(r"RL-([a-z]+)-G(\d+)")
-
-class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a):
-        pass
-    def do_POST(self):
-        t = time.time()
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        try:
-            req = json.loads(body)
-            msgs = req.get("messages") or []
-            user = next((m.get("content") for m in msgs if m.get("role") == "user"), "") or ""
-            m = MARK.search(user if isinstance(user, str) else json.dumps(user))
-            rec = {"t": t, "way": m.group(1) if m else None, "group": int(m.group(2)) if m else None,
-                   "step": sum(1 for x in msgs if x.get("role") == "assistant")}
-        except (ValueError, AttributeError):
-            rec = {"t": t, "way": None}
-        with lock:
-            log.write(json.dumps(rec) + "\n")
-        c = http.client.HTTPConnection("127.0.0.1", upstream, timeout=600)
-        c.request("POST", self.path, body, {"Content-Type": "application/json"})
-        r = c.getresponse()
-        data = r.read()
-        c.close()
-        self.send_response(r.status)
-        self.send_header("Content-Type", r.getheader("Content-Type") or "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-ThreadingHTTPServer.request_queue_size = 4096
-s = ThreadingHTTPServer(("127.0.0.1", 0), H)
-s.daemon_threads = True
-print(s.server_address[1], flush=True)
-s.serve_forever()
-EOF
 for _ in $(seq 50); do [ -s "$tmp/fake.port" ] && break; sleep 0.1; done
-python3 "$tmp/proxy.py" "$(head -n1 "$tmp/fake.port")" "$tmp/calls.jsonl" >"$tmp/proxy.port" &
+python3 scripts/bench-lib/stamp-proxy.py "$(head -n1 "$tmp/fake.port")" "$tmp/calls.jsonl" >"$tmp/proxy.port" &
 pids+=($!)
 for _ in $(seq 50); do [ -s "$tmp/proxy.port" ] && break; sleep 0.1; done
 URL="http://127.0.0.1:$(head -n1 "$tmp/proxy.port")/v1"

@@ -4,10 +4,12 @@
 # of a step is its round trip (POST envs/ID/step to its answer) minus the command's own time as
 # lis measured it (info.tool_s). The same command run by docker-py's exec_run in N containers of
 # the same lis serve (what the original's RL environment does per action), round trip as is.
+# Then ONE steps one at a time (a single trainer thread, envs taken in a scattered order) while
+# the other N-1 envs stay live and idle: a step's own overhead; docker-py's exec_run the same.
 # Prints p50 and p99 of each and their ratio.
 #
-#   scripts/bench-step.sh [N] [R]     default 512 envs, 5 steps each
-# Env: LIS (default build/lis), IMAGE (a tag of lis's store; default: the Debian test fixture
+#   scripts/bench-step.sh [N] [R] [ONE]    default 512 envs, 5 steps each, 500 single steps
+# Env: EFFECTS=0 (envs without the monitor's effects), LIS (default build/lis), IMAGE (a tag of lis's store; default: the Debian test fixture
 #      imported as lis-bench-rl:debian, as scripts/bench-rl.sh does). Run as an unprivileged user.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +17,7 @@ top=$PWD
 LIS=${LIS:-$top/build/lis}
 N=${1:-512}
 R=${2:-5}
+ONE=${3:-500}
 [ "$(id -u)" != 0 ] || { echo "bench-step: run as an unprivileged user (lis is rootless)"; exit 1; }
 tmp=$(mktemp -d /tmp/lis-bench-step.XXXXXX)
 export XDG_RUNTIME_DIR=$tmp/run XDG_DATA_HOME=${XDG_DATA_HOME:-$HOME/.local/share}
@@ -28,22 +31,18 @@ cleanup() {
 trap cleanup EXIT
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
 
+. scripts/bench-lib/image.sh
 IMG=${IMAGE:-lis-bench-rl:debian}
-if ! "$LIS" rootfs inspect "$IMG" >/dev/null 2>&1; then
-    R0=${LIS_BENCH_ROOTFS:-/var/tmp/lis-bench-debian}
-    [ -d "$R0/usr/bin" ] || bash scripts/make-test-rootfs.sh debian "$R0" >/dev/null || exit 1
-    tar -C "$R0" -cf "$tmp/img.tar" . && "$LIS" rootfs import "$tmp/img.tar" --name "$IMG" -q \
-        >/dev/null || { echo "bench-step: importing $R0 as $IMG failed"; exit 1; }
-    rm -f "$tmp/img.tar"
-fi
+bench_image "$LIS" "$IMG" "$tmp" || exit 1
 SOCK=$tmp/run/lis.sock
 "$LIS" serve --socket "$SOCK" --rl-max-live "$N" --rl-max-n "$N" >"$tmp/serve.log" 2>&1 &
 pid=$!
 for _ in $(seq 200); do [ -S "$SOCK" ] && break; sleep 0.05; done
 
-python3 - "$SOCK" "$IMG" "$N" "$R" "$top" <<'EOF'
-import json, sys, threading, time
+python3 - "$SOCK" "$IMG" "$N" "$R" "$top" "$ONE" <<'EOF'
+import json, os, sys, threading, time
 sock, image, N, R, top = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+ONE = int(sys.argv[6])
 sys.path.insert(0, top + "/python")
 import lis
 
@@ -53,8 +52,10 @@ def pct(a, q):
 
 eps = lis.Episodes(socket=sock, start=False)
 t0 = time.time()
-made = eps.create_envs({"task": {"image": image, "prompt": "bench"}, "n": N,
-                        "idle_timeout_s": 3600}, wait=600)
+body = {"task": {"image": image, "prompt": "bench"}, "n": N, "idle_timeout_s": 3600}
+if os.environ.get("EFFECTS", "1") == "0":
+    body["effects"] = False
+made = eps.create_envs(body, wait=600)
 env_ids = made["env_ids"]
 ready = time.time() - t0
 act = {"role": "assistant", "content": None, "tool_calls": [
@@ -76,6 +77,13 @@ for x in ts:
     x.start()
 for x in ts:
     x.join()
+# one step at a time beside the other N-1 live (idle) envs: the overhead of a step itself
+one = []
+for k in range(ONE):
+    e = env_ids[(k * 7919) % N]
+    t = time.perf_counter()
+    d = eps.step(e, act)
+    one.append(time.perf_counter() - t - (d.get("info") or {}).get("tool_s", 0.0))
 for e in env_ids:
     eps.delete_env(e)
 
@@ -103,6 +111,12 @@ for x in ts:
     x.start()
 for x in ts:
     x.join()
+dk1 = []
+for k in range(ONE):
+    c = cs[(k * 7919) % N]
+    t = time.perf_counter()
+    c.exec_run(["bash", "-c", "true"])
+    dk1.append(time.perf_counter() - t)
 for c in cs:
     c.remove(force=True)
 print("step mode: %d live envs ready in %.2fs, %d steps each, all at once" % (N, ready, R))
@@ -113,4 +127,11 @@ print("  %-52s %9.2fms %9.2fms" % ("docker-py exec_run of the same command (roun
                                    pct(dk, .5) * 1e3, pct(dk, .99) * 1e3))
 print("  step overhead / docker-py exec: p50 %.3fx, p99 %.3fx"
       % (pct(over, .5) / pct(dk, .5), pct(over, .99) / pct(dk, .99)))
+print("one step at a time, %d steps, the other %d envs live and idle" % (ONE, N - 1))
+print("  %-52s %9.2fms %9.2fms" % ("step overhead (round trip - the command's tool_s)",
+                                   pct(one, .5) * 1e3, pct(one, .99) * 1e3))
+print("  %-52s %9.2fms %9.2fms" % ("docker-py exec_run of the same command (round trip)",
+                                   pct(dk1, .5) * 1e3, pct(dk1, .99) * 1e3))
+print("  step overhead / docker-py exec: p50 %.3fx, p99 %.3fx"
+      % (pct(one, .5) / pct(dk1, .5), pct(one, .99) / pct(dk1, .99)))
 EOF

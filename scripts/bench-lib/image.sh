@@ -1,0 +1,11 @@
+# image.sh - sourced by the RL benchmarks: bench_image LIS TAG TMP makes sure lis's store (of
+# the current XDG_DATA_HOME) has TAG, importing the Debian test fixture (LIS_BENCH_ROOTFS, made
+# by scripts/make-test-rootfs.sh when missing) under that name; TMP holds the archive meanwhile.
+bench_image() {
+    local lis=$1 tag=$2 tmp=$3 r=${LIS_BENCH_ROOTFS:-/var/tmp/lis-bench-debian}
+    "$lis" rootfs inspect "$tag" >/dev/null 2>&1 && return 0
+    [ -d "$r/usr/bin" ] || bash scripts/make-test-rootfs.sh debian "$r" >/dev/null || return 1
+    tar -C "$r" -cf "$tmp/img.tar" . && "$lis" rootfs import "$tmp/img.tar" --name "$tag" -q \
+        >/dev/null || { echo "importing $r as $tag failed" >&2; rm -f "$tmp/img.tar"; return 1; }
+    rm -f "$tmp/img.tar"
+}
