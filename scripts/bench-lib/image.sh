@@ -9,3 +9,13 @@ bench_image() {
         >/dev/null || { echo "importing $r as $tag failed" >&2; rm -f "$tmp/img.tar"; return 1; }
     rm -f "$tmp/img.tar"
 }
+
+# bench_store_clear LIS: every image of the current XDG_DATA_HOME's store removed (its files
+# belong to the user's subordinate ids: lis removes them, rm -rf cannot)
+bench_store_clear() {
+    local r
+    for r in $("$1" rootfs ls --json 2>/dev/null | grep -o '"ref":"[^"]*"' | cut -d'"' -f4); do
+        "$1" rootfs rm "$r" --force >/dev/null 2>&1
+    done
+    "$1" rootfs gc >/dev/null 2>&1
+}

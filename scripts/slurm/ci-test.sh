@@ -10,6 +10,9 @@
 #   2. submits it again where shard 2's endpoint answers 401: the array fails, the
 #      merge job never runs, `lis batch merge` names shard 2 and the --resume
 #      command, and resubmitting only shard 2 (submit.sh --only 2) completes the set;
+#   3. starts two `lis serve` with lis-serve.sbatch (one srun step, mutual TLS) and
+#      runs a trainer's groups over both with lis.Cluster, one service killed
+#      halfway (scripts/slurm/ci-test-rl.sh);
 # then takes the cluster down (pid files; its state removed), also on failure or
 # Ctrl-C. The last line is "slurm: N passed, M failed"; exit 0 only when M is 0.
 #
@@ -218,8 +221,7 @@ ok "cluster up: node $node idle, srun works"
 id "$user" >/dev/null 2>&1 || useradd -m -s /bin/bash "$user"
 rm -rf "$work"
 mkdir -p "$work/build"
-cp -a "$build/lis" "$build/lis-init" "$build/liblis-agent.so" "$work/build/"
-[ -e "$build/liblis-rootfs.so" ] && cp -a "$build/liblis-rootfs.so" "$work/build/"
+cp -a "$build/lis" "$build/lis-init" "$build"/liblis-*.so "$work/build/" # serve's too
 cp "$top/tests/fake_llm.py" "$work/"
 cp -r "$top/scripts/slurm" "$work/slurm" # the user may not read this checkout
 bash "$top/scripts/make-test-rootfs.sh" busybox "$work/busybox" >/dev/null ||
@@ -380,3 +382,7 @@ if [ -f "$work/run2/merged/results.jsonl" ] && msg=$(check_merged "$work/run2/me
 else
     bad "the merged results of run 2" "$msg" "$(logs)"
 fi
+
+# ---- 3: RL rollouts over two lis serve services, one killed (issue 31) ---------------------------
+# shellcheck source=scripts/slurm/ci-test-rl.sh
+. "$top/scripts/slurm/ci-test-rl.sh"
