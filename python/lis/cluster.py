@@ -42,15 +42,9 @@ def _line(e):
 def _gone(e):
     """Whether e says the service is gone (or cannot take more) rather than
     refusing the request: no answer at all (refused, reset, closed, timed out
-    after the client's own retries), a full queue (429) or a server error."""
+    after the client's own retries), a full queue (429) or a server error (a
+    stopping server answers its long-polls 503)."""
     return e.status is None or e.status == 429 or e.status >= 500
-
-
-def _stopped(g):
-    """Whether g's episodes were ended by their server stopping (SIGTERM: a
-    node leaving): its result is no rollout, the group runs again elsewhere."""
-    return any(e.get("status") == "cancelled" and e.get("error") == "server stopped"
-               for e in g.episodes)
 
 
 def load_endpoints(path):
@@ -318,9 +312,6 @@ class Cluster:
                     g.error = e
                     return False
                 lost(i, _line(e))
-                return True
-            if g.done and _stopped(g):
-                lost(i, "its server stopped (episodes cancelled: server stopped)")
                 return True
             return False
 

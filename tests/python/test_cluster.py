@@ -154,7 +154,7 @@ def alive(pid):
 
 
 def test_cluster_moves_the_groups_of_a_killed_service(pair, fake_factory):
-    """Last of the file: it kills pair's a."""
+    """It kills pair's a (started again by the next test)."""
     a, b = pair
     fake = fake_factory({"mode": "openai", "latency": 1.5,
                          "rows": {"default": [bash("true"), SUBMIT]}})
@@ -202,3 +202,37 @@ def test_cluster_moves_the_groups_of_a_killed_service(pair, fake_factory):
     a.lis("sandbox", "gc")
     assert json.loads(a.lis("sandbox", "ls", "--json").stdout or "[]") == []
     assert cl.status()[0]["ok"] is False and cl.status()[1]["ok"] is True
+
+
+def test_cluster_moves_the_groups_of_a_stopped_service(pair, fake_factory):
+    """A service stopped (SIGTERM, a node leaving) ends its episodes cancelled,
+    "server stopped": no rollout, so its groups run again on the other. After
+    the kill above: a started again on its own store."""
+    a, b = pair
+    if os.path.exists(a.sock):
+        os.unlink(a.sock)  # left by the kill
+    a.start()
+    fake = fake_factory({"mode": "openai", "latency": 1.5,
+                         "rows": {"default": [bash("true"), SUBMIT]}})
+    cl = lis.Cluster([a.sock, b.sock])
+    before = [sum(groups(s).values()) for s in (a, b)]
+    box = {}
+    t = threading.Thread(target=lambda: box.update(
+        step=cl.collect([group(fake, "stopped %d" % i) for i in range(8)])))
+    t.start()
+    try:
+        assert wait_until(lambda: sum(groups(a).values()) + sum(groups(b).values())
+                          == sum(before) + 8, 60)
+        assert wait_until(lambda: descendants(a.proc.pid), 60)  # running there
+        assert a.stop() == 0, a.log()
+    finally:
+        t.join(600)
+    step = box["step"]
+    assert step.done and step.errors == [], step.errors
+    moved = [g for g in step if g.retries]
+    assert moved
+    for g in step:
+        assert [e["status"] for e in g.episodes] == ["completed"], g
+        assert g.endpoint == b.sock or not g.retries
+    for g in moved:
+        assert [r["endpoint"] for r in g.retries] == [a.sock], g.retries
