@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* test functions in tests/python/test_*.py: a test dropped from the suite shows here */
-#define PY_TESTS 75
+#define PY_TESTS 76
 
 Test(python_client, pytest_suite, .timeout = 900)
 {

@@ -97,6 +97,23 @@ def test_cluster_with_every_service_dead_says_so_per_group(tmp_path):
         t.close()
 
 
+def test_cluster_takes_its_cert_path_from_the_argument_or_the_file(tmp_path, monkeypatch):
+    """tcp:// reads its TLS files from cert_path (over the file's, relative to the
+    file's directory), never from an environment the client changed."""
+    monkeypatch.delenv("LIS_CERT_PATH", raising=False)
+    monkeypatch.delenv("DOCKER_CERT_PATH", raising=False)
+    path = str(tmp_path / "endpoints.json")
+    with open(path, "w") as f:
+        json.dump({"endpoints": ["tcp://127.0.0.1:1"], "cert_path": "tls"}, f)
+    (err,) = [x["error"] for x in lis.Cluster(endpoints_file=path).status()]
+    assert str(tmp_path / "tls") in err and "ca.pem" in err, err
+    (err,) = [x["error"] for x in lis.Cluster(endpoints_file=path, cert_path="/no/such").status()]
+    assert "/no/such" in err, err
+    (err,) = [x["error"] for x in lis.Cluster(["tcp://127.0.0.1:1"]).status()]
+    assert "LIS_CERT_PATH" in err, err
+    assert "LIS_CERT_PATH" not in os.environ and "DOCKER_CERT_PATH" not in os.environ
+
+
 def test_cluster_spreads_groups_by_free_capacity(pair, fake_factory, tmp_path):
     a, b = pair
     fake = fake_factory({"mode": "openai", "latency": 1.0,
