@@ -1,8 +1,9 @@
 """lis.Cluster (docs/rl.md, "Many services: lis.Cluster", issue 31 item 3): one
 trainer, many `lis serve`. Two real servers as the unprivileged test user, each
-with its own runtime and data directories (nothing shared), the Debian fixture
-and tests/fake_llm.py with a latency, so that groups are in flight; one of them
-killed (-9) under its groups."""
+with its own runtime and data directories (nothing shared), one of them also on
+tcp:// with mutual TLS as on another node, the Debian fixture and
+tests/fake_llm.py with a latency, so that groups are in flight; one of them
+killed (-9), then stopped, under its groups."""
 import json
 import os
 import socket
@@ -16,13 +17,26 @@ from test_rl_e2e import SUBMIT, api, bash, descendants, fake_factory, group  # n
 import lis
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture(scope="module")
 def pair():
-    """Two services: a with room for 2 sandboxes, b for 6."""
+    """Two services: a with room for 2 sandboxes, b for 6; b also on
+    b.tcp (tcp://127.0.0.1:PORT, mutual TLS with the client's files in
+    b.tls), as on another node."""
     need_servers()
     a = new_server("lis-cl-a-", ["--rl-max-live", "2"])
     try:
-        b = new_server("lis-cl-b-", ["--rl-max-live", "6"])
+        tls = os.path.join(a.tmp, "tls")
+        a.lis("serve", "--tls-init", tls)
+        port = free_port()
+        b = new_server("lis-cl-b-", ["--rl-max-live", "6", "--tcp", "127.0.0.1:%d" % port,
+                                     "--tls-dir", tls])
+        b.tcp, b.tls = "tcp://127.0.0.1:%d" % port, tls
     except BaseException:
         a.stop()
         a.remove_store()
@@ -120,26 +134,25 @@ def test_cluster_spreads_groups_by_free_capacity(pair, fake_factory, tmp_path):
                          "rows": {"default": [bash("true"), SUBMIT]}})
     path = str(tmp_path / "endpoints.json")
     with open(path, "w") as f:  # as scripts/slurm/lis-serve.sh writes it
-        json.dump({"endpoints": [a.sock, b.sock], "cert_path": str(tmp_path / "tls"),
-                   "job_id": "123"}, f)
+        json.dump({"endpoints": [a.sock, b.tcp], "cert_path": b.tls, "job_id": "123"}, f)
     cl = lis.Cluster(endpoints_file=path)
-    assert cl.endpoints == [a.sock, b.sock]
+    assert cl.endpoints == [a.sock, b.tcp]
     st = cl.status()
-    assert [x["endpoint"] for x in st] == [a.sock, b.sock] and all(x["ok"] for x in st), st
+    assert [x["endpoint"] for x in st] == [a.sock, b.tcp] and all(x["ok"] for x in st), st
     assert [x["status"]["max_live"] for x in st] == [2, 6]
     step = cl.collect([group(fake, "spread %d" % i, labels={"i": i}) for i in range(8)])
     assert step.done and step.errors == [], step.errors
     assert [g.labels for g in step] == [{"i": i} for i in range(8)]
     on = [g.endpoint for g in step]
-    assert on.count(b.sock) > on.count(a.sock) > 0, on  # the roomier one got more
-    by = {a.sock: a, b.sock: b}
+    assert on.count(b.tcp) > on.count(a.sock) > 0, on  # the roomier one got more
+    by = {a.sock: a, b.tcp: b}
     for g in step:
         assert g.retries == [] and [e["status"] for e in g.episodes] == ["completed"], g
         st, doc = api(by[g.endpoint], "GET", "groups/" + g.group_id)  # where it says it ran
         assert st == 200 and doc["episode_ids"] == g.episode_ids, doc
     # submit(): the same placement, one group at a time, its endpoint said
     g = cl.submit(group(fake, "one"))
-    assert g["endpoint"] in (a.sock, b.sock) and len(g["episode_ids"]) == 1
+    assert g["endpoint"] in (a.sock, b.tcp) and len(g["episode_ids"]) == 1
     res = cl.episodes(g["endpoint"]).results(g["group_id"], wait=120)
     assert res["done"] is True
 
