@@ -24,6 +24,9 @@ from .errors import SandboxException
 
 # An endpoints file is small: refused past this size.
 MAX_FILE = 1 << 20
+# Seconds a request without a wait may take (the timeout argument's default):
+# a node that does not answer in time is lost to its groups, which move on.
+REQUEST_TIMEOUT = 60.0
 # Seconds an rl/status read may take before its service counts as dead.
 STATUS_TIMEOUT = 10.0
 # Statuses older than this are read again before a group is placed.
@@ -99,8 +102,10 @@ class Cluster:
     tcp://HOST:PORT with mutual TLS, http://HOST:PORT); or endpoints_file: a
     JSON file {"endpoints": [...], "cert_path": DIR} (exactly one of the
     two). cert_path: tcp://'s client certificate directory (over the file's;
-    neither: LIS_CERT_PATH, else DOCKER_CERT_PATH). timeout: as
-    lis.Episodes'. No server is ever started."""
+    neither: LIS_CERT_PATH, else DOCKER_CERT_PATH). timeout: seconds a
+    request without a wait may take, and a long-poll past its wait (None:
+    REQUEST_TIMEOUT; a status read takes STATUS_TIMEOUT at most). No server
+    is ever started."""
 
     def __init__(self, endpoints: Optional[List[str]] = None, *,
                  endpoints_file: Optional[str] = None, cert_path: Optional[str] = None,
@@ -119,7 +124,7 @@ class Cluster:
             if a in endpoints[:i]:
                 raise SandboxException("lis.Cluster: endpoint %s given twice" % a)
         self.cert_path = cert_path or file_cert
-        self.timeout = timeout
+        self.timeout = REQUEST_TIMEOUT if timeout is None else timeout
         self._eps = [_Endpoint(a) for a in endpoints]
         self._lock = threading.Lock()  # the endpoints' counts and statuses
         self._reading = threading.Lock()  # one refresh at a time
@@ -139,13 +144,15 @@ class Cluster:
 
     def _client(self, ep):
         if ep.eps is None:  # made on first use: a dead unix endpoint refuses it
-            ep.eps = Episodes(ep.addr, timeout=self.timeout, start=False,
-                              cert_path=self.cert_path)
+            eps = Episodes(ep.addr, timeout=self.timeout, start=False, cert_path=self.cert_path)
+            # a long-poll silent past its wait for longer than timeout: the node is lost
+            eps.poll_grace = min(eps.poll_grace, self.timeout)
+            ep.eps = eps
         return ep.eps
 
     # ---- statuses --------------------------------------------------------
     def _read(self, ep):
-        t = STATUS_TIMEOUT if self.timeout is None else min(self.timeout, STATUS_TIMEOUT)
+        t = min(self.timeout, STATUS_TIMEOUT)
         try:
             # once, not retried: a service that does not answer now is skipped
             doc = self._client(ep)._client.call("GET", "rl/status", timeout=t)

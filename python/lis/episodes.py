@@ -146,6 +146,8 @@ class Episodes:
     def __init__(self, socket: Optional[str] = None, timeout: Optional[float] = None,
                  start: bool = True, cert_path: Optional[str] = None):
         self._client = Client(socket, start=start, timeout=timeout, cert_dir=cert_path)
+        # seconds a long-poll may stay silent past its wait (lis.Cluster's: shorter)
+        self.poll_grace = POLL_GRACE
 
     @property
     def socket_path(self) -> str:
@@ -390,4 +392,4 @@ class Episodes:
     def _poll_timeout(self, wait):
         if wait is None:
             return None
-        return wait + POLL_GRACE
+        return wait + self.poll_grace

@@ -6,6 +6,7 @@ tests/fake_llm.py with a latency, so that groups are in flight; one of them
 killed (-9), then stopped, under its groups."""
 import json
 import os
+import signal
 import socket
 import threading
 
@@ -173,6 +174,52 @@ def test_cluster_refused_body_is_its_groups_error_not_retried(pair, fake_factory
         cl.submit(group(fake, "bad"), n=100000)
     assert [sum(groups(s).values()) for s in (a, b)] == [before[0] + (good.endpoint == a.sock),
                                                        before[1] + (good.endpoint == b.sock)]
+
+
+def pending(server):
+    return sum(n for phase, n in groups(server).items() if phase != "done")
+
+
+def test_cluster_moves_the_groups_of_a_service_that_hangs(pair, fake_factory):
+    """A service that stops answering (SIGSTOP: a node partitioned, a process
+    stuck) loses its groups once a long-poll is silent past its wait plus the
+    Cluster's timeout; a status read of it times out too. Its groups go on
+    there, untaken, once it runs again."""
+    a, b = pair
+    fake = fake_factory({"mode": "openai", "latency": 1.5,
+                         "rows": {"default": [bash("true"), SUBMIT]}})
+    cl = lis.Cluster([a.sock, b.sock], timeout=3)
+    before = [sum(groups(s).values()) for s in (a, b)]
+    box = {}
+    t = threading.Thread(target=lambda: box.update(
+        step=cl.collect([group(fake, "hung %d" % i) for i in range(8)], poll_s=2)))
+    t.start()
+    try:
+        assert wait_until(lambda: sum(groups(a).values()) + sum(groups(b).values())
+                          == sum(before) + 8, 60)
+        assert wait_until(lambda: descendants(a.proc.pid), 60)  # running there
+        os.kill(a.proc.pid, signal.SIGSTOP)
+        try:
+            t.join(600)
+            st = cl.status()
+        finally:
+            os.kill(a.proc.pid, signal.SIGCONT)
+    finally:
+        t.join(600)
+    step = box["step"]
+    assert step.done and step.errors == [], step.errors
+    moved = [g for g in step if g.retries]
+    assert moved
+    for g in moved:
+        (r,) = g.retries
+        assert r["endpoint"] == a.sock and g.endpoint == b.sock, g
+        assert "did not answer within" in r["error"], r
+    for g in step:
+        assert [e["status"] for e in g.episodes] == ["completed"], g
+    assert st[0]["ok"] is False and "did not answer" in st[0]["error"] and st[1]["ok"], st
+    # a runs again: what it had ends there (it was never told), and is not taken
+    assert wait_until(lambda: pending(a) == 0, 120)
+    assert cl.status()[0]["ok"] is True
 
 
 def alive(pid):
