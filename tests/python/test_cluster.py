@@ -134,8 +134,9 @@ def test_cluster_spreads_groups_by_free_capacity(pair, fake_factory, tmp_path):
     fake = fake_factory({"mode": "openai", "latency": 1.0,
                          "rows": {"default": [bash("true"), SUBMIT]}})
     path = str(tmp_path / "endpoints.json")
-    with open(path, "w") as f:  # as scripts/slurm/lis-serve.sh writes it
-        json.dump({"endpoints": [a.sock, b.tcp], "cert_path": b.tls, "job_id": "123"}, f)
+    with open(path, "w") as f:  # as scripts/slurm/lis-serve.sbatch writes it
+        json.dump({"endpoints": [a.sock, b.tcp], "cert_path": b.tls, "job_id": "123",
+                   "nodes": ["n1", "n2"]}, f)
     cl = lis.Cluster(endpoints_file=path)
     assert cl.endpoints == [a.sock, b.tcp]
     st = cl.status()
