@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* test functions in tests/python/test_*.py: a test dropped from the suite shows here */
-#define PY_TESTS 69
+#define PY_TESTS 77
 
 Test(python_client, pytest_suite, .timeout = 900)
 {

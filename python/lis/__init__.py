@@ -1,5 +1,6 @@
 """lis: a stdlib-only client for `lis serve`'s native API (docs/api.md, python/README.md)."""
 from .aio import AsyncEpisodes, AsyncSandbox
+from .cluster import Cluster
 from .episodes import Episodes, Event, GroupResult, StepResult
 from .effects import Alert, Capability, Effects, FileChange, Network, Process, Request
 from .errors import (ConflictException, InvalidArgumentException, NotFoundException,
@@ -12,5 +13,5 @@ __all__ = ["Sandbox", "AsyncSandbox", "CommandResult", "EntryInfo", "Snapshot",
            "NotFoundException", "ConflictException", "NotImplementedException",
            "TimeoutException", "Effects", "FileChange", "Process", "Request", "Network",
            "Alert", "Capability", "Episodes", "AsyncEpisodes", "Event", "GroupResult",
-           "StepResult"]
+           "StepResult", "Cluster"]
 __version__ = "0.1.0"

@@ -149,13 +149,14 @@ class Client:
     LIS_CERT_PATH's files) or http://HOST:PORT (a server run with
     --tcp-no-auth-insecure); None: LIS_SOCKET or the user's default socket, where
     a server is started when none answers. timeout: seconds a request waits for
-    the server (None: REQUEST_TIMEOUT)."""
+    the server (None: REQUEST_TIMEOUT). cert_dir: tcp://'s TLS files (None:
+    cert_path(), from the environment)."""
 
-    def __init__(self, socket_path=None, start=True, timeout=None):
+    def __init__(self, socket_path=None, start=True, timeout=None, cert_dir=None):
         self.socket_path = socket_path or default_socket()
         self._addr = _address(self.socket_path)
         self._start = start and self._addr[0] == "unix"
-        self._tls = _tls_context(cert_path()) if self._addr[0] == "tcp" else None
+        self._tls = _tls_context(cert_dir or cert_path()) if self._addr[0] == "tcp" else None
         # the Popen of a server we started
         self.started = ensure_server(self._addr[1], start) if self._addr[0] == "unix" else None
         self.timeout = REQUEST_TIMEOUT if timeout is None else timeout

@@ -88,7 +88,10 @@ class GroupResult:
     there as the server listed it ({"episode_id", "status": "running"...}).
     error: the exception that stopped it: its submit refused (then group_id
     is None and episodes is empty), or a poll or cancel that failed (then
-    episodes is what the last poll gave)."""
+    episodes is what the last poll gave). endpoint and retries are
+    lis.Cluster's (docs/rl.md, "Many services"): the service the group ran
+    on, and one {"endpoint", "group_id", "error"} per service that died
+    under it (or could not take it) before."""
     index: int
     group_id: Optional[str] = None
     episode_ids: List[str] = field(default_factory=list)
@@ -96,6 +99,8 @@ class GroupResult:
     done: bool = False
     error: Optional[SandboxException] = None
     labels: Any = None
+    endpoint: Optional[str] = None
+    retries: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
     def stragglers(self) -> List[str]:
@@ -134,11 +139,15 @@ class Episodes:
     """The episodes API of one lis serve (docs/rl.md). socket: as lis.Sandbox's
     (a unix socket path, tcp://HOST:PORT with mutual TLS, http://HOST:PORT;
     None: LIS_SOCKET or the user's default, started when none answers);
-    timeout: seconds a request without a wait may take (None: the client's)."""
+    timeout: seconds a request without a wait may take (None: the client's);
+    cert_path: the directory of tcp://'s ca.pem, cert.pem and key.pem (None:
+    LIS_CERT_PATH, else DOCKER_CERT_PATH)."""
 
     def __init__(self, socket: Optional[str] = None, timeout: Optional[float] = None,
-                 start: bool = True):
-        self._client = Client(socket, start=start, timeout=timeout)
+                 start: bool = True, cert_path: Optional[str] = None):
+        self._client = Client(socket, start=start, timeout=timeout, cert_dir=cert_path)
+        # seconds a long-poll may stay silent past its wait (lis.Cluster's: shorter)
+        self.poll_grace = POLL_GRACE
 
     @property
     def socket_path(self) -> str:
@@ -383,4 +392,4 @@ class Episodes:
     def _poll_timeout(self, wait):
         if wait is None:
             return None
-        return wait + POLL_GRACE
+        return wait + self.poll_grace
