@@ -84,6 +84,12 @@ for k in range(ONE):
     t = time.perf_counter()
     d = eps.step(e, act)
     one.append(time.perf_counter() - t - (d.get("info") or {}).get("tool_s", 0.0))
+# the floor: the same client's round trip of a GET of one env (HTTP, JSON, no step)
+floor = []
+for k in range(ONE):
+    t = time.perf_counter()
+    eps.env(env_ids[(k * 7919) % N])
+    floor.append(time.perf_counter() - t)
 for e in env_ids:
     eps.delete_env(e)
 
@@ -130,6 +136,8 @@ print("  step overhead / docker-py exec: p50 %.3fx, p99 %.3fx"
 print("one step at a time, %d steps, the other %d envs live and idle" % (ONE, N - 1))
 print("  %-52s %9.2fms %9.2fms" % ("step overhead (round trip - the command's tool_s)",
                                    pct(one, .5) * 1e3, pct(one, .99) * 1e3))
+print("  %-52s %9.2fms %9.2fms" % ("the floor: GET envs/ID's round trip (no step)",
+                                   pct(floor, .5) * 1e3, pct(floor, .99) * 1e3))
 print("  %-52s %9.2fms %9.2fms" % ("docker-py exec_run of the same command (round trip)",
                                    pct(dk1, .5) * 1e3, pct(dk1, .99) * 1e3))
 print("  step overhead / docker-py exec: p50 %.3fx, p99 %.3fx"
