@@ -10,6 +10,9 @@
 # endpoint, scripts/bench-lib/stamp-proxy.py), how the groups were spread, and 2 against 1.
 #
 #   scripts/bench-scale.sh [G] [N] [ROUNDS]    default 32 4 2
+# Each service is capped as a node would be by its size: SERVE_FLAGS (default --rl-max-live 32,
+# so that 2 services hold twice the episodes at once; both share this host's CPUs, which a
+# second node would not).
 # Env: LIS (default build/lis), LATENCY (default 1), IMAGE (default: the Debian test fixture
 #      imported as lis-bench-rl:debian into each service's store). Run as an unprivileged user.
 set -uo pipefail
@@ -20,6 +23,7 @@ G=${1:-32}
 N=${2:-4}
 ROUNDS=${3:-2}
 LAT=${LATENCY:-1}
+SERVE_FLAGS=${SERVE_FLAGS:---rl-max-live 32}
 [ "$(id -u)" != 0 ] || { echo "bench-scale: run as an unprivileged user (lis is rootless)"; exit 1; }
 tmp=$(mktemp -d /tmp/lis-bench-scale.XXXXXX)
 pids=()
@@ -67,16 +71,17 @@ for port in $ports; do
     mkdir -p "$tmp/s$k/run" "$tmp/s$k/data" && chmod 700 "$tmp/s$k/run"
     IMG=${IMAGE:-lis-bench-rl:debian}
     [ -n "${IMAGE:-}" ] || XDG_DATA_HOME=$tmp/s$k/data bench_image "$LIS" "$IMG" "$tmp" || exit 1
+    # shellcheck disable=SC2086
     XDG_RUNTIME_DIR=$tmp/s$k/run XDG_DATA_HOME=$tmp/s$k/data "$LIS" serve \
         --socket "$tmp/s$k/run/lis.sock" --tcp "127.0.0.1:$port" --tls-dir "$tmp/tls" \
-        >"$tmp/s$k/serve.log" 2>&1 &
+        $SERVE_FLAGS >"$tmp/s$k/serve.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 200); do [ -S "$tmp/s$k/run/lis.sock" ] && break; sleep 0.05; done
     eps+=("tcp://127.0.0.1:$port")
 done
 
-python3 - "$tmp" "$top" "$G" "$N" "$ROUNDS" "$URL" "$IMG" "${eps[@]}" <<'EOF'
-import json, os, sys, time
+SERVE_FLAGS=$SERVE_FLAGS python3 - "$tmp" "$top" "$G" "$N" "$ROUNDS" "$URL" "$IMG" "${eps[@]}" <<'EOF'
+import json, os, statistics, sys, time
 tmp, top, G, N, ROUNDS, url, image = sys.argv[1], sys.argv[2], int(sys.argv[3]), \
     int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
 eps = sys.argv[8:]
@@ -111,15 +116,15 @@ for r in range(ROUNDS):
               "%.1f s, %.2f groups/s, first call p50 %.2f s p99 %.2f s, groups per service %s"
               % (r + 1, k, runs[-1]["done"], G, rewarded, G * N, wall, G / wall,
                  pct(first, .5), pct(first, .99), list(spread.values())), flush=True)
-print("\n%d groups x %d episodes, 4 model turns of %s s each; median over %d runs a kind"
-      % (G, N, os.environ.get("LATENCY", "1"), ROUNDS))
+print("\n%d groups x %d episodes, 4 model turns of %s s each, each service %s; median over "
+      "%d runs a kind" % (G, N, os.environ.get("LATENCY", "1"), os.environ.get("SERVE_FLAGS"), ROUNDS))
 print("  %-12s %12s %18s %18s" % ("services", "groups/s", "first call p50", "first call p99"))
 med = {}
 for k in (1, 2):
     rs = [x for x in runs if x["k"] == k]
-    gps = pct([x["gps"] for x in rs], .5)
-    f50 = pct([pct(x["first"], .5) for x in rs], .5)
-    f99 = pct([pct(x["first"], .99) for x in rs], .5)
+    gps = statistics.median(x["gps"] for x in rs)
+    f50 = statistics.median(pct(x["first"], .5) for x in rs)
+    f99 = statistics.median(pct(x["first"], .99) for x in rs)
     med[k] = (gps, f50, f99)
     print("  %-12d %12.2f %17.2fs %17.2fs" % (k, gps, f50, f99))
 print("  2 against 1: groups/s %.2fx, first call p50 %.2fx, p99 %.2fx"
