@@ -65,10 +65,15 @@ mon_scanner *mon_scanner_new(void)
 }
 
 /* SCHED_IDLE rather than nice 19: a waking task of normal policy always
- * preempts it, where nice 19 still takes its slice first, so a neighbour's
- * exec waits less behind a scan (docs/benchmarks.md, issue 29); and an
- * unprivileged thread may choose it (but never leave it: so the scanner has
- * threads of its own, the job pool's cannot be lent). On Linux the policy is
+ * preempts a SCHED_IDLE one (a nice 19 one only when the scheduler finds it
+ * due), so a neighbour's exec never waits behind a scan; measured, what the
+ * monitor adds to a neighbour's p99 was lowest so (1.05x against 1.09x with
+ * nice 19 and 1.15x on the caller's thread, means of 15 runs each, within
+ * the shared host's noise: docs/benchmarks.md, issue 29). The price: under
+ * the fallback CPU share lis demotes CPU hogs to SCHED_IDLE too, and the
+ * scans then share the idle class with them (cut sooner, stated). An
+ * unprivileged thread may choose it but never leave it: so the scanner has
+ * threads of its own, the job pool's cannot be lent. On Linux the policy is
  * the calling thread's alone. When refused, nice 19 (also per thread). */
 static void lower_priority(void)
 {
