@@ -1,14 +1,20 @@
 /* test_monitor.c - monitor/ driven on real sandboxes: what a step did
  * (files, processes, refused connections) compared exactly with what it
- * did; deny and stop rules; many sandboxes at once; the policy's errors. */
+ * did; deny and stop rules; where the file scans run; many sandboxes at
+ * once; the policy's errors. */
+#include "monitor.h"
 #include "monitorlib.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 Test(monitor, file_effects_exactly)
@@ -262,6 +268,236 @@ Test(monitor, tmpfs_mounts_and_transient_files)
         expect_file(s, then[i][0], then[i][1]);
     cJSON_Delete(s);
     mfix_close(&f);
+}
+
+/* ---- where the file scans run: a thread of the hub's, SCHED_IDLE ---- */
+
+/* A line of /proc/self/task/TID/FILE starting with key: the number after
+ * it; (unsigned long long)-1 when none. */
+static unsigned long long task_num(const char *tid, const char *file, const char *key)
+{
+    char p[96], line[256];
+    snprintf(p, sizeof p, "/proc/self/task/%s/%s", tid, file);
+    FILE *f = fopen(p, "r");
+    unsigned long long v = (unsigned long long)-1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, strlen(key)))
+            v = strtoull(line + strlen(key), NULL, 10);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* The threads of this process named lis-scan: how many, the bytes they read
+ * (rchar of /proc/self/task/TID/io, the kernel's count per thread) and
+ * whether every one runs under SCHED_IDLE (field 41 of its stat). */
+struct scanners {
+    int n, all_idle;
+    unsigned long long rchar;
+};
+static struct scanners scanners(void)
+{
+    struct scanners s = {0, 1, 0};
+    DIR *d = opendir("/proc/self/task");
+    cr_assert(d);
+    const struct dirent *e;
+    while ((e = readdir(d))) {
+        char p[96], buf[1024] = "";
+        snprintf(p, sizeof p, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = e->d_name[0] != '.' ? fopen(p, "r") : NULL;
+        if (!f)
+            continue;
+        int named = fgets(buf, sizeof buf, f) && !strcmp(buf, "lis-scan\n");
+        fclose(f);
+        if (!named)
+            continue;
+        s.n++;
+        s.rchar += task_num(e->d_name, "io", "rchar: ");
+        snprintf(p, sizeof p, "/proc/self/task/%s/stat", e->d_name);
+        f = fopen(p, "r");
+        size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[len] = 0;
+        const char *t = strrchr(buf, ')'); /* then field 3, the state */
+        int field = 2, policy = -1;
+        for (; t && *t; t++)
+            if (*t == ' ' && ++field == 41)
+                policy = atoi(t + 1);
+        s.all_idle &= policy == SCHED_IDLE;
+    }
+    closedir(d);
+    return s;
+}
+
+/* The step's file scan (500 new files and a 60,000-byte text file, read
+ * for its diff) runs on a lis-scan thread at SCHED_IDLE, not on the thread
+ * that closes the step, and its effects are what the step did. On main
+ * there is no such thread: the caller scans. */
+Test(monitor, a_step_scan_runs_on_an_idle_priority_thread)
+{
+    mfix f = mfix_open();
+    lis_error err = {0};
+    cr_assert_eq(lis_monitor_step_begin(f.m, &(lis_monitor_call){"execute_bash", "files"}, &err), 0,
+                 "%s", err.msg);
+    lis_result r;
+    t_sh(f.sb, "/mprobe files 500 /many && head -c 60000 /dev/zero | tr '\\0' a > /big.txt", &r);
+    cr_assert_eq(r.exit_code, 0);
+    lis_result_free(&r);
+    char self[32];
+    snprintf(self, sizeof self, "%ld", (long)syscall(SYS_gettid));
+    struct scanners before = scanners();
+    unsigned long long mine = task_num(self, "io", "rchar: ");
+    lis_effects *fx = NULL;
+    cr_assert_eq(lis_monitor_step_end(f.m, NULL, &fx, &err), 0, "%s", err.msg);
+    unsigned long long mine_after = task_num(self, "io", "rchar: ");
+    struct scanners after = scanners();
+    cJSON *j = lis_effects_json(fx);
+    lis_effects_free(fx);
+    cr_assert_geq(after.n, 1, "no thread named lis-scan: the scan ran on the caller's");
+    cr_assert(after.all_idle, "a lis-scan thread not under SCHED_IDLE");
+    cr_assert_geq(after.rchar - before.rchar, 60000, "the scanner read %llu bytes",
+                  after.rchar - before.rchar);
+    cr_assert_lt(mine_after - mine, 60000, "the caller read %llu bytes", mine_after - mine);
+    /* the effects: the directory, its 500 files and the text file, exactly */
+    cr_assert_eq(count(j, "files"), 502, "%zu files", count(j, "files"));
+    expect_file(j, "/many", "created");
+    expect_file(j, "/many/f0", "created");
+    expect_file(j, "/many/f499", "created");
+    expect_file(j, "/big.txt", "created");
+    cr_assert_eq(num(file_at(j, "/big.txt"), "size", 0), 60000);
+    cr_assert(str(file_at(j, "/big.txt"), "diff"), "%s",
+              cJSON_PrintUnformatted(file_at(j, "/big.txt")));
+    cJSON_Delete(j);
+    mfix_close(&f);
+}
+
+/* No scanner thread can start (the user's process limit, which root
+ * ignores): every scan runs on the caller's thread instead, no error, the
+ * same effects. */
+Test(monitor, scans_run_on_the_caller_when_no_scanner_thread_starts)
+{
+    if (geteuid() == 0)
+        cr_skip_test("root is not held by RLIMIT_NPROC");
+    lis_ctx *ctx = t_ctx();
+    lis_error err = {0};
+    lis_monitor_hub *hub = lis_monitor_hub_new(&err);
+    cr_assert(hub, "%s", err.msg);
+    lis_sandbox *sb = msb(ctx, NULL, LIS_NET_NONE);
+    /* the soft limit only, given back at the end (LeakSanitizer needs a thread) */
+    struct rlimit was, rl;
+    cr_assert_eq(getrlimit(RLIMIT_NPROC, &was), 0);
+    rl = (struct rlimit){1, was.rlim_max};
+    cr_assert_eq(setrlimit(RLIMIT_NPROC, &rl), 0);
+    lis_monitor *m = mon(hub, sb, NULL);
+    char self[32];
+    snprintf(self, sizeof self, "%ld", (long)syscall(SYS_gettid));
+    lis_monitor_call call = {"execute_bash", "files"};
+    cr_assert_eq(lis_monitor_step_begin(m, &call, &err), 0, "%s", err.msg);
+    lis_result r;
+    t_sh(sb, "/mprobe files 500 /many && head -c 60000 /dev/zero | tr '\\0' a > /big.txt", &r);
+    cr_assert_eq(r.exit_code, 0);
+    lis_result_free(&r);
+    unsigned long long mine = task_num(self, "io", "rchar: ");
+    lis_effects *fx = NULL;
+    cr_assert_eq(lis_monitor_step_end(m, NULL, &fx, &err), 0, "%s", err.msg);
+    unsigned long long mine_after = task_num(self, "io", "rchar: ");
+    int nscan = scanners().n;
+    cr_assert_eq(setrlimit(RLIMIT_NPROC, &was), 0);
+    cJSON *j = lis_effects_json(fx);
+    lis_effects_free(fx);
+    cr_assert_eq(nscan, 0, "a lis-scan thread started past the limit");
+    cr_assert_geq(mine_after - mine, 60000, "the caller read %llu bytes", mine_after - mine);
+    cr_assert_eq(count(j, "files"), 502, "%zu files", count(j, "files"));
+    expect_file(j, "/many/f499", "created");
+    expect_file(j, "/big.txt", "created");
+    cJSON_Delete(j);
+    lis_sandbox_destroy(sb, &err);
+    lis_monitor_free(m);
+    lis_monitor_hub_free(hub);
+    lis_ctx_free(ctx);
+}
+
+/* The scanner stopped while scans are queued behind busy threads: the ones
+ * under way finish, the queued ones go back to their callers, who run them;
+ * every scan runs once, nothing hangs (ASan: nothing is used after free). */
+#define SCAN_CALLERS 12
+struct held {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int running, released, ran[SCAN_CALLERS], on_scanner[SCAN_CALLERS];
+};
+struct held_call {
+    struct held *h;
+    mon_scanner *s;
+    int i;
+    pid_t caller;
+};
+
+static void held_scan(void *arg)
+{
+    struct held_call *c = arg;
+    struct held *h = c->h;
+    pthread_mutex_lock(&h->mu);
+    h->ran[c->i]++;
+    h->on_scanner[c->i] = (pid_t)syscall(SYS_gettid) != c->caller;
+    h->running++;
+    pthread_cond_broadcast(&h->cv);
+    while (!h->released)
+        pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void *held_caller(void *arg)
+{
+    struct held_call *c = arg;
+    c->caller = (pid_t)syscall(SYS_gettid);
+    mon_scanner_run(c->s, held_scan, c);
+    return NULL;
+}
+
+static void *scanner_stop(void *arg)
+{
+    mon_scanner_free(arg);
+    return NULL;
+}
+
+Test(monitor, scanner_stopped_with_scans_queued, .timeout = 60)
+{
+    struct held h = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    mon_scanner *s = mon_scanner_new();
+    cr_assert(s);
+    struct held_call c[SCAN_CALLERS];
+    pthread_t t[SCAN_CALLERS], stopper;
+    for (int i = 0; i < SCAN_CALLERS; i++) {
+        c[i] = (struct held_call){&h, s, i, 0};
+        cr_assert_eq(pthread_create(&t[i], NULL, held_caller, &c[i]), 0);
+    }
+    /* every caller inside: its scan held on a thread of the scanner (at most
+     * 8 threads for 12 callers), or queued behind them */
+    for (;;) {
+        pthread_mutex_lock(&h.mu);
+        int running = h.running;
+        pthread_mutex_unlock(&h.mu);
+        if (running + mon_scanner_queued(s) == SCAN_CALLERS)
+            break;
+        usleep(1000);
+    }
+    cr_assert_gt(mon_scanner_queued(s), 0);
+    cr_assert_eq(pthread_create(&stopper, NULL, scanner_stop, s), 0);
+    pthread_mutex_lock(&h.mu);
+    h.released = 1;
+    pthread_cond_broadcast(&h.cv);
+    pthread_mutex_unlock(&h.mu);
+    for (int i = 0; i < SCAN_CALLERS; i++)
+        pthread_join(t[i], NULL);
+    pthread_join(stopper, NULL);
+    int scanned = 0;
+    for (int i = 0; i < SCAN_CALLERS; i++) {
+        cr_assert_eq(h.ran[i], 1, "scan %d ran %d times", i, h.ran[i]);
+        scanned += h.on_scanner[i];
+    }
+    cr_assert_geq(scanned, 1, "no scan ran on the scanner's threads");
 }
 
 /* A layer past the scan's bound (200,000 entries, in the sandbox's own
