@@ -52,7 +52,9 @@ def pct(a, q):
 
 eps = lis.Episodes(socket=sock, start=False)
 t0 = time.time()
-body = {"task": {"image": image, "prompt": "bench"}, "n": N, "idle_timeout_s": 3600}
+# every env takes R steps, then about ONE / N single ones: its max_steps must hold them all
+body = {"task": {"image": image, "prompt": "bench"}, "n": N, "idle_timeout_s": 3600,
+        "max_steps": min(1000, R + ONE // N + 5)}
 if os.environ.get("EFFECTS", "1") == "0":
     body["effects"] = False
 made = eps.create_envs(body, wait=600)
