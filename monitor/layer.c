@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -617,15 +616,6 @@ static int transients(struct diffctx *d)
             (*d->files)[before].removed = 1;
     }
     return rc;
-}
-
-int mon_layer_idle(const mon_layer *l)
-{
-    int queued = 1;
-    if (l->npend || l->forgot || l->watch.lost || l->watch.capped || l->watch.fd < 0 ||
-        ioctl(l->watch.fd, FIONREAD, &queued) < 0)
-        return 0;
-    return queued == 0;
 }
 
 int mon_layer_diff(mon_layer *l, mon_file **files, size_t *n, size_t *cap, size_t *total,

@@ -47,44 +47,6 @@ static void on_request(void *arg, const lis_net_event *ev)
     pthread_mutex_unlock(&m->mu);
 }
 
-/* One scan of the layer (mon_layer_diff's arguments), handed to the hub's
- * scanner. */
-typedef struct layer_job {
-    lis_monitor *m;
-    size_t *total, max, *diff_budget;
-    int between, *scan_cut;
-    char *why;
-    size_t whylen;
-    lis_error *err;
-    int rc;
-} layer_job;
-
-static void layer_job_run(void *arg)
-{
-    layer_job *j = arg;
-    lis_monitor *m = j->m;
-    j->rc = mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, j->total, j->max,
-                           j->between, j->diff_budget, j->scan_cut, j->why, j->whylen, j->err);
-}
-
-/* The scan of the layer and its comparison, without the lock (the hub never
- * waits on it: the layer and the step's files are the caller's alone), on a
- * thread of the hub's scanner at the lowest priority (scanner.c): this caller
- * waits, its neighbours do not. Run here instead: a scan with nothing to
- * examine (a hand-off would cost more), and a step's begin's, which batch/
- * and serve/ call on their event loops: a loop must not wait on a thread
- * that busy neighbours can starve (here it costs at most its budget). */
-static int layer_scan(lis_monitor *m, size_t *total, size_t max, int between, size_t *diff_budget,
-                      int *scan_cut, char *why, size_t whylen, lis_error *err)
-{
-    layer_job j = {m, total, max, diff_budget, between, scan_cut, why, whylen, err, 0};
-    if (between > 0 || mon_layer_idle(&m->layer))
-        layer_job_run(&j);
-    else
-        mon_scanner_run(mon_hub_scanner(m->hub), layer_job_run, &j);
-    return j.rc;
-}
-
 int lis_monitor_attach(lis_monitor_hub *hub, lis_sandbox *sb, const lis_monitor_opts *opts,
                        lis_monitor **out, lis_error *err)
 {
@@ -125,7 +87,8 @@ int lis_monitor_attach(lis_monitor_hub *hub, lis_sandbox *sb, const lis_monitor_
     int cut = 0;
     int opened = mon_layer_open(&m->layer, sb, err) == 0;
     m->layer.policy = m->policy; /* its file rules: what they match is listed past the bound */
-    if (!opened || layer_scan(m, &total, 0, -1, &none, &cut, NULL, 0, err) < 0) {
+    if (!opened || mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, &total, 0, -1,
+                                  &none, &cut, NULL, 0, err) < 0) {
         mon_monitor_destroy(m);
         return lis_wrap(err, "monitoring sandbox %s", lis_sandbox_name(sb));
     }
@@ -198,10 +161,13 @@ int lis_monitor_step_begin(lis_monitor *m, const lis_monitor_call *call, lis_err
     pthread_mutex_lock(&m->mu);
     int quiet = m->writes_in_steps && m->quiet_end && m->acts == m->acts_end;
     pthread_mutex_unlock(&m->mu);
+    /* the scan without the lock: the hub never waits on it (the layer and the
+     * step's files are this thread's alone) */
     int rc = 0;
     if (!quiet)
-        rc = layer_scan(m, &m->files_total, MON_STEP_FILES, 1, &m->diff_budget, &m->scan_cut,
-                        m->scan_why, sizeof m->scan_why, err);
+        rc = mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, &m->files_total,
+                            MON_STEP_FILES, 1, &m->diff_budget, &m->scan_cut, m->scan_why,
+                            sizeof m->scan_why, err);
     pthread_mutex_lock(&m->mu);
     m->in_step = 1;
     m->step_t0 = lis_now();
@@ -264,8 +230,10 @@ int lis_monitor_step_end(lis_monitor *m, const lis_result *res, lis_effects **ou
     lis_stats st;
     lis_error ignore;
     int have = lis_sandbox_stats(m->sb, &st, &ignore) == 0;
-    int rc = layer_scan(m, &m->files_total, MON_STEP_FILES, 0, &m->diff_budget, &m->scan_cut,
-                        m->scan_why, sizeof m->scan_why, err);
+    /* the scan without the lock (as at the begin) */
+    int rc = mon_layer_diff(&m->layer, &m->files, &m->nfiles, &m->capfiles, &m->files_total,
+                            MON_STEP_FILES, 0, &m->diff_budget, &m->scan_cut, m->scan_why,
+                            sizeof m->scan_why, err);
     pthread_mutex_lock(&m->mu);
     m->acts_end = acts;
     m->quiet_end = have && st.nprocs <= 1;

@@ -5,7 +5,6 @@
  * the build computes):
  *   monitor.c            attach, steps, the public entry points
  *   notify.c             the hub thread answering notifications
- *   scanner.c            the threads the file scans run on, at the lowest priority
  *   exec_verify.c        what runs after an exec let through, checked
  *   exec_canon.c         what an exec will run, resolved in the sandbox's root
  *   effects.c layer.c    a step's capability and its JSON; the writable layer
@@ -426,10 +425,6 @@ void mon_delta_release(mon_delta *d);
 /* Opens the layers of sb. */
 int mon_layer_open(mon_layer *l, lis_sandbox *sb, lis_error *err);
 void mon_layer_release(mon_layer *l);
-/* 1 when the next scan of l has nothing to examine: no event queued,
- * nothing left by a cut scan, no full listing due (one event may stand for
- * a whole new directory: only none says the scan is free). */
-int mon_layer_idle(const mon_layer *l);
 /* Scans what changed in the layer (the paths its events name, or all of it
  * when events were lost), for at most MON_SCAN_BUDGET seconds (between < 0,
  * the baseline: no time bound); compares with the last scan; appends the
@@ -463,21 +458,6 @@ const mon_rule *mon_rules_match_exec(const lis_policy *p, const char *path,
                                      int *unknown);
 /* The first threshold rule of kind k whose limit value exceeds. */
 const mon_rule *mon_rules_over(const lis_policy *p, mon_rule_kind k, uint64_t value);
-
-/* ---- scanner.c: the file scans' threads ---- */
-
-typedef struct mon_scanner mon_scanner;
-/* A scanner with no thread yet (they start when first needed); NULL when
- * out of memory (then every scan runs on its caller's thread). */
-mon_scanner *mon_scanner_new(void);
-/* Runs fn(arg) on a thread of s at the lowest priority and waits for it; on
- * the caller's thread when s is NULL, stopping, or no thread could start. */
-void mon_scanner_run(mon_scanner *s, void (*fn)(void *), void *arg);
-/* How many scans wait for a thread of s (what a test waits for). */
-int mon_scanner_queued(mon_scanner *s);
-/* Finishes the scans under way, hands the queued ones back to their callers
- * (who run them themselves), joins the threads and frees s. */
-void mon_scanner_free(mon_scanner *s);
 
 /* ---- the monitor (monitor.c; the hub's thread fills it under mu) ---- */
 
@@ -548,8 +528,6 @@ int mon_hub_add(lis_monitor_hub *hub, lis_monitor *m, lis_error *err);
 void mon_hub_remove(lis_monitor_hub *hub, lis_monitor *m);
 /* Frees a monitor's records and itself (the hub's thread, or hub_free). */
 void mon_monitor_destroy(lis_monitor *m);
-/* The hub's scanner (NULL: none, scans on their callers' threads). */
-mon_scanner *mon_hub_scanner(lis_monitor_hub *hub);
 
 /* ---- records.c (m->mu held for each) ---- */
 

@@ -77,7 +77,6 @@ struct lis_monitor_hub {
     mon_exec_names *names; /* an exec's resolved names (one thread: one buffer) */
     mon_verify *verify;    /* checks of what runs after an exec let through */
     int timerfd;           /* the next of them */
-    mon_scanner *scanner;  /* the file scans' threads (scanner.c) */
     hub_ref timer_ref;
     double armed; /* the timer's time, 0 disarmed */
 };
@@ -521,7 +520,6 @@ lis_monitor_hub *lis_monitor_hub_new(lis_error *err)
     hub->resp = calloc(1, hub->sizes.seccomp_notif_resp);
     hub->names = calloc(1, sizeof *hub->names);
     hub->verify = mon_verify_new();
-    hub->scanner = mon_scanner_new(); /* NULL: scans on their callers' threads */
     if (!hub->req || !hub->resp || !hub->names || !hub->verify) {
         lis_oom(err);
         goto fail;
@@ -570,7 +568,6 @@ void lis_monitor_hub_free(lis_monitor_hub *hub)
         }
         pthread_join(hub->thread, NULL);
     }
-    mon_scanner_free(hub->scanner); /* its scans under way end before their monitors go */
     bury(hub);
     if (hub->epfd >= 0)
         close(hub->epfd);
@@ -585,8 +582,6 @@ void lis_monitor_hub_free(lis_monitor_hub *hub)
     pthread_mutex_destroy(&hub->mu);
     free(hub);
 }
-
-mon_scanner *mon_hub_scanner(lis_monitor_hub *hub) { return hub->scanner; }
 
 int mon_hub_add(lis_monitor_hub *hub, lis_monitor *m, lis_error *err)
 {
