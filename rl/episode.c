@@ -244,8 +244,15 @@ static void hook_turn(void *arg, const cJSON *step, const cJSON *messages)
     if (e->g->spec->req.step)
         rl_env_turn(e, messages);
     int snap = snap_wanted(&e->g->spec->req, k) && k < e->nsnaps && !e->snaps[k];
+    int step_mode = e->g->spec->req.step;
     pthread_mutex_unlock(&rl->mu);
-    rl_notify(rl);
+    /* An env's run goes straight on to its model call, which publishes the
+     * observation and notifies (rl_env_llm), or to its end, which does too:
+     * one wake-up of the serve loop per step instead of two, the first of
+     * which found the trainer's step not answerable yet and only took mu
+     * from the run. A snapshot to make first is not quick: notify now. */
+    if (!step_mode || snap)
+        rl_notify(rl);
     if (!snap)
         return;
     lis_snapshot_result res;

@@ -56,7 +56,7 @@ refused "--volumes-from" "VolumesFrom" --volumes-from other
 
 # --- tmpfs, read-only root, /dev/shm ----------------------------------------------------
 check "--tmpfs size" "1024" "$(run --tmpfs /t:size=1m "$IMG" sh -c "df -k /t | awk 'NR==2{print \$2}'")"
-check "--tmpfs noexec" "126" "$(run --tmpfs /t:noexec "$IMG" sh -c 'cp /bin/true /t/t && /t/t; echo $?' 2>/dev/null | tail -1)"
+check "--tmpfs noexec" "126" "$(run --tmpfs /t:noexec "$IMG" sh -c 'cp /bin/true /t/t && /t/t 2>/dev/null; echo $?')"
 check "--mount type=tmpfs,tmpfs-size" "2048" "$(run --mount type=tmpfs,dst=/t,tmpfs-size=2097152 "$IMG" sh -c "df -k /t | awk 'NR==2{print \$2}'")"
 refused "--tmpfs bigger than the writable budget" "writable budget" --tmpfs /t:size=100g
 check "--read-only: / and /tmp refuse writes, /dev/shm takes them" "1 1 0" "$(run --read-only "$IMG" sh -c 'touch /x 2>/dev/null; a=$?; touch /tmp/x 2>/dev/null; b=$?; touch /dev/shm/x; echo $a $b $?')"
