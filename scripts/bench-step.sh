@@ -46,6 +46,24 @@ ONE = int(sys.argv[6])
 sys.path.insert(0, top + "/python")
 import lis
 
+def all_at_once(fn, items):
+    """fn(item) on a thread per item, all started, then all joined."""
+    ts = [threading.Thread(target=fn, args=(x,)) for x in items]
+    for x in ts:
+        x.start()
+    for x in ts:
+        x.join()
+
+def one_at_a_time(fn, items):
+    """ONE calls of fn(item), items taken in a scattered order, one after another: the
+    seconds of each, less what fn returns (the command's own time, or 0)."""
+    out = []
+    for k in range(ONE):
+        t = time.perf_counter()
+        own = fn(items[(k * 7919) % len(items)])
+        out.append(time.perf_counter() - t - own)
+    return out
+
 def pct(a, q):
     a = sorted(a)
     return a[min(len(a) - 1, int(q * len(a)))] if a else float("nan")
@@ -74,24 +92,11 @@ def trainer(env):
         with lock:
             over.append(rt - (d.get("info") or {}).get("tool_s", 0.0))
 
-ts = [threading.Thread(target=trainer, args=(e,)) for e in env_ids]
-for x in ts:
-    x.start()
-for x in ts:
-    x.join()
+all_at_once(trainer, env_ids)
 # one step at a time beside the other N-1 live (idle) envs: the overhead of a step itself
-one = []
-for k in range(ONE):
-    e = env_ids[(k * 7919) % N]
-    t = time.perf_counter()
-    d = eps.step(e, act)
-    one.append(time.perf_counter() - t - (d.get("info") or {}).get("tool_s", 0.0))
+one = one_at_a_time(lambda e: (eps.step(e, act).get("info") or {}).get("tool_s", 0.0), env_ids)
 # the floor: the same client's round trip of a GET of one env (HTTP, JSON, no step)
-floor = []
-for k in range(ONE):
-    t = time.perf_counter()
-    eps.env(env_ids[(k * 7919) % N])
-    floor.append(time.perf_counter() - t)
+floor = one_at_a_time(lambda e: (eps.env(e), 0.0)[1], env_ids)
 for e in env_ids:
     eps.delete_env(e)
 
@@ -102,11 +107,7 @@ def make(_):
     c = cli.containers.run(image, ["sleep", "infinity"], detach=True, network_mode="none")
     with lock:
         cs.append(c)
-ts = [threading.Thread(target=make, args=(i,)) for i in range(N)]
-for x in ts:
-    x.start()
-for x in ts:
-    x.join()
+all_at_once(make, range(N))
 dk = []
 def exec_(c):
     for _ in range(R):
@@ -114,17 +115,8 @@ def exec_(c):
         c.exec_run(["bash", "-c", "true"])
         with lock:
             dk.append(time.perf_counter() - t)
-ts = [threading.Thread(target=exec_, args=(c,)) for c in cs]
-for x in ts:
-    x.start()
-for x in ts:
-    x.join()
-dk1 = []
-for k in range(ONE):
-    c = cs[(k * 7919) % N]
-    t = time.perf_counter()
-    c.exec_run(["bash", "-c", "true"])
-    dk1.append(time.perf_counter() - t)
+all_at_once(exec_, cs)
+dk1 = one_at_a_time(lambda c: (c.exec_run(["bash", "-c", "true"]), 0.0)[1], cs)
 for c in cs:
     c.remove(force=True)
 print("step mode: %d live envs ready in %.2fs, %d steps each, all at once" % (N, ready, R))

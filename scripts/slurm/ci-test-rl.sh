@@ -105,7 +105,7 @@ def killer():
         if all(s["ok"] and (s["status"]["episodes"].get("running") or 0) > 0 for s in st):
             break
         time.sleep(0.2)
-    state = "/lis-serve-%s-%s-1/run/lis.sock" % (uid, job)
+    state = r"/lis-serve-%s-%s-1\.[^/]*/run/lis\.sock" % (uid, job)
     r = subprocess.run(["pkill", "-KILL", "-f", state])
     killed["t"], killed["rc"] = time.time(), r.returncode
 threading.Thread(target=killer, daemon=True).start()

@@ -12,10 +12,10 @@ node=${SLURMD_NODENAME:-$(hostname -s)}
 # the address the trainer dials: the node's NodeAddr (in the server certificate), else its name
 addr=$(scontrol show node -o "$node" 2>/dev/null | sed -nE 's/.*NodeAddr=([^ ]+).*/\1/p')
 addr=${LIS_SERVE_HOST:-${addr:-$node}}
-state=${LIS_SERVE_STATE:-${TMPDIR:-/tmp}}/lis-serve-$(id -u)-${SLURM_JOB_ID:-0}-$k
-rm -rf "$state"
-mkdir -p "$state/run" "$state/data" && chmod 700 "$state" "$state/run" ||
-    { echo "lis-serve-task: cannot make $state" >&2; exit 1; }
+# mktemp: a name no other local user can guess and make first (0700 from the start)
+state=$(mktemp -d "${LIS_SERVE_STATE:-${TMPDIR:-/tmp}}/lis-serve-$(id -u)-${SLURM_JOB_ID:-0}-$k.XXXXXX") &&
+    mkdir -m 700 "$state/run" "$state/data" ||
+    { echo "lis-serve-task: cannot make a state directory in ${LIS_SERVE_STATE:-${TMPDIR:-/tmp}}" >&2; exit 1; }
 export XDG_RUNTIME_DIR=$state/run XDG_DATA_HOME=$state/data
 pid=
 finish() {
