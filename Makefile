@@ -243,7 +243,7 @@ fuzz_src_llm       := agent/sse.c agent/llm.c agent/llm_tokens.c agent/anthropic
 fuzz_src_settings  := agent/settings.c agent/prompts.c agent/llm.c agent/llm_tokens.c agent/anthropic.c agent/sse.c agent/util.c runtime/error.c runtime/util.c runtime/utf8.c
 fuzz_src_extract   := rootfs/extract.c rootfs/util.c
 fuzz_src_notify    := monitor/exec_read.c monitor/procmem.c monitor/records.c monitor/effects.c \
-  monitor/layer.c monitor/scan.c monitor/watch.c monitor/udiff.c monitor/policy.c monitor/rules.c
+  monitor/layer.c monitor/scan.c monitor/watch.c monitor/udiff.c monitor/texts.c monitor/policy.c monitor/rules.c
 fuzz_libs_textcalls := $(AGENT_LIBS)
 fuzz_libs_sse       := $(AGENT_LIBS)
 fuzz_libs_llm       := $(AGENT_LIBS)

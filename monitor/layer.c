@@ -86,11 +86,7 @@ void mon_layer_release(mon_layer *l)
         free(l->pend[i].path);
     free(l->pend);
     mon_scan_release(&l->last);
-    for (size_t i = 0; i < l->ncache; i++) {
-        free(l->cache[i].path);
-        free(l->cache[i].text);
-    }
-    free(l->cache);
+    mon_texts_release(&l->cache);
     memset(l, 0, sizeof *l);
     l->upper_fd = -1;
 }
@@ -232,73 +228,6 @@ static char *read_small(int root, const char *path, uint64_t hint, size_t *len, 
     return buf;
 }
 
-/* ---- the cache of old text ---- */
-
-static size_t cache_pos(const mon_layer *l, const char *path, int *found)
-{
-    size_t lo = 0, hi = l->ncache;
-    *found = 0;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = strcmp(l->cache[mid].path, path);
-        if (!c) {
-            *found = 1;
-            return mid;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static void cache_drop(mon_layer *l, const char *path)
-{
-    int found;
-    size_t i = cache_pos(l, path, &found);
-    if (!found)
-        return;
-    l->cache_bytes -= l->cache[i].len;
-    free(l->cache[i].path);
-    free(l->cache[i].text);
-    memmove(&l->cache[i], &l->cache[i + 1], (l->ncache - i - 1) * sizeof *l->cache);
-    l->ncache--;
-}
-
-/* Keeps text (taken over) as path's old text; freed when it does not fit. */
-static void cache_put(mon_layer *l, const char *path, char *text, size_t len)
-{
-    cache_drop(l, path);
-    int found;
-    size_t i = cache_pos(l, path, &found);
-    char *p = NULL;
-    if (l->cache_bytes + len > MON_CACHE_BYTES ||
-        LIS_GROW(l->cache, l->capcache, l->ncache + 1) < 0 || !(p = strdup(path))) {
-        l->cache_full = 1;
-        free(text);
-        return;
-    }
-    memmove(&l->cache[i + 1], &l->cache[i], (l->ncache - i) * sizeof *l->cache);
-    l->cache[i] = (mon_cache_item){p, text, len};
-    l->ncache++;
-    l->cache_bytes += len;
-}
-
-static void cache_rename(mon_layer *l, const char *from, const char *to)
-{
-    int found;
-    size_t i = cache_pos(l, from, &found);
-    if (!found)
-        return;
-    char *text = l->cache[i].text;
-    size_t len = l->cache[i].len;
-    l->cache[i].text = NULL;
-    l->cache[i].len = 0;
-    cache_drop(l, from);
-    cache_put(l, to, text, len);
-}
-
 /* ---- the comparison ---- */
 
 struct diffctx {
@@ -395,22 +324,22 @@ static void add_diff(struct diffctx *d, const mon_entry *e, int created)
     char *now = read_small(root, rel, e->size, &nlen, &why, dir_of(d, e->path));
     if (!now) {
         f->diff_none = why;
-        cache_drop(d->l, e->path);
+        mon_texts_drop(&d->l->cache, e->path);
         return;
     }
     if (!mon_is_text(now, nlen)) {
         f->diff_none = "binary";
         f->binary = 1;
         free(now);
-        cache_drop(d->l, e->path);
+        mon_texts_drop(&d->l->cache, e->path);
         return;
     }
     char *old = NULL;
-    int found;
-    size_t ci = cache_pos(d->l, e->path, &found);
+    const mon_text *kept = mon_texts_find(&d->l->cache, e->path);
+    int found = kept != NULL;
     if (found) {
-        old = d->l->cache[ci].text;
-        olen = d->l->cache[ci].len;
+        old = kept->text;
+        olen = kept->len;
     } else if (!created) {
         for (int i = 0; i < d->l->nlower && !old; i++) {
             const char *w;
@@ -421,7 +350,7 @@ static void add_diff(struct diffctx *d, const mon_entry *e, int created)
                 free(t);
         }
         if (!old)
-            f->diff_none = d->l->cache_full ? "the earlier text was not kept (cache full)"
+            f->diff_none = d->l->cache.full ? "the earlier text was not kept (cache full)"
                                             : "the earlier text is not text or not kept";
     } else {
         old = "";
@@ -443,7 +372,7 @@ static void add_diff(struct diffctx *d, const mon_entry *e, int created)
     }
     if (old && !found && !created)
         free(old);
-    cache_put(d->l, e->path, now, nlen);
+    mon_texts_put(&d->l->cache, e->path, now, nlen);
 }
 
 /* e is the same file as arg (a rename keeps the kind and the mtime; an
@@ -506,7 +435,7 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
                 continue; /* renamed away (reported at its new path) */
             char k = o ? o->kind : lower_kind(d->l, e->path, absent);
             rc = emit(d, MF_DELETED, NULL, e->path, k ? k : 'o', o ? -(int64_t)o->size : 0);
-            cache_drop(d->l, e->path);
+            mon_texts_drop(&d->l->cache, e->path);
             continue;
         }
         if (o && o->kind == e->kind && o->ino == e->ino && o->dev == e->dev) {
@@ -538,7 +467,7 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
                 continue;
             rc = emit(d, MF_RENAMED, e, from->path, e->kind, 0);
             if (rc == 0)
-                cache_rename(d->l, from->path, e->path);
+                mon_texts_rename(&d->l->cache, from->path, e->path);
             continue;
         }
         const mon_entry *twin =
@@ -587,12 +516,12 @@ static int compare(struct diffctx *d, const mon_scan *old, const mon_scan *now)
             const mon_root *pr = mon_root_of(d->l, parent, 1, &rel);
             int mount = pr->prefix[0] && !*rel; /* a tmpfs mount's root: there */
             if (!mount && (!pe || pe->kind == 'w')) {
-                cache_drop(d->l, o->path);
+                mon_texts_drop(&d->l->cache, o->path);
                 continue;
             }
         }
         rc = emit(d, MF_DELETED, NULL, o->path, o->kind, -(int64_t)o->size);
-        cache_drop(d->l, o->path);
+        mon_texts_drop(&d->l->cache, o->path);
     }
     free(claimed);
     free(om.slot);

@@ -12,9 +12,9 @@
  *   scan.c               what a step's file scan examines, within its budget
  *   records.c rules.c    process records made, taken, freed; rules matched
  *   watch.c              inotify on the layer's directories
- *   exec_read.c procmem.c policy.c udiff.c
+ *   exec_read.c procmem.c policy.c udiff.c texts.c
  *                        an exec read from memory; a process's memory and
- *                        /proc; the policy file; unified diffs
+ *                        /proc; the policy file; unified diffs; old texts
  *
  * Bounds (each cut is stated in the step's "cut" object):
  *   MON_PATH_MAX / MON_ARG_MAX / MON_ARGS_MAX / MON_ARGV_BYTES  per exec
@@ -313,11 +313,27 @@ typedef struct mon_scan {
     int cut;
 } mon_scan;
 
-typedef struct mon_cache_item {
-    char *path;
-    char *text;
+/* ---- texts.c: the old text of small text files, by path ---- */
+
+typedef struct mon_text {
+    char *path, *text;
     size_t len;
-} mon_cache_item;
+    struct mon_text *next;
+} mon_text;
+
+typedef struct mon_texts {
+    mon_text **bucket; /* a power of two of them */
+    size_t nbucket, n, bytes;
+    int full; /* a text was not kept (MON_CACHE_BYTES, or out of memory) */
+} mon_texts;
+
+size_t mon_str_hash(const char *s);
+const mon_text *mon_texts_find(const mon_texts *c, const char *path);
+/* Keeps text (taken over, freed when it does not fit) as path's. */
+void mon_texts_put(mon_texts *c, const char *path, char *text, size_t len);
+void mon_texts_drop(mon_texts *c, const char *path);
+void mon_texts_rename(mon_texts *c, const char *from, const char *to);
+void mon_texts_release(mon_texts *c);
 
 /* ---- watch.c: inotify on the scanned directories ---- */
 
@@ -376,10 +392,8 @@ typedef struct mon_layer {
     const lis_policy *policy;     /* its file rules: changes they match are listed past the bound */
     int lower_fd[LIS_MAX_LAYERS]; /* O_PATH roots of the lower layers, top first */
     int nlower;
-    mon_scan last;         /* the layer as last seen */
-    mon_cache_item *cache; /* old text of small text files, sorted by path */
-    size_t ncache, capcache, cache_bytes;
-    int cache_full;
+    mon_scan last;   /* the layer as last seen */
+    mon_texts cache; /* old text of small text files */
 } mon_layer;
 
 /* ---- scan.c: what a scan examines ---- */

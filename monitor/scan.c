@@ -40,10 +40,10 @@ void mon_scan_release(mon_scan *s)
     memset(s, 0, sizeof *s);
 }
 
-/* The first entry whose path is >= key (the scan is sorted by path). */
-static size_t lower_bound(const mon_scan *s, const char *key)
+/* The first entry of s->e[0, hi) whose path is >= key (sorted by path). */
+static size_t lower_bound_in(const mon_scan *s, size_t hi, const char *key)
 {
-    size_t lo = 0, hi = s->n;
+    size_t lo = 0;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (strcmp(s->e[mid].path, key) < 0)
@@ -52,6 +52,11 @@ static size_t lower_bound(const mon_scan *s, const char *key)
             hi = mid;
     }
     return lo;
+}
+
+static size_t lower_bound(const mon_scan *s, const char *key)
+{
+    return lower_bound_in(s, s->n, key);
 }
 
 const mon_entry *mon_find_path(const mon_scan *s, const char *path)
@@ -99,19 +104,11 @@ static int is_opaque(int dfd)
 
 /* ---- a set of paths (open addressing) ---- */
 
-static size_t str_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return (size_t)h;
-}
-
 static int pset_has(const mon_pset *p, const char *s)
 {
     if (!p->cap)
         return 0;
-    for (size_t h = str_hash(s) & (p->cap - 1); p->slot[h]; h = (h + 1) & (p->cap - 1))
+    for (size_t h = mon_str_hash(s) & (p->cap - 1); p->slot[h]; h = (h + 1) & (p->cap - 1))
         if (!strcmp(p->slot[h], s))
             return 1;
     return 0;
@@ -129,7 +126,7 @@ static int pset_add(mon_pset *p, const char *s)
             return -1;
         for (size_t i = 0; i < p->cap; i++)
             if (p->slot[i]) {
-                size_t h = str_hash(p->slot[i]) & (cap - 1);
+                size_t h = mon_str_hash(p->slot[i]) & (cap - 1);
                 while (slot[h])
                     h = (h + 1) & (cap - 1);
                 slot[h] = p->slot[i];
@@ -141,7 +138,7 @@ static int pset_add(mon_pset *p, const char *s)
     char *c = strdup(s);
     if (!c)
         return -1;
-    size_t h = str_hash(s) & (p->cap - 1);
+    size_t h = mon_str_hash(s) & (p->cap - 1);
     while (p->slot[h])
         h = (h + 1) & (p->cap - 1);
     p->slot[h] = c;
@@ -456,42 +453,70 @@ const mon_entry *mon_now_find(const mon_layer *l, const mon_delta *d, const char
     return NULL;
 }
 
+/* The last scan becomes the layer as now seen, in place, at the cost of what
+ * changed: an examined path still there is replaced where it is; the
+ * examined paths gone are removed and the new ones inserted by moving the
+ * runs between them (memmove, at memory speed: the entries after the first
+ * change move, none is compared). A copy of the whole scan each step was most
+ * of a step's scan at 200,000 entries. */
 void mon_scan_commit(mon_layer *l, mon_delta *d)
 {
     mon_scan *last = &l->last;
-    size_t keep = 0;
-    for (size_t i = 0; i < last->n; i++)
-        keep += !d->oldbit[i];
+    /* room first: out of memory, the last scan stays as it was and the next
+     * scan lists everything again */
+    if (LIS_GROW(last->e, last->cap, last->n + d->now.n) < 0) {
+        l->watch.lost = 1;
+        return;
+    }
+    size_t nins = 0;
+    for (size_t j = 0; j < d->now.n; j++) {
+        size_t i = lower_bound(last, d->now.e[j].path);
+        if (i < last->n && !strcmp(last->e[i].path, d->now.e[j].path)) {
+            free(last->e[i].path); /* the same path: replaced where it is */
+            last->e[i] = d->now.e[j];
+            d->oldbit[i] = 0;
+        } else {
+            d->now.e[nins++] = d->now.e[j]; /* still in path order */
+        }
+    }
+    d->now.n = nins;
+    /* the examined paths gone: the runs after the first move down */
+    unsigned char *gone = last->n ? memchr(d->oldbit, 1, last->n) : NULL;
+    if (gone) {
+        size_t w = (size_t)(gone - d->oldbit), r = w;
+        while (r < last->n) {
+            if (d->oldbit[r]) {
+                free(last->e[r++].path);
+                continue;
+            }
+            unsigned char *next = memchr(d->oldbit + r, 1, last->n - r);
+            size_t end = next ? (size_t)(next - d->oldbit) : last->n;
+            memmove(&last->e[w], &last->e[r], (end - r) * sizeof *last->e);
+            w += end - r;
+            r = end;
+        }
+        last->n = w;
+    }
     size_t take = d->now.n;
-    if (keep + take > MON_SCAN_MAX) { /* past the bound: the last in path order are not kept */
-        take = keep < MON_SCAN_MAX ? MON_SCAN_MAX - keep : 0;
+    if (last->n + take > MON_SCAN_MAX) { /* past the bound: the last in path order are not kept */
+        take = last->n < MON_SCAN_MAX ? MON_SCAN_MAX - last->n : 0;
         d->cut = 1;
         snprintf(d->why, sizeof d->why,
                  "more than %d entries in the layer: %zu not kept (found again as created)",
                  MON_SCAN_MAX, d->now.n - take);
     }
-    mon_scan merged = {0};
-    merged.e = malloc((keep + take ? keep + take : 1) * sizeof *merged.e);
-    if (!merged.e) {
-        l->watch.lost = 1; /* the last scan stays: the next lists everything again */
-        return;
-    }
-    size_t i = 0, j = 0;
-    while (i < last->n || j < take) {
-        if (i < last->n && d->oldbit[i]) {
-            free(last->e[i++].path);
-            continue;
-        }
-        if (j < take && (i == last->n || strcmp(d->now.e[j].path, last->e[i].path) < 0))
-            merged.e[merged.n++] = d->now.e[j++];
-        else
-            merged.e[merged.n++] = last->e[i++];
-    }
-    for (; j < d->now.n; j++)
+    for (size_t j = take; j < d->now.n; j++)
         free(d->now.e[j].path);
-    free(last->e);
-    merged.cap = merged.n;
-    *last = merged;
+    /* the new paths, from the last: each run of the old entries after one
+     * moves up by the number of new paths still to place before it */
+    size_t hi = last->n;
+    for (size_t j = take; j > 0; j--) {
+        size_t pos = lower_bound_in(last, hi, d->now.e[j - 1].path);
+        memmove(&last->e[pos + j], &last->e[pos], (hi - pos) * sizeof *last->e);
+        last->e[pos + j - 1] = d->now.e[j - 1];
+        hi = pos;
+    }
+    last->n += take;
     d->now.n = 0; /* its paths are the last scan's now */
 }
 
