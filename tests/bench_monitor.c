@@ -121,18 +121,28 @@ static double run(lis_sandbox *sb, const char *cmd)
     return lis_now() - t0;
 }
 
-static double step_end_time(lis_monitor *m, lis_sandbox *sb, const char *cmd)
+/* this thread's CPU seconds (a step's scan runs on the caller's thread) */
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double step_end_time(lis_monitor *m, lis_sandbox *sb, const char *cmd, double *cpu)
 {
     lis_error err = {0};
     lis_monitor_step_begin(m, NULL, &err);
     run(sb, cmd);
     lis_effects *fx;
-    double t0 = lis_now();
+    double t0 = lis_now(), c0 = thread_cpu();
     if (lis_monitor_step_end(m, NULL, &fx, &err) < 0) {
         fprintf(stderr, "bench_monitor: %s\n", err.msg);
         exit(1);
     }
     double t = lis_now() - t0;
+    if (cpu)
+        *cpu = thread_cpu() - c0;
     lis_effects_free(fx);
     return t;
 }
@@ -144,7 +154,7 @@ struct attacker {
     lis_sandbox *sb;
     volatile int stop, active;
     int steps;
-    double scan_max;
+    double scan_max, scan_sum, cpu_sum;
 };
 
 /* Steps that each make 2,000 more files, the step's begin and end scans
@@ -160,9 +170,11 @@ static void *attack(void *arg)
         }
         snprintf(cmd, sizeof cmd, "/mprobe files 2000 /more%d", a->steps++);
         /* unmonitored (the peer): the same work with no scan at all */
-        double t = a->m ? step_end_time(a->m, a->sb, cmd) : (run(a->sb, cmd), 0);
+        double cpu = 0, t = a->m ? step_end_time(a->m, a->sb, cmd, &cpu) : (run(a->sb, cmd), 0);
         if (t > a->scan_max)
             a->scan_max = t;
+        a->scan_sum += t;
+        a->cpu_sum += cpu;
         usleep(100000); /* paced: the same CPU whatever a scan costs */
     }
     return NULL;
@@ -176,6 +188,14 @@ static double p99_ms(double *t, int n, double *median)
     double p = t[(size_t)n * 99 / 100] * 1e3;
     *median = t[n / 2] * 1e3;
     return p;
+}
+
+/* the tail of a sorted sample: where a p99 comes from */
+static void tail(const char *what, const double *t, int n)
+{
+    printf("neighbour: %s: p50 %.2f p90 %.2f p95 %.2f p99 %.2f p99.9 %.2f max %.2f ms\n", what,
+           t[n / 2] * 1e3, t[(size_t)n * 90 / 100] * 1e3, t[(size_t)n * 95 / 100] * 1e3,
+           t[(size_t)n * 99 / 100] * 1e3, t[(size_t)n * 999 / 1000] * 1e3, t[n - 1] * 1e3);
 }
 
 static int neighbour(lis_ctx *ctx, lis_monitor_hub *hub, const char *rootfs, const char *probe,
@@ -202,7 +222,7 @@ static int neighbour(lis_ctx *ctx, lis_monitor_hub *hub, const char *rootfs, con
     run(nb, "true");
     /* the attacker's layer: 200,000 files, made in one step (scanned at its end) */
     double t0 = lis_now();
-    step_end_time(ma, att, "/mprobe files 200000 /h");
+    step_end_time(ma, att, "/mprobe files 200000 /h", NULL);
     printf("neighbour: the attacker's 200,000 files made and their step closed in %.1f s\n",
            lis_now() - t0);
     /* the peer: the same attacker in a sandbox no monitor watches (its own
@@ -220,11 +240,13 @@ static int neighbour(lis_ctx *ctx, lis_monitor_hub *hub, const char *rootfs, con
     pthread_create(&thb, NULL, attack, &ab);
     /* quiet, attacked and peer-attacked blocks interleaved: the host's own
      * noise falls on all three */
-    enum { BLOCKS = 10 };
+    /* blocks of 100 commands (at least 10 of each kind): the more blocks,
+     * the more the host's own bursts fall evenly on the three kinds */
+    int blocks = n / 100 < 10 ? 10 : n / 100;
     double *tq = calloc((size_t)n, sizeof *tq), *tl = calloc((size_t)n, sizeof *tl),
            *tb = calloc((size_t)n, sizeof *tb);
     int nq = 0, nl = 0, nbare = 0;
-    for (int blk = 0; blk < 3 * BLOCKS; blk++) {
+    for (int blk = 0; blk < 3 * blocks; blk++) {
         int loud_blk = blk % 3 == 1, bare_blk = blk % 3 == 2;
         a.active = loud_blk;
         ab.active = bare_blk;
@@ -240,7 +262,7 @@ static int neighbour(lis_ctx *ctx, lis_monitor_hub *hub, const char *rootfs, con
                 bg = NULL;
             usleep(50000); /* the attacker's steps under way */
         }
-        for (int i = 0; i < n / BLOCKS; i++) {
+        for (int i = 0; i < n / blocks; i++) {
             double t = run(nb, "exec /mprobe exit 0");
             if (loud_blk)
                 tl[nl++] = t;
@@ -260,6 +282,9 @@ static int neighbour(lis_ctx *ctx, lis_monitor_hub *hub, const char *rootfs, con
     }
     double med2, quiet = p99_ms(tq, nq, &med0), loud = p99_ms(tl, nl, &med1),
                  peer = p99_ms(tb, nbare, &med2);
+    tail("no attacker", tq, nq);
+    tail("monitored attacker", tl, nl);
+    tail("unmonitored attacker", tb, nbare);
     free(tq);
     free(tl);
     free(tb);
@@ -270,7 +295,10 @@ static int neighbour(lis_ctx *ctx, lis_monitor_hub *hub, const char *rootfs, con
            "with no attacker; p99 %.2f ms (median %.2f) while an episode holds 200,000 files and "
            "makes 2,000 more every step, a process of it exec'ing all along (%d steps, longest step end %.0f ms), in %d interleaved "
            "blocks each; ratio of p99 %.3f (goal <= 1.2)\n",
-           n, quiet, med0, loud, med1, a.steps, a.scan_max * 1e3, BLOCKS, loud / quiet);
+           n, quiet, med0, loud, med1, a.steps, a.scan_max * 1e3, blocks, loud / quiet);
+    printf("neighbour: the attacker's step ends (its scans of 2,000 new files beside 200,000): "
+           "mean %.1f ms, %.1f ms of CPU\n",
+           a.steps ? a.scan_sum * 1e3 / a.steps : 0, a.steps ? a.cpu_sum * 1e3 / a.steps : 0);
     printf("neighbour: the peer, the same attacker in a sandbox with no monitor (its own work "
            "alone, no scan): p99 %.2f ms (median %.2f); the monitored attacker against it: "
            "ratio of p99 %.3f (what the monitor's scans add)\n",
@@ -404,8 +432,8 @@ int main(int argc, char **argv)
                  "i=0; while [ $i -lt 100 ]; do echo line $i run %d > /testbed/bench/f$i.txt; "
                  "i=$((i+1)); done",
                  rep);
-        with[rep] = step_end_time(m, on, cmd);
-        without[rep] = step_end_time(m, on, "true");
+        with[rep] = step_end_time(m, on, cmd, NULL);
+        without[rep] = step_end_time(m, on, "true", NULL);
     }
     qsort(with, DREPS, sizeof *with, cmp);
     qsort(without, DREPS, sizeof *without, cmp);
