@@ -224,6 +224,12 @@ int lis_monitor_step_end(lis_monitor *m, const lis_result *res, lis_effects **ou
     lis_effects *e = calloc(1, sizeof *e);
     if (!e)
         return lis_oom(err);
+    /* a request is told when the proxy ends its connection, on the proxy's
+     * thread: a client that exited just before this end is seen a moment
+     * later, and its request belongs to this step (not the lock: the
+     * proxy's thread takes it to record them) */
+    if (m->net_watched)
+        lis_net_sandbox_settle(m->sb, MON_NET_SETTLE);
     pthread_mutex_lock(&m->mu);
     uint64_t acts = m->acts; /* before the walk: a later notification means a scan at the begin */
     pthread_mutex_unlock(&m->mu);

@@ -35,28 +35,29 @@
 
 #define MON_PATH_MAX 1024 /* bytes of an exec's path kept in its record */
 #define MON_EXEC_PATH                                                                              \
-    4096                           /* bytes of an exec's path read and matched (PATH_MAX:
+    4096                     /* bytes of an exec's path read and matched (PATH_MAX:
                                     * the kernel refuses a longer one, so no exec that runs
                                     * is cut) */
-#define MON_ARG_MAX 512            /* bytes of one argument kept */
-#define MON_ARGS_MAX 64            /* arguments kept */
-#define MON_ARGV_BYTES 4096        /* bytes of all kept arguments */
-#define MON_ARGC_COUNT 65536       /* arguments counted at most */
-#define MON_STEP_PROCS 1024        /* process records per step */
-#define MON_STEP_NET 512           /* proxy requests per step */
-#define MON_STEP_CONNECTS 64       /* refused connection attempts listed per step (all counted) */
-#define MON_STEP_ALERTS 128        /* alerts per step (all counted) */
-#define MON_LIVE_MAX 4096          /* processes followed at once */
-#define MON_SCAN_MAX 200000        /* entries of one writable-layer scan */
-#define MON_SCAN_DEPTH 128         /* directory depth scanned */
-#define MON_SCAN_BUDGET 0.1        /* seconds of scanning per scan; the rest goes on next time */
-#define MON_WATCH_MAX 8192         /* directories watched per sandbox (inotify) */
-#define MON_PEND_MAX 65536         /* paths a cut scan leaves (past it: a full listing next) */
-#define MON_ROOTS_MAX 3            /* the upper layer, /tmp, /dev/shm */
-#define MON_STEP_FILES 2000        /* file changes listed per step (all counted) */
-#define MON_TEXT_MAX 65536         /* a text file larger than this gets no diff */
-#define MON_DIFF_FILE 8192         /* diff bytes per file */
-#define MON_DIFF_STEP 65536        /* diff bytes per step */
+#define MON_ARG_MAX 512      /* bytes of one argument kept */
+#define MON_ARGS_MAX 64      /* arguments kept */
+#define MON_ARGV_BYTES 4096  /* bytes of all kept arguments */
+#define MON_ARGC_COUNT 65536 /* arguments counted at most */
+#define MON_STEP_PROCS 1024  /* process records per step */
+#define MON_STEP_NET 512     /* proxy requests per step */
+#define MON_STEP_CONNECTS 64 /* refused connection attempts listed per step (all counted) */
+#define MON_STEP_ALERTS 128  /* alerts per step (all counted) */
+#define MON_LIVE_MAX 4096    /* processes followed at once */
+#define MON_SCAN_MAX 200000  /* entries of one writable-layer scan */
+#define MON_SCAN_DEPTH 128   /* directory depth scanned */
+#define MON_SCAN_BUDGET 0.1  /* seconds of scanning per scan; the rest goes on next time */
+#define MON_NET_SETTLE 0.1   /* seconds a step's end waits for the proxy to end its connections */
+#define MON_WATCH_MAX 8192   /* directories watched per sandbox (inotify) */
+#define MON_PEND_MAX 65536   /* paths a cut scan leaves (past it: a full listing next) */
+#define MON_ROOTS_MAX 3      /* the upper layer, /tmp, /dev/shm */
+#define MON_STEP_FILES 2000  /* file changes listed per step (all counted) */
+#define MON_TEXT_MAX 65536   /* a text file larger than this gets no diff */
+#define MON_DIFF_FILE 8192   /* diff bytes per file */
+#define MON_DIFF_STEP 65536  /* diff bytes per step */
 #define MON_CACHE_BYTES (8u << 20) /* old text kept per episode */
 
 /* ---- policy.c ---- */

@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <fnmatch.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 void net_conn_event(conn *c)
 {
@@ -27,6 +29,33 @@ void net_conn_event(conn *c)
         .end = lis_now(),
     };
     p->on_event(p->event_arg, &ev);
+}
+
+int lis_net_sandbox_settle(lis_sandbox *sb, double timeout)
+{
+    net_port *p = lis_sandbox_ext(sb); /* lives as long as sb's handle (attach.c) */
+    if (!p)
+        return 0;
+    lis_proxy *px = p->px;
+    double end = lis_now() + timeout;
+    pthread_mutex_lock(&px->mu);
+    while (p->nconns && !p->dead) {
+        double left = end - lis_now();
+        if (left <= 0)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += (time_t)left;
+        ts.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&px->ended, &px->mu, &ts);
+    }
+    int open = p->nconns > 0 && !p->dead;
+    pthread_mutex_unlock(&px->mu);
+    return open;
 }
 
 int lis_net_sandbox_watch(lis_sandbox *sb, lis_net_event_fn fn, void *arg, lis_error *err)

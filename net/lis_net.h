@@ -69,6 +69,12 @@ typedef void (*lis_net_event_fn)(void *arg, const lis_net_event *ev);
  * running and will not be called again. Only for ephemeral --net proxy
  * sandboxes served by this process (else -1, ENOTSUP). */
 int lis_net_sandbox_watch(lis_sandbox *sb, lis_net_event_fn fn, void *arg, lis_error *err);
+/* Waits until the proxy has ended every connection of sb (a client that
+ * closed is seen on the proxy's thread, a moment after its process
+ * exited), at most timeout seconds; 0 when none is open, 1 when some still
+ * are. Not with sb's watch fn running on this thread, nor from the thread
+ * that pumps a manual proxy (lis_net_step). */
+int lis_net_sandbox_settle(lis_sandbox *sb, double timeout);
 /* 1 when host matches glob as --allow-domain/--deny-domain match it. */
 int lis_net_host_match(const char *glob, const char *host);
 

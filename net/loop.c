@@ -102,6 +102,7 @@ void net_proxy_release(lis_proxy *px)
         if (fds[i] >= 0)
             close(fds[i]);
     pthread_mutex_destroy(&px->mu);
+    pthread_cond_destroy(&px->ended);
     pthread_mutex_destroy(&px->dmu);
     pthread_cond_destroy(&px->dcv);
     free(px);
@@ -117,6 +118,11 @@ lis_proxy *net_proxy_new(int daemon, lis_error *err)
     px->daemon = daemon;
     px->ctl_fd = -1;
     pthread_mutex_init(&px->mu, NULL);
+    pthread_condattr_t ca; /* waited on with lis_now's clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&px->ended, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_init(&px->dmu, NULL);
     pthread_cond_init(&px->dcv, NULL);
     px->epfd = epoll_create1(EPOLL_CLOEXEC);

@@ -163,7 +163,8 @@ struct lis_proxy {
     void (*on_ctl)(lis_proxy *px, void *client);
     ep_ref wake_ref, timer_ref, dns_ref, ctl_ref;
     int timer_on, daemon, manual;
-    pthread_mutex_t mu; /* everything below, while an event is handled */
+    pthread_mutex_t mu;   /* everything below, while an event is handled */
+    pthread_cond_t ended; /* a connection ended (lis_net_sandbox_settle; CLOCK_MONOTONIC) */
     pthread_t thread;
     int has_thread, stop;
     net_port *ports;

@@ -58,6 +58,7 @@ void net_conn_close(lis_proxy *px, conn *c)
     px->nconns--;
     net_port *p = c->port;
     p->nconns--;
+    pthread_cond_broadcast(&px->ended);
     if (p->paused && !p->dead && p->nconns < PORT_MAX_CONNS)
         net_pause_listen(px, p, 0);
     c->grave = px->grave_c;

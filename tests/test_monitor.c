@@ -236,6 +236,73 @@ Test(monitor, refused_connects_with_net_none)
     mfix_close(&f);
 }
 
+/* A request through the proxy is told when the proxy ends its connection,
+ * on the proxy's thread, a moment after the client exited: each step's end
+ * waits for it (lis_net_sandbox_settle), so that a step lists its own
+ * request, not the next step (the race failed a CI run of test_batch_effects). */
+static char web_dir[256]; /* the web server's, for its end even when an assert fails */
+
+static void web_end(void)
+{
+    if (web_dir[0])
+        free(t_host(NULL, "kill $(cat %s/pid) 2>/dev/null; rm -rf %s", web_dir, web_dir));
+}
+
+Test(monitor, each_proxied_request_in_its_own_step, .timeout = 180, .fini = web_end)
+{
+    char *dir = t_host(NULL, "mktemp -d /tmp/lis-mon-web.XXXXXX | tr -d '\\n'");
+    snprintf(web_dir, sizeof web_dir, "%s", dir);
+    int code = 0;
+    char *port = t_host(&code,
+                        "cd %s && echo hello-web > page.txt && "
+                        "(setsid timeout 170 python3 -c 'import http.server,os,socketserver\n"
+                        "h=http.server.SimpleHTTPRequestHandler\n"
+                        "s=socketserver.ThreadingTCPServer((\"127.0.0.1\",0),h)\n"
+                        "open(\"pid\",\"w\").write(str(os.getpid()))\n"
+                        "print(s.server_address[1],flush=True)\n"
+                        "s.serve_forever()' >port 2>/dev/null &) ; "
+                        "for i in $(seq 50); do [ -s port ] && break; sleep 0.1; done; cat port",
+                        dir);
+    int p = atoi(port);
+    free(port);
+    cr_assert_gt(p, 0, "no web server");
+    lis_ctx *ctx = t_ctx();
+    lis_error err = {0};
+    lis_monitor_hub *hub = lis_monitor_hub_new(&err);
+    cr_assert(hub, "%s", err.msg);
+    lis_bind b = {.host_path = probe(), .path = "/mprobe", .read_only = 1};
+    lis_sandbox_spec spec = {.rootfs = t_busybox(),
+                             .upper = LIS_UPPER_TMPFS,
+                             .binds = &b,
+                             .nbinds = 1,
+                             .net = LIS_NET_PROXY,
+                             .monitor = lis_monitor_spec_flags(LIS_NET_PROXY)};
+    lis_net_rules rules = {.allow_host_network = 1};
+    lis_sandbox *sb = NULL;
+    cr_assert_eq(lis_net_sandbox_create(ctx, &spec, &rules, &sb, &err), 0, "%s", err.msg);
+    lis_monitor *m = mon(hub, sb, NULL);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "wget -q -O - http://127.0.0.1:%d/page.txt", p);
+    for (int i = 0; i < 40; i++) {
+        lis_result r;
+        cJSON *s = step(m, sb, cmd, &r);
+        cr_assert(strstr(r.out.data, "hello-web"), "step %d: %s", i, r.out.data);
+        lis_result_free(&r);
+        const cJSON *reqs = cJSON_GetObjectItem(cJSON_GetObjectItem(s, "network"), "requests");
+        cr_assert_eq(cJSON_GetArraySize(reqs), 1, "step %d: %s", i, cJSON_PrintUnformatted(reqs));
+        const cJSON *q = cJSON_GetArrayItem(reqs, 0);
+        cr_assert_str_eq(str(q, "host"), "127.0.0.1");
+        cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(q, "allowed")), "%s", cJSON_PrintUnformatted(q));
+        cr_assert_gt(num(q, "bytes_down", 0), 0, "%s", cJSON_PrintUnformatted(q));
+        cJSON_Delete(s);
+    }
+    lis_sandbox_destroy(sb, &err);
+    lis_monitor_free(m);
+    lis_monitor_hub_free(hub);
+    lis_ctx_free(ctx);
+    free(dir);
+}
+
 /* /tmp and /dev/shm are tmpfs mounts of their own, outside the overlay; a
  * name made and removed within one step is listed as such */
 Test(monitor, tmpfs_mounts_and_transient_files)
