@@ -7,7 +7,8 @@
 
 const char *probe(void) { return t_build_file("tests/monitor_probe"); }
 
-lis_sandbox *msb_limits(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net, lis_limits limits)
+lis_sandbox *msb_rules(lis_ctx *ctx, lis_net_mode net, const lis_net_rules *rules,
+                       lis_limits limits)
 {
     lis_bind b = {.host_path = probe(), .path = "/mprobe", .read_only = 1};
     lis_sandbox_spec spec = {.rootfs = t_busybox(),
@@ -17,13 +18,17 @@ lis_sandbox *msb_limits(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net, l
                              .net = net,
                              .limits = limits,
                              .monitor = lis_monitor_spec_flags(net)};
-    lis_net_rules rules = {.deny_domains = lis_policy_deny_domains(pol)};
     lis_sandbox *sb = NULL;
     lis_error err = {0};
-    cr_assert_eq(lis_net_sandbox_create(ctx, &spec, net == LIS_NET_PROXY ? &rules : NULL, &sb,
-                                        &err),
+    cr_assert_eq(lis_net_sandbox_create(ctx, &spec, net == LIS_NET_PROXY ? rules : NULL, &sb, &err),
                  0, "create: %s", err.msg);
     return sb;
+}
+
+lis_sandbox *msb_limits(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net, lis_limits limits)
+{
+    lis_net_rules rules = {.deny_domains = lis_policy_deny_domains(pol)};
+    return msb_rules(ctx, net, &rules, limits);
 }
 
 lis_sandbox *msb(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net)

@@ -11,6 +11,9 @@
 
 /* tests/monitor_probe, built static, bound read-only at /mprobe */
 const char *probe(void);
+/* A monitored sandbox; rules: its proxy's (--net proxy only). */
+lis_sandbox *msb_rules(lis_ctx *ctx, lis_net_mode net, const lis_net_rules *rules,
+                       lis_limits limits);
 lis_sandbox *msb_limits(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net, lis_limits limits);
 lis_sandbox *msb(lis_ctx *ctx, const lis_policy *pol, lis_net_mode net);
 lis_monitor *mon(lis_monitor_hub *hub, lis_sandbox *sb, const lis_policy *pol);

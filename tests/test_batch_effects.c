@@ -315,19 +315,8 @@ Test(batch_effects, proxy_fetch_and_raw_socket, .timeout = 180)
     fputs("{\"id\":\"fetch\",\"problem_statement\":\"FETCH go\",\"ground_truth\":\"a\"}\n", tf);
     fclose(tf);
     /* a web server on the host's loopback (the proxy reaches it with --allow-host-network) */
-    int code = 0;
-    char *port = t_host(&code,
-                        "cd %s && echo hello-from-host > page.txt && "
-                        "(setsid python3 -c 'import http.server,socketserver,sys\n"
-                        "h=http.server.SimpleHTTPRequestHandler\n"
-                        "s=socketserver.TCPServer((\"127.0.0.1\",0),h)\n"
-                        "print(s.server_address[1],flush=True)\n"
-                        "s.serve_forever()' >port 2>/dev/null &) ; "
-                        "for i in $(seq 50); do [ -s port ] && break; sleep 0.1; done; cat port",
-                        d);
-    int p = atoi(port);
-    free(port);
-    cr_assert_gt(p, 0, "no web server");
+    free(t_host(NULL, "echo hello-from-host > %s/page.txt", d));
+    int p = t_web_start(d, 170), code = 0;
     char cmd[600];
     snprintf(cmd, sizeof cmd,
              "wget -q -O - http://127.0.0.1:%d/page.txt; wget -q -O - http://localhost:%d/x; "
@@ -345,7 +334,7 @@ Test(batch_effects, proxy_fetch_and_raw_socket, .timeout = 180)
                       f.url, root, tasks, d);
     cr_assert_eq(code, 0, "%s", out);
     free(out);
-    free(t_host(NULL, "pkill -f 'socketserver.TCPServer' 2>/dev/null"));
+    t_web_stop(d);
     char rdir[1024];
     t_run_dir(d, rdir, sizeof rdir);
     cJSON *traj = read_json("%s/trajectories/%s.json", rdir, "fetch");

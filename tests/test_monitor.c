@@ -244,42 +244,24 @@ static char web_dir[256]; /* the web server's, for its end even when an assert f
 
 static void web_end(void)
 {
-    if (web_dir[0])
-        free(t_host(NULL, "kill $(cat %s/pid) 2>/dev/null; rm -rf %s", web_dir, web_dir));
+    if (web_dir[0]) {
+        t_web_stop(web_dir);
+        free(t_host(NULL, "rm -rf %s", web_dir));
+    }
 }
 
 Test(monitor, each_proxied_request_in_its_own_step, .timeout = 180, .fini = web_end)
 {
     char *dir = t_host(NULL, "mktemp -d /tmp/lis-mon-web.XXXXXX | tr -d '\\n'");
     snprintf(web_dir, sizeof web_dir, "%s", dir);
-    int code = 0;
-    char *port = t_host(&code,
-                        "cd %s && echo hello-web > page.txt && "
-                        "(setsid timeout 170 python3 -c 'import http.server,os,socketserver\n"
-                        "h=http.server.SimpleHTTPRequestHandler\n"
-                        "s=socketserver.ThreadingTCPServer((\"127.0.0.1\",0),h)\n"
-                        "open(\"pid\",\"w\").write(str(os.getpid()))\n"
-                        "print(s.server_address[1],flush=True)\n"
-                        "s.serve_forever()' >port 2>/dev/null &) ; "
-                        "for i in $(seq 50); do [ -s port ] && break; sleep 0.1; done; cat port",
-                        dir);
-    int p = atoi(port);
-    free(port);
-    cr_assert_gt(p, 0, "no web server");
+    free(t_host(NULL, "echo hello-web > %s/page.txt", dir));
+    int p = t_web_start(dir, 170);
     lis_ctx *ctx = t_ctx();
     lis_error err = {0};
     lis_monitor_hub *hub = lis_monitor_hub_new(&err);
     cr_assert(hub, "%s", err.msg);
-    lis_bind b = {.host_path = probe(), .path = "/mprobe", .read_only = 1};
-    lis_sandbox_spec spec = {.rootfs = t_busybox(),
-                             .upper = LIS_UPPER_TMPFS,
-                             .binds = &b,
-                             .nbinds = 1,
-                             .net = LIS_NET_PROXY,
-                             .monitor = lis_monitor_spec_flags(LIS_NET_PROXY)};
-    lis_net_rules rules = {.allow_host_network = 1};
-    lis_sandbox *sb = NULL;
-    cr_assert_eq(lis_net_sandbox_create(ctx, &spec, &rules, &sb, &err), 0, "%s", err.msg);
+    lis_net_rules rules = {.allow_host_network = 1}; /* the proxy reaches the host's loopback */
+    lis_sandbox *sb = msb_rules(ctx, LIS_NET_PROXY, &rules, (lis_limits){0});
     lis_monitor *m = mon(hub, sb, NULL);
     char cmd[160];
     snprintf(cmd, sizeof cmd, "wget -q -O - http://127.0.0.1:%d/page.txt", p);

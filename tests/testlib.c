@@ -124,6 +124,29 @@ void t_sh(lis_sandbox *sb, const char *cmd, lis_result *r)
     cr_assert_eq(lis_exec(sb, &ex, r, &err), 0, "exec '%s': %s", cmd, err.msg);
 }
 
+int t_web_start(const char *dir, int seconds)
+{
+    char *port =
+        t_host(NULL,
+               "cd %s && (setsid timeout %d python3 -c 'import http.server,os,socketserver\n"
+               "h=http.server.SimpleHTTPRequestHandler\n"
+               "s=socketserver.ThreadingTCPServer((\"127.0.0.1\",0),h)\n"
+               "open(\"pid\",\"w\").write(str(os.getpid()))\n"
+               "print(s.server_address[1],flush=True)\n"
+               "s.serve_forever()' >port 2>/dev/null &) ; "
+               "for i in $(seq 50); do [ -s port ] && break; sleep 0.1; done; cat port",
+               dir, seconds);
+    int p = atoi(port);
+    free(port);
+    cr_assert_gt(p, 0, "no web server in %s", dir);
+    return p;
+}
+
+void t_web_stop(const char *dir)
+{
+    free(t_host(NULL, "kill $(cat %s/pid 2>/dev/null) 2>/dev/null", dir));
+}
+
 char *t_host(int *code, const char *fmt, ...)
 {
     char cmd[8192];

@@ -30,6 +30,11 @@ lis_sandbox *t_sandbox(lis_ctx *ctx, const char *rootfs);
 void t_sh(lis_sandbox *sb, const char *cmd, lis_result *r);
 /* Runs a host shell command, returns its stdout (malloc'ed) and exit code. */
 char *t_host(int *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A web server on the host's loopback serving dir (python3's http.server,
+ * gone after `seconds` at the latest); returns its port. t_web_stop(dir)
+ * ends it (its pid is in dir/pid). */
+int t_web_start(const char *dir, int seconds);
+void t_web_stop(const char *dir);
 /* How many host processes live in the pid namespace whose link text is ns. */
 int t_procs_in_ns(const char *ns);
 /* Runs the lis CLI (stdout and stderr together) with XDG dirs under the last
