@@ -34,10 +34,9 @@
 #include <sys/types.h>
 
 #define MON_PATH_MAX 1024 /* bytes of an exec's path kept in its record */
-#define MON_EXEC_PATH                                                                              \
-    4096                     /* bytes of an exec's path read and matched (PATH_MAX:
-                                    * the kernel refuses a longer one, so no exec that runs
-                                    * is cut) */
+/* bytes of an exec's path read and matched (PATH_MAX: the kernel refuses a
+ * longer one, so no exec that runs is cut) */
+#define MON_EXEC_PATH 4096
 #define MON_ARG_MAX 512      /* bytes of one argument kept */
 #define MON_ARGS_MAX 64      /* arguments kept */
 #define MON_ARGV_BYTES 4096  /* bytes of all kept arguments */

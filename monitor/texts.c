@@ -53,8 +53,7 @@ void mon_texts_drop(mon_texts *c, const char *path)
     }
 }
 
-/* Doubles the buckets at one text a bucket; 0, or -1 out of memory (the
- * table stays as it was, longer chains). */
+/* Doubles the buckets; 0, or -1 out of memory (the table stays as it was). */
 static int grow(mon_texts *c)
 {
     size_t nb = c->nbucket ? 2 * c->nbucket : 256;
@@ -86,9 +85,12 @@ static void insert(mon_texts *c, mon_text *t)
 void mon_texts_put(mon_texts *c, const char *path, char *text, size_t len)
 {
     mon_texts_drop(c, path);
+    if (c->n >= c->nbucket && grow(c) < 0) {
+        /* no more buckets: longer chains, unless there are none */
+    }
     mon_text *t = NULL;
-    if (c->bytes + len > MON_CACHE_BYTES || (c->n >= c->nbucket && grow(c) < 0 && !c->nbucket) ||
-        !(t = calloc(1, sizeof *t)) || !(t->path = strdup(path))) {
+    if (c->bytes + len > MON_CACHE_BYTES || !c->nbucket || !(t = calloc(1, sizeof *t)) ||
+        !(t->path = strdup(path))) {
         c->full = 1;
         free(t);
         free(text);
